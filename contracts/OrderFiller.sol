@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.23;
+
+/// @title OrderFiller
+/// @notice The contract through which solvers pay out fills. Each order id can be filled once, and only
+///         by an authorized solver, so nobody can grief an order by filling it with dust.
+contract OrderFiller {
+    error Unauthorized();
+    error NotSolver(address caller);
+    error AddressCannotBeZero();
+    error OrderAlreadyFilled(bytes32 orderId);
+    error NativeTransferFailed();
+    error TransferFromFailed();
+
+    event OwnershipTransferred(address indexed oldOwner, address indexed newOwner);
+    event SolverUpdated(address indexed solver, bool enabled);
+    event OrderFilled(
+        bytes32 indexed orderId, address indexed solver, address indexed recipient, address token, uint256 amount
+    );
+
+    address public owner;
+    mapping(address => bool) public solvers;
+    mapping(bytes32 => bool) public filled;
+
+    constructor(address _owner, address _solver) {
+        if (_owner == address(0) || _solver == address(0)) revert AddressCannotBeZero();
+        owner = _owner;
+        emit OwnershipTransferred(address(0), _owner);
+        solvers[_solver] = true;
+        emit SolverUpdated(_solver, true);
+    }
+
+    modifier onlyOwner() {
+        if (msg.sender != owner) revert Unauthorized();
+        _;
+    }
+
+    modifier onlySolver() {
+        if (!solvers[msg.sender]) revert NotSolver(msg.sender);
+        _;
+    }
+
+    function transferOwnership(address newOwner) external onlyOwner {
+        if (newOwner == address(0)) revert AddressCannotBeZero();
+        emit OwnershipTransferred(owner, newOwner);
+        owner = newOwner;
+    }
+
+    function addSolver(address solver) external onlyOwner {
+        if (solver == address(0)) revert AddressCannotBeZero();
+        solvers[solver] = true;
+        emit SolverUpdated(solver, true);
+    }
+
+    function removeSolver(address solver) external onlyOwner {
+        solvers[solver] = false;
+        emit SolverUpdated(solver, false);
+    }
+
+    /// @notice Forward msg.value to `recipient` as the fill of `orderId`.
+    function fillNative(bytes32 orderId, address recipient) external payable onlySolver {
+        if (recipient == address(0)) revert AddressCannotBeZero();
+        _markFilled(orderId);
+        (bool ok,) = recipient.call{value: msg.value}("");
+        if (!ok) revert NativeTransferFailed();
+        emit OrderFilled(orderId, msg.sender, recipient, address(0), msg.value);
+    }
+
+    /// @notice Move `amount` of `token` from the solver to `recipient` (the solver approves this contract).
+    function fillErc20(bytes32 orderId, address token, address recipient, uint256 amount) external onlySolver {
+        if (recipient == address(0) || token == address(0)) revert AddressCannotBeZero();
+        _markFilled(orderId);
+        (bool ok, bytes memory ret) =
+            token.call(abi.encodeWithSelector(0x23b872dd, msg.sender, recipient, amount)); // transferFrom
+        if (!ok || (ret.length == 0 ? token.code.length == 0 : (ret.length < 32 || !abi.decode(ret, (bool))))) {
+            revert TransferFromFailed();
+        }
+        emit OrderFilled(orderId, msg.sender, recipient, token, amount);
+    }
+
+    function _markFilled(bytes32 orderId) private {
+        if (filled[orderId]) revert OrderAlreadyFilled(orderId);
+        filled[orderId] = true;
+    }
+}

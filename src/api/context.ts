@@ -1,0 +1,20 @@
+import type { Address } from 'viem';
+import type { ChainAdapter } from '../chains/adapter.ts';
+import type { Config } from '../config/load.ts';
+import type { Registry } from '../config/registry.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { PriceSource } from '../quote/prices.ts';
+
+export interface ApiContext {
+  config: Config;
+  registry: Registry;
+  ledger: Ledger;
+  metrics: Metrics;
+  log: Logger;
+  prices: PriceSource;
+  solver: Address;
+  // Absent on a read-only API replica: routes that write or speak to chains answer 503 there.
+  adapters?: Map<number, ChainAdapter>;
+}

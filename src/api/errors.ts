@@ -1,0 +1,35 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ZodError } from 'zod';
+import { formatZodError } from '../config/load.ts';
+import type { Logger } from '../log.ts';
+import { QuoteError } from '../quote/quote.ts';
+
+// Every error the API answers has { message, errorCode }. Internals never leak: a 5xx says only
+// that something failed, and the detail goes to the log.
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly errorCode: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function errorHandler(log: Logger) {
+  return (err: FastifyError | Error, req: FastifyRequest, reply: FastifyReply) => {
+    if (err instanceof ApiError || err instanceof QuoteError) {
+      return reply.status(err instanceof ApiError ? err.status : err.status).send({ message: err.message, errorCode: err.errorCode });
+    }
+    if (err instanceof ZodError) {
+      return reply.status(400).send({ message: `invalid request: ${formatZodError(err)}`, errorCode: 'INVALID_INPUT_PARAMETERS' });
+    }
+    const fe = err as FastifyError;
+    if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
+      // Fastify's own rejections: malformed JSON, body too large, wrong content type.
+      return reply.status(fe.statusCode).send({ message: fe.message, errorCode: fe.code ?? 'BAD_REQUEST' });
+    }
+    log.error({ err: err.message, stack: err.stack, url: req.url }, 'request failed');
+    return reply.status(500).send({ message: 'internal error', errorCode: 'INTERNAL_ERROR' });
+  };
+}

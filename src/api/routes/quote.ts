@@ -1,0 +1,45 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { buildQuote } from '../../quote/quote.ts';
+import type { ApiContext } from '../context.ts';
+import { ApiError } from '../errors.ts';
+import { addressParam, amountParam, chainIdParam } from '../validate.ts';
+
+// Clients send more fields than this node acts on (the public SDK sends several); unknown fields
+// are ignored rather than rejected, known ones are validated.
+const quoteBody = z.object({
+  user: addressParam,
+  recipient: addressParam.optional(),
+  refundTo: addressParam.optional(),
+  originChainId: chainIdParam.optional(),
+  destinationChainId: chainIdParam.optional(),
+  fromChainId: chainIdParam.optional(),
+  toChainId: chainIdParam.optional(),
+  originCurrency: addressParam,
+  destinationCurrency: addressParam,
+  amount: amountParam,
+  tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT'], { errorMap: () => ({ message: 'must be EXACT_INPUT or EXACT_OUTPUT' }) }),
+  protocolVersion: z.enum(['v1', 'v2']).optional(),
+  referrer: z.string().max(200).optional(),
+});
+
+export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
+  const handler = async (req: { body: unknown }) => {
+    const adapters = ctx.adapters;
+    if (!adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only; quote through the node');
+    const b = quoteBody.parse(req.body ?? {});
+    const originChainId = b.originChainId ?? b.fromChainId;
+    const destinationChainId = b.destinationChainId ?? b.toChainId;
+    if (originChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: originChainId: is required');
+    if (destinationChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: destinationChainId: is required');
+    const quote = await buildQuote(
+      { ...b, originChainId, destinationChainId },
+      { config: ctx.config, registry: ctx.registry, adapters, prices: ctx.prices, solver: ctx.solver },
+    );
+    ctx.ledger.tx(() => ctx.ledger.requests.insert(quote.request));
+    ctx.log.info({ request: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');
+    return quote.response;
+  };
+  app.post('/quote', handler);
+  app.post('/quote/v2', handler);
+}

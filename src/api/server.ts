@@ -1,0 +1,31 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { ApiContext } from './context.ts';
+import { errorHandler } from './errors.ts';
+import { healthRoutes } from './routes/health.ts';
+import { quoteRoutes } from './routes/quote.ts';
+import { statusRoutes } from './routes/status.ts';
+import { transactionRoutes } from './routes/transactions.ts';
+
+// Fastify: a maintained HTTP server with body limits, JSON parsing that rejects prototype
+// poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.
+export function createApi(ctx: ApiContext): FastifyInstance {
+  const app = Fastify({ bodyLimit: 64 * 1024, logger: false, return503OnClosing: true });
+  app.setErrorHandler(errorHandler(ctx.log));
+  app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
+  app.addHook('onRequest', async (req, reply) => {
+    reply.header('access-control-allow-origin', '*');
+    if (req.method === 'OPTIONS') {
+      reply.header('access-control-allow-methods', 'GET, POST, OPTIONS');
+      reply.header('access-control-allow-headers', 'content-type, x-api-key, authorization');
+      return reply.status(204).send();
+    }
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
+  });
+  healthRoutes(app, ctx);
+  quoteRoutes(app, ctx);
+  statusRoutes(app, ctx);
+  transactionRoutes(app, ctx);
+  return app;
+}

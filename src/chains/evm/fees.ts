@@ -1,0 +1,97 @@
+// EIP-1559 fees for one chain: base fee from the latest head (pushed by the head tracker, or fetched when
+// stale), priority fee from eth_maxPriorityFeePerGas cached per block. The hot path pays no RPC round trip
+// while the cache is fresh.
+
+import { hexToBigInt, type Hex, type PublicClient } from 'viem';
+
+export interface Eip1559Fees {
+  maxFeePerGas: bigint;
+  maxPriorityFeePerGas: bigint;
+}
+
+interface Head {
+  number: bigint;
+  baseFeePerGas: bigint;
+  seenAt: number;
+}
+
+// Replacement rule: each fee at least 12.5% above the replaced transaction's (rounded up, plus one wei).
+export function bumped(fee: bigint): bigint {
+  return (fee * 1125n + 999n) / 1000n + 1n;
+}
+
+// Fees for a same-nonce replacement: both bumped by 12.5% and at least what the market asks now.
+export function replacementFees(old: Eip1559Fees, market: Eip1559Fees): Eip1559Fees {
+  const maxPriorityFeePerGas = max(bumped(old.maxPriorityFeePerGas), market.maxPriorityFeePerGas);
+  const maxFeePerGas = max(bumped(old.maxFeePerGas), market.maxFeePerGas, maxPriorityFeePerGas);
+  return { maxFeePerGas, maxPriorityFeePerGas };
+}
+
+export function max(...xs: bigint[]): bigint {
+  return xs.reduce((a, b) => (b > a ? b : a));
+}
+
+export class FeeOracle {
+  #head: Head | undefined;
+  #priority: { block: bigint; value: bigint } | undefined;
+  #headFetch: Promise<Head> | undefined;
+  #priorityFetch: { block: bigint; p: Promise<bigint> } | undefined;
+
+  constructor(
+    private readonly client: PublicClient,
+    // A head older than this is refetched before pricing (when no head tracker pushes heads).
+    private readonly maxHeadAgeMs: number,
+  ) {}
+
+  // Latest head block number as known (undefined before the first head).
+  headNumber(): bigint | undefined {
+    return this.#head?.number;
+  }
+
+  onHead(number: bigint, baseFeePerGas: bigint): void {
+    if (this.#head && number < this.#head.number) return;
+    this.#head = { number, baseFeePerGas, seenAt: Date.now() };
+    // Warm the priority fee for this block so the next payout does not wait for it.
+    if (this.#priority?.block !== number) this.#priorityFor(number).catch(() => undefined);
+  }
+
+  // Fetches the latest block now (deduplicated among concurrent callers).
+  async refreshHead(): Promise<bigint> {
+    this.#headFetch ??= (async () => {
+      try {
+        const block = await this.client.getBlock({ blockTag: 'latest' });
+        this.onHead(block.number, block.baseFeePerGas ?? 0n);
+        return this.#head!;
+      } finally {
+        this.#headFetch = undefined;
+      }
+    })();
+    return (await this.#headFetch).number;
+  }
+
+  // Market fees for a transaction sent now: maxFee = 2 * baseFee + priority.
+  async current(): Promise<Eip1559Fees> {
+    if (!this.#head || Date.now() - this.#head.seenAt > this.maxHeadAgeMs) await this.refreshHead();
+    const head = this.#head!;
+    const maxPriorityFeePerGas = await this.#priorityFor(head.number);
+    return { maxFeePerGas: 2n * head.baseFeePerGas + maxPriorityFeePerGas, maxPriorityFeePerGas };
+  }
+
+  async #priorityFor(block: bigint): Promise<bigint> {
+    if (this.#priority?.block === block) return this.#priority.value;
+    if (this.#priorityFetch?.block === block) return this.#priorityFetch.p;
+    const p = (async () => {
+      const hex = await this.client.request({ method: 'eth_maxPriorityFeePerGas' });
+      const value = hexToBigInt(hex as Hex);
+      if (!this.#priority || this.#priority.block <= block) this.#priority = { block, value };
+      return value;
+    })();
+    const entry = { block, p };
+    this.#priorityFetch = entry;
+    try {
+      return await p;
+    } finally {
+      if (this.#priorityFetch === entry) this.#priorityFetch = undefined;
+    }
+  }
+}

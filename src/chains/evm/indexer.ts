@@ -1,0 +1,252 @@
+import { getAddress, parseEventLogs, zeroAddress, type Block, type Hex, type Log, type PublicClient } from 'viem';
+import { RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import type { ChainConfig } from '../../config/schema.ts';
+import type { Ledger } from '../../ledger/index.ts';
+import type { Logger } from '../../log.ts';
+import type { Metrics } from '../../metrics.ts';
+
+export interface IndexerEvents {
+  // Deposits reached their confirmation depth: the solver has work.
+  onConfirmed(): void;
+  onHead(number: bigint, baseFeePerGas: bigint): void;
+}
+
+export class ReorgTooDeepError extends Error {
+  override name = 'ReorgTooDeepError';
+}
+
+const SOURCE = 'depository';
+
+// Reads the depository's deposit events into the ledger. A deposit is written once per log
+// (chain, tx, log index), confirmed after chain.confirmations blocks, and a deposit in a block that
+// a reorg removes before it was acted on is marked reorged and never reaches the solver.
+export class EvmIndexer {
+  #range: number;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #again = false;
+  #stopped = true;
+  #head = 0n;
+  #waiters: { block: bigint; resolve: () => void }[] = [];
+  fatal: Error | undefined;
+
+  constructor(
+    private chain: ChainConfig,
+    private client: PublicClient,
+    private ledger: Ledger,
+    private events: IndexerEvents,
+    private metrics: Metrics,
+    private log: Logger,
+  ) {
+    this.#range = chain.maxLogRange;
+  }
+
+  get head(): bigint {
+    return this.#head;
+  }
+
+  indexed(): number {
+    return this.ledger.indexer.cursor(this.chain.id, SOURCE) ?? this.chain.startBlock - 1;
+  }
+
+  start(): void {
+    this.#stopped = false;
+    this.poke();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    await this.#running;
+    for (const w of this.#waiters) w.resolve();
+    this.#waiters = [];
+  }
+
+  // Polls now rather than at the next tick; concurrent pokes coalesce into one more pass.
+  poke(): void {
+    if (this.#stopped || this.fatal) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    clearTimeout(this.#timer);
+    this.#running = this.#loop().finally(() => {
+      this.#running = undefined;
+      if (this.#stopped || this.fatal) return;
+      if (this.#again) {
+        this.#again = false;
+        this.poke();
+      } else {
+        this.#timer = setTimeout(() => this.poke(), this.chain.pollIntervalMs);
+      }
+    });
+  }
+
+  // Resolves once the indexer has read up to `block` (or stops).
+  waitFor(block: bigint): Promise<void> {
+    if (BigInt(this.indexed()) >= block) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#waiters.push({ block, resolve });
+      this.poke();
+    });
+  }
+
+  async #loop(): Promise<void> {
+    try {
+      // Catch up in as many passes as it takes; each pass commits its range.
+      while (!this.#stopped && (await this.#pass())) {}
+    } catch (e) {
+      if (e instanceof ReorgTooDeepError) {
+        this.fatal = e;
+        this.log.fatal({ chain: this.chain.id, err: e.message }, 'indexer stopped: reorg deeper than the finality window');
+        return;
+      }
+      this.metrics.rpcErrors.inc({ chain: this.chain.id, method: 'indexer' });
+      this.log.warn({ chain: this.chain.id, err: (e as Error).message }, 'indexer pass failed; retrying');
+    }
+    const done = BigInt(this.indexed());
+    this.#waiters = this.#waiters.filter((w) => (w.block <= done ? (w.resolve(), false) : true));
+  }
+
+  // One step: returns true when there is more to read right away.
+  async #pass(): Promise<boolean> {
+    const chainId = this.chain.id;
+    const latest = await this.client.getBlock({ blockTag: 'latest' });
+    this.#head = latest.number;
+    this.metrics.headBlock.set({ chain: chainId }, Number(latest.number));
+    this.events.onHead(latest.number, latest.baseFeePerGas ?? 0n);
+
+    const tip = this.ledger.indexer.tip(chainId);
+    if (tip && tip.number <= Number(latest.number)) {
+      const canonical = tip.number === Number(latest.number) ? latest : await this.client.getBlock({ blockNumber: BigInt(tip.number) });
+      if (canonical.hash !== tip.hash) {
+        await this.#rewind(tip.number);
+        return true;
+      }
+    } else if (tip && tip.number > Number(latest.number)) {
+      // The chain is shorter than what we indexed: a reorg to a shorter fork (or a reset node).
+      await this.#rewind(Number(latest.number));
+      return true;
+    }
+
+    const from = this.indexed() + 1;
+    const head = Number(latest.number);
+    if (from > head) {
+      this.#confirm(head);
+      return false;
+    }
+    const to = Math.min(head, from + this.#range - 1);
+
+    let logs: Log[];
+    try {
+      logs = await this.client.getLogs({ address: this.chain.depository, fromBlock: BigInt(from), toBlock: BigInt(to) });
+      if (this.#range < this.chain.maxLogRange) this.#range = Math.min(this.chain.maxLogRange, this.#range * 2);
+    } catch (e) {
+      // Providers refuse wide ranges in many ways; halve and try again.
+      if (this.#range > 1) {
+        this.#range = Math.max(1, Math.floor(this.#range / 2));
+        this.log.debug({ chain: chainId, range: this.#range }, 'getLogs failed; shrinking range');
+        this.metrics.rpcErrors.inc({ chain: chainId, method: 'eth_getLogs' });
+        return true;
+      }
+      throw e;
+    }
+
+    // Headers of the blocks inside the unfinalized window, linked by parent hash to the tip.
+    const windowStart = Math.max(from, head - this.chain.finalityDepth + 1);
+    const headers: Block[] = [];
+    for (let n = windowStart; n <= to; n++) {
+      headers.push(n === head ? latest : await this.client.getBlock({ blockNumber: BigInt(n) }));
+    }
+    let parent = windowStart === from ? tip?.hash : undefined;
+    for (const h of headers) {
+      if (parent && h.parentHash !== parent) return true; // the chain moved under us; the next pass sees the reorg
+      parent = h.hash!;
+    }
+    const hashOf = new Map(headers.map((h) => [Number(h.number), h.hash!]));
+    for (const l of logs) {
+      const expected = hashOf.get(Number(l.blockNumber));
+      if (expected && expected !== l.blockHash) return true; // logs from another fork than the headers
+    }
+
+    const deposits = parseEventLogs({ abi: RelayDepositoryAbi, logs, strict: false }).flatMap((ev) => {
+      const base = {
+        chain_id: chainId,
+        tx_hash: ev.transactionHash as Hex,
+        log_index: Number(ev.logIndex),
+        block_number: Number(ev.blockNumber),
+        block_hash: ev.blockHash as Hex,
+      };
+      if (ev.eventName === 'RelayNativeDeposit') {
+        const a = ev.args as { from: Hex; amount: bigint; id: Hex };
+        return [{ ...base, depositor: getAddress(a.from), currency: zeroAddress, amount: a.amount.toString(), order_ref: a.id }];
+      }
+      if (ev.eventName === 'RelayErc20Deposit') {
+        const a = ev.args as { from: Hex; token: Hex; amount: bigint; id: Hex };
+        return [{ ...base, depositor: getAddress(a.from), currency: getAddress(a.token), amount: a.amount.toString(), order_ref: a.id }];
+      }
+      return [];
+    });
+
+    const now = Date.now();
+    let fresh = 0;
+    this.ledger.tx(() => {
+      for (const d of deposits) {
+        if (this.ledger.deposits.insert({ ...d, id: `${chainId}:${d.tx_hash}:${d.log_index}`, seen_at: now })) fresh++;
+      }
+      for (const h of headers) {
+        this.ledger.indexer.putBlock(chainId, { number: Number(h.number), hash: h.hash!, parent_hash: h.parentHash });
+      }
+      this.ledger.indexer.setCursor(chainId, SOURCE, to);
+      this.ledger.indexer.pruneBelow(chainId, head - this.chain.finalityDepth);
+    });
+    if (fresh) {
+      this.metrics.depositsIndexed.inc({ chain: chainId }, fresh);
+      this.log.info({ chain: chainId, count: fresh, from, to }, 'deposits indexed');
+    }
+    this.#confirm(head);
+    this.metrics.indexerLag.set({ chain: chainId }, head - to);
+    return to < head;
+  }
+
+  #confirm(head: number): void {
+    const upTo = head - this.chain.confirmations + 1;
+    const n = this.ledger.tx(() => this.ledger.deposits.confirmUpTo(this.chain.id, Math.min(upTo, this.indexed())));
+    if (n) this.events.onConfirmed();
+  }
+
+  // Walks back from `from` to the newest block whose stored hash the chain still has, drops what
+  // the ledger took from the blocks above it, and re-reads forward from there.
+  async #rewind(from: number): Promise<void> {
+    const chainId = this.chain.id;
+    let n = from;
+    const floor = from - this.chain.finalityDepth;
+    for (;;) {
+      if (n <= floor) {
+        throw new ReorgTooDeepError(`chain ${chainId}: no common ancestor within ${this.chain.finalityDepth} blocks of ${from}`);
+      }
+      const stored = this.ledger.indexer.block(chainId, n);
+      if (!stored) {
+        n--;
+        continue;
+      }
+      const onChain = await this.client.getBlock({ blockNumber: BigInt(n) }).catch(() => undefined);
+      if (onChain?.hash === stored.hash) break;
+      n--;
+    }
+    const ancestor = n;
+    const { dropped, acted } = this.ledger.tx(() => {
+      const dropped = this.ledger.deposits.reorgAbove(chainId, ancestor);
+      const acted = this.ledger.deposits.handledAbove(chainId, ancestor);
+      this.ledger.indexer.dropAbove(chainId, ancestor);
+      this.ledger.indexer.setCursor(chainId, SOURCE, ancestor);
+      return { dropped, acted };
+    });
+    this.metrics.reorgs.inc({ chain: chainId });
+    this.log.warn({ chain: chainId, ancestor, from, dropped: dropped.map((d) => d.id) }, 'reorg: rewound to common ancestor');
+    if (acted.length) {
+      // These were confirmed and acted on; if they do not come back on the new chain, an operator must look.
+      this.log.error({ chain: chainId, deposits: acted.map((d) => d.id) }, 'reorg removed blocks holding deposits already acted on');
+    }
+  }
+}

@@ -1,0 +1,11 @@
+import { defineChain, type Chain } from 'viem';
+import type { ChainConfig } from '../../config/schema.ts';
+
+export function viemChain(chain: ChainConfig): Chain {
+  return defineChain({
+    id: chain.id,
+    name: chain.name,
+    nativeCurrency: { name: chain.nativeCurrency.name, symbol: chain.nativeCurrency.symbol, decimals: chain.nativeCurrency.decimals },
+    rpcUrls: { default: { http: [chain.rpcUrl] } },
+  });
+}

@@ -1,0 +1,133 @@
+import { join } from 'node:path';
+import yargs from 'yargs';
+import { hideBin } from 'yargs/helpers';
+import { buildConfigWithKeys, ConfigError, loadConfigFile, type Config } from './config/load.ts';
+import { migrate, openDb } from './ledger/db.ts';
+import { createLogger } from './log.ts';
+import { RelayNode } from './node.ts';
+import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
+
+// Stops everything on Ctrl-C or SIGTERM, once, then exits.
+function onShutdown(stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`\n${signal}: stopping\n`);
+    stop()
+      .catch((e) => process.stderr.write(`error while stopping: ${(e as Error).message}\n`))
+      .finally(() => process.exit(0));
+  };
+  process.on('SIGINT', () => handler('SIGINT'));
+  process.on('SIGTERM', () => handler('SIGTERM'));
+}
+
+function withOverrides(config: Config, argv: { port?: number; host?: string }): Config {
+  return { ...config, api: { host: argv.host ?? config.api.host, port: argv.port ?? config.api.port } };
+}
+
+function fail(e: unknown): never {
+  const msg = e instanceof ConfigError ? e.message : `${(e as Error).message}`;
+  process.stderr.write(`relay-node: ${msg}\n`);
+  process.exit(1);
+}
+
+async function runNode(config: Config, readOnly = false): Promise<RelayNode> {
+  const node = new RelayNode(config, { readOnly });
+  onShutdown(() => node.stop());
+  await node.start();
+  return node;
+}
+
+await yargs(hideBin(process.argv))
+  .scriptName('relay-node')
+  .option('port', { type: 'number', describe: 'API port' })
+  .option('host', { type: 'string', describe: 'API host (127.0.0.1 by default)' })
+  .command(
+    'start',
+    'run the node against the chains of a config file',
+    (y) => y.option('config', { type: 'string', demandOption: true, describe: 'config file (JSON)' }),
+    async (argv) => {
+      let config: Config;
+      try {
+        config = withOverrides(loadConfigFile(argv.config), argv);
+      } catch (e) {
+        fail(e);
+      }
+      await runNode(config).catch(fail);
+    },
+  )
+  .command(
+    'api',
+    'serve the read-only API over the ledger of a running node',
+    (y) => y.option('config', { type: 'string', demandOption: true }),
+    async (argv) => {
+      let config: Config;
+      try {
+        config = withOverrides(loadConfigFile(argv.config), argv);
+      } catch (e) {
+        fail(e);
+      }
+      await runNode(config, true).catch(fail);
+    },
+  )
+  .command(
+    'dev',
+    'run the node on an embedded devnet of local chains',
+    (y) =>
+      y
+        .option('data-dir', { type: 'string', default: './data' })
+        .option('block-time', { type: 'number', default: 1, describe: 'seconds per block' })
+        .option('instant', { type: 'boolean', default: false, describe: 'mine each transaction at once' })
+        .option('confirmations', { type: 'number', default: 1 })
+        .option('log-level', { type: 'string', default: 'info' }),
+    async (argv) => {
+      const log = createLogger(argv.logLevel);
+      const devnet = await startDevnet({
+        dataDir: argv.dataDir,
+        blockTime: argv.instant ? undefined : argv.blockTime,
+        confirmations: argv.confirmations,
+      }).catch(fail);
+      resetDevnetLedger(argv.dataDir);
+      const config = buildConfigWithKeys(devnet.nodeConfig({ port: argv.port, host: argv.host, logLevel: argv.logLevel }), devnet.keys);
+      const node = new RelayNode(config, { log });
+      onShutdown(async () => {
+        await node.stop();
+        await devnet.stop();
+      });
+      await node.start().catch(async (e) => {
+        await devnet.stop();
+        fail(e);
+      });
+      const descPath = join(argv.dataDir, 'devnet.json');
+      writeDevnetDescription(devnet, descPath, node.url);
+      process.stdout.write(
+        [
+          '',
+          `relay-node devnet is up`,
+          `  API      ${node.url}`,
+          ...devnet.chains.map((c) => `  chain ${String(c.id).padEnd(5)} ${c.rpcUrl}  depository ${c.contracts.depository}  USDC ${c.contracts.stablecoin}`),
+          `  solver   ${devnet.solver}`,
+          `  devnet   ${descPath} (chains, contracts, funded test accounts)`,
+          `  Ctrl-C stops everything`,
+          '',
+        ].join('\n') + '\n',
+      );
+    },
+  )
+  .command(
+    'db migrate',
+    'create or upgrade the ledger',
+    (y) => y.option('data-dir', { type: 'string', default: './data' }),
+    (argv) => {
+      const path = join(argv.dataDir, 'ledger.sqlite');
+      const db = openDb(path);
+      const ran = migrate(db);
+      db.close();
+      process.stdout.write(ran.length ? `applied migrations ${ran.join(', ')} to ${path}\n` : `ledger ${path} is up to date\n`);
+    },
+  )
+  .demandCommand(1, 'name a command: start, dev, api or db migrate')
+  .strict()
+  .help()
+  .parseAsync();

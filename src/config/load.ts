@@ -1,0 +1,106 @@
+import { readFileSync } from 'node:fs';
+import { privateKeyToAccount } from 'viem/accounts';
+import type { Hex } from 'viem';
+import type { ZodError } from 'zod';
+import { configSchema, type ParsedConfig } from './schema.ts';
+import { Secret } from './secret.ts';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export interface Faults {
+  // Test hooks: kill the process with SIGKILL at a precise point of the fill pipeline.
+  crashAfterFillRecorded?: boolean;
+  crashAfterFillBroadcast?: boolean;
+}
+
+export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey'> {
+  solverKey: Secret<Hex>;
+  allocatorKey: Secret<Hex>;
+  faults: Faults;
+}
+
+export function formatZodError(err: ZodError, prefix = ''): string {
+  return err.issues
+    .map((i) => `${prefix}${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`)
+    .join('; ');
+}
+
+const PRIVATE_KEY = /^0x[0-9a-fA-F]{64}$/;
+
+function resolveKey(
+  source: { env?: string; file?: string },
+  key: string,
+  env: NodeJS.ProcessEnv,
+): Secret<Hex> {
+  let value: string | undefined;
+  if (source.env) {
+    value = env[source.env];
+    if (value === undefined) throw new ConfigError(`${key}.env: environment variable ${source.env} is not set`);
+  } else {
+    try {
+      value = readFileSync(source.file!, 'utf8').trim();
+    } catch (e) {
+      throw new ConfigError(`${key}.file: cannot read ${source.file}: ${(e as NodeJS.ErrnoException).code ?? 'error'}`);
+    }
+  }
+  value = value.trim();
+  // The message must not echo the value: it is a key, even when malformed.
+  if (!PRIVATE_KEY.test(value)) throw new ConfigError(`${key}: the key is not a 0x-prefixed 32-byte hex string`);
+  try {
+    privateKeyToAccount(value as Hex);
+  } catch {
+    throw new ConfigError(`${key}: the key is not a valid secp256k1 private key`);
+  }
+  return new Secret(value as Hex);
+}
+
+// "//" keys are comments (JSON has none of its own); they are dropped before validation.
+function stripComments(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(stripComments);
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(Object.entries(v).filter(([k]) => k !== '//').map(([k, x]) => [k, stripComments(x)]));
+  }
+  return v;
+}
+
+// Validates a config object once; everything downstream trusts the result.
+export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, faults: Faults = {}): Config {
+  const parsed = configSchema.safeParse(stripComments(raw));
+  if (!parsed.success) throw new ConfigError(`invalid config: ${formatZodError(parsed.error)}`);
+  const { solverKey, allocatorKey, ...rest } = parsed.data;
+  const solver = resolveKey(solverKey, 'solverKey', env);
+  return {
+    ...rest,
+    solverKey: solver,
+    allocatorKey: allocatorKey ? resolveKey(allocatorKey, 'allocatorKey', env) : solver,
+    faults,
+  };
+}
+
+// Devnet and tests hand keys over in memory rather than through the environment.
+export function buildConfigWithKeys(raw: Record<string, unknown>, keys: { solver: Hex; allocator: Hex }, faults: Faults = {}): Config {
+  const env = { RELAY_DEVNET_SOLVER_KEY: keys.solver, RELAY_DEVNET_ALLOCATOR_KEY: keys.allocator };
+  return buildConfig(
+    { ...raw, solverKey: { env: 'RELAY_DEVNET_SOLVER_KEY' }, allocatorKey: { env: 'RELAY_DEVNET_ALLOCATOR_KEY' } },
+    env,
+    faults,
+  );
+}
+
+export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): Config {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`cannot read config file ${path}: ${(e as NodeJS.ErrnoException).code ?? 'error'}`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(`config file ${path} is not valid JSON: ${(e as Error).message}`);
+  }
+  return buildConfig(raw, env);
+}

@@ -1,0 +1,154 @@
+// Deploy the node's contracts (depository, order filler, test stablecoin) to a local anvil chain and fund
+// the solver and test accounts. Works with instant mining and with --block-time: the transactions are sent
+// together with explicit nonces, gas and fees, then all receipts are awaited.
+
+import {
+  createPublicClient,
+  createTestClient,
+  createWalletClient,
+  defineChain,
+  encodeDeployData,
+  getAddress,
+  getContractAddress,
+  http,
+  parseEther,
+  type Abi,
+  type Address,
+  type Chain,
+  type Hash,
+  type Hex,
+} from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import {
+  OrderFillerAbi,
+  OrderFillerBytecode,
+  RelayDepositoryAbi,
+  RelayDepositoryBytecode,
+  TestStablecoinAbi,
+  TestStablecoinBytecode,
+} from '../../contracts-abi/index.ts';
+
+export interface DeployNodeContractsOptions {
+  rpcUrl: string;
+  chainId: number;
+  deployerKey: Hex;
+  solver: Address;
+  allocator: Address;
+  fund: { accounts: Address[]; nativeWei: bigint; stablecoinUnits: bigint };
+}
+
+export interface NodeContracts {
+  depository: Address;
+  filler: Address;
+  stablecoin: Address;
+  /** First block holding one of the deployments (where indexers can start). */
+  deployBlock: bigint;
+}
+
+/** Gas limit for a mint of the test stablecoin (sent before the token is mined, so it cannot be estimated). */
+const MINT_GAS = 120_000n;
+/** A deployer holding less than this gets topped up to DEPLOYER_TOP_UP via anvil_setBalance. */
+const DEPLOYER_MIN_BALANCE = parseEther('1');
+const DEPLOYER_TOP_UP = parseEther('1000');
+
+/** A viem chain object for a local devnet chain. */
+export function devnetChain(chainId: number, rpcUrl: string): Chain {
+  return defineChain({
+    id: chainId,
+    name: `devnet-${chainId}`,
+    nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 },
+    rpcUrls: { default: { http: [rpcUrl] } },
+    testnet: true,
+  });
+}
+
+export async function deployNodeContracts(opts: DeployNodeContractsOptions): Promise<NodeContracts> {
+  const chain = devnetChain(opts.chainId, opts.rpcUrl);
+  const transport = http(opts.rpcUrl, { retryCount: 0 });
+  const account = privateKeyToAccount(opts.deployerKey);
+  const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 });
+  const walletClient = createWalletClient({ chain, transport, account });
+  const testClient = createTestClient({ chain, transport, mode: 'anvil' });
+
+  const remoteChainId = await publicClient.getChainId();
+  if (remoteChainId !== opts.chainId) {
+    throw new Error(`${opts.rpcUrl} is chain ${remoteChainId}, expected ${opts.chainId}`);
+  }
+
+  if ((await publicClient.getBalance({ address: account.address })) < DEPLOYER_MIN_BALANCE) {
+    await testClient.setBalance({ address: account.address, value: DEPLOYER_TOP_UP });
+  }
+
+  const deployments = [
+    { name: 'RelayDepository', abi: RelayDepositoryAbi, bytecode: RelayDepositoryBytecode, args: [account.address, opts.allocator] },
+    { name: 'OrderFiller', abi: OrderFillerAbi, bytecode: OrderFillerBytecode, args: [account.address, opts.solver] },
+    { name: 'TestStablecoin', abi: TestStablecoinAbi, bytecode: TestStablecoinBytecode, args: [account.address] },
+  ] as const;
+  const deployData = deployments.map((d) =>
+    encodeDeployData({ abi: d.abi as Abi, bytecode: d.bytecode, args: [...d.args] }),
+  );
+
+  const [nonce, fees, ...deployGas] = await Promise.all([
+    publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' }),
+    publicClient.estimateFeesPerGas(),
+    ...deployData.map((data) => publicClient.estimateGas({ account, data })),
+  ]);
+  const feeFields = { maxFeePerGas: fees.maxFeePerGas * 2n, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+
+  const [depository, filler, stablecoin] = deployments.map((_, i) =>
+    getContractAddress({ from: account.address, nonce: BigInt(nonce + i) }),
+  ) as [Address, Address, Address];
+
+  // Everyone funded once, solver first.
+  const funded = [...new Set([opts.solver, ...opts.fund.accounts].map((a) => getAddress(a)))];
+
+  const sent: { label: string; hash: Promise<Hash> }[] = deployments.map((d, i) => ({
+    label: `deploy ${d.name}`,
+    hash: walletClient.sendTransaction({
+      data: deployData[i]!,
+      nonce: nonce + i,
+      gas: (deployGas[i]! * 12n) / 10n,
+      ...feeFields,
+    }),
+  }));
+  if (opts.fund.stablecoinUnits > 0n) {
+    funded.forEach((to, i) => {
+      sent.push({
+        label: `mint stablecoin to ${to}`,
+        hash: walletClient.writeContract({
+          address: stablecoin,
+          abi: TestStablecoinAbi,
+          functionName: 'mint',
+          args: [to, opts.fund.stablecoinUnits],
+          nonce: nonce + deployments.length + i,
+          gas: MINT_GAS,
+          ...feeFields,
+        }),
+      });
+    });
+  }
+
+  const balances = funded.map((address) => testClient.setBalance({ address, value: opts.fund.nativeWei }));
+
+  const [receipts] = await Promise.all([
+    Promise.all(
+      sent.map(async ({ label, hash }) => {
+        const receipt = await publicClient.waitForTransactionReceipt({ hash: await hash, timeout: 60_000 });
+        if (receipt.status !== 'success') throw new Error(`devnet ${label} reverted (tx ${receipt.transactionHash})`);
+        return receipt;
+      }),
+    ),
+    Promise.all(balances),
+  ]);
+
+  const deployReceipts = receipts.slice(0, deployments.length);
+  deployReceipts.forEach((r, i) => {
+    const expected = [depository, filler, stablecoin][i]!;
+    if (!r.contractAddress || getAddress(r.contractAddress) !== expected) {
+      throw new Error(`devnet ${deployments[i]!.name} deployed at ${r.contractAddress}, expected ${expected}`);
+    }
+  });
+  const deployBlock = deployReceipts.reduce((min, r) => (r.blockNumber < min ? r.blockNumber : min), deployReceipts[0]!.blockNumber);
+
+  return { depository, filler, stablecoin, deployBlock };
+}

@@ -1,0 +1,36 @@
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { migrations } from './migrations.ts';
+
+export type Db = Database.Database;
+
+export function openDb(path: string, opts: { readonly?: boolean } = {}): Db {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path, { readonly: opts.readonly ?? false, fileMustExist: opts.readonly ?? false });
+  if (!opts.readonly) {
+    db.pragma('journal_mode = WAL');
+    // FULL: a transaction reported committed survives power loss, which a payment ledger needs.
+    db.pragma('synchronous = FULL');
+    db.pragma('foreign_keys = ON');
+  }
+  db.pragma('busy_timeout = 5000');
+  return db;
+}
+
+export function migrate(db: Db): number[] {
+  db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
+  const applied = new Set(
+    (db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version),
+  );
+  const ran: number[] = [];
+  for (const m of migrations) {
+    if (applied.has(m.version)) continue;
+    db.transaction(() => {
+      db.exec(m.sql);
+      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+    })();
+    ran.push(m.version);
+  }
+  return ran;
+}

@@ -1,0 +1,66 @@
+import type { Db } from './db.ts';
+import type { DepositRow } from './types.ts';
+
+export type NewDeposit = Omit<DepositRow, 'state' | 'request_id' | 'confirmed_at'>;
+
+export class Deposits {
+  #insert;
+  #get;
+  #confirm;
+  #nextConfirmed;
+  #byRef;
+  #forRequest;
+  #reorgAbove;
+  #handle;
+  constructor(private db: Db) {
+    // Re-indexing the same log is a no-op; a log that a reorg had removed and that comes back
+    // on the new canonical chain is revived with its new block.
+    this.#insert = db.prepare(`INSERT INTO deposits (id, chain_id, tx_hash, log_index, block_number, block_hash, depositor,
+      currency, amount, order_ref, state, seen_at) VALUES (@id, @chain_id, @tx_hash, @log_index, @block_number, @block_hash,
+      @depositor, @currency, @amount, @order_ref, 'unconfirmed', @seen_at)
+      ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', block_number = excluded.block_number,
+      block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`);
+    this.#get = db.prepare('SELECT * FROM deposits WHERE id = ?');
+    this.#confirm = db.prepare(`UPDATE deposits SET state = 'confirmed', confirmed_at = @now
+      WHERE chain_id = @chain AND state = 'unconfirmed' AND block_number <= @upTo`);
+    this.#nextConfirmed = db.prepare(`SELECT * FROM deposits WHERE state = 'confirmed' ORDER BY confirmed_at, block_number, log_index LIMIT ?`);
+    this.#byRef = db.prepare(`SELECT * FROM deposits WHERE order_ref = ? AND state != 'reorged' ORDER BY block_number, log_index`);
+    this.#forRequest = db.prepare(`SELECT * FROM deposits WHERE request_id = ? ORDER BY block_number, log_index`);
+    this.#reorgAbove = db.prepare(`UPDATE deposits SET state = 'reorged' WHERE chain_id = ? AND block_number > ?
+      AND state IN ('unconfirmed', 'confirmed') RETURNING *`);
+    this.#handle = db.prepare(`UPDATE deposits SET state = 'handled', request_id = @request_id WHERE id = @id AND state = 'confirmed'`);
+  }
+
+  // Returns true when the row is new (or revived after a reorg).
+  insert(d: NewDeposit): boolean {
+    return this.#insert.run(d).changes === 1;
+  }
+  get(id: string): DepositRow | undefined {
+    return this.#get.get(id) as DepositRow | undefined;
+  }
+  confirmUpTo(chainId: number, blockNumber: number, now = Date.now()): number {
+    return this.#confirm.run({ chain: chainId, upTo: blockNumber, now }).changes;
+  }
+  nextConfirmed(limit = 100): DepositRow[] {
+    return this.#nextConfirmed.all(limit) as DepositRow[];
+  }
+  byOrderRef(ref: string): DepositRow[] {
+    return this.#byRef.all(ref) as DepositRow[];
+  }
+  forRequest(requestId: string): DepositRow[] {
+    return this.#forRequest.all(requestId) as DepositRow[];
+  }
+  // Deposits not yet acted on that sit in blocks a reorg removed. Handled deposits are left for
+  // the caller to look at: they were acted on and cannot be taken back.
+  reorgAbove(chainId: number, ancestor: number): DepositRow[] {
+    return this.#reorgAbove.all(chainId, ancestor) as DepositRow[];
+  }
+  handledAbove(chainId: number, ancestor: number): DepositRow[] {
+    return this.db
+      .prepare(`SELECT * FROM deposits WHERE chain_id = ? AND block_number > ? AND state = 'handled'`)
+      .all(chainId, ancestor) as DepositRow[];
+  }
+  markHandled(id: string, requestId: string): void {
+    if (this.#handle.run({ id, request_id: requestId }).changes !== 1) throw new Error(`deposit ${id} is not confirmed and unhandled`);
+  }
+}

@@ -1,0 +1,39 @@
+import { openDb, migrate, type Db } from './db.ts';
+import { Deposits } from './deposits.ts';
+import { IndexerState } from './indexerState.ts';
+import { Payouts } from './payouts.ts';
+import { Requests } from './requests.ts';
+
+export * from './types.ts';
+
+// The hub of the node: every stage reads its work here and writes its result back in one
+// SQLite transaction.
+export class Ledger {
+  readonly requests: Requests;
+  readonly deposits: Deposits;
+  readonly payouts: Payouts;
+  readonly indexer: IndexerState;
+
+  constructor(readonly db: Db) {
+    this.requests = new Requests(db);
+    this.deposits = new Deposits(db);
+    this.payouts = new Payouts(db);
+    this.indexer = new IndexerState(db);
+  }
+
+  static open(path: string, opts: { readonly?: boolean } = {}): Ledger {
+    const db = openDb(path, opts);
+    if (!opts.readonly) migrate(db);
+    return new Ledger(db);
+  }
+
+  // Runs fn in one transaction (IMMEDIATE: takes the write lock up front, so a concurrent API
+  // replica never sees half of it).
+  tx<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,123 @@
+// Numbered, append-only. Amounts are TEXT holding base-10 integers in the smallest unit: uint256
+// values do not fit SQLite's 64-bit integers. Times are INTEGER milliseconds since the epoch.
+export const migrations: { version: number; name: string; sql: string }[] = [
+  {
+    version: 1,
+    name: 'requests, deposits, payouts, transactions, indexer state',
+    sql: `
+CREATE TABLE requests (
+  id TEXT PRIMARY KEY,
+  parent_id TEXT REFERENCES requests(id),
+  kind TEXT NOT NULL CHECK (kind IN ('order', 'orphan', 'extra')),
+  request_type TEXT NOT NULL,
+  status TEXT NOT NULL,
+  fail_reason TEXT,
+  refund_fail_reason TEXT,
+  details TEXT,
+  user TEXT,
+  recipient TEXT,
+  refund_to TEXT,
+  origin_chain_id INTEGER NOT NULL,
+  destination_chain_id INTEGER NOT NULL,
+  origin_currency TEXT NOT NULL,
+  destination_currency TEXT NOT NULL,
+  trade_type TEXT,
+  amount_in TEXT NOT NULL,
+  amount_out TEXT NOT NULL,
+  min_amount_out TEXT NOT NULL,
+  pricing TEXT,
+  order_data TEXT,
+  quote TEXT,
+  expires_at INTEGER,
+  fill_deadline INTEGER,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX requests_parent ON requests(parent_id);
+CREATE INDEX requests_created ON requests(created_at);
+
+CREATE TABLE deposits (
+  id TEXT PRIMARY KEY,
+  chain_id INTEGER NOT NULL,
+  tx_hash TEXT NOT NULL,
+  log_index INTEGER NOT NULL,
+  block_number INTEGER NOT NULL,
+  block_hash TEXT NOT NULL,
+  depositor TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  order_ref TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('unconfirmed', 'confirmed', 'handled', 'reorged')),
+  request_id TEXT REFERENCES requests(id),
+  seen_at INTEGER NOT NULL,
+  confirmed_at INTEGER
+);
+CREATE INDEX deposits_state ON deposits(state, chain_id, block_number);
+CREATE INDEX deposits_order_ref ON deposits(order_ref);
+CREATE INDEX deposits_request ON deposits(request_id);
+CREATE INDEX deposits_tx ON deposits(tx_hash);
+
+-- One row per payment the node decides to make. The primary key makes "at most one fill per
+-- order" and "at most one refund per request" hold in the ledger itself.
+CREATE TABLE payouts (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund')),
+  request_id TEXT NOT NULL REFERENCES requests(id),
+  deposit_id TEXT REFERENCES deposits(id),
+  chain_id INTEGER NOT NULL,
+  recipient TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'sent', 'success', 'failed')),
+  tx_hash TEXT,
+  fail_reason TEXT,
+  decided_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX payouts_queue ON payouts(chain_id, state, decided_at);
+CREATE INDEX payouts_request ON payouts(request_id);
+
+-- Every transaction the node signs, recorded before it is broadcast. Replacements share the
+-- payout and the nonce.
+CREATE TABLE transactions (
+  hash TEXT PRIMARY KEY,
+  payout_id TEXT NOT NULL REFERENCES payouts(id),
+  chain_id INTEGER NOT NULL,
+  sender TEXT NOT NULL,
+  nonce INTEGER NOT NULL,
+  raw TEXT NOT NULL,
+  gas_limit TEXT NOT NULL,
+  max_fee_per_gas TEXT NOT NULL,
+  max_priority_fee_per_gas TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('signed', 'broadcast', 'included', 'reverted', 'replaced', 'dropped')),
+  sent_block INTEGER,
+  block_number INTEGER,
+  gas_used TEXT,
+  fee TEXT,
+  error TEXT,
+  created_at INTEGER NOT NULL,
+  broadcast_at INTEGER,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX transactions_open ON transactions(chain_id, state);
+CREATE INDEX transactions_payout ON transactions(payout_id);
+CREATE INDEX transactions_nonce ON transactions(chain_id, sender, nonce);
+
+CREATE TABLE cursors (
+  chain_id INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  block_number INTEGER NOT NULL,
+  PRIMARY KEY (chain_id, source)
+);
+
+-- Recent block hashes per chain, for reorg detection inside the unfinalized window.
+CREATE TABLE chain_blocks (
+  chain_id INTEGER NOT NULL,
+  number INTEGER NOT NULL,
+  hash TEXT NOT NULL,
+  parent_hash TEXT NOT NULL,
+  PRIMARY KEY (chain_id, number)
+);
+`,
+  },
+];

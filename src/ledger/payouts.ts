@@ -1,0 +1,98 @@
+import type { Db } from './db.ts';
+import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
+
+export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at'>;
+export type NewTransaction = Omit<
+  TransactionRow,
+  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block'
+>;
+
+export class Payouts {
+  #insert;
+  #get;
+  #queued;
+  #setState;
+  #insertTx;
+  #txState;
+  #openTxs;
+  #txsOfPayout;
+  #forRequest;
+  #maxNonce;
+  #pending;
+  constructor(db: Db) {
+    this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
+      decided_at, updated_at) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency, @amount, 'queued',
+      @decided_at, @decided_at)`);
+    this.#get = db.prepare('SELECT * FROM payouts WHERE id = ?');
+    this.#queued = db.prepare(`SELECT * FROM payouts WHERE chain_id = ? AND state = 'queued' ORDER BY decided_at LIMIT ?`);
+    this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
+      fail_reason = COALESCE(@fail_reason, fail_reason), updated_at = @now WHERE id = @id`);
+    this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
+      max_priority_fee_per_gas, state, created_at, updated_at) VALUES (@hash, @payout_id, @chain_id, @sender, @nonce, @raw,
+      @gas_limit, @max_fee_per_gas, @max_priority_fee_per_gas, 'signed', @created_at, @created_at)`);
+    this.#txState = db.prepare(`UPDATE transactions SET state = @state, sent_block = COALESCE(@sent_block, sent_block),
+      block_number = COALESCE(@block_number, block_number), gas_used = COALESCE(@gas_used, gas_used), fee = COALESCE(@fee, fee),
+      error = COALESCE(@error, error), broadcast_at = COALESCE(@broadcast_at, broadcast_at), updated_at = @now WHERE hash = @hash`);
+    this.#openTxs = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
+    this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
+    this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
+    this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
+    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent')`);
+  }
+
+  insert(p: NewPayout): void {
+    this.#insert.run(p);
+  }
+  get(id: string): PayoutRow | undefined {
+    return this.#get.get(id) as PayoutRow | undefined;
+  }
+  queued(chainId: number, limit = 50): PayoutRow[] {
+    return this.#queued.all(chainId, limit) as PayoutRow[];
+  }
+  forRequest(requestId: string): PayoutRow[] {
+    return this.#forRequest.all(requestId) as PayoutRow[];
+  }
+  setState(id: string, state: PayoutState, extra: { txHash?: string; failReason?: string } = {}, now = Date.now()): void {
+    this.#setState.run({ id, state, tx_hash: extra.txHash ?? null, fail_reason: extra.failReason ?? null, now });
+  }
+  // Amounts promised but not yet paid, per currency: the solver's inventory must cover them too.
+  reservedOn(chainId: number): Map<string, bigint> {
+    const out = new Map<string, bigint>();
+    for (const r of this.#pending.all(chainId) as { currency: string; amount: string }[]) {
+      const k = r.currency.toLowerCase();
+      out.set(k, (out.get(k) ?? 0n) + BigInt(r.amount));
+    }
+    return out;
+  }
+
+  insertTx(t: NewTransaction): void {
+    this.#insertTx.run(t);
+  }
+  setTxState(
+    hash: string,
+    state: TxState,
+    extra: { sentBlock?: number; blockNumber?: number; gasUsed?: bigint; fee?: bigint; error?: string; broadcastAt?: number } = {},
+    now = Date.now(),
+  ): void {
+    this.#txState.run({
+      hash,
+      state,
+      sent_block: extra.sentBlock ?? null,
+      block_number: extra.blockNumber ?? null,
+      gas_used: extra.gasUsed?.toString() ?? null,
+      fee: extra.fee?.toString() ?? null,
+      error: extra.error ?? null,
+      broadcast_at: extra.broadcastAt ?? null,
+      now,
+    });
+  }
+  openTxs(chainId: number): TransactionRow[] {
+    return this.#openTxs.all(chainId) as TransactionRow[];
+  }
+  txsOf(payoutId: string): TransactionRow[] {
+    return this.#txsOfPayout.all(payoutId) as TransactionRow[];
+  }
+  maxNonce(chainId: number, sender: string): number | null {
+    return (this.#maxNonce.get(chainId, sender) as { n: number | null }).n;
+  }
+}

@@ -1,0 +1,62 @@
+import type { Hex } from 'viem';
+import type { Db } from './db.ts';
+import type { RequestRow, Status } from './types.ts';
+
+export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at'> & {
+  status?: Status;
+};
+
+export class Requests {
+  #insert;
+  #get;
+  #setStatus;
+  #children;
+  constructor(db: Db) {
+    this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
+      origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
+      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at)
+      VALUES (@id, @parent_id, @kind, @request_type, @status, @user, @recipient, @refund_to, @origin_chain_id,
+      @destination_chain_id, @origin_currency, @destination_currency, @trade_type, @amount_in, @amount_out,
+      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at)`);
+    this.#get = db.prepare('SELECT * FROM requests WHERE id = ?');
+    this.#setStatus = db.prepare(`UPDATE requests SET status = @status, fail_reason = COALESCE(@fail_reason, fail_reason),
+      refund_fail_reason = COALESCE(@refund_fail_reason, refund_fail_reason), details = COALESCE(@details, details),
+      updated_at = @now WHERE id = @id`);
+    this.#children = db.prepare('SELECT * FROM requests WHERE parent_id = ? ORDER BY created_at');
+  }
+
+  insert(r: NewRequest): void {
+    this.#insert.run({ status: 'waiting', ...r });
+  }
+
+  get(id: string): RequestRow | undefined {
+    return this.#get.get(id) as RequestRow | undefined;
+  }
+
+  children(id: string): RequestRow[] {
+    return this.#children.all(id) as RequestRow[];
+  }
+
+  setStatus(
+    id: string,
+    status: Status,
+    extra: { failReason?: string; refundFailReason?: string; details?: string } = {},
+    now = Date.now(),
+  ): void {
+    const res = this.#setStatus.run({
+      id,
+      status,
+      fail_reason: extra.failReason ?? null,
+      refund_fail_reason: extra.refundFailReason ?? null,
+      details: extra.details ?? null,
+      now,
+    });
+    if (res.changes !== 1) throw new Error(`request ${id} not found`);
+  }
+
+  // A request id the node did not issue (orphan deposits, extra deposits) is derived from the
+  // deposit's own id, so indexing the same deposit twice finds the same request.
+  static derivedId(depositId: string, keccak: (s: string) => Hex): Hex {
+    return keccak(`deposit:${depositId}`);
+  }
+}

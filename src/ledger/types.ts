@@ -1,0 +1,107 @@
+import type { Hex } from 'viem';
+
+export const STATUSES = ['waiting', 'depositing', 'pending', 'submitted', 'success', 'failure', 'refund'] as const;
+export type Status = (typeof STATUSES)[number];
+
+export type RequestKind = 'order' | 'orphan' | 'extra';
+
+// What the quote fixed, so the solver can price whatever amount actually arrives the same way.
+export interface Pricing {
+  // output = input * rateNum / rateDen, in smallest units
+  rateNum: string;
+  rateDen: string;
+  serviceBps: number;
+  // destination gas for the fill, already converted to output currency units
+  gasFeeOut: string;
+  gasFeeUsd: string;
+}
+
+export interface RequestRow {
+  id: Hex;
+  parent_id: Hex | null;
+  kind: RequestKind;
+  request_type: string;
+  status: Status;
+  fail_reason: string | null;
+  refund_fail_reason: string | null;
+  details: string | null;
+  user: string | null;
+  recipient: string | null;
+  refund_to: string | null;
+  origin_chain_id: number;
+  destination_chain_id: number;
+  origin_currency: string;
+  destination_currency: string;
+  trade_type: string | null;
+  amount_in: string;
+  amount_out: string;
+  min_amount_out: string;
+  pricing: string | null;
+  order_data: string | null;
+  quote: string | null;
+  expires_at: number | null;
+  fill_deadline: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export type DepositState = 'unconfirmed' | 'confirmed' | 'handled' | 'reorged';
+
+export interface DepositRow {
+  id: string;
+  chain_id: number;
+  tx_hash: Hex;
+  log_index: number;
+  block_number: number;
+  block_hash: Hex;
+  depositor: string;
+  currency: string;
+  amount: string;
+  order_ref: Hex;
+  state: DepositState;
+  request_id: Hex | null;
+  seen_at: number;
+  confirmed_at: number | null;
+}
+
+export type PayoutKind = 'fill' | 'refund';
+export type PayoutState = 'queued' | 'sent' | 'success' | 'failed';
+
+export interface PayoutRow {
+  id: string;
+  kind: PayoutKind;
+  request_id: Hex;
+  deposit_id: string | null;
+  chain_id: number;
+  recipient: string;
+  currency: string;
+  amount: string;
+  state: PayoutState;
+  tx_hash: Hex | null;
+  fail_reason: string | null;
+  decided_at: number;
+  updated_at: number;
+}
+
+export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';
+
+export interface TransactionRow {
+  hash: Hex;
+  payout_id: string;
+  chain_id: number;
+  sender: string;
+  nonce: number;
+  raw: Hex;
+  gas_limit: string;
+  max_fee_per_gas: string;
+  max_priority_fee_per_gas: string;
+  state: TxState;
+  sent_block: number | null;
+  block_number: number | null;
+  gas_used: string | null;
+  fee: string | null;
+  error: string | null;
+  created_at: number;
+  broadcast_at: number | null;
+  updated_at: number;
+}

@@ -1,0 +1,14 @@
+import pino, { type Logger } from 'pino';
+
+export type { Logger };
+
+// Keys are wrapped in Secret (which prints as a placeholder); the redaction list is a second line of
+// defence for anything that carries a key under a conventional name.
+const REDACT = [
+  'privateKey', '*.privateKey', 'solverKey', '*.solverKey', 'allocatorKey', '*.allocatorKey',
+  'apiKey', '*.apiKey', 'headers["x-api-key"]', 'req.headers["x-api-key"]', 'req.headers.authorization',
+];
+
+export function createLogger(level = 'info', destination?: pino.DestinationStream): Logger {
+  return pino({ level, base: { service: 'relay-node' }, redact: { paths: REDACT, censor: '[secret]' } }, destination);
+}

@@ -1,0 +1,31 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+// One registry per node instance, so tests can run several nodes in one process.
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'relay_node_' });
+  const r = [registry];
+  return {
+    registry,
+    depositsIndexed: new Counter({ name: 'relay_deposits_indexed_total', help: 'Depository deposits indexed', labelNames: ['chain'], registers: r }),
+    fills: new Counter({ name: 'relay_fills_total', help: 'Fills by outcome', labelNames: ['chain', 'outcome'], registers: r }),
+    refunds: new Counter({ name: 'relay_refunds_total', help: 'Refunds by outcome', labelNames: ['chain', 'outcome'], registers: r }),
+    decisions: new Counter({ name: 'relay_solver_decisions_total', help: 'Solver decisions by outcome and reason', labelNames: ['decision', 'reason'], registers: r }),
+    depositToFill: new Histogram({
+      name: 'relay_deposit_to_fill_seconds',
+      help: 'From deposit confirmed by the indexer to fill broadcast',
+      labelNames: ['chain'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: r,
+    }),
+    indexerLag: new Gauge({ name: 'relay_indexer_lag_blocks', help: 'Head block minus last indexed block', labelNames: ['chain'], registers: r }),
+    headBlock: new Gauge({ name: 'relay_chain_head_block', help: 'Latest block seen', labelNames: ['chain'], registers: r }),
+    solverBalance: new Gauge({ name: 'relay_solver_balance', help: 'Solver inventory in smallest units (may lose precision above 2^53)', labelNames: ['chain', 'currency'], registers: r }),
+    rpcErrors: new Counter({ name: 'relay_rpc_errors_total', help: 'Failed RPC calls', labelNames: ['chain', 'method'], registers: r }),
+    queueDepth: new Gauge({ name: 'relay_payout_queue_depth', help: 'Payouts queued or in flight', labelNames: ['chain'], registers: r }),
+    reorgs: new Counter({ name: 'relay_reorgs_total', help: 'Reorgs detected', labelNames: ['chain'], registers: r }),
+    replacements: new Counter({ name: 'relay_tx_replacements_total', help: 'Transactions replaced with a higher fee', labelNames: ['chain'], registers: r }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

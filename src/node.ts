@@ -1,0 +1,88 @@
+import { join } from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import type { Address } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { createApi } from './api/server.ts';
+import type { ChainAdapter } from './chains/adapter.ts';
+import { EvmAdapter } from './chains/evm/adapter.ts';
+import type { Config } from './config/load.ts';
+import { Registry } from './config/registry.ts';
+import { Ledger } from './ledger/index.ts';
+import { createLogger, type Logger } from './log.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
+import { StaticPriceSource, type PriceSource } from './quote/prices.ts';
+import { Solver } from './solver/solver.ts';
+
+export interface NodeOptions {
+  log?: Logger;
+  prices?: PriceSource;
+  // Serve the API over the ledger without indexing, solving or submitting (`relay-node api`).
+  readOnly?: boolean;
+}
+
+export function ledgerPath(config: Config): string {
+  return join(config.dataDir, 'ledger.sqlite');
+}
+
+// One relay node: chains → indexers → ledger → solver → submitters → chains, and the API over the ledger.
+export class RelayNode {
+  readonly ledger: Ledger;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly registry: Registry;
+  readonly adapters = new Map<number, ChainAdapter>();
+  readonly solver: Solver | undefined;
+  readonly api: FastifyInstance;
+  readonly solverAddress: Address;
+  #url: string | undefined;
+
+  constructor(
+    readonly config: Config,
+    opts: NodeOptions = {},
+  ) {
+    this.log = opts.log ?? createLogger(config.log.level);
+    this.metrics = createMetrics();
+    this.registry = new Registry(config.chains);
+    this.ledger = Ledger.open(ledgerPath(config), { readonly: opts.readOnly });
+    this.solverAddress = privateKeyToAccount(config.solverKey.reveal()).address;
+    const prices = opts.prices ?? new StaticPriceSource();
+    if (!opts.readOnly) {
+      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log);
+      this.solver = solver;
+      const hooks = { onSigned: solver.onSigned.bind(solver), onPaid: solver.onPaid.bind(solver), onFailed: solver.onFailed.bind(solver), wake: () => solver.wake() };
+      for (const chain of config.chains) {
+        this.adapters.set(chain.id, new EvmAdapter(chain, config, this.ledger, hooks, this.metrics, this.log));
+      }
+    }
+    this.api = createApi({
+      config,
+      registry: this.registry,
+      ledger: this.ledger,
+      metrics: this.metrics,
+      log: this.log,
+      prices,
+      solver: this.solverAddress,
+      adapters: opts.readOnly ? undefined : this.adapters,
+    });
+  }
+
+  get url(): string {
+    if (!this.#url) throw new Error('node not started');
+    return this.#url;
+  }
+
+  async start(): Promise<this> {
+    await Promise.all([...this.adapters.values()].map((a) => a.start()));
+    this.solver?.start();
+    this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
+    this.log.info({ url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()] }, 'relay node started');
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    await this.api.close();
+    await this.solver?.stop();
+    await Promise.all([...this.adapters.values()].map((a) => a.stop()));
+    this.ledger.close();
+  }
+}

@@ -1,0 +1,42 @@
+import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
+import { outputFor } from '../quote/fillAmount.ts';
+
+export type FailReason =
+  | 'ORPHANED_DEPOSIT_REFUND'
+  | 'DOUBLE_SPEND'
+  | 'DEPOSIT_CHAIN_MISMATCH'
+  | 'INCORRECT_DEPOSIT_CURRENCY'
+  | 'ORDER_EXPIRED'
+  | 'NEGATIVE_NEW_AMOUNT_AFTER_FEES'
+  | 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL'
+  | 'SOLVER_BALANCE_TOO_LOW'
+  | 'TRANSACTION_REVERTED'
+  | 'EXECUTION_REVERTED';
+
+export type Decision =
+  | { kind: 'fill'; request: RequestRow; amount: bigint }
+  // `request` is absent when the deposit matches no order the node quoted; `extra` when the order
+  // already has its deposit: both get a request of their own.
+  | { kind: 'fail'; reason: FailReason; request?: RequestRow; extra?: boolean };
+
+export interface MatchContext {
+  now: number;
+  // What the solver can still pay out of a currency on a chain.
+  spendable(chainId: number, currency: string): bigint;
+}
+
+// Decides what a confirmed deposit leads to. Pure: the caller commits the decision.
+export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext): Decision {
+  if (!order || order.kind !== 'order') return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
+  if (order.status !== 'waiting' && order.status !== 'depositing') return { kind: 'fail', reason: 'DOUBLE_SPEND', request: order, extra: true };
+  const fail = (reason: FailReason): Decision => ({ kind: 'fail', reason, request: order });
+  if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');
+  if (deposit.currency.toLowerCase() !== order.origin_currency.toLowerCase()) return fail('INCORRECT_DEPOSIT_CURRENCY');
+  if (order.expires_at !== null && deposit.seen_at > order.expires_at) return fail('ORDER_EXPIRED');
+  const pricing = JSON.parse(order.pricing!) as Pricing;
+  const amount = outputFor(BigInt(deposit.amount), pricing);
+  if (amount <= 0n) return fail('NEGATIVE_NEW_AMOUNT_AFTER_FEES');
+  if (amount < BigInt(order.min_amount_out)) return fail('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
+  if (ctx.spendable(order.destination_chain_id, order.destination_currency) < amount) return fail('SOLVER_BALANCE_TOO_LOW');
+  return { kind: 'fill', request: order, amount };
+}

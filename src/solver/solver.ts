@@ -1,0 +1,255 @@
+import { keccak256, toHex, type Hex } from 'viem';
+import type { ChainAdapter, PayoutHooks, QuoteCosts } from '../chains/adapter.ts';
+import type { Registry } from '../config/registry.ts';
+import type { Ledger } from '../ledger/index.ts';
+import { Requests } from '../ledger/requests.ts';
+import type { DepositRow, PayoutRow, RequestRow } from '../ledger/types.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import { conversionRate, mulRatioCeil } from '../quote/money.ts';
+import type { PriceSource } from '../quote/prices.ts';
+import { match, type Decision } from './match.ts';
+
+interface Snapshot {
+  at: number;
+  costs: Map<number, QuoteCosts>;
+  spendable: Map<string, bigint>;
+  prices: Map<string, string>;
+}
+
+const SNAPSHOT_TTL_MS = 1000;
+const key = (chainId: number, currency: string) => `${chainId}:${currency.toLowerCase()}`;
+
+// Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
+// marks the deposit handled, moves the request and queues the payout; submitters do the rest.
+export class Solver implements PayoutHooks {
+  #snapshot: Snapshot | undefined;
+  #running: Promise<void> | undefined;
+  #again = false;
+  #stopped = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private ledger: Ledger,
+    private registry: Registry,
+    private adapters: Map<number, ChainAdapter>,
+    private prices: PriceSource,
+    private metrics: Metrics,
+    private log: Logger,
+  ) {}
+
+  start(): void {
+    this.#stopped = false;
+    this.wake();
+    // Deposits whose decision was postponed (a chain unreachable) are retried on a timer.
+    this.#timer = setInterval(() => this.wake(), 2000);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    await this.#running;
+  }
+
+  wake(): void {
+    if (this.#stopped) return;
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = this.#pass()
+      .catch((e) => this.log.error({ err: (e as Error).message }, 'solver pass failed'))
+      .finally(() => {
+        this.#running = undefined;
+        if (this.#again) {
+          this.#again = false;
+          this.wake();
+        }
+      });
+  }
+
+  async #pass(): Promise<void> {
+    for (;;) {
+      const batch = this.ledger.deposits.nextConfirmed(200);
+      if (!batch.length || this.#stopped) return;
+      const snap = await this.#fresh();
+      const woken = new Set<number>();
+      for (const d of batch) {
+        const chain = this.#decide(d, snap);
+        if (chain !== undefined) woken.add(chain);
+      }
+      for (const c of woken) this.adapters.get(c)?.wake();
+    }
+  }
+
+  // Inventory, gas and prices, read from the chains at most once a second: decisions in between
+  // subtract what they commit from the snapshot, so two deposits never spend the same inventory.
+  async #fresh(): Promise<Snapshot> {
+    if (this.#snapshot && Date.now() - this.#snapshot.at < SNAPSHOT_TTL_MS) return this.#snapshot;
+    const costs = new Map<number, QuoteCosts>();
+    const spendable = new Map<string, bigint>();
+    const prices = new Map<string, string>();
+    await Promise.all(
+      [...this.adapters.values()].map(async (a) => {
+        costs.set(a.chainId, await a.costs());
+        for (const c of this.registry.currenciesOf(a.chainId)) {
+          const bal = await a.balance(c.address);
+          spendable.set(key(a.chainId, c.address), bal);
+          this.metrics.solverBalance.set({ chain: a.chainId, currency: c.symbol }, Number(bal));
+          prices.set(key(a.chainId, c.address), await this.prices.usdPrice(c));
+        }
+      }),
+    );
+    this.#snapshot = { at: Date.now(), costs, spendable, prices };
+    return this.#snapshot;
+  }
+
+  // Returns the chain that got a payout, if any.
+  #decide(d: DepositRow, snap: Snapshot): number | undefined {
+    const order = this.ledger.requests.get(d.order_ref);
+    const decision = match(d, order, {
+      now: Date.now(),
+      spendable: (chainId, currency) => snap.spendable.get(key(chainId, currency)) ?? 0n,
+    });
+    const reason = decision.kind === 'fail' ? decision.reason : 'none';
+    this.metrics.decisions.inc({ decision: decision.kind, reason });
+    return this.ledger.tx(() => {
+      if (decision.kind === 'fill') return this.#commitFill(d, decision, snap);
+      return this.#commitFailure(d, decision, snap);
+    });
+  }
+
+  #commitFill(d: DepositRow, decision: Extract<Decision, { kind: 'fill' }>, snap: Snapshot): number {
+    const r = decision.request;
+    const now = Date.now();
+    this.ledger.deposits.markHandled(d.id, r.id);
+    this.ledger.requests.setStatus(r.id, 'pending', {}, now);
+    this.ledger.payouts.insert({
+      id: `fill:${r.id}`,
+      kind: 'fill',
+      request_id: r.id,
+      deposit_id: d.id,
+      chain_id: r.destination_chain_id,
+      recipient: r.recipient!,
+      currency: r.destination_currency,
+      amount: decision.amount.toString(),
+      decided_at: now,
+    });
+    const k = key(r.destination_chain_id, r.destination_currency);
+    snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - decision.amount);
+    this.log.info({ request: r.id, deposit: d.id, amount: decision.amount.toString(), chain: r.destination_chain_id }, 'fill queued');
+    return r.destination_chain_id;
+  }
+
+  #commitFailure(d: DepositRow, decision: Extract<Decision, { kind: 'fail' }>, snap: Snapshot): number | undefined {
+    const now = Date.now();
+    let requestId: Hex;
+    if (!decision.request || decision.extra) {
+      // The deposit gets a request of its own, so its refund has a status to read.
+      requestId = Requests.derivedId(d.id, (s) => keccak256(toHex(s)));
+      this.ledger.requests.insert({
+        id: requestId,
+        parent_id: decision.request?.id ?? null,
+        kind: decision.request ? 'extra' : 'orphan',
+        request_type: 'Bridge',
+        status: 'failure',
+        user: d.depositor,
+        recipient: null,
+        refund_to: d.depositor,
+        origin_chain_id: d.chain_id,
+        destination_chain_id: decision.request?.destination_chain_id ?? d.chain_id,
+        origin_currency: d.currency,
+        destination_currency: decision.request?.destination_currency ?? d.currency,
+        trade_type: null,
+        amount_in: d.amount,
+        amount_out: '0',
+        min_amount_out: '0',
+        pricing: null,
+        order_data: null,
+        quote: null,
+        expires_at: null,
+        fill_deadline: null,
+        created_at: now,
+      });
+    } else {
+      requestId = decision.request.id;
+    }
+    this.ledger.deposits.markHandled(d.id, requestId);
+    this.ledger.requests.setStatus(requestId, 'failure', { failReason: decision.reason }, now);
+    this.log.info({ request: requestId, deposit: d.id, reason: decision.reason }, 'deposit will not be filled');
+    const refundTo = decision.request && !decision.extra && d.chain_id === decision.request.origin_chain_id ? decision.request.refund_to! : d.depositor;
+    return this.#queueRefund(requestId, d, refundTo, snap, now);
+  }
+
+  // Queues the refund of a deposit to `to` on its own chain, less the refund's gas. Must run inside
+  // a ledger transaction.
+  #queueRefund(requestId: Hex, d: DepositRow, to: string, snap: Snapshot, now: number): number | undefined {
+    const cost = this.#refundCost(d.chain_id, d.currency, snap);
+    const amount = cost === undefined ? undefined : BigInt(d.amount) - cost;
+    if (amount === undefined || amount <= 0n) {
+      const refundFailReason = amount === undefined ? 'MANUAL_REFUND_REQUIRED' : 'AMOUNT_TOO_LOW_TO_REFUND';
+      this.ledger.requests.setStatus(requestId, 'failure', { refundFailReason }, now);
+      this.metrics.refunds.inc({ chain: d.chain_id, outcome: refundFailReason });
+      this.log.warn({ request: requestId, deposit: d.id, refundFailReason }, 'deposit cannot be refunded');
+      return undefined;
+    }
+    this.ledger.payouts.insert({
+      id: `refund:${requestId}`,
+      kind: 'refund',
+      request_id: requestId,
+      deposit_id: d.id,
+      chain_id: d.chain_id,
+      recipient: to,
+      currency: d.currency,
+      amount: amount.toString(),
+      decided_at: now,
+    });
+    return d.chain_id;
+  }
+
+  // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown.
+  #refundCost(chainId: number, currency: string, snap: Snapshot): bigint | undefined {
+    const costs = snap.costs.get(chainId);
+    const cur = this.registry.currency(chainId, currency);
+    const native = this.registry.native(chainId);
+    const price = snap.prices.get(key(chainId, currency));
+    const nativePrice = snap.prices.get(key(chainId, native.address));
+    if (!costs || !cur || !price || !nativePrice) return undefined;
+    const wei = costs.refundGas(currency) * costs.maxFeePerGas;
+    return mulRatioCeil(wei, conversionRate(nativePrice, native.decimals, price, cur.decimals));
+  }
+
+  // ---- PayoutHooks: called by submitters inside their ledger transaction ----
+
+  onSigned(payout: PayoutRow): void {
+    if (payout.kind !== 'fill') return;
+    this.ledger.requests.setStatus(payout.request_id, 'submitted');
+    const dep = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
+    if (dep?.confirmed_at) this.metrics.depositToFill.observe({ chain: payout.chain_id }, (Date.now() - dep.confirmed_at) / 1000);
+  }
+
+  onPaid(payout: PayoutRow): void {
+    this.ledger.requests.setStatus(payout.request_id, payout.kind === 'fill' ? 'success' : 'refund');
+    (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
+  }
+
+  onFailed(payout: PayoutRow, reason: string): void {
+    const now = Date.now();
+    if (payout.kind === 'refund') {
+      this.ledger.requests.setStatus(payout.request_id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
+      this.metrics.refunds.inc({ chain: payout.chain_id, outcome: 'failed' });
+      this.log.error({ request: payout.request_id, reason }, 'refund failed; manual refund required');
+      return;
+    }
+    this.metrics.fills.inc({ chain: payout.chain_id, outcome: 'failed' });
+    this.ledger.requests.setStatus(payout.request_id, 'failure', { failReason: reason }, now);
+    const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
+    const r = this.ledger.requests.get(payout.request_id) as RequestRow;
+    if (!d) return;
+    const snap = this.#snapshot;
+    const chain = snap ? this.#queueRefund(r.id, d, r.refund_to ?? d.depositor, snap, now) : undefined;
+    if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
+    // The refund is on another chain than the failed fill; wake its submitter once this commits.
+    if (chain !== undefined) queueMicrotask(() => this.adapters.get(chain)?.wake());
+  }
+}
