@@ -69,6 +69,12 @@ export class FeeOracle {
     return (await this.#headFetch).number;
   }
 
+  // The head block number, read from the chain when the last known head is stale.
+  async head(): Promise<bigint> {
+    if (!this.#head || Date.now() - this.#head.seenAt > this.maxHeadAgeMs) return this.refreshHead();
+    return this.#head.number;
+  }
+
   // Market fees for a transaction sent now: maxFee = 2 * baseFee + priority.
   async current(): Promise<Eip1559Fees> {
     if (!this.#head || Date.now() - this.#head.seenAt > this.maxHeadAgeMs) await this.refreshHead();

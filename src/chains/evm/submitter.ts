@@ -1,0 +1,850 @@
+// One submitter per EVM destination chain, in three stages (as Hyperlane's serial submitter does it):
+//   prepare  build the call, estimate gas, price it (EIP-1559);
+//   submit   take the next nonce, sign locally, record in the ledger (one transaction with the payout's
+//            new state and the hook), and only then broadcast;
+//   confirm  read receipts, settle the payout, rebroadcast what the node forgot, replace what is stuck at
+//            the same nonce with higher fees, and reconcile nonces taken by something else.
+//
+// Never paying twice rests on three things: every signed transaction is in the ledger before it can reach
+// the chain; a payout is only signed again (at a new nonce) once its earlier nonce is provably consumed
+// without any of its transactions; and the contracts themselves refuse a second payment (OrderFiller's
+// filled(orderId), the depository's single-use call request, whose nonce and expiration are derived from
+// the payout so that every signing of the same refund is the same request).
+
+import PQueue from 'p-queue';
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  decodeErrorResult,
+  encodeFunctionData,
+  erc20Abi,
+  ExecutionRevertedError,
+  getAbiItem,
+  getAddress,
+  isAddress,
+  keccak256,
+  maxUint256,
+  parseTransaction,
+  RpcRequestError,
+  toHex,
+  TransactionNotFoundError,
+  TransactionReceiptNotFoundError,
+  zeroAddress,
+  type Abi,
+  type Address,
+  type Hex,
+  type LocalAccount,
+  type PublicClient,
+  type TransactionReceipt,
+} from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import type { ChainConfig } from '../../config/schema.ts';
+import type { Faults } from '../../config/load.ts';
+import type { Secret } from '../../config/secret.ts';
+import type { Ledger } from '../../ledger/index.ts';
+import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
+import type { Logger } from '../../log.ts';
+import type { Metrics } from '../../metrics.ts';
+import type { PayoutHooks } from '../adapter.ts';
+import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
+import { FeeOracle, replacementFees, type Eip1559Fees } from './fees.ts';
+import { NonceManager } from './nonceManager.ts';
+
+export interface EvmSubmitterOptions {
+  chain: ChainConfig;
+  ledger: Ledger;
+  publicClient: PublicClient;
+  // The solver key: signs and pays for every payout transaction.
+  account: LocalAccount;
+  // Signs the depository's call requests (refunds).
+  allocatorKey: Secret<Hex>;
+  hooks: PayoutHooks;
+  metrics: Metrics;
+  log: Logger;
+  faults: Faults;
+}
+
+// A refund's call request stays valid this long after the payout was decided. Derived from the payout row
+// (not from the clock at signing) so that re-signing the same refund yields the same, single-use request.
+const REFUND_TTL_SECONDS = 7 * 24 * 3600;
+const APPROVE_THRESHOLD = 2n ** 255n;
+const PREPARE_CONCURRENCY = 16;
+const QUEUED_BATCH = 500;
+const BACKOFF_BASE_MS = 250;
+const BACKOFF_MAX_MS = 30_000;
+const OPEN_STATES = new Set(['signed', 'broadcast']);
+
+const orderFilledEvent = getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' });
+const callExecutedEvent = getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' });
+
+interface PreparedCall {
+  to: Address;
+  data: Hex;
+  value: bigint;
+  // The depository call request of a refund (its struct hash is the single-use key).
+  request?: CallRequest;
+}
+
+// A payment found on chain: the transaction that made it.
+interface PaidBy {
+  txHash: Hex;
+  blockNumber: bigint;
+  gasUsed: bigint;
+  // What the solver paid for it (0 when another sender made it).
+  fee: bigint;
+}
+
+// A permanent problem with the payout row itself (not the chain): it can never be sent.
+class UnpayableError extends Error {}
+
+function isOpen(t: TransactionRow): boolean {
+  return OPEN_STATES.has(t.state);
+}
+
+function errText(err: unknown): string {
+  if (err instanceof BaseError) return [err.shortMessage, err.details].filter(Boolean).join(': ');
+  return err instanceof Error ? err.message : String(err);
+}
+
+function fullText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+// The call itself reverts (as opposed to the RPC failing, or the sender lacking funds for gas).
+export function isRevert(err: unknown): boolean {
+  if (!(err instanceof BaseError)) return false;
+  const found = err.walk(
+    (e) =>
+      e instanceof ContractFunctionRevertedError ||
+      e instanceof ExecutionRevertedError ||
+      (e instanceof RpcRequestError && e.code === 3),
+  );
+  if (!found) return false;
+  // geth reports an out-of-funds estimate as "gas required exceeds allowance": not a revert.
+  return !/gas required exceeds allowance|insufficient funds/i.test(fullText(err));
+}
+
+function revertData(err: unknown): Hex | undefined {
+  if (!(err instanceof BaseError)) return undefined;
+  const e = err.walk((x) => typeof (x as { data?: unknown }).data === 'string' && String((x as { data: string }).data).startsWith('0x'));
+  return (e as { data?: Hex } | null)?.data;
+}
+
+function decodeRevert(err: unknown): string | undefined {
+  const data = revertData(err);
+  if (!data || data === '0x') return undefined;
+  for (const abi of [OrderFillerAbi, RelayDepositoryAbi, erc20Abi] as Abi[]) {
+    try {
+      const d = decodeErrorResult({ abi, data });
+      return `${d.errorName}(${(d.args ?? []).map(String).join(', ')})`;
+    } catch {
+      // not this ABI
+    }
+  }
+  return data.slice(0, 10);
+}
+
+const ALREADY_KNOWN = /already known|already imported|known transaction|alreadyknown|already exists/i;
+const NONCE_TOO_LOW = /nonce too low|noncetoolow|nonce.*(lower|less) than/i;
+const UNDERPRICED = /underpriced|fee too low|replacement/i;
+
+export class EvmSubmitter {
+  readonly chainId: number;
+  readonly address: Address;
+
+  readonly #chain: ChainConfig;
+  readonly #ledger: Ledger;
+  readonly #client: PublicClient;
+  readonly #account: LocalAccount;
+  readonly #allocator: LocalAccount;
+  readonly #hooks: PayoutHooks;
+  readonly #metrics: Metrics;
+  readonly #log: Logger;
+  readonly #faults: Faults;
+  readonly #fees: FeeOracle;
+  readonly #nonces: NonceManager;
+  readonly #queue = new PQueue({ concurrency: PREPARE_CONCURRENCY });
+  readonly #chainLabel: { chain: string };
+
+  #running = false;
+  #ready = false;
+  #pumpScheduled = false;
+  readonly #inFlight = new Set<string>();
+  readonly #retry = new Map<string, { attempts: number; at: number }>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #pollTimer: NodeJS.Timeout | undefined;
+  #confirming: Promise<void> | undefined;
+  #confirmAgain = false;
+  // Transactions whose broadcast is under way (the confirm pass leaves them alone).
+  readonly #broadcasting = new Set<Hex>();
+
+  constructor(opts: EvmSubmitterOptions) {
+    this.#chain = opts.chain;
+    this.chainId = opts.chain.id;
+    this.#ledger = opts.ledger;
+    this.#client = opts.publicClient;
+    this.#account = opts.account;
+    this.address = getAddress(opts.account.address);
+    this.#allocator = privateKeyToAccount(opts.allocatorKey.reveal());
+    this.#hooks = opts.hooks;
+    this.#metrics = opts.metrics;
+    this.#faults = opts.faults;
+    this.#chainLabel = { chain: String(opts.chain.id) };
+    this.#log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
+    this.#fees = new FeeOracle(opts.publicClient, opts.chain.pollIntervalMs);
+    this.#nonces = new NonceManager({ client: opts.publicClient, ledger: opts.ledger, chainId: opts.chain.id, address: this.address });
+  }
+
+  // ------------------------------------------------------------------------------------------ lifecycle
+
+  // Reconciles what the ledger holds against the chain, ensures ERC-20 approvals, then starts sending.
+  async start(): Promise<void> {
+    if (this.#running) return;
+    this.#running = true;
+    try {
+      await this.#fees.refreshHead();
+      const next = await this.#nonces.init();
+      this.#log.info({ nextNonce: next }, 'submitter starting: reconciling ledger with chain');
+      await this.confirmNow();
+      this.#pollTimer = setInterval(() => this.#scheduleConfirm(), this.#chain.pollIntervalMs);
+      this.#pollTimer.unref();
+      await this.#ensureAllowances();
+      this.#ready = true;
+      this.#log.info({ nextNonce: this.#nonces.peek() }, 'submitter started');
+      this.#schedulePump();
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+  }
+
+  // Stops taking work, waits for payouts being prepared or broadcast and for a running confirm pass.
+  async stop(): Promise<void> {
+    this.#running = false;
+    this.#ready = false;
+    if (this.#pollTimer) clearInterval(this.#pollTimer);
+    this.#pollTimer = undefined;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    await this.#queue.onIdle();
+    while (this.#confirming) await this.#confirming;
+  }
+
+  // New queued payouts exist in the ledger for this chain.
+  wake(): void {
+    this.#schedulePump();
+  }
+
+  // A new head from the chain's head tracker: drives fees, confirmation and replacement.
+  onHead(blockNumber: bigint, baseFeePerGas: bigint): void {
+    this.#fees.onHead(blockNumber, baseFeePerGas);
+    this.#scheduleConfirm();
+  }
+
+  // Runs a confirm and reconcile pass now (or one more after the running one) and resolves when done.
+  confirmNow(): Promise<void> {
+    if (this.#confirming) {
+      this.#confirmAgain = true;
+      return this.#confirming;
+    }
+    const run = (async () => {
+      do {
+        this.#confirmAgain = false;
+        try {
+          await this.#confirmPass();
+        } catch (err) {
+          this.#log.warn({ err: errText(err) }, 'confirm pass failed; retrying on the next head');
+        }
+      } while (this.#confirmAgain && this.#running);
+    })();
+    this.#confirming = run.finally(() => {
+      this.#confirming = undefined;
+    });
+    return this.#confirming;
+  }
+
+  #scheduleConfirm(): void {
+    if (!this.#running) return;
+    void this.confirmNow();
+  }
+
+  // ------------------------------------------------------------------------------------------ prepare + submit
+
+  #schedulePump(): void {
+    if (this.#pumpScheduled) return;
+    this.#pumpScheduled = true;
+    queueMicrotask(() => {
+      this.#pumpScheduled = false;
+      this.#pump();
+    });
+  }
+
+  #pump(): void {
+    if (!this.#running || !this.#ready) return;
+    let rows: PayoutRow[];
+    try {
+      rows = this.#ledger.payouts.queued(this.chainId, QUEUED_BATCH);
+    } catch (err) {
+      this.#log.error({ err: errText(err) }, 'cannot read queued payouts');
+      return;
+    }
+    const now = Date.now();
+    const truncated = rows.length === QUEUED_BATCH;
+    for (const row of rows) {
+      if (this.#inFlight.has(row.id)) continue;
+      const retry = this.#retry.get(row.id);
+      if (retry && retry.at > now) continue;
+      this.#inFlight.add(row.id);
+      // Work that never failed goes ahead of retries.
+      void this.#queue
+        .add(() => this.#process(row.id), { priority: retry ? 0 : 1 })
+        .catch((err) => this.#log.error({ payout: row.id, err: errText(err) }, 'unexpected error processing payout'))
+        .finally(() => {
+          this.#inFlight.delete(row.id);
+          if (truncated) this.#schedulePump();
+        });
+    }
+  }
+
+  async #process(payoutId: string): Promise<void> {
+    if (!this.#running) return;
+    const payout = this.#ledger.payouts.get(payoutId);
+    if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) return;
+    const log = this.#log.child({ payout: payout.id, kind: payout.kind, requestId: payout.request_id });
+    try {
+      let call: PreparedCall;
+      try {
+        call = await this.#buildCall(payout);
+      } catch (err) {
+        if (err instanceof UnpayableError) return this.#fail(payout, 'TRANSACTION_SUBMISSION_FAILED', log, err.message);
+        throw err;
+      }
+
+      const [estimate, fees] = await Promise.all([
+        this.#client
+          .estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value })
+          .then((gas) => ({ gas }), (error: unknown) => ({ error })),
+        this.#fees.current(),
+      ]);
+      if ('error' in estimate) {
+        if (!isRevert(estimate.error)) throw estimate.error;
+        return await this.#onSimulationRevert(payout, call, estimate.error, log);
+      }
+      const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
+
+      const recorded = await this.#nonces.withNonce(async (nonce) => {
+        const raw = await this.#account.signTransaction({
+          type: 'eip1559',
+          chainId: this.chainId,
+          nonce,
+          to: call.to,
+          data: call.data,
+          value: call.value,
+          gas,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        });
+        const hash = keccak256(raw);
+        const ok = this.#ledger.tx(() => {
+          const cur = this.#ledger.payouts.get(payout.id);
+          if (!cur || cur.state !== 'queued') return false;
+          this.#ledger.payouts.insertTx({
+            hash,
+            payout_id: cur.id,
+            chain_id: this.chainId,
+            sender: this.address,
+            nonce,
+            raw,
+            gas_limit: gas.toString(),
+            max_fee_per_gas: fees.maxFeePerGas.toString(),
+            max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
+            created_at: Date.now(),
+          });
+          this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
+          this.#hooks.onSigned(cur, hash);
+          return true;
+        });
+        if (ok) this.#broadcasting.add(hash);
+        return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
+      });
+      if (!recorded) return;
+      this.#retry.delete(payout.id);
+      log.info({ txHash: recorded.hash, nonce: recorded.nonce, gas: gas.toString(), maxFeePerGas: fees.maxFeePerGas.toString() }, 'payout signed and recorded');
+
+      if (payout.kind === 'fill' && this.#faults.crashAfterFillRecorded) process.kill(process.pid, 'SIGKILL');
+      await this.#broadcast(payout.id, recorded.hash, recorded.raw, log);
+      if (payout.kind === 'fill' && this.#faults.crashAfterFillBroadcast) process.kill(process.pid, 'SIGKILL');
+    } catch (err) {
+      this.#backoff(payout.id, err, log);
+    }
+  }
+
+  // An RPC or network problem: the payout stays queued and is tried again later.
+  #backoff(payoutId: string, err: unknown, log: Logger): void {
+    const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
+    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.5);
+    this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
+    this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'prepare' });
+    log.warn({ err: errText(err), attempts, retryInMs: Math.round(delay) }, 'payout postponed: RPC error');
+    if (!this.#running) return;
+    const t = setTimeout(() => {
+      this.#timers.delete(t);
+      this.#schedulePump();
+    }, delay);
+    t.unref();
+    this.#timers.add(t);
+  }
+
+  async #buildCall(payout: PayoutRow): Promise<PreparedCall> {
+    if (!isAddress(payout.recipient, { strict: false })) throw new UnpayableError(`recipient ${payout.recipient} is not an EVM address`);
+    if (!isAddress(payout.currency, { strict: false })) throw new UnpayableError(`currency ${payout.currency} is not an EVM address`);
+    let amount: bigint;
+    try {
+      amount = BigInt(payout.amount);
+    } catch {
+      throw new UnpayableError(`amount ${payout.amount} is not an integer`);
+    }
+    if (amount <= 0n) throw new UnpayableError(`amount ${payout.amount} is not positive`);
+    const recipient = getAddress(payout.recipient);
+    const currency = getAddress(payout.currency);
+    const native = currency === zeroAddress;
+
+    if (payout.kind === 'fill') {
+      const orderId = payout.request_id;
+      return native
+        ? {
+            to: this.#chain.filler,
+            data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillNative', args: [orderId, recipient] }),
+            value: amount,
+          }
+        : {
+            to: this.#chain.filler,
+            data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillErc20', args: [orderId, currency, recipient, amount] }),
+            value: 0n,
+          };
+    }
+    const request = this.#refundRequest(payout, recipient, currency, amount);
+    const signature = await signCallRequest({
+      chainId: this.chainId,
+      depository: this.#chain.depository,
+      request,
+      account: this.#allocator,
+    });
+    return {
+      to: this.#chain.depository,
+      data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'execute', args: [request, signature] }),
+      value: 0n,
+      request,
+    };
+  }
+
+  // The same payout always gives the same call request, so it can execute once at most.
+  #refundRequest(payout: PayoutRow, recipient: Address, currency: Address, amount: bigint): CallRequest {
+    return {
+      calls: [currency === zeroAddress ? nativeTransferCall(recipient, amount) : erc20TransferCall(currency, recipient, amount)],
+      nonce: BigInt(keccak256(toHex(payout.id))),
+      expiration: BigInt(Math.floor(payout.decided_at / 1000) + REFUND_TTL_SECONDS),
+    };
+  }
+
+  async #onSimulationRevert(payout: PayoutRow, call: PreparedCall, err: unknown, log: Logger): Promise<void> {
+    const revert = decodeRevert(err);
+    // Paid already (by an earlier transaction of ours that the ledger lost track of, or by another node
+    // with the same key): report it paid and never pay again.
+    const paid = await this.#findPaid(payout, call.request);
+    if (paid) {
+      const done = this.#ledger.tx(() => this.#settlePaid(payout.id, paid));
+      if (done) log.info({ txHash: paid.txHash, revert }, 'payout already paid on chain; reported paid without sending');
+      this.#retry.delete(payout.id);
+      return;
+    }
+    const reason = payout.kind === 'fill' ? 'EXECUTION_REVERTED' : 'TRANSACTION_REVERTED';
+    this.#fail(payout, reason, log, revert ?? errText(err));
+  }
+
+  #fail(payout: PayoutRow, reason: string, log: Logger, detail: string): void {
+    const done = this.#ledger.tx(() => {
+      const cur = this.#ledger.payouts.get(payout.id);
+      if (!cur || cur.state !== 'queued') return false;
+      this.#ledger.payouts.setState(cur.id, 'failed', { failReason: reason });
+      this.#hooks.onFailed(cur, reason);
+      return true;
+    });
+    this.#retry.delete(payout.id);
+    if (!done) return;
+    this.#outcome(payout, 'failed');
+    log.warn({ reason, detail }, 'payout failed before sending');
+  }
+
+  // Broadcasts a recorded transaction. Returns whether the node has it now.
+  async #broadcast(payoutId: string, hash: Hex, raw: Hex, log: Logger): Promise<boolean> {
+    this.#broadcasting.add(hash);
+    let accepted = false;
+    let error: string | undefined;
+    try {
+      await this.#client.sendRawTransaction({ serializedTransaction: raw });
+      accepted = true;
+    } catch (err) {
+      const text = fullText(err);
+      if (ALREADY_KNOWN.test(text)) accepted = true;
+      else error = errText(err);
+    } finally {
+      this.#broadcasting.delete(hash);
+    }
+    const head = this.#fees.headNumber();
+    const sentBlock = head === undefined ? undefined : Number(head);
+    this.#ledger.tx(() => {
+      const t = this.#ledger.payouts.txsOf(payoutId).find((x) => x.hash === hash);
+      if (!t || t.state !== 'signed') return;
+      if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
+      // An underpriced transaction starts its replacement countdown even though the node refused it.
+      else if (error && UNDERPRICED.test(error)) this.#ledger.payouts.setTxState(hash, 'signed', { sentBlock, error });
+    });
+    if (accepted) {
+      log.debug({ txHash: hash }, 'transaction broadcast');
+    } else {
+      this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'eth_sendRawTransaction' });
+      // Nonce too low: one of the same-nonce transactions (or something else) took the nonce; the
+      // confirm pass reconciles it. Anything else: rebroadcast by the confirm pass.
+      log.warn({ txHash: hash, err: error, nonceTooLow: NONCE_TOO_LOW.test(error ?? '') }, 'broadcast refused; left to reconciliation');
+    }
+    return accepted;
+  }
+
+  // ------------------------------------------------------------------------------------------ confirm
+
+  async #confirmPass(): Promise<void> {
+    const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
+    this.#updateQueueDepth();
+    if (open.length === 0) {
+      if (this.#fees.headNumber() === undefined) await this.#fees.refreshHead();
+      return;
+    }
+    const head = await this.#fees.head();
+    // The chain's nonce is read before any receipt: a nonce past a transaction with no receipt then
+    // really was taken by something else.
+    const latestNonce = await this.#client.getTransactionCount({ address: this.address, blockTag: 'latest' });
+    const groups = new Map<string, { payoutId: string; nonce: number }>();
+    for (const t of open) groups.set(`${t.payout_id}\u0000${t.nonce}`, { payoutId: t.payout_id, nonce: t.nonce });
+    await Promise.all(
+      [...groups.values()].map(async ({ payoutId, nonce }) => {
+        try {
+          await this.#confirmGroup(payoutId, nonce, head, latestNonce);
+        } catch (err) {
+          this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'confirm' });
+          this.#log.warn({ payout: payoutId, nonce, err: errText(err) }, 'confirm of a transaction failed; retrying on the next pass');
+        }
+      }),
+    );
+  }
+
+  async #confirmGroup(payoutId: string, nonce: number, head: bigint, latestNonce: number): Promise<void> {
+    const open = this.#ledger.payouts.txsOf(payoutId).filter((t) => t.nonce === nonce && isOpen(t));
+    if (open.length === 0) return;
+    const log = this.#log.child({ payout: payoutId, nonce });
+
+    for (const t of open) {
+      const receipt = await this.#receipt(t.hash);
+      if (receipt) return this.#onReceipt(t, receipt, log);
+    }
+
+    if (nonce < latestNonce) return this.#onNonceTaken(payoutId, nonce, log);
+
+    // Still pending: make sure the node has the newest (highest-fee) one, and replace it when stuck.
+    const newest = open.reduce((a, b) => (BigInt(b.max_fee_per_gas) > BigInt(a.max_fee_per_gas) ? b : a));
+    if (this.#broadcasting.has(newest.hash)) return;
+    const known = newest.state === 'broadcast' && (await this.#knownToNode(newest.hash));
+    if (!known) {
+      log.info({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
+      if (await this.#broadcast(payoutId, newest.hash, newest.raw, log)) return;
+    }
+    const fresh = this.#ledger.payouts.txsOf(payoutId).find((t) => t.hash === newest.hash);
+    const sentBlock = fresh?.sent_block;
+    if (fresh && isOpen(fresh) && sentBlock !== null && sentBlock !== undefined && head - BigInt(sentBlock) >= BigInt(this.#chain.replaceAfterBlocks)) {
+      await this.#replace(fresh, head, log);
+    }
+  }
+
+  async #receipt(hash: Hex): Promise<TransactionReceipt | null> {
+    try {
+      return await this.#client.getTransactionReceipt({ hash });
+    } catch (err) {
+      if (err instanceof TransactionReceiptNotFoundError) return null;
+      throw err;
+    }
+  }
+
+  async #knownToNode(hash: Hex): Promise<boolean> {
+    try {
+      await this.#client.getTransaction({ hash });
+      return true;
+    } catch (err) {
+      if (err instanceof TransactionNotFoundError) return false;
+      throw err;
+    }
+  }
+
+  async #onReceipt(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
+    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
+    if (receipt.status === 'success') {
+      const settled = this.#ledger.tx(() => this.#settlePaid(t.payout_id, own));
+      if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: fee.toString() }, 'payout paid');
+      return;
+    }
+
+    // Reverted. If the payment was made anyway (by another transaction), that one settles the payout.
+    const payout = this.#ledger.payouts.get(t.payout_id);
+    if (!payout) return;
+    let paid: PaidBy | null = null;
+    if (payout.state === 'sent' || payout.state === 'queued') {
+      paid = await this.#findPaid(payout, await this.#requestOf(payout));
+      if (paid?.txHash === t.hash) paid = null;
+    }
+    const outcome = this.#ledger.tx(() => {
+      this.#ledger.payouts.setTxState(t.hash, 'reverted', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee, error: 'reverted' });
+      this.#closeSiblings(t.payout_id, t.nonce, t.hash, 'replaced');
+      if (paid) return this.#settlePaid(t.payout_id, paid) ? 'paid' : 'none';
+      const cur = this.#ledger.payouts.get(t.payout_id);
+      if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
+      this.#ledger.payouts.setState(cur.id, 'failed', { txHash: t.hash, failReason: 'TRANSACTION_REVERTED' });
+      this.#hooks.onFailed(cur, 'TRANSACTION_REVERTED', t.hash);
+      return 'failed';
+    });
+    if (outcome === 'failed') {
+      this.#outcome(payout, 'failed');
+      log.warn({ txHash: t.hash, fee: fee.toString() }, 'payout failed: transaction reverted');
+    } else if (outcome === 'paid') {
+      log.info({ txHash: t.hash, paidBy: paid!.txHash }, 'our transaction reverted but the payout was already made; reported paid');
+    } else {
+      log.info({ txHash: t.hash }, 'transaction reverted after its payout was settled');
+    }
+  }
+
+  // The nonce is past this group and none of its transactions has a receipt: something else took it.
+  async #onNonceTaken(payoutId: string, nonce: number, log: Logger): Promise<void> {
+    const payout = this.#ledger.payouts.get(payoutId);
+    if (!payout) return;
+    const paid = payout.state === 'sent' ? await this.#findPaid(payout, await this.#requestOf(payout)) : null;
+    const outcome = this.#ledger.tx(() => {
+      for (const t of this.#ledger.payouts.txsOf(payoutId)) {
+        if (t.nonce === nonce && isOpen(t)) this.#ledger.payouts.setTxState(t.hash, 'dropped', { error: 'nonce taken by another transaction' });
+      }
+      if (paid) return this.#settlePaid(payoutId, paid) ? 'paid' : 'none';
+      const cur = this.#ledger.payouts.get(payoutId);
+      if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
+      // Not paid, and no transaction of this payout can land any more: send it again.
+      this.#ledger.payouts.setState(cur.id, 'queued');
+      return 'requeued';
+    });
+    log.warn({ outcome, paidBy: paid?.txHash }, 'nonce taken by another transaction; transactions marked dropped');
+    await this.#nonces.resync();
+    if (outcome === 'requeued') this.#schedulePump();
+  }
+
+  async #replace(t: TransactionRow, head: bigint, log: Logger): Promise<void> {
+    const parsed = parseTransaction(t.raw);
+    const old: Eip1559Fees = { maxFeePerGas: BigInt(t.max_fee_per_gas), maxPriorityFeePerGas: BigInt(t.max_priority_fee_per_gas) };
+    const fees = replacementFees(old, await this.#fees.current());
+    const gas = parsed.gas ?? BigInt(t.gas_limit);
+    const raw = await this.#account.signTransaction({
+      type: 'eip1559',
+      chainId: this.chainId,
+      nonce: t.nonce,
+      to: parsed.to ?? undefined,
+      data: parsed.data,
+      value: parsed.value ?? 0n,
+      gas,
+      maxFeePerGas: fees.maxFeePerGas,
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+    });
+    const hash = keccak256(raw);
+    const recorded = this.#ledger.tx(() => {
+      const cur = this.#ledger.payouts.get(t.payout_id);
+      const still = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
+      if (!cur || !still || !isOpen(still)) return false;
+      this.#ledger.payouts.insertTx({
+        hash,
+        payout_id: t.payout_id,
+        chain_id: this.chainId,
+        sender: this.address,
+        nonce: t.nonce,
+        raw,
+        gas_limit: gas.toString(),
+        max_fee_per_gas: fees.maxFeePerGas.toString(),
+        max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
+        created_at: Date.now(),
+      });
+      if (cur.state === 'sent') this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
+      return true;
+    });
+    if (!recorded) return;
+    this.#metrics.replacements.inc(this.#chainLabel);
+    log.info(
+      {
+        replaced: t.hash,
+        txHash: hash,
+        blocksWaited: Number(head - BigInt(t.sent_block ?? 0)),
+        maxFeePerGas: fees.maxFeePerGas.toString(),
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas.toString(),
+      },
+      'stuck transaction replaced at the same nonce with higher fees',
+    );
+    await this.#broadcast(t.payout_id, hash, raw, log);
+  }
+
+  // ------------------------------------------------------------------------------------------ settling
+
+  // Inside a ledger transaction: the payout was paid by `paid`. Returns whether this settled it now
+  // (false when it was settled before: the hook never fires twice).
+  #settlePaid(payoutId: string, paid: PaidBy): boolean {
+    const txs = this.#ledger.payouts.txsOf(payoutId);
+    const mine = txs.find((x) => x.hash === paid.txHash);
+    if (mine && mine.state !== 'included') {
+      this.#ledger.payouts.setTxState(mine.hash, 'included', { blockNumber: Number(paid.blockNumber), gasUsed: paid.gasUsed, fee: paid.fee });
+    }
+    if (mine) this.#closeSiblings(payoutId, mine.nonce, mine.hash, 'replaced');
+    const cur = this.#ledger.payouts.get(payoutId);
+    if (!cur) return false;
+    if (cur.state === 'success') {
+      if (cur.tx_hash?.toLowerCase() !== paid.txHash.toLowerCase()) {
+        this.#log.error({ payout: payoutId, recorded: cur.tx_hash, other: paid.txHash }, 'a second transaction reports paying a settled payout');
+      }
+      return false;
+    }
+    if (cur.state === 'failed') {
+      this.#log.error({ payout: payoutId, txHash: paid.txHash }, 'payout recorded failed was paid on chain');
+      return false;
+    }
+    this.#ledger.payouts.setState(payoutId, 'success', { txHash: paid.txHash });
+    this.#hooks.onPaid(cur, paid.txHash, paid.fee);
+    this.#outcome(cur, 'success');
+    return true;
+  }
+
+  // Same-nonce transactions can never land once one of them did.
+  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced'): void {
+    for (const x of this.#ledger.payouts.txsOf(payoutId)) {
+      if (x.nonce === nonce && x.hash !== except && isOpen(x)) this.#ledger.payouts.setTxState(x.hash, state);
+    }
+  }
+
+  #hasOpen(payoutId: string): boolean {
+    return this.#ledger.payouts.txsOf(payoutId).some(isOpen);
+  }
+
+  async #requestOf(payout: PayoutRow): Promise<CallRequest | undefined> {
+    if (payout.kind !== 'refund') return undefined;
+    try {
+      return (await this.#buildCall(payout)).request;
+    } catch (err) {
+      if (err instanceof UnpayableError) return undefined;
+      throw err;
+    }
+  }
+
+  // Whether the payment was made on chain, and by which transaction.
+  async #findPaid(payout: PayoutRow, request: CallRequest | undefined): Promise<PaidBy | null> {
+    let txHash: Hex | undefined;
+    if (payout.kind === 'fill') {
+      const orderId = payout.request_id;
+      const filled = await this.#client.readContract({ address: this.#chain.filler, abi: OrderFillerAbi, functionName: 'filled', args: [orderId] });
+      if (!filled) return null;
+      txHash = await this.#findLog(async (fromBlock, toBlock) => {
+        const logs = await this.#client.getLogs({ address: this.#chain.filler, event: orderFilledEvent, args: { orderId }, fromBlock, toBlock });
+        return logs.at(-1)?.transactionHash ?? undefined;
+      });
+      if (!txHash) throw new Error(`order ${orderId} is filled but its OrderFilled event was not found`);
+    } else {
+      if (!request) return null;
+      const id = callRequestId(request);
+      const used = await this.#client.readContract({ address: this.#chain.depository, abi: RelayDepositoryAbi, functionName: 'callRequests', args: [id] });
+      if (!used) return null;
+      txHash = await this.#findLog(async (fromBlock, toBlock) => {
+        const logs = await this.#client.getLogs({ address: this.#chain.depository, event: callExecutedEvent, fromBlock, toBlock });
+        return logs.filter((l) => l.args.id === id).at(-1)?.transactionHash ?? undefined;
+      });
+      if (!txHash) throw new Error(`call request ${id} is used but its RelayCallExecuted event was not found`);
+    }
+    const receipt = await this.#client.getTransactionReceipt({ hash: txHash });
+    const ours = getAddress(receipt.from) === this.address;
+    return {
+      txHash,
+      blockNumber: receipt.blockNumber,
+      gasUsed: receipt.gasUsed,
+      fee: ours ? receipt.gasUsed * receipt.effectiveGasPrice : 0n,
+    };
+  }
+
+  // Scans back from the head in chain.maxLogRange windows down to chain.startBlock.
+  async #findLog(scan: (from: bigint, to: bigint) => Promise<Hex | undefined>): Promise<Hex | undefined> {
+    const floor = BigInt(this.#chain.startBlock);
+    const range = BigInt(this.#chain.maxLogRange);
+    let to = await this.#client.getBlockNumber({ cacheTime: 0 });
+    while (to >= floor) {
+      const from = to - range + 1n > floor ? to - range + 1n : floor;
+      const found = await scan(from, to);
+      if (found) return found;
+      if (from === floor) break;
+      to = from - 1n;
+    }
+    return undefined;
+  }
+
+  // ------------------------------------------------------------------------------------------ housekeeping
+
+  // The filler pulls ERC-20 fills from the solver: approve it once per token (not a payout; not in the ledger).
+  async #ensureAllowances(): Promise<void> {
+    for (const c of this.#chain.currencies) {
+      const token = getAddress(c.address);
+      if (token === zeroAddress) continue;
+      const allowance = await this.#client.readContract({ address: token, abi: erc20Abi, functionName: 'allowance', args: [this.address, this.#chain.filler] });
+      if (allowance >= APPROVE_THRESHOLD) continue;
+      const data = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [this.#chain.filler, maxUint256] });
+      const [estimate, fees] = await Promise.all([this.#client.estimateGas({ account: this.address, to: token, data }), this.#fees.current()]);
+      const gas = (estimate * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
+      const { hash, nonce } = await this.#nonces.withNonce(async (nonce) => {
+        const raw = await this.#account.signTransaction({
+          type: 'eip1559',
+          chainId: this.chainId,
+          nonce,
+          to: token,
+          data,
+          value: 0n,
+          gas,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        });
+        try {
+          await this.#client.sendRawTransaction({ serializedTransaction: raw });
+        } catch (err) {
+          if (!ALREADY_KNOWN.test(fullText(err))) throw err;
+        }
+        return { consumed: true, value: { hash: keccak256(raw), nonce } };
+      });
+      this.#log.info({ token, symbol: c.symbol, spender: this.#chain.filler, txHash: hash, nonce }, 'approving the filler for an ERC-20');
+      const receipt = await this.#client.waitForTransactionReceipt({
+        hash,
+        pollingInterval: Math.min(this.#chain.pollIntervalMs, 1_000),
+        timeout: Math.max(120_000, this.#chain.pollIntervalMs * 20),
+      });
+      if (receipt.status !== 'success') throw new Error(`approval of ${c.symbol} (${token}) for the filler reverted (tx ${hash})`);
+    }
+  }
+
+  #outcome(payout: PayoutRow, outcome: 'success' | 'failed'): void {
+    const counter = payout.kind === 'fill' ? this.#metrics.fills : this.#metrics.refunds;
+    counter.inc({ ...this.#chainLabel, outcome });
+  }
+
+  #updateQueueDepth(): void {
+    try {
+      const queued = this.#ledger.payouts.queued(this.chainId, 100_000).length;
+      const inFlight = new Set(this.#ledger.payouts.openTxs(this.chainId).map((t) => t.payout_id)).size;
+      this.#metrics.queueDepth.set(this.#chainLabel, queued + inFlight);
+    } catch {
+      // metrics never break the pipeline
+    }
+  }
+}

@@ -1,0 +1,125 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPublicClient, createWalletClient, http, type Hex, type PublicClient, type WalletClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { buildConfigWithKeys, type Faults } from '../../src/config/load.ts';
+import { devnetChain } from '../../src/devnet/deploy.ts';
+import { startDevnet, type Devnet } from '../../src/devnet/devnet.ts';
+import { createLogger } from '../../src/log.ts';
+import { RelayNode } from '../../src/node.ts';
+
+export interface Stack {
+  devnet: Devnet;
+  node: RelayNode;
+  url: string;
+  dataDir: string;
+  publicClient(chainId: number): PublicClient;
+  wallet(account: number, chainId: number): WalletClient;
+  restartNode(faults?: Faults): Promise<RelayNode>;
+  stop(): Promise<void>;
+}
+
+export async function startStack(opts: { blockTime?: number; confirmations?: number } = {}): Promise<Stack> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
+  const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations });
+  const makeNode = async (faults: Faults = {}) => {
+    const config = buildConfigWithKeys(devnet.nodeConfig({ port: 0, logLevel: 'warn' }), devnet.keys, faults);
+    return new RelayNode(config, { log: createLogger(process.env.RELAY_TEST_LOG ?? 'silent') }).start();
+  };
+  let node = await makeNode();
+  const clients = new Map<number, PublicClient>();
+  const stack: Stack = {
+    devnet,
+    get node() {
+      return node;
+    },
+    get url() {
+      return node.url;
+    },
+    dataDir,
+    publicClient(chainId) {
+      let c = clients.get(chainId);
+      if (!c) {
+        const ch = devnet.chains.find((x) => x.id === chainId)!;
+        c = createPublicClient({ chain: devnetChain(chainId, ch.rpcUrl), transport: http(ch.rpcUrl), pollingInterval: 50 }) as PublicClient;
+        clients.set(chainId, c);
+      }
+      return c;
+    },
+    wallet(account, chainId) {
+      const ch = devnet.chains.find((x) => x.id === chainId)!;
+      return createWalletClient({
+        account: privateKeyToAccount(devnet.accounts[account]!.privateKey),
+        chain: devnetChain(chainId, ch.rpcUrl),
+        transport: http(ch.rpcUrl),
+      });
+    },
+    async restartNode(faults) {
+      await node.stop();
+      node = await makeNode(faults);
+      return node;
+    },
+    async stop() {
+      await node.stop().catch(() => {});
+      await devnet.stop();
+    },
+  };
+  return stack;
+}
+
+// Polls fn until it returns a value that is not undefined, or fails after `timeoutMs`.
+export async function until<T>(fn: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 30_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export async function api<T = any>(url: string, path: string, init?: { method?: string; body?: unknown; raw?: string }): Promise<{ status: number; body: T }> {
+  const res = await fetch(url + path, {
+    method: init?.method ?? (init?.body !== undefined || init?.raw !== undefined ? 'POST' : 'GET'),
+    headers: init?.body !== undefined || init?.raw !== undefined ? { 'content-type': 'application/json' } : undefined,
+    body: init?.raw ?? (init?.body !== undefined ? JSON.stringify(init.body) : undefined),
+  });
+  const text = await res.text();
+  let body: any = text;
+  try {
+    body = JSON.parse(text);
+  } catch {}
+  return { status: res.status, body };
+}
+
+// Sends each transaction step of a quote from the wallet, as a client following the steps does.
+export async function executeSteps(stack: Stack, quote: any, account: number): Promise<Hex[]> {
+  const hashes: Hex[] = [];
+  for (const step of quote.steps) {
+    for (const item of step.items) {
+      const d = item.data;
+      const wallet = stack.wallet(account, d.chainId);
+      const hash = await wallet.sendTransaction({ account: wallet.account!, chain: wallet.chain, to: d.to, data: d.data, value: BigInt(d.value) });
+      await stack.publicClient(d.chainId).waitForTransactionReceipt({ hash });
+      hashes.push(hash);
+    }
+  }
+  return hashes;
+}
+
+export async function waitForStatus(url: string, requestId: string, statuses: string[], timeoutMs = 30_000) {
+  return until(
+    async () => {
+      const r = await api(url, `/intents/status/v3?requestId=${requestId}`);
+      return statuses.includes(r.body.status) ? r.body : undefined;
+    },
+    `request ${requestId} to reach ${statuses.join('|')}`,
+    timeoutMs,
+  );
+}

@@ -1,0 +1,74 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { buildConfig, loadConfigFile } from '../../src/config/load.ts';
+
+const KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
+const chain = {
+  id: 8453,
+  name: 'Base',
+  rpcUrl: 'http://127.0.0.1:8545',
+  depository: '0x0000000000000000000000000000000000000001',
+  filler: '0x0000000000000000000000000000000000000002',
+  nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
+};
+const base = { solverKey: { env: 'K' }, chains: [chain] };
+const env = { K: KEY };
+
+describe('config', () => {
+  it('fills defaults and resolves the key from the environment', () => {
+    const c = buildConfig(base, env);
+    expect(c.api).toEqual({ host: '127.0.0.1', port: 4000 });
+    expect(c.chains[0]!.confirmations).toBe(1);
+    expect(c.solverKey.reveal()).toBe(KEY);
+    expect(c.allocatorKey.reveal()).toBe(KEY);
+  });
+
+  it('never prints a key', () => {
+    const c = buildConfig(base, env);
+    expect(JSON.stringify(c)).not.toContain(KEY.slice(2));
+    expect(inspect(c, { depth: 10 })).not.toContain(KEY.slice(2));
+    expect(`${c.solverKey}`).toBe('[secret]');
+  });
+
+  it.each([
+    [{ ...base, chains: [{ ...chain, rpcUrl: 'not a url' }] }, /chains\.0\.rpcUrl/],
+    [{ ...base, chains: [{ ...chain, depository: '0x1234' }] }, /chains\.0\.depository: must be a 0x-prefixed 20-byte hex address/],
+    [{ ...base, chains: [chain, chain] }, /chains\.1\.id: duplicate chain id 8453/],
+    [{ ...base, chains: [] }, /chains: must list at least one chain/],
+    [{ ...base, api: { port: 99999 } }, /api\.port/],
+    [{ ...base, chains: [{ ...chain, confirmations: 0 }] }, /chains\.0\.confirmations/],
+    [{ ...base, chains: [{ ...chain, nativeCurrency: { ...chain.nativeCurrency, usdPrice: 3000 } }] }, /chains\.0\.nativeCurrency\.usdPrice/],
+    [{ ...base, fees: { relayerServiceBps: 1.5 } }, /fees\.relayerServiceBps/],
+    [{ ...base, typo: true }, /Unrecognized key.*typo/],
+    [{ ...base, solverKey: { env: 'K', file: 'x' } }, /solverKey: give exactly one of "env" or "file"/],
+  ])('rejects a bad value and names the key (%#)', (raw, message) => {
+    expect(() => buildConfig(raw, env)).toThrow(message);
+  });
+
+  it('names a missing key variable and never echoes a malformed key', () => {
+    expect(() => buildConfig(base, {})).toThrow('solverKey.env: environment variable K is not set');
+    const bad = 'deadbeef'.repeat(7);
+    try {
+      buildConfig(base, { K: bad });
+      expect.unreachable();
+    } catch (e) {
+      expect((e as Error).message).toMatch(/solverKey: the key is not a 0x-prefixed 32-byte hex string/);
+      expect((e as Error).message).not.toContain(bad);
+    }
+  });
+
+  it('loads the annotated example, comments and all', () => {
+    const c = loadConfigFile('config/example.json', { RELAY_SOLVER_KEY: KEY, RELAY_ALLOCATOR_KEY: KEY });
+    expect(c.chains.map((x) => x.id)).toEqual([8453, 10]);
+  });
+
+  it('reports a file that is not JSON', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'relay-config-'));
+    writeFileSync(join(dir, 'c.json'), '{ nope');
+    expect(() => loadConfigFile(join(dir, 'c.json'))).toThrow(/is not valid JSON/);
+    expect(() => loadConfigFile(join(dir, 'missing.json'))).toThrow(/cannot read config file .*ENOENT/);
+  });
+});

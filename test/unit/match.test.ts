@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import type { DepositRow, Pricing, RequestRow } from '../../src/ledger/types.ts';
+import { outputFor } from '../../src/quote/fillAmount.ts';
+import { match } from '../../src/solver/match.ts';
+
+const USDC_A = '0x00000000000000000000000000000000000000a1';
+const USDC_B = '0x00000000000000000000000000000000000000b1';
+// 1:1 between two 6-decimal stablecoins, 10 bps, 0.05 USDC gas.
+const pricing: Pricing = { rateNum: '1', rateDen: '1', serviceBps: 10, gasFeeOut: '50000', gasFeeUsd: '0.05' };
+
+function order(over: Partial<RequestRow> = {}): RequestRow {
+  return {
+    id: '0x' + '11'.repeat(32),
+    parent_id: null,
+    kind: 'order',
+    request_type: 'Bridge',
+    status: 'waiting',
+    fail_reason: null,
+    refund_fail_reason: null,
+    details: null,
+    user: '0xuser',
+    recipient: '0xrecipient',
+    refund_to: '0xuser',
+    origin_chain_id: 8453,
+    destination_chain_id: 10,
+    origin_currency: USDC_A,
+    destination_currency: USDC_B,
+    trade_type: 'EXACT_INPUT',
+    amount_in: '10000000',
+    amount_out: outputFor(10_000_000n, pricing).toString(),
+    min_amount_out: outputFor(10_000_000n, pricing).toString(),
+    pricing: JSON.stringify(pricing),
+    order_data: null,
+    quote: null,
+    expires_at: 2_000,
+    fill_deadline: 10_000,
+    created_at: 1_000,
+    updated_at: 1_000,
+    ...over,
+  } as RequestRow;
+}
+
+function deposit(over: Partial<DepositRow> = {}): DepositRow {
+  return {
+    id: '8453:0xtx:0',
+    chain_id: 8453,
+    tx_hash: '0xtx',
+    log_index: 0,
+    block_number: 5,
+    block_hash: '0xb',
+    depositor: '0xuser',
+    currency: USDC_A,
+    amount: '10000000',
+    order_ref: ('0x' + '11'.repeat(32)) as `0x${string}`,
+    state: 'confirmed',
+    request_id: null,
+    seen_at: 1_500,
+    confirmed_at: 1_500,
+    ...over,
+  } as DepositRow;
+}
+
+const plenty = { now: 1_500, spendable: () => 10n ** 30n };
+
+describe('match', () => {
+  it('fills the quoted amount for the quoted deposit', () => {
+    const d = match(deposit(), order(), plenty);
+    expect(d).toMatchObject({ kind: 'fill' });
+    expect(d.kind === 'fill' && d.amount).toBe(10_000_000n - 10_000n - 50_000n);
+  });
+
+  it('pays an overpayment forward at the quoted price', () => {
+    const d = match(deposit({ amount: '20000000' }), order(), plenty);
+    expect(d.kind === 'fill' && d.amount).toBe(outputFor(20_000_000n, pricing));
+    expect(d.kind === 'fill' && d.amount).toBeGreaterThan(BigInt(order().amount_out));
+  });
+
+  const cases: [string, DepositRow, RequestRow | undefined, string][] = [
+    ['no order has the id', deposit(), undefined, 'ORPHANED_DEPOSIT_REFUND'],
+    ['the order already has its deposit', deposit(), order({ status: 'success' }), 'DOUBLE_SPEND'],
+    ['the deposit is on another chain', deposit({ chain_id: 10 }), order(), 'DEPOSIT_CHAIN_MISMATCH'],
+    ['the deposit is another currency', deposit({ currency: '0x0000000000000000000000000000000000000000' }), order(), 'INCORRECT_DEPOSIT_CURRENCY'],
+    ['the quote expired before the deposit', deposit({ seen_at: 2_001 }), order(), 'ORDER_EXPIRED'],
+    ['fees exceed what the deposit is worth', deposit({ amount: '50000' }), order(), 'NEGATIVE_NEW_AMOUNT_AFTER_FEES'],
+    ['the deposit is short of the quote', deposit({ amount: '9999999' }), order(), 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL'],
+  ];
+  for (const [what, d, o, reason] of cases) {
+    it(`fails with ${reason} when ${what}`, () => {
+      expect(match(d, o, plenty)).toMatchObject({ kind: 'fail', reason });
+    });
+  }
+
+  it('fails with SOLVER_BALANCE_TOO_LOW when inventory is one unit short', () => {
+    const need = BigInt(order().amount_out);
+    const short = { now: 1_500, spendable: () => need - 1n };
+    expect(match(deposit(), order(), short)).toMatchObject({ kind: 'fail', reason: 'SOLVER_BALANCE_TOO_LOW' });
+    expect(match(deposit(), order(), { now: 1_500, spendable: () => need })).toMatchObject({ kind: 'fill' });
+  });
+
+  it('gives a second deposit to an order a request of its own', () => {
+    expect(match(deposit(), order({ status: 'pending' }), plenty)).toEqual({
+      kind: 'fail',
+      reason: 'DOUBLE_SPEND',
+      request: expect.objectContaining({ id: order().id }),
+      extra: true,
+    });
+  });
+});
