@@ -1,0 +1,509 @@
+// The EVM submitter against a real anvil chain with the node's contracts deployed.
+
+import { randomBytes } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  createPublicClient,
+  createTestClient,
+  createWalletClient,
+  erc20Abi,
+  getAbiItem,
+  http,
+  parseEther,
+  toHex,
+  zeroAddress,
+  type Address,
+  type Hex,
+  type PublicClient,
+} from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { OrderFillerAbi, RelayDepositoryAbi, TestStablecoinAbi } from '../contracts-abi/index.ts';
+import { EvmSubmitter } from '../src/chains/evm/submitter.ts';
+import type { PayoutHooks } from '../src/chains/adapter.ts';
+import type { Faults } from '../src/config/load.ts';
+import type { ChainConfig } from '../src/config/schema.ts';
+import { Secret } from '../src/config/secret.ts';
+import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
+import { deployNodeContracts, devnetChain, type NodeContracts } from '../src/devnet/deploy.ts';
+import { Ledger, type PayoutKind, type TransactionRow } from '../src/ledger/index.ts';
+import { createLogger } from '../src/log.ts';
+import { createMetrics, type Metrics } from '../src/metrics.ts';
+
+const CHAIN_ID = 31_337_001;
+// anvil's default mnemonic accounts
+const DEPLOYER_KEY: Hex = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
+const SOLVER_KEY: Hex = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
+const ALLOCATOR_KEY: Hex = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a';
+const USER_KEY: Hex = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
+
+const solver = privateKeyToAccount(SOLVER_KEY);
+const allocator = privateKeyToAccount(ALLOCATOR_KEY);
+const user = privateKeyToAccount(USER_KEY);
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+const orderFilled = getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' });
+const callExecuted = getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' });
+
+let anvil: AnvilHandle;
+let contracts: NodeContracts;
+let client: PublicClient;
+let testClient: ReturnType<typeof makeTestClient>;
+let userWallet: ReturnType<typeof makeUserWallet>;
+
+function makeTestClient(rpcUrl: string) {
+  return createTestClient({ chain: devnetChain(CHAIN_ID, rpcUrl), transport: http(rpcUrl), mode: 'anvil' });
+}
+function makeUserWallet(rpcUrl: string) {
+  return createWalletClient({ chain: devnetChain(CHAIN_ID, rpcUrl), transport: http(rpcUrl), account: user });
+}
+
+beforeAll(async () => {
+  anvil = await startAnvil({ chainId: CHAIN_ID });
+  contracts = await deployNodeContracts({
+    rpcUrl: anvil.rpcUrl,
+    chainId: CHAIN_ID,
+    deployerKey: DEPLOYER_KEY,
+    solver: solver.address,
+    allocator: allocator.address,
+    fund: { accounts: [user.address], nativeWei: parseEther('10000'), stablecoinUnits: 1_000_000_000_000n },
+  });
+  client = createPublicClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl, { retryCount: 0 }) });
+  testClient = makeTestClient(anvil.rpcUrl);
+  userWallet = makeUserWallet(anvil.rpcUrl);
+}, 60_000);
+
+afterAll(async () => {
+  await anvil?.stop();
+});
+
+// ------------------------------------------------------------------------------------------------ helpers
+
+const running: EvmSubmitter[] = [];
+afterEach(async () => {
+  while (running.length) await running.pop()!.stop();
+});
+
+function chainConfig(over: Partial<ChainConfig> = {}): ChainConfig {
+  return {
+    id: CHAIN_ID,
+    name: 'devnet',
+    kind: 'evm',
+    rpcUrl: anvil.rpcUrl,
+    depository: contracts.depository,
+    filler: contracts.filler,
+    startBlock: Number(contracts.deployBlock),
+    confirmations: 1,
+    finalityDepth: 64,
+    pollIntervalMs: 50,
+    maxLogRange: 2_000,
+    replaceAfterBlocks: 3,
+    gasMarginBps: 2_000,
+    depositEnabled: true,
+    nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
+    currencies: [{ address: contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' }],
+    ...over,
+  };
+}
+
+interface Recorded {
+  signed: { payout: string; hash: Hex }[];
+  paid: { payout: string; hash: Hex; fee: bigint }[];
+  failed: { payout: string; reason: string; hash?: Hex }[];
+}
+
+function recorder(): { hooks: PayoutHooks; rec: Recorded } {
+  const rec: Recorded = { signed: [], paid: [], failed: [] };
+  return {
+    rec,
+    hooks: {
+      onSigned: (p, hash) => void rec.signed.push({ payout: p.id, hash }),
+      onPaid: (p, hash, fee) => void rec.paid.push({ payout: p.id, hash, fee }),
+      onFailed: (p, reason, hash) => void rec.failed.push({ payout: p.id, reason, ...(hash ? { hash } : {}) }),
+    },
+  };
+}
+
+function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<ChainConfig>; faults?: Faults } = {}) {
+  const { hooks, rec } = recorder();
+  const metrics: Metrics = createMetrics();
+  const sub = new EvmSubmitter({
+    chain: chainConfig(opts.chain),
+    ledger,
+    publicClient: client,
+    account: solver,
+    allocatorKey: new Secret(ALLOCATOR_KEY),
+    hooks,
+    metrics,
+    log,
+    faults: opts.faults ?? {},
+  });
+  running.push(sub);
+  return { sub, rec, metrics };
+}
+
+const randomId = (): Hex => toHex(randomBytes(32));
+const freshAddress = (): Address => privateKeyToAccount(generatePrivateKey()).address;
+
+function insertRequest(ledger: Ledger, id: Hex = randomId()): Hex {
+  ledger.requests.insert({
+    id,
+    parent_id: null,
+    kind: 'order',
+    request_type: 'bridge',
+    status: 'pending',
+    user: user.address,
+    recipient: null,
+    refund_to: user.address,
+    origin_chain_id: CHAIN_ID,
+    destination_chain_id: CHAIN_ID,
+    origin_currency: zeroAddress,
+    destination_currency: zeroAddress,
+    trade_type: 'EXACT_INPUT',
+    amount_in: '0',
+    amount_out: '0',
+    min_amount_out: '0',
+    pricing: null,
+    order_data: null,
+    quote: null,
+    expires_at: null,
+    fill_deadline: null,
+    created_at: Date.now(),
+  });
+  return id;
+}
+
+function queuePayout(
+  ledger: Ledger,
+  p: { kind: PayoutKind; recipient: Address; currency: Address; amount: bigint; requestId?: Hex; id?: string; decidedAt?: number },
+): { id: string; requestId: Hex } {
+  const requestId = p.requestId ?? insertRequest(ledger);
+  const id = p.id ?? `${p.kind}:${requestId}`;
+  ledger.payouts.insert({
+    id,
+    kind: p.kind,
+    request_id: requestId,
+    deposit_id: null,
+    chain_id: CHAIN_ID,
+    recipient: p.recipient,
+    currency: p.currency,
+    amount: p.amount.toString(),
+    decided_at: p.decidedAt ?? Date.now(),
+  });
+  return { id, requestId };
+}
+
+// Polls a condition, bounded; never a bare sleep.
+async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for: ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function fillEvents(orderId: Hex) {
+  return client.getLogs({ address: contracts.filler, event: orderFilled, args: { orderId }, fromBlock: 0n, toBlock: 'latest' });
+}
+
+async function tokenBalance(owner: Address): Promise<bigint> {
+  return client.readContract({ address: contracts.stablecoin, abi: erc20Abi, functionName: 'balanceOf', args: [owner] });
+}
+
+const pendingNonce = () => client.getTransactionCount({ address: solver.address, blockTag: 'pending' });
+
+async function counterValue(metric: { get(): Promise<{ values: { value: number; labels: Record<string, unknown> }[] }> }, labels: Record<string, string>) {
+  const { values } = await metric.get();
+  return values.find((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
+}
+
+// ------------------------------------------------------------------------------------------------ tests
+
+describe('EvmSubmitter', () => {
+  it('pays a native fill and an ERC-20 fill exactly once and reports the hashes', async () => {
+    const ledger = Ledger.open(':memory:');
+    const { sub, rec, metrics } = makeSubmitter(ledger);
+    await sub.start();
+
+    // start() approved the filler for the chain's ERC-20
+    const allowance = await client.readContract({
+      address: contracts.stablecoin,
+      abi: erc20Abi,
+      functionName: 'allowance',
+      args: [solver.address, contracts.filler],
+    });
+    expect(allowance >= 2n ** 255n).toBe(true);
+
+    const nativeTo = freshAddress();
+    const tokenTo = freshAddress();
+    const native = queuePayout(ledger, { kind: 'fill', recipient: nativeTo, currency: zeroAddress, amount: parseEther('0.25') });
+    const token = queuePayout(ledger, { kind: 'fill', recipient: tokenTo, currency: contracts.stablecoin, amount: 12_345_678n });
+    sub.wake();
+
+    await waitFor(() => rec.paid.length === 2, 'both fills paid');
+    for (const p of [native, token]) {
+      const row = ledger.payouts.get(p.id)!;
+      expect(row.state).toBe('success');
+      const paid = rec.paid.filter((x) => x.payout === p.id);
+      expect(paid).toHaveLength(1);
+      expect(paid[0]!.hash).toBe(row.tx_hash);
+      expect(rec.signed.filter((x) => x.payout === p.id).map((x) => x.hash)).toEqual([row.tx_hash]);
+      const receipt = await client.getTransactionReceipt({ hash: row.tx_hash! });
+      expect(receipt.status).toBe('success');
+      expect(paid[0]!.fee).toBe(receipt.gasUsed * receipt.effectiveGasPrice);
+      const events = await fillEvents(p.requestId);
+      expect(events).toHaveLength(1);
+      expect(events[0]!.transactionHash).toBe(row.tx_hash);
+      const [tx] = ledger.payouts.txsOf(p.id);
+      expect(ledger.payouts.txsOf(p.id)).toHaveLength(1);
+      expect(tx!.state).toBe('included');
+      expect(tx!.fee).toBe(paid[0]!.fee.toString());
+    }
+    expect(await client.getBalance({ address: nativeTo })).toBe(parseEther('0.25'));
+    expect(await tokenBalance(tokenTo)).toBe(12_345_678n);
+    expect(rec.failed).toEqual([]);
+    expect(await counterValue(metrics.fills, { chain: String(CHAIN_ID), outcome: 'success' })).toBe(2);
+
+    // The same order handed to a node that lost its ledger: reported paid with the original hash, no new payment.
+    const other = Ledger.open(':memory:');
+    const again = makeSubmitter(other);
+    await again.sub.start();
+    const nonceBefore = await pendingNonce();
+    const dup = queuePayout(other, {
+      kind: 'fill',
+      recipient: nativeTo,
+      currency: zeroAddress,
+      amount: parseEther('0.25'),
+      requestId: insertRequest(other, native.requestId),
+    });
+    again.sub.wake();
+    await waitFor(() => again.rec.paid.length === 1, 'duplicate reported paid');
+    expect(again.rec.paid[0]!.hash).toBe(ledger.payouts.get(native.id)!.tx_hash);
+    expect(again.rec.signed).toEqual([]);
+    expect(other.payouts.txsOf(dup.id)).toEqual([]);
+    expect(other.payouts.get(dup.id)!.state).toBe('success');
+    expect(await pendingNonce()).toBe(nonceBefore);
+    expect(await client.getBalance({ address: nativeTo })).toBe(parseEther('0.25'));
+    expect(await fillEvents(native.requestId)).toHaveLength(1);
+  });
+
+  it('fails a fill that cannot execute, with a reason, without sending anything', async () => {
+    const ledger = Ledger.open(':memory:');
+    const { sub, rec } = makeSubmitter(ledger);
+    await sub.start();
+    const nonceBefore = await pendingNonce();
+    const tooMuch = (await tokenBalance(solver.address)) + 1n;
+    const p = queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: contracts.stablecoin, amount: tooMuch });
+    sub.wake();
+    await waitFor(() => rec.failed.length === 1, 'fill failed');
+    expect(rec.failed[0]).toEqual({ payout: p.id, reason: 'EXECUTION_REVERTED' });
+    expect(ledger.payouts.get(p.id)).toMatchObject({ state: 'failed', fail_reason: 'EXECUTION_REVERTED' });
+    expect(ledger.payouts.txsOf(p.id)).toEqual([]);
+    expect(rec.signed).toEqual([]);
+    expect(await pendingNonce()).toBe(nonceBefore);
+  });
+
+  it('sends 20 payouts queued at once with distinct consecutive nonces, each paid once', async () => {
+    const ledger = Ledger.open(':memory:');
+    const { sub, rec } = makeSubmitter(ledger);
+    await sub.start();
+    const firstNonce = await pendingNonce();
+    const payouts = Array.from({ length: 20 }, (_, i) => {
+      const recipient = freshAddress();
+      const amount = parseEther('0.001') + BigInt(i);
+      return { ...queuePayout(ledger, { kind: 'fill', recipient, currency: zeroAddress, amount }), recipient, amount };
+    });
+    sub.wake();
+    await waitFor(() => payouts.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'all 20 paid');
+
+    const paidTxs = payouts.map((p) => {
+      const row = ledger.payouts.get(p.id)!;
+      return ledger.payouts.txsOf(p.id).find((t) => t.hash === row.tx_hash)!;
+    });
+    const nonces = paidTxs.map((t) => t.nonce).sort((a, b) => a - b);
+    expect(nonces).toEqual(Array.from({ length: 20 }, (_, i) => firstNonce + i));
+    expect(await pendingNonce()).toBe(firstNonce + 20);
+    for (const p of payouts) {
+      expect(rec.paid.filter((x) => x.payout === p.id)).toHaveLength(1);
+      expect(await client.getBalance({ address: p.recipient })).toBe(p.amount);
+      expect(await fillEvents(p.requestId)).toHaveLength(1);
+    }
+    expect(rec.failed).toEqual([]);
+  });
+
+  it('pays refunds through depository.execute, and a refund never executes twice', async () => {
+    // Fund the depository the way users do: deposits.
+    const depositNative = await userWallet.writeContract({
+      address: contracts.depository,
+      abi: RelayDepositoryAbi,
+      functionName: 'depositNative',
+      args: [user.address, randomId()],
+      value: parseEther('2'),
+    });
+    await client.waitForTransactionReceipt({ hash: depositNative });
+    const approve = await userWallet.writeContract({
+      address: contracts.stablecoin,
+      abi: TestStablecoinAbi,
+      functionName: 'approve',
+      args: [contracts.depository, 50_000_000n],
+    });
+    await client.waitForTransactionReceipt({ hash: approve });
+    const depositToken = await userWallet.writeContract({
+      address: contracts.depository,
+      abi: RelayDepositoryAbi,
+      functionName: 'depositErc20',
+      args: [user.address, contracts.stablecoin, 50_000_000n, randomId()],
+    });
+    await client.waitForTransactionReceipt({ hash: depositToken });
+
+    const ledger = Ledger.open(':memory:');
+    const { sub, rec, metrics } = makeSubmitter(ledger);
+    await sub.start();
+    const nativeTo = freshAddress();
+    const tokenTo = freshAddress();
+    const decidedAt = Date.now();
+    const nativeRefund = queuePayout(ledger, { kind: 'refund', recipient: nativeTo, currency: zeroAddress, amount: parseEther('1.5'), decidedAt });
+    const tokenRefund = queuePayout(ledger, { kind: 'refund', recipient: tokenTo, currency: contracts.stablecoin, amount: 40_000_000n, decidedAt });
+    sub.wake();
+    await waitFor(() => rec.paid.length === 2, 'both refunds paid');
+
+    expect(await client.getBalance({ address: nativeTo })).toBe(parseEther('1.5'));
+    expect(await tokenBalance(tokenTo)).toBe(40_000_000n);
+    for (const p of [nativeRefund, tokenRefund]) {
+      const row = ledger.payouts.get(p.id)!;
+      expect(row.state).toBe('success');
+      const receipt = await client.getTransactionReceipt({ hash: row.tx_hash! });
+      expect(receipt.to?.toLowerCase()).toBe(contracts.depository.toLowerCase());
+      expect(rec.paid.filter((x) => x.payout === p.id).map((x) => x.hash)).toEqual([row.tx_hash]);
+    }
+    expect(await counterValue(metrics.refunds, { chain: String(CHAIN_ID), outcome: 'success' })).toBe(2);
+
+    // The same refund again (a node that lost its ledger signs the very same call request): the depository
+    // refuses it, and the node reports the original payment instead of paying again.
+    const other = Ledger.open(':memory:');
+    const again = makeSubmitter(other);
+    await again.sub.start();
+    const before = await client.getBalance({ address: nativeTo });
+    const dup = queuePayout(other, {
+      kind: 'refund',
+      id: nativeRefund.id,
+      requestId: insertRequest(other, nativeRefund.requestId),
+      recipient: nativeTo,
+      currency: zeroAddress,
+      amount: parseEther('1.5'),
+      decidedAt,
+    });
+    again.sub.wake();
+    await waitFor(() => again.rec.paid.length === 1, 'duplicate refund reported paid');
+    expect(again.rec.paid[0]!.hash).toBe(ledger.payouts.get(nativeRefund.id)!.tx_hash);
+    expect(other.payouts.txsOf(dup.id)).toEqual([]);
+    expect(await client.getBalance({ address: nativeTo })).toBe(before);
+    const executed = await client.getLogs({ address: contracts.depository, event: callExecuted, fromBlock: 0n, toBlock: 'latest' });
+    expect(executed.filter((l) => l.transactionHash === ledger.payouts.get(nativeRefund.id)!.tx_hash)).toHaveLength(1);
+  });
+
+  it('replaces a stuck transaction at the same nonce with higher fees; only one lands', async () => {
+    const ledger = Ledger.open(':memory:');
+    // No timer passes: heads are pushed by hand, as the indexer would.
+    const { sub, rec, metrics } = makeSubmitter(ledger, { chain: { replaceAfterBlocks: 2, pollIntervalMs: 600_000 } });
+    await sub.start();
+    await testClient.setAutomine(false);
+    try {
+      const mineAndTell = async () => {
+        await testClient.mine({ blocks: 1 });
+        const block = await client.getBlock({ blockTag: 'latest' });
+        sub.onHead(block.number, block.baseFeePerGas ?? 0n);
+        await sub.confirmNow();
+      };
+      const recipient = freshAddress();
+      const p = queuePayout(ledger, { kind: 'fill', recipient, currency: zeroAddress, amount: parseEther('0.3') });
+      sub.wake();
+      const txs = () => ledger.payouts.txsOf(p.id);
+      await waitFor(() => txs()[0]?.state === 'broadcast', 'first transaction broadcast');
+      const first: TransactionRow = txs()[0]!;
+
+      // The base fee jumps above what the first transaction offers: it cannot be included.
+      await testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: BigInt(first.max_fee_per_gas) * 4n });
+      await mineAndTell();
+      expect(txs()).toHaveLength(1);
+      expect(await client.getTransactionCount({ address: solver.address, blockTag: 'latest' })).toBe(first.nonce);
+      await mineAndTell(); // replaceAfterBlocks blocks after it was sent: replaced
+      await waitFor(() => txs().length === 2 && txs()[1]!.state === 'broadcast', 'replacement broadcast');
+      const second = txs()[1]!;
+      expect(second.nonce).toBe(first.nonce);
+      expect(BigInt(second.max_fee_per_gas) * 1000n >= BigInt(first.max_fee_per_gas) * 1125n).toBe(true);
+      expect(BigInt(second.max_priority_fee_per_gas) * 1000n >= BigInt(first.max_priority_fee_per_gas) * 1125n).toBe(true);
+      expect(await counterValue(metrics.replacements, { chain: String(CHAIN_ID) })).toBe(1);
+
+      await mineAndTell();
+      await waitFor(() => ledger.payouts.get(p.id)!.state === 'success', 'payout paid');
+      expect(ledger.payouts.get(p.id)!.tx_hash).toBe(second.hash);
+      expect(rec.paid).toEqual([{ payout: p.id, hash: second.hash, fee: expect.any(BigInt) }]);
+      expect(txs().map((t) => [t.hash, t.state])).toEqual([
+        [first.hash, 'replaced'],
+        [second.hash, 'included'],
+      ]);
+      const events = await fillEvents(p.requestId);
+      expect(events).toHaveLength(1);
+      expect(events[0]!.transactionHash).toBe(second.hash);
+      expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.3'));
+    } finally {
+      await testClient.setAutomine(true);
+    }
+  });
+
+  it('on restart broadcasts a fill recorded but never sent, pays it once; a later instance does nothing', async () => {
+    const ledger = Ledger.open(':memory:');
+    // The first instance "crashes" right after recording the fill (process.kill is intercepted).
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+      throw new Error('simulated crash after the fill was recorded');
+    });
+    let recordedHash: Hex;
+    let p: { id: string; requestId: Hex };
+    const recipient = freshAddress();
+    try {
+      const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillRecorded: true } });
+      await first.sub.start();
+      const nonceBefore = await pendingNonce();
+      p = queuePayout(ledger, { kind: 'fill', recipient, currency: zeroAddress, amount: parseEther('0.5') });
+      first.sub.wake();
+      await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
+      expect(kill.mock.calls[0]).toEqual([process.pid, 'SIGKILL']);
+      await first.sub.stop();
+      running.splice(running.indexOf(first.sub), 1);
+
+      const txs = ledger.payouts.txsOf(p.id);
+      expect(txs).toHaveLength(1);
+      expect(txs[0]!.state).toBe('signed');
+      recordedHash = txs[0]!.hash;
+      expect(ledger.payouts.get(p.id)).toMatchObject({ state: 'sent', tx_hash: recordedHash });
+      expect(first.rec.signed).toEqual([{ payout: p.id, hash: recordedHash }]);
+      expect(await pendingNonce()).toBe(nonceBefore); // it never reached the chain
+    } finally {
+      kill.mockRestore();
+    }
+
+    const second = makeSubmitter(ledger);
+    await second.sub.start();
+    await waitFor(() => ledger.payouts.get(p.id)!.state === 'success', 'recorded fill paid after restart');
+    expect(second.rec.paid.map((x) => [x.payout, x.hash])).toEqual([[p.id, recordedHash]]);
+    expect(second.rec.signed).toEqual([]);
+    expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[recordedHash, 'included']]);
+    const events = await fillEvents(p.requestId);
+    expect(events).toHaveLength(1);
+    expect(events[0]!.transactionHash).toBe(recordedHash);
+    expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.5'));
+    await second.sub.stop();
+
+    // Another instance over the same ledger after success: nothing to do, nothing sent, nothing reported.
+    const nonceAfter = await pendingNonce();
+    const third = makeSubmitter(ledger);
+    await third.sub.start();
+    third.sub.wake();
+    await third.sub.confirmNow();
+    expect(third.rec).toEqual({ signed: [], paid: [], failed: [] });
+    expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[recordedHash, 'included']]);
+    expect(ledger.payouts.get(p.id)).toMatchObject({ state: 'success', tx_hash: recordedHash });
+    expect(await pendingNonce()).toBe(nonceAfter);
+    expect(await fillEvents(p.requestId)).toHaveLength(1);
+    expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.5'));
+  });
+});
