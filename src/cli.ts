@@ -46,11 +46,19 @@ await yargs(hideBin(process.argv))
   .command(
     'start',
     'run the node against the chains of a config file',
-    (y) => y.option('config', { type: 'string', demandOption: true, describe: 'config file (JSON)' }),
+    (y) =>
+      y
+        .option('config', { type: 'string', demandOption: true, describe: 'config file (JSON)' })
+        // Test hook: the crash tests kill the node at an exact point of the fill pipeline.
+        .option('fault', { type: 'string', choices: ['crash-after-fill-recorded', 'crash-after-fill-broadcast'], hidden: true }),
     async (argv) => {
       let config: Config;
       try {
         config = withOverrides(loadConfigFile(argv.config), argv);
+        config.faults = {
+          crashAfterFillRecorded: argv.fault === 'crash-after-fill-recorded',
+          crashAfterFillBroadcast: argv.fault === 'crash-after-fill-broadcast',
+        };
       } catch (e) {
         fail(e);
       }

@@ -66,7 +66,11 @@ beforeAll(async () => {
     allocator: allocator.address,
     fund: { accounts: [user.address], nativeWei: parseEther('10000'), stablecoinUnits: 1_000_000_000_000n },
   });
-  client = createPublicClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl, { retryCount: 0 }) });
+  client = createPublicClient({
+    chain: devnetChain(CHAIN_ID, anvil.rpcUrl),
+    transport: http(anvil.rpcUrl, { retryCount: 0 }),
+    pollingInterval: 20,
+  });
   testClient = makeTestClient(anvil.rpcUrl);
   userWallet = makeUserWallet(anvil.rpcUrl);
 }, 60_000);
