@@ -22,10 +22,12 @@ import {
   getAbiItem,
   getAddress,
   isAddress,
+  isHex,
   keccak256,
   maxUint256,
   parseTransaction,
   RpcRequestError,
+  size,
   toHex,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
@@ -147,7 +149,9 @@ function decodeRevert(err: unknown): string | undefined {
 
 const ALREADY_KNOWN = /already known|already imported|known transaction|alreadyknown|already exists/i;
 const NONCE_TOO_LOW = /nonce too low|noncetoolow|nonce.*(lower|less) than/i;
-const UNDERPRICED = /underpriced|fee too low|replacement/i;
+// The node refused the transaction over its fees: its replacement countdown starts anyway.
+const FEE_REFUSED = /underpriced|fee too low|less than (the )?(block )?base fee|fee cap|feecap|max fee per gas less/i;
+const NO_FUNDS = /insufficient funds|gas required exceeds allowance/i;
 
 export class EvmSubmitter {
   readonly chainId: number;
@@ -385,8 +389,12 @@ export class EvmSubmitter {
     const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
     const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.5);
     this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
-    this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'prepare' });
-    log.warn({ err: errText(err), attempts, retryInMs: Math.round(delay) }, 'payout postponed: RPC error');
+    const noFunds = NO_FUNDS.test(fullText(err));
+    if (!noFunds) this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'prepare' });
+    log.warn(
+      { err: errText(err), attempts, retryInMs: Math.round(delay) },
+      noFunds ? 'payout postponed: the solver lacks native funds for it' : 'payout postponed: RPC error',
+    );
     if (!this.#running) return;
     const t = setTimeout(() => {
       this.#timers.delete(t);
@@ -412,6 +420,7 @@ export class EvmSubmitter {
 
     if (payout.kind === 'fill') {
       const orderId = payout.request_id;
+      if (!isHex(orderId, { strict: true }) || size(orderId) !== 32) throw new UnpayableError(`order id ${orderId} is not 32 bytes`);
       return native
         ? {
             to: this.#chain.filler,
@@ -499,7 +508,7 @@ export class EvmSubmitter {
       if (!t || t.state !== 'signed') return;
       if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
       // An underpriced transaction starts its replacement countdown even though the node refused it.
-      else if (error && UNDERPRICED.test(error)) this.#ledger.payouts.setTxState(hash, 'signed', { sentBlock, error });
+      else if (error && FEE_REFUSED.test(error)) this.#ledger.payouts.setTxState(hash, 'signed', { sentBlock, error });
     });
     if (accepted) {
       log.debug({ txHash: hash }, 'transaction broadcast');
@@ -507,7 +516,8 @@ export class EvmSubmitter {
       this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'eth_sendRawTransaction' });
       // Nonce too low: one of the same-nonce transactions (or something else) took the nonce; the
       // confirm pass reconciles it. Anything else: rebroadcast by the confirm pass.
-      log.warn({ txHash: hash, err: error, nonceTooLow: NONCE_TOO_LOW.test(error ?? '') }, 'broadcast refused; left to reconciliation');
+      const level = this.#firstTime(`refused:${hash}:${error}`) ? 'warn' : 'debug';
+      log[level]({ txHash: hash, err: error, nonceTooLow: NONCE_TOO_LOW.test(error ?? '') }, 'broadcast refused; left to reconciliation');
     }
     return accepted;
   }
@@ -515,6 +525,8 @@ export class EvmSubmitter {
   // ------------------------------------------------------------------------------------------ confirm
 
   async #confirmPass(): Promise<void> {
+    // Safety net for queued payouts nobody woke us for.
+    this.#schedulePump();
     const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
     this.#updateQueueDepth();
     if (open.length === 0) {
@@ -556,7 +568,8 @@ export class EvmSubmitter {
     if (this.#broadcasting.has(newest.hash)) return;
     const known = newest.state === 'broadcast' && (await this.#knownToNode(newest.hash));
     if (!known) {
-      log.info({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
+      const level = this.#firstTime(`rebroadcast:${newest.hash}`) ? 'info' : 'debug';
+      log[level]({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
       if (await this.#broadcast(payoutId, newest.hash, newest.raw, log)) return;
     }
     const fresh = this.#ledger.payouts.txsOf(payoutId).find((t) => t.hash === newest.hash);
@@ -831,6 +844,15 @@ export class EvmSubmitter {
       });
       if (receipt.status !== 'success') throw new Error(`approval of ${c.symbol} (${token}) for the filler reverted (tx ${hash})`);
     }
+  }
+
+  // Repeated decisions (a rebroadcast on every head) are logged once at their level, then at debug.
+  readonly #noted = new Set<string>();
+  #firstTime(key: string): boolean {
+    if (this.#noted.has(key)) return false;
+    if (this.#noted.size > 10_000) this.#noted.clear();
+    this.#noted.add(key);
+    return true;
   }
 
   #outcome(payout: PayoutRow, outcome: 'success' | 'failed'): void {

@@ -1,0 +1,87 @@
+// N deposits on the devnet (instant mining), and the node's own share of the time: from the moment
+// its indexer has the deposit confirmed in the ledger to the moment the fill is broadcast.
+// Usage: npm run bench:fill-latency -- [N] [concurrency]
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { createWalletClient, encodeFunctionData, http, zeroAddress, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { RelayDepositoryAbi } from '../contracts-abi/index.ts';
+import { buildConfigWithKeys } from '../src/config/load.ts';
+import { devnetChain } from '../src/devnet/deploy.ts';
+import { startDevnet } from '../src/devnet/devnet.ts';
+import { createLogger } from '../src/log.ts';
+import { RelayNode } from '../src/node.ts';
+
+const N = Number(process.argv[2] ?? 200);
+const CONCURRENCY = Number(process.argv[3] ?? 1);
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-'));
+const devnet = await startDevnet({ dataDir, testAccounts: 5 });
+const node = await new RelayNode(buildConfigWithKeys(devnet.nodeConfig({ port: 0 }), devnet.keys), { log: createLogger('silent') }).start();
+try {
+  const origin = devnet.chains.find((c) => c.id === 8453)!;
+  const wallets = devnet.accounts.slice(1, 1 + CONCURRENCY).map((a) =>
+    createWalletClient({ account: privateKeyToAccount(a.privateKey), chain: devnetChain(8453, origin.rpcUrl), transport: http(origin.rpcUrl) }),
+  );
+  const ids: Hex[] = [];
+  const started = Date.now();
+  let next = 0;
+  await Promise.all(
+    wallets.map(async (wallet) => {
+      while (next < N) {
+        next++;
+        const q = await fetch(`${node.url}/quote`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ user: wallet.account.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' }),
+        }).then((r) => r.json() as Promise<any>);
+        const id = q.steps[0].requestId as Hex;
+        ids.push(id);
+        const hash = await wallet.sendTransaction({
+          to: origin.contracts.depository,
+          value: 10n ** 15n,
+          data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [wallet.account.address, id] }),
+        });
+        await fetch(`${node.url}/transactions/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ txHash: hash, chainId: 8453 }) });
+      }
+    }),
+  );
+  const deadline = Date.now() + 120_000;
+  const db = node.ledger.db;
+  const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
+  while (done() < N && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  const wall = Date.now() - started;
+  const rows = db
+    .prepare(
+      `SELECT d.seen_at, d.confirmed_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
+       JOIN transactions t ON t.payout_id = p.id WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL`,
+    )
+    .all() as { seen_at: number; confirmed_at: number; broadcast_at: number }[];
+  const share = rows.map((r) => r.broadcast_at - r.confirmed_at).sort((a, b) => a - b);
+  const result = {
+    bench: 'fill-latency',
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
+    deposits: N,
+    concurrency: CONCURRENCY,
+    filled: done(),
+    wallMs: wall,
+    nodeShareMs: { p50: pct(share, 50), p90: pct(share, 90), p99: pct(share, 99), max: share.at(-1) },
+  };
+  console.log(`fill latency, node's share (deposit confirmed in ledger → fill broadcast), ${N} deposits, ${CONCURRENCY} at a time`);
+  console.log(`  filled ${result.filled}/${N} in ${(wall / 1000).toFixed(1)} s`);
+  console.log(`  p50 ${result.nodeShareMs.p50} ms   p90 ${result.nodeShareMs.p90} ms   p99 ${result.nodeShareMs.p99} ms   max ${result.nodeShareMs.max} ms`);
+  console.log(`  machine: ${result.machine.cpus} × ${result.machine.cpu}, ${result.machine.memGiB} GiB, node ${result.machine.node}`);
+  mkdirSync('bench/results', { recursive: true });
+  const out = join('bench/results', `fill-latency-${Date.now()}.json`);
+  writeFileSync(out, JSON.stringify(result, null, 2) + '\n');
+  console.log(`  written to ${out}`);
+} finally {
+  await node.stop();
+  await devnet.stop();
+}
