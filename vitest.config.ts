@@ -1,4 +1,24 @@
 import { defineConfig } from 'vitest/config';
+import type { Reporter, TestModule } from 'vitest/node';
+
+// Ends the run with a plain "N passed, N failed" line that any CI can read.
+class SummaryLine implements Reporter {
+  onTestRunEnd(modules: ReadonlyArray<TestModule>) {
+    let passed = 0;
+    let failed = 0;
+    let skipped = 0;
+    for (const m of modules) {
+      for (const t of m.children.allTests()) {
+        const state = t.result().state;
+        if (state === 'passed') passed++;
+        else if (state === 'failed') failed++;
+        else skipped++;
+      }
+      if (m.state() === 'failed' && ![...m.children.allTests()].length) failed++;
+    }
+    process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+  }
+}
 
 export default defineConfig({
   test: {
@@ -8,5 +28,6 @@ export default defineConfig({
     // Integration tests start their own chains; two cores do not profit from more workers.
     maxWorkers: 2,
     minWorkers: 1,
+    reporters: ['default', new SummaryLine()],
   },
 });

@@ -14,7 +14,10 @@ function onShutdown(stop: () => Promise<void>): void {
     if (stopping) return;
     stopping = true;
     process.stderr.write(`\n${signal}: stopping\n`);
-    stop()
+    // When the terminal's Ctrl-C reaches the chains too, in-flight RPC calls can only time out:
+    // what is committed is in the ledger, so exiting after a bound loses nothing.
+    const deadline = new Promise<void>((resolve) => setTimeout(resolve, 3000).unref());
+    Promise.race([stop(), deadline])
       .catch((e) => process.stderr.write(`error while stopping: ${(e as Error).message}\n`))
       .finally(() => process.exit(0));
   };

@@ -7,9 +7,10 @@ import { api, executeSteps, startStack, until, waitForStatus, type Stack } from 
 let s: Stack;
 const A = 8453;
 const B = 10;
+const logLines: string[] = [];
 
 beforeAll(async () => {
-  s = await startStack();
+  s = await startStack({ logLines });
 });
 afterAll(async () => {
   await s?.stop();
@@ -221,5 +222,16 @@ describe('API input', () => {
       expect(m.body).toContain(name);
     }
     expect(m.body).toMatch(/relay_fills_total\{chain="10",outcome="success"\} [1-9]/);
+  });
+});
+
+describe('secrets', () => {
+  it('never writes a key to the log, even at debug level', () => {
+    const log = logLines.join('').toLowerCase();
+    expect(logLines.length).toBeGreaterThan(20);
+    expect(log).toContain('fill queued');
+    for (const key of [s.devnet.keys.solver, s.devnet.keys.allocator]) {
+      expect(log).not.toContain(key.slice(2).toLowerCase());
+    }
   });
 });

@@ -454,6 +454,77 @@ describe('EvmSubmitter', () => {
     }
   });
 
+  it('re-sends a recorded fill whose nonce something else took, and pays it once', async () => {
+    const ledger = Ledger.open(':memory:');
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+      throw new Error('simulated crash after the fill was recorded');
+    });
+    const recipient = freshAddress();
+    let p: { id: string; requestId: Hex };
+    let lost: TransactionRow;
+    try {
+      const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillRecorded: true } });
+      await first.sub.start();
+      p = queuePayout(ledger, { kind: 'fill', recipient, currency: zeroAddress, amount: parseEther('0.7') });
+      first.sub.wake();
+      await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
+      await first.sub.stop();
+      running.splice(running.indexOf(first.sub), 1);
+      lost = ledger.payouts.txsOf(p.id)[0]!;
+      expect(lost.state).toBe('signed');
+    } finally {
+      kill.mockRestore();
+    }
+
+    // Another process with the solver key takes that nonce first.
+    const solverWallet = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: solver });
+    const other = await solverWallet.sendTransaction({ to: solver.address, value: 0n, nonce: lost.nonce });
+    await client.waitForTransactionReceipt({ hash: other });
+
+    const second = makeSubmitter(ledger);
+    await second.sub.start();
+    await waitFor(() => ledger.payouts.get(p.id)!.state === 'success', 'fill re-sent and paid');
+    const txs = ledger.payouts.txsOf(p.id);
+    expect(txs.map((t) => t.state)).toEqual(['dropped', 'included']);
+    expect(txs[0]!.hash).toBe(lost.hash);
+    expect(txs[1]!.nonce).toBeGreaterThan(lost.nonce);
+    expect(second.rec.signed).toEqual([{ payout: p.id, hash: txs[1]!.hash }]);
+    expect(second.rec.paid.map((x) => x.hash)).toEqual([txs[1]!.hash]);
+    expect(await fillEvents(p.requestId)).toHaveLength(1);
+    expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.7'));
+  });
+
+  it('after a crash right after the broadcast, a restart settles the fill from its receipt without sending again', async () => {
+    const ledger = Ledger.open(':memory:');
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+      throw new Error('simulated crash after the fill was broadcast');
+    });
+    const recipient = freshAddress();
+    let p: { id: string; requestId: Hex };
+    try {
+      const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillBroadcast: true } });
+      await first.sub.start();
+      p = queuePayout(ledger, { kind: 'fill', recipient, currency: zeroAddress, amount: parseEther('0.9') });
+      first.sub.wake();
+      await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
+      await first.sub.stop();
+      running.splice(running.indexOf(first.sub), 1);
+    } finally {
+      kill.mockRestore();
+    }
+    const [sent] = ledger.payouts.txsOf(p.id);
+    const nonceAfterCrash = await pendingNonce();
+    const second = makeSubmitter(ledger);
+    await second.sub.start();
+    await waitFor(() => ledger.payouts.get(p.id)!.state === 'success', 'fill settled after restart');
+    expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[sent!.hash, 'included']]);
+    expect(second.rec.signed).toEqual([]);
+    expect(second.rec.paid.map((x) => x.hash)).toEqual([sent!.hash]);
+    expect(await pendingNonce()).toBe(nonceAfterCrash);
+    expect(await fillEvents(p.requestId)).toHaveLength(1);
+    expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.9'));
+  });
+
   it('on restart broadcasts a fill recorded but never sent, pays it once; a later instance does nothing', async () => {
     const ledger = Ledger.open(':memory:');
     // The first instance "crashes" right after recording the fill (process.kill is intercepted).

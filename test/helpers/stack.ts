@@ -20,12 +20,16 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(opts: { blockTime?: number; confirmations?: number } = {}): Promise<Stack> {
+export async function startStack(opts: { blockTime?: number; confirmations?: number; logLines?: string[] } = {}): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations });
   const makeNode = async (faults: Faults = {}) => {
     const config = buildConfigWithKeys(devnet.nodeConfig({ port: 0, logLevel: 'warn' }), devnet.keys, faults);
-    return new RelayNode(config, { log: createLogger(process.env.RELAY_TEST_LOG ?? 'silent') }).start();
+    // With logLines, the node logs everything (debug) into it, for tests that read the log.
+    const log = opts.logLines
+      ? createLogger('debug', { write: (line: string) => void opts.logLines!.push(line) })
+      : createLogger(process.env.RELAY_TEST_LOG ?? 'silent');
+    return new RelayNode(config, { log }).start();
   };
   let node = await makeNode();
   const clients = new Map<number, PublicClient>();

@@ -70,8 +70,8 @@ export class FeeOracle {
   }
 
   // The head block number, read from the chain when the last known head is stale.
-  async head(): Promise<bigint> {
-    if (!this.#head || Date.now() - this.#head.seenAt > this.maxHeadAgeMs) return this.refreshHead();
+  async head(maxAgeMs = this.maxHeadAgeMs): Promise<bigint> {
+    if (!this.#head || Date.now() - this.#head.seenAt > maxAgeMs) return this.refreshHead();
     return this.#head.number;
   }
 

@@ -196,7 +196,8 @@ export class EvmSubmitter {
     this.#faults = opts.faults;
     this.#chainLabel = { chain: String(opts.chain.id) };
     this.#log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
-    this.#fees = new FeeOracle(opts.publicClient, opts.chain.pollIntervalMs);
+    // The confirm timer refreshes the head every poll interval; pricing only reads it itself when that lags.
+    this.#fees = new FeeOracle(opts.publicClient, 2 * opts.chain.pollIntervalMs);
     this.#nonces = new NonceManager({ client: opts.publicClient, ledger: opts.ledger, chainId: opts.chain.id, address: this.address });
   }
 
@@ -211,9 +212,11 @@ export class EvmSubmitter {
       const next = await this.#nonces.init();
       this.#log.info({ nextNonce: next }, 'submitter starting: reconciling ledger with chain');
       await this.confirmNow();
+      if (!this.#running) return; // stopped while starting
       this.#pollTimer = setInterval(() => this.#scheduleConfirm(), this.#chain.pollIntervalMs);
       this.#pollTimer.unref();
       await this.#ensureAllowances();
+      if (!this.#running) return;
       this.#ready = true;
       this.#log.info({ nextNonce: this.#nonces.peek() }, 'submitter started');
       this.#schedulePump();
@@ -529,11 +532,8 @@ export class EvmSubmitter {
     this.#schedulePump();
     const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
     this.#updateQueueDepth();
-    if (open.length === 0) {
-      if (this.#fees.headNumber() === undefined) await this.#fees.refreshHead();
-      return;
-    }
-    const head = await this.#fees.head();
+    const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
+    if (open.length === 0) return;
     // The chain's nonce is read before any receipt: a nonce past a transaction with no receipt then
     // really was taken by something else.
     const latestNonce = await this.#client.getTransactionCount({ address: this.address, blockTag: 'latest' });
