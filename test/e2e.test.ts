@@ -177,6 +177,73 @@ describe('bridges end to end', () => {
   });
 });
 
+describe('deposits that do not match their order', () => {
+  async function quoteA(account: number) {
+    const q = await api(s.url, '/quote', {
+      body: { user: user(account), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(q.status).toBe(200);
+    return q.body.steps[0].requestId as Hex;
+  }
+  async function depositNative(chainId: number, account: number, id: Hex, value: bigint) {
+    const w = s.wallet(account, chainId);
+    const hash = await w.sendTransaction({
+      account: w.account!,
+      chain: w.chain,
+      to: chain(chainId).contracts.depository,
+      value,
+      data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [user(account), id] }),
+    });
+    await s.publicClient(chainId).waitForTransactionReceipt({ hash });
+    return hash;
+  }
+
+  it('refunds on the chain it arrived on: DEPOSIT_CHAIN_MISMATCH', async () => {
+    const requestId = await quoteA(3);
+    const before = await s.publicClient(B).getBalance({ address: user(3) });
+    await depositNative(B, 3, requestId, 10n ** 16n);
+    const done = await waitForStatus(s.url, requestId, ['refund', 'success']);
+    expect(done).toMatchObject({ status: 'refund', failReason: 'DEPOSIT_CHAIN_MISMATCH' });
+    const refundTx = await s.publicClient(B).getTransactionReceipt({ hash: done.txHashes[0] });
+    expect(refundTx.to?.toLowerCase()).toBe(chain(B).contracts.depository.toLowerCase());
+    // The user paid the deposit's gas; the refund brought back all but the refund's own gas.
+    const after = await s.publicClient(B).getBalance({ address: user(3) });
+    expect(before - after).toBeLessThan(10n ** 15n);
+    expect(await fillsOnChain(B, requestId)).toHaveLength(0);
+  });
+
+  it('refunds another currency than the quoted one: INCORRECT_DEPOSIT_CURRENCY', async () => {
+    const requestId = await quoteA(4);
+    const w = s.wallet(4, A);
+    const pc = s.publicClient(A);
+    await pc.waitForTransactionReceipt({
+      hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [chain(A).contracts.depository, 5_000_000n] }) }),
+    });
+    await pc.waitForTransactionReceipt({
+      hash: await w.sendTransaction({
+        account: w.account!,
+        chain: w.chain,
+        to: chain(A).contracts.depository,
+        data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositErc20', args: [user(4), usdc(A), 5_000_000n, requestId] }),
+      }),
+    });
+    const done = await waitForStatus(s.url, requestId, ['refund', 'success']);
+    expect(done).toMatchObject({ status: 'refund', failReason: 'INCORRECT_DEPOSIT_CURRENCY' });
+  });
+
+  it('keeps a deposit too small to pay its own refund: AMOUNT_TOO_LOW_TO_REFUND', async () => {
+    const hash = await depositNative(A, 2, keccak256(toHex('dust')), 1000n);
+    const receipt = await s.publicClient(A).getTransactionReceipt({ hash });
+    const requestId = keccak256(toHex(`deposit:${A}:${hash}:${receipt.logs[0]!.logIndex}`));
+    const done = await waitForStatus(s.url, requestId, ['failure']);
+    await until(() => (s.node.ledger.requests.get(requestId)?.refund_fail_reason ? true : undefined), 'refund decision');
+    const after = (await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body;
+    expect(done.failReason).toBe('ORPHANED_DEPOSIT_REFUND');
+    expect(after).toMatchObject({ status: 'failure', refundFailReason: 'AMOUNT_TOO_LOW_TO_REFUND', txHashes: [] });
+    expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
+  });
+});
+
 describe('API input', () => {
   const good = () => ({ user: user(1), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' });
   it.each([
