@@ -4,7 +4,7 @@ import type { Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { createApi } from './api/server.ts';
 import type { ChainAdapter } from './chains/adapter.ts';
-import { EvmAdapter } from './chains/evm/adapter.ts';
+import { createAdapter } from './chains/adapters.ts';
 import type { Config } from './config/load.ts';
 import { Registry } from './config/registry.ts';
 import { Ledger } from './ledger/index.ts';
@@ -51,7 +51,7 @@ export class RelayNode {
       this.solver = solver;
       const hooks = { onSigned: solver.onSigned.bind(solver), onPaid: solver.onPaid.bind(solver), onFailed: solver.onFailed.bind(solver), wake: () => solver.wake() };
       for (const chain of config.chains) {
-        this.adapters.set(chain.id, new EvmAdapter(chain, config, this.ledger, hooks, this.metrics, this.log));
+        this.adapters.set(chain.id, createAdapter(chain, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log }));
       }
     }
     this.api = createApi({

@@ -251,7 +251,7 @@ describe('API input', () => {
     [{ amount: '1.5' }, /amount: must be a positive integer/],
     [{ amount: 5 }, /amount: must be a string of digits/],
     [{ amount: '1' + '0'.repeat(80) }, /amount: must fit in uint256/],
-    [{ user: '0x123' }, /user: must be a 0x-prefixed 20-byte hex address/],
+    [{ user: "0x123" }, /user: must be a 0x-prefixed 20-byte hex address on chain 8453/],
     [{ originChainId: 999 }, /originChainId 999 is not a supported chain/],
     [{ destinationCurrency: '0x00000000000000000000000000000000000000ff' }, /destinationCurrency .* is not supported on chain 10/],
     [{ tradeType: 'SIDEWAYS' }, /tradeType: must be EXACT_INPUT or EXACT_OUTPUT/],
@@ -276,7 +276,7 @@ describe('API input', () => {
     expect(unknown.body.message).toMatch(/no request with id/);
     expect((await api(s.url, '/intents/status/v3?requestId=nope')).status).toBe(400);
     expect((await api(s.url, '/intents/status/v3')).status).toBe(400);
-    expect((await api(s.url, '/transactions/index', { body: { txHash: '0x1', chainId: A } })).status).toBe(400);
+    expect((await api(s.url, '/transactions/index', { body: { txHash: '0x1', chainId: A } })).body.message).toMatch(/txHash: is not a transaction id on chain 8453/);
     expect((await api(s.url, '/transactions/index', { body: { txHash: `0x${'00'.repeat(32)}`, chainId: A } })).status).toBe(404);
     expect((await api(s.url, '/nowhere')).status).toBe(404);
   });

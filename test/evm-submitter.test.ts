@@ -21,7 +21,7 @@ import { OrderFillerAbi, RelayDepositoryAbi, TestStablecoinAbi } from '../contra
 import { EvmSubmitter } from '../src/chains/evm/submitter.ts';
 import type { PayoutHooks } from '../src/chains/adapter.ts';
 import type { Faults } from '../src/config/load.ts';
-import type { ChainConfig } from '../src/config/schema.ts';
+import type { EvmChainConfig } from '../src/config/schema.ts';
 import { Secret } from '../src/config/secret.ts';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import { deployNodeContracts, devnetChain, type NodeContracts } from '../src/devnet/deploy.ts';
@@ -86,7 +86,7 @@ afterEach(async () => {
   while (running.length) await running.pop()!.stop();
 });
 
-function chainConfig(over: Partial<ChainConfig> = {}): ChainConfig {
+function chainConfig(over: Partial<EvmChainConfig> = {}): EvmChainConfig {
   return {
     id: CHAIN_ID,
     name: 'devnet',
@@ -119,14 +119,14 @@ function recorder(): { hooks: PayoutHooks; rec: Recorded } {
   return {
     rec,
     hooks: {
-      onSigned: (p, hash) => void rec.signed.push({ payout: p.id, hash }),
-      onPaid: (p, hash, fee) => void rec.paid.push({ payout: p.id, hash, fee }),
-      onFailed: (p, reason, hash) => void rec.failed.push({ payout: p.id, reason, ...(hash ? { hash } : {}) }),
+      onSigned: (p, hash) => void rec.signed.push({ payout: p.id, hash: hash as Hex }),
+      onPaid: (p, hash, fee) => void rec.paid.push({ payout: p.id, hash: hash as Hex, fee }),
+      onFailed: (p, reason, hash) => void rec.failed.push({ payout: p.id, reason, ...(hash ? { hash: hash as Hex } : {}) }),
     },
   };
 }
 
-function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<ChainConfig>; faults?: Faults } = {}) {
+function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<EvmChainConfig>; faults?: Faults } = {}) {
   const { hooks, rec } = recorder();
   const metrics: Metrics = createMetrics();
   const sub = new EvmSubmitter({

@@ -1,10 +1,5 @@
-import { getAddress, isAddress, isHash, type Address, type Hex } from 'viem';
+import { isHash, type Hex } from 'viem';
 import { z } from 'zod';
-
-export const addressParam = z
-  .string({ required_error: 'is required', invalid_type_error: 'must be a string' })
-  .refine((s) => isAddress(s, { strict: false }), 'must be a 0x-prefixed 20-byte hex address')
-  .transform((s) => getAddress(s) as Address);
 
 export const hashParam = z
   .string({ required_error: 'is required', invalid_type_error: 'must be a string' })

@@ -1,49 +1,76 @@
 import type { Hex } from 'viem';
 import type { PayoutRow } from '../ledger/types.ts';
+import type { ChainKind } from './address.ts';
 
 // What a submitter reports about a payout. Each hook runs inside the ledger transaction that
 // records the transaction's new state, so the request's status and the transaction never disagree.
 export interface PayoutHooks {
   // The payout's first transaction is signed and recorded; it is about to be broadcast.
-  onSigned(payout: PayoutRow, txHash: Hex): void;
+  onSigned(payout: PayoutRow, txHash: string): void;
   // The payout's transaction is included and succeeded.
-  onPaid(payout: PayoutRow, txHash: Hex, fee: bigint): void;
+  onPaid(payout: PayoutRow, txHash: string, fee: bigint): void;
   // The payout cannot be made; reason is the interface's failReason.
-  onFailed(payout: PayoutRow, reason: string, txHash?: Hex): void;
+  onFailed(payout: PayoutRow, reason: string, txHash?: string): void;
 }
 
-export interface QuoteCosts {
-  // Gas price the quote assumes for a transaction sent now, in the chain's native smallest unit.
-  maxFeePerGas: bigint;
-  fillGas(currency: string): bigint;
-  refundGas(currency: string): bigint;
+// A transaction the user signs and sends, in the shape the chain's wallets take (`items[].data`
+// of a quote step). The chain's own adapter builds it.
+export type StepData = Record<string, unknown>;
+
+export interface DepositRequest {
+  user: string;
+  currency: string;
+  amount: bigint;
+  orderId: Hex;
+  // SVM: another address pays the deposit transaction's fees and signs it first.
+  feePayer?: string;
 }
 
-export interface DepositTx {
-  to: string;
-  data: Hex;
-  value: bigint;
+export interface FillCostRequest {
+  currency: string;
+  recipient: string;
+  amount: bigint;
+}
+
+export interface FillCost {
+  // Everything the solver spends to pay out, in the chain's native smallest unit.
+  native: bigint;
+  // The part of `native` that is account rent (SVM account creation); 0 elsewhere.
+  rent: bigint;
 }
 
 // One per configured chain. The solver and the API speak to chains only through this.
 export interface ChainAdapter {
   readonly chainId: number;
+  readonly kind: ChainKind;
+  // The solver's address on this chain.
+  readonly solver: string;
+  // Where deposits go on this chain (depository contract, vault account).
+  readonly depositAddress: string;
+  // About how long a deposit takes to be confirmed, in seconds (for the quote's timeEstimate).
+  readonly confirmSeconds: number;
   start(): Promise<void>;
   stop(): Promise<void>;
+  // A transaction id as the chain spells it, or undefined when `s` is not one.
+  parseTxId(s: string): string | undefined;
   // Indexes a transaction at once (the SDK reports its deposit right after sending it).
-  // Resolves with the number of depository deposits the transaction holds.
-  indexTransaction(txHash: Hex): Promise<number>;
+  // Resolves with the number of deposits the transaction holds.
+  indexTransaction(txId: string): Promise<number>;
   // The solver's spendable inventory of a currency on this chain: what the chain says it holds,
   // less the payouts the ledger has promised and not yet paid.
   balance(currency: string): Promise<bigint>;
   // Any address's balance (the quote reports the user's).
   balanceOf(owner: string, currency: string): Promise<bigint>;
-  // Gas figures for quoting and for pricing refunds.
-  costs(): Promise<QuoteCosts>;
-  // Transactions a user sends to deposit: an approval first when the allowance is short.
-  depositTxs(args: { user: string; currency: string; amount: bigint; orderId: Hex }): Promise<{ approve?: DepositTx; deposit: DepositTx }>;
+  // What a fill of `amount` to `recipient` costs the solver now, in native units.
+  fillCost(req: FillCostRequest): Promise<FillCost>;
+  // What refunding a deposit of `currency` costs the solver now, in native units.
+  refundCost(currency: string): Promise<bigint>;
+  // What the user's own deposit transaction costs in fees, in native units (quoted, not charged).
+  depositCost(currency: string): Promise<bigint>;
+  // The transactions a user sends to deposit: an approval first where the allowance is short.
+  depositSteps(req: DepositRequest): Promise<{ approve?: StepData; deposit: StepData }>;
   // New queued payouts exist in the ledger for this chain.
   wake(): void;
-  // Head block as last seen and the indexer's position, for metrics and readiness.
+  // Head block (or slot) as last seen and the indexer's position, for metrics and readiness.
   progress(): { head: number; indexed: number; ready: boolean };
 }

@@ -1,8 +1,16 @@
-import { getAddress, zeroAddress, type Address } from 'viem';
-import type { ChainConfig, CurrencyConfig } from './schema.ts';
+import { canonicalAddress, nativeAddress, type ChainKind } from '../chains/address.ts';
+import type { ChainConfig } from './schema.ts';
 
-export interface Currency extends CurrencyConfig {
+export interface Currency {
   chainId: number;
+  kind: ChainKind;
+  // Canonical spelling for the chain's kind (see chains/address.ts).
+  address: string;
+  symbol: string;
+  name: string;
+  decimals: number;
+  usdPrice: string;
+  logoURI?: string;
   native: boolean;
 }
 
@@ -14,21 +22,27 @@ export class Registry {
   constructor(chains: ChainConfig[]) {
     for (const c of chains) {
       this.chains.set(c.id, c);
-      this.#add({ ...c.nativeCurrency, address: zeroAddress, chainId: c.id, native: true });
-      for (const cur of c.currencies) this.#add({ ...cur, chainId: c.id, native: false });
+      this.#add({ ...c.nativeCurrency, address: nativeAddress(c.kind), chainId: c.id, kind: c.kind, native: true });
+      for (const cur of c.currencies) {
+        const { symbol, name, decimals, usdPrice, logoURI, address } = cur;
+        this.#add({ symbol, name, decimals, usdPrice, logoURI, address, chainId: c.id, kind: c.kind, native: false });
+      }
     }
   }
 
   #add(c: Currency): void {
-    this.#currencies.set(`${c.chainId}:${c.address.toLowerCase()}`, c);
+    this.#currencies.set(`${c.chainId}:${c.address}`, c);
   }
 
   chain(id: number): ChainConfig | undefined {
     return this.chains.get(id);
   }
 
+  // Looks a currency up by any accepted spelling of its address.
   currency(chainId: number, address: string): Currency | undefined {
-    return this.#currencies.get(`${chainId}:${address.toLowerCase()}`);
+    const chain = this.chains.get(chainId);
+    const canonical = chain && canonicalAddress(chain.kind, address);
+    return canonical === undefined ? undefined : this.#currencies.get(`${chainId}:${canonical}`);
   }
 
   currenciesOf(chainId: number): Currency[] {
@@ -36,10 +50,7 @@ export class Registry {
   }
 
   native(chainId: number): Currency {
-    return this.currency(chainId, zeroAddress)!;
+    const chain = this.chains.get(chainId)!;
+    return this.#currencies.get(`${chainId}:${nativeAddress(chain.kind)}`)!;
   }
-}
-
-export function isNative(address: string): boolean {
-  return getAddress(address) === (zeroAddress as Address);
 }

@@ -1,28 +1,32 @@
 import { z } from 'zod';
-import { getAddress, isAddress, type Address } from 'viem';
+import type { Address } from 'viem';
+import { canonicalAddress, describeAddressKind } from '../chains/address.ts';
 
-const address = z
+const evmAddress = z
   .string()
-  .refine((s) => isAddress(s, { strict: false }), 'must be a 0x-prefixed 20-byte hex address')
-  .transform((s) => getAddress(s) as Address);
+  .refine((s) => canonicalAddress('evm', s) !== undefined, `must be ${describeAddressKind('evm')}`)
+  .transform((s) => canonicalAddress('evm', s) as Address);
+
+const svmAddress = z
+  .string()
+  .refine((s) => canonicalAddress('svm', s) !== undefined, `must be ${describeAddressKind('svm')}`)
+  .transform((s) => canonicalAddress('svm', s)!);
 
 // USD prices are decimal strings so that no float ever enters money arithmetic.
 const usd = z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "3000.25"');
 
-const currency = z.object({
-  address,
+const currencyFields = {
   symbol: z.string().min(1),
   name: z.string().min(1),
   decimals: z.number().int().min(0).max(36),
   usdPrice: usd,
   logoURI: z.string().optional(),
-});
-
-const nativeCurrency = currency.omit({ address: true });
+};
+const nativeCurrency = z.object(currencyFields).strict();
 
 const keySource = z
   .object({
-    // Name of the environment variable holding the 0x-prefixed private key.
+    // Name of the environment variable holding the private key.
     env: z.string().min(1).optional(),
     // Path of a file whose content is the private key.
     file: z.string().min(1).optional(),
@@ -30,31 +34,54 @@ const keySource = z
   .strict()
   .refine((k) => Boolean(k.env) !== Boolean(k.file), 'give exactly one of "env" or "file"');
 
+const chainFields = {
+  id: z.number().int().positive(),
+  name: z.string().min(1),
+  rpcUrl: z.string().url(),
+  explorerUrl: z.string().url().optional(),
+  pollIntervalMs: z.number().int().min(10).default(1000),
+  depositEnabled: z.boolean().default(true),
+  nativeCurrency,
+};
+
 const evmChain = z
   .object({
-    id: z.number().int().positive(),
-    name: z.string().min(1),
-    kind: z.literal('evm').default('evm'),
-    rpcUrl: z.string().url(),
-    explorerUrl: z.string().url().optional(),
-    depository: address,
-    filler: address,
+    ...chainFields,
+    kind: z.literal('evm'),
+    depository: evmAddress,
+    filler: evmAddress,
     // Block from which the depository is indexed on a fresh ledger (its deployment block).
     startBlock: z.number().int().min(0).default(0),
     confirmations: z.number().int().min(1).default(1),
     // Blocks kept for reorg detection; a reorg deeper than this stops the chain's indexer.
     finalityDepth: z.number().int().min(1).default(64),
-    pollIntervalMs: z.number().int().min(10).default(1000),
     maxLogRange: z.number().int().min(1).default(2000),
     // A fill not included after this many blocks is replaced at the same nonce with a higher fee.
     replaceAfterBlocks: z.number().int().min(1).default(3),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
-    depositEnabled: z.boolean().default(true),
-    nativeCurrency,
-    currencies: z.array(currency).default([]),
+    currencies: z.array(z.object({ ...currencyFields, address: evmAddress }).strict()).default([]),
   })
   .strict();
+
+const svmChain = z
+  .object({
+    ...chainFields,
+    kind: z.literal('svm'),
+    // Deposits are transfers to this address with a memo carrying the order id.
+    vault: svmAddress,
+    commitment: z.enum(['confirmed', 'finalized']).default('confirmed'),
+    currencies: z
+      .array(z.object({ ...currencyFields, address: svmAddress, tokenProgram: z.enum(['spl-token', 'token-2022']).default('spl-token') }).strict())
+      .default([]),
+  })
+  .strict();
+
+// A chain without "kind" is an EVM chain.
+const chain = z.preprocess(
+  (c) => (c && typeof c === 'object' && !('kind' in c) ? { ...c, kind: 'evm' } : c),
+  z.discriminatedUnion('kind', [evmChain, svmChain]),
+);
 
 export const configSchema = z
   .object({
@@ -86,7 +113,9 @@ export const configSchema = z
       })
       .strict()
       .default({}),
-    chains: z.array(evmChain).min(1, 'must list at least one chain'),
+    chains: z.array(chain).min(1, 'must list at least one chain'),
+    // The solver's key on SVM chains (a base58 secret key or a JSON byte array); required with an SVM chain.
+    svmSolverKey: keySource.optional(),
   })
   .strict()
   .superRefine((cfg, ctx) => {
@@ -95,9 +124,14 @@ export const configSchema = z
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
       seen.add(c.id);
     });
+    if (cfg.chains.some((c) => c.kind === 'svm') && !cfg.svmSolverKey) {
+      ctx.addIssue({ code: 'custom', path: ['svmSolverKey'], message: 'is required when an SVM chain is configured' });
+    }
   });
 
 export type ConfigFile = z.input<typeof configSchema>;
 export type ParsedConfig = z.output<typeof configSchema>;
 export type ChainConfig = ParsedConfig['chains'][number];
-export type CurrencyConfig = z.output<typeof currency>;
+export type EvmChainConfig = Extract<ChainConfig, { kind: 'evm' }>;
+export type SvmChainConfig = Extract<ChainConfig, { kind: 'svm' }>;
+export type CurrencyConfig = ChainConfig['currencies'][number];

@@ -55,12 +55,12 @@ export class Payouts {
   setState(id: string, state: PayoutState, extra: { txHash?: string; failReason?: string } = {}, now = Date.now()): void {
     this.#setState.run({ id, state, tx_hash: extra.txHash ?? null, fail_reason: extra.failReason ?? null, now });
   }
-  // Amounts promised but not yet paid, per currency: the solver's inventory must cover them too.
+  // Amounts promised but not yet paid, per currency (canonical address): the solver's inventory
+  // must cover them too.
   reservedOn(chainId: number): Map<string, bigint> {
     const out = new Map<string, bigint>();
     for (const r of this.#pending.all(chainId) as { currency: string; amount: string }[]) {
-      const k = r.currency.toLowerCase();
-      out.set(k, (out.get(k) ?? 0n) + BigInt(r.amount));
+      out.set(r.currency, (out.get(r.currency) ?? 0n) + BigInt(r.amount));
     }
     return out;
   }

@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { formatUnits, getAddress, zeroAddress, type Address, type Hex } from 'viem';
-import type { ChainAdapter } from '../chains/adapter.ts';
+import { formatUnits, type Hex } from 'viem';
+import { addressBytes, apiAddress, canonicalAddress, describeAddressKind } from '../chains/address.ts';
+import type { ChainAdapter, StepData } from '../chains/adapter.ts';
 import type { Config } from '../config/load.ts';
 import type { Currency, Registry } from '../config/registry.ts';
+import type { ChainConfig } from '../config/schema.ts';
 import type { NewRequest } from '../ledger/requests.ts';
 import type { Pricing } from '../ledger/types.ts';
 import { inputFor, outputFor } from './fillAmount.ts';
@@ -10,14 +12,15 @@ import { bpsCeil, conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, percen
 import { orderId, type OrderData } from './orderId.ts';
 import type { PriceSource } from './prices.ts';
 
+// Addresses arrive as strings and are checked against the kind of chain they belong to.
 export interface QuoteInput {
-  user: Address;
-  recipient?: Address;
-  refundTo?: Address;
+  user: string;
+  recipient?: string;
+  refundTo?: string;
   originChainId: number;
   destinationChainId: number;
-  originCurrency: Address;
-  destinationCurrency: Address;
+  originCurrency: string;
+  destinationCurrency: string;
   amount: bigint;
   tradeType: 'EXACT_INPUT' | 'EXACT_OUTPUT';
   protocolVersion?: string;
@@ -39,28 +42,20 @@ export interface QuoteContext {
   registry: Registry;
   adapters: Map<number, ChainAdapter>;
   prices: PriceSource;
-  solver: Address;
+  // The solver's EVM address: the Order type's `solver` field is an address whatever the chains.
+  solver: Hex;
   now?: number;
 }
 
-// Gas of the user's own deposit transaction, for the quote's `fees.gas` (an estimate, not charged).
-const DEPOSIT_GAS = { native: 45_000n, erc20: 75_000n };
-
-function amountObject(c: Currency, amount: bigint, price: string) {
-  const usd = usdValue(amount, c.decimals, price);
-  return {
-    currency: currencyObject(c),
-    amount: amount.toString(),
-    amountFormatted: formatUnits(amount, c.decimals),
-    amountUsd: usd,
-    minimumAmount: amount.toString(),
-  };
+export interface Quote {
+  response: Record<string, unknown>;
+  request: NewRequest;
 }
 
 export function currencyObject(c: Currency) {
   return {
     chainId: c.chainId,
-    address: c.address.toLowerCase(),
+    address: apiAddress(c.kind, c.address),
     symbol: c.symbol,
     name: c.name,
     decimals: c.decimals,
@@ -68,9 +63,24 @@ export function currencyObject(c: Currency) {
   };
 }
 
-export interface Quote {
-  response: Record<string, unknown>;
-  request: NewRequest;
+function amountObject(c: Currency, amount: bigint, price: string, minimum = amount) {
+  return {
+    currency: currencyObject(c),
+    amount: amount.toString(),
+    amountFormatted: formatUnits(amount, c.decimals),
+    amountUsd: usdValue(amount, c.decimals, price),
+    minimumAmount: minimum.toString(),
+  };
+}
+
+function signedUsd(micro: bigint): string {
+  return micro < 0n ? `-${formatUsd(-micro)}` : formatUsd(micro);
+}
+
+function address(chain: ChainConfig, field: string, value: string): string {
+  const a = canonicalAddress(chain.kind, value);
+  if (a === undefined) throw new QuoteError(`${field}: must be ${describeAddressKind(chain.kind)} on chain ${chain.id}`, 'INVALID_INPUT_PARAMETERS');
+  return a;
 }
 
 export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quote> {
@@ -81,6 +91,10 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   if (!origin) throw new QuoteError(`originChainId ${q.originChainId} is not a supported chain`, 'UNSUPPORTED_CHAIN');
   if (!dest) throw new QuoteError(`destinationChainId ${q.destinationChainId} is not a supported chain`, 'UNSUPPORTED_CHAIN');
   if (!origin.depositEnabled) throw new QuoteError(`deposits on chain ${origin.id} are disabled`, 'UNSUPPORTED_CHAIN');
+  const user = address(origin, 'user', q.user);
+  const recipient = q.recipient === undefined ? (origin.kind === dest.kind ? user : undefined) : address(dest, 'recipient', q.recipient);
+  if (recipient === undefined) throw new QuoteError(`recipient: is required when the destination chain ${dest.id} is of another kind than the origin`, 'INVALID_INPUT_PARAMETERS');
+  const refundTo = q.refundTo === undefined ? user : address(origin, 'refundTo', q.refundTo);
   const cin = registry.currency(origin.id, q.originCurrency);
   const cout = registry.currency(dest.id, q.destinationCurrency);
   if (!cin) throw new QuoteError(`originCurrency ${q.originCurrency} is not supported on chain ${origin.id}`, 'UNSUPPORTED_CURRENCY');
@@ -91,25 +105,26 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   }
   const originAdapter = ctx.adapters.get(origin.id)!;
   const destAdapter = ctx.adapters.get(dest.id)!;
+  const originNative = registry.native(origin.id);
+  const destNative = registry.native(dest.id);
 
-  const [priceIn, priceOut, destNativePrice, originNativePrice, destCosts, originCosts] = await Promise.all([
+  // The fill's cost is priced for the quoted amount; it does not depend on the amount for bridges.
+  const [priceIn, priceOut, destNativePrice, originNativePrice, fillCost, depositCost] = await Promise.all([
     ctx.prices.usdPrice(cin),
     ctx.prices.usdPrice(cout),
-    ctx.prices.usdPrice(registry.native(dest.id)),
-    ctx.prices.usdPrice(registry.native(origin.id)),
-    destAdapter.costs(),
-    originAdapter.costs(),
+    ctx.prices.usdPrice(destNative),
+    ctx.prices.usdPrice(originNative),
+    destAdapter.fillCost({ currency: cout.address, recipient, amount: q.amount }),
+    originAdapter.depositCost(cin.address),
   ]);
-  const destNative = registry.native(dest.id);
   const rate = conversionRate(priceIn, cin.decimals, priceOut, cout.decimals);
-  const gasWei = destCosts.fillGas(cout.address) * destCosts.maxFeePerGas;
-  const gasFeeOut = mulRatioCeil(gasWei, conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals));
+  const gasFeeOut = mulRatioCeil(fillCost.native, conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals));
   const pricing: Pricing = {
     rateNum: rate.num.toString(),
     rateDen: rate.den.toString(),
     serviceBps: config.fees.relayerServiceBps,
     gasFeeOut: gasFeeOut.toString(),
-    gasFeeUsd: usdValue(gasWei, destNative.decimals, destNativePrice),
+    gasFeeUsd: usdValue(fillCost.native, destNative.decimals, destNativePrice),
   };
 
   let amountIn: bigint;
@@ -133,16 +148,12 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
 
   // Fees, in the input currency (what the user gives up), split as the interface names them.
   const valueOut = mulRatioFloor(amountIn, rate);
-  const serviceOut = bpsCeil(valueOut, pricing.serviceBps);
   const inRate = { num: rate.den, den: rate.num };
   const relayerGasIn = mulRatioCeil(gasFeeOut, inRate);
-  const relayerServiceIn = mulRatioCeil(serviceOut, inRate);
-  const originNative = registry.native(origin.id);
-  const userGasWei = (cin.native ? DEPOSIT_GAS.native : DEPOSIT_GAS.erc20) * originCosts.maxFeePerGas;
+  const relayerServiceIn = mulRatioCeil(bpsCeil(valueOut, pricing.serviceBps), inRate);
 
-  const recipient = q.recipient ?? q.user;
-  const refundTo = q.refundTo ?? q.user;
   const deadline = Math.floor(now / 1000) + config.quote.fillDeadlineSeconds;
+  const inBytes = addressBytes(origin.kind, cin.address);
   const orderData: OrderData = {
     version: 'v1',
     solverChainId: String(origin.id),
@@ -150,15 +161,17 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     salt: BigInt(`0x${randomBytes(32).toString('hex')}`),
     inputs: [
       {
-        payment: { chainId: String(origin.id), currency: cin.address.toLowerCase() as Hex, amount: amountIn, weight: 1n },
+        payment: { chainId: String(origin.id), currency: inBytes, amount: amountIn, weight: 1n },
         refunds: [
-          { chainId: String(origin.id), recipient: refundTo.toLowerCase() as Hex, currency: cin.address.toLowerCase() as Hex, minimumAmount: 0n, deadline, extraData: '0x' },
+          { chainId: String(origin.id), recipient: addressBytes(origin.kind, refundTo), currency: inBytes, minimumAmount: 0n, deadline, extraData: '0x' },
         ],
       },
     ],
     output: {
       chainId: String(dest.id),
-      payments: [{ recipient: recipient.toLowerCase() as Hex, currency: cout.address.toLowerCase() as Hex, minimumAmount: minAmountOut, expectedAmount: amountOut }],
+      payments: [
+        { recipient: addressBytes(dest.kind, recipient), currency: addressBytes(dest.kind, cout.address), minimumAmount: minAmountOut, expectedAmount: amountOut },
+      ],
       deadline,
       calls: [],
       extraData: '0x',
@@ -166,72 +179,56 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     fees: [
       {
         recipientChainId: String(origin.id),
-        recipient: ctx.solver.toLowerCase() as Hex,
+        recipient: addressBytes(origin.kind, originAdapter.solver),
         currencyChainId: String(origin.id),
-        currency: cin.address.toLowerCase() as Hex,
+        currency: inBytes,
         amount: relayerGasIn + relayerServiceIn,
       },
     ],
   };
   const id = orderId(orderData);
 
-  const txs = await originAdapter.depositTxs({ user: q.user, currency: cin.address, amount: amountIn, orderId: id });
-  const userBalance = await originAdapter.balanceOf(q.user, cin.address);
+  const [txs, userBalance] = await Promise.all([
+    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id }),
+    originAdapter.balanceOf(user, cin.address),
+  ]);
   const check = { endpoint: `/intents/status/v3?requestId=${id}`, method: 'GET' };
-  const txData = (t: { to: string; data: Hex; value: bigint }) => ({
-    from: q.user,
-    to: t.to,
-    data: t.data,
-    value: t.value.toString(),
-    chainId: origin.id,
-  });
   const steps: Record<string, unknown>[] = [];
-  if (txs.approve) {
-    steps.push({
-      id: 'approve',
-      action: 'Confirm transaction in your wallet',
-      description: `Approve ${cin.symbol} for the depository`,
-      kind: 'transaction',
-      requestId: id,
-      items: [{ status: 'incomplete', data: txData(txs.approve) }],
-    });
-  }
-  steps.push({
-    id: 'deposit',
+  const step = (stepId: string, description: string, data: StepData, withCheck: boolean) => ({
+    id: stepId,
     action: 'Confirm transaction in your wallet',
-    description: `Deposit ${cin.symbol} to the relayer to receive ${cout.symbol} on chain ${dest.id}`,
+    description,
     kind: 'transaction',
     requestId: id,
-    depositAddress: '',
-    items: [{ status: 'incomplete', data: txData(txs.deposit), check }],
+    ...(stepId === 'deposit' ? { depositAddress: '' } : {}),
+    items: [{ status: 'incomplete', data, ...(withCheck ? { check } : {}) }],
   });
+  if (txs.approve) steps.push(step('approve', `Approve ${cin.symbol} for the depository`, txs.approve, false));
+  steps.push(step('deposit', `Deposit ${cin.symbol} to the relayer to receive ${cout.symbol} on chain ${dest.id}`, txs.deposit, true));
 
-  const zeroIn = amountObject(cin, 0n, priceIn);
   const currencyIn = amountObject(cin, amountIn, priceIn);
-  const currencyOut = { ...amountObject(cout, amountOut, priceOut), minimumAmount: minAmountOut.toString() };
-  const inUsdMicro = usdMicro(amountIn, cin.decimals, priceIn);
-  const impactMicro = usdMicro(amountOut, cout.decimals, priceOut) - inUsdMicro;
+  const currencyOut = amountObject(cout, amountOut, priceOut, minAmountOut);
+  const inUsd = usdMicro(amountIn, cin.decimals, priceIn);
+  const impact = usdMicro(amountOut, cout.decimals, priceOut) - inUsd;
+  const zeroIn = amountObject(cin, 0n, priceIn);
   const fees = {
-    gas: amountObject(originNative, userGasWei, originNativePrice),
+    gas: amountObject(originNative, depositCost, originNativePrice),
     relayer: amountObject(cin, relayerGasIn + relayerServiceIn, priceIn),
     relayerGas: amountObject(cin, relayerGasIn, priceIn),
     relayerService: amountObject(cin, relayerServiceIn, priceIn),
     app: zeroIn,
     subsidized: zeroIn,
   };
-  const route = {
-    origin: { inputCurrency: currencyIn, outputCurrency: currencyIn, router: 'relay-node' },
-    destination: { inputCurrency: currencyOut, outputCurrency: currencyOut, router: 'relay-node' },
-  };
+  const router = 'relay-node';
   const slip = { usd: '0', value: '0', percent: '0' };
   const details = {
     operation: 'bridge',
-    sender: q.user,
-    recipient,
+    sender: apiAddress(origin.kind, user),
+    recipient: apiAddress(dest.kind, recipient),
     currencyIn,
     currencyOut,
     refundCurrency: currencyIn,
-    totalImpact: { usd: signedUsd(impactMicro), percent: percent(impactMicro, inUsdMicro) },
+    totalImpact: { usd: signedUsd(impact), percent: percent(impact, inUsd) },
     swapImpact: { usd: '0', percent: '0' },
     expandedPriceImpact: {
       swap: { usd: '0' },
@@ -242,11 +239,14 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     // Output per unit of input, in human units.
     rate: formatUnits((rate.num * 10n ** BigInt(18 + cin.decimals)) / (rate.den * 10n ** BigInt(cout.decimals)), 18),
     slippageTolerance: { origin: slip, destination: slip },
-    // Seconds: the origin's confirmations at about a block each, plus the fill's own block.
-    timeEstimate: origin.confirmations + 1,
+    // Seconds: the deposit's confirmation plus the fill's own block.
+    timeEstimate: originAdapter.confirmSeconds + 1,
     userBalance: userBalance.toString(),
     isFixedRate: true,
-    route,
+    route: {
+      origin: { inputCurrency: currencyIn, outputCurrency: currencyIn, router },
+      destination: { inputCurrency: currencyOut, outputCurrency: currencyOut, router },
+    },
   };
   const response: Record<string, unknown> = { steps, fees, details };
   if (q.protocolVersion === 'v2') {
@@ -254,7 +254,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       v2: {
         orderId: id,
         orderData: jsonSafe(orderData),
-        paymentDetails: { chainId: String(origin.id), depository: origin.depository, currency: cin.address.toLowerCase(), amount: amountIn.toString() },
+        paymentDetails: { chainId: String(origin.id), depository: originAdapter.depositAddress, currency: apiAddress(cin.kind, cin.address), amount: amountIn.toString() },
       },
     };
   }
@@ -264,9 +264,9 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     parent_id: null,
     kind: 'order',
     request_type: 'Bridge',
-    user: getAddress(q.user),
-    recipient: getAddress(recipient),
-    refund_to: getAddress(refundTo),
+    user,
+    recipient,
+    refund_to: refundTo,
     origin_chain_id: origin.id,
     destination_chain_id: dest.id,
     origin_currency: cin.address,
@@ -285,13 +285,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   return { response, request };
 }
 
-function signedUsd(micro: bigint): string {
-  return micro < 0n ? `-${formatUsd(-micro)}` : formatUsd(micro);
-}
-
 // bigints as decimal strings, as the interface writes amounts.
 export function jsonSafe<T>(v: T): unknown {
   return JSON.parse(JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? x.toString() : x)));
 }
-
-export const NATIVE = zeroAddress;

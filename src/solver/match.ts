@@ -31,7 +31,8 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
   if (order.status !== 'waiting' && order.status !== 'depositing') return { kind: 'fail', reason: 'DOUBLE_SPEND', request: order, extra: true };
   const fail = (reason: FailReason): Decision => ({ kind: 'fail', reason, request: order });
   if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');
-  if (deposit.currency.toLowerCase() !== order.origin_currency.toLowerCase()) return fail('INCORRECT_DEPOSIT_CURRENCY');
+  // Both are canonical addresses (chains/address.ts), so equality is exact.
+  if (deposit.currency !== order.origin_currency) return fail('INCORRECT_DEPOSIT_CURRENCY');
   if (order.expires_at !== null && deposit.seen_at > order.expires_at) return fail('ORDER_EXPIRED');
   const pricing = JSON.parse(order.pricing!) as Pricing;
   const amount = outputFor(BigInt(deposit.amount), pricing);

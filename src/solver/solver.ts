@@ -1,5 +1,5 @@
 import { keccak256, toHex, type Hex } from 'viem';
-import type { ChainAdapter, PayoutHooks, QuoteCosts } from '../chains/adapter.ts';
+import type { ChainAdapter, PayoutHooks } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { Requests } from '../ledger/requests.ts';
@@ -10,15 +10,17 @@ import { conversionRate, mulRatioCeil } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { match, type Decision } from './match.ts';
 
+// Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
   at: number;
-  costs: Map<number, QuoteCosts>;
+  // What refunding a deposit of the currency costs, in the chain's native units.
+  refundCost: Map<string, bigint>;
   spendable: Map<string, bigint>;
   prices: Map<string, string>;
 }
 
 const SNAPSHOT_TTL_MS = 1000;
-const key = (chainId: number, currency: string) => `${chainId}:${currency.toLowerCase()}`;
+const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
 
 // Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
 // marks the deposit handled, moves the request and queues the payout; submitters do the rest.
@@ -86,21 +88,22 @@ export class Solver implements PayoutHooks {
   // subtract what they commit from the snapshot, so two deposits never spend the same inventory.
   async #fresh(): Promise<Snapshot> {
     if (this.#snapshot && Date.now() - this.#snapshot.at < SNAPSHOT_TTL_MS) return this.#snapshot;
-    const costs = new Map<number, QuoteCosts>();
+    const refundCost = new Map<string, bigint>();
     const spendable = new Map<string, bigint>();
     const prices = new Map<string, string>();
     await Promise.all(
-      [...this.adapters.values()].map(async (a) => {
-        costs.set(a.chainId, await a.costs());
-        for (const c of this.registry.currenciesOf(a.chainId)) {
-          const bal = await a.balance(c.address);
-          spendable.set(key(a.chainId, c.address), bal);
+      [...this.adapters.values()].flatMap((a) =>
+        this.registry.currenciesOf(a.chainId).map(async (c) => {
+          const k = key(a.chainId, c.address);
+          const [bal, cost, price] = await Promise.all([a.balance(c.address), a.refundCost(c.address), this.prices.usdPrice(c)]);
+          spendable.set(k, bal);
+          refundCost.set(k, cost);
+          prices.set(k, price);
           this.metrics.solverBalance.set({ chain: a.chainId, currency: c.symbol }, Number(bal));
-          prices.set(key(a.chainId, c.address), await this.prices.usdPrice(c));
-        }
-      }),
+        }),
+      ),
     );
-    this.#snapshot = { at: Date.now(), costs, spendable, prices };
+    this.#snapshot = { at: Date.now(), refundCost, spendable, prices };
     return this.#snapshot;
   }
 
@@ -209,14 +212,13 @@ export class Solver implements PayoutHooks {
 
   // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown.
   #refundCost(chainId: number, currency: string, snap: Snapshot): bigint | undefined {
-    const costs = snap.costs.get(chainId);
+    const cost = snap.refundCost.get(key(chainId, currency));
     const cur = this.registry.currency(chainId, currency);
     const native = this.registry.native(chainId);
     const price = snap.prices.get(key(chainId, currency));
     const nativePrice = snap.prices.get(key(chainId, native.address));
-    if (!costs || !cur || !price || !nativePrice) return undefined;
-    const wei = costs.refundGas(currency) * costs.maxFeePerGas;
-    return mulRatioCeil(wei, conversionRate(nativePrice, native.decimals, price, cur.decimals));
+    if (cost === undefined || !cur || !price || !nativePrice) return undefined;
+    return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
   }
 
   // ---- PayoutHooks: called by submitters inside their ledger transaction ----

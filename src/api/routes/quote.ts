@@ -3,20 +3,23 @@ import { z } from 'zod';
 import { buildQuote } from '../../quote/quote.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { addressParam, amountParam, chainIdParam } from '../validate.ts';
+import { amountParam, chainIdParam } from '../validate.ts';
 
 // Clients send more fields than this node acts on (the public SDK sends several); unknown fields
 // are ignored rather than rejected, known ones are validated.
+// Addresses are checked against the kind of chain they belong to, in buildQuote.
+const addressString = z.string({ required_error: 'is required', invalid_type_error: 'must be a string' }).min(1, 'is required').max(128, 'is too long');
+
 const quoteBody = z.object({
-  user: addressParam,
-  recipient: addressParam.optional(),
-  refundTo: addressParam.optional(),
+  user: addressString,
+  recipient: addressString.optional(),
+  refundTo: addressString.optional(),
   originChainId: chainIdParam.optional(),
   destinationChainId: chainIdParam.optional(),
   fromChainId: chainIdParam.optional(),
   toChainId: chainIdParam.optional(),
-  originCurrency: addressParam,
-  destinationCurrency: addressParam,
+  originCurrency: addressString,
+  destinationCurrency: addressString,
   amount: amountParam,
   tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT'], { errorMap: () => ({ message: 'must be EXACT_INPUT or EXACT_OUTPUT' }) }),
   protocolVersion: z.enum(['v1', 'v2']).optional(),

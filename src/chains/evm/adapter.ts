@@ -4,6 +4,7 @@ import {
   erc20Abi,
   getAddress,
   http,
+  isHash,
   zeroAddress,
   type Address,
   type Hex,
@@ -12,11 +13,11 @@ import {
 import { privateKeyToAccount } from 'viem/accounts';
 import { RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 import type { Config } from '../../config/load.ts';
-import type { ChainConfig } from '../../config/schema.ts';
+import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import type { ChainAdapter, DepositTx, PayoutHooks, QuoteCosts } from '../adapter.ts';
+import type { ChainAdapter, DepositRequest, FillCost, FillCostRequest, PayoutHooks, StepData } from '../adapter.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
@@ -26,10 +27,17 @@ import { viemChain } from './viemChain.ts';
 export const GAS = {
   fill: { native: 60_000n, erc20: 75_000n },
   refund: { native: 80_000n, erc20: 95_000n },
+  // The user's own deposit, for the quote's `fees.gas`.
+  deposit: { native: 45_000n, erc20: 75_000n },
 };
+
+const isNative = (currency: string) => getAddress(currency) === zeroAddress;
 
 export class EvmAdapter implements ChainAdapter {
   readonly chainId: number;
+  readonly kind = 'evm' as const;
+  readonly depositAddress: string;
+  readonly confirmSeconds: number;
   readonly client: PublicClient;
   readonly solver: Address;
   #indexer: EvmIndexer;
@@ -38,7 +46,7 @@ export class EvmAdapter implements ChainAdapter {
   #priority: { block: bigint; fee: bigint } | undefined;
 
   constructor(
-    private chain: ChainConfig,
+    private chain: EvmChainConfig,
     config: Config,
     private ledger: Ledger,
     hooks: PayoutHooks & { wake(): void },
@@ -46,6 +54,8 @@ export class EvmAdapter implements ChainAdapter {
     log: Logger,
   ) {
     this.chainId = chain.id;
+    this.depositAddress = chain.depository;
+    this.confirmSeconds = chain.confirmations;
     this.client = createPublicClient({
       chain: viemChain(chain),
       transport: http(chain.rpcUrl, { timeout: 10_000, retryCount: 2, batch: false }),
@@ -100,8 +110,12 @@ export class EvmAdapter implements ChainAdapter {
     return { head, indexed, ready: head > 0 && indexed >= head - 1 && !this.#indexer.fatal };
   }
 
-  async indexTransaction(txHash: Hex): Promise<number> {
-    const receipt = await this.client.getTransactionReceipt({ hash: txHash });
+  parseTxId(s: string): string | undefined {
+    return isHash(s) ? s.toLowerCase() : undefined;
+  }
+
+  async indexTransaction(txId: string): Promise<number> {
+    const receipt = await this.client.getTransactionReceipt({ hash: txId as Hex });
     const deposits = receipt.logs.filter((l) => getAddress(l.address) === this.chain.depository).length;
     if (deposits) await this.#indexer.waitFor(receipt.blockNumber);
     return deposits;
@@ -114,11 +128,11 @@ export class EvmAdapter implements ChainAdapter {
 
   async balance(currency: string): Promise<bigint> {
     const held = await this.balanceOf(this.solver, currency);
-    const reserved = this.ledger.payouts.reservedOn(this.chainId).get(currency.toLowerCase()) ?? 0n;
-    return held - reserved;
+    return held - (this.ledger.payouts.reservedOn(this.chainId).get(getAddress(currency)) ?? 0n);
   }
 
-  async costs(): Promise<QuoteCosts> {
+  // What a transaction sent now would pay per gas at most: twice the base fee plus the tip.
+  async #maxFeePerGas(): Promise<bigint> {
     const block = this.#indexer.head;
     if (this.#baseFee === undefined) {
       this.#baseFee = (await this.client.getBlock({ blockTag: 'latest' })).baseFeePerGas ?? 0n;
@@ -126,41 +140,37 @@ export class EvmAdapter implements ChainAdapter {
     if (!this.#priority || this.#priority.block !== block) {
       this.#priority = { block, fee: await this.client.estimateMaxPriorityFeePerGas() };
     }
-    const native = (c: string) => getAddress(c) === zeroAddress;
-    return {
-      maxFeePerGas: this.#baseFee * 2n + this.#priority.fee,
-      fillGas: (c) => (native(c) ? GAS.fill.native : GAS.fill.erc20),
-      refundGas: (c) => (native(c) ? GAS.refund.native : GAS.refund.erc20),
-    };
+    return this.#baseFee * 2n + this.#priority.fee;
   }
 
-  async depositTxs(args: { user: string; currency: string; amount: bigint; orderId: Hex }): Promise<{ approve?: DepositTx; deposit: DepositTx }> {
+  async fillCost(req: FillCostRequest): Promise<FillCost> {
+    const gas = isNative(req.currency) ? GAS.fill.native : GAS.fill.erc20;
+    return { native: gas * (await this.#maxFeePerGas()), rent: 0n };
+  }
+
+  async refundCost(currency: string): Promise<bigint> {
+    return (isNative(currency) ? GAS.refund.native : GAS.refund.erc20) * (await this.#maxFeePerGas());
+  }
+
+  async depositCost(currency: string): Promise<bigint> {
+    return (isNative(currency) ? GAS.deposit.native : GAS.deposit.erc20) * (await this.#maxFeePerGas());
+  }
+
+  async depositSteps(req: DepositRequest): Promise<{ approve?: StepData; deposit: StepData }> {
     const depository = this.chain.depository;
-    const user = args.user as Address;
-    if (getAddress(args.currency) === zeroAddress) {
-      return {
-        deposit: {
-          to: depository,
-          value: args.amount,
-          data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [user, args.orderId] }),
-        },
-      };
+    const user = req.user as Address;
+    const step = (to: string, data: Hex, value: bigint): StepData => ({ from: user, to, data, value: value.toString(), chainId: this.chainId });
+    if (isNative(req.currency)) {
+      return { deposit: step(depository, encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [user, req.orderId] }), req.amount) };
     }
-    const token = getAddress(args.currency);
+    const token = getAddress(req.currency);
+    const deposit = step(
+      depository,
+      encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositErc20', args: [user, token, req.amount, req.orderId] }),
+      0n,
+    );
     const allowance = await this.client.readContract({ address: token, abi: erc20Abi, functionName: 'allowance', args: [user, depository] });
-    const deposit: DepositTx = {
-      to: depository,
-      value: 0n,
-      data: encodeFunctionData({
-        abi: RelayDepositoryAbi,
-        functionName: 'depositErc20',
-        args: [user, token, args.amount, args.orderId],
-      }),
-    };
-    if (allowance >= args.amount) return { deposit };
-    return {
-      approve: { to: token, value: 0n, data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [depository, args.amount] }) },
-      deposit,
-    };
+    if (allowance >= req.amount) return { deposit };
+    return { approve: step(token, encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [depository, req.amount] }), 0n), deposit };
   }
 }

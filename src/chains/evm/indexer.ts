@@ -1,6 +1,6 @@
 import { getAddress, parseEventLogs, zeroAddress, type Block, type Hex, type Log, type PublicClient } from 'viem';
 import { RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
-import type { ChainConfig } from '../../config/schema.ts';
+import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
@@ -31,7 +31,7 @@ export class EvmIndexer {
   fatal: Error | undefined;
 
   constructor(
-    private chain: ChainConfig,
+    private chain: EvmChainConfig,
     private client: PublicClient,
     private ledger: Ledger,
     private events: IndexerEvents,

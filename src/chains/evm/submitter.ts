@@ -41,7 +41,7 @@ import {
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
-import type { ChainConfig } from '../../config/schema.ts';
+import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Secret } from '../../config/secret.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -54,7 +54,7 @@ import { FeeOracle, replacementFees, type Eip1559Fees } from './fees.ts';
 import { NonceManager } from './nonceManager.ts';
 
 export interface EvmSubmitterOptions {
-  chain: ChainConfig;
+  chain: EvmChainConfig;
   ledger: Ledger;
   publicClient: PublicClient;
   // The solver key: signs and pays for every payout transaction.
@@ -157,7 +157,7 @@ export class EvmSubmitter {
   readonly chainId: number;
   readonly address: Address;
 
-  readonly #chain: ChainConfig;
+  readonly #chain: EvmChainConfig;
   readonly #ledger: Ledger;
   readonly #client: PublicClient;
   readonly #account: LocalAccount;

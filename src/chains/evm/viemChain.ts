@@ -1,7 +1,7 @@
 import { defineChain, type Chain } from 'viem';
-import type { ChainConfig } from '../../config/schema.ts';
+import type { EvmChainConfig } from '../../config/schema.ts';
 
-export function viemChain(chain: ChainConfig): Chain {
+export function viemChain(chain: EvmChainConfig): Chain {
   return defineChain({
     id: chain.id,
     name: chain.name,

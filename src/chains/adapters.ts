@@ -1,0 +1,25 @@
+import type { Config } from '../config/load.ts';
+import type { ChainConfig } from '../config/schema.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { ChainAdapter, PayoutHooks } from './adapter.ts';
+import { EvmAdapter } from './evm/adapter.ts';
+
+export interface AdapterDeps {
+  config: Config;
+  ledger: Ledger;
+  hooks: PayoutHooks & { wake(): void };
+  metrics: Metrics;
+  log: Logger;
+}
+
+// The one place that knows which adapter serves which kind of chain.
+export function createAdapter(chain: ChainConfig, d: AdapterDeps): ChainAdapter {
+  switch (chain.kind) {
+    case 'evm':
+      return new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+    case 'svm':
+      throw new Error(`chain ${chain.id}: SVM chains are not supported yet`);
+  }
+}
