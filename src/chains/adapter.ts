@@ -37,6 +37,9 @@ export interface FillCost {
   native: bigint;
   // The part of `native` that is account rent (SVM account creation); 0 elsewhere.
   rent: bigint;
+  // The smallest payout the chain accepts for this recipient (SVM: a new SOL account must be
+  // left rent-exempt); 0 where there is none.
+  minimumAmount: bigint;
 }
 
 // One per configured chain. The solver and the API speak to chains only through this.

@@ -25,6 +25,8 @@ export interface QuoteInput {
   tradeType: 'EXACT_INPUT' | 'EXACT_OUTPUT';
   protocolVersion?: string;
   referrer?: string;
+  // SVM origins: another account pays the deposit transaction's fees.
+  depositFeePayer?: string;
 }
 
 export class QuoteError extends Error {
@@ -95,6 +97,8 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const recipient = q.recipient === undefined ? (origin.kind === dest.kind ? user : undefined) : address(dest, 'recipient', q.recipient);
   if (recipient === undefined) throw new QuoteError(`recipient: is required when the destination chain ${dest.id} is of another kind than the origin`, 'INVALID_INPUT_PARAMETERS');
   const refundTo = q.refundTo === undefined ? user : address(origin, 'refundTo', q.refundTo);
+  const feePayer = q.depositFeePayer === undefined ? undefined : address(origin, 'depositFeePayer', q.depositFeePayer);
+  if (feePayer !== undefined && feePayer === user) throw new QuoteError('depositFeePayer: must differ from user', 'INVALID_INPUT_PARAMETERS');
   const cin = registry.currency(origin.id, q.originCurrency);
   const cout = registry.currency(dest.id, q.destinationCurrency);
   if (!cin) throw new QuoteError(`originCurrency ${q.originCurrency} is not supported on chain ${origin.id}`, 'UNSUPPORTED_CURRENCY');
@@ -140,6 +144,12 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     amountIn = inputFor(amountOut, pricing);
   }
   const minAmountOut = q.tradeType === 'EXACT_INPUT' ? amountOut : q.amount;
+  if (amountOut < fillCost.minimumAmount) {
+    throw new QuoteError(
+      `the payout of ${formatUnits(amountOut, cout.decimals)} ${cout.symbol} would leave the new account of ${q.recipient ?? q.user} below the rent-exempt minimum of ${formatUnits(fillCost.minimumAmount, cout.decimals)} ${cout.symbol}`,
+      'INSUFFICIENT_FUNDS_FOR_RENT',
+    );
+  }
 
   const available = await destAdapter.balance(cout.address);
   if (amountOut > available) {
@@ -189,7 +199,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const id = orderId(orderData);
 
   const [txs, userBalance] = await Promise.all([
-    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id }),
+    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer }),
     originAdapter.balanceOf(user, cin.address),
   ]);
   const check = { endpoint: `/intents/status/v3?requestId=${id}`, method: 'GET' };

@@ -24,6 +24,7 @@ const quoteBody = z.object({
   tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT'], { errorMap: () => ({ message: 'must be EXACT_INPUT or EXACT_OUTPUT' }) }),
   protocolVersion: z.enum(['v1', 'v2']).optional(),
   referrer: z.string().max(200).optional(),
+  depositFeePayer: addressString.optional(),
 });
 
 export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {

@@ -145,7 +145,7 @@ export class EvmAdapter implements ChainAdapter {
 
   async fillCost(req: FillCostRequest): Promise<FillCost> {
     const gas = isNative(req.currency) ? GAS.fill.native : GAS.fill.erc20;
-    return { native: gas * (await this.#maxFeePerGas()), rent: 0n };
+    return { native: gas * (await this.#maxFeePerGas()), rent: 0n, minimumAmount: 0n };
   }
 
   async refundCost(currency: string): Promise<bigint> {
