@@ -3,6 +3,7 @@ import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
 import { healthRoutes } from './routes/health.ts';
 import { quoteRoutes } from './routes/quote.ts';
+import { referenceRoutes } from './routes/reference.ts';
 import { statusRoutes } from './routes/status.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 
@@ -27,5 +28,6 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   quoteRoutes(app, ctx);
   statusRoutes(app, ctx);
   transactionRoutes(app, ctx);
+  referenceRoutes(app, ctx);
   return app;
 }
