@@ -13,9 +13,17 @@ export interface PayoutHooks {
   onFailed(payout: PayoutRow, reason: string, txHash?: string): void;
 }
 
-// A transaction the user signs and sends, in the shape the chain's wallets take (`items[].data`
-// of a quote step). The chain's own adapter builds it.
-export type StepData = Record<string, unknown>;
+// What the user does to deposit, one quote step each, in the shape the chain's wallets take
+// (`items[].data`). The chain's own adapter builds them; the quote adds ids, requestId and check.
+export interface DepositStep {
+  id: string; // 'approve', 'authorize', 'deposit', ...
+  kind: 'transaction' | 'signature';
+  action: string;
+  description: string;
+  data: Record<string, unknown>;
+  // The status path the client polls after this step (the last step has one).
+  check?: 'status' | 'status-v3';
+}
 
 export interface DepositRequest {
   user: string;
@@ -24,6 +32,10 @@ export interface DepositRequest {
   orderId: Hex;
   // SVM: another address pays the deposit transaction's fees and signs it first.
   feePayer?: string;
+  // The quote's protocolVersion (some chains require v2 for deposits from them).
+  protocolVersion?: string;
+  // The wallet's active chain, for signatures that name one (defaults to the chain's own choice).
+  signatureChainId?: number;
 }
 
 export interface FillCostRequest {
@@ -70,8 +82,9 @@ export interface ChainAdapter {
   refundCost(currency: string): Promise<bigint>;
   // What the user's own deposit transaction costs in fees, in native units (quoted, not charged).
   depositCost(currency: string): Promise<bigint>;
-  // The transactions a user sends to deposit: an approval first where the allowance is short.
-  depositSteps(req: DepositRequest): Promise<{ approve?: StepData; deposit: StepData }>;
+  // The steps a user takes to deposit, in order (an approval first where the allowance is short).
+  // May throw QuoteError for a request the chain cannot take.
+  depositSteps(req: DepositRequest): Promise<DepositStep[]>;
   // New queued payouts exist in the ledger for this chain.
   wake(): void;
   // Head block (or slot) as last seen and the indexer's position, for metrics and readiness.

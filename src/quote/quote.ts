@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { formatUnits, type Hex } from 'viem';
 import { addressBytes, apiAddress, canonicalAddress, describeAddressKind } from '../chains/address.ts';
-import type { ChainAdapter, StepData } from '../chains/adapter.ts';
+import type { ChainAdapter } from '../chains/adapter.ts';
 import type { Config } from '../config/load.ts';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { ChainConfig } from '../config/schema.ts';
@@ -198,23 +198,20 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   };
   const id = orderId(orderData);
 
-  const [txs, userBalance] = await Promise.all([
-    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer }),
+  const [deposit, userBalance] = await Promise.all([
+    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion }),
     originAdapter.balanceOf(user, cin.address),
   ]);
-  const check = { endpoint: `/intents/status/v3?requestId=${id}`, method: 'GET' };
-  const steps: Record<string, unknown>[] = [];
-  const step = (stepId: string, description: string, data: StepData, withCheck: boolean) => ({
-    id: stepId,
-    action: 'Confirm transaction in your wallet',
-    description,
-    kind: 'transaction',
+  const checkPath = { status: '/intents/status', 'status-v3': '/intents/status/v3' };
+  const steps = deposit.map((st) => ({
+    id: st.id,
+    action: st.action,
+    description: st.description,
+    kind: st.kind,
     requestId: id,
-    ...(stepId === 'deposit' ? { depositAddress: '' } : {}),
-    items: [{ status: 'incomplete', data, ...(withCheck ? { check } : {}) }],
-  });
-  if (txs.approve) steps.push(step('approve', `Approve ${cin.symbol} for the depository`, txs.approve, false));
-  steps.push(step('deposit', `Deposit ${cin.symbol} to the relayer to receive ${cout.symbol} on chain ${dest.id}`, txs.deposit, true));
+    ...(st.id === 'deposit' ? { depositAddress: '' } : {}),
+    items: [{ status: 'incomplete', data: st.data, ...(st.check ? { check: { endpoint: `${checkPath[st.check]}?requestId=${id}`, method: 'GET' } } : {}) }],
+  }));
 
   const currencyIn = amountObject(cin, amountIn, priceIn);
   const currencyOut = amountObject(cout, amountOut, priceOut, minAmountOut);

@@ -17,7 +17,7 @@ import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import type { ChainAdapter, DepositRequest, FillCost, FillCostRequest, PayoutHooks, StepData } from '../adapter.ts';
+import type { ChainAdapter, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
@@ -156,21 +156,34 @@ export class EvmAdapter implements ChainAdapter {
     return (isNative(currency) ? GAS.deposit.native : GAS.deposit.erc20) * (await this.#maxFeePerGas());
   }
 
-  async depositSteps(req: DepositRequest): Promise<{ approve?: StepData; deposit: StepData }> {
+  async depositSteps(req: DepositRequest): Promise<DepositStep[]> {
     const depository = this.chain.depository;
     const user = req.user as Address;
-    const step = (to: string, data: Hex, value: bigint): StepData => ({ from: user, to, data, value: value.toString(), chainId: this.chainId });
+    const tx = (to: string, data: Hex, value: bigint) => ({ from: user, to, data, value: value.toString(), chainId: this.chainId });
+    const action = 'Confirm transaction in your wallet';
+    const deposit = (data: Hex, value: bigint): DepositStep => ({
+      id: 'deposit',
+      kind: 'transaction',
+      action,
+      description: 'Deposit funds to the relayer',
+      data: tx(depository, data, value),
+      check: 'status-v3',
+    });
     if (isNative(req.currency)) {
-      return { deposit: step(depository, encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [user, req.orderId] }), req.amount) };
+      return [deposit(encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [user, req.orderId] }), req.amount)];
     }
     const token = getAddress(req.currency);
-    const deposit = step(
-      depository,
-      encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositErc20', args: [user, token, req.amount, req.orderId] }),
-      0n,
-    );
+    const steps = [deposit(encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositErc20', args: [user, token, req.amount, req.orderId] }), 0n)];
     const allowance = await this.client.readContract({ address: token, abi: erc20Abi, functionName: 'allowance', args: [user, depository] });
-    if (allowance >= req.amount) return { deposit };
-    return { approve: step(token, encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [depository, req.amount] }), 0n), deposit };
+    if (allowance >= req.amount) return steps;
+    const approve: DepositStep = {
+      id: 'approve',
+      kind: 'transaction',
+      action,
+      description: 'Approve the depository to take the deposit',
+      data: tx(token, encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [depository, req.amount] }), 0n),
+    };
+    return [approve, ...steps];
   }
+
 }
