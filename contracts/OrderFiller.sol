@@ -14,6 +14,7 @@ contract OrderFiller {
 
     event OwnershipTransferred(address indexed oldOwner, address indexed newOwner);
     event SolverUpdated(address indexed solver, bool enabled);
+    event GasTopUp(bytes32 indexed orderId, address indexed recipient, uint256 amount);
     event OrderFilled(
         bytes32 indexed orderId, address indexed solver, address indexed recipient, address token, uint256 amount
     );
@@ -67,13 +68,19 @@ contract OrderFiller {
     }
 
     /// @notice Move `amount` of `token` from the solver to `recipient` (the solver approves this contract).
-    function fillErc20(bytes32 orderId, address token, address recipient, uint256 amount) external onlySolver {
+    /// Any msg.value goes to `recipient` too: a gas top-up delivered with the fill, in the same transaction.
+    function fillErc20(bytes32 orderId, address token, address recipient, uint256 amount) external payable onlySolver {
         if (recipient == address(0) || token == address(0)) revert AddressCannotBeZero();
         _markFilled(orderId);
         (bool ok, bytes memory ret) =
             token.call(abi.encodeWithSelector(0x23b872dd, msg.sender, recipient, amount)); // transferFrom
         if (!ok || (ret.length == 0 ? token.code.length == 0 : (ret.length < 32 || !abi.decode(ret, (bool))))) {
             revert TransferFromFailed();
+        }
+        if (msg.value > 0) {
+            (bool sent,) = recipient.call{value: msg.value}("");
+            if (!sent) revert NativeTransferFailed();
+            emit GasTopUp(orderId, recipient, msg.value);
         }
         emit OrderFilled(orderId, msg.sender, recipient, token, amount);
     }

@@ -24,7 +24,8 @@ export function migrate(db: Db): number[] {
     (db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version),
   );
   const ran: number[] = [];
-  for (const m of migrations) {
+  // Versions are applied in order whatever order they were written in.
+  for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (applied.has(m.version)) continue;
     db.transaction(() => {
       db.exec(m.sql);

@@ -1,3 +1,4 @@
+import { AppFees, Balances } from './balances.ts';
 import { openDb, migrate, type Db } from './db.ts';
 import { Deposits } from './deposits.ts';
 import { IndexerState } from './indexerState.ts';
@@ -13,12 +14,16 @@ export class Ledger {
   readonly deposits: Deposits;
   readonly payouts: Payouts;
   readonly indexer: IndexerState;
+  readonly balances: Balances;
+  readonly appFees: AppFees;
 
   constructor(readonly db: Db) {
     this.requests = new Requests(db);
     this.deposits = new Deposits(db);
     this.payouts = new Payouts(db);
     this.indexer = new IndexerState(db);
+    this.balances = new Balances(db);
+    this.appFees = new AppFees(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

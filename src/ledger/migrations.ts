@@ -61,8 +61,9 @@ CREATE INDEX deposits_tx ON deposits(tx_hash);
 -- order" and "at most one refund per request" hold in the ledger itself.
 CREATE TABLE payouts (
   id TEXT PRIMARY KEY,
-  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund')),
-  request_id TEXT NOT NULL REFERENCES requests(id),
+  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim')),
+  -- null for claims of app fees, which belong to no request
+  request_id TEXT REFERENCES requests(id),
   deposit_id TEXT REFERENCES deposits(id),
   chain_id INTEGER NOT NULL,
   recipient TEXT NOT NULL,
@@ -118,6 +119,63 @@ CREATE TABLE chain_blocks (
   parent_hash TEXT NOT NULL,
   PRIMARY KEY (chain_id, number)
 );
+`,
+  },
+  {
+    version: 6,
+    name: 'money: app balance entries, sponsor links, app fee entries, fast fill holds',
+    sql: `
+-- An app balance is the sum of these entries, in micro-USD (the 6-decimal stablecoin unit of
+-- maxSubsidizationAmount). Entries are never updated; ref makes each movement happen once.
+-- kind: credit (+, on-chain funding), sponsorship (-, fees paid for a request),
+-- sponsorship_reversal (+, the sponsored fill did not happen), permanent_debit (-, a fast fill
+-- whose deposit never landed or fell short), claim (-), hold (+ held) and hold_release (- held):
+-- holds do not change the balance, they reduce what is available to fast fills and claims.
+CREATE TABLE balance_entries (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  wallet TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('credit', 'sponsorship', 'sponsorship_reversal', 'permanent_debit', 'claim', 'hold', 'hold_release')),
+  -- micro-USD fits a 64-bit integer up to 9.2 trillion dollars; read back as bigint.
+  amount INTEGER NOT NULL,
+  request_id TEXT,
+  ref TEXT NOT NULL UNIQUE,
+  detail TEXT,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX balance_entries_wallet ON balance_entries(wallet, kind);
+CREATE INDEX balance_entries_request ON balance_entries(request_id);
+
+-- App fees accrued to their recipients, in the currency of the fill, and their claims.
+CREATE TABLE app_fee_entries (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  recipient TEXT NOT NULL,
+  chain_id INTEGER NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('accrual', 'claim', 'claim_reversal')),
+  request_id TEXT,
+  ref TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX app_fee_entries_recipient ON app_fee_entries(recipient, chain_id, currency);
+
+-- The wallet whose app balance sponsors an API key's requests, linked by the wallet's signature.
+CREATE TABLE sponsor_links (
+  api_key_id TEXT PRIMARY KEY,
+  wallet TEXT NOT NULL,
+  message TEXT NOT NULL,
+  signature TEXT NOT NULL,
+  linked_at INTEGER NOT NULL
+);
+
+-- What the quote fixed about money beyond pricing: sponsor, app fees, top-up (JSON), and the
+-- request's feature flags (JSON array), both read by the solver and the request record.
+ALTER TABLE requests ADD COLUMN money TEXT;
+ALTER TABLE requests ADD COLUMN features TEXT NOT NULL DEFAULT '[]';
+-- Fast fill: the hold's deadline; the request was filled before its deposit.
+ALTER TABLE requests ADD COLUMN fast_fill_deadline INTEGER;
+-- Native currency delivered with an ERC-20 fill (gas top-up), in the chain's smallest unit.
+ALTER TABLE payouts ADD COLUMN native_topup TEXT;
 `,
   },
 ];

@@ -2,8 +2,10 @@ import type { Hex } from 'viem';
 import type { Db } from './db.ts';
 import type { RequestRow, Status } from './types.ts';
 
-export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at'> & {
+export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'money' | 'features' | 'fast_fill_deadline'> & {
   status?: Status;
+  money?: string | null;
+  features?: string;
 };
 
 export class Requests {
@@ -14,10 +16,10 @@ export class Requests {
   constructor(db: Db) {
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
-      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at)
+      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features)
       VALUES (@id, @parent_id, @kind, @request_type, @status, @user, @recipient, @refund_to, @origin_chain_id,
       @destination_chain_id, @origin_currency, @destination_currency, @trade_type, @amount_in, @amount_out,
-      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at)`);
+      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at, @money, @features)`);
     this.#get = db.prepare('SELECT * FROM requests WHERE id = ?');
     this.#setStatus = db.prepare(`UPDATE requests SET status = @status, fail_reason = COALESCE(@fail_reason, fail_reason),
       refund_fail_reason = COALESCE(@refund_fail_reason, refund_fail_reason), details = COALESCE(@details, details),
@@ -26,7 +28,7 @@ export class Requests {
   }
 
   insert(r: NewRequest): void {
-    this.#insert.run({ status: 'waiting', ...r });
+    this.#insert.run({ status: 'waiting', money: null, features: '[]', ...r });
   }
 
   get(id: string): RequestRow | undefined {

@@ -14,6 +14,13 @@ export interface Pricing {
   // destination gas for the fill, already converted to output currency units
   gasFeeOut: string;
   gasFeeUsd: string;
+  // App fees: each recipient's share of the output value, in basis points.
+  appFees?: { recipient: string; bps: number }[];
+  // Gas top-up: the native amount delivered with the fill, and its price in output units.
+  topUpNative?: string;
+  topUpOut?: string;
+  // Fee sponsorship: which components the sponsor pays, up to capOut (output units).
+  sponsor?: { components: ('execution' | 'platform')[]; capOut: string };
 }
 
 export interface RequestRow {
@@ -43,6 +50,11 @@ export interface RequestRow {
   fill_deadline: number | null;
   created_at: number;
   updated_at: number;
+  // JSON: what the quote fixed about sponsorship, app fees and top-up (migration 6).
+  money: string | null;
+  // JSON array of the interface's feature flags.
+  features: string;
+  fast_fill_deadline: number | null;
 }
 
 export type DepositState = 'unconfirmed' | 'confirmed' | 'handled' | 'reorged';
@@ -64,13 +76,14 @@ export interface DepositRow {
   confirmed_at: number | null;
 }
 
-export type PayoutKind = 'fill' | 'refund';
+export type PayoutKind = 'fill' | 'refund' | 'claim';
 export type PayoutState = 'queued' | 'sent' | 'success' | 'failed';
 
 export interface PayoutRow {
   id: string;
   kind: PayoutKind;
-  request_id: Hex;
+  // null for claims of app fees
+  request_id: Hex | null;
   deposit_id: string | null;
   chain_id: number;
   recipient: string;
@@ -81,6 +94,7 @@ export interface PayoutRow {
   fail_reason: string | null;
   decided_at: number;
   updated_at: number;
+  native_topup: string | null;
 }
 
 export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';

@@ -1,21 +1,53 @@
 import type { Pricing } from '../ledger/types.ts';
 import { bpsCeil, mulRatioFloor } from './money.ts';
 
-// What the recipient receives for a deposit of `amount`, priced as the quote fixed it. The quote
-// and the solver both use this, so a deposit of exactly the quoted amount pays exactly the quote.
-export function outputFor(amount: bigint, p: Pricing): bigint {
-  const value = mulRatioFloor(amount, { num: BigInt(p.rateNum), den: BigInt(p.rateDen) });
-  return value - bpsCeil(value, p.serviceBps) - BigInt(p.gasFeeOut);
+export interface FeeBreakdown {
+  // The deposit's worth in the output currency, before fees.
+  value: bigint;
+  service: bigint;
+  gas: bigint;
+  topUp: bigint;
+  app: { recipient: string; bps: number; amount: bigint }[];
+  // What the sponsor pays of service, gas and top-up (never more than they come to).
+  sponsored: bigint;
+  // What the recipient receives.
+  out: bigint;
 }
 
-// The smallest deposit whose output is at least `wanted` (for EXACT_OUTPUT quotes).
+// How a deposit of `amount` is paid out, priced as the quote fixed it. The quote and the solver
+// both use this, so a deposit of exactly the quoted amount pays exactly the quote.
+export function breakdown(amount: bigint, p: Pricing): FeeBreakdown {
+  const value = mulRatioFloor(amount, { num: BigInt(p.rateNum), den: BigInt(p.rateDen) });
+  const service = bpsCeil(value, p.serviceBps);
+  const gas = BigInt(p.gasFeeOut);
+  const topUp = BigInt(p.topUpOut ?? 0);
+  // Each app fee rounds down: a recipient never takes a unit the user did not owe.
+  const app = (p.appFees ?? []).map((f) => ({ ...f, amount: (value * BigInt(f.bps)) / 10_000n }));
+  let sponsored = 0n;
+  if (p.sponsor) {
+    const c = p.sponsor.components;
+    const sponsorable = (c.includes('execution') ? gas + topUp : 0n) + (c.includes('platform') ? service : 0n);
+    const cap = BigInt(p.sponsor.capOut);
+    sponsored = sponsorable < cap ? sponsorable : cap;
+  }
+  const out = value - service - gas - topUp - app.reduce((s, f) => s + f.amount, 0n) + sponsored;
+  return { value, service, gas, topUp, app, sponsored, out };
+}
+
+export function outputFor(amount: bigint, p: Pricing): bigint {
+  return breakdown(amount, p).out;
+}
+
+// The smallest deposit whose output is at least `wanted` (for EXACT_OUTPUT quotes). Output grows
+// with the deposit, so a binary search over an upper bound found by doubling finds it exactly.
 export function inputFor(wanted: bigint, p: Pricing): bigint {
-  const num = BigInt(p.rateNum);
-  const den = BigInt(p.rateDen);
-  // Invert the fee and the rate, rounding up, then step down/up to the exact boundary.
-  const value = ((wanted + BigInt(p.gasFeeOut)) * 10_000n + BigInt(10_000 - p.serviceBps) - 1n) / BigInt(10_000 - p.serviceBps);
-  let amount = (value * den + num - 1n) / num;
-  while (amount > 0n && outputFor(amount - 1n, p) >= wanted) amount--;
-  while (outputFor(amount, p) < wanted) amount++;
-  return amount;
+  let hi = 1n;
+  while (outputFor(hi, p) < wanted) hi *= 2n;
+  let lo = hi / 2n;
+  while (lo + 1n < hi) {
+    const mid = (lo + hi) / 2n;
+    if (outputFor(mid, p) >= wanted) hi = mid;
+    else lo = mid;
+  }
+  return outputFor(lo, p) >= wanted && lo > 0n ? lo : hi;
 }

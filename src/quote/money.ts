@@ -43,6 +43,12 @@ export function usdMicro(amount: bigint, decimals: number, price: string): bigin
   return (amount * p.num * 10n ** BigInt(USD_DECIMALS)) / (p.den * 10n ** BigInt(decimals));
 }
 
+// Rounded up: what a sponsor is charged never falls short of what it pays.
+export function usdMicroCeil(amount: bigint, decimals: number, price: string): bigint {
+  const p = parseDecimal(price);
+  return ceilDiv(amount * p.num * 10n ** BigInt(USD_DECIMALS), p.den * 10n ** BigInt(decimals));
+}
+
 export function formatUsd(micro: bigint): string {
   return formatUnits(micro, USD_DECIMALS);
 }

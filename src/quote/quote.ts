@@ -7,8 +7,8 @@ import type { Currency, Registry } from '../config/registry.ts';
 import type { ChainConfig } from '../config/schema.ts';
 import type { NewRequest } from '../ledger/requests.ts';
 import type { Pricing } from '../ledger/types.ts';
-import { inputFor, outputFor } from './fillAmount.ts';
-import { bpsCeil, conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, percent, usdMicro, usdValue } from './money.ts';
+import { breakdown, inputFor, outputFor, type FeeBreakdown } from './fillAmount.ts';
+import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, percent, usdMicro, usdMicroCeil, usdValue } from './money.ts';
 import { orderId, type OrderData } from './orderId.ts';
 import type { PriceSource } from './prices.ts';
 
@@ -27,7 +27,28 @@ export interface QuoteInput {
   referrer?: string;
   // SVM origins: another account pays the deposit transaction's fees.
   depositFeePayer?: string;
+  // Fees to integrators: each recipient's share of the output, in basis points.
+  appFees?: { recipient: string; fee: number }[];
+  subsidizeFees?: boolean;
+  // micro-USD (the 6-decimal stablecoin unit): the most the sponsor pays.
+  maxSubsidizationAmount?: bigint;
+  sponsoredFeeComponents?: string[];
+  subsidizeRent?: boolean;
+  // Deliver some of the destination's native currency with an ERC-20 fill, worth this many micro-USD.
+  topupGas?: boolean;
+  topupGasAmount?: bigint;
 }
+
+// Who pays sponsored fees: the app balance of the wallet linked to the caller's API key.
+export interface Sponsor {
+  wallet: string;
+  apiKeyId: string;
+  // What the wallet's app balance holds now, in micro-USD.
+  balance: bigint;
+}
+
+export const DEFAULT_TOPUP_MICRO_USD = 2_000_000n;
+const SPONSORABLE = ['execution', 'swap', 'platform'] as const;
 
 export class QuoteError extends Error {
   constructor(
@@ -46,6 +67,7 @@ export interface QuoteContext {
   prices: PriceSource;
   // The solver's EVM address: the Order type's `solver` field is an address whatever the chains.
   solver: Hex;
+  sponsor?: Sponsor;
   now?: number;
 }
 
@@ -72,6 +94,39 @@ function amountObject(c: Currency, amount: bigint, price: string, minimum = amou
     amountFormatted: formatUnits(amount, c.decimals),
     amountUsd: usdValue(amount, c.decimals, price),
     minimumAmount: minimum.toString(),
+  };
+}
+
+// data.feeSponsorship.quoted of the request record, in the interface's shape.
+export function feeSponsorshipQuoted(q: QuoteInput, pricing: Pricing, f: FeeBreakdown, cout: Currency, price: string) {
+  const selected = pricing.sponsor?.components ?? [];
+  const usdAmt = (x: bigint) => ({ amount: x.toString(), amountUsd: usdValue(x, cout.decimals, price) });
+  const execution = f.gas + f.topUp;
+  // The sponsor covers execution first, then platform, up to the cap.
+  let left = f.sponsored;
+  const take = (on: boolean, total: bigint) => {
+    const s = on ? (total < left ? total : left) : 0n;
+    left -= s;
+    return s;
+  };
+  const execSponsored = take(selected.includes('execution'), execution);
+  const platSponsored = take(selected.includes('platform'), f.service);
+  const comp = (on: boolean, total: bigint, sponsored: bigint) => ({ selected: on, total: { ...usdAmt(total), amountFormatted: formatUnits(total, cout.decimals), minimumAmount: total.toString() }, sponsored: usdAmt(sponsored), userPays: usdAmt(total - sponsored) });
+  const appTotal = f.app.reduce((t, a) => t + a.amount, 0n);
+  const all = execution + f.service;
+  return {
+    selectedComponents: selected,
+    maxSubsidizationAmount: q.maxSubsidizationAmount?.toString() ?? null,
+    capHit: pricing.sponsor ? f.sponsored < (selected.includes('execution') ? execution : 0n) + (selected.includes('platform') ? f.service : 0n) : false,
+    components: {
+      execution: comp(selected.includes('execution'), execution, execSponsored),
+      swap: comp(false, 0n, 0n),
+      platform: comp(selected.includes('platform'), f.service, platSponsored),
+      app: comp(false, appTotal, 0n),
+    },
+    sponsoredTotal: usdAmt(f.sponsored),
+    userPaysTotal: usdAmt(all + appTotal - f.sponsored),
+    currency: currencyObject(cout),
   };
 }
 
@@ -122,7 +177,8 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     originAdapter.depositCost(cin.address),
   ]);
   const rate = conversionRate(priceIn, cin.decimals, priceOut, cout.decimals);
-  const gasFeeOut = mulRatioCeil(fillCost.native, conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals));
+  const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
+  const gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
   const pricing: Pricing = {
     rateNum: rate.num.toString(),
     rateDen: rate.den.toString(),
@@ -130,6 +186,36 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     gasFeeOut: gasFeeOut.toString(),
     gasFeeUsd: usdValue(fillCost.native, destNative.decimals, destNativePrice),
   };
+  if (q.appFees?.length) {
+    pricing.appFees = q.appFees.map((f, i) => ({ recipient: address({ id: dest.id, kind: 'evm' } as ChainConfig, `appFees.${i}.recipient`, f.recipient), bps: f.fee }));
+    const total = pricing.appFees.reduce((t, f) => t + f.bps, 0);
+    if (total + pricing.serviceBps >= 10_000) throw new QuoteError('appFees: the fees add up to the whole amount', 'INVALID_INPUT_PARAMETERS');
+  }
+  if (q.topupGas) {
+    if (cout.native) throw new QuoteError('topupGas: the destination currency is already native', 'INVALID_INPUT_PARAMETERS');
+    const micro = q.topupGasAmount ?? DEFAULT_TOPUP_MICRO_USD;
+    const native = mulRatioFloor(micro, conversionRate('1', 6, destNativePrice, destNative.decimals));
+    pricing.topUpNative = native.toString();
+    pricing.topUpOut = mulRatioCeil(native, nativeToOut).toString();
+  }
+  // Sponsorship (the interface's rules): rule 3, subsidizeRent alone sponsors nothing; rule 2, an
+  // account the fill must create falls back to user-paid fees unless subsidizeRent; rule 7, app
+  // fees are never sponsored; rule 1, the sponsor pays up to maxSubsidizationAmount.
+  let fallback: string | undefined;
+  if (q.subsidizeFees) {
+    if (!ctx.sponsor) throw new QuoteError('subsidizeFees: needs an API key linked to a sponsor wallet (x-api-key)', 'SPONSOR_NOT_LINKED', 401);
+    const components = q.sponsoredFeeComponents ?? [...SPONSORABLE];
+    for (const c of components) {
+      if (c === 'app') throw new QuoteError('sponsoredFeeComponents: app fees cannot be sponsored', 'INVALID_INPUT_PARAMETERS');
+      if (!(SPONSORABLE as readonly string[]).includes(c)) throw new QuoteError(`sponsoredFeeComponents: unknown component ${c}`, 'INVALID_INPUT_PARAMETERS');
+    }
+    if (fillCost.rent > 0n && !q.subsidizeRent) {
+      fallback = 'the fill creates an account and subsidizeRent is not set';
+    } else {
+      const capOut = q.maxSubsidizationAmount === undefined ? 2n ** 255n : mulRatioFloor(q.maxSubsidizationAmount, conversionRate('1', 6, priceOut, cout.decimals));
+      pricing.sponsor = { components: components.filter((c): c is 'execution' | 'platform' => c === 'execution' || c === 'platform'), capOut: capOut.toString() };
+    }
+  }
 
   let amountIn: bigint;
   let amountOut: bigint;
@@ -151,16 +237,26 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     );
   }
 
+  const fees = breakdown(amountIn, pricing);
+  const sponsoredMicro = usdMicroCeil(fees.sponsored, cout.decimals, priceOut);
+  if (ctx.sponsor && pricing.sponsor && ctx.sponsor.balance < sponsoredMicro) {
+    throw new QuoteError(
+      `the sponsor's app balance of ${formatUsd(ctx.sponsor.balance)} USD cannot pay ${formatUsd(sponsoredMicro)} USD of fees`,
+      'SPONSOR_BALANCE_TOO_LOW',
+    );
+  }
   const available = await destAdapter.balance(cout.address);
   if (amountOut > available) {
     throw new QuoteError(`the solver cannot fill ${formatUnits(amountOut, cout.decimals)} ${cout.symbol} on chain ${dest.id} now`, 'SOLVER_CAPACITY_EXCEEDED');
   }
 
   // Fees, in the input currency (what the user gives up), split as the interface names them.
-  const valueOut = mulRatioFloor(amountIn, rate);
   const inRate = { num: rate.den, den: rate.num };
-  const relayerGasIn = mulRatioCeil(gasFeeOut, inRate);
-  const relayerServiceIn = mulRatioCeil(bpsCeil(valueOut, pricing.serviceBps), inRate);
+  const toIn = (x: bigint) => mulRatioCeil(x, inRate);
+  const relayerGasIn = toIn(fees.gas + fees.topUp);
+  const relayerServiceIn = toIn(fees.service);
+  const appIn = toIn(fees.app.reduce((t, f) => t + f.amount, 0n));
+  const sponsoredIn = toIn(fees.sponsored);
 
   const deadline = Math.floor(now / 1000) + config.quote.fillDeadlineSeconds;
   const inBytes = addressBytes(origin.kind, cin.address);
@@ -192,7 +288,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
         recipient: addressBytes(origin.kind, originAdapter.solver),
         currencyChainId: String(origin.id),
         currency: inBytes,
-        amount: relayerGasIn + relayerServiceIn,
+        amount: relayerGasIn + relayerServiceIn - sponsoredIn > 0n ? relayerGasIn + relayerServiceIn - sponsoredIn : 0n,
       },
     ],
   };
@@ -217,14 +313,13 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const currencyOut = amountObject(cout, amountOut, priceOut, minAmountOut);
   const inUsd = usdMicro(amountIn, cin.decimals, priceIn);
   const impact = usdMicro(amountOut, cout.decimals, priceOut) - inUsd;
-  const zeroIn = amountObject(cin, 0n, priceIn);
-  const fees = {
+  const feesObject = {
     gas: amountObject(originNative, depositCost, originNativePrice),
     relayer: amountObject(cin, relayerGasIn + relayerServiceIn, priceIn),
     relayerGas: amountObject(cin, relayerGasIn, priceIn),
     relayerService: amountObject(cin, relayerServiceIn, priceIn),
-    app: zeroIn,
-    subsidized: zeroIn,
+    app: amountObject(cin, appIn, priceIn),
+    subsidized: amountObject(cin, sponsoredIn, priceIn),
   };
   const router = 'relay-node';
   const slip = { usd: '0', value: '0', percent: '0' };
@@ -239,9 +334,9 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     swapImpact: { usd: '0', percent: '0' },
     expandedPriceImpact: {
       swap: { usd: '0' },
-      execution: { usd: `-${fees.relayerGas.amountUsd}` },
-      relay: { usd: `-${fees.relayerService.amountUsd}` },
-      app: { usd: '0' },
+      execution: { usd: `-${feesObject.relayerGas.amountUsd}` },
+      relay: { usd: `-${feesObject.relayerService.amountUsd}` },
+      app: { usd: appIn === 0n ? '0' : `-${feesObject.app.amountUsd}` },
     },
     // Output per unit of input, in human units.
     rate: formatUnits((rate.num * 10n ** BigInt(18 + cin.decimals)) / (rate.den * 10n ** BigInt(cout.decimals)), 18),
@@ -255,7 +350,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       destination: { inputCurrency: currencyOut, outputCurrency: currencyOut, router },
     },
   };
-  const response: Record<string, unknown> = { steps, fees, details };
+  const response: Record<string, unknown> = { steps, fees: feesObject, details };
   if (q.protocolVersion === 'v2') {
     response.protocol = {
       v2: {
@@ -288,6 +383,14 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     expires_at: now + config.quote.ttlSeconds * 1000,
     fill_deadline: deadline * 1000,
     created_at: now,
+    money: JSON.stringify({
+      sponsor: pricing.sponsor && ctx.sponsor ? { wallet: ctx.sponsor.wallet, apiKeyId: ctx.sponsor.apiKeyId } : null,
+      sponsorFallback: fallback ?? null,
+      feeSponsorship: q.subsidizeFees ? feeSponsorshipQuoted(q, pricing, fees, cout, priceOut) : null,
+      appFees: pricing.appFees ?? [],
+      topUpNative: pricing.topUpNative ?? null,
+    }),
+    features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : [])]),
   };
   return { response, request };
 }

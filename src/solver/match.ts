@@ -1,5 +1,5 @@
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
-import { outputFor } from '../quote/fillAmount.ts';
+import { breakdown, type FeeBreakdown } from '../quote/fillAmount.ts';
 
 export type FailReason =
   | 'ORPHANED_DEPOSIT_REFUND'
@@ -10,24 +10,34 @@ export type FailReason =
   | 'NEGATIVE_NEW_AMOUNT_AFTER_FEES'
   | 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL'
   | 'SOLVER_BALANCE_TOO_LOW'
+  | 'SPONSOR_BALANCE_TOO_LOW'
   | 'TRANSACTION_REVERTED'
   | 'EXECUTION_REVERTED';
 
 export type Decision =
-  | { kind: 'fill'; request: RequestRow; amount: bigint }
+  | { kind: 'fill'; request: RequestRow; amount: bigint; fees: FeeBreakdown; topUp: bigint }
   // `request` is absent when the deposit matches no order the node quoted; `extra` when the order
   // already has its deposit: both get a request of their own.
-  | { kind: 'fail'; reason: FailReason; request?: RequestRow; extra?: boolean };
+  | { kind: 'fail'; reason: FailReason; request?: RequestRow; extra?: boolean }
+  // The order was fast-filled before its deposit: the deposit settles the hold, nothing is paid.
+  | { kind: 'settle'; request: RequestRow };
 
 export interface MatchContext {
   now: number;
   // What the solver can still pay out of a currency on a chain.
   spendable(chainId: number, currency: string): bigint;
+  // Whether the request's sponsor can pay `sponsored` (output units) of its fees now.
+  sponsorCanPay(order: RequestRow, sponsored: bigint): boolean;
+  native(chainId: number): string;
+  // Whether a deposit was already assigned to the request.
+  hasDeposit(requestId: string): boolean;
 }
 
 // Decides what a confirmed deposit leads to. Pure: the caller commits the decision.
 export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext): Decision {
   if (!order || order.kind !== 'order') return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
+  const fastFilled = order.fast_fill_deadline !== null && !ctx.hasDeposit(order.id);
+  if (fastFilled && deposit.chain_id === order.origin_chain_id && deposit.currency === order.origin_currency) return { kind: 'settle', request: order };
   if (order.status !== 'waiting' && order.status !== 'depositing') return { kind: 'fail', reason: 'DOUBLE_SPEND', request: order, extra: true };
   const fail = (reason: FailReason): Decision => ({ kind: 'fail', reason, request: order });
   if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');
@@ -35,9 +45,14 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
   if (deposit.currency !== order.origin_currency) return fail('INCORRECT_DEPOSIT_CURRENCY');
   if (order.expires_at !== null && deposit.seen_at > order.expires_at) return fail('ORDER_EXPIRED');
   const pricing = JSON.parse(order.pricing!) as Pricing;
-  const amount = outputFor(BigInt(deposit.amount), pricing);
+  const fees = breakdown(BigInt(deposit.amount), pricing);
+  const amount = fees.out;
+  const topUp = BigInt(pricing.topUpNative ?? 0);
   if (amount <= 0n) return fail('NEGATIVE_NEW_AMOUNT_AFTER_FEES');
   if (amount < BigInt(order.min_amount_out)) return fail('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
   if (ctx.spendable(order.destination_chain_id, order.destination_currency) < amount) return fail('SOLVER_BALANCE_TOO_LOW');
-  return { kind: 'fill', request: order, amount };
+  if (topUp > 0n && ctx.spendable(order.destination_chain_id, ctx.native(order.destination_chain_id)) < topUp) return fail('SOLVER_BALANCE_TOO_LOW');
+  if (fees.sponsored > 0n && !ctx.sponsorCanPay(order, fees.sponsored)) return fail('SPONSOR_BALANCE_TOO_LOW');
+  return { kind: 'fill', request: order, amount, fees, topUp };
 }
+

@@ -3,12 +3,15 @@ import type { ChainAdapter, PayoutHooks } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { Requests } from '../ledger/requests.ts';
-import type { DepositRow, PayoutRow, RequestRow } from '../ledger/types.ts';
+import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import { conversionRate, mulRatioCeil } from '../quote/money.ts';
+import { breakdown } from '../quote/fillAmount.ts';
+import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
+import { reverseClaim } from './claims.ts';
 import { match, type Decision } from './match.ts';
+import { accrueAppFees, debitSponsor, moneyOf, reverseSponsor, settleHold } from './money.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -107,17 +110,41 @@ export class Solver implements PayoutHooks {
     return this.#snapshot;
   }
 
+  // micro-USD of an amount, at the snapshot's price, rounded up (what a sponsor is charged).
+  #usdMicro(chainId: number, currency: string, amount: bigint, snap: Snapshot): bigint {
+    if (amount === 0n) return 0n;
+    const cur = this.registry.currency(chainId, currency)!;
+    return usdMicroCeil(amount, cur.decimals, snap.prices.get(key(chainId, currency)) ?? cur.usdPrice);
+  }
+
+  // The deposit of a fast-filled request: it releases the hold; nothing is paid again.
+  #settleFastFill(d: DepositRow, r: RequestRow, snap: Snapshot): undefined {
+    this.ledger.deposits.markHandled(d.id, r.id);
+    const cur = this.registry.currency(d.chain_id, d.currency)!;
+    const value = usdMicro(BigInt(d.amount), cur.decimals, snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice);
+    settleHold(this.ledger, r, d, value);
+    this.log.info({ request: r.id, deposit: d.id }, 'fast-filled request settled by its deposit');
+    return undefined;
+  }
+
   // Returns the chain that got a payout, if any.
   #decide(d: DepositRow, snap: Snapshot): number | undefined {
     const order = this.ledger.requests.get(d.order_ref);
     const decision = match(d, order, {
       now: Date.now(),
       spendable: (chainId, currency) => snap.spendable.get(key(chainId, currency)) ?? 0n,
+      native: (chainId) => this.registry.native(chainId).address,
+      hasDeposit: (requestId) => this.ledger.deposits.forRequest(requestId).length > 0,
+      sponsorCanPay: (r, sponsored) => {
+        const wallet = moneyOf(r)?.sponsor?.wallet;
+        return wallet !== undefined && this.ledger.balances.summary(wallet).balance >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
+      },
     });
     const reason = decision.kind === 'fail' ? decision.reason : 'none';
     this.metrics.decisions.inc({ decision: decision.kind, reason });
     return this.ledger.tx(() => {
       if (decision.kind === 'fill') return this.#commitFill(d, decision, snap);
+      if (decision.kind === 'settle') return this.#settleFastFill(d, decision.request, snap);
       return this.#commitFailure(d, decision, snap);
     });
   }
@@ -136,10 +163,16 @@ export class Solver implements PayoutHooks {
       recipient: r.recipient!,
       currency: r.destination_currency,
       amount: decision.amount.toString(),
+      native_topup: decision.topUp > 0n ? decision.topUp.toString() : null,
       decided_at: now,
     });
+    debitSponsor(this.ledger, r, this.#usdMicro(r.destination_chain_id, r.destination_currency, decision.fees.sponsored, snap));
     const k = key(r.destination_chain_id, r.destination_currency);
     snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - decision.amount);
+    if (decision.topUp > 0n) {
+      const n = key(r.destination_chain_id, this.registry.native(r.destination_chain_id).address);
+      snap.spendable.set(n, (snap.spendable.get(n) ?? 0n) - decision.topUp);
+    }
     this.log.info({ request: r.id, deposit: d.id, amount: decision.amount.toString(), chain: r.destination_chain_id }, 'fill queued');
     return r.destination_chain_id;
   }
@@ -225,28 +258,44 @@ export class Solver implements PayoutHooks {
 
   onSigned(payout: PayoutRow): void {
     if (payout.kind !== 'fill') return;
-    this.ledger.requests.setStatus(payout.request_id, 'submitted');
+    this.ledger.requests.setStatus(payout.request_id!, 'submitted');
     const dep = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
     if (dep?.confirmed_at) this.metrics.depositToFill.observe({ chain: payout.chain_id }, (Date.now() - dep.confirmed_at) / 1000);
   }
 
   onPaid(payout: PayoutRow): void {
-    this.ledger.requests.setStatus(payout.request_id, payout.kind === 'fill' ? 'success' : 'refund');
+    if (payout.kind === 'claim') {
+      this.log.info({ payout: payout.id, amount: payout.amount }, 'app fees claimed');
+      return;
+    }
+    this.ledger.requests.setStatus(payout.request_id!, payout.kind === 'fill' ? 'success' : 'refund');
+    if (payout.kind === 'fill') {
+      const r = this.ledger.requests.get(payout.request_id!)!;
+      const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
+      // The fees are those of what was deposited (a fast fill, paid before its deposit, of the quote).
+      if (r.pricing) accrueAppFees(this.ledger, r, breakdown(BigInt(d?.amount ?? r.amount_in), JSON.parse(r.pricing) as Pricing));
+    }
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
 
   onFailed(payout: PayoutRow, reason: string): void {
     const now = Date.now();
+    if (payout.kind === 'claim') {
+      reverseClaim(this.ledger, payout);
+      this.log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
+      return;
+    }
     if (payout.kind === 'refund') {
-      this.ledger.requests.setStatus(payout.request_id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
+      this.ledger.requests.setStatus(payout.request_id!, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
       this.metrics.refunds.inc({ chain: payout.chain_id, outcome: 'failed' });
-      this.log.error({ request: payout.request_id, reason }, 'refund failed; manual refund required');
+      this.log.error({ request: payout.request_id!, reason }, 'refund failed; manual refund required');
       return;
     }
     this.metrics.fills.inc({ chain: payout.chain_id, outcome: 'failed' });
-    this.ledger.requests.setStatus(payout.request_id, 'failure', { failReason: reason }, now);
+    this.ledger.requests.setStatus(payout.request_id!, 'failure', { failReason: reason }, now);
+    reverseSponsor(this.ledger, payout.request_id!);
     const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
-    const r = this.ledger.requests.get(payout.request_id) as RequestRow;
+    const r = this.ledger.requests.get(payout.request_id!) as RequestRow;
     if (!d) return;
     const snap = this.#snapshot;
     const chain = snap ? this.#queueRefund(r.id, d, r.refund_to ?? d.depositor, snap, now) : undefined;

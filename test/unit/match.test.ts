@@ -36,6 +36,9 @@ function order(over: Partial<RequestRow> = {}): RequestRow {
     fill_deadline: 10_000,
     created_at: 1_000,
     updated_at: 1_000,
+    money: null,
+    features: '[]',
+    fast_fill_deadline: null,
     ...over,
   } as RequestRow;
 }
@@ -60,7 +63,8 @@ function deposit(over: Partial<DepositRow> = {}): DepositRow {
   } as DepositRow;
 }
 
-const plenty = { now: 1_500, spendable: () => 10n ** 30n };
+const base = { sponsorCanPay: () => true, native: () => '0x0000000000000000000000000000000000000000', hasDeposit: () => false };
+const plenty = { ...base, now: 1_500, spendable: () => 10n ** 30n };
 
 describe('match', () => {
   it('fills the quoted amount for the quoted deposit', () => {
@@ -92,9 +96,26 @@ describe('match', () => {
 
   it('fails with SOLVER_BALANCE_TOO_LOW when inventory is one unit short', () => {
     const need = BigInt(order().amount_out);
-    const short = { now: 1_500, spendable: () => need - 1n };
+    const short = { ...base, now: 1_500, spendable: () => need - 1n };
     expect(match(deposit(), order(), short)).toMatchObject({ kind: 'fail', reason: 'SOLVER_BALANCE_TOO_LOW' });
-    expect(match(deposit(), order(), { now: 1_500, spendable: () => need })).toMatchObject({ kind: 'fill' });
+    expect(match(deposit(), order(), { ...base, now: 1_500, spendable: () => need })).toMatchObject({ kind: 'fill' });
+  });
+
+  it('fails with SPONSOR_BALANCE_TOO_LOW when the sponsor cannot pay what it promised', () => {
+    const sponsored = { ...pricing, sponsor: { components: ['execution' as const, 'platform' as const], capOut: '1000000000' } };
+    const o = order({ pricing: JSON.stringify(sponsored), min_amount_out: '10000000' });
+    expect(match(deposit(), o, { ...plenty, sponsorCanPay: () => false })).toMatchObject({ kind: 'fail', reason: 'SPONSOR_BALANCE_TOO_LOW' });
+    const paid = match(deposit(), o, plenty);
+    // The sponsor pays the service and gas fees: the recipient gets the whole deposit.
+    expect(paid.kind === 'fill' && paid.amount).toBe(10_000_000n);
+    expect(paid.kind === 'fill' && paid.fees.sponsored).toBe(60_000n);
+  });
+
+  it('lets the deposit of a fast-filled order settle its hold instead of paying again', () => {
+    const o = order({ status: 'success', fast_fill_deadline: 9_999 });
+    expect(match(deposit(), o, plenty)).toMatchObject({ kind: 'settle' });
+    // A second deposit after the first settled it is a double spend.
+    expect(match(deposit(), o, { ...plenty, hasDeposit: () => true })).toMatchObject({ kind: 'fail', reason: 'DOUBLE_SPEND' });
   });
 
   it('gives a second deposit to an order a request of its own', () => {

@@ -1,4 +1,5 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import '../caller.ts';
 import { z } from 'zod';
 import { buildQuote } from '../../quote/quote.ts';
 import type { ApiContext } from '../context.ts';
@@ -25,10 +26,20 @@ const quoteBody = z.object({
   protocolVersion: z.enum(['v1', 'v2']).optional(),
   referrer: z.string().max(200).optional(),
   depositFeePayer: addressString.optional(),
+  appFees: z
+    .array(z.object({ recipient: addressString, fee: z.coerce.number().int('must be whole basis points').min(1).max(10_000) }).strict())
+    .max(10)
+    .optional(),
+  subsidizeFees: z.boolean().optional(),
+  maxSubsidizationAmount: amountParam.optional(),
+  sponsoredFeeComponents: z.array(z.string().max(20)).max(4).optional(),
+  subsidizeRent: z.boolean().optional(),
+  topupGas: z.boolean().optional(),
+  topupGasAmount: amountParam.optional(),
 });
 
 export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
-  const handler = async (req: { body: unknown }) => {
+  const handler = async (req: FastifyRequest) => {
     const adapters = ctx.adapters;
     if (!adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only; quote through the node');
     const b = quoteBody.parse(req.body ?? {});
@@ -36,9 +47,12 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
     const destinationChainId = b.destinationChainId ?? b.toChainId;
     if (originChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: originChainId: is required');
     if (destinationChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: destinationChainId: is required');
+    // The sponsor of a subsidized request is the wallet linked to the caller's API key.
+    const wallet = req.apiCaller ? ctx.ledger.balances.sponsorOf(req.apiCaller.id) : undefined;
+    const sponsor = wallet && req.apiCaller ? { wallet, apiKeyId: req.apiCaller.id, balance: ctx.ledger.balances.summary(wallet).balance } : undefined;
     const quote = await buildQuote(
       { ...b, originChainId, destinationChainId },
-      { config: ctx.config, registry: ctx.registry, adapters, prices: ctx.prices, solver: ctx.solver },
+      { config: ctx.config, registry: ctx.registry, adapters, prices: ctx.prices, solver: ctx.solver, sponsor },
     );
     ctx.ledger.tx(() => ctx.ledger.requests.insert(quote.request));
     ctx.log.info({ request: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');

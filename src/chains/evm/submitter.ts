@@ -433,8 +433,15 @@ export class EvmSubmitter {
         : {
             to: this.#chain.filler,
             data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillErc20', args: [orderId, currency, recipient, amount] }),
-            value: 0n,
+            // A gas top-up rides along as the call's value; the filler forwards it to the recipient.
+            value: BigInt(payout.native_topup ?? 0),
           };
+    }
+    if (payout.kind === 'claim') {
+      // App fees paid out of the solver's inventory: a plain transfer.
+      return native
+        ? { to: recipient, data: '0x', value: amount }
+        : { to: currency, data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [recipient, amount] }), value: 0n };
     }
     const request = this.#refundRequest(payout, recipient, currency, amount);
     const signature = await signCallRequest({
@@ -761,7 +768,7 @@ export class EvmSubmitter {
   async #findPaid(payout: PayoutRow, request: CallRequest | undefined): Promise<PaidBy | null> {
     let txHash: Hex | undefined;
     if (payout.kind === 'fill') {
-      const orderId = payout.request_id;
+      const orderId = payout.request_id!;
       const filled = await this.#client.readContract({ address: this.#chain.filler, abi: OrderFillerAbi, functionName: 'filled', args: [orderId] });
       if (!filled) return null;
       txHash = await this.#findLog(async (fromBlock, toBlock) => {

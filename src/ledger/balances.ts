@@ -1,0 +1,117 @@
+import type { Db } from './db.ts';
+
+export type BalanceKind = 'credit' | 'sponsorship' | 'sponsorship_reversal' | 'permanent_debit' | 'claim' | 'hold' | 'hold_release';
+
+export interface BalanceEntry {
+  wallet: string;
+  kind: BalanceKind;
+  // micro-USD, signed: what the entry adds to the balance (or, for holds, to what is held).
+  amount: bigint;
+  request_id: string | null;
+  ref: string;
+  detail?: string | null;
+}
+
+const HELD: BalanceKind[] = ['hold', 'hold_release'];
+
+// App balances: sums of immutable entries (see migration 6). Never a number updated in place.
+export class Balances {
+  #post;
+  #sums;
+  #byRef;
+  #ofRequest;
+  #link;
+  #linkOf;
+  constructor(db: Db) {
+    this.#post = db.prepare(`INSERT INTO balance_entries (wallet, kind, amount, request_id, ref, detail, created_at)
+      VALUES (@wallet, @kind, @amount, @request_id, @ref, @detail, @now) ON CONFLICT(ref) DO NOTHING`);
+    this.#sums = db.prepare(`SELECT kind, SUM(amount) AS total FROM balance_entries WHERE wallet = ? GROUP BY kind`).safeIntegers(true);
+    this.#byRef = db.prepare('SELECT * FROM balance_entries WHERE ref = ?').safeIntegers(true);
+    this.#ofRequest = db.prepare('SELECT * FROM balance_entries WHERE request_id = ? ORDER BY id').safeIntegers(true);
+    this.#link = db.prepare(`INSERT INTO sponsor_links (api_key_id, wallet, message, signature, linked_at) VALUES (?, ?, ?, ?, ?)
+      ON CONFLICT(api_key_id) DO UPDATE SET wallet = excluded.wallet, message = excluded.message, signature = excluded.signature, linked_at = excluded.linked_at`);
+    this.#linkOf = db.prepare('SELECT wallet FROM sponsor_links WHERE api_key_id = ?');
+  }
+
+  // Books an entry once: returns false when an entry with the same ref exists already.
+  post(e: BalanceEntry, now = Date.now()): boolean {
+    return this.#post.run({ ...e, detail: e.detail ?? null, now }).changes === 1;
+  }
+
+  get(ref: string): BalanceEntry | undefined {
+    return this.#byRef.get(ref) as BalanceEntry | undefined;
+  }
+
+  ofRequest(requestId: string): BalanceEntry[] {
+    return this.#ofRequest.all(requestId) as BalanceEntry[];
+  }
+
+  // balance: what the wallet has; held: what active fast-fill holds set aside of it.
+  summary(wallet: string): { balance: bigint; held: bigint; available: bigint } {
+    let balance = 0n;
+    let held = 0n;
+    for (const r of this.#sums.all(wallet) as { kind: BalanceKind; total: bigint }[]) {
+      if (HELD.includes(r.kind)) held += r.total;
+      else balance += r.total;
+    }
+    return { balance, held, available: balance - held };
+  }
+
+  link(apiKeyId: string, wallet: string, message: string, signature: string, now = Date.now()): void {
+    this.#link.run(apiKeyId, wallet, message, signature, now);
+  }
+
+  sponsorOf(apiKeyId: string): string | undefined {
+    return (this.#linkOf.get(apiKeyId) as { wallet: string } | undefined)?.wallet;
+  }
+}
+
+export interface AppFeeEntry {
+  recipient: string;
+  chain_id: number;
+  currency: string;
+  amount: bigint;
+  kind: 'accrual' | 'claim' | 'claim_reversal';
+  request_id: string | null;
+  ref: string;
+}
+
+// App fees owed to their recipients, per chain and currency: sums of immutable entries.
+export class AppFees {
+  #post;
+  #ofRecipient;
+  #ofRequest;
+  #claimedBy;
+  constructor(db: Db) {
+    this.#claimedBy = db.prepare(`SELECT recipient, chain_id, currency, amount FROM app_fee_entries WHERE request_id = ? AND kind = 'claim'`);
+    this.#post = db.prepare(`INSERT INTO app_fee_entries (recipient, chain_id, currency, amount, kind, request_id, ref, created_at)
+      VALUES (@recipient, @chain_id, @currency, @amount, @kind, @request_id, @ref, @now) ON CONFLICT(ref) DO NOTHING`);
+    this.#ofRecipient = db.prepare('SELECT chain_id, currency, amount FROM app_fee_entries WHERE recipient = ?');
+    this.#ofRequest = db.prepare(`SELECT * FROM app_fee_entries WHERE request_id = ? AND kind = 'accrual' ORDER BY id`);
+  }
+
+  post(e: AppFeeEntry, now = Date.now()): boolean {
+    return this.#post.run({ ...e, amount: e.amount.toString(), now }).changes === 1;
+  }
+
+  // Amounts are token units (up to uint256), summed exactly here rather than by SQLite.
+  balances(recipient: string): { chainId: number; currency: string; amount: bigint }[] {
+    const out = new Map<string, { chainId: number; currency: string; amount: bigint }>();
+    for (const r of this.#ofRecipient.all(recipient) as { chain_id: number; currency: string; amount: string }[]) {
+      const k = `${r.chain_id}:${r.currency}`;
+      const cur = out.get(k) ?? { chainId: r.chain_id, currency: r.currency, amount: 0n };
+      cur.amount += BigInt(r.amount);
+      out.set(k, cur);
+    }
+    return [...out.values()];
+  }
+
+  // The entries a claim payout booked (their request_id is the payout's id).
+  claimedBy(payoutId: string): { recipient: string; chain_id: number; currency: string; amount: string }[] {
+    return this.#claimedBy.all(payoutId) as { recipient: string; chain_id: number; currency: string; amount: string }[];
+  }
+
+  accruedFor(requestId: string): (AppFeeEntry & { amount: string })[] {
+    return this.#ofRequest.all(requestId) as (AppFeeEntry & { amount: string })[];
+  }
+}

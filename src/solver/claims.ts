@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto';
+import type { Currency, Registry } from '../config/registry.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { PayoutRow } from '../ledger/types.ts';
+import { conversionRate, mulRatioFloor } from '../quote/money.ts';
+
+export interface ClaimRequest {
+  wallet: string;
+  // Where the recipient wants the fees paid: a chain, a currency on it, an address.
+  target: Currency;
+  recipient: string;
+}
+
+export class ClaimError extends Error {}
+
+// Pays a wallet's accrued app fees out on the chain and currency of its choice: every accrual of
+// the same currency (same symbol, any chain) is booked as claimed and one payout is queued, all in
+// one ledger transaction. Returns the payout, or throws ClaimError when nothing is owed.
+export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, now = Date.now()): PayoutRow {
+  return ledger.tx(() => {
+    const payoutId = `claim:${randomUUID()}`;
+    let total = 0n;
+    for (const owed of ledger.appFees.balances(req.wallet)) {
+      const from = registry.currency(owed.chainId, owed.currency);
+      if (!from || owed.amount <= 0n || from.symbol !== req.target.symbol || from.native !== req.target.native) continue;
+      // Same currency on another chain: only the decimals may differ (equal USD prices).
+      total += mulRatioFloor(owed.amount, conversionRate(from.usdPrice, from.decimals, req.target.usdPrice, req.target.decimals));
+      ledger.appFees.post({
+        recipient: req.wallet,
+        chain_id: owed.chainId,
+        currency: owed.currency,
+        amount: -owed.amount,
+        kind: 'claim',
+        request_id: payoutId,
+        ref: `${payoutId}:${owed.chainId}:${owed.currency}`,
+      });
+    }
+    if (total <= 0n) throw new ClaimError(`no ${req.target.symbol} app fees are owed to ${req.wallet}`);
+    ledger.payouts.insert({
+      id: payoutId,
+      kind: 'claim',
+      request_id: null,
+      deposit_id: null,
+      chain_id: req.target.chainId,
+      recipient: req.recipient,
+      currency: req.target.address,
+      amount: total.toString(),
+      decided_at: now,
+    });
+    return ledger.payouts.get(payoutId)!;
+  });
+}
+
+// The claim's payout failed: what it booked as claimed is owed again. Runs inside the submitter's
+// ledger transaction.
+export function reverseClaim(ledger: Ledger, payout: PayoutRow): void {
+  for (const e of ledger.appFees.claimedBy(payout.id)) {
+    ledger.appFees.post({
+      recipient: e.recipient,
+      chain_id: e.chain_id,
+      currency: e.currency,
+      amount: -BigInt(e.amount),
+      kind: 'claim_reversal',
+      request_id: payout.id,
+      ref: `${payout.id}:${e.chain_id}:${e.currency}:reversal`,
+    });
+  }
+}

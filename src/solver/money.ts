@@ -1,0 +1,64 @@
+import type { Ledger } from '../ledger/index.ts';
+import type { DepositRow, RequestRow } from '../ledger/types.ts';
+import type { FeeBreakdown } from '../quote/fillAmount.ts';
+
+// What the quote fixed about money (requests.money, written by the quote).
+export interface RequestMoney {
+  sponsor: { wallet: string; apiKeyId: string } | null;
+  appFees: { recipient: string; bps: number }[];
+  topUpNative: string | null;
+  feeSponsorship?: unknown;
+}
+
+export function moneyOf(r: RequestRow): RequestMoney | undefined {
+  return r.money ? (JSON.parse(r.money) as RequestMoney) : undefined;
+}
+
+// Each function below books ledger entries and must run inside a ledger transaction. Every entry
+// has a ref derived from the request, so a decision replayed after a crash books nothing twice.
+
+export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint): void {
+  const wallet = moneyOf(r)?.sponsor?.wallet;
+  if (!wallet || micro <= 0n) return;
+  ledger.balances.post({ wallet, kind: 'sponsorship', amount: -micro, request_id: r.id, ref: `sponsorship:${r.id}` });
+}
+
+// The sponsored fill did not happen: the sponsor gets its money back.
+export function reverseSponsor(ledger: Ledger, requestId: string): void {
+  const debit = ledger.balances.get(`sponsorship:${requestId}`);
+  if (!debit) return;
+  ledger.balances.post({ wallet: debit.wallet, kind: 'sponsorship_reversal', amount: -debit.amount, request_id: requestId, ref: `sponsorship_reversal:${requestId}` });
+}
+
+// App fees stay with the solver when it fills; they are owed to their recipients from then on.
+export function accrueAppFees(ledger: Ledger, r: RequestRow, fees: FeeBreakdown): void {
+  fees.app.forEach((f, i) => {
+    if (f.amount <= 0n) return;
+    ledger.appFees.post({
+      recipient: f.recipient,
+      chain_id: r.destination_chain_id,
+      currency: r.destination_currency,
+      amount: f.amount,
+      kind: 'accrual',
+      request_id: r.id,
+      ref: `app_fee:${r.id}:${i}`,
+    });
+  });
+}
+
+// A fast fill's hold, set aside of the sponsor's app balance until the deposit lands.
+export function placeHold(ledger: Ledger, wallet: string, r: RequestRow, micro: bigint): void {
+  ledger.balances.post({ wallet, kind: 'hold', amount: micro, request_id: r.id, ref: `hold:${r.id}` });
+}
+
+// The deposit of a fast-filled request landed: the hold is released; what the deposit is worth
+// less than the fill it paid for is a permanent debit (the sponsoring app bears the shortfall).
+export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefined, depositMicro: bigint): void {
+  const hold = ledger.balances.get(`hold:${r.id}`);
+  if (!hold || ledger.balances.get(`hold_release:${r.id}`)) return;
+  ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: r.id, ref: `hold_release:${r.id}`, detail: d?.id ?? 'expired' });
+  const shortfall = hold.amount - depositMicro;
+  if (shortfall > 0n) {
+    ledger.balances.post({ wallet: hold.wallet, kind: 'permanent_debit', amount: -shortfall, request_id: r.id, ref: `permanent_debit:${r.id}`, detail: d ? 'deposit short of the fill' : 'deposit never landed' });
+  }
+}
