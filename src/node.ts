@@ -49,7 +49,13 @@ export class RelayNode {
     if (!opts.readOnly) {
       const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log);
       this.solver = solver;
-      const hooks = { onSigned: solver.onSigned.bind(solver), onPaid: solver.onPaid.bind(solver), onFailed: solver.onFailed.bind(solver), wake: () => solver.wake() };
+      const hooks = {
+        onSigned: solver.onSigned.bind(solver),
+        onPaid: solver.onPaid.bind(solver),
+        onFailed: solver.onFailed.bind(solver),
+        onFunding: solver.onFunding.bind(solver),
+        wake: () => solver.wake(),
+      };
       for (const chain of config.chains) {
         this.adapters.set(chain.id, createAdapter(chain, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log }));
       }

@@ -101,6 +101,7 @@ function chainConfig(over: Partial<EvmChainConfig> = {}): EvmChainConfig {
     maxLogRange: 2_000,
     replaceAfterBlocks: 3,
     gasMarginBps: 2_000,
+    appBalanceDeposits: false,
     depositEnabled: true,
     nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
     currencies: [{ address: contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' }],

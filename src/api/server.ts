@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
 import { healthRoutes } from './routes/health.ts';
+import { moneyRoutes } from './routes/money.ts';
 import { quoteRoutes } from './routes/quote.ts';
 import { referenceRoutes } from './routes/reference.ts';
 import { statusRoutes } from './routes/status.ts';
@@ -29,5 +30,6 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   statusRoutes(app, ctx);
   transactionRoutes(app, ctx);
   referenceRoutes(app, ctx);
+  moneyRoutes(app, ctx);
   return app;
 }

@@ -13,6 +13,25 @@ export interface PayoutHooks {
   onFailed(payout: PayoutRow, reason: string, txHash?: string): void;
 }
 
+// A transfer that funds an app balance (see the interface's "Funding the app balance").
+export interface FundingTransfer {
+  chainId: number;
+  txHash: string;
+  from: string;
+  // The wallet whose app balance is credited.
+  credited: string;
+  currency: string;
+  amount: bigint;
+}
+
+// What chains report to the rest of the node, besides payouts.
+export interface ChainEvents {
+  // Deposits reached their confirmations: the solver has work.
+  wake(): void;
+  // A confirmed app balance funding transfer; resolves once it is booked.
+  onFunding(t: FundingTransfer): Promise<void>;
+}
+
 // What the user does to deposit, one quote step each, in the shape the chain's wallets take
 // (`items[].data`). The chain's own adapter builds them; the quote adds ids, requestId and check.
 export interface DepositStep {

@@ -3,13 +3,13 @@ import type { ChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import type { ChainAdapter, PayoutHooks } from './adapter.ts';
+import type { ChainAdapter, ChainEvents, PayoutHooks } from './adapter.ts';
 import { EvmAdapter } from './evm/adapter.ts';
 
 export interface AdapterDeps {
   config: Config;
   ledger: Ledger;
-  hooks: PayoutHooks & { wake(): void };
+  hooks: PayoutHooks & ChainEvents;
   metrics: Metrics;
   log: Logger;
 }

@@ -60,6 +60,8 @@ const evmChain = z
     replaceAfterBlocks: z.number().int().min(1).default(3),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
+    // Whether transfers to the solver on this chain fund app balances (the interface's chain 8453).
+    appBalanceDeposits: z.boolean().default(false),
     currencies: z.array(z.object({ ...currencyFields, address: evmAddress }).strict()).default([]),
   })
   .strict();
@@ -110,6 +112,13 @@ export const configSchema = z
         ttlSeconds: z.number().int().min(10).default(600),
         // How long after the quote the fill may still happen (the order's output deadline).
         fillDeadlineSeconds: z.number().int().min(60).default(3600),
+      })
+      .strict()
+      .default({}),
+    fastFill: z
+      .object({
+        // A fast fill's hold becomes a permanent debit when no deposit lands within this time.
+        holdSeconds: z.number().int().min(1).default(3600),
       })
       .strict()
       .default({}),

@@ -102,6 +102,8 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
           finalityDepth: 64,
           pollIntervalMs: opts.blockTime === undefined ? 50 : 100,
           replaceAfterBlocks: 3,
+          // The interface's app balance funding chain.
+          appBalanceDeposits: c.id === 8453,
           nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
           currencies: [{ address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' }],
         })),

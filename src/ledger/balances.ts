@@ -22,7 +22,10 @@ export class Balances {
   #ofRequest;
   #link;
   #linkOf;
+  #expired;
   constructor(db: Db) {
+    this.#expired = db.prepare(`SELECT r.id FROM requests r JOIN balance_entries h ON h.ref = 'hold:' || r.id
+      WHERE r.fast_fill_deadline < ? AND NOT EXISTS (SELECT 1 FROM balance_entries x WHERE x.ref = 'hold_release:' || r.id)`);
     this.#post = db.prepare(`INSERT INTO balance_entries (wallet, kind, amount, request_id, ref, detail, created_at)
       VALUES (@wallet, @kind, @amount, @request_id, @ref, @detail, @now) ON CONFLICT(ref) DO NOTHING`);
     this.#sums = db.prepare(`SELECT kind, SUM(amount) AS total FROM balance_entries WHERE wallet = ? GROUP BY kind`).safeIntegers(true);
@@ -55,6 +58,11 @@ export class Balances {
       else balance += r.total;
     }
     return { balance, held, available: balance - held };
+  }
+
+  // Requests whose fast-fill hold is still active past its deadline.
+  expiredHolds(now: number): string[] {
+    return (this.#expired.all(now) as { id: string }[]).map((r) => r.id);
   }
 
   link(apiKeyId: string, wallet: string, message: string, signature: string, now = Date.now()): void {

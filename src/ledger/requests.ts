@@ -13,7 +13,9 @@ export class Requests {
   #get;
   #setStatus;
   #children;
+  #fastFill;
   constructor(db: Db) {
+    this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
       min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features)
@@ -54,6 +56,13 @@ export class Requests {
       now,
     });
     if (res.changes !== 1) throw new Error(`request ${id} not found`);
+  }
+
+  // The request was filled before its deposit: its hold runs until `deadline`.
+  markFastFilled(id: string, deadline: number, now = Date.now()): void {
+    const r = this.get(id)!;
+    const features = [...new Set([...(JSON.parse(r.features) as string[]), 'fast_fill'])];
+    this.#fastFill.run({ id, deadline, features: JSON.stringify(features), now });
   }
 
   // A request id the node did not issue (orphan deposits, extra deposits) is derived from the

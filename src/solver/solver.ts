@@ -1,5 +1,5 @@
 import { keccak256, toHex, type Hex } from 'viem';
-import type { ChainAdapter, PayoutHooks } from '../chains/adapter.ts';
+import type { ChainAdapter, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { Requests } from '../ledger/requests.ts';
@@ -46,8 +46,22 @@ export class Solver implements PayoutHooks {
   start(): void {
     this.#stopped = false;
     this.wake();
-    // Deposits whose decision was postponed (a chain unreachable) are retried on a timer.
-    this.#timer = setInterval(() => this.wake(), 2000);
+    // Deposits whose decision was postponed (a chain unreachable) are retried on a timer, and
+    // fast-fill holds whose deposit never came become permanent debits.
+    this.#timer = setInterval(() => {
+      this.wake();
+      this.expireHolds();
+    }, 2000);
+  }
+
+  // A fast fill whose deposit did not land by the hold's deadline: the app bears the loss.
+  expireHolds(now = Date.now()): number {
+    const ids = this.ledger.balances.expiredHolds(now);
+    for (const id of ids) {
+      this.ledger.tx(() => settleHold(this.ledger, this.ledger.requests.get(id)!, undefined, 0n));
+      this.log.warn({ request: id }, 'fast-fill hold expired without a deposit: permanent debit');
+    }
+    return ids.length;
   }
 
   async stop(): Promise<void> {
@@ -252,6 +266,17 @@ export class Solver implements PayoutHooks {
     const nativePrice = snap.prices.get(key(chainId, native.address));
     if (cost === undefined || !cur || !price || !nativePrice) return undefined;
     return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
+  }
+
+  // An app balance funding transfer, confirmed on its chain: credited once, at its USD worth.
+  async onFunding(t: FundingTransfer): Promise<void> {
+    const cur = this.registry.currency(t.chainId, t.currency);
+    if (!cur) return;
+    const micro = usdMicro(t.amount, cur.decimals, await this.prices.usdPrice(cur));
+    const booked = this.ledger.tx(() =>
+      this.ledger.balances.post({ wallet: t.credited, kind: 'credit', amount: micro, request_id: null, ref: `credit:${t.chainId}:${t.txHash}`, detail: `${t.amount} ${cur.symbol} from ${t.from}` }),
+    );
+    if (booked) this.log.info({ wallet: t.credited, micro: micro.toString(), tx: t.txHash }, 'app balance credited');
   }
 
   // ---- PayoutHooks: called by submitters inside their ledger transaction ----

@@ -17,7 +17,8 @@ import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import type { ChainAdapter, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import { FundingWatcher } from './fundingWatcher.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
@@ -42,6 +43,7 @@ export class EvmAdapter implements ChainAdapter {
   readonly solver: Address;
   #indexer: EvmIndexer;
   #submitter: EvmSubmitter;
+  #funding: FundingWatcher | undefined;
   #baseFee: bigint | undefined;
   #priority: { block: bigint; fee: bigint } | undefined;
 
@@ -49,7 +51,7 @@ export class EvmAdapter implements ChainAdapter {
     private chain: EvmChainConfig,
     config: Config,
     private ledger: Ledger,
-    hooks: PayoutHooks & { wake(): void },
+    hooks: PayoutHooks & ChainEvents,
     metrics: Metrics,
     log: Logger,
   ) {
@@ -74,6 +76,9 @@ export class EvmAdapter implements ChainAdapter {
       log: clog,
       faults: config.faults,
     });
+    if (chain.appBalanceDeposits) {
+      this.#funding = new FundingWatcher(chain, this.client, ledger, account.address, (t) => hooks.onFunding(t), clog);
+    }
     this.#indexer = new EvmIndexer(
       chain,
       this.client,
@@ -83,6 +88,7 @@ export class EvmAdapter implements ChainAdapter {
         onHead: (n, baseFee) => {
           this.#baseFee = baseFee;
           this.#submitter.onHead(n, baseFee);
+          this.#funding?.onHead(n);
         },
       },
       metrics,
@@ -97,6 +103,7 @@ export class EvmAdapter implements ChainAdapter {
 
   async stop(): Promise<void> {
     await this.#indexer.stop();
+    await this.#funding?.stop();
     await this.#submitter.stop();
   }
 

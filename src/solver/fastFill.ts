@@ -1,0 +1,95 @@
+import type { ChainAdapter } from '../chains/adapter.ts';
+import type { Registry } from '../config/registry.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { Pricing } from '../ledger/types.ts';
+import { breakdown } from '../quote/fillAmount.ts';
+import { parseDecimal, usdMicroCeil } from '../quote/money.ts';
+import type { PriceSource } from '../quote/prices.ts';
+import { debitSponsor, placeHold } from './money.ts';
+
+export interface FastFillInput {
+  requestId: string;
+  apiKeyId: string;
+  // Decimal USD: when the fill is worth more, it is not made.
+  maxFillAmountUsd?: string;
+  // The input amount to price the fill at, instead of the quoted one.
+  solverInputCurrencyAmount?: bigint;
+  holdSeconds: number;
+}
+
+export class FastFillError extends Error {
+  constructor(
+    readonly status: number,
+    readonly errorCode: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+// Fills a request before its deposit is final, holding the fill's worth on the app balance of the
+// wallet linked to the caller's key. The decision and its effects (hold, payout, status) are one
+// ledger transaction that also checks nothing filled the request first, so a fast fill racing its
+// own deposit pays once.
+export async function fastFill(
+  ledger: Ledger,
+  registry: Registry,
+  adapters: Map<number, ChainAdapter>,
+  prices: PriceSource,
+  input: FastFillInput,
+  now = Date.now(),
+): Promise<{ amount: bigint; valueMicro: bigint; holdMicro: bigint }> {
+  const r = ledger.requests.get(input.requestId);
+  if (!r || r.kind !== 'order') throw new FastFillError(404, 'REQUEST_NOT_FOUND', `no request with id ${input.requestId}`);
+  const wallet = ledger.balances.sponsorOf(input.apiKeyId);
+  if (!wallet) throw new FastFillError(403, 'NO_APP_BALANCE', 'this API key has no linked app balance wallet: link one first');
+  const pricing = JSON.parse(r.pricing!) as Pricing;
+  const fees = breakdown(input.solverInputCurrencyAmount ?? BigInt(r.amount_in), pricing);
+  if (fees.out <= 0n) throw new FastFillError(400, 'NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
+  const cout = registry.currency(r.destination_chain_id, r.destination_currency)!;
+  const cin = registry.currency(r.origin_chain_id, r.origin_currency)!;
+  const [priceOut, priceIn] = await Promise.all([prices.usdPrice(cout), prices.usdPrice(cin)]);
+  const valueMicro = usdMicroCeil(fees.out, cout.decimals, priceOut);
+  // The hold covers what the deposit is expected to bring: the input's worth.
+  const holdMicro = usdMicroCeil(input.solverInputCurrencyAmount ?? BigInt(r.amount_in), cin.decimals, priceIn);
+  if (input.maxFillAmountUsd !== undefined) {
+    const max = parseDecimal(input.maxFillAmountUsd);
+    if (valueMicro * max.den > max.num * 1_000_000n) {
+      throw new FastFillError(400, 'MAX_FILL_AMOUNT_EXCEEDED', `the fill is worth more than maxFillAmountUsd (${input.maxFillAmountUsd} USD); not filled`);
+    }
+  }
+  const adapter = adapters.get(r.destination_chain_id)!;
+  if ((await adapter.balance(r.destination_currency)) < fees.out) {
+    throw new FastFillError(409, 'SOLVER_BALANCE_TOO_LOW', 'the solver cannot fill this request now');
+  }
+
+  ledger.tx(() => {
+    const current = ledger.requests.get(r.id)!;
+    if (current.fast_fill_deadline !== null) throw new FastFillError(409, 'ALREADY_FAST_FILLED', `request ${r.id} was fast-filled already`);
+    if ((current.status !== 'waiting' && current.status !== 'depositing') || ledger.payouts.get(`fill:${r.id}`)) {
+      throw new FastFillError(409, 'ALREADY_FILLED', `request ${r.id} is ${current.status}: it is filled or being filled already`);
+    }
+    const { available } = ledger.balances.summary(wallet);
+    if (available < holdMicro) {
+      throw new FastFillError(402, 'APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro}`);
+    }
+    placeHold(ledger, wallet, current, holdMicro);
+    ledger.requests.markFastFilled(r.id, now + input.holdSeconds * 1000, now);
+    ledger.requests.setStatus(r.id, 'pending', {}, now);
+    ledger.payouts.insert({
+      id: `fill:${r.id}`,
+      kind: 'fill',
+      request_id: r.id,
+      deposit_id: null,
+      chain_id: r.destination_chain_id,
+      recipient: r.recipient!,
+      currency: r.destination_currency,
+      amount: fees.out.toString(),
+      native_topup: pricing.topUpNative ?? null,
+      decided_at: now,
+    });
+    debitSponsor(ledger, current, usdMicroCeil(fees.sponsored, cout.decimals, priceOut));
+  });
+  adapter.wake();
+  return { amount: fees.out, valueMicro, holdMicro };
+}
