@@ -1,221 +1,38 @@
 import { randomBytes } from 'node:crypto';
-import { formatUnits, type Hex } from 'viem';
-import { addressBytes, apiAddress, canonicalAddress, describeAddressKind } from '../chains/address.ts';
-import type { ChainAdapter } from '../chains/adapter.ts';
-import type { Config } from '../config/load.ts';
-import type { Currency, Registry } from '../config/registry.ts';
-import type { ChainConfig } from '../config/schema.ts';
+import { formatUnits } from 'viem';
+import { addressBytes, apiAddress } from '../chains/address.ts';
 import type { NewRequest } from '../ledger/requests.ts';
-import type { Pricing } from '../ledger/types.ts';
-import { breakdown, inputFor, outputFor, type FeeBreakdown } from './fillAmount.ts';
-import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, percent, usdMicro, usdMicroCeil, usdValue } from './money.ts';
+import { amountObject } from './currency.ts';
+import { QuoteError } from './errors.ts';
+import { breakdown, inputFor, outputFor } from './fillAmount.ts';
+import { formatUsd, mulRatioCeil, percent, usdMicro, usdMicroCeil } from './money.ts';
 import { orderId, type OrderData } from './orderId.ts';
-import type { PriceSource } from './prices.ts';
+import { priceRoute } from './pricing.ts';
+import { resolveRoute } from './route.ts';
+import { feeSponsorshipQuoted } from './sponsorship.ts';
+import type { QuoteContext, QuoteInput } from './types.ts';
 
-// Addresses arrive as strings and are checked against the kind of chain they belong to.
-export interface QuoteInput {
-  user: string;
-  recipient?: string;
-  refundTo?: string;
-  originChainId: number;
-  destinationChainId: number;
-  originCurrency: string;
-  destinationCurrency: string;
-  amount: bigint;
-  tradeType: 'EXACT_INPUT' | 'EXACT_OUTPUT';
-  protocolVersion?: string;
-  referrer?: string;
-  // SVM origins: another account pays the deposit transaction's fees.
-  depositFeePayer?: string;
-  // Fees to integrators: each recipient's share of the output, in basis points.
-  appFees?: { recipient: string; fee: number }[];
-  subsidizeFees?: boolean;
-  // micro-USD (the 6-decimal stablecoin unit): the most the sponsor pays.
-  maxSubsidizationAmount?: bigint;
-  sponsoredFeeComponents?: string[];
-  subsidizeRent?: boolean;
-  // Deliver some of the destination's native currency with an ERC-20 fill, worth this many micro-USD.
-  topupGas?: boolean;
-  topupGasAmount?: bigint;
-}
-
-// Who pays sponsored fees: the app balance of the wallet linked to the caller's API key.
-export interface Sponsor {
-  wallet: string;
-  apiKeyId: string;
-  // What the wallet's app balance holds now, in micro-USD.
-  balance: bigint;
-}
-
-export const DEFAULT_TOPUP_MICRO_USD = 2_000_000n;
-const SPONSORABLE = ['execution', 'swap', 'platform'] as const;
-
-export class QuoteError extends Error {
-  constructor(
-    message: string,
-    readonly errorCode: string,
-    readonly status = 400,
-  ) {
-    super(message);
-  }
-}
-
-export interface QuoteContext {
-  config: Config;
-  registry: Registry;
-  adapters: Map<number, ChainAdapter>;
-  prices: PriceSource;
-  // The solver's EVM address: the Order type's `solver` field is an address whatever the chains.
-  solver: Hex;
-  sponsor?: Sponsor;
-  now?: number;
-}
+export { currencyObject } from './currency.ts';
+export { QuoteError } from './errors.ts';
+export type { QuoteContext, QuoteInput, Sponsor } from './types.ts';
 
 export interface Quote {
   response: Record<string, unknown>;
   request: NewRequest;
 }
 
-export function currencyObject(c: Currency) {
-  return {
-    chainId: c.chainId,
-    address: apiAddress(c.kind, c.address),
-    symbol: c.symbol,
-    name: c.name,
-    decimals: c.decimals,
-    metadata: { logoURI: c.logoURI ?? '', verified: true },
-  };
-}
-
-function amountObject(c: Currency, amount: bigint, price: string, minimum = amount) {
-  return {
-    currency: currencyObject(c),
-    amount: amount.toString(),
-    amountFormatted: formatUnits(amount, c.decimals),
-    amountUsd: usdValue(amount, c.decimals, price),
-    minimumAmount: minimum.toString(),
-  };
-}
-
-// data.feeSponsorship.quoted of the request record, in the interface's shape.
-export function feeSponsorshipQuoted(q: QuoteInput, pricing: Pricing, f: FeeBreakdown, cout: Currency, price: string) {
-  const selected = pricing.sponsor?.components ?? [];
-  const usdAmt = (x: bigint) => ({ amount: x.toString(), amountUsd: usdValue(x, cout.decimals, price) });
-  const execution = f.gas + f.topUp;
-  // The sponsor covers execution first, then platform, up to the cap.
-  let left = f.sponsored;
-  const take = (on: boolean, total: bigint) => {
-    const s = on ? (total < left ? total : left) : 0n;
-    left -= s;
-    return s;
-  };
-  const execSponsored = take(selected.includes('execution'), execution);
-  const platSponsored = take(selected.includes('platform'), f.service);
-  const comp = (on: boolean, total: bigint, sponsored: bigint) => ({ selected: on, total: { ...usdAmt(total), amountFormatted: formatUnits(total, cout.decimals), minimumAmount: total.toString() }, sponsored: usdAmt(sponsored), userPays: usdAmt(total - sponsored) });
-  const appTotal = f.app.reduce((t, a) => t + a.amount, 0n);
-  const all = execution + f.service;
-  return {
-    selectedComponents: selected,
-    maxSubsidizationAmount: q.maxSubsidizationAmount?.toString() ?? null,
-    capHit: pricing.sponsor ? f.sponsored < (selected.includes('execution') ? execution : 0n) + (selected.includes('platform') ? f.service : 0n) : false,
-    components: {
-      execution: comp(selected.includes('execution'), execution, execSponsored),
-      swap: comp(false, 0n, 0n),
-      platform: comp(selected.includes('platform'), f.service, platSponsored),
-      app: comp(false, appTotal, 0n),
-    },
-    sponsoredTotal: usdAmt(f.sponsored),
-    userPaysTotal: usdAmt(all + appTotal - f.sponsored),
-    currency: currencyObject(cout),
-  };
-}
-
-function signedUsd(micro: bigint): string {
-  return micro < 0n ? `-${formatUsd(-micro)}` : formatUsd(micro);
-}
-
-function address(chain: ChainConfig, field: string, value: string): string {
-  const a = canonicalAddress(chain.kind, value);
-  if (a === undefined) throw new QuoteError(`${field}: must be ${describeAddressKind(chain.kind)} on chain ${chain.id}`, 'INVALID_INPUT_PARAMETERS');
-  return a;
-}
-
 export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quote> {
   const { registry, config } = ctx;
   const now = ctx.now ?? Date.now();
-  const origin = registry.chain(q.originChainId);
-  const dest = registry.chain(q.destinationChainId);
-  if (!origin) throw new QuoteError(`originChainId ${q.originChainId} is not a supported chain`, 'UNSUPPORTED_CHAIN');
-  if (!dest) throw new QuoteError(`destinationChainId ${q.destinationChainId} is not a supported chain`, 'UNSUPPORTED_CHAIN');
-  if (!origin.depositEnabled) throw new QuoteError(`deposits on chain ${origin.id} are disabled`, 'UNSUPPORTED_CHAIN');
-  const user = address(origin, 'user', q.user);
-  const recipient = q.recipient === undefined ? (origin.kind === dest.kind ? user : undefined) : address(dest, 'recipient', q.recipient);
-  if (recipient === undefined) throw new QuoteError(`recipient: is required when the destination chain ${dest.id} is of another kind than the origin`, 'INVALID_INPUT_PARAMETERS');
-  const refundTo = q.refundTo === undefined ? user : address(origin, 'refundTo', q.refundTo);
-  const feePayer = q.depositFeePayer === undefined ? undefined : address(origin, 'depositFeePayer', q.depositFeePayer);
-  if (feePayer !== undefined && feePayer === user) throw new QuoteError('depositFeePayer: must differ from user', 'INVALID_INPUT_PARAMETERS');
-  const cin = registry.currency(origin.id, q.originCurrency);
-  const cout = registry.currency(dest.id, q.destinationCurrency);
-  if (!cin) throw new QuoteError(`originCurrency ${q.originCurrency} is not supported on chain ${origin.id}`, 'UNSUPPORTED_CURRENCY');
-  if (!cout) throw new QuoteError(`destinationCurrency ${q.destinationCurrency} is not supported on chain ${dest.id}`, 'UNSUPPORTED_CURRENCY');
-  if (origin.id === dest.id) throw new QuoteError('same-chain requests are not supported: originChainId equals destinationChainId', 'UNSUPPORTED_ROUTE');
-  if (cin.native !== cout.native || cin.symbol !== cout.symbol) {
-    throw new QuoteError(`route ${cin.symbol} → ${cout.symbol} is not supported: only bridges of the same currency are`, 'UNSUPPORTED_ROUTE');
-  }
+  const route = resolveRoute(q, registry);
+  const { origin, dest, user, recipient, refundTo, feePayer, cin, cout } = route;
   const originAdapter = ctx.adapters.get(origin.id)!;
   const destAdapter = ctx.adapters.get(dest.id)!;
   const originNative = registry.native(origin.id);
-  const destNative = registry.native(dest.id);
 
-  // The fill's cost is priced for the quoted amount; it does not depend on the amount for bridges.
-  const [priceIn, priceOut, destNativePrice, originNativePrice, fillCost, depositCost] = await Promise.all([
-    ctx.prices.usdPrice(cin),
-    ctx.prices.usdPrice(cout),
-    ctx.prices.usdPrice(destNative),
-    ctx.prices.usdPrice(originNative),
-    destAdapter.fillCost({ currency: cout.address, recipient, amount: q.amount }),
-    originAdapter.depositCost(cin.address),
-  ]);
-  const rate = conversionRate(priceIn, cin.decimals, priceOut, cout.decimals);
-  const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
-  const gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
-  const pricing: Pricing = {
-    rateNum: rate.num.toString(),
-    rateDen: rate.den.toString(),
-    serviceBps: config.fees.relayerServiceBps,
-    gasFeeOut: gasFeeOut.toString(),
-    gasFeeUsd: usdValue(fillCost.native, destNative.decimals, destNativePrice),
-  };
-  if (q.appFees?.length) {
-    pricing.appFees = q.appFees.map((f, i) => ({ recipient: address({ id: dest.id, kind: 'evm' } as ChainConfig, `appFees.${i}.recipient`, f.recipient), bps: f.fee }));
-    const total = pricing.appFees.reduce((t, f) => t + f.bps, 0);
-    if (total + pricing.serviceBps >= 10_000) throw new QuoteError('appFees: the fees add up to the whole amount', 'INVALID_INPUT_PARAMETERS');
-  }
-  if (q.topupGas) {
-    if (cout.native) throw new QuoteError('topupGas: the destination currency is already native', 'INVALID_INPUT_PARAMETERS');
-    const micro = q.topupGasAmount ?? DEFAULT_TOPUP_MICRO_USD;
-    const native = mulRatioFloor(micro, conversionRate('1', 6, destNativePrice, destNative.decimals));
-    pricing.topUpNative = native.toString();
-    pricing.topUpOut = mulRatioCeil(native, nativeToOut).toString();
-  }
-  // Sponsorship (the interface's rules): rule 3, subsidizeRent alone sponsors nothing; rule 2, an
-  // account the fill must create falls back to user-paid fees unless subsidizeRent; rule 7, app
-  // fees are never sponsored; rule 1, the sponsor pays up to maxSubsidizationAmount.
-  let fallback: string | undefined;
-  if (q.subsidizeFees) {
-    if (!ctx.sponsor) throw new QuoteError('subsidizeFees: needs an API key linked to a sponsor wallet (x-api-key)', 'SPONSOR_NOT_LINKED', 401);
-    const components = q.sponsoredFeeComponents ?? [...SPONSORABLE];
-    for (const c of components) {
-      if (c === 'app') throw new QuoteError('sponsoredFeeComponents: app fees cannot be sponsored', 'INVALID_INPUT_PARAMETERS');
-      if (!(SPONSORABLE as readonly string[]).includes(c)) throw new QuoteError(`sponsoredFeeComponents: unknown component ${c}`, 'INVALID_INPUT_PARAMETERS');
-    }
-    if (fillCost.rent > 0n && !q.subsidizeRent) {
-      fallback = 'the fill creates an account and subsidizeRent is not set';
-    } else {
-      const capOut = q.maxSubsidizationAmount === undefined ? 2n ** 255n : mulRatioFloor(q.maxSubsidizationAmount, conversionRate('1', 6, priceOut, cout.decimals));
-      pricing.sponsor = { components: components.filter((c): c is 'execution' | 'platform' => c === 'execution' || c === 'platform'), capOut: capOut.toString() };
-    }
-  }
+  const { pricing, prices, fillCost, depositCost, rate, fallback } = await priceRoute(q, route, ctx);
+  const { in: priceIn, out: priceOut, originNative: originNativePrice } = prices;
+  const gasFeeOut = BigInt(pricing.gasFeeOut);
 
   let amountIn: bigint;
   let amountOut: bigint;
@@ -386,13 +203,17 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     money: JSON.stringify({
       sponsor: pricing.sponsor && ctx.sponsor ? { wallet: ctx.sponsor.wallet, apiKeyId: ctx.sponsor.apiKeyId } : null,
       sponsorFallback: fallback ?? null,
-      feeSponsorship: q.subsidizeFees ? feeSponsorshipQuoted(q, pricing, fees, cout, priceOut) : null,
+      feeSponsorship: q.subsidizeFees ? feeSponsorshipQuoted(q.maxSubsidizationAmount, pricing, fees, cout, priceOut) : null,
       appFees: pricing.appFees ?? [],
       topUpNative: pricing.topUpNative ?? null,
     }),
     features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : [])]),
   };
   return { response, request };
+}
+
+function signedUsd(micro: bigint): string {
+  return micro < 0n ? `-${formatUsd(-micro)}` : formatUsd(micro);
 }
 
 // bigints as decimal strings, as the interface writes amounts.

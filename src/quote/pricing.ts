@@ -1,0 +1,92 @@
+import type { FillCost } from '../chains/adapter.ts';
+import type { Pricing } from '../ledger/types.ts';
+import { QuoteError } from './errors.ts';
+import { conversionRate, mulRatioCeil, mulRatioFloor, usdValue, type Ratio } from './money.ts';
+import { canonicalAddress } from '../chains/address.ts';
+import type { Route } from './route.ts';
+import { DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
+
+export interface PricedRoute {
+  pricing: Pricing;
+  prices: { in: string; out: string; destNative: string; originNative: string };
+  fillCost: FillCost;
+  // The user's own deposit transaction, in the origin's native units (quoted, not charged).
+  depositCost: bigint;
+  rate: Ratio;
+  // Why sponsorship was asked for and not given (rule 2), if it was.
+  fallback?: string;
+}
+
+// Everything the quote fixes about price: the rate, the fill's cost, fees, app fees, top-up and
+// sponsorship, as a Pricing the solver applies to whatever amount the deposit brings.
+export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext): Promise<PricedRoute> {
+  const { registry, config } = ctx;
+  const { origin, dest, recipient, cin, cout } = route;
+  const originAdapter = ctx.adapters.get(origin.id)!;
+  const destAdapter = ctx.adapters.get(dest.id)!;
+  const originNative = registry.native(origin.id);
+  const destNative = registry.native(dest.id);
+  // The fill's cost is priced for the quoted amount; it does not depend on the amount for bridges.
+  const [priceIn, priceOut, destNativePrice, originNativePrice, fillCost, depositCost] = await Promise.all([
+    ctx.prices.usdPrice(cin),
+    ctx.prices.usdPrice(cout),
+    ctx.prices.usdPrice(destNative),
+    ctx.prices.usdPrice(originNative),
+    destAdapter.fillCost({ currency: cout.address, recipient, amount: q.amount }),
+    originAdapter.depositCost(cin.address),
+  ]);
+  const rate = conversionRate(priceIn, cin.decimals, priceOut, cout.decimals);
+  const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
+  const gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
+  const pricing: Pricing = {
+    rateNum: rate.num.toString(),
+    rateDen: rate.den.toString(),
+    serviceBps: config.fees.relayerServiceBps,
+    gasFeeOut: gasFeeOut.toString(),
+    gasFeeUsd: usdValue(fillCost.native, destNative.decimals, destNativePrice),
+  };
+  if (q.appFees?.length) {
+    pricing.appFees = q.appFees.map((f, i) => {
+      // App fees are claimed by an EVM wallet, whatever the route's chains.
+      const recipient = canonicalAddress('evm', f.recipient);
+      if (!recipient) throw new QuoteError(`appFees.${i}.recipient: must be a 0x-prefixed 20-byte hex address`, 'INVALID_INPUT_PARAMETERS');
+      return { recipient, bps: f.fee };
+    });
+    const total = pricing.appFees.reduce((t, f) => t + f.bps, 0);
+    if (total + pricing.serviceBps >= 10_000) throw new QuoteError('appFees: the fees add up to the whole amount', 'INVALID_INPUT_PARAMETERS');
+  }
+  if (q.topupGas) {
+    if (cout.native) throw new QuoteError('topupGas: the destination currency is already native', 'INVALID_INPUT_PARAMETERS');
+    const micro = q.topupGasAmount ?? DEFAULT_TOPUP_MICRO_USD;
+    const native = mulRatioFloor(micro, conversionRate('1', 6, destNativePrice, destNative.decimals));
+    pricing.topUpNative = native.toString();
+    pricing.topUpOut = mulRatioCeil(native, nativeToOut).toString();
+  }
+  // Sponsorship (the interface's rules): rule 3, subsidizeRent alone sponsors nothing; rule 2, an
+  // account the fill must create falls back to user-paid fees unless subsidizeRent; rule 7, app
+  // fees are never sponsored; rule 1, the sponsor pays up to maxSubsidizationAmount.
+  let fallback: string | undefined;
+  if (q.subsidizeFees) {
+    if (!ctx.sponsor) throw new QuoteError('subsidizeFees: needs an API key linked to a sponsor wallet (x-api-key)', 'SPONSOR_NOT_LINKED', 401);
+    const components = q.sponsoredFeeComponents ?? [...SPONSORABLE];
+    for (const c of components) {
+      if (c === 'app') throw new QuoteError('sponsoredFeeComponents: app fees cannot be sponsored', 'INVALID_INPUT_PARAMETERS');
+      if (!(SPONSORABLE as readonly string[]).includes(c)) throw new QuoteError(`sponsoredFeeComponents: unknown component ${c}`, 'INVALID_INPUT_PARAMETERS');
+    }
+    if (fillCost.rent > 0n && !q.subsidizeRent) {
+      fallback = 'the fill creates an account and subsidizeRent is not set';
+    } else {
+      const capOut = q.maxSubsidizationAmount === undefined ? 2n ** 255n : mulRatioFloor(q.maxSubsidizationAmount, conversionRate('1', 6, priceOut, cout.decimals));
+      pricing.sponsor = { components: components.filter((c): c is 'execution' | 'platform' => c === 'execution' || c === 'platform'), capOut: capOut.toString() };
+    }
+  }
+
+  return {
+    pricing,
+    prices: { in: priceIn, out: priceOut, destNative: destNativePrice, originNative: originNativePrice },
+    fillCost,
+    depositCost,
+    rate,
+    fallback,
+  };
+}

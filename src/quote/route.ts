@@ -1,0 +1,46 @@
+import { canonicalAddress, describeAddressKind } from '../chains/address.ts';
+import type { Currency, Registry } from '../config/registry.ts';
+import type { ChainConfig } from '../config/schema.ts';
+import { QuoteError } from './errors.ts';
+import type { QuoteInput } from './types.ts';
+
+// Who sends what from where to whom, with every address checked against its chain's kind.
+export interface Route {
+  origin: ChainConfig;
+  dest: ChainConfig;
+  user: string;
+  recipient: string;
+  refundTo: string;
+  feePayer?: string;
+  cin: Currency;
+  cout: Currency;
+}
+
+export function address(chain: ChainConfig, field: string, value: string): string {
+  const a = canonicalAddress(chain.kind, value);
+  if (a === undefined) throw new QuoteError(`${field}: must be ${describeAddressKind(chain.kind)} on chain ${chain.id}`, 'INVALID_INPUT_PARAMETERS');
+  return a;
+}
+
+export function resolveRoute(q: QuoteInput, registry: Registry): Route {
+  const origin = registry.chain(q.originChainId);
+  const dest = registry.chain(q.destinationChainId);
+  if (!origin) throw new QuoteError(`originChainId ${q.originChainId} is not a supported chain`, 'UNSUPPORTED_CHAIN');
+  if (!dest) throw new QuoteError(`destinationChainId ${q.destinationChainId} is not a supported chain`, 'UNSUPPORTED_CHAIN');
+  if (!origin.depositEnabled) throw new QuoteError(`deposits on chain ${origin.id} are disabled`, 'UNSUPPORTED_CHAIN');
+  const user = address(origin, 'user', q.user);
+  const recipient = q.recipient === undefined ? (origin.kind === dest.kind ? user : undefined) : address(dest, 'recipient', q.recipient);
+  if (recipient === undefined) throw new QuoteError(`recipient: is required when the destination chain ${dest.id} is of another kind than the origin`, 'INVALID_INPUT_PARAMETERS');
+  const refundTo = q.refundTo === undefined ? user : address(origin, 'refundTo', q.refundTo);
+  const feePayer = q.depositFeePayer === undefined ? undefined : address(origin, 'depositFeePayer', q.depositFeePayer);
+  if (feePayer !== undefined && feePayer === user) throw new QuoteError('depositFeePayer: must differ from user', 'INVALID_INPUT_PARAMETERS');
+  const cin = registry.currency(origin.id, q.originCurrency);
+  const cout = registry.currency(dest.id, q.destinationCurrency);
+  if (!cin) throw new QuoteError(`originCurrency ${q.originCurrency} is not supported on chain ${origin.id}`, 'UNSUPPORTED_CURRENCY');
+  if (!cout) throw new QuoteError(`destinationCurrency ${q.destinationCurrency} is not supported on chain ${dest.id}`, 'UNSUPPORTED_CURRENCY');
+  if (origin.id === dest.id) throw new QuoteError('same-chain requests are not supported: originChainId equals destinationChainId', 'UNSUPPORTED_ROUTE');
+  if (cin.native !== cout.native || cin.symbol !== cout.symbol) {
+    throw new QuoteError(`route ${cin.symbol} → ${cout.symbol} is not supported: only bridges of the same currency are`, 'UNSUPPORTED_ROUTE');
+  }
+  return { origin, dest, user, recipient, refundTo, feePayer, cin, cout };
+}

@@ -1,0 +1,56 @@
+import type { Hex } from 'viem';
+import type { ChainAdapter } from '../chains/adapter.ts';
+import type { Config } from '../config/load.ts';
+import type { Registry } from '../config/registry.ts';
+import type { PriceSource } from './prices.ts';
+
+// Addresses arrive as strings and are checked against the kind of chain they belong to.
+export interface QuoteInput {
+  user: string;
+  recipient?: string;
+  refundTo?: string;
+  originChainId: number;
+  destinationChainId: number;
+  originCurrency: string;
+  destinationCurrency: string;
+  amount: bigint;
+  tradeType: 'EXACT_INPUT' | 'EXACT_OUTPUT';
+  protocolVersion?: string;
+  referrer?: string;
+  // SVM origins: another account pays the deposit transaction's fees.
+  depositFeePayer?: string;
+  // Fees to integrators: each recipient's share of the output, in basis points.
+  appFees?: { recipient: string; fee: number }[];
+  subsidizeFees?: boolean;
+  // micro-USD (the 6-decimal stablecoin unit): the most the sponsor pays.
+  maxSubsidizationAmount?: bigint;
+  sponsoredFeeComponents?: string[];
+  subsidizeRent?: boolean;
+  // Deliver some of the destination's native currency with an ERC-20 fill, worth this many micro-USD.
+  topupGas?: boolean;
+  topupGasAmount?: bigint;
+}
+
+// Who pays sponsored fees: the app balance of the wallet linked to the caller's API key.
+export interface Sponsor {
+  wallet: string;
+  apiKeyId: string;
+  // What the wallet's app balance holds now, in micro-USD.
+  balance: bigint;
+}
+
+export const DEFAULT_TOPUP_MICRO_USD = 2_000_000n;
+export const SPONSORABLE = ['execution', 'swap', 'platform'] as const;
+
+
+export interface QuoteContext {
+  config: Config;
+  registry: Registry;
+  adapters: Map<number, ChainAdapter>;
+  prices: PriceSource;
+  // The solver's EVM address: the Order type's `solver` field is an address whatever the chains.
+  solver: Hex;
+  sponsor?: Sponsor;
+  now?: number;
+}
+
