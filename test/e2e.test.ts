@@ -254,8 +254,8 @@ describe('API input', () => {
     [{ user: "0x123" }, /user: must be a 0x-prefixed 20-byte hex address on chain 8453/],
     [{ originChainId: 999 }, /originChainId 999 is not a supported chain/],
     [{ destinationCurrency: '0x00000000000000000000000000000000000000ff' }, /destinationCurrency .* is not supported on chain 10/],
-    [{ tradeType: 'SIDEWAYS' }, /tradeType: must be EXACT_INPUT or EXACT_OUTPUT/],
-    [{ destinationChainId: A }, /same-chain requests are not supported/],
+    [{ tradeType: "SIDEWAYS" }, /tradeType: must be EXACT_INPUT, EXACT_OUTPUT or EXPECTED_OUTPUT/],
+    [{ destinationChainId: A, recipient: undefined }, /nothing to do/],
     [{ amount: '1' }, /too low to cover the fees/],
   ])('rejects a bad quote with 400 and a message (%#)', async (over, message) => {
     const r = await api(s.url, '/quote', { body: { ...good(), ...over } });

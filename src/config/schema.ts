@@ -103,7 +103,13 @@ export const configSchema = z
     // Signs the depository's call requests (refunds); the solver key when absent.
     allocatorKey: keySource.optional(),
     fees: z
-      .object({ relayerServiceBps: z.number().int().min(0).max(5_000).default(10) })
+      .object({
+        relayerServiceBps: z.number().int().min(0).max(5_000).default(10),
+        // The node's margin on swaps, taken off the price ratio.
+        swapSpreadBps: z.number().int().min(0).max(5_000).default(30),
+        // Slippage a swap tolerates when the quote does not say.
+        defaultSlippageBps: z.number().int().min(0).max(5_000).default(50),
+      })
       .strict()
       .default({}),
     quote: z

@@ -19,6 +19,8 @@ export interface Pricing {
   // Gas top-up: the native amount delivered with the fill, and its price in output units.
   topUpNative?: string;
   topUpOut?: string;
+  // Swaps: the rate is re-read at fill time (prices move), less the node's spread.
+  swap?: { spreadBps: number };
   // Fee sponsorship: which components the sponsor pays, up to capOut (output units).
   sponsor?: { components: ('execution' | 'platform')[]; capOut: string };
 }

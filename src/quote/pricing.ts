@@ -3,7 +3,7 @@ import type { Pricing } from '../ledger/types.ts';
 import { QuoteError } from './errors.ts';
 import { conversionRate, mulRatioCeil, mulRatioFloor, usdValue, type Ratio } from './money.ts';
 import { canonicalAddress } from '../chains/address.ts';
-import type { Route } from './route.ts';
+import { isSwap, type Route } from './route.ts';
 import { DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
 
 export interface PricedRoute {
@@ -15,6 +15,11 @@ export interface PricedRoute {
   rate: Ratio;
   // Why sponsorship was asked for and not given (rule 2), if it was.
   fallback?: string;
+}
+
+// The price ratio less the node's spread.
+export function swapRate(r: Ratio, spreadBps: number): Ratio {
+  return { num: r.num * BigInt(10_000 - spreadBps), den: r.den * 10_000n };
 }
 
 // Everything the quote fixes about price: the rate, the fill's cost, fees, app fees, top-up and
@@ -35,7 +40,8 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     destAdapter.fillCost({ currency: cout.address, recipient, amount: q.amount }),
     originAdapter.depositCost(cin.address),
   ]);
-  const rate = conversionRate(priceIn, cin.decimals, priceOut, cout.decimals);
+  const spreadBps = isSwap(route.requestType) ? config.fees.swapSpreadBps : 0;
+  const rate = swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), spreadBps);
   const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
   const gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
   const pricing: Pricing = {
@@ -44,6 +50,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     serviceBps: config.fees.relayerServiceBps,
     gasFeeOut: gasFeeOut.toString(),
     gasFeeUsd: usdValue(fillCost.native, destNative.decimals, destNativePrice),
+    ...(isSwap(route.requestType) ? { swap: { spreadBps } } : {}),
   };
   if (q.appFees?.length) {
     pricing.appFees = q.appFees.map((f, i) => {

@@ -5,7 +5,7 @@ import type { NewRequest } from '../ledger/requests.ts';
 import { amountObject } from './currency.ts';
 import { QuoteError } from './errors.ts';
 import { breakdown, inputFor, outputFor } from './fillAmount.ts';
-import { formatUsd, mulRatioCeil, percent, usdMicro, usdMicroCeil } from './money.ts';
+import { ceilDiv, formatUsd, mulRatioCeil, percent, usdMicro, usdMicroCeil, usdValue } from './money.ts';
 import { orderId, type OrderData } from './orderId.ts';
 import { priceRoute } from './pricing.ts';
 import { resolveRoute } from './route.ts';
@@ -34,19 +34,30 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const { in: priceIn, out: priceOut, originNative: originNativePrice } = prices;
   const gasFeeOut = BigInt(pricing.gasFeeOut);
 
+  // Swaps tolerate slippage (prices move between quote and fill); bridges and wraps do not.
+  const slippageBps = pricing.swap ? (q.slippageTolerance ?? config.fees.defaultSlippageBps) : 0;
+  const lessSlippage = (x: bigint) => (x * BigInt(10_000 - slippageBps)) / 10_000n;
   let amountIn: bigint;
   let amountOut: bigint;
+  let minAmountOut: bigint;
   if (q.tradeType === 'EXACT_INPUT') {
     amountIn = q.amount;
     amountOut = outputFor(amountIn, pricing);
     if (amountOut <= 0n) {
       throw new QuoteError(`amount ${q.amount} is too low to cover the fees of ${formatUnits(gasFeeOut, cout.decimals)} ${cout.symbol}`, 'AMOUNT_TOO_LOW');
     }
+    minAmountOut = lessSlippage(amountOut);
+  } else if (q.tradeType === 'EXPECTED_OUTPUT') {
+    // About q.amount out, and at least that less the slippage tolerance.
+    amountIn = inputFor(q.amount, pricing);
+    amountOut = outputFor(amountIn, pricing);
+    minAmountOut = lessSlippage(q.amount);
   } else {
-    amountOut = q.amount;
-    amountIn = inputFor(amountOut, pricing);
+    // Exactly q.amount out at least: the input carries the slippage as a margin.
+    amountIn = inputFor(ceilDiv(q.amount * 10_000n, BigInt(10_000 - slippageBps)), pricing);
+    amountOut = outputFor(amountIn, pricing);
+    minAmountOut = q.amount;
   }
-  const minAmountOut = q.tradeType === 'EXACT_INPUT' ? amountOut : q.amount;
   if (amountOut < fillCost.minimumAmount) {
     throw new QuoteError(
       `the payout of ${formatUnits(amountOut, cout.decimals)} ${cout.symbol} would leave the new account of ${q.recipient ?? q.user} below the rent-exempt minimum of ${formatUnits(fillCost.minimumAmount, cout.decimals)} ${cout.symbol}`,
@@ -130,6 +141,8 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const currencyOut = amountObject(cout, amountOut, priceOut, minAmountOut);
   const inUsd = usdMicro(amountIn, cin.decimals, priceIn);
   const impact = usdMicro(amountOut, cout.decimals, priceOut) - inUsd;
+  // What the swap's spread takes, in USD (its share of the total impact).
+  const spreadMicro = pricing.swap ? (inUsd * BigInt(pricing.swap.spreadBps)) / 10_000n : 0n;
   const feesObject = {
     gas: amountObject(originNative, depositCost, originNativePrice),
     relayer: amountObject(cin, relayerGasIn + relayerServiceIn, priceIn),
@@ -139,25 +152,27 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     subsidized: amountObject(cin, sponsoredIn, priceIn),
   };
   const router = 'relay-node';
-  const slip = { usd: '0', value: '0', percent: '0' };
+  const slipUsd = usdValue(amountOut - minAmountOut, cout.decimals, priceOut);
+  const slip = { usd: slipUsd, value: String(slippageBps), percent: percent(BigInt(slippageBps), 10_000n) };
+  const noSlip = { usd: '0', value: '0', percent: '0' };
   const details = {
-    operation: 'bridge',
+    operation: OPERATIONS[route.requestType],
     sender: apiAddress(origin.kind, user),
     recipient: apiAddress(dest.kind, recipient),
     currencyIn,
     currencyOut,
     refundCurrency: currencyIn,
     totalImpact: { usd: signedUsd(impact), percent: percent(impact, inUsd) },
-    swapImpact: { usd: '0', percent: '0' },
+    swapImpact: { usd: signedUsd(-spreadMicro), percent: percent(-spreadMicro, inUsd) },
     expandedPriceImpact: {
-      swap: { usd: '0' },
+      swap: { usd: signedUsd(-spreadMicro) },
       execution: { usd: `-${feesObject.relayerGas.amountUsd}` },
       relay: { usd: `-${feesObject.relayerService.amountUsd}` },
       app: { usd: appIn === 0n ? '0' : `-${feesObject.app.amountUsd}` },
     },
     // Output per unit of input, in human units.
     rate: formatUnits((rate.num * 10n ** BigInt(18 + cin.decimals)) / (rate.den * 10n ** BigInt(cout.decimals)), 18),
-    slippageTolerance: { origin: slip, destination: slip },
+    slippageTolerance: { origin: noSlip, destination: slip },
     // Seconds: the deposit's confirmation plus the fill's own block.
     timeEstimate: originAdapter.confirmSeconds + 1,
     userBalance: userBalance.toString(),
@@ -182,7 +197,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     id,
     parent_id: null,
     kind: 'order',
-    request_type: 'Bridge',
+    request_type: route.requestType,
     user,
     recipient,
     refund_to: refundTo,
@@ -211,6 +226,16 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   };
   return { response, request };
 }
+
+const OPERATIONS: Record<string, string> = {
+  Bridge: 'bridge',
+  'Crosschain Swap': 'swap',
+  'Same-chain Swap': 'swap',
+  Send: 'send',
+  Wrap: 'wrap',
+  Unwrap: 'unwrap',
+  Call: 'call',
+};
 
 function signedUsd(micro: bigint): string {
   return micro < 0n ? `-${formatUsd(-micro)}` : formatUsd(micro);

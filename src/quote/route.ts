@@ -14,6 +14,27 @@ export interface Route {
   feePayer?: string;
   cin: Currency;
   cout: Currency;
+  requestType: RequestType;
+}
+
+export type RequestType = 'Bridge' | 'Crosschain Swap' | 'Same-chain Swap' | 'Send' | 'Wrap' | 'Unwrap' | 'Call';
+
+// The same currency is the same symbol (and nativeness); a wrapped native is "W" + its symbol.
+export function sameCurrency(a: Currency, b: Currency): boolean {
+  return a.symbol === b.symbol && a.native === b.native;
+}
+
+function requestType(sameChain: boolean, cin: Currency, cout: Currency): RequestType {
+  if (!sameChain) return sameCurrency(cin, cout) ? 'Bridge' : 'Crosschain Swap';
+  if (cin.address === cout.address) return 'Send';
+  if (cin.native && cout.symbol === `W${cin.symbol}`) return 'Wrap';
+  if (cout.native && cin.symbol === `W${cout.symbol}`) return 'Unwrap';
+  return 'Same-chain Swap';
+}
+
+// Wrapping and bridging move one asset: no swap, no spread, no price risk.
+export function isSwap(t: RequestType): boolean {
+  return t === 'Crosschain Swap' || t === 'Same-chain Swap';
 }
 
 export function address(chain: ChainConfig, field: string, value: string): string {
@@ -38,9 +59,8 @@ export function resolveRoute(q: QuoteInput, registry: Registry): Route {
   const cout = registry.currency(dest.id, q.destinationCurrency);
   if (!cin) throw new QuoteError(`originCurrency ${q.originCurrency} is not supported on chain ${origin.id}`, 'UNSUPPORTED_CURRENCY');
   if (!cout) throw new QuoteError(`destinationCurrency ${q.destinationCurrency} is not supported on chain ${dest.id}`, 'UNSUPPORTED_CURRENCY');
-  if (origin.id === dest.id) throw new QuoteError('same-chain requests are not supported: originChainId equals destinationChainId', 'UNSUPPORTED_ROUTE');
-  if (cin.native !== cout.native || cin.symbol !== cout.symbol) {
-    throw new QuoteError(`route ${cin.symbol} → ${cout.symbol} is not supported: only bridges of the same currency are`, 'UNSUPPORTED_ROUTE');
+  if (origin.id === dest.id && cin.address === cout.address && recipient === user) {
+    throw new QuoteError('the route sends a currency to its own sender on the same chain: nothing to do', 'UNSUPPORTED_ROUTE');
   }
-  return { origin, dest, user, recipient, refundTo, feePayer, cin, cout };
+  return { origin, dest, user, recipient, refundTo, feePayer, cin, cout, requestType: requestType(origin.id === dest.id, cin, cout) };
 }

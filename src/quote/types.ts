@@ -14,7 +14,9 @@ export interface QuoteInput {
   originCurrency: string;
   destinationCurrency: string;
   amount: bigint;
-  tradeType: 'EXACT_INPUT' | 'EXACT_OUTPUT';
+  tradeType: 'EXACT_INPUT' | 'EXACT_OUTPUT' | 'EXPECTED_OUTPUT';
+  // Basis points the output of a swap may fall short of the quote at fill time.
+  slippageTolerance?: number;
   protocolVersion?: string;
   referrer?: string;
   // SVM origins: another account pays the deposit transaction's fees.

@@ -1,5 +1,6 @@
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown, type FeeBreakdown } from '../quote/fillAmount.ts';
+import type { Ratio } from '../quote/money.ts';
 
 export type FailReason =
   | 'ORPHANED_DEPOSIT_REFUND'
@@ -11,6 +12,7 @@ export type FailReason =
   | 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL'
   | 'SOLVER_BALANCE_TOO_LOW'
   | 'SPONSOR_BALANCE_TOO_LOW'
+  | 'SLIPPAGE'
   | 'TRANSACTION_REVERTED'
   | 'EXECUTION_REVERTED';
 
@@ -29,6 +31,8 @@ export interface MatchContext {
   // Whether the request's sponsor can pay `sponsored` (output units) of its fees now.
   sponsorCanPay(order: RequestRow, sponsored: bigint): boolean;
   native(chainId: number): string;
+  // A swap's rate now (prices less the spread), or undefined when no price is known.
+  currentRate(order: RequestRow, pricing: Pricing): Ratio | undefined;
   // Whether a deposit was already assigned to the request.
   hasDeposit(requestId: string): boolean;
 }
@@ -45,11 +49,17 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
   if (deposit.currency !== order.origin_currency) return fail('INCORRECT_DEPOSIT_CURRENCY');
   if (order.expires_at !== null && deposit.seen_at > order.expires_at) return fail('ORDER_EXPIRED');
   const pricing = JSON.parse(order.pricing!) as Pricing;
-  const fees = breakdown(BigInt(deposit.amount), pricing);
-  const amount = fees.out;
+  let fees = breakdown(BigInt(deposit.amount), pricing);
   const topUp = BigInt(pricing.topUpNative ?? 0);
-  if (amount <= 0n) return fail('NEGATIVE_NEW_AMOUNT_AFTER_FEES');
-  if (amount < BigInt(order.min_amount_out)) return fail('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
+  if (fees.out <= 0n) return fail('NEGATIVE_NEW_AMOUNT_AFTER_FEES');
+  if (fees.out < BigInt(order.min_amount_out)) return fail('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
+  // A swap pays at today's price; below the order's minimum, the user is refunded instead.
+  const now = pricing.swap ? ctx.currentRate(order, pricing) : undefined;
+  if (now) {
+    fees = breakdown(BigInt(deposit.amount), { ...pricing, rateNum: now.num.toString(), rateDen: now.den.toString() });
+    if (fees.out < BigInt(order.min_amount_out)) return fail('SLIPPAGE');
+  }
+  const amount = fees.out;
   if (ctx.spendable(order.destination_chain_id, order.destination_currency) < amount) return fail('SOLVER_BALANCE_TOO_LOW');
   if (topUp > 0n && ctx.spendable(order.destination_chain_id, ctx.native(order.destination_chain_id)) < topUp) return fail('SOLVER_BALANCE_TOO_LOW');
   if (fees.sponsored > 0n && !ctx.sponsorCanPay(order, fees.sponsored)) return fail('SPONSOR_BALANCE_TOO_LOW');

@@ -7,6 +7,7 @@ import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { breakdown } from '../quote/fillAmount.ts';
+import { swapRate } from '../quote/pricing.ts';
 import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
@@ -68,6 +69,11 @@ export class Solver implements PayoutHooks {
     this.#stopped = true;
     clearInterval(this.#timer);
     await this.#running;
+  }
+
+  // Re-read inventory and prices before the next decision (e.g. when a price feed moved).
+  invalidate(): void {
+    this.#snapshot = undefined;
   }
 
   wake(): void {
@@ -148,6 +154,14 @@ export class Solver implements PayoutHooks {
       now: Date.now(),
       spendable: (chainId, currency) => snap.spendable.get(key(chainId, currency)) ?? 0n,
       native: (chainId) => this.registry.native(chainId).address,
+      currentRate: (r, pricing) => {
+        const cin = this.registry.currency(r.origin_chain_id, r.origin_currency);
+        const cout = this.registry.currency(r.destination_chain_id, r.destination_currency);
+        const pin = snap.prices.get(key(r.origin_chain_id, r.origin_currency));
+        const pout = snap.prices.get(key(r.destination_chain_id, r.destination_currency));
+        if (!cin || !cout || !pin || !pout) return undefined;
+        return swapRate(conversionRate(pin, cin.decimals, pout, cout.decimals), pricing.swap?.spreadBps ?? 0);
+      },
       hasDeposit: (requestId) => this.ledger.deposits.forRequest(requestId).length > 0,
       sponsorCanPay: (r, sponsored) => {
         const wallet = moneyOf(r)?.sponsor?.wallet;

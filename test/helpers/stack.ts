@@ -8,6 +8,8 @@ import { devnetChain } from '../../src/devnet/deploy.ts';
 import { startDevnet, type Devnet } from '../../src/devnet/devnet.ts';
 import { createLogger } from '../../src/log.ts';
 import { RelayNode } from '../../src/node.ts';
+import type { Currency } from '../../src/config/registry.ts';
+import { StaticPriceSource, type PriceSource } from '../../src/quote/prices.ts';
 
 export interface Stack {
   devnet: Devnet;
@@ -20,7 +22,9 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(opts: { blockTime?: number; confirmations?: number; logLines?: string[] } = {}): Promise<Stack> {
+export async function startStack(
+  opts: { blockTime?: number; confirmations?: number; logLines?: string[]; prices?: PriceSource } = {},
+): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations });
   const makeNode = async (faults: Faults = {}) => {
@@ -29,7 +33,7 @@ export async function startStack(opts: { blockTime?: number; confirmations?: num
     const log = opts.logLines
       ? createLogger('debug', { write: (line: string) => void opts.logLines!.push(line) })
       : createLogger(process.env.RELAY_TEST_LOG ?? 'silent');
-    return new RelayNode(config, { log }).start();
+    return new RelayNode(config, { log, prices: opts.prices }).start();
   };
   let node = await makeNode();
   const clients = new Map<number, PublicClient>();
@@ -126,4 +130,16 @@ export async function waitForStatus(url: string, requestId: string, statuses: st
     `request ${requestId} to reach ${statuses.join('|')}`,
     timeoutMs,
   );
+}
+
+// The config's prices, except those a test sets: prices that move between a quote and its fill.
+export class MovablePrices implements PriceSource {
+  #static = new StaticPriceSource();
+  readonly overrides = new Map<string, string>();
+  set(symbol: string, usd: string) {
+    this.overrides.set(symbol, usd);
+  }
+  async usdPrice(c: Currency): Promise<string> {
+    return this.overrides.get(c.symbol) ?? this.#static.usdPrice(c);
+  }
 }

@@ -63,7 +63,7 @@ function deposit(over: Partial<DepositRow> = {}): DepositRow {
   } as DepositRow;
 }
 
-const base = { sponsorCanPay: () => true, native: () => '0x0000000000000000000000000000000000000000', hasDeposit: () => false };
+const base = { currentRate: () => undefined, sponsorCanPay: () => true, native: () => '0x0000000000000000000000000000000000000000', hasDeposit: () => false };
 const plenty = { ...base, now: 1_500, spendable: () => 10n ** 30n };
 
 describe('match', () => {
@@ -116,6 +116,19 @@ describe('match', () => {
     expect(match(deposit(), o, plenty)).toMatchObject({ kind: 'settle' });
     // A second deposit after the first settled it is a double spend.
     expect(match(deposit(), o, { ...plenty, hasDeposit: () => true })).toMatchObject({ kind: 'fail', reason: 'DOUBLE_SPEND' });
+  });
+
+  it('pays a swap at the price of the moment, and refunds it below the minimum (SLIPPAGE)', () => {
+    const swap = { ...pricing, gasFeeOut: '0', serviceBps: 0, swap: { spreadBps: 0 } };
+    const o = order({ pricing: JSON.stringify(swap), min_amount_out: '9950000' });
+    // The price rose: the user gets more than quoted.
+    const up = match(deposit(), o, { ...plenty, currentRate: () => ({ num: 11n, den: 10n }) });
+    expect(up.kind === 'fill' && up.amount).toBe(11_000_000n);
+    // Within the tolerance: filled at the lower price.
+    const within = match(deposit(), o, { ...plenty, currentRate: () => ({ num: 996n, den: 1000n }) });
+    expect(within.kind === 'fill' && within.amount).toBe(9_960_000n);
+    // Below it: not filled.
+    expect(match(deposit(), o, { ...plenty, currentRate: () => ({ num: 99n, den: 100n }) })).toMatchObject({ kind: 'fail', reason: 'SLIPPAGE' });
   });
 
   it('gives a second deposit to an order a request of its own', () => {

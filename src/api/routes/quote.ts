@@ -22,7 +22,9 @@ const quoteBody = z.object({
   originCurrency: addressString,
   destinationCurrency: addressString,
   amount: amountParam,
-  tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT'], { errorMap: () => ({ message: 'must be EXACT_INPUT or EXACT_OUTPUT' }) }),
+  tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT', 'EXPECTED_OUTPUT'], { errorMap: () => ({ message: 'must be EXACT_INPUT, EXACT_OUTPUT or EXPECTED_OUTPUT' }) }),
+  // Basis points, as a string or a number.
+  slippageTolerance: z.coerce.number().int('must be whole basis points').min(0).max(5_000).optional(),
   protocolVersion: z.enum(['v1', 'v2']).optional(),
   referrer: z.string().max(200).optional(),
   depositFeePayer: addressString.optional(),

@@ -52,7 +52,7 @@ const priceQuery = z.object({
   originCurrency: z.string().max(128),
   destinationCurrency: z.string().max(128),
   amount: amountParam,
-  tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT']).default('EXACT_INPUT'),
+  tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT', 'EXPECTED_OUTPUT']).default('EXACT_INPUT'),
 });
 
 const tokenPriceQuery = z.object({ chainId: chainIdParam, address: z.string().max(128) }).strict();
