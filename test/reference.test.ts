@@ -28,17 +28,20 @@ describe('reference endpoints', () => {
       protocol: { v2: { depository: devnetBase.contracts.depository } },
       solverAddresses: [s.devnet.solver],
     });
-    expect(base.erc20Currencies).toEqual([expect.objectContaining({ symbol: 'USDC', decimals: 6, address: usdc(8453).toLowerCase() })]);
+    expect(base.erc20Currencies).toEqual([
+      expect.objectContaining({ symbol: 'USDC', decimals: 6, address: usdc(8453).toLowerCase() }),
+      expect.objectContaining({ symbol: 'WETH', decimals: 18 }),
+    ]);
   });
 
   it('GET and POST /currencies/v2 search by chain, address and symbol', async () => {
     const bySymbol = await api(s.url, '/currencies/v2?symbol=usdc');
     expect(bySymbol.body.map((c: any) => c.chainId).sort()).toEqual([10, 8453]);
     const byChain = await api(s.url, '/currencies/v2?chainIds=10');
-    expect(byChain.body.map((c: any) => c.symbol).sort()).toEqual(['ETH', 'USDC']);
+    expect(byChain.body.map((c: any) => c.symbol).sort()).toEqual(['ETH', 'USDC', 'WETH']);
     const byAddress = await api(s.url, '/currencies/v2', { body: { chainIds: [8453], address: usdc(8453).toUpperCase().replace('0X', '0x') } });
     expect(byAddress.body).toEqual([expect.objectContaining({ chainId: 8453, symbol: 'USDC', metadata: expect.objectContaining({ isNative: false }) })]);
-    expect((await api(s.url, '/currencies/v2?term=ether')).body.every((c: any) => c.symbol === 'ETH')).toBe(true);
+    expect((await api(s.url, '/currencies/v2?term=ether&chainIds=10')).body.map((c: any) => c.symbol).sort()).toEqual(['ETH', 'WETH']);
     expect((await api(s.url, '/currencies/v2?limit=0')).status).toBe(400);
     expect((await api(s.url, '/currencies/v2?bogus=1')).status).toBe(400);
   });

@@ -91,3 +91,36 @@ describe('swaps', () => {
     expect(await usdcOf(B, recipient)).toBe(BigInt(q.body.details.currencyOut.amount));
   });
 });
+
+describe('wrap and unwrap', () => {
+  const weth = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.wrappedNative;
+  const wethOf = (who: Address) => s.publicClient(A).readContract({ address: weth(A), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+
+  it('wraps native into the wrapped token and unwraps it back, without a spread', async () => {
+    const me = user(2);
+    const wrap = await api(s.url, '/quote', {
+      body: { user: me, originChainId: A, destinationChainId: A, originCurrency: zeroAddress, destinationCurrency: weth(A), amount: '1000000000000000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(wrap.status).toBe(200);
+    expect(wrap.body.details.operation).toBe('wrap');
+    expect(wrap.body.details.swapImpact.usd).toBe('0');
+    const before = await wethOf(me);
+    await executeSteps(s, wrap.body, 2);
+    const wrapped = await waitForStatus(s.url, wrap.body.steps.at(-1).requestId, ['success', 'failure', 'refund']);
+    expect(wrapped.status).toBe('success');
+    const got = (await wethOf(me)) - before;
+    // Only the fees: 10 bps and the fill's gas.
+    expect(got).toBe(BigInt(wrap.body.details.currencyOut.amount));
+    expect(got).toBeGreaterThan(998_000_000_000_000_000n);
+    expect(s.node.ledger.requests.get(wrap.body.steps.at(-1).requestId)!.request_type).toBe('Wrap');
+
+    const unwrap = await api(s.url, '/quote', {
+      body: { user: me, recipient: '0x0000000000000000000000000000000000bAbE01', originChainId: A, destinationChainId: A, originCurrency: weth(A), destinationCurrency: zeroAddress, amount: got.toString(), tradeType: 'EXACT_INPUT' },
+    });
+    expect(unwrap.body.details.operation).toBe('unwrap');
+    expect(unwrap.body.steps.map((x: any) => x.id)).toEqual(['approve', 'deposit']);
+    await executeSteps(s, unwrap.body, 2);
+    expect((await waitForStatus(s.url, unwrap.body.steps.at(-1).requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    expect(await s.publicClient(A).getBalance({ address: '0x0000000000000000000000000000000000bAbE01' })).toBe(BigInt(unwrap.body.details.currencyOut.amount));
+  });
+});

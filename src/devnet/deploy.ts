@@ -26,6 +26,8 @@ import {
   RelayDepositoryBytecode,
   TestStablecoinAbi,
   TestStablecoinBytecode,
+  WrappedNativeAbi,
+  WrappedNativeBytecode,
 } from '../../contracts-abi/index.ts';
 
 export interface DeployNodeContractsOptions {
@@ -41,12 +43,16 @@ export interface NodeContracts {
   depository: Address;
   filler: Address;
   stablecoin: Address;
+  // WETH-style wrapped native currency (wrap and unwrap routes).
+  wrappedNative: Address;
   /** First block holding one of the deployments (where indexers can start). */
   deployBlock: bigint;
 }
 
 /** Gas limit for a mint of the test stablecoin (sent before the token is mined, so it cannot be estimated). */
 const MINT_GAS = 120_000n;
+const WRAP_GAS = 100_000n;
+const SOLVER_WRAPPED = parseEther('100');
 /** A deployer holding less than this gets topped up to DEPLOYER_TOP_UP via anvil_setBalance. */
 const DEPLOYER_MIN_BALANCE = parseEther('1');
 const DEPLOYER_TOP_UP = parseEther('1000');
@@ -83,6 +89,7 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     { name: 'RelayDepository', abi: RelayDepositoryAbi, bytecode: RelayDepositoryBytecode, args: [account.address, opts.allocator] },
     { name: 'OrderFiller', abi: OrderFillerAbi, bytecode: OrderFillerBytecode, args: [account.address, opts.solver] },
     { name: 'TestStablecoin', abi: TestStablecoinAbi, bytecode: TestStablecoinBytecode, args: [account.address] },
+    { name: 'WrappedNative', abi: WrappedNativeAbi, bytecode: WrappedNativeBytecode, args: [] },
   ] as const;
   const deployData = deployments.map((d) =>
     encodeDeployData({ abi: d.abi as Abi, bytecode: d.bytecode, args: [...d.args] }),
@@ -95,9 +102,9 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   ]);
   const feeFields = { maxFeePerGas: fees.maxFeePerGas * 2n, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
 
-  const [depository, filler, stablecoin] = deployments.map((_, i) =>
+  const [depository, filler, stablecoin, wrappedNative] = deployments.map((_, i) =>
     getContractAddress({ from: account.address, nonce: BigInt(nonce + i) }),
-  ) as [Address, Address, Address];
+  ) as [Address, Address, Address, Address];
 
   // Everyone funded once, solver first.
   const funded = [...new Set([opts.solver, ...opts.fund.accounts].map((a) => getAddress(a)))];
@@ -128,6 +135,16 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     });
   }
 
+  // The solver's inventory of the wrapped native currency: wrapped by the deployer, sent over.
+  const next = nonce + deployments.length + (opts.fund.stablecoinUnits > 0n ? funded.length : 0);
+  sent.push(
+    { label: 'wrap native', hash: walletClient.writeContract({ address: wrappedNative, abi: WrappedNativeAbi, functionName: 'deposit', value: SOLVER_WRAPPED, nonce: next, gas: WRAP_GAS, ...feeFields }) },
+    {
+      label: 'send wrapped native to the solver',
+      hash: walletClient.writeContract({ address: wrappedNative, abi: WrappedNativeAbi, functionName: 'transfer', args: [opts.solver, SOLVER_WRAPPED], nonce: next + 1, gas: WRAP_GAS, ...feeFields }),
+    },
+  );
+
   const balances = funded.map((address) => testClient.setBalance({ address, value: opts.fund.nativeWei }));
 
   const [receipts] = await Promise.all([
@@ -143,12 +160,12 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
 
   const deployReceipts = receipts.slice(0, deployments.length);
   deployReceipts.forEach((r, i) => {
-    const expected = [depository, filler, stablecoin][i]!;
+    const expected = [depository, filler, stablecoin, wrappedNative][i]!;
     if (!r.contractAddress || getAddress(r.contractAddress) !== expected) {
       throw new Error(`devnet ${deployments[i]!.name} deployed at ${r.contractAddress}, expected ${expected}`);
     }
   });
   const deployBlock = deployReceipts.reduce((min, r) => (r.blockNumber < min ? r.blockNumber : min), deployReceipts[0]!.blockNumber);
 
-  return { depository, filler, stablecoin, deployBlock };
+  return { depository, filler, stablecoin, wrappedNative, deployBlock };
 }

@@ -105,7 +105,10 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
           // The interface's app balance funding chain.
           appBalanceDeposits: c.id === 8453,
           nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
-          currencies: [{ address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' }],
+          currencies: [
+            { address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' },
+            { address: c.contracts.wrappedNative, symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, usdPrice: '3000' },
+          ],
         })),
       }),
       stop: async () => {
@@ -131,7 +134,7 @@ export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: str
       rpcUrl: c.rpcUrl,
       depository: c.contracts.depository,
       filler: c.contracts.filler,
-      currencies: { native: '0x0000000000000000000000000000000000000000', USDC: c.contracts.stablecoin },
+      currencies: { native: '0x0000000000000000000000000000000000000000', USDC: c.contracts.stablecoin, WETH: c.contracts.wrappedNative },
     })),
     testAccounts: devnet.accounts,
   };
