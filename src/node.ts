@@ -10,7 +10,7 @@ import { Registry } from './config/registry.ts';
 import { Ledger } from './ledger/index.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { StaticPriceSource, type PriceSource } from './quote/prices.ts';
+import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
 
 export interface NodeOptions {
@@ -45,7 +45,7 @@ export class RelayNode {
     this.registry = new Registry(config.chains);
     this.ledger = Ledger.open(ledgerPath(config), { readonly: opts.readOnly });
     this.solverAddress = privateKeyToAccount(config.solverKey.reveal()).address;
-    const prices = opts.prices ?? new StaticPriceSource();
+    const prices = opts.prices ?? new FeedPriceSource(config.chains);
     if (!opts.readOnly) {
       const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log);
       this.solver = solver;

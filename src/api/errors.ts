@@ -2,6 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
 import { formatZodError } from '../config/load.ts';
 import type { Logger } from '../log.ts';
+import { PriceUnavailableError } from '../quote/prices.ts';
 import { QuoteError } from '../quote/quote.ts';
 
 // Every error the API answers has { message, errorCode }. Internals never leak: a 5xx says only
@@ -20,6 +21,9 @@ export function errorHandler(log: Logger) {
   return (err: FastifyError | Error, req: FastifyRequest, reply: FastifyReply) => {
     if (err instanceof ApiError || err instanceof QuoteError) {
       return reply.status(err instanceof ApiError ? err.status : err.status).send({ message: err.message, errorCode: err.errorCode });
+    }
+    if (err instanceof PriceUnavailableError) {
+      return reply.status(503).send({ message: `not quoting: ${err.message}`, errorCode: 'PRICE_UNAVAILABLE' });
     }
     if (err instanceof ZodError) {
       return reply.status(400).send({ message: `invalid request: ${formatZodError(err)}`, errorCode: 'INVALID_INPUT_PARAMETERS' });

@@ -10,6 +10,7 @@ export interface Currency {
   name: string;
   decimals: number;
   usdPrice: string;
+  priceFeed?: { chainId: number; aggregator: string; maxAgeSeconds: number };
   logoURI?: string;
   native: boolean;
 }
@@ -24,8 +25,8 @@ export class Registry {
       this.chains.set(c.id, c);
       this.#add({ ...c.nativeCurrency, address: nativeAddress(c.kind), chainId: c.id, kind: c.kind, native: true });
       for (const cur of c.currencies) {
-        const { symbol, name, decimals, usdPrice, logoURI, address } = cur;
-        this.#add({ symbol, name, decimals, usdPrice, logoURI, address, chainId: c.id, kind: c.kind, native: false });
+        const { symbol, name, decimals, usdPrice, priceFeed, logoURI, address } = cur;
+        this.#add({ symbol, name, decimals, usdPrice, priceFeed, logoURI, address, chainId: c.id, kind: c.kind, native: false });
       }
     }
   }

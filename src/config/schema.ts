@@ -15,11 +15,23 @@ const svmAddress = z
 // USD prices are decimal strings so that no float ever enters money arithmetic.
 const usd = z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "3000.25"');
 
+const priceFeed = z
+  .object({
+    // A Chainlink-style aggregator (latestRoundData) giving the currency's USD price.
+    chainId: z.number().int().positive(),
+    aggregator: evmAddress,
+    // An answer older than this stops quoting (and postpones fills) rather than price wrong.
+    maxAgeSeconds: z.number().int().min(1).default(3600),
+  })
+  .strict();
+
 const currencyFields = {
   symbol: z.string().min(1),
   name: z.string().min(1),
   decimals: z.number().int().min(0).max(36),
+  // The price when there is no feed (and the fallback description of the currency's worth).
   usdPrice: usd,
+  priceFeed: priceFeed.optional(),
   logoURI: z.string().optional(),
 };
 const nativeCurrency = z.object(currencyFields).strict();
