@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.23;
 
+import {CallExecutor} from "./CallExecutor.sol";
+
 /// @title OrderFiller
 /// @notice The contract through which solvers pay out fills. Each order id can be filled once, and only
 ///         by an authorized solver, so nobody can grief an order by filling it with dust.
@@ -22,6 +24,8 @@ contract OrderFiller {
     address public owner;
     mapping(address => bool) public solvers;
     mapping(bytes32 => bool) public filled;
+    /// @notice Where destination calls run: never this contract, which holds the solver's approvals.
+    CallExecutor public immutable executor = new CallExecutor();
 
     constructor(address _owner, address _solver) {
         if (_owner == address(0) || _solver == address(0)) revert AddressCannotBeZero();
@@ -83,6 +87,15 @@ contract OrderFiller {
             emit GasTopUp(orderId, recipient, msg.value);
         }
         emit OrderFilled(orderId, msg.sender, recipient, token, amount);
+    }
+
+    /// @notice Fills an order whose output is contract calls: msg.value funds them, all run or none
+    /// (a failing call reverts the fill with CallExecutor.CallFailed), and what they leave goes to `recipient`.
+    function fillCalls(bytes32 orderId, address recipient, CallExecutor.Call[] calldata calls) external payable onlySolver {
+        if (recipient == address(0)) revert AddressCannotBeZero();
+        _markFilled(orderId);
+        executor.execute{value: msg.value}(calls, recipient);
+        emit OrderFilled(orderId, msg.sender, recipient, address(0), msg.value);
     }
 
     function _markFilled(bytes32 orderId) private {

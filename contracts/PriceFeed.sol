@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-pragma solidity ^0.8.24;
+pragma solidity ^0.8.23;
 
 /// @notice A Chainlink-style price aggregator for the devnet: the owner posts answers, readers call
 /// the same latestRoundData() as on a real feed.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-pragma solidity ^0.8.24;
+pragma solidity ^0.8.23;
 
 /// @notice The devnet's wrapped native currency: deposit native to mint, withdraw to burn, 1:1.
 contract WrappedNative {

@@ -102,6 +102,7 @@ function chainConfig(over: Partial<EvmChainConfig> = {}): EvmChainConfig {
     replaceAfterBlocks: 3,
     gasMarginBps: 2_000,
     appBalanceDeposits: false,
+    maxCallGas: 1_000_000,
     depositEnabled: true,
     nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
     currencies: [{ address: contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' }],

@@ -34,7 +34,7 @@ beforeAll(async () => {
     await pc.waitForTransactionReceipt({ hash: h });
   };
   const raw = devnet.nodeConfig({ port: 0, dataDir: mkdtempSync(join(tmpdir(), 'relay-feed-node-')) });
-  const chains = raw.chains.map((c) =>
+  const chains = (raw.chains as Record<string, any>[]).map((c) =>
     c.id === 10 ? { ...c, nativeCurrency: { ...c.nativeCurrency, priceFeed: { chainId: 8453, aggregator: feed, maxAgeSeconds: 600 } } } : c,
   );
   node = await new RelayNode(buildConfigWithKeys({ ...raw, chains }, devnet.keys), { log: createLogger('silent') }).start();

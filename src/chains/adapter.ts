@@ -10,7 +10,8 @@ export interface PayoutHooks {
   // The payout's transaction is included and succeeded.
   onPaid(payout: PayoutRow, txHash: string, fee: bigint): void;
   // The payout cannot be made; reason is the interface's failReason.
-  onFailed(payout: PayoutRow, reason: string, txHash?: string): void;
+  // callData: the calldata of the fill that reverted, for the request record.
+  onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void;
 }
 
 // A transfer that funds an app balance (see the interface's "Funding the app balance").
@@ -57,10 +58,18 @@ export interface DepositRequest {
   signatureChainId?: number;
 }
 
+// A destination call the fill runs (EVM): the order's output pays for it.
+export interface DestinationCall {
+  to: string;
+  value: bigint;
+  data: `0x${string}`;
+}
+
 export interface FillCostRequest {
   currency: string;
   recipient: string;
   amount: bigint;
+  calls?: DestinationCall[];
 }
 
 export interface FillCost {
@@ -71,6 +80,8 @@ export interface FillCost {
   // The smallest payout the chain accepts for this recipient (SVM: a new SOL account must be
   // left rent-exempt); 0 where there is none.
   minimumAmount: bigint;
+  // With calls: the gas they were simulated at, the most the fill may use.
+  gasLimit?: bigint;
 }
 
 // One per configured chain. The solver and the API speak to chains only through this.

@@ -72,6 +72,8 @@ const evmChain = z
     replaceAfterBlocks: z.number().int().min(1).default(3),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
+    // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it).
+    maxCallGas: z.number().int().min(21_000).default(1_000_000),
     // Whether transfers to the solver on this chain fund app balances (the interface's chain 8453).
     appBalanceDeposits: z.boolean().default(false),
     currencies: z.array(z.object({ ...currencyFields, address: evmAddress }).strict()).default([]),

@@ -26,6 +26,8 @@ import {
   RelayDepositoryBytecode,
   TestStablecoinAbi,
   TestStablecoinBytecode,
+  TestNftAbi,
+  TestNftBytecode,
   WrappedNativeAbi,
   WrappedNativeBytecode,
 } from '../../contracts-abi/index.ts';
@@ -45,6 +47,8 @@ export interface NodeContracts {
   stablecoin: Address;
   // WETH-style wrapped native currency (wrap and unwrap routes).
   wrappedNative: Address;
+  // A sample destination-call target (an NFT mint for 0.01 ETH).
+  testNft: Address;
   /** First block holding one of the deployments (where indexers can start). */
   deployBlock: bigint;
 }
@@ -90,6 +94,8 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     { name: 'OrderFiller', abi: OrderFillerAbi, bytecode: OrderFillerBytecode, args: [account.address, opts.solver] },
     { name: 'TestStablecoin', abi: TestStablecoinAbi, bytecode: TestStablecoinBytecode, args: [account.address] },
     { name: 'WrappedNative', abi: WrappedNativeAbi, bytecode: WrappedNativeBytecode, args: [] },
+    // A sample target for destination calls: mints for 0.01 ETH.
+    { name: 'TestNft', abi: TestNftAbi, bytecode: TestNftBytecode, args: [parseEther('0.01'), 1_000_000n] },
   ] as const;
   const deployData = deployments.map((d) =>
     encodeDeployData({ abi: d.abi as Abi, bytecode: d.bytecode, args: [...d.args] }),
@@ -102,9 +108,9 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   ]);
   const feeFields = { maxFeePerGas: fees.maxFeePerGas * 2n, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
 
-  const [depository, filler, stablecoin, wrappedNative] = deployments.map((_, i) =>
+  const [depository, filler, stablecoin, wrappedNative, testNft] = deployments.map((_, i) =>
     getContractAddress({ from: account.address, nonce: BigInt(nonce + i) }),
-  ) as [Address, Address, Address, Address];
+  ) as [Address, Address, Address, Address, Address];
 
   // Everyone funded once, solver first.
   const funded = [...new Set([opts.solver, ...opts.fund.accounts].map((a) => getAddress(a)))];
@@ -160,12 +166,12 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
 
   const deployReceipts = receipts.slice(0, deployments.length);
   deployReceipts.forEach((r, i) => {
-    const expected = [depository, filler, stablecoin, wrappedNative][i]!;
+    const expected = [depository, filler, stablecoin, wrappedNative, testNft][i]!;
     if (!r.contractAddress || getAddress(r.contractAddress) !== expected) {
       throw new Error(`devnet ${deployments[i]!.name} deployed at ${r.contractAddress}, expected ${expected}`);
     }
   });
   const deployBlock = deployReceipts.reduce((min, r) => (r.blockNumber < min ? r.blockNumber : min), deployReceipts[0]!.blockNumber);
 
-  return { depository, filler, stablecoin, wrappedNative, deployBlock };
+  return { depository, filler, stablecoin, wrappedNative, testNft, deployBlock };
 }

@@ -135,6 +135,7 @@ export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: str
       depository: c.contracts.depository,
       filler: c.contracts.filler,
       currencies: { native: '0x0000000000000000000000000000000000000000', USDC: c.contracts.stablecoin, WETH: c.contracts.wrappedNative },
+      sampleCallTarget: c.contracts.testNft,
     })),
     testAccounts: devnet.accounts,
   };

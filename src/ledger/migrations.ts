@@ -176,6 +176,11 @@ ALTER TABLE requests ADD COLUMN features TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE requests ADD COLUMN fast_fill_deadline INTEGER;
 -- Native currency delivered with an ERC-20 fill (gas top-up), in the chain's smallest unit.
 ALTER TABLE payouts ADD COLUMN native_topup TEXT;
+-- Destination calls the fill runs (JSON [{to, value, data}]) and the gas the quote priced them at.
+ALTER TABLE payouts ADD COLUMN calls TEXT;
+ALTER TABLE payouts ADD COLUMN max_gas TEXT;
+-- The calldata of a fill that reverted (EXECUTION_REVERTED), for the request record.
+ALTER TABLE requests ADD COLUMN failed_call_data TEXT;
 `,
   },
 ];

@@ -1,7 +1,11 @@
 import type { Db } from './db.ts';
 import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
 
-export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup'> & { native_topup?: string | null };
+export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup' | 'calls' | 'max_gas'> & {
+  native_topup?: string | null;
+  calls?: string | null;
+  max_gas?: string | null;
+};
 export type NewTransaction = Omit<
   TransactionRow,
   'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block'
@@ -21,8 +25,8 @@ export class Payouts {
   #pending;
   constructor(db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
-      decided_at, updated_at, native_topup) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency, @amount, 'queued',
-      @decided_at, @decided_at, @native_topup)`);
+      decided_at, updated_at, native_topup, calls, max_gas) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency, @amount, 'queued',
+      @decided_at, @decided_at, @native_topup, @calls, @max_gas)`);
     this.#get = db.prepare('SELECT * FROM payouts WHERE id = ?');
     this.#queued = db.prepare(`SELECT * FROM payouts WHERE chain_id = ? AND state = 'queued' ORDER BY decided_at LIMIT ?`);
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
@@ -41,7 +45,7 @@ export class Payouts {
   }
 
   insert(p: NewPayout): void {
-    this.#insert.run({ native_topup: null, ...p });
+    this.#insert.run({ native_topup: null, calls: null, max_gas: null, ...p });
   }
   get(id: string): PayoutRow | undefined {
     return this.#get.get(id) as PayoutRow | undefined;

@@ -2,7 +2,7 @@ import type { Hex } from 'viem';
 import type { Db } from './db.ts';
 import type { RequestRow, Status } from './types.ts';
 
-export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'money' | 'features' | 'fast_fill_deadline'> & {
+export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'money' | 'features' | 'fast_fill_deadline' | 'failed_call_data'> & {
   status?: Status;
   money?: string | null;
   features?: string;
@@ -14,7 +14,9 @@ export class Requests {
   #setStatus;
   #children;
   #fastFill;
+  #failedCall;
   constructor(db: Db) {
+    this.#failedCall = db.prepare('UPDATE requests SET failed_call_data = ? WHERE id = ?');
     this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
@@ -56,6 +58,10 @@ export class Requests {
       now,
     });
     if (res.changes !== 1) throw new Error(`request ${id} not found`);
+  }
+
+  setFailedCallData(id: string, data: string): void {
+    this.#failedCall.run(data, id);
   }
 
   // The request was filled before its deposit: its hold runs until `deadline`.

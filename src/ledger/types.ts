@@ -57,6 +57,7 @@ export interface RequestRow {
   // JSON array of the interface's feature flags.
   features: string;
   fast_fill_deadline: number | null;
+  failed_call_data: string | null;
 }
 
 export type DepositState = 'unconfirmed' | 'confirmed' | 'handled' | 'reorged';
@@ -97,6 +98,8 @@ export interface PayoutRow {
   decided_at: number;
   updated_at: number;
   native_topup: string | null;
+  calls: string | null;
+  max_gas: string | null;
 }
 
 export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';

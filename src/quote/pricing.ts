@@ -17,6 +17,11 @@ export interface PricedRoute {
   fallback?: string;
 }
 
+// What the destination calls spend, when the order has any.
+export function callsValue(route: Route): bigint | undefined {
+  return route.calls?.reduce((t, c) => t + c.value, 0n);
+}
+
 // The price ratio less the node's spread.
 export function swapRate(r: Ratio, spreadBps: number): Ratio {
   return { num: r.num * BigInt(10_000 - spreadBps), den: r.den * 10_000n };
@@ -37,7 +42,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     ctx.prices.usdPrice(cout),
     ctx.prices.usdPrice(destNative),
     ctx.prices.usdPrice(originNative),
-    destAdapter.fillCost({ currency: cout.address, recipient, amount: q.amount }),
+    destAdapter.fillCost({ currency: cout.address, recipient, amount: callsValue(route) ?? q.amount, calls: route.calls }),
     originAdapter.depositCost(cin.address),
   ]);
   const spreadBps = isSwap(route.requestType) ? config.fees.swapSpreadBps : 0;

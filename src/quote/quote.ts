@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { formatUnits } from 'viem';
+import { encodeAbiParameters, formatUnits, type Hex } from 'viem';
 import { addressBytes, apiAddress } from '../chains/address.ts';
 import type { NewRequest } from '../ledger/requests.ts';
 import { amountObject } from './currency.ts';
@@ -7,7 +7,7 @@ import { QuoteError } from './errors.ts';
 import { breakdown, inputFor, outputFor } from './fillAmount.ts';
 import { ceilDiv, formatUsd, mulRatioCeil, percent, usdMicro, usdMicroCeil, usdValue } from './money.ts';
 import { orderId, type OrderData } from './orderId.ts';
-import { priceRoute } from './pricing.ts';
+import { callsValue, priceRoute } from './pricing.ts';
 import { resolveRoute } from './route.ts';
 import { feeSponsorshipQuoted } from './sponsorship.ts';
 import type { QuoteContext, QuoteInput } from './types.ts';
@@ -58,6 +58,10 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     amountOut = outputFor(amountIn, pricing);
     minAmountOut = q.amount;
   }
+  const spent = callsValue(route);
+  if (spent !== undefined && minAmountOut < spent) {
+    throw new QuoteError(`amount: the output of ${formatUnits(minAmountOut, cout.decimals)} ${cout.symbol} does not cover the ${formatUnits(spent, cout.decimals)} the txs spend`, 'INSUFFICIENT_FUNDS_FOR_CALLS');
+  }
   if (amountOut < fillCost.minimumAmount) {
     throw new QuoteError(
       `the payout of ${formatUnits(amountOut, cout.decimals)} ${cout.symbol} would leave the new account of ${q.recipient ?? q.user} below the rent-exempt minimum of ${formatUnits(fillCost.minimumAmount, cout.decimals)} ${cout.symbol}`,
@@ -107,7 +111,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
         { recipient: addressBytes(dest.kind, recipient), currency: addressBytes(dest.kind, cout.address), minimumAmount: minAmountOut, expectedAmount: amountOut },
       ],
       deadline,
-      calls: [],
+      calls: (route.calls ?? []).map((c) => encodeAbiParameters(CALL_PARAMS, [c.to as Hex, c.value, c.data])),
       extraData: '0x',
     },
     fees: [
@@ -221,11 +225,16 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       feeSponsorship: q.subsidizeFees ? feeSponsorshipQuoted(q.maxSubsidizationAmount, pricing, fees, cout, priceOut) : null,
       appFees: pricing.appFees ?? [],
       topUpNative: pricing.topUpNative ?? null,
+      calls: route.calls?.map((c) => ({ to: c.to, value: c.value.toString(), data: c.data })) ?? null,
+      maxGas: fillCost.gasLimit?.toString() ?? null,
     }),
     features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : [])]),
   };
   return { response, request };
 }
+
+// A destination call in orderData.output.calls: abi.encode(to, value, data).
+const CALL_PARAMS = [{ type: 'address' }, { type: 'uint256' }, { type: 'bytes' }] as const;
 
 const OPERATIONS: Record<string, string> = {
   Bridge: 'bridge',

@@ -1,4 +1,5 @@
 import { canonicalAddress, describeAddressKind } from '../chains/address.ts';
+import type { DestinationCall } from '../chains/adapter.ts';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { ChainConfig } from '../config/schema.ts';
 import { QuoteError } from './errors.ts';
@@ -15,6 +16,7 @@ export interface Route {
   cin: Currency;
   cout: Currency;
   requestType: RequestType;
+  calls?: DestinationCall[];
 }
 
 export type RequestType = 'Bridge' | 'Crosschain Swap' | 'Same-chain Swap' | 'Send' | 'Wrap' | 'Unwrap' | 'Call';
@@ -62,5 +64,10 @@ export function resolveRoute(q: QuoteInput, registry: Registry): Route {
   if (origin.id === dest.id && cin.address === cout.address && recipient === user) {
     throw new QuoteError('the route sends a currency to its own sender on the same chain: nothing to do', 'UNSUPPORTED_ROUTE');
   }
-  return { origin, dest, user, recipient, refundTo, feePayer, cin, cout, requestType: requestType(origin.id === dest.id, cin, cout) };
+  let calls: DestinationCall[] | undefined;
+  if (q.txs?.length) {
+    if (dest.kind !== 'evm' || !cout.native) throw new QuoteError('txs: destination calls are paid in the native currency of an EVM destination', 'UNSUPPORTED_ROUTE');
+    calls = q.txs.map((t, i) => ({ to: address(dest, `txs.${i}.to`, t.to), value: t.value, data: t.data }));
+  }
+  return { origin, dest, user, recipient, refundTo, feePayer, cin, cout, calls, requestType: calls ? 'Call' : requestType(origin.id === dest.id, cin, cout) };
 }

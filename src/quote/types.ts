@@ -31,6 +31,8 @@ export interface QuoteInput {
   // Deliver some of the destination's native currency with an ERC-20 fill, worth this many micro-USD.
   topupGas?: boolean;
   topupGasAmount?: bigint;
+  // Destination calls the fill runs, paid from the output (EVM destinations, native currency).
+  txs?: { to: string; value: bigint; data: `0x${string}` }[];
 }
 
 // Who pays sponsored fees: the app balance of the wallet linked to the caller's API key.

@@ -8,6 +8,8 @@ export interface RequestMoney {
   appFees: { recipient: string; bps: number }[];
   topUpNative: string | null;
   feeSponsorship?: unknown;
+  calls?: { to: string; value: string; data: string }[] | null;
+  maxGas?: string | null;
 }
 
 export function moneyOf(r: RequestRow): RequestMoney | undefined {

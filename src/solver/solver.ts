@@ -192,6 +192,8 @@ export class Solver implements PayoutHooks {
       currency: r.destination_currency,
       amount: decision.amount.toString(),
       native_topup: decision.topUp > 0n ? decision.topUp.toString() : null,
+      calls: moneyOf(r)?.calls ? JSON.stringify(moneyOf(r)!.calls) : null,
+      max_gas: moneyOf(r)?.maxGas ?? null,
       decided_at: now,
     });
     debitSponsor(this.ledger, r, this.#usdMicro(r.destination_chain_id, r.destination_currency, decision.fees.sponsored, snap));
@@ -317,8 +319,9 @@ export class Solver implements PayoutHooks {
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
 
-  onFailed(payout: PayoutRow, reason: string): void {
+  onFailed(payout: PayoutRow, reason: string, _txHash?: string, callData?: string): void {
     const now = Date.now();
+    if (callData && payout.request_id) this.ledger.requests.setFailedCallData(payout.request_id, callData);
     if (payout.kind === 'claim') {
       reverseClaim(this.ledger, payout);
       this.log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');

@@ -38,6 +38,18 @@ const quoteBody = z.object({
   subsidizeRent: z.boolean().optional(),
   topupGas: z.boolean().optional(),
   topupGasAmount: amountParam.optional(),
+  txs: z
+    .array(
+      z
+        .object({
+          to: addressString,
+          value: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in wei, as a string').transform((v) => BigInt(v)).default('0'),
+          data: z.string().regex(/^0x([0-9a-fA-F]{2})*$/, 'must be 0x-prefixed hex bytes').max(200_000).default('0x').transform((d) => d as `0x${string}`),
+        })
+        .strict(),
+    )
+    .max(10)
+    .optional(),
 });
 
 export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {

@@ -5,19 +5,24 @@ import {
   getAddress,
   http,
   isHash,
+  keccak256,
+  toHex,
   zeroAddress,
   type Address,
   type Hex,
   type PublicClient,
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config/load.ts';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, DestinationCall, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import { QuoteError } from '../../quote/errors.ts';
+import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
@@ -151,8 +156,35 @@ export class EvmAdapter implements ChainAdapter {
   }
 
   async fillCost(req: FillCostRequest): Promise<FillCost> {
+    const maxFee = await this.#maxFeePerGas();
+    if (req.calls?.length) {
+      const gasLimit = await this.#simulateCalls(req.recipient, req.amount, req.calls);
+      return { native: gasLimit * maxFee, rent: 0n, minimumAmount: 0n, gasLimit };
+    }
     const gas = isNative(req.currency) ? GAS.fill.native : GAS.fill.erc20;
-    return { native: gas * (await this.#maxFeePerGas()), rent: 0n, minimumAmount: 0n };
+    return { native: gas * maxFee, rent: 0n, minimumAmount: 0n };
+  }
+
+  // Runs the fill of a call order as the solver would send it (for a fresh order id) and returns
+  // the gas it needs with the margin: a reverting call or one too costly is refused at quote time.
+  async #simulateCalls(recipient: string, value: bigint, calls: DestinationCall[]): Promise<bigint> {
+    const data = encodeFunctionData({
+      abi: OrderFillerAbi,
+      functionName: 'fillCalls',
+      args: [keccak256(toHex(randomBytes(32))), recipient as Address, calls.map((c) => ({ to: c.to as Address, value: c.value, data: c.data }))],
+    });
+    let estimate: bigint;
+    try {
+      estimate = await this.client.estimateGas({ account: this.solver, to: this.chain.filler, value, data });
+    } catch (e) {
+      if (isRevert(e)) throw new QuoteError(`txs: the destination calls revert in simulation: ${decodeRevert(e) ?? errText(e)}`, 'EXECUTION_REVERTED');
+      throw e;
+    }
+    const gas = (estimate * BigInt(10_000 + this.chain.gasMarginBps)) / 10_000n;
+    if (gas > BigInt(this.chain.maxCallGas)) {
+      throw new QuoteError(`txs: the destination calls need ${gas} gas, more than the ${this.chain.maxCallGas} this node fills`, 'QUOTED_GAS_LIMIT_EXCEEDED');
+    }
+    return gas;
   }
 
   async refundCost(currency: string): Promise<bigint> {

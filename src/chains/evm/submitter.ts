@@ -13,12 +13,8 @@
 
 import PQueue from 'p-queue';
 import {
-  BaseError,
-  ContractFunctionRevertedError,
-  decodeErrorResult,
   encodeFunctionData,
   erc20Abi,
-  ExecutionRevertedError,
   getAbiItem,
   getAddress,
   isAddress,
@@ -26,13 +22,11 @@ import {
   keccak256,
   maxUint256,
   parseTransaction,
-  RpcRequestError,
   size,
   toHex,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
   zeroAddress,
-  type Abi,
   type Address,
   type Hex,
   type LocalAccount,
@@ -52,6 +46,7 @@ import type { PayoutHooks } from '../adapter.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
 import { FeeOracle, replacementFees, type Eip1559Fees } from './fees.ts';
 import { NonceManager } from './nonceManager.ts';
+import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
 
 export interface EvmSubmitterOptions {
   chain: EvmChainConfig;
@@ -103,55 +98,6 @@ class UnpayableError extends Error {}
 function isOpen(t: TransactionRow): boolean {
   return OPEN_STATES.has(t.state);
 }
-
-function errText(err: unknown): string {
-  if (err instanceof BaseError) return [err.shortMessage, err.details].filter(Boolean).join(': ');
-  return err instanceof Error ? err.message : String(err);
-}
-
-function fullText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-// The call itself reverts (as opposed to the RPC failing, or the sender lacking funds for gas).
-export function isRevert(err: unknown): boolean {
-  if (!(err instanceof BaseError)) return false;
-  const found = err.walk(
-    (e) =>
-      e instanceof ContractFunctionRevertedError ||
-      e instanceof ExecutionRevertedError ||
-      (e instanceof RpcRequestError && e.code === 3),
-  );
-  if (!found) return false;
-  // geth reports an out-of-funds estimate as "gas required exceeds allowance": not a revert.
-  return !/gas required exceeds allowance|insufficient funds/i.test(fullText(err));
-}
-
-function revertData(err: unknown): Hex | undefined {
-  if (!(err instanceof BaseError)) return undefined;
-  const e = err.walk((x) => typeof (x as { data?: unknown }).data === 'string' && String((x as { data: string }).data).startsWith('0x'));
-  return (e as { data?: Hex } | null)?.data;
-}
-
-function decodeRevert(err: unknown): string | undefined {
-  const data = revertData(err);
-  if (!data || data === '0x') return undefined;
-  for (const abi of [OrderFillerAbi, RelayDepositoryAbi, erc20Abi] as Abi[]) {
-    try {
-      const d = decodeErrorResult({ abi, data });
-      return `${d.errorName}(${(d.args ?? []).map(String).join(', ')})`;
-    } catch {
-      // not this ABI
-    }
-  }
-  return data.slice(0, 10);
-}
-
-const ALREADY_KNOWN = /already known|already imported|known transaction|alreadyknown|already exists/i;
-const NONCE_TOO_LOW = /nonce too low|noncetoolow|nonce.*(lower|less) than/i;
-// The node refused the transaction over its fees: its replacement countdown starts anyway.
-const FEE_REFUSED = /underpriced|fee too low|less than (the )?(block )?base fee|fee cap|feecap|max fee per gas less/i;
-const NO_FUNDS = /insufficient funds|gas required exceeds allowance/i;
 
 export class EvmSubmitter {
   readonly chainId: number;
@@ -338,6 +284,10 @@ export class EvmSubmitter {
         if (!isRevert(estimate.error)) throw estimate.error;
         return await this.#onSimulationRevert(payout, call, estimate.error, log);
       }
+      // Calls were priced at the gas the quote simulated them at; costlier now, they are not made.
+      if (payout.max_gas !== null && estimate.gas > BigInt(payout.max_gas)) {
+        return this.#fail(payout, 'QUOTED_GAS_LIMIT_EXCEEDED', log, `needs ${estimate.gas} gas, quoted ${payout.max_gas}`);
+      }
       const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
 
       const recorded = await this.#nonces.withNonce(async (nonce) => {
@@ -422,8 +372,17 @@ export class EvmSubmitter {
     const native = currency === zeroAddress;
 
     if (payout.kind === 'fill') {
-      const orderId = payout.request_id;
+      const orderId = payout.request_id as Hex;
       if (!isHex(orderId, { strict: true }) || size(orderId) !== 32) throw new UnpayableError(`order id ${orderId} is not 32 bytes`);
+      if (payout.calls) {
+        // The order's output is contract calls: the filler runs them (through its executor) with the payout as value.
+        const calls = (JSON.parse(payout.calls) as { to: Address; value: string; data: Hex }[]).map((c) => ({ to: c.to, value: BigInt(c.value), data: c.data }));
+        return {
+          to: this.#chain.filler,
+          data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillCalls', args: [orderId, recipient, calls] }),
+          value: amount,
+        };
+      }
       return native
         ? {
             to: this.#chain.filler,
@@ -479,15 +438,15 @@ export class EvmSubmitter {
       return;
     }
     const reason = payout.kind === 'fill' ? 'EXECUTION_REVERTED' : 'TRANSACTION_REVERTED';
-    this.#fail(payout, reason, log, revert ?? errText(err));
+    this.#fail(payout, reason, log, revert ?? errText(err), call.data);
   }
 
-  #fail(payout: PayoutRow, reason: string, log: Logger, detail: string): void {
+  #fail(payout: PayoutRow, reason: string, log: Logger, detail: string, callData?: Hex): void {
     const done = this.#ledger.tx(() => {
       const cur = this.#ledger.payouts.get(payout.id);
       if (!cur || cur.state !== 'queued') return false;
       this.#ledger.payouts.setState(cur.id, 'failed', { failReason: reason });
-      this.#hooks.onFailed(cur, reason);
+      this.#hooks.onFailed(cur, reason, undefined, callData);
       return true;
     });
     this.#retry.delete(payout.id);
