@@ -1,8 +1,9 @@
 import { join } from 'node:path';
-import yargs from 'yargs';
+import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { buildConfigWithKeys, ConfigError, loadConfigFile, type Config } from './config/load.ts';
 import { migrate, openDb } from './ledger/db.ts';
+import { Ledger } from './ledger/index.ts';
 import { createLogger } from './log.ts';
 import { RelayNode } from './node.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
@@ -26,13 +27,36 @@ function onShutdown(stop: () => Promise<void>): void {
 }
 
 function withOverrides(config: Config, argv: { port?: number; host?: string }): Config {
-  return { ...config, api: { host: argv.host ?? config.api.host, port: argv.port ?? config.api.port } };
+  return { ...config, api: { ...config.api, host: argv.host ?? config.api.host, port: argv.port ?? config.api.port } };
 }
 
 function fail(e: unknown): never {
   const msg = e instanceof ConfigError ? e.message : `${(e as Error).message}`;
   process.stderr.write(`relay-node: ${msg}\n`);
   process.exit(1);
+}
+
+function ledgerOptions<T>(y: Argv<T>) {
+  return y
+    .option('data-dir', { type: 'string', default: './data', describe: 'the ledger directory' })
+    .option('config', { type: 'string', describe: 'take the ledger directory from this config file' });
+}
+
+function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Ledger) => void): void {
+  let dataDir = argv.dataDir;
+  if (argv.config) {
+    try {
+      dataDir = loadConfigFile(argv.config).dataDir;
+    } catch (e) {
+      fail(e);
+    }
+  }
+  const ledger = Ledger.open(join(dataDir, 'ledger.sqlite'));
+  try {
+    fn(ledger);
+  } finally {
+    ledger.close();
+  }
 }
 
 async function runNode(config: Config, readOnly = false): Promise<RelayNode> {
@@ -111,7 +135,8 @@ await yargs(hideBin(process.argv))
         fail(e);
       });
       const descPath = join(argv.dataDir, 'devnet.json');
-      writeDevnetDescription(devnet, descPath, node.url);
+      const devKey = node.ledger.apiKeys.create('devnet');
+      writeDevnetDescription(devnet, descPath, node.url, devKey.key);
       process.stdout.write(
         [
           '',
@@ -119,6 +144,7 @@ await yargs(hideBin(process.argv))
           `  API      ${node.url}`,
           ...devnet.chains.map((c) => `  chain ${String(c.id).padEnd(5)} ${c.rpcUrl}  depository ${c.contracts.depository}  USDC ${c.contracts.stablecoin}`),
           `  solver   ${devnet.solver}`,
+          `  API key  ${devKey.key} (x-api-key; \`relay-node keys create\` makes more)`,
           `  devnet   ${descPath} (chains, contracts, funded test accounts)`,
           `  Ctrl-C stops everything`,
           '',
@@ -138,7 +164,40 @@ await yargs(hideBin(process.argv))
       process.stdout.write(ran.length ? `applied migrations ${ran.join(', ')} to ${path}\n` : `ledger ${path} is up to date\n`);
     },
   )
-  .demandCommand(1, 'name a command: start, dev, api or db migrate')
+  .command('keys', 'manage API keys (create, list, revoke)', (y) =>
+    y
+      .command(
+        'create',
+        'create an API key; it is printed once and only its hash is kept',
+        (c) => ledgerOptions(c).option('name', { type: 'string', demandOption: true, describe: 'who the key is for' }),
+        (argv) =>
+          withLedger(argv, (ledger) => {
+            if (!argv.name.trim()) fail(new Error('keys create: --name must not be empty'));
+            const { id, key } = ledger.apiKeys.create(argv.name.trim());
+            process.stdout.write(`created ${id} (${argv.name.trim()})\n${key}\nkeep it now: it is not shown again\n`);
+          }),
+      )
+      .command('list', 'list API keys (never the keys themselves)', ledgerOptions, (argv) =>
+        withLedger(argv, (ledger) => {
+          for (const k of ledger.apiKeys.list()) {
+            const state = k.revoked_at ? `revoked ${new Date(k.revoked_at).toISOString()}` : 'active';
+            process.stdout.write(`${k.id}\t${new Date(k.created_at).toISOString()}\t${state}\t${k.name}\n`);
+          }
+        }),
+      )
+      .command(
+        'revoke <id>',
+        'revoke an API key at once',
+        (c) => ledgerOptions(c).positional('id', { type: 'string', demandOption: true }),
+        (argv) =>
+          withLedger(argv, (ledger) => {
+            if (!ledger.apiKeys.revoke(argv.id)) fail(new Error(`keys revoke: no active key ${argv.id}`));
+            process.stdout.write(`revoked ${argv.id}\n`);
+          }),
+      )
+      .demandCommand(1, 'name a keys command: create, list or revoke'),
+  )
+  .demandCommand(1, 'name a command: start, dev, api, keys or db migrate')
   .strict()
   .help()
   .parseAsync();

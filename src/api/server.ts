@@ -1,4 +1,5 @@
 import Fastify, { type FastifyInstance } from 'fastify';
+import { authHooks } from './auth.ts';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -22,6 +23,7 @@ export function createApi(ctx: ApiContext): FastifyInstance {
       return reply.status(204).send();
     }
   });
+  authHooks(app, ctx);
   app.addHook('onResponse', async (req, reply) => {
     ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
   });

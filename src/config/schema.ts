@@ -106,6 +106,14 @@ export const configSchema = z
       .object({
         host: z.string().min(1).default('127.0.0.1'),
         port: z.number().int().min(0).max(65_535).default(4000),
+        // Calls per minute, per API key and per client IP without one (429 beyond).
+        rateLimit: z
+          .object({
+            perKeyPerMinute: z.number().int().min(1).default(6_000),
+            unauthenticatedPerMinute: z.number().int().min(1).default(600),
+          })
+          .strict()
+          .default({}),
       })
       .strict()
       .default({}),

@@ -86,7 +86,8 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
       keys: { solver: DEVNET_SOLVER_KEY, allocator: DEVNET_ALLOCATOR_KEY },
       nodeConfig: (o = {}) => ({
         dataDir: o.dataDir ?? opts.dataDir,
-        api: { host: o.host ?? '127.0.0.1', port: o.port ?? 4000 },
+        // A developer's own machine: limits high enough never to get in the way of a test loop.
+        api: { host: o.host ?? '127.0.0.1', port: o.port ?? 4000, rateLimit: { perKeyPerMinute: 1_000_000, unauthenticatedPerMinute: 1_000_000 } },
         log: { level: (o.logLevel ?? 'info') as 'info' },
         fees: { relayerServiceBps: 10 },
         quote: { ttlSeconds: 600, fillDeadlineSeconds: 3600 },
@@ -123,10 +124,12 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
 }
 
 // What a developer needs to use the devnet from a wallet or a script. Test keys only.
-export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: string): void {
+export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: string, apiKey?: string): void {
   mkdirSync(join(path, '..'), { recursive: true });
   const description = {
     api: apiUrl,
+    // A key of this devnet's ledger, for the endpoints that need one (it goes with the ledger).
+    ...(apiKey ? { apiKey } : {}),
     solver: devnet.solver,
     chains: devnet.chains.map((c) => ({
       id: c.id,

@@ -1,3 +1,4 @@
+import { ApiKeys } from './apiKeys.ts';
 import { AppFees, Balances } from './balances.ts';
 import { openDb, migrate, type Db } from './db.ts';
 import { Deposits } from './deposits.ts';
@@ -6,6 +7,7 @@ import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
 
 export * from './types.ts';
+export type { ApiKeyRow } from './apiKeys.ts';
 
 // The hub of the node: every stage reads its work here and writes its result back in one
 // SQLite transaction.
@@ -16,6 +18,7 @@ export class Ledger {
   readonly indexer: IndexerState;
   readonly balances: Balances;
   readonly appFees: AppFees;
+  readonly apiKeys: ApiKeys;
 
   constructor(readonly db: Db) {
     this.requests = new Requests(db);
@@ -24,6 +27,7 @@ export class Ledger {
     this.indexer = new IndexerState(db);
     this.balances = new Balances(db);
     this.appFees = new AppFees(db);
+    this.apiKeys = new ApiKeys(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

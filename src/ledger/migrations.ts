@@ -122,6 +122,25 @@ CREATE TABLE chain_blocks (
 `,
   },
   {
+    version: 2,
+    name: 'api keys, request attribution',
+    sql: `
+-- Keys are shown once at creation; only their SHA-256 is kept (they are 192-bit random strings,
+-- so a fast hash is enough: there is nothing to brute-force).
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  key_hash TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+-- The key that quoted a request: its events, and the authenticated fields of its record, are
+-- that key's alone.
+ALTER TABLE requests ADD COLUMN api_key_id TEXT;
+ALTER TABLE requests ADD COLUMN referrer TEXT;
+`,
+  },
+  {
     version: 6,
     name: 'money: app balance entries, sponsor links, app fee entries, fast fill holds',
     sql: `

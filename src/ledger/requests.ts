@@ -2,7 +2,9 @@ import type { Hex } from 'viem';
 import type { Db } from './db.ts';
 import type { RequestRow, Status } from './types.ts';
 
-export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'money' | 'features' | 'fast_fill_deadline' | 'failed_call_data'> & {
+export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'money' | 'features' | 'fast_fill_deadline' | 'failed_call_data' | 'api_key_id' | 'referrer'> & {
+  api_key_id?: string | null;
+  referrer?: string | null;
   status?: Status;
   money?: string | null;
   features?: string;
@@ -20,10 +22,10 @@ export class Requests {
     this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
-      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features)
+      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features, api_key_id, referrer)
       VALUES (@id, @parent_id, @kind, @request_type, @status, @user, @recipient, @refund_to, @origin_chain_id,
       @destination_chain_id, @origin_currency, @destination_currency, @trade_type, @amount_in, @amount_out,
-      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at, @money, @features)`);
+      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at, @money, @features, @api_key_id, @referrer)`);
     this.#get = db.prepare('SELECT * FROM requests WHERE id = ?');
     this.#setStatus = db.prepare(`UPDATE requests SET status = @status, fail_reason = COALESCE(@fail_reason, fail_reason),
       refund_fail_reason = COALESCE(@refund_fail_reason, refund_fail_reason), details = COALESCE(@details, details),
@@ -32,7 +34,7 @@ export class Requests {
   }
 
   insert(r: NewRequest): void {
-    this.#insert.run({ status: 'waiting', money: null, features: '[]', ...r });
+    this.#insert.run({ status: 'waiting', money: null, features: '[]', api_key_id: null, referrer: null, ...r });
   }
 
   get(id: string): RequestRow | undefined {

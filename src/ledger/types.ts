@@ -58,6 +58,9 @@ export interface RequestRow {
   features: string;
   fast_fill_deadline: number | null;
   failed_call_data: string | null;
+  // The API key that quoted the request, and the referrer the quote named (migration 2).
+  api_key_id: string | null;
+  referrer: string | null;
 }
 
 export type DepositState = 'unconfirmed' | 'confirmed' | 'handled' | 'reorged';

@@ -92,10 +92,18 @@ export async function until<T>(fn: () => Promise<T | undefined> | T | undefined,
   }
 }
 
-export async function api<T = any>(url: string, path: string, init?: { method?: string; body?: unknown; raw?: string }): Promise<{ status: number; body: T }> {
+export async function api<T = any>(
+  url: string,
+  path: string,
+  init?: { method?: string; body?: unknown; raw?: string; apiKey?: string; headers?: Record<string, string> },
+): Promise<{ status: number; body: T; headers: Headers }> {
   const res = await fetch(url + path, {
     method: init?.method ?? (init?.body !== undefined || init?.raw !== undefined ? 'POST' : 'GET'),
-    headers: init?.body !== undefined || init?.raw !== undefined ? { 'content-type': 'application/json' } : undefined,
+    headers: {
+      ...(init?.body !== undefined || init?.raw !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(init?.apiKey ? { 'x-api-key': init.apiKey } : {}),
+      ...init?.headers,
+    },
     body: init?.raw ?? (init?.body !== undefined ? JSON.stringify(init.body) : undefined),
   });
   const text = await res.text();
@@ -103,7 +111,7 @@ export async function api<T = any>(url: string, path: string, init?: { method?: 
   try {
     body = JSON.parse(text);
   } catch {}
-  return { status: res.status, body };
+  return { status: res.status, body, headers: res.headers };
 }
 
 // Sends each transaction step of a quote from the wallet, as a client following the steps does.

@@ -68,7 +68,7 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
       { ...b, originChainId, destinationChainId },
       { config: ctx.config, registry: ctx.registry, adapters, prices: ctx.prices, solver: ctx.solver, sponsor },
     );
-    ctx.ledger.tx(() => ctx.ledger.requests.insert(quote.request));
+    ctx.ledger.tx(() => ctx.ledger.requests.insert({ ...quote.request, api_key_id: req.apiCaller?.id ?? null, referrer: b.referrer ?? null }));
     ctx.log.info({ request: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');
     return quote.response;
   };
