@@ -296,3 +296,12 @@ export function formatUnitsDecimal(value: bigint, decimals: number): string {
   if (frac === '') frac = '0';
   return `${neg ? '-' : ''}${whole}.${frac}`;
 }
+
+/** `exchangeChain` value the devnet stand-in accepts by default (Hyperliquid's `hyperliquidChain`). */
+export const DEFAULT_EXCHANGE_CHAIN = 'Mainnet';
+
+/** Keys allowed in a posted sendAsset action (the signed message), in signing order. */
+export const SEND_ASSET_ACTION_KEYS = [
+  'type', 'signatureChainId', 'exchangeChain', 'destination', 'sourceDex', 'destinationDex',
+  'token', 'amount', 'fromSubAccount', 'nonce',
+] as const;

@@ -1,0 +1,256 @@
+// Client for the Hyperliquid-like perpetuals exchange (chain id 1337): `POST {url}/info` and
+// `POST {url}/exchange`. Errors name the endpoint; private keys never appear in errors or logs.
+
+import { privateKeyToAccount } from 'viem/accounts';
+import type { Address, Hex } from 'viem';
+import {
+  buildSendAssetAction,
+  sendAssetTypedData,
+  splitSignature,
+  type SendAssetParameters,
+  type SignedSendAsset,
+} from './typedData.ts';
+
+export interface ClearinghouseState {
+  marginSummary: { accountValue: string; totalNtlPos: string; totalRawUsd: string; totalMarginUsed: string };
+  crossMarginSummary: { accountValue: string; totalNtlPos: string; totalRawUsd: string; totalMarginUsed: string };
+  crossMaintenanceMarginUsed: string;
+  /** human-readable USD */
+  withdrawable: string;
+  assetPositions: unknown[];
+  time: number;
+}
+
+export interface SpotBalance {
+  coin: string;
+  /** token index in spotMeta */
+  token: number;
+  total: string;
+  hold: string;
+  entryNtl: string;
+}
+
+export interface SpotMetaToken {
+  name: string;
+  szDecimals: number;
+  weiDecimals: number;
+  index: number;
+  tokenId: Hex;
+  isCanonical: boolean;
+  evmContract: { address: Address; evm_extra_wei_decimals: number } | null;
+  fullName: string | null;
+  deployerTradingFeeShare?: string;
+}
+
+export interface SpotMeta {
+  tokens: SpotMetaToken[];
+  universe: { tokens: number[]; name: string; index: number; isCanonical: boolean }[];
+}
+
+export interface SendLedgerDelta {
+  type: 'send';
+  user: Address;
+  destination: Address;
+  sourceDex: string;
+  destinationDex: string;
+  token: string;
+  amount: string;
+  usdcValue: string;
+  fee: string;
+  nativeTokenFee: string;
+  nonce: number;
+  feeToken: string;
+}
+
+export interface SpotTransferLedgerDelta {
+  type: 'spotTransfer';
+  token: string;
+  amount: string;
+  usdcValue: string;
+  user: Address;
+  destination: Address;
+  fee: string;
+  nativeTokenFee: string;
+  nonce: number | null;
+  feeToken: string;
+}
+
+export interface LedgerUpdate {
+  time: number;
+  hash: Hex;
+  delta: SendLedgerDelta | SpotTransferLedgerDelta | ({ type: string } & Record<string, unknown>);
+}
+
+export interface ExchangeClientOptions {
+  /** {exchange_url}, without a trailing `/info` or `/exchange`. */
+  url: string;
+  /** Per-request timeout, default 10 s. */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+/** Transport failure or unexpected answer from an exchange endpoint. */
+export class ExchangeHttpError extends Error {
+  constructor(
+    message: string,
+    readonly endpoint: string,
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'ExchangeHttpError';
+  }
+}
+
+/** The exchange answered `{status: 'err', response}` to an action. */
+export class ExchangeActionError extends Error {
+  constructor(
+    readonly exchangeMessage: string,
+    readonly endpoint: string,
+  ) {
+    super(`exchange rejected action at ${endpoint}: ${exchangeMessage}`);
+    this.name = 'ExchangeActionError';
+  }
+}
+
+/**
+ * Parses a non-negative decimal string ("12.345678", "3", "0.1234567") into integer units with
+ * `decimals` places, truncating extra precision (never rounds up a balance). No floats.
+ */
+export function parseDecimalFloor(value: string, decimals: number): bigint {
+  if (typeof value !== 'string' || !/^\d+(\.\d*)?$/.test(value)) throw new Error(`invalid decimal ${JSON.stringify(value)}`);
+  const [whole, frac = ''] = value.split('.') as [string, string?];
+  return BigInt(whole) * 10n ** BigInt(decimals) + BigInt(frac.slice(0, decimals).padEnd(decimals, '0') || '0');
+}
+
+/** Signs a sendAsset action with a private key; returns the `/exchange` body. */
+export async function signSendAsset(
+  privateKey: Hex,
+  params: SendAssetParameters,
+  opts: { signatureChainId: number },
+): Promise<SignedSendAsset> {
+  const action = buildSendAssetAction(params, opts.signatureChainId);
+  let account: ReturnType<typeof privateKeyToAccount>;
+  try {
+    account = privateKeyToAccount(privateKey);
+  } catch {
+    // viem's message may echo the input; never let the key reach an error or a log.
+    throw new Error('signSendAsset: invalid private key');
+  }
+  const signature = await account.signTypedData(sendAssetTypedData(action));
+  return { action, nonce: action.nonce, signature: splitSignature(signature) };
+}
+
+export class ExchangeClient {
+  readonly url: string;
+  private readonly timeoutMs: number;
+  private readonly fetchImpl: typeof fetch;
+
+  constructor(options: ExchangeClientOptions) {
+    this.url = options.url.replace(/\/+$/, '');
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.fetchImpl = options.fetch ?? fetch;
+  }
+
+  private async post(path: '/info' | '/exchange', body: unknown, what: string): Promise<unknown> {
+    const endpoint = `${this.url}${path}`;
+    const label = `POST ${endpoint} (${what})`;
+    let res: Response;
+    try {
+      res = await this.fetchImpl(endpoint, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (err) {
+      const e = err as Error;
+      const reason = e.name === 'TimeoutError' ? `timed out after ${this.timeoutMs} ms` : e.message;
+      throw new ExchangeHttpError(`${label} failed: ${reason}`, endpoint);
+    }
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      throw new ExchangeHttpError(`${label} failed reading the response: ${(err as Error).message}`, endpoint, res.status);
+    }
+    if (!res.ok) {
+      throw new ExchangeHttpError(`${label} answered HTTP ${res.status}: ${text.slice(0, 300)}`, endpoint, res.status);
+    }
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new ExchangeHttpError(`${label} answered non-JSON: ${text.slice(0, 300)}`, endpoint, res.status);
+    }
+  }
+
+  private async info<T>(body: Record<string, unknown>, check: (v: unknown) => boolean): Promise<T> {
+    const what = String(body.type);
+    const result = await this.post('/info', body, what);
+    if (!check(result)) {
+      throw new ExchangeHttpError(`POST ${this.url}/info (${what}) answered an unexpected shape`, `${this.url}/info`);
+    }
+    return result as T;
+  }
+
+  clearinghouseState(user: Address): Promise<ClearinghouseState> {
+    return this.info({ type: 'clearinghouseState', user }, (v) => isObj(v) && typeof v.withdrawable === 'string');
+  }
+
+  /** Perps balance (`withdrawable`) in micro-USD (6 decimals). */
+  async withdrawable(user: Address): Promise<bigint> {
+    const state = await this.clearinghouseState(user);
+    try {
+      return parseDecimalFloor(state.withdrawable, 6);
+    } catch (err) {
+      throw new ExchangeHttpError(
+        `POST ${this.url}/info (clearinghouseState) answered a bad withdrawable: ${(err as Error).message}`,
+        `${this.url}/info`,
+      );
+    }
+  }
+
+  /** Spot balances (Hyperliquid's `spotClearinghouseState.balances`). */
+  async spotBalances(user: Address): Promise<SpotBalance[]> {
+    const r = await this.info<{ balances: SpotBalance[] }>(
+      { type: 'spotClearinghouseState', user },
+      (v) => isObj(v) && Array.isArray(v.balances),
+    );
+    return r.balances;
+  }
+
+  spotMeta(): Promise<SpotMeta> {
+    return this.info({ type: 'spotMeta' }, (v) => isObj(v) && Array.isArray(v.tokens) && Array.isArray(v.universe));
+  }
+
+  /** Non-funding ledger updates (sends, spot transfers, ...) since `startTimeMs`. */
+  ledgerUpdates(user: Address, startTimeMs: number, endTimeMs?: number): Promise<LedgerUpdate[]> {
+    const body: Record<string, unknown> = { type: 'userNonFundingLedgerUpdates', user, startTime: startTimeMs };
+    if (endTimeMs !== undefined) body.endTime = endTimeMs;
+    return this.info(body, (v) => Array.isArray(v));
+  }
+
+  /** Posts an already signed action (e.g. one a user signed); throws ExchangeActionError on `status: 'err'`. */
+  async submit(body: SignedSendAsset): Promise<{ ok: true }> {
+    const endpoint = `${this.url}/exchange`;
+    const r = await this.post('/exchange', body, String(body.action?.type));
+    if (isObj(r) && r.status === 'ok') return { ok: true };
+    if (isObj(r) && r.status === 'err') {
+      throw new ExchangeActionError(typeof r.response === 'string' ? r.response : JSON.stringify(r.response), endpoint);
+    }
+    throw new ExchangeHttpError(`POST ${endpoint} (${String(body.action?.type)}) answered an unexpected shape`, endpoint);
+  }
+
+  /** Builds, signs (EIP-712) and posts a sendAsset action. */
+  async sendAsset(
+    privateKey: Hex,
+    params: SendAssetParameters,
+    opts: { signatureChainId: number },
+  ): Promise<{ ok: true }> {
+    const body = await signSendAsset(privateKey, params, opts);
+    return this.submit(body);
+  }
+}
+
+function isObj(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}

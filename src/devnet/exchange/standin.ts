@@ -1,0 +1,505 @@
+// In-memory stand-in for the Hyperliquid-like perpetuals exchange (chain id 1337), on loopback.
+//
+//   POST /info      clearinghouseState | spotClearinghouseState | spotMeta | userNonFundingLedgerUpdates
+//   POST /exchange  { action: sendAsset, nonce, signature: {r, s, v} }
+//
+// Balances are integers: perps USD in micro-USD (6 decimals), spot/named-DEX balances in the
+// token's wei units (weiDecimals from spotMeta). sendAsset DEX names follow Hyperliquid:
+// '' = the default USDC perps DEX, 'spot' = spot balance, anything else = a named DEX.
+// Every sendAsset is verified by recovering the EIP-712 signer with viem; nothing in the body is
+// trusted as the sender. Failures answer HTTP 200 {status:'err', response:'<message>'} like
+// Hyperliquid; only malformed JSON (or a non-object body) is a 400.
+
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { getAddress, isAddress, keccak256, toHex, type Address, type Hex } from 'viem';
+import {
+  DEFAULT_EXCHANGE_CHAIN,
+  SEND_ASSET_ACTION_KEYS,
+  chainIdFromHex,
+  formatUnitsDecimal,
+  parseUnitsStrict,
+  recoverSendAssetSigner,
+  type SendAssetAction,
+  type SplitSignature,
+} from '../../chains/exchange/typedData.ts';
+
+export const PERPS_DECIMALS = 6;
+const MAX_BODY_BYTES = 1 << 20;
+
+export interface StandinToken {
+  name: string;
+  szDecimals: number;
+  weiDecimals: number;
+  index: number;
+  tokenId: Hex;
+  /** USD price in micro-USD per whole token, used for `usdcValue`. */
+  priceMicroUsd: bigint;
+  fullName: string | null;
+}
+
+/** Hyperliquid mainnet's USDC and HYPE metadata (index, tokenId, decimals). */
+export const STANDIN_TOKENS: readonly StandinToken[] = [
+  {
+    name: 'USDC', szDecimals: 8, weiDecimals: 8, index: 0,
+    tokenId: '0x6d1e7cde53ba9467b783cb7c530ce054', priceMicroUsd: 1_000_000n, fullName: null,
+  },
+  {
+    name: 'HYPE', szDecimals: 2, weiDecimals: 8, index: 150,
+    tokenId: '0x0d01dc56dcaaca66ad901c959b4011ec', priceMicroUsd: 25_000_000n, fullName: 'Hyperliquid',
+  },
+];
+
+export interface SendDelta {
+  type: 'send';
+  user: Address;
+  destination: Address;
+  sourceDex: string;
+  destinationDex: string;
+  token: string;
+  amount: string;
+  usdcValue: string;
+  fee: string;
+  nativeTokenFee: string;
+  nonce: number;
+  feeToken: string;
+}
+
+export interface LedgerUpdate {
+  time: number;
+  hash: Hex;
+  delta: SendDelta;
+}
+
+export interface StartExchangeStandinOptions {
+  host?: string;
+  port?: number;
+  /** When set, only these signature chain ids are accepted; otherwise any. */
+  signatureChainIds?: number[];
+  /** Accepted `exchangeChain` value (default 'Mainnet'). */
+  exchangeChain?: string;
+  /** Named (non-spot, non-perps) DEXs that hold token balances. Default ['xyz']. */
+  dexes?: string[];
+  /** Clock for ledger timestamps (ms). Default Date.now. */
+  now?: () => number;
+}
+
+export interface CreditSpec {
+  /** Decimal USD credited to the perps account. */
+  perpsUsd?: string;
+  /** token: name ('USDC') or tokenId; dex: '' / undefined / 'spot' = spot, else a named DEX. */
+  spot?: { token: string; dex?: string; amount: string };
+}
+
+function lower(a: string): string {
+  return a.toLowerCase();
+}
+
+/** All in-memory state of the stand-in. Public so tests and the devnet can inspect it. */
+export class ExchangeState {
+  readonly tokens: readonly StandinToken[];
+  readonly dexes: readonly string[];
+  /** key `${dex}|${tokenIndex}|${lowercase user}` → integer units (micro-USD for dex ''). */
+  private readonly balances = new Map<string, bigint>();
+  private readonly ledgers = new Map<string, LedgerUpdate[]>();
+  private readonly usedNonces = new Map<string, Set<number>>();
+  private seq = 0;
+
+  constructor(tokens: readonly StandinToken[], dexes: readonly string[], readonly now: () => number) {
+    this.tokens = tokens;
+    this.dexes = dexes;
+  }
+
+  get usdc(): StandinToken {
+    return this.tokens[0]!;
+  }
+
+  /** Finds a token by name, tokenId, or Hyperliquid's `NAME:0x<tokenId>` form. */
+  findToken(ref: string): StandinToken | undefined {
+    const colon = ref.indexOf(':');
+    if (colon >= 0) {
+      const name = ref.slice(0, colon);
+      const id = lower(ref.slice(colon + 1));
+      return this.tokens.find((t) => t.name === name && t.tokenId === id);
+    }
+    return this.tokens.find((t) => t.name === ref || t.tokenId === lower(ref));
+  }
+
+  /** Decimals of a balance on `dex` ('' = perps: 6; otherwise the token's weiDecimals). */
+  decimalsOf(dex: string, token: StandinToken): number {
+    return dex === '' ? PERPS_DECIMALS : token.weiDecimals;
+  }
+
+  isKnownDex(dex: string): boolean {
+    return dex === '' || dex === 'spot' || this.dexes.includes(dex);
+  }
+
+  balance(user: string, dex: string, token: StandinToken): bigint {
+    return this.balances.get(`${dex}|${token.index}|${lower(user)}`) ?? 0n;
+  }
+
+  private setBalance(user: string, dex: string, token: StandinToken, value: bigint): void {
+    if (value < 0n) throw new Error('negative balance');
+    this.balances.set(`${dex}|${token.index}|${lower(user)}`, value);
+  }
+
+  /** Perps USD balance in micro-USD. */
+  perpsUsd(user: string): bigint {
+    return this.balance(user, '', this.usdc);
+  }
+
+  /** Balance of a token on spot ('' or 'spot') or a named DEX, in wei units. */
+  spotBalance(user: string, token: string, dex = ''): bigint {
+    const t = this.findToken(token);
+    if (!t) throw new Error(`unknown token ${token}`);
+    return this.balance(user, dex === '' ? 'spot' : dex, t);
+  }
+
+  /** Non-zero balances of a user on spot or a named DEX. */
+  balancesOn(user: string, dex: string): { token: StandinToken; units: bigint }[] {
+    return this.tokens
+      .map((token) => ({ token, units: this.balance(user, dex, token) }))
+      .filter((b) => b.units > 0n);
+  }
+
+  credit(user: string, spec: CreditSpec): void {
+    if (!isAddress(user, { strict: false })) throw new Error(`invalid user ${user}`);
+    if (spec.perpsUsd !== undefined) {
+      const units = parseUnitsStrict(spec.perpsUsd, PERPS_DECIMALS);
+      this.setBalance(user, '', this.usdc, this.perpsUsd(user) + units);
+    }
+    if (spec.spot) {
+      const token = this.findToken(spec.spot.token);
+      if (!token) throw new Error(`unknown token ${spec.spot.token}`);
+      const dex = !spec.spot.dex || spec.spot.dex === 'spot' ? 'spot' : spec.spot.dex;
+      if (!this.isKnownDex(dex)) throw new Error(`unknown dex ${spec.spot.dex}`);
+      const units = parseUnitsStrict(spec.spot.amount, token.weiDecimals);
+      this.setBalance(user, dex, token, this.balance(user, dex, token) + units);
+    }
+  }
+
+  ledger(user: string): readonly LedgerUpdate[] {
+    return this.ledgers.get(lower(user)) ?? [];
+  }
+
+  isNonceUsed(signer: string, nonce: number): boolean {
+    return this.usedNonces.get(lower(signer))?.has(nonce) ?? false;
+  }
+
+  /**
+   * Applies a verified transfer atomically. Returns an error message or the ledger update.
+   */
+  applySend(signer: Address, action: SendAssetAction): string | LedgerUpdate {
+    const token = this.findToken(action.token);
+    if (!token || !action.token.includes(':')) {
+      return `Unknown token ${action.token}; expected NAME:0x<tokenId> as listed by spotMeta`;
+    }
+    for (const [field, dex] of [['sourceDex', action.sourceDex], ['destinationDex', action.destinationDex]] as const) {
+      if (!this.isKnownDex(dex)) return `Unknown ${field} ${JSON.stringify(dex)}`;
+      if (dex === '' && token.index !== this.usdc.index) {
+        return `Token ${token.name} cannot be held on the perps DEX (only USDC)`;
+      }
+    }
+    if (action.fromSubAccount !== '') return 'Sub-accounts are not supported by this exchange';
+    let debit: bigint;
+    let credit: bigint;
+    try {
+      debit = parseUnitsStrict(action.amount, this.decimalsOf(action.sourceDex, token));
+      credit = parseUnitsStrict(action.amount, this.decimalsOf(action.destinationDex, token));
+    } catch (err) {
+      return `Invalid amount: ${(err as Error).message}`;
+    }
+    if (debit === 0n) return 'Amount must be positive';
+    if (this.isNonceUsed(signer, action.nonce)) return `Nonce ${action.nonce} already used by ${signer}`;
+    const destination = getAddress(action.destination);
+    const available = this.balance(signer, action.sourceDex, token);
+    if (available < debit) {
+      return `Insufficient balance: ${signer} has ${formatUnitsDecimal(available, this.decimalsOf(action.sourceDex, token))} ${token.name} on dex ${JSON.stringify(action.sourceDex)}, needs ${action.amount}`;
+    }
+    // All checks passed: mutate.
+    this.setBalance(signer, action.sourceDex, token, available - debit);
+    this.setBalance(destination, action.destinationDex, token, this.balance(destination, action.destinationDex, token) + credit);
+    let nonces = this.usedNonces.get(lower(signer));
+    if (!nonces) this.usedNonces.set(lower(signer), (nonces = new Set()));
+    nonces.add(action.nonce);
+
+    const wei = parseUnitsStrict(action.amount, token.weiDecimals);
+    const usdMicro = (wei * token.priceMicroUsd) / 10n ** BigInt(token.weiDecimals);
+    const update: LedgerUpdate = {
+      time: this.now(),
+      hash: keccak256(toHex(`standin-send:${++this.seq}:${signer}:${action.nonce}`)),
+      delta: {
+        type: 'send',
+        user: signer,
+        destination,
+        sourceDex: action.sourceDex,
+        destinationDex: action.destinationDex,
+        token: token.name,
+        amount: action.amount,
+        usdcValue: formatUnitsDecimal(usdMicro, PERPS_DECIMALS),
+        fee: '0.0',
+        nativeTokenFee: '0.0',
+        nonce: action.nonce,
+        feeToken: '',
+      },
+    };
+    this.pushLedger(signer, update);
+    if (lower(destination) !== lower(signer)) this.pushLedger(destination, update);
+    return update;
+  }
+
+  private pushLedger(user: string, update: LedgerUpdate): void {
+    let list = this.ledgers.get(lower(user));
+    if (!list) this.ledgers.set(lower(user), (list = []));
+    list.push(update);
+  }
+}
+
+export interface ExchangeStandin {
+  url: string;
+  port: number;
+  state: ExchangeState;
+  credit(user: string, spec: CreditSpec): void;
+  stop(): Promise<void>;
+}
+
+class BadRequest extends Error {}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function requireUser(body: Record<string, unknown>): Address {
+  const user = body.user;
+  if (typeof user !== 'string' || !isAddress(user, { strict: false })) {
+    throw new BadRequest('Failed to deserialize the JSON body: field `user` must be a 0x-prefixed 20-byte address');
+  }
+  return getAddress(user);
+}
+
+function optionalTime(body: Record<string, unknown>, key: string): number | undefined {
+  const v = body[key];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) {
+    throw new BadRequest(`Failed to deserialize the JSON body: field \`${key}\` must be a non-negative integer (ms)`);
+  }
+  return v;
+}
+
+function handleInfo(state: ExchangeState, body: Record<string, unknown>): unknown {
+  switch (body.type) {
+    case 'spotMeta':
+      return {
+        tokens: state.tokens.map((t) => ({
+          name: t.name,
+          szDecimals: t.szDecimals,
+          weiDecimals: t.weiDecimals,
+          index: t.index,
+          tokenId: t.tokenId,
+          isCanonical: true,
+          evmContract: null,
+          fullName: t.fullName,
+          deployerTradingFeeShare: '0.0',
+        })),
+        universe: state.tokens.slice(1).map((t, i) => ({
+          tokens: [t.index, state.usdc.index],
+          name: i === 0 ? `${t.name}/USDC` : `@${i}`,
+          index: i,
+          isCanonical: i === 0,
+        })),
+      };
+    case 'clearinghouseState': {
+      const user = requireUser(body);
+      if (body.dex !== undefined && body.dex !== '') throw new BadRequest(`Unknown perps dex ${JSON.stringify(body.dex)}`);
+      const usd = formatUnitsDecimal(state.perpsUsd(user), PERPS_DECIMALS);
+      const summary = { accountValue: usd, totalNtlPos: '0.0', totalRawUsd: usd, totalMarginUsed: '0.0' };
+      return {
+        marginSummary: summary,
+        crossMarginSummary: { ...summary },
+        crossMaintenanceMarginUsed: '0.0',
+        withdrawable: usd,
+        assetPositions: [],
+        time: state.now(),
+      };
+    }
+    case 'spotClearinghouseState': {
+      const user = requireUser(body);
+      // Stand-in extension: `dex` selects a named DEX's token balances ('' / absent = spot).
+      const dex = body.dex === undefined || body.dex === '' ? 'spot' : body.dex;
+      if (typeof dex !== 'string' || dex === '' || !state.isKnownDex(dex)) {
+        throw new BadRequest(`Unknown dex ${JSON.stringify(body.dex)}`);
+      }
+      return {
+        balances: state.balancesOn(user, dex).map(({ token, units }) => ({
+          coin: token.name,
+          token: token.index,
+          total: formatUnitsDecimal(units, token.weiDecimals),
+          hold: '0.0',
+          entryNtl: '0.0',
+        })),
+      };
+    }
+    case 'userNonFundingLedgerUpdates': {
+      const user = requireUser(body);
+      const start = optionalTime(body, 'startTime') ?? 0;
+      const end = optionalTime(body, 'endTime') ?? Number.MAX_SAFE_INTEGER;
+      return state.ledger(user).filter((u) => u.time >= start && u.time <= end);
+    }
+    default:
+      throw new BadRequest(`Unknown info request type ${JSON.stringify(body.type)}`);
+  }
+}
+
+/** Validates the shape of a posted sendAsset action; returns an error message or the typed action. */
+function parseSendAsset(action: Record<string, unknown>): string | SendAssetAction {
+  for (const key of Object.keys(action)) {
+    if (!(SEND_ASSET_ACTION_KEYS as readonly string[]).includes(key)) return `Unexpected field in sendAsset action: ${key}`;
+  }
+  for (const key of ['signatureChainId', 'exchangeChain', 'destination', 'sourceDex', 'destinationDex', 'token', 'amount', 'fromSubAccount'] as const) {
+    if (typeof action[key] !== 'string') return `sendAsset action field ${key} must be a string`;
+  }
+  if (typeof action.nonce !== 'number' || !Number.isSafeInteger(action.nonce) || action.nonce <= 0) {
+    return 'sendAsset action field nonce must be a positive integer';
+  }
+  if (!isAddress(action.destination as string, { strict: false })) return 'sendAsset destination must be a 0x-prefixed 20-byte address';
+  return action as unknown as SendAssetAction;
+}
+
+function parseSignature(sig: unknown): string | SplitSignature {
+  if (!isObject(sig)) return 'Missing signature {r, s, v}';
+  const hex32 = /^0x[0-9a-fA-F]{1,64}$/;
+  if (typeof sig.r !== 'string' || !hex32.test(sig.r) || typeof sig.s !== 'string' || !hex32.test(sig.s)) {
+    return 'Signature r and s must be 32-byte hex strings';
+  }
+  if (typeof sig.v !== 'number' || !Number.isInteger(sig.v)) return 'Signature v must be a number';
+  const pad = (h: string) => `0x${h.slice(2).padStart(64, '0')}` as Hex;
+  return { r: pad(sig.r), s: pad(sig.s), v: sig.v };
+}
+
+async function handleExchange(
+  state: ExchangeState,
+  opts: { signatureChainIds?: number[]; exchangeChain: string },
+  body: Record<string, unknown>,
+): Promise<{ status: 'ok'; response: { type: 'default' } } | { status: 'err'; response: string }> {
+  const err = (response: string) => ({ status: 'err' as const, response });
+  if (!isObject(body.action)) return err('Missing action');
+  if (body.vaultAddress !== undefined && body.vaultAddress !== null) return err('vaultAddress is not supported for sendAsset');
+  if (body.action.type !== 'sendAsset') return err(`Unsupported action type ${JSON.stringify(body.action.type)}`);
+  const action = parseSendAsset(body.action);
+  if (typeof action === 'string') return err(action);
+  const signature = parseSignature(body.signature);
+  if (typeof signature === 'string') return err(signature);
+  if (body.nonce !== action.nonce) return err(`Request nonce ${String(body.nonce)} does not match action nonce ${action.nonce}`);
+  if (action.exchangeChain !== opts.exchangeChain) {
+    return err(`Wrong exchangeChain ${JSON.stringify(action.exchangeChain)}; this exchange is ${JSON.stringify(opts.exchangeChain)}`);
+  }
+  let chainId: number;
+  try {
+    chainId = chainIdFromHex(action.signatureChainId);
+  } catch (e) {
+    return err((e as Error).message);
+  }
+  if (opts.signatureChainIds && !opts.signatureChainIds.includes(chainId)) {
+    return err(`signatureChainId ${action.signatureChainId} is not accepted`);
+  }
+  let signer: Address;
+  try {
+    signer = await recoverSendAssetSigner(action, signature);
+  } catch (e) {
+    return err(`Invalid signature: ${(e as Error).message.split('\n')[0]}`);
+  }
+  const result = state.applySend(signer, action);
+  if (typeof result === 'string') return err(result);
+  return { status: 'ok', response: { type: 'default' } };
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new BadRequest('Request body too large'));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function send(res: ServerResponse, status: number, payload: unknown): void {
+  const text = JSON.stringify(payload);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+export async function startExchangeStandin(options: StartExchangeStandinOptions = {}): Promise<ExchangeStandin> {
+  const host = options.host ?? '127.0.0.1';
+  const dexes = options.dexes ?? ['xyz'];
+  for (const d of dexes) {
+    if (d === '' || d === 'spot' || !/^[a-z0-9]{1,16}$/.test(d)) throw new Error(`invalid named dex ${JSON.stringify(d)}`);
+  }
+  const state = new ExchangeState(STANDIN_TOKENS, dexes, options.now ?? Date.now);
+  const exOpts = { signatureChainIds: options.signatureChainIds, exchangeChain: options.exchangeChain ?? DEFAULT_EXCHANGE_CHAIN };
+  let chain: Promise<unknown> = Promise.resolve();
+
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method !== 'POST' || (path !== '/info' && path !== '/exchange')) {
+      send(res, 404, { error: `Not found: ${req.method} ${path}` });
+      return;
+    }
+    void (async () => {
+      let body: unknown;
+      try {
+        body = JSON.parse(await readBody(req));
+      } catch (e) {
+        send(res, 400, { error: e instanceof BadRequest ? e.message : 'Malformed JSON body' });
+        return;
+      }
+      if (!isObject(body)) {
+        send(res, 400, { error: 'Request body must be a JSON object' });
+        return;
+      }
+      const parsed = body;
+      const work = async () => {
+        try {
+          if (path === '/info') send(res, 200, handleInfo(state, parsed));
+          else send(res, 200, await handleExchange(state, exOpts, parsed));
+        } catch (e) {
+          if (e instanceof BadRequest) send(res, 400, { error: e.message });
+          else send(res, 500, { error: 'Internal error' });
+        }
+      };
+      // Handled one at a time so that balance and nonce checks cannot interleave.
+      chain = chain.then(work, work).catch(() => undefined);
+    })();
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  let stopped: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    state,
+    credit: (user, spec) => state.credit(user, spec),
+    stop() {
+      stopped ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return stopped;
+    },
+  };
+}
