@@ -14,7 +14,8 @@ class SummaryLine implements Reporter {
         else if (state === 'failed') failed++;
         else skipped++;
       }
-      if (m.state() === 'failed' && ![...m.children.allTests()].length) failed++;
+      // A file that failed outside its tests (a hook, an import) counts as a failure.
+      if (m.state() === 'failed' && ![...m.children.allTests()].some((t) => t.result().state === 'failed')) failed++;
     }
     process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
   }

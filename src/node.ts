@@ -18,6 +18,8 @@ export interface NodeOptions {
   prices?: PriceSource;
   // Serve the API over the ledger without indexing, solving or submitting (`relay-node api`).
   readOnly?: boolean;
+  // The API's clock (tests move it to drive date-dependent behaviour such as the v2 retirement).
+  now?: () => number;
 }
 
 export function ledgerPath(config: Config): string {
@@ -69,6 +71,7 @@ export class RelayNode {
       prices,
       solver: this.solverAddress,
       adapters: opts.readOnly ? undefined : this.adapters,
+      now: opts.now ?? Date.now,
     });
   }
 

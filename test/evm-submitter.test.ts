@@ -104,6 +104,7 @@ function chainConfig(over: Partial<EvmChainConfig> = {}): EvmChainConfig {
     appBalanceDeposits: false,
     maxCallGas: 1_000_000,
     depositEnabled: true,
+    private: false,
     nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
     currencies: [{ address: contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' }],
     ...over,

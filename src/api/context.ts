@@ -17,4 +17,5 @@ export interface ApiContext {
   solver: Address;
   // Absent on a read-only API replica: routes that write or speak to chains answer 503 there.
   adapters?: Map<number, ChainAdapter>;
+  now: () => number;
 }

@@ -6,6 +6,7 @@ import { healthRoutes } from './routes/health.ts';
 import { moneyRoutes } from './routes/money.ts';
 import { quoteRoutes } from './routes/quote.ts';
 import { referenceRoutes } from './routes/reference.ts';
+import { requestRoutes } from './routes/requests.ts';
 import { statusRoutes } from './routes/status.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 
@@ -33,5 +34,6 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   transactionRoutes(app, ctx);
   referenceRoutes(app, ctx);
   moneyRoutes(app, ctx);
+  requestRoutes(app, ctx);
   return app;
 }

@@ -53,6 +53,8 @@ const chainFields = {
   explorerUrl: z.string().url().optional(),
   pollIntervalMs: z.number().int().min(10).default(1000),
   depositEnabled: z.boolean().default(true),
+  // A private chain's requests are listed only to callers who ask for it (privateChainsToInclude).
+  private: z.boolean().default(false),
   nativeCurrency,
 };
 
@@ -147,6 +149,20 @@ export const configSchema = z
       .object({
         // A fast fill's hold becomes a permanent debit when no deposit lands within this time.
         holdSeconds: z.number().int().min(1).default(3600),
+      })
+      .strict()
+      .default({}),
+    // The retirement of GET /requests/v2: dates (ISO), the monthly stepped limit, the links.
+    requestsV2: z
+      .object({
+        deprecatedAt: z.string().datetime({ offset: true }).or(z.string().date()).default('2026-07-22'),
+        throttledFrom: z.string().datetime({ offset: true }).or(z.string().date()).default('2026-09-01'),
+        sunsetAt: z.string().datetime({ offset: true }).or(z.string().date()).default('2026-11-24'),
+        // Calls per minute per caller in each month from throttledFrom; the last stage holds until the sunset.
+        monthlyLimits: z.array(z.number().int().min(1)).min(1).default([600, 120, 30]),
+        // Absent: this node's own /requests/v3 and /requests/v2/migration-guide.
+        successor: z.string().url().optional(),
+        migrationGuide: z.string().url().optional(),
       })
       .strict()
       .default({}),

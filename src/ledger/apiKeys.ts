@@ -19,7 +19,9 @@ export class ApiKeys {
   #byHash;
   #list;
   #revoke;
+  #get;
   constructor(db: Db) {
+    this.#get = db.prepare('SELECT id, name, created_at, revoked_at FROM api_keys WHERE id = ?');
     this.#insert = db.prepare('INSERT INTO api_keys (id, name, key_hash, created_at) VALUES (?, ?, ?, ?)');
     this.#byHash = db.prepare('SELECT id, name, created_at, revoked_at FROM api_keys WHERE key_hash = ?');
     this.#list = db.prepare('SELECT id, name, created_at, revoked_at FROM api_keys ORDER BY created_at, id');
@@ -38,6 +40,10 @@ export class ApiKeys {
     const row = this.#byHash.get(hashApiKey(key)) as ApiKeyRow | undefined;
     if (!row) return { state: 'unknown' };
     return row.revoked_at === null ? { state: 'valid', key: row } : { state: 'revoked' };
+  }
+
+  get(id: string): ApiKeyRow | undefined {
+    return this.#get.get(id) as ApiKeyRow | undefined;
   }
 
   list(): ApiKeyRow[] {

@@ -12,6 +12,7 @@ export class Deposits {
   #forRequest;
   #reorgAbove;
   #handle;
+  #sender;
   constructor(private db: Db) {
     // Re-indexing the same log is a no-op; a log that a reorg had removed and that comes back
     // on the new canonical chain is revived with its new block.
@@ -29,6 +30,9 @@ export class Deposits {
     this.#reorgAbove = db.prepare(`UPDATE deposits SET state = 'reorged' WHERE chain_id = ? AND block_number > ?
       AND state IN ('unconfirmed', 'confirmed') RETURNING *`);
     this.#handle = db.prepare(`UPDATE deposits SET state = 'handled', request_id = @request_id WHERE id = @id AND state = 'confirmed'`);
+    // The first deposit of a request names its sender and block (searchable on the request row).
+    this.#sender = db.prepare(`UPDATE requests SET sender = COALESCE(sender, d.depositor), deposit_block = COALESCE(deposit_block, d.block_number)
+      FROM (SELECT depositor, block_number FROM deposits WHERE id = @id) AS d WHERE requests.id = @request_id`);
   }
 
   // Returns true when the row is new (or revived after a reorg).
@@ -62,5 +66,6 @@ export class Deposits {
   }
   markHandled(id: string, requestId: string): void {
     if (this.#handle.run({ id, request_id: requestId }).changes !== 1) throw new Error(`deposit ${id} is not confirmed and unhandled`);
+    this.#sender.run({ id, request_id: requestId });
   }
 }

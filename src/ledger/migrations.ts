@@ -141,6 +141,35 @@ ALTER TABLE requests ADD COLUMN referrer TEXT;
 `,
   },
   {
+    version: 3,
+    name: 'request search: denormalised columns and indexes for the request listing',
+    sql: `
+-- Kept on the request row so that every listing filter and sort reads one indexed table.
+-- USD values are INTEGER micro-USD; null where the node fixed no price.
+ALTER TABLE requests ADD COLUMN amount_usd INTEGER;
+ALTER TABLE requests ADD COLUMN app_fees_usd INTEGER;
+ALTER TABLE requests ADD COLUMN currency_in_symbol TEXT;
+ALTER TABLE requests ADD COLUMN currency_out_symbol TEXT;
+-- Set when the deposit is handled: who sent it and in which block.
+ALTER TABLE requests ADD COLUMN sender TEXT;
+ALTER TABLE requests ADD COLUMN deposit_block INTEGER;
+ALTER TABLE requests ADD COLUMN deposit_address TEXT;
+-- Milliseconds from the deposit being seen to the fill succeeding.
+ALTER TABLE requests ADD COLUMN fill_time_ms INTEGER;
+DROP INDEX requests_created;
+CREATE INDEX requests_created ON requests(created_at, id);
+CREATE INDEX requests_updated ON requests(updated_at, id);
+CREATE INDEX requests_amount_usd ON requests(IFNULL(amount_usd, -1), id);
+CREATE INDEX requests_user ON requests(user, created_at);
+CREATE INDEX requests_sender ON requests(sender, created_at);
+CREATE INDEX requests_recipient ON requests(recipient, created_at);
+CREATE INDEX requests_deposit_address ON requests(deposit_address);
+CREATE INDEX requests_status ON requests(status, created_at);
+CREATE INDEX requests_api_key ON requests(api_key_id, created_at);
+CREATE INDEX payouts_tx ON payouts(tx_hash);
+`,
+  },
+  {
     version: 6,
     name: 'money: app balance entries, sponsor links, app fee entries, fast fill holds',
     sql: `

@@ -2,9 +2,13 @@ import type { Hex } from 'viem';
 import type { Db } from './db.ts';
 import type { RequestRow, Status } from './types.ts';
 
-export type NewRequest = Omit<RequestRow, 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'money' | 'features' | 'fast_fill_deadline' | 'failed_call_data' | 'api_key_id' | 'referrer'> & {
-  api_key_id?: string | null;
-  referrer?: string | null;
+// Set by the ledger as the request progresses, never by its creator.
+type Progress = 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'fast_fill_deadline' | 'failed_call_data' | 'sender' | 'deposit_block' | 'fill_time_ms';
+type Optional = 'money' | 'features' | 'api_key_id' | 'referrer' | 'amount_usd' | 'app_fees_usd' | 'currency_in_symbol' | 'currency_out_symbol' | 'deposit_address';
+
+export type NewRequest = Omit<RequestRow, Progress | Optional> & {
+  [K in Exclude<Optional, 'money' | 'features'>]?: RequestRow[K];
+} & {
   status?: Status;
   money?: string | null;
   features?: string;
@@ -22,19 +26,34 @@ export class Requests {
     this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
-      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features, api_key_id, referrer)
+      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features, api_key_id, referrer, amount_usd, app_fees_usd, currency_in_symbol,
+      currency_out_symbol, deposit_address)
       VALUES (@id, @parent_id, @kind, @request_type, @status, @user, @recipient, @refund_to, @origin_chain_id,
       @destination_chain_id, @origin_currency, @destination_currency, @trade_type, @amount_in, @amount_out,
-      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at, @money, @features, @api_key_id, @referrer)`);
+      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at, @money, @features, @api_key_id, @referrer, @amount_usd, @app_fees_usd,
+      @currency_in_symbol, @currency_out_symbol, @deposit_address)`);
     this.#get = db.prepare('SELECT * FROM requests WHERE id = ?');
     this.#setStatus = db.prepare(`UPDATE requests SET status = @status, fail_reason = COALESCE(@fail_reason, fail_reason),
       refund_fail_reason = COALESCE(@refund_fail_reason, refund_fail_reason), details = COALESCE(@details, details),
+      fill_time_ms = CASE WHEN @status = 'success' THEN @now - (SELECT MIN(seen_at) FROM deposits WHERE request_id = @id) ELSE fill_time_ms END,
       updated_at = @now WHERE id = @id`);
     this.#children = db.prepare('SELECT * FROM requests WHERE parent_id = ? ORDER BY created_at');
   }
 
   insert(r: NewRequest): void {
-    this.#insert.run({ status: 'waiting', money: null, features: '[]', api_key_id: null, referrer: null, ...r });
+    this.#insert.run({
+      status: 'waiting',
+      money: null,
+      features: '[]',
+      api_key_id: null,
+      referrer: null,
+      amount_usd: null,
+      app_fees_usd: null,
+      currency_in_symbol: null,
+      currency_out_symbol: null,
+      deposit_address: null,
+      ...r,
+    });
   }
 
   get(id: string): RequestRow | undefined {

@@ -61,6 +61,15 @@ export interface RequestRow {
   // The API key that quoted the request, and the referrer the quote named (migration 2).
   api_key_id: string | null;
   referrer: string | null;
+  // Search columns (migration 3).
+  amount_usd: number | null;
+  app_fees_usd: number | null;
+  currency_in_symbol: string | null;
+  currency_out_symbol: string | null;
+  sender: string | null;
+  deposit_block: number | null;
+  deposit_address: string | null;
+  fill_time_ms: number | null;
 }
 
 export type DepositState = 'unconfirmed' | 'confirmed' | 'handled' | 'reorged';

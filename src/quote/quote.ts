@@ -219,6 +219,10 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     expires_at: now + config.quote.ttlSeconds * 1000,
     fill_deadline: deadline * 1000,
     created_at: now,
+    amount_usd: Number(inUsd),
+    app_fees_usd: Number(usdMicro(appIn, cin.decimals, priceIn)),
+    currency_in_symbol: cin.symbol.toUpperCase(),
+    currency_out_symbol: cout.symbol.toUpperCase(),
     money: JSON.stringify({
       sponsor: pricing.sponsor && ctx.sponsor ? { wallet: ctx.sponsor.wallet, apiKeyId: ctx.sponsor.apiKeyId } : null,
       sponsorFallback: fallback ?? null,

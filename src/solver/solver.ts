@@ -236,6 +236,8 @@ export class Solver implements PayoutHooks {
         expires_at: null,
         fill_deadline: null,
         created_at: now,
+        currency_in_symbol: this.registry.currency(d.chain_id, d.currency)?.symbol.toUpperCase() ?? null,
+        currency_out_symbol: decision.request?.currency_out_symbol ?? this.registry.currency(d.chain_id, d.currency)?.symbol.toUpperCase() ?? null,
       });
     } else {
       requestId = decision.request.id;

@@ -1,0 +1,72 @@
+import type { requestRecord } from './requestRecord.ts';
+
+type V3 = ReturnType<typeof requestRecord>;
+
+// v2 statuses: no depositing or submitted; both were still "pending" there.
+const V2_STATUS: Record<string, string> = {
+  waiting: 'waiting',
+  depositing: 'pending',
+  pending: 'pending',
+  submitted: 'pending',
+  success: 'success',
+  failure: 'failure',
+  refund: 'refund',
+};
+
+const withHash = (txs: unknown) =>
+  (txs as { txHash: string }[]).map(({ txHash, ...rest }) => ({ hash: txHash, ...rest }));
+
+// The v2 shape, derived from the v3 record by undoing the interface's "v2 to v3 changes".
+export function toV2Record(r: V3) {
+  const d = r.data as Record<string, any>;
+  const quotedFees = d.fees?.quoted;
+  const currency = d.fees?.currency ?? null;
+  const raw = (c: { amount: string | null } | null | undefined) => c?.amount ?? '0';
+  const usd = (c: { usd: string } | null | undefined) => c?.usd ?? '0';
+  const sponsored = d.feeSponsorship?.actual ?? d.feeSponsorship?.quoted ?? null;
+  const route = d.route?.actual ?? d.route?.quoted ?? null;
+  return {
+    id: r.id,
+    status: V2_STATUS[r.status] ?? r.status,
+    user: r.user,
+    recipient: r.recipient,
+    referrer: (d.referrer as string | undefined) ?? undefined,
+    depositAddress: r.depositAddress?.address ?? null,
+    data: {
+      failReason: d.failReason ?? 'N/A',
+      refundFailReason: d.refundFailReason ?? 'N/A',
+      fees: { gas: raw(quotedFees?.execution), fixed: '0', price: raw(quotedFees?.platform), gateway: '0' },
+      feesUsd: { gas: usd(quotedFees?.execution), fixed: '0', price: usd(quotedFees?.platform), gateway: '0' },
+      currency: currency?.symbol ?? null,
+      currencyObject: currency,
+      feeCurrency: currency?.symbol ?? null,
+      feeCurrencyObject: currency,
+      appFeeCurrencyObject: d.appFees?.currency ?? null,
+      appFees: d.appFees?.quoted ?? [],
+      paidAppFees: d.appFees?.actual ?? [],
+      subsidizedRequest: Boolean(sponsored && sponsored.sponsoredTotal?.amountUsd && sponsored.sponsoredTotal.amountUsd !== '0'),
+      subsidizedFee: sponsored?.sponsoredTotal ?? null,
+      expandedPriceImpact: quotedFees
+        ? { swap: { usd: usd(quotedFees.swap) }, execution: { usd: usd(quotedFees.execution) }, relay: { usd: usd(quotedFees.platform) }, app: { usd: usd(quotedFees.app) } }
+        : null,
+      metadata: {
+        sender: r.sender,
+        recipient: r.recipient,
+        currencyIn: route?.origin?.inputCurrency ?? null,
+        currencyOut: route?.destination?.outputCurrency ?? null,
+        rate: route?.rate ?? null,
+      },
+      price: route?.rate ?? null,
+      inTxs: withHash(d.inTxs),
+      outTxs: withHash(d.outTxs),
+      timeEstimate: d.timeEstimate,
+      slippageTolerance: d.slippageTolerance,
+      usesExternalLiquidity: d.usesExternalLiquidity,
+      failedCallData: d.failedCallData,
+      supersededByRequestId: r.supersededByRequestId,
+      moonpayId: d.externalMetadata?.moonpayId ?? null,
+    },
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+  };
+}

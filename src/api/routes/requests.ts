@@ -1,0 +1,120 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { requireCaller } from '../caller.ts';
+import type { ApiContext } from '../context.ts';
+import { ApiError } from '../errors.ts';
+import { searchRequests } from '../../ledger/requestSearch.ts';
+import { encodeContinuation, parseRequestQuery } from '../requestQuery.ts';
+import { requestRecord } from '../requestRecord.ts';
+import { RateLimiter } from '../rateLimit.ts';
+import { toV2Record } from '../requestRecordV2.ts';
+
+export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
+  const privateChains = ctx.config.chains.filter((c) => c.private).map((c) => c.id);
+
+  const list = (query: Record<string, unknown>, authenticatedFor: string | undefined, referrer?: string) => {
+    const q = parseRequestQuery(query, ctx.ledger, privateChains);
+    q.referrer = referrer;
+    const found = searchRequests(ctx.ledger.db, q);
+    const recordCtx = { ledger: ctx.ledger, registry: ctx.registry, solver: ctx.solver, authenticatedFor: q.includeAuthenticatedData ? authenticatedFor : undefined };
+    return {
+      records: found.rows.map((r) => requestRecord(recordCtx, r)),
+      continuation: found.next ? encodeContinuation({ s: q.sortBy, d: q.sortDirection, k: found.next.key, i: found.next.id }) : undefined,
+      total: found.total,
+    };
+  };
+
+  app.get('/requests/v3', async (req) => {
+    const caller = requireCaller(req);
+    const page = list((req.query ?? {}) as Record<string, unknown>, caller.id);
+    return { requests: page.records, continuation: page.continuation ?? null, ...(page.total !== undefined ? { total: page.total } : {}) };
+  });
+
+  // v2: deprecated, throttled in monthly stages, then retired. Its headers go on every answer.
+  const v2 = ctx.config.requestsV2;
+  const at = (d: string) => Date.parse(d.length === 10 ? `${d}T00:00:00Z` : d);
+  const deprecatedAt = at(v2.deprecatedAt);
+  const throttledFrom = at(v2.throttledFrom);
+  const sunsetAt = at(v2.sunsetAt);
+  const limiters = v2.monthlyLimits.map((n) => new RateLimiter(n));
+  const links = (req: FastifyRequest) => {
+    const base = `${req.protocol}://${req.host}`;
+    return { successor: v2.successor ?? `${base}/requests/v3`, migrationGuide: v2.migrationGuide ?? `${base}/requests/v2/migration-guide` };
+  };
+  const stage = (now: number) => {
+    const from = new Date(throttledFrom);
+    const d = new Date(now);
+    const months = (d.getUTCFullYear() - from.getUTCFullYear()) * 12 + d.getUTCMonth() - from.getUTCMonth() - (d.getUTCDate() < from.getUTCDate() ? 1 : 0);
+    return Math.min(Math.max(months, 0), limiters.length - 1);
+  };
+
+  app.register(async (scope) => {
+    scope.addHook('onRequest', async (req, reply) => deprecationHeaders(req, reply));
+    scope.addHook('onSend', async (req, reply, payload) => {
+      deprecationHeaders(req, reply);
+      return payload;
+    });
+    function deprecationHeaders(req: FastifyRequest, reply: FastifyReply) {
+      const { successor, migrationGuide } = links(req);
+      reply.header('deprecation', `@${Math.floor(deprecatedAt / 1000)}`);
+      reply.header('sunset', new Date(sunsetAt).toUTCString());
+      reply.header('link', [`<${migrationGuide}>; rel="deprecation"; type="text/html"`, `<${migrationGuide}>; rel="sunset"; type="text/html"`, `<${successor}>; rel="successor-version"`]);
+      reply.header('access-control-expose-headers', 'Deprecation, Sunset, Link');
+    }
+
+    scope.get('/requests/v2/migration-guide', async (_req, reply) => {
+      reply.type('text/plain; charset=utf-8');
+      return MIGRATION_GUIDE;
+    });
+
+    scope.get('/requests/v2', async (req, reply) => {
+      const now = ctx.now();
+      const { successor, migrationGuide } = links(req);
+      const body = (message: string) => ({ message, successor, migrationGuide });
+      if (now >= sunsetAt) return reply.status(410).send(body(`GET /requests/v2 was retired on ${new Date(sunsetAt).toISOString().slice(0, 10)}; use GET /requests/v3`));
+      if (now >= throttledFrom) {
+        const limiter = limiters[stage(now)]!;
+        const taken = limiter.take(req.apiCaller?.id ?? `ip:${req.ip}`, now);
+        if (!taken.ok) return reply.status(429).send(body(`GET /requests/v2 is deprecated and limited to ${limiter.perMinute} calls per minute; use GET /requests/v3`));
+      }
+      const query = { ...(req.query as Record<string, unknown>) };
+      // v2 searched by `hash` (any transaction hash) and took `referrer` as a parameter.
+      if (query.hash !== undefined) {
+        query.term = query.hash;
+        delete query.hash;
+      }
+      const referrer = query.referrer;
+      delete query.referrer;
+      if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 200)) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: referrer: must be a string');
+      const page = list(query, req.apiCaller?.id, referrer);
+      return {
+        requests: page.records.map(toV2Record),
+        continuation: page.continuation ?? null,
+        deprecation: {
+          message: 'GET /requests/v2 is deprecated; move to GET /requests/v3',
+          deprecatedAt: new Date(deprecatedAt).toISOString(),
+          throttledFrom: new Date(throttledFrom).toISOString(),
+          sunsetAt: new Date(sunsetAt).toISOString(),
+          successor,
+          migrationGuide,
+        },
+      };
+    });
+  });
+}
+
+const MIGRATION_GUIDE = `GET /requests/v2 -> GET /requests/v3
+
+1. x-api-key is required.
+2. New root fields: sender, refundTo, requestType, features; supersededByRequestId is at the root.
+3. moonpayId is data.externalMetadata.moonpayId; referrer is data.referrer (authenticated) and no longer a parameter.
+4. depositAddress is an object.
+5. failReason and refundFailReason are null instead of "N/A".
+6. currency duplicates are removed: currencies are single objects.
+7. data.fees holds the per-component breakdown (relay is now platform); data.feesUsd is removed.
+8. data.feeSponsorship replaces subsidizedRequest and subsidizedFee.
+9. data.appFees {quoted, actual, currency} replaces appFees and paidAppFees.
+10. data.metadata and data.price move into data.route.{quoted,actual}.
+11. inTxs/outTxs: hash is txHash.
+12. Statuses: pending, waiting, depositing, submitted, success, failure, refund.
+13. The hash parameter is replaced by term, depositTxHash, fillTxHash and refundTxHash.
+`;
