@@ -163,7 +163,7 @@ CREATE INDEX requests_amount_usd ON requests(IFNULL(amount_usd, -1), id);
 CREATE INDEX requests_user ON requests(user, created_at);
 CREATE INDEX requests_sender ON requests(sender, created_at);
 CREATE INDEX requests_recipient ON requests(recipient, created_at);
-CREATE INDEX requests_deposit_address ON requests(deposit_address);
+CREATE INDEX requests_deposit_address ON requests(deposit_address) WHERE deposit_address IS NOT NULL;
 CREATE INDEX requests_status ON requests(status, created_at);
 CREATE INDEX requests_api_key ON requests(api_key_id, created_at);
 CREATE INDEX payouts_tx ON payouts(tx_hash);

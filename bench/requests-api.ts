@@ -1,0 +1,176 @@
+// The request listing at scale: a ledger of N synthetic requests (1,000,000 by default) spread over
+// chains, users, statuses and currencies, served by `relay-node api` in its own process; then p50/p99
+// latency and requests/s of the listed queries, beside /health of the same server (the ceiling).
+// Usage: npm run bench:requests-api -- [rows] [requests per query] [concurrency]
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { getAddress, keccak256, toHex, zeroAddress } from 'viem';
+import { Ledger } from '../src/ledger/index.ts';
+
+const ROWS = Number(process.argv[2] ?? 1_000_000);
+const PER_QUERY = Number(process.argv[3] ?? 2_000);
+const CONCURRENCY = Number(process.argv[4] ?? 2);
+
+const dir = mkdtempSync(join(tmpdir(), 'relay-bench-requests-'));
+const CHAINS = [8453, 10, 1, 42161, 137];
+const STATUSES = ['success', 'success', 'success', 'success', 'refund', 'failure', 'waiting', 'pending'];
+const SYMBOLS: Record<number, string[]> = Object.fromEntries(CHAINS.map((c) => [c, ['ETH', 'USDC', 'WETH']]));
+const USERS = Array.from({ length: 20_000 }, (_, i) => getAddress(`0x${(i + 1).toString(16).padStart(40, '0')}`));
+const h = (s: string) => keccak256(toHex(s));
+
+// ---------------------------------------------------------------- the ledger
+const t0 = Date.now();
+const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
+const { key } = ledger.apiKeys.create('bench');
+ledger.db.pragma('synchronous = OFF');
+const insertReq = ledger.db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
+  origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out, min_amount_out,
+  created_at, updated_at, features, amount_usd, app_fees_usd, currency_in_symbol, currency_out_symbol, sender, deposit_block, fill_time_ms, fail_reason)
+  VALUES (?, NULL, 'order', 'Bridge', ?, ?, ?, ?, ?, ?, ?, ?, 'EXACT_INPUT', ?, ?, ?, ?, ?, '[]', ?, 0, ?, ?, ?, ?, ?, ?)`);
+const insertDep = ledger.db.prepare(`INSERT INTO deposits (id, chain_id, tx_hash, log_index, block_number, block_hash, depositor, currency, amount,
+  order_ref, state, request_id, seen_at, confirmed_at) VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, 'handled', ?, ?, ?)`);
+const insertPay = ledger.db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash,
+  decided_at, updated_at) VALUES (?, 'fill', ?, ?, ?, ?, ?, ?, 'success', ?, ?, ?)`);
+const insertTx = ledger.db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
+  max_priority_fee_per_gas, state, block_number, gas_used, fee, created_at, updated_at) VALUES (?, ?, ?, ?, ?, '0x', '21000', '1', '1', 'included', ?, '21000', '21000', ?, ?)`);
+const samples = { id: '', user: '', depositTx: '', fillTx: '' };
+const start = Date.UTC(2026, 0, 1);
+const BATCH = 20_000;
+for (let b = 0; b < ROWS; b += BATCH) {
+  ledger.db.transaction(() => {
+    for (let i = b; i < Math.min(ROWS, b + BATCH); i++) {
+      const id = h(`req${i}`);
+      const origin = CHAINS[i % CHAINS.length]!;
+      const dest = CHAINS[(i * 7 + 1) % CHAINS.length]!;
+      const status = STATUSES[i % STATUSES.length]!;
+      const user = USERS[(i * 31) % USERS.length]!;
+      const created = start + i * 25;
+      const usd = 1_000_000 + ((i * 7919) % 5_000_000_000);
+      const symIn = SYMBOLS[origin]![i % 3]!;
+      const symOut = SYMBOLS[dest]![(i >> 1) % 3]!;
+      const hasDeposit = status !== 'waiting';
+      insertReq.run(id, status, user, user, user, origin, dest, zeroAddress, zeroAddress, '1000', '990', '980', created, created + 5000, usd, symIn, symOut,
+        hasDeposit ? user : null, hasDeposit ? 1000 + i : null, status === 'success' ? 4000 + (i % 5000) : null, status === 'refund' || status === 'failure' ? 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' : null);
+      if (!hasDeposit) continue;
+      const dep = `${origin}:dep${i}`;
+      const depTx = h(`deptx${i}`);
+      insertDep.run(dep, origin, depTx, 1000 + i, h(`blk${i}`), user, zeroAddress, '1000', id, id, created + 1000, created + 2000);
+      if (status === 'success') {
+        const fillTx = h(`filltx${i}`);
+        insertPay.run(`fill:${id}`, id, dep, dest, user, zeroAddress, '990', fillTx, created + 2000, created + 5000);
+        insertTx.run(fillTx, `fill:${id}`, dest, user, i, 2000 + i, created + 3000, created + 5000);
+        if (i === Math.floor(ROWS / 2)) Object.assign(samples, { id, user, depositTx: depTx, fillTx });
+      }
+    }
+  })();
+}
+ledger.db.pragma('synchronous = FULL');
+ledger.db.exec('ANALYZE');
+ledger.close();
+const buildSeconds = (Date.now() - t0) / 1000;
+console.log(`ledger: ${ROWS.toLocaleString()} requests built in ${buildSeconds.toFixed(1)} s`);
+
+// ---------------------------------------------------------------- the server, in its own process
+const configPath = join(dir, 'config.json');
+writeFileSync(
+  configPath,
+  JSON.stringify({
+    dataDir: dir,
+    api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000 } },
+    log: { level: 'info' },
+    solverKey: { env: 'BENCH_SOLVER_KEY' },
+    chains: CHAINS.map((id) => ({
+      id,
+      name: `chain ${id}`,
+      rpcUrl: 'http://127.0.0.1:9',
+      depository: '0x0000000000000000000000000000000000000001',
+      filler: '0x0000000000000000000000000000000000000002',
+      nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
+      currencies: [],
+    })),
+  }),
+);
+const server = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'api', '--config', configPath, '--port', '0'], {
+  env: { ...process.env, BENCH_SOLVER_KEY: '0x' + '11'.repeat(32) },
+  stdio: ['ignore', 'pipe', 'pipe'],
+});
+const url = await new Promise<string>((resolve, reject) => {
+  let out = '';
+  const onData = (d: Buffer) => {
+    out += d.toString();
+    const m = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(out);
+    if (m) resolve(m[1]!);
+  };
+  server.stdout.on('data', onData);
+  server.stderr.on('data', onData);
+  server.on('exit', (code) => reject(new Error(`api exited (${code}): ${out}`)));
+});
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+async function measure(path: string, withKey = true) {
+  const headers = withKey ? { 'x-api-key': key } : undefined;
+  // Warm-up, and a check that the query answers what it should.
+  const probe = await fetch(url + path, { headers });
+  if (probe.status !== 200) throw new Error(`${path}: ${probe.status} ${await probe.text()}`);
+  for (let i = 0; i < 50; i++) await (await fetch(url + path, { headers })).arrayBuffer();
+  const lat: number[] = [];
+  let next = 0;
+  const began = performance.now();
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next++ < PER_QUERY) {
+        const t = performance.now();
+        const r = await fetch(url + path, { headers });
+        await r.arrayBuffer();
+        if (r.status !== 200) throw new Error(`${path}: ${r.status}`);
+        lat.push(performance.now() - t);
+      }
+    }),
+  );
+  const secs = (performance.now() - began) / 1000;
+  lat.sort((a, b) => a - b);
+  return { p50: +pct(lat, 50).toFixed(2), p99: +pct(lat, 99).toFixed(2), rps: Math.round(lat.length / secs) };
+}
+
+// A page deep in a continuation: follow 200 pages of 50 first.
+async function deepContinuation(): Promise<string> {
+  let c = '';
+  for (let i = 0; i < 200; i++) {
+    const r = (await (await fetch(`${url}/requests/v3?limit=50${c ? `&continuation=${c}` : ''}`, { headers: { 'x-api-key': key } })).json()) as { continuation: string };
+    c = r.continuation;
+  }
+  return c;
+}
+
+try {
+  const twoGroups = encodeURIComponent(JSON.stringify([{ status: 'refund', originChainId: 10 }, { user: samples.user, 'not:status': 'failure' }]));
+  const queries: [string, string, boolean][] = [
+    ['ceiling: GET /health (constant body)', '/health', false],
+    ['status by id', `/intents/status/v3?requestId=${samples.id}`, false],
+    ['requests/v3 by user', `/requests/v3?user=${samples.user}`, true],
+    ['requests/v3 by term = tx hash', `/requests/v3?term=${samples.fillTx}`, true],
+    ['requests/v3 two-group filters', `/requests/v3?filters=${twoGroups}`, true],
+    ['requests/v3 page deep in a continuation', `/requests/v3?limit=50&continuation=${await deepContinuation()}`, true],
+  ];
+  const results: Record<string, { p50: number; p99: number; rps: number }> = {};
+  for (const [name, path, withKey] of queries) {
+    results[name] = await measure(path, withKey);
+    console.log(`${name.padEnd(45)} p50 ${String(results[name]!.p50).padStart(6)} ms  p99 ${String(results[name]!.p99).padStart(6)} ms  ${String(results[name]!.rps).padStart(6)} req/s`);
+  }
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1] ?? 0);
+  const hwmKb = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1] ?? 0);
+  const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
+  console.log(`server memory: ${(rssKb / 1024).toFixed(0)} MB resident, ${(hwmKb / 1024).toFixed(0)} MB peak; concurrency ${CONCURRENCY}, ${PER_QUERY} calls per query`);
+  console.log(`machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
+  mkdirSync('bench/results', { recursive: true });
+  const file = `bench/results/requests-api-${Date.now()}.json`;
+  writeFileSync(file, JSON.stringify({ rows: ROWS, perQuery: PER_QUERY, concurrency: CONCURRENCY, buildSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine }, null, 2));
+  console.log(`wrote ${file}`);
+} finally {
+  server.kill('SIGTERM');
+}
