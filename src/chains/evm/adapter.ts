@@ -196,6 +196,8 @@ export class EvmAdapter implements ChainAdapter {
   }
 
   async depositSteps(req: DepositRequest): Promise<DepositStep[]> {
+    // On EVM the sender of a transaction pays its gas; another payer needs a relayer (gasless execution).
+    if (req.feePayer !== undefined) throw new QuoteError('depositFeePayer: only SVM-origin deposits can have another fee payer', 'INVALID_INPUT_PARAMETERS');
     const depository = this.chain.depository;
     const user = req.user as Address;
     const tx = (to: string, data: Hex, value: bigint) => ({ from: user, to, data, value: value.toString(), chainId: this.chainId });
