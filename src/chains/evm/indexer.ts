@@ -1,9 +1,9 @@
-import { getAddress, parseEventLogs, zeroAddress, type Block, type Hex, type Log, type PublicClient } from 'viem';
-import { RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import { toHex, type Block, type PublicClient } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
+import { decodeDepositLog, type DecodedDeposit, type RpcLog } from './depositLogs.ts';
 
 export interface IndexerEvents {
   // Deposits reached their confirmation depth: the solver has work.
@@ -16,6 +16,9 @@ export class ReorgTooDeepError extends Error {
 }
 
 const SOURCE = 'depository';
+// A getLogs answer with this many deposits is dense enough: the range stops growing.
+const DENSE_RANGE_LOGS = 5_000;
+const INITIAL_RANGE = 32;
 
 // Reads the depository's deposit events into the ledger. A deposit is written once per log
 // (chain, tx, log index), confirmed after chain.confirmations blocks, and a deposit in a block that
@@ -38,7 +41,9 @@ export class EvmIndexer {
     private metrics: Metrics,
     private log: Logger,
   ) {
-    this.#range = chain.maxLogRange;
+    // Start narrow and widen while answers stay small: a failed oversized getLogs costs the
+    // provider (and us) the whole answer before it fails, so probing from the top is expensive.
+    this.#range = Math.min(chain.maxLogRange, INITIAL_RANGE);
   }
 
   get head(): bigint {
@@ -137,14 +142,20 @@ export class EvmIndexer {
     }
     const to = Math.min(head, from + this.#range - 1);
 
-    let logs: Log[];
+    let logs: RpcLog[];
     try {
-      logs = await this.client.getLogs({ address: this.chain.depository, fromBlock: BigInt(from), toBlock: BigInt(to) });
-      if (this.#range < this.chain.maxLogRange) this.#range = Math.min(this.chain.maxLogRange, this.#range * 2);
+      // Raw JSON-RPC logs: decoded below without a generic ABI decoder (see depositLogs.ts).
+      logs = (await this.client.request({
+        method: 'eth_getLogs',
+        params: [{ address: this.chain.depository, fromBlock: toHex(from), toBlock: toHex(to) }],
+      })) as unknown as RpcLog[];
+      // Widen again after a shrink, but only while responses stay small: a range dense with
+      // deposits keeps the width that worked.
+      if (this.#range < this.chain.maxLogRange && logs.length < DENSE_RANGE_LOGS) this.#range = Math.min(this.chain.maxLogRange, this.#range * 2);
     } catch (e) {
-      // Providers refuse wide ranges in many ways; halve and try again.
+      // Providers refuse wide ranges in many ways; narrow sharply and try again.
       if (this.#range > 1) {
-        this.#range = Math.max(1, Math.floor(this.#range / 2));
+        this.#range = Math.max(1, Math.floor(this.#range / 4));
         this.log.debug({ chain: chainId, range: this.#range }, 'getLogs failed; shrinking range');
         this.metrics.rpcErrors.inc({ chain: chainId, method: 'eth_getLogs' });
         return true;
@@ -154,45 +165,30 @@ export class EvmIndexer {
 
     // Headers of the blocks inside the unfinalized window, linked by parent hash to the tip.
     const windowStart = Math.max(from, head - this.chain.finalityDepth + 1);
-    const headers: Block[] = [];
-    for (let n = windowStart; n <= to; n++) {
-      headers.push(n === head ? latest : await this.client.getBlock({ blockNumber: BigInt(n) }));
-    }
+    const headers: Block[] = await Promise.all(
+      Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => windowStart + i).map((n) =>
+        n === head ? latest : this.client.getBlock({ blockNumber: BigInt(n) }),
+      ),
+    );
     let parent = windowStart === from ? tip?.hash : undefined;
     for (const h of headers) {
       if (parent && h.parentHash !== parent) return true; // the chain moved under us; the next pass sees the reorg
       parent = h.hash!;
     }
     const hashOf = new Map(headers.map((h) => [Number(h.number), h.hash!]));
+    const deposits: DecodedDeposit[] = [];
     for (const l of logs) {
       const expected = hashOf.get(Number(l.blockNumber));
       if (expected && expected !== l.blockHash) return true; // logs from another fork than the headers
+      const d = decodeDepositLog(l);
+      if (d) deposits.push(d);
     }
-
-    const deposits = parseEventLogs({ abi: RelayDepositoryAbi, logs, strict: false }).flatMap((ev) => {
-      const base = {
-        chain_id: chainId,
-        tx_hash: ev.transactionHash as Hex,
-        log_index: Number(ev.logIndex),
-        block_number: Number(ev.blockNumber),
-        block_hash: ev.blockHash as Hex,
-      };
-      if (ev.eventName === 'RelayNativeDeposit') {
-        const a = ev.args as { from: Hex; amount: bigint; id: Hex };
-        return [{ ...base, depositor: getAddress(a.from), currency: zeroAddress, amount: a.amount.toString(), order_ref: a.id }];
-      }
-      if (ev.eventName === 'RelayErc20Deposit') {
-        const a = ev.args as { from: Hex; token: Hex; amount: bigint; id: Hex };
-        return [{ ...base, depositor: getAddress(a.from), currency: getAddress(a.token), amount: a.amount.toString(), order_ref: a.id }];
-      }
-      return [];
-    });
 
     const now = Date.now();
     let fresh = 0;
     this.ledger.tx(() => {
       for (const d of deposits) {
-        if (this.ledger.deposits.insert({ ...d, id: `${chainId}:${d.tx_hash}:${d.log_index}`, seen_at: now })) fresh++;
+        if (this.ledger.deposits.insert({ ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}`, seen_at: now })) fresh++;
       }
       for (const h of headers) {
         this.ledger.indexer.putBlock(chainId, { number: Number(h.number), hash: h.hash!, parent_hash: h.parentHash });

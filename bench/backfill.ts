@@ -1,0 +1,92 @@
+// Backfill: N deposits (100,000 by default) already on an anvil chain, a fresh ledger, and the time
+// the node's EVM indexer takes to read them all into the ledger (written, with their blocks).
+// Usage: npm run bench:backfill -- [deposits] [per transaction]
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { createPublicClient, createWalletClient, http, toHex, type PublicClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { BatchDepositorAbi, BatchDepositorBytecode } from '../contracts-abi/index.ts';
+import { EvmIndexer } from '../src/chains/evm/indexer.ts';
+import type { EvmChainConfig } from '../src/config/schema.ts';
+import { devnetChain } from '../src/devnet/deploy.ts';
+import { startDevnet } from '../src/devnet/devnet.ts';
+import { Ledger } from '../src/ledger/index.ts';
+import { createLogger } from '../src/log.ts';
+import { createMetrics } from '../src/metrics.ts';
+
+const N = Number(process.argv[2] ?? 100_000);
+const PER_TX = Number(process.argv[3] ?? 500);
+const CHAIN_ID = 8453;
+
+const devnet = await startDevnet({ dataDir: mkdtempSync(join(tmpdir(), 'relay-bench-backfill-devnet-')), testAccounts: 1 });
+try {
+  const origin = devnet.chains.find((c) => c.id === CHAIN_ID)!;
+  const contracts = origin.contracts;
+  const anvil = { rpcUrl: origin.rpcUrl };
+  const account = privateKeyToAccount(devnet.accounts[0]!.privateKey);
+  const chain = devnetChain(CHAIN_ID, anvil.rpcUrl);
+  const client = createPublicClient({ chain, transport: http(anvil.rpcUrl), pollingInterval: 20 }) as PublicClient;
+  const wallet = createWalletClient({ chain, transport: http(anvil.rpcUrl), account });
+  const deployHash = await wallet.deployContract({ abi: BatchDepositorAbi, bytecode: BatchDepositorBytecode });
+  const batcher = (await client.waitForTransactionReceipt({ hash: deployHash })).contractAddress!;
+
+  // Build the chain: deposits of 1 wei each, PER_TX per transaction.
+  const t0 = Date.now();
+  let nonce = await client.getTransactionCount({ address: account.address });
+  const hashes: `0x${string}`[] = [];
+  for (let made = 0; made < N; made += PER_TX) {
+    const count = BigInt(Math.min(PER_TX, N - made));
+    hashes.push(
+      await wallet.writeContract({ address: batcher, abi: BatchDepositorAbi, functionName: 'depositMany', args: [contracts.depository, count, 1n, toHex(made, { size: 32 })], value: count, nonce: nonce++, gas: 25_000_000n }),
+    );
+  }
+  const last = await client.waitForTransactionReceipt({ hash: hashes.at(-1)! });
+  if (last.status !== 'success') throw new Error('a batch of deposits reverted');
+  const head = await client.getBlockNumber();
+  console.log(`chain: ${N.toLocaleString()} deposits in ${hashes.length} transactions up to block ${head}, built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+  // A fresh ledger and the node's indexer, alone.
+  const dir = mkdtempSync(join(tmpdir(), 'relay-bench-backfill-'));
+  const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
+  const config: EvmChainConfig = {
+    id: CHAIN_ID,
+    name: 'bench',
+    kind: 'evm',
+    rpcUrl: anvil.rpcUrl,
+    depository: contracts.depository,
+    filler: contracts.filler,
+    startBlock: Number(contracts.deployBlock),
+    confirmations: 1,
+    finalityDepth: 64,
+    pollIntervalMs: 50,
+    maxLogRange: Number(process.env.MAX_LOG_RANGE ?? 2_000),
+    replaceAfterBlocks: 3,
+    gasMarginBps: 2_000,
+    appBalanceDeposits: false,
+    maxCallGas: 1_000_000,
+    depositEnabled: true,
+    private: false,
+    nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
+    currencies: [],
+  };
+  const indexer = new EvmIndexer(config, client, ledger, { onConfirmed() {}, onHead() {} }, createMetrics(), createLogger('silent'));
+  const started = performance.now();
+  indexer.start();
+  await indexer.waitFor(head);
+  const seconds = (performance.now() - started) / 1000;
+  await indexer.stop();
+  const indexed = (ledger.db.prepare('SELECT COUNT(*) AS n FROM deposits').get() as { n: number }).n;
+  ledger.close();
+  if (indexed !== N) throw new Error(`indexed ${indexed} deposits, expected ${N}`);
+  const rate = Math.round(N / seconds);
+  const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
+  console.log(`backfill: ${indexed.toLocaleString()} deposits indexed in ${seconds.toFixed(2)} s = ${rate.toLocaleString()} deposits/s`);
+  console.log(`machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
+  mkdirSync('bench/results', { recursive: true });
+  const file = `bench/results/backfill-${Date.now()}.json`;
+  writeFileSync(file, JSON.stringify({ deposits: N, perTransaction: PER_TX, blocks: Number(head), seconds, depositsPerSecond: rate, machine }, null, 2));
+  console.log(`wrote ${file}`);
+} finally {
+  await devnet.stop();
+}
