@@ -1,0 +1,126 @@
+// Sustained fills per second on the devnet (instant mining, one solver key), with the
+// deposit → fill latency distribution, beside a bare viem loop sending the same number of
+// transfers from one key to the same anvil (the ceiling for one key). Nothing may be lost.
+// Usage: npm run bench:throughput -- [fills]
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { createPublicClient, createWalletClient, encodeFunctionData, http, parseEventLogs, zeroAddress, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
+import { buildConfigWithKeys } from '../src/config/load.ts';
+import { devnetChain } from '../src/devnet/deploy.ts';
+import { startDevnet } from '../src/devnet/devnet.ts';
+import { createLogger } from '../src/log.ts';
+import { RelayNode } from '../src/node.ts';
+
+const N = Number(process.argv[2] ?? 1000);
+const SENDERS = 5;
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+
+const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-throughput-'));
+const devnet = await startDevnet({ dataDir, testAccounts: SENDERS + 1 });
+const node = await new RelayNode(buildConfigWithKeys(devnet.nodeConfig({ port: 0, logLevel: 'silent' }), devnet.keys), { log: createLogger('silent') }).start();
+const origin = devnet.chains.find((c) => c.id === 8453)!;
+const dest = devnet.chains.find((c) => c.id === 10)!;
+const client = (c: typeof origin) => createPublicClient({ chain: devnetChain(c.id, c.rpcUrl), transport: http(c.rpcUrl), pollingInterval: 20 });
+try {
+  // Quotes first (not timed): the bench measures the fill pipeline, not quoting.
+  const senders = devnet.accounts.slice(1, 1 + SENDERS);
+  const orders: { id: Hex; sender: number }[] = [];
+  for (let i = 0; i < N; i++) {
+    const sender = i % SENDERS;
+    const q = (await (
+      await fetch(`${node.url}/quote`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ user: senders[sender]!.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' }),
+      })
+    ).json()) as { steps: { requestId: Hex }[] };
+    orders.push({ id: q.steps[0]!.requestId, sender });
+  }
+
+  // Deposits signed beforehand and sent in JSON-RPC batches, so that the chain takes them faster
+  // than the node can fill them: the bench measures the node, not the senders.
+  const accounts = senders.map((a) => privateKeyToAccount(a.privateKey));
+  const nonces = await Promise.all(senders.map((a) => client(origin).getTransactionCount({ address: a.address })));
+  const fees = await client(origin).estimateFeesPerGas();
+  const raws: { id: Hex; raw: Hex }[] = [];
+  for (const o of orders) {
+    const acct = accounts[o.sender]!;
+    raws.push({
+      id: o.id,
+      raw: await acct.signTransaction({
+        chainId: 8453,
+        type: 'eip1559',
+        to: origin.contracts.depository,
+        value: 10n ** 15n,
+        nonce: nonces[o.sender]!++,
+        gas: 60_000n,
+        maxFeePerGas: fees.maxFeePerGas! * 4n,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas!,
+        data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [acct.address, o.id] }),
+      }),
+    });
+  }
+  const sentAt = new Map<Hex, number>();
+  const started = Date.now();
+  for (let i = 0; i < raws.length; i += 50) {
+    const batch = raws.slice(i, i + 50);
+    const now = Date.now();
+    for (const b of batch) sentAt.set(b.id, now);
+    const res = (await (
+      await fetch(origin.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch.map((b, k) => ({ jsonrpc: '2.0', id: k, method: 'eth_sendRawTransaction', params: [b.raw] }))) })
+    ).json()) as { error?: { message: string } }[];
+    const failed = res.find((r) => r.error);
+    if (failed) throw new Error(`a deposit was refused: ${failed.error!.message}`);
+  }
+  const sentSeconds = (Date.now() - started) / 1000;
+  const db = node.ledger.db;
+  const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
+  const deadline = Date.now() + 300_000;
+  while (done() < N && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  const wallSeconds = (Date.now() - started) / 1000;
+  const filled = done();
+
+  // Latency: deposit sent → fill recorded as included on chain.
+  const paidAt = db.prepare(`SELECT request_id, updated_at FROM payouts WHERE kind = 'fill' AND state = 'success'`).all() as { request_id: Hex; updated_at: number }[];
+  const lat = paidAt.map((p) => p.updated_at - sentAt.get(p.request_id)!).sort((a, b) => a - b);
+
+  // Nothing lost, nothing twice, checked on the destination chain itself.
+  const logs = await client(dest).getLogs({ address: dest.contracts.filler, fromBlock: 0n, toBlock: 'latest' });
+  const fills = parseEventLogs({ abi: OrderFillerAbi, logs, eventName: 'OrderFilled' });
+  const perOrder = new Map<string, number>();
+  for (const f of fills) perOrder.set(f.args.orderId, (perOrder.get(f.args.orderId) ?? 0) + 1);
+  const twice = [...perOrder.values()].filter((n) => n > 1).length;
+  const missing = orders.filter((o) => !perOrder.has(o.id)).length;
+
+  // The ceiling: one key, N plain transfers to the same anvil, as fast as viem sends them.
+  const solo = devnet.accounts[0]!;
+  const soloWallet = createWalletClient({ account: privateKeyToAccount(solo.privateKey), chain: devnetChain(10, dest.rpcUrl), transport: http(dest.rpcUrl) });
+  let nonce = await client(dest).getTransactionCount({ address: solo.address });
+  const c0 = Date.now();
+  let last: Hex = '0x';
+  for (let i = 0; i < N; i++) last = await soloWallet.sendTransaction({ to: '0x000000000000000000000000000000000000dEaD', value: 1n, nonce: nonce++, gas: 21_000n });
+  await client(dest).waitForTransactionReceipt({ hash: last });
+  const ceilingPerSecond = N / ((Date.now() - c0) / 1000);
+
+  const fillsPerSecond = filled / wallSeconds;
+  const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
+  console.log(`throughput: ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (deposits sent in ${sentSeconds.toFixed(2)} s)`);
+  console.log(`  deposit → fill included: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat.at(-1)} ms`);
+  console.log(`  on chain: ${fills.length} OrderFilled events, ${twice} orders filled twice, ${missing} orders not filled`);
+  console.log(`  ceiling (bare viem loop, one key, same anvil): ${ceilingPerSecond.toFixed(0)} transfers/s → the node reaches ${((100 * fillsPerSecond) / ceilingPerSecond).toFixed(0)}%`);
+  console.log(`  machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
+  mkdirSync('bench/results', { recursive: true });
+  const file = `bench/results/throughput-${Date.now()}.json`;
+  writeFileSync(
+    file,
+    JSON.stringify({ orders: N, filled, wallSeconds, fillsPerSecond, latencyMs: { p50: pct(lat, 50), p90: pct(lat, 90), p99: pct(lat, 99), max: lat.at(-1) }, filledTwice: twice, missing, ceilingPerSecond, machine }, null, 2),
+  );
+  console.log(`  wrote ${file}`);
+  if (twice || missing) process.exitCode = 1;
+} finally {
+  await node.stop();
+  await devnet.stop();
+}
