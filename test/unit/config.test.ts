@@ -20,7 +20,7 @@ const env = { K: KEY };
 describe('config', () => {
   it('fills defaults and resolves the key from the environment', () => {
     const c = buildConfig(base, env);
-    expect(c.api).toEqual({ host: '127.0.0.1', port: 4000 });
+    expect(c.api).toEqual({ host: '127.0.0.1', port: 4000, rateLimit: { perKeyPerMinute: 6000, unauthenticatedPerMinute: 600 } });
     expect(c.chains[0]).toMatchObject({ kind: 'evm', confirmations: 1 });
     expect(c.solverKey.reveal()).toBe(KEY);
     expect(c.allocatorKey.reveal()).toBe(KEY);
