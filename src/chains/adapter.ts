@@ -43,6 +43,8 @@ export interface DepositStep {
   data: Record<string, unknown>;
   // The status path the client polls after this step (the last step has one).
   check?: 'status' | 'status-v3';
+  // A deposit address the user pays with a plain transfer (on the deposit step).
+  depositAddress?: string;
 }
 
 export interface DepositRequest {
@@ -56,6 +58,9 @@ export interface DepositRequest {
   protocolVersion?: string;
   // The wallet's active chain, for signatures that name one (defaults to the chain's own choice).
   signatureChainId?: number;
+  // Pay a per-order deposit address instead of the depository; what arrives there is deposited for
+  // `refundTo` (refunds go back to it).
+  depositAddressFor?: string;
 }
 
 // A destination call the fill runs (EVM): the order's output pays for it.
@@ -115,6 +120,8 @@ export interface ChainAdapter {
   // The steps a user takes to deposit, in order (an approval first where the allowance is short).
   // May throw QuoteError for a request the chain cannot take.
   depositSteps(req: DepositRequest): Promise<DepositStep[]>;
+  // Looks at a request's deposit address now (the reindex operation); returns the sweeps queued.
+  checkDepositAddress?(requestId: string): Promise<number>;
   // New queued payouts exist in the ledger for this chain.
   wake(): void;
   // Head block (or slot) as last seen and the indexer's position, for metrics and readiness.

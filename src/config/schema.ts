@@ -64,6 +64,8 @@ const evmChain = z
     kind: z.literal('evm'),
     depository: evmAddress,
     filler: evmAddress,
+    // Deposit addresses (CREATE2 clones swept into the depository); absent: not offered on this chain.
+    depositAddressFactory: evmAddress.optional(),
     // Block from which the depository is indexed on a fresh ledger (its deployment block).
     startBlock: z.number().int().min(0).default(0),
     confirmations: z.number().int().min(1).default(1),

@@ -27,6 +27,8 @@ import {
   TestStablecoinAbi,
   TestStablecoinBytecode,
   TestNftAbi,
+  DepositAddressFactoryAbi,
+  DepositAddressFactoryBytecode,
   TestNftBytecode,
   WrappedNativeAbi,
   WrappedNativeBytecode,
@@ -49,6 +51,8 @@ export interface NodeContracts {
   wrappedNative: Address;
   // A sample destination-call target (an NFT mint for 0.01 ETH).
   testNft: Address;
+  // Deposit addresses: CREATE2 clones swept by the solver.
+  depositAddressFactory: Address;
   /** First block holding one of the deployments (where indexers can start). */
   deployBlock: bigint;
 }
@@ -97,25 +101,27 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     // A sample target for destination calls: mints for 0.01 ETH.
     { name: 'TestNft', abi: TestNftAbi, bytecode: TestNftBytecode, args: [parseEther('0.01'), 1_000_000n] },
   ] as const;
-  const deployData = deployments.map((d) =>
-    encodeDeployData({ abi: d.abi as Abi, bytecode: d.bytecode, args: [...d.args] }),
-  );
-
-  const [nonce, fees, ...deployGas] = await Promise.all([
+  const [nonce, fees] = await Promise.all([
     publicClient.getTransactionCount({ address: account.address, blockTag: 'pending' }),
     publicClient.estimateFeesPerGas(),
-    ...deployData.map((data) => publicClient.estimateGas({ account, data })),
   ]);
   const feeFields = { maxFeePerGas: fees.maxFeePerGas * 2n, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+  // Deposit addresses: clones of a forwarder, swept by the solver into the depository.
+  const all = [
+    ...deployments,
+    { name: 'DepositAddressFactory', abi: DepositAddressFactoryAbi, bytecode: DepositAddressFactoryBytecode, args: [getContractAddress({ from: account.address, nonce: BigInt(nonce) }), opts.solver] },
+  ] as const;
+  const deployData = all.map((d) => encodeDeployData({ abi: d.abi as Abi, bytecode: d.bytecode, args: [...d.args] }));
+  const deployGas = await Promise.all(deployData.map((data) => publicClient.estimateGas({ account, data })));
 
-  const [depository, filler, stablecoin, wrappedNative, testNft] = deployments.map((_, i) =>
+  const [depository, filler, stablecoin, wrappedNative, testNft, depositAddressFactory] = all.map((_, i) =>
     getContractAddress({ from: account.address, nonce: BigInt(nonce + i) }),
-  ) as [Address, Address, Address, Address, Address];
+  ) as [Address, Address, Address, Address, Address, Address];
 
   // Everyone funded once, solver first.
   const funded = [...new Set([opts.solver, ...opts.fund.accounts].map((a) => getAddress(a)))];
 
-  const sent: { label: string; hash: Promise<Hash> }[] = deployments.map((d, i) => ({
+  const sent: { label: string; hash: Promise<Hash> }[] = all.map((d, i) => ({
     label: `deploy ${d.name}`,
     hash: walletClient.sendTransaction({
       data: deployData[i]!,
@@ -133,7 +139,7 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
           abi: TestStablecoinAbi,
           functionName: 'mint',
           args: [to, opts.fund.stablecoinUnits],
-          nonce: nonce + deployments.length + i,
+          nonce: nonce + all.length + i,
           gas: MINT_GAS,
           ...feeFields,
         }),
@@ -142,7 +148,7 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   }
 
   // The solver's inventory of the wrapped native currency: wrapped by the deployer, sent over.
-  const next = nonce + deployments.length + (opts.fund.stablecoinUnits > 0n ? funded.length : 0);
+  const next = nonce + all.length + (opts.fund.stablecoinUnits > 0n ? funded.length : 0);
   sent.push(
     { label: 'wrap native', hash: walletClient.writeContract({ address: wrappedNative, abi: WrappedNativeAbi, functionName: 'deposit', value: SOLVER_WRAPPED, nonce: next, gas: WRAP_GAS, ...feeFields }) },
     {
@@ -164,14 +170,14 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     Promise.all(balances),
   ]);
 
-  const deployReceipts = receipts.slice(0, deployments.length);
+  const deployReceipts = receipts.slice(0, all.length);
   deployReceipts.forEach((r, i) => {
-    const expected = [depository, filler, stablecoin, wrappedNative, testNft][i]!;
+    const expected = [depository, filler, stablecoin, wrappedNative, testNft, depositAddressFactory][i]!;
     if (!r.contractAddress || getAddress(r.contractAddress) !== expected) {
-      throw new Error(`devnet ${deployments[i]!.name} deployed at ${r.contractAddress}, expected ${expected}`);
+      throw new Error(`devnet ${all[i]!.name} deployed at ${r.contractAddress}, expected ${expected}`);
     }
   });
   const deployBlock = deployReceipts.reduce((min, r) => (r.blockNumber < min ? r.blockNumber : min), deployReceipts[0]!.blockNumber);
 
-  return { depository, filler, stablecoin, wrappedNative, testNft, deployBlock };
+  return { depository, filler, stablecoin, wrappedNative, testNft, depositAddressFactory, deployBlock };
 }

@@ -98,6 +98,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
           rpcUrl: c.rpcUrl,
           depository: c.contracts.depository,
           filler: c.contracts.filler,
+          depositAddressFactory: c.contracts.depositAddressFactory,
           startBlock: Number(c.contracts.deployBlock),
           confirmations,
           finalityDepth: 64,

@@ -61,7 +61,9 @@ CREATE INDEX deposits_tx ON deposits(tx_hash);
 -- order" and "at most one refund per request" hold in the ledger itself.
 CREATE TABLE payouts (
   id TEXT PRIMARY KEY,
-  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim')),
+  -- sweep: moves what reached a deposit address into the depository (not the solver's money);
+  -- excess: returns what a deposit address received beyond the quote.
+  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim', 'sweep', 'excess')),
   -- null for claims of app fees, which belong to no request
   request_id TEXT REFERENCES requests(id),
   deposit_id TEXT REFERENCES deposits(id),

@@ -41,7 +41,8 @@ export class Payouts {
     this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
-    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent')`);
+    // A sweep moves the user's funds, not the solver's: it reserves nothing.
+    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind != 'sweep'`);
   }
 
   insert(p: NewPayout): void {

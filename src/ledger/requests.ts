@@ -21,7 +21,12 @@ export class Requests {
   #children;
   #fastFill;
   #failedCall;
+  #watched;
+  #byDepositAddress;
   constructor(db: Db) {
+    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests
+      WHERE deposit_address IS NOT NULL AND origin_chain_id = ? AND created_at >= ?`);
+    this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ?');
     this.#failedCall = db.prepare('UPDATE requests SET failed_call_data = ? WHERE id = ?');
     this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
@@ -79,6 +84,15 @@ export class Requests {
       now,
     });
     if (res.changes !== 1) throw new Error(`request ${id} not found`);
+  }
+
+  // Deposit addresses on a chain quoted since `since`: what the chain's watcher checks.
+  depositAddresses(chainId: number, since: number): { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[] {
+    return this.#watched.all(chainId, since) as { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[];
+  }
+
+  byDepositAddress(address: string): RequestRow | undefined {
+    return this.#byDepositAddress.get(address) as RequestRow | undefined;
   }
 
   setFailedCallData(id: string, data: string): void {

@@ -91,7 +91,7 @@ export interface DepositRow {
   confirmed_at: number | null;
 }
 
-export type PayoutKind = 'fill' | 'refund' | 'claim';
+export type PayoutKind = 'fill' | 'refund' | 'claim' | 'sweep' | 'excess';
 export type PayoutState = 'queued' | 'sent' | 'success' | 'failed';
 
 export interface PayoutRow {

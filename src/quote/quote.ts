@@ -30,6 +30,11 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const destAdapter = ctx.adapters.get(dest.id)!;
   const originNative = registry.native(origin.id);
 
+  if (q.useDepositAddress) {
+    // What arrives at a deposit address is refunded to refundTo: the user must name it.
+    if (q.refundTo === undefined) throw new QuoteError('refundTo: is required with useDepositAddress', 'INVALID_INPUT_PARAMETERS');
+    if (q.sponsoredFeeComponents) throw new QuoteError('sponsoredFeeComponents: deposit addresses do not support it (rule 6)', 'INVALID_INPUT_PARAMETERS');
+  }
   const { pricing, prices, fillCost, depositCost, rate, fallback } = await priceRoute(q, route, ctx);
   const { in: priceIn, out: priceOut, originNative: originNativePrice } = prices;
   const gasFeeOut = BigInt(pricing.gasFeeOut);
@@ -37,26 +42,38 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   // Swaps tolerate slippage (prices move between quote and fill); bridges and wraps do not.
   const slippageBps = pricing.swap ? (q.slippageTolerance ?? config.fees.defaultSlippageBps) : 0;
   const lessSlippage = (x: bigint) => (x * BigInt(10_000 - slippageBps)) / 10_000n;
-  let amountIn: bigint;
-  let amountOut: bigint;
-  let minAmountOut: bigint;
-  if (q.tradeType === 'EXACT_INPUT') {
-    amountIn = q.amount;
-    amountOut = outputFor(amountIn, pricing);
-    if (amountOut <= 0n) {
-      throw new QuoteError(`amount ${q.amount} is too low to cover the fees of ${formatUnits(gasFeeOut, cout.decimals)} ${cout.symbol}`, 'AMOUNT_TOO_LOW');
+  const amountsFor = () => {
+    let amountIn: bigint;
+    let amountOut: bigint;
+    let minAmountOut: bigint;
+    if (q.tradeType === 'EXACT_INPUT') {
+      amountIn = q.amount;
+      amountOut = outputFor(amountIn, pricing);
+      if (amountOut <= 0n) {
+        throw new QuoteError(`amount ${q.amount} is too low to cover the fees of ${formatUnits(gasFeeOut, cout.decimals)} ${cout.symbol}`, 'AMOUNT_TOO_LOW');
+      }
+      minAmountOut = lessSlippage(amountOut);
+    } else if (q.tradeType === 'EXPECTED_OUTPUT') {
+      // About q.amount out, and at least that less the slippage tolerance.
+      amountIn = inputFor(q.amount, pricing);
+      amountOut = outputFor(amountIn, pricing);
+      minAmountOut = lessSlippage(q.amount);
+    } else {
+      // Exactly q.amount out at least: the input carries the slippage as a margin.
+      amountIn = inputFor(ceilDiv(q.amount * 10_000n, BigInt(10_000 - slippageBps)), pricing);
+      amountOut = outputFor(amountIn, pricing);
+      minAmountOut = q.amount;
     }
-    minAmountOut = lessSlippage(amountOut);
-  } else if (q.tradeType === 'EXPECTED_OUTPUT') {
-    // About q.amount out, and at least that less the slippage tolerance.
-    amountIn = inputFor(q.amount, pricing);
-    amountOut = outputFor(amountIn, pricing);
-    minAmountOut = lessSlippage(q.amount);
-  } else {
-    // Exactly q.amount out at least: the input carries the slippage as a margin.
-    amountIn = inputFor(ceilDiv(q.amount * 10_000n, BigInt(10_000 - slippageBps)), pricing);
-    amountOut = outputFor(amountIn, pricing);
-    minAmountOut = q.amount;
+    return { amountIn, amountOut, minAmountOut };
+  };
+  let { amountIn, amountOut, minAmountOut } = amountsFor();
+  // Rule 6: a deposit address's fees over the cap are the user's, all of them.
+  if (q.useDepositAddress && pricing.sponsor) {
+    const f = breakdown(amountIn, pricing);
+    if (f.sponsored < f.gas + f.topUp + f.service) {
+      delete pricing.sponsor;
+      ({ amountIn, amountOut, minAmountOut } = amountsFor());
+    }
   }
   const spent = callsValue(route);
   if (spent !== undefined && minAmountOut < spent) {
@@ -127,7 +144,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const id = orderId(orderData);
 
   const [deposit, userBalance] = await Promise.all([
-    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion }),
+    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion, depositAddressFor: q.useDepositAddress ? refundTo : undefined }),
     originAdapter.balanceOf(user, cin.address),
   ]);
   const checkPath = { status: '/intents/status', 'status-v3': '/intents/status/v3' };
@@ -137,7 +154,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     description: st.description,
     kind: st.kind,
     requestId: id,
-    ...(st.id === 'deposit' ? { depositAddress: '' } : {}),
+    ...(st.id === 'deposit' ? { depositAddress: st.depositAddress ?? '' } : {}),
     items: [{ status: 'incomplete', data: st.data, ...(st.check ? { check: { endpoint: `${checkPath[st.check]}?requestId=${id}`, method: 'GET' } } : {}) }],
   }));
 
@@ -222,6 +239,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     amount_usd: Number(inUsd),
     app_fees_usd: Number(usdMicro(appIn, cin.decimals, priceIn)),
     currency_in_symbol: cin.symbol.toUpperCase(),
+    deposit_address: deposit.find((st) => st.depositAddress)?.depositAddress ?? null,
     currency_out_symbol: cout.symbol.toUpperCase(),
     money: JSON.stringify({
       sponsor: pricing.sponsor && ctx.sponsor ? { wallet: ctx.sponsor.wallet, apiKeyId: ctx.sponsor.apiKeyId } : null,
@@ -232,7 +250,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       calls: route.calls?.map((c) => ({ to: c.to, value: c.value.toString(), data: c.data })) ?? null,
       maxGas: fillCost.gasLimit?.toString() ?? null,
     }),
-    features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : [])]),
+    features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : []), ...(q.useDepositAddress ? ['deposit_address'] : [])]),
   };
   return { response, request };
 }

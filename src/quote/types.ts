@@ -21,6 +21,8 @@ export interface QuoteInput {
   referrer?: string;
   // SVM origins: another account pays the deposit transaction's fees.
   depositFeePayer?: string;
+  // Pay a per-order deposit address with a plain transfer (refundTo required).
+  useDepositAddress?: boolean;
   // Fees to integrators: each recipient's share of the output, in basis points.
   appFees?: { recipient: string; fee: number }[];
   subsidizeFees?: boolean;

@@ -13,11 +13,13 @@ export type FailReason =
   | 'SOLVER_BALANCE_TOO_LOW'
   | 'SPONSOR_BALANCE_TOO_LOW'
   | 'SLIPPAGE'
+  | 'DEPOSIT_ADDRESS_MISMATCH'
   | 'TRANSACTION_REVERTED'
   | 'EXECUTION_REVERTED';
 
 export type Decision =
-  | { kind: 'fill'; request: RequestRow; amount: bigint; fees: FeeBreakdown; topUp: bigint }
+  // `excess`: what a deposit address received beyond the quote, returned to refundTo.
+  | { kind: 'fill'; request: RequestRow; amount: bigint; fees: FeeBreakdown; topUp: bigint; excess: bigint }
   // `request` is absent when the deposit matches no order the node quoted; `extra` when the order
   // already has its deposit: both get a request of their own.
   | { kind: 'fail'; reason: FailReason; request?: RequestRow; extra?: boolean }
@@ -46,23 +48,26 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
   const fail = (reason: FailReason): Decision => ({ kind: 'fail', reason, request: order });
   if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');
   // Both are canonical addresses (chains/address.ts), so equality is exact.
-  if (deposit.currency !== order.origin_currency) return fail('INCORRECT_DEPOSIT_CURRENCY');
+  if (deposit.currency !== order.origin_currency) return fail(order.deposit_address ? 'DEPOSIT_ADDRESS_MISMATCH' : 'INCORRECT_DEPOSIT_CURRENCY');
   if (order.expires_at !== null && deposit.seen_at > order.expires_at) return fail('ORDER_EXPIRED');
   const pricing = JSON.parse(order.pricing!) as Pricing;
-  let fees = breakdown(BigInt(deposit.amount), pricing);
+  // A deposit address fills the quoted amount at most; the rest goes back.
+  const excess = order.deposit_address && BigInt(deposit.amount) > BigInt(order.amount_in) ? BigInt(deposit.amount) - BigInt(order.amount_in) : 0n;
+  const used = BigInt(deposit.amount) - excess;
+  let fees = breakdown(used, pricing);
   const topUp = BigInt(pricing.topUpNative ?? 0);
   if (fees.out <= 0n) return fail('NEGATIVE_NEW_AMOUNT_AFTER_FEES');
   if (fees.out < BigInt(order.min_amount_out)) return fail('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
   // A swap pays at today's price; below the order's minimum, the user is refunded instead.
   const now = pricing.swap ? ctx.currentRate(order, pricing) : undefined;
   if (now) {
-    fees = breakdown(BigInt(deposit.amount), { ...pricing, rateNum: now.num.toString(), rateDen: now.den.toString() });
+    fees = breakdown(used, { ...pricing, rateNum: now.num.toString(), rateDen: now.den.toString() });
     if (fees.out < BigInt(order.min_amount_out)) return fail('SLIPPAGE');
   }
   const amount = fees.out;
   if (ctx.spendable(order.destination_chain_id, order.destination_currency) < amount) return fail('SOLVER_BALANCE_TOO_LOW');
   if (topUp > 0n && ctx.spendable(order.destination_chain_id, ctx.native(order.destination_chain_id)) < topUp) return fail('SOLVER_BALANCE_TOO_LOW');
   if (fees.sponsored > 0n && !ctx.sponsorCanPay(order, fees.sponsored)) return fail('SPONSOR_BALANCE_TOO_LOW');
-  return { kind: 'fill', request: order, amount, fees, topUp };
+  return { kind: 'fill', request: order, amount, fees, topUp, excess };
 }
 

@@ -197,6 +197,10 @@ export class Solver implements PayoutHooks {
       decided_at: now,
     });
     debitSponsor(this.ledger, r, this.#usdMicro(r.destination_chain_id, r.destination_currency, decision.fees.sponsored, snap));
+    if (decision.excess > 0n) {
+      const excessChain = this.#queueRefund(r.id, { ...d, amount: decision.excess.toString() }, r.refund_to ?? d.depositor, snap, now, 'excess');
+      if (excessChain !== undefined && excessChain !== r.destination_chain_id) queueMicrotask(() => this.adapters.get(excessChain)?.wake());
+    }
     const k = key(r.destination_chain_id, r.destination_currency);
     snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - decision.amount);
     if (decision.topUp > 0n) {
@@ -251,19 +255,24 @@ export class Solver implements PayoutHooks {
 
   // Queues the refund of a deposit to `to` on its own chain, less the refund's gas. Must run inside
   // a ledger transaction.
-  #queueRefund(requestId: Hex, d: DepositRow, to: string, snap: Snapshot, now: number): number | undefined {
+  #queueRefund(requestId: Hex, d: DepositRow, to: string, snap: Snapshot, now: number, kind: 'refund' | 'excess' = 'refund'): number | undefined {
     const cost = this.#refundCost(d.chain_id, d.currency, snap);
     const amount = cost === undefined ? undefined : BigInt(d.amount) - cost;
     if (amount === undefined || amount <= 0n) {
       const refundFailReason = amount === undefined ? 'MANUAL_REFUND_REQUIRED' : 'AMOUNT_TOO_LOW_TO_REFUND';
+      // An excess too small to return leaves the fill's status as it is.
+      if (kind === 'excess') {
+        this.log.warn({ request: requestId, excess: d.amount, refundFailReason }, 'deposit address excess not returned');
+        return undefined;
+      }
       this.ledger.requests.setStatus(requestId, 'failure', { refundFailReason }, now);
       this.metrics.refunds.inc({ chain: d.chain_id, outcome: refundFailReason });
       this.log.warn({ request: requestId, deposit: d.id, refundFailReason }, 'deposit cannot be refunded');
       return undefined;
     }
     this.ledger.payouts.insert({
-      id: `refund:${requestId}`,
-      kind: 'refund',
+      id: `${kind}:${requestId}`,
+      kind,
       request_id: requestId,
       deposit_id: d.id,
       chain_id: d.chain_id,
@@ -307,8 +316,9 @@ export class Solver implements PayoutHooks {
   }
 
   onPaid(payout: PayoutRow): void {
-    if (payout.kind === 'claim') {
-      this.log.info({ payout: payout.id, amount: payout.amount }, 'app fees claimed');
+    if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess') {
+      // None of these moves the request's status: a sweep's deposit is indexed like any other.
+      this.log.info({ payout: payout.id, amount: payout.amount }, `${payout.kind} paid`);
       return;
     }
     this.ledger.requests.setStatus(payout.request_id!, payout.kind === 'fill' ? 'success' : 'refund');
@@ -327,6 +337,11 @@ export class Solver implements PayoutHooks {
     if (payout.kind === 'claim') {
       reverseClaim(this.ledger, payout);
       this.log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
+      return;
+    }
+    if (payout.kind === 'sweep' || payout.kind === 'excess') {
+      // The funds stay where they are (the deposit address, or the depository): an operator must look.
+      this.log.error({ payout: payout.id, request: payout.request_id, reason }, `${payout.kind} failed; manual action required`);
       return;
     }
     if (payout.kind === 'refund') {

@@ -28,6 +28,7 @@ const quoteBody = z.object({
   protocolVersion: z.enum(['v1', 'v2']).optional(),
   referrer: z.string().max(200).optional(),
   depositFeePayer: addressString.optional(),
+  useDepositAddress: z.boolean().optional(),
   appFees: z
     .array(z.object({ recipient: addressString, fee: z.coerce.number().int('must be whole basis points').min(1).max(10_000) }).strict())
     .max(10)

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { getAddress, isAddress } from 'viem';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -29,4 +30,25 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
     }
     return { message: 'Success', deposits };
   });
+
+  // Looks at a deposit address now rather than at the next block (an arrival the watcher missed,
+  // or one older than its window): whatever sits there is swept and indexed.
+  app.post('/deposit-address/reindex', async (req) => {
+    const b = reindexBody.parse(req.body ?? {});
+    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const r = b.requestId ? ctx.ledger.requests.get(b.requestId.toLowerCase()) : b.depositAddress ? ctx.ledger.requests.byDepositAddress(canonicalEvm(b.depositAddress)) : undefined;
+    if (!b.requestId && !b.depositAddress) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give depositAddress or requestId');
+    if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no request with that deposit address');
+    const sweeps = (await ctx.adapters.get(r.origin_chain_id)?.checkDepositAddress?.(r.id)) ?? 0;
+    return { message: 'Success', requestId: r.id, depositAddress: r.deposit_address, sweeps };
+  });
 }
+
+const canonicalEvm = (s: string) => (isAddress(s, { strict: false }) ? getAddress(s) : s);
+
+const reindexBody = z
+  .object({
+    depositAddress: z.string().min(1).max(128).optional(),
+    requestId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex request id').optional(),
+  })
+  .strict();

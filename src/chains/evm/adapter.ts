@@ -27,6 +27,8 @@ import { FundingWatcher } from './fundingWatcher.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
+import { depositAddressOf } from './depositAddress.ts';
+import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 
 // Gas the quote charges for the node's own transactions. Measured on the node's contracts (see
 // test/evm-adapter.test.ts); the submitter estimates each real transaction and adds a margin.
@@ -49,6 +51,7 @@ export class EvmAdapter implements ChainAdapter {
   #indexer: EvmIndexer;
   #submitter: EvmSubmitter;
   #funding: FundingWatcher | undefined;
+  #depositAddresses: DepositAddressWatcher | undefined;
   #baseFee: bigint | undefined;
   #priority: { block: bigint; fee: bigint } | undefined;
 
@@ -84,6 +87,9 @@ export class EvmAdapter implements ChainAdapter {
     if (chain.appBalanceDeposits) {
       this.#funding = new FundingWatcher(chain, this.client, ledger, account.address, (t) => hooks.onFunding(t), clog);
     }
+    if (chain.depositAddressFactory) {
+      this.#depositAddresses = new DepositAddressWatcher(chain, this.client, ledger, () => this.#submitter.wake(), clog);
+    }
     this.#indexer = new EvmIndexer(
       chain,
       this.client,
@@ -94,6 +100,7 @@ export class EvmAdapter implements ChainAdapter {
           this.#baseFee = baseFee;
           this.#submitter.onHead(n, baseFee);
           this.#funding?.onHead(n);
+          this.#depositAddresses?.poke();
         },
       },
       metrics,
@@ -109,6 +116,7 @@ export class EvmAdapter implements ChainAdapter {
   async stop(): Promise<void> {
     await this.#indexer.stop();
     await this.#funding?.stop();
+    await this.#depositAddresses?.stop();
     await this.#submitter.stop();
   }
 
@@ -120,6 +128,10 @@ export class EvmAdapter implements ChainAdapter {
     const head = Number(this.#indexer.head);
     const indexed = this.#indexer.indexed();
     return { head, indexed, ready: head > 0 && indexed >= head - 1 && !this.#indexer.fatal };
+  }
+
+  async checkDepositAddress(requestId: string): Promise<number> {
+    return (await this.#depositAddresses?.check(requestId)) ?? 0;
   }
 
   parseTxId(s: string): string | undefined {
@@ -202,6 +214,25 @@ export class EvmAdapter implements ChainAdapter {
     const user = req.user as Address;
     const tx = (to: string, data: Hex, value: bigint) => ({ from: user, to, data, value: value.toString(), chainId: this.chainId });
     const action = 'Confirm transaction in your wallet';
+    if (req.depositAddressFor !== undefined) {
+      const factory = this.chain.depositAddressFactory;
+      if (!factory) throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
+      const at = depositAddressOf(factory, getAddress(req.depositAddressFor), req.orderId);
+      const native = isNative(req.currency);
+      return [
+        {
+          id: 'deposit',
+          kind: 'transaction',
+          action,
+          description: 'Send the funds to your deposit address',
+          data: native
+            ? tx(at, '0x', req.amount)
+            : tx(getAddress(req.currency), encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [at, req.amount] }), 0n),
+          check: 'status-v3',
+          depositAddress: at,
+        },
+      ];
+    }
     const deposit = (data: Hex, value: bigint): DepositStep => ({
       id: 'deposit',
       kind: 'transaction',

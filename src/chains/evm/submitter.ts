@@ -34,7 +34,7 @@ import {
   type TransactionReceipt,
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Secret } from '../../config/secret.ts';
@@ -396,6 +396,16 @@ export class EvmSubmitter {
             value: BigInt(payout.native_topup ?? 0),
           };
     }
+    if (payout.kind === 'sweep') {
+      // What reached a deposit address, moved into the depository as the recipient's deposit.
+      const factory = this.#chain.depositAddressFactory;
+      if (!factory) throw new UnpayableError(`chain ${this.chainId} has no deposit address factory`);
+      return {
+        to: factory,
+        data: encodeFunctionData({ abi: DepositAddressFactoryAbi, functionName: 'sweep', args: [recipient, payout.request_id as Hex, currency] }),
+        value: 0n,
+      };
+    }
     if (payout.kind === 'claim') {
       // App fees paid out of the solver's inventory: a plain transfer.
       return native
@@ -714,7 +724,7 @@ export class EvmSubmitter {
   }
 
   async #requestOf(payout: PayoutRow): Promise<CallRequest | undefined> {
-    if (payout.kind !== 'refund') return undefined;
+    if (payout.kind !== 'refund' && payout.kind !== 'excess') return undefined;
     try {
       return (await this.#buildCall(payout)).request;
     } catch (err) {

@@ -1,0 +1,118 @@
+// Strict deposit addresses on the devnet: a per-order CREATE2 address paid by a plain transfer,
+// swept into the depository by the solver, then filled or refunded like any deposit.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
+import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
+import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+
+let s: Stack;
+let key: string;
+const A = 8453;
+const B = 10;
+const chain = (id: number) => s.devnet.chains.find((c) => c.id === id)!;
+const usdc = (id: number) => chain(id).contracts.stablecoin;
+const account = (i: number) => s.devnet.accounts[i]!;
+
+beforeAll(async () => {
+  s = await startStack();
+  key = s.node.ledger.apiKeys.create('t').key;
+});
+afterAll(async () => {
+  await s?.stop();
+});
+
+function quote(extra: Record<string, unknown>) {
+  return api(s.url, '/quote/v2', {
+    body: { user: account(1).address, recipient: account(2).address, refundTo: account(3).address, originChainId: A, destinationChainId: B, tradeType: 'EXACT_INPUT', useDepositAddress: true, ...extra },
+  });
+}
+
+async function pay(from: number, to: Address, currency: Address, amount: bigint): Promise<Hex> {
+  const w = s.wallet(from, A);
+  const hash =
+    currency === zeroAddress
+      ? await w.sendTransaction({ account: w.account!, chain: w.chain, to, value: amount })
+      : await w.sendTransaction({ account: w.account!, chain: w.chain, to: currency, data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }) });
+  await s.publicClient(A).waitForTransactionReceipt({ hash });
+  return hash;
+}
+
+const balance = (chainId: number, who: Address, currency: Address = zeroAddress) =>
+  currency === zeroAddress ? s.publicClient(chainId).getBalance({ address: who }) : s.publicClient(chainId).readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+
+describe('strict deposit addresses', () => {
+  it('pays out exactly the quote when exactly the quote arrives by plain transfer', async () => {
+    const q = await quote({ originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000' });
+    expect(q.status).toBe(200);
+    const step = q.body.steps.at(-1);
+    const id = step.requestId as Hex;
+    const at = step.depositAddress as Address;
+    // The address is the factory's CREATE2 clone for (refundTo, order id), before anything is deployed.
+    expect(at).toBe(depositAddressOf(chain(A).contracts.depositAddressFactory, account(3).address, id));
+    expect(await s.publicClient(A).getCode({ address: at })).toBeUndefined();
+    expect(step.items[0].data).toMatchObject({ to: usdc(A), value: '0', chainId: A });
+    const before = await balance(B, account(2).address, usdc(B));
+    await pay(1, at, usdc(A), 10_000_000n);
+    await waitForStatus(s.url, id, ['success']);
+    expect(await balance(B, account(2).address, usdc(B))).toBe(before + BigInt(q.body.details.currencyOut.amount));
+    expect(await balance(A, at, usdc(A))).toBe(0n);
+    const rec = (await api(s.url, `/requests/v3?id=${id}`, { apiKey: key })).body.requests[0];
+    expect(rec.depositAddress).toMatchObject({ address: at, type: 'strict' });
+    expect(rec.features).toContain('deposit_address');
+    expect(rec.refundTo).toBe(account(3).address);
+    expect(rec.data.inTxs[0].data.amount).toBe('10000000');
+  });
+
+  it('refunds an underpayment to refundTo (DEPOSITED_AMOUNT_TOO_LOW_TO_FILL)', async () => {
+    const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString() });
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const before = await balance(A, account(3).address);
+    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.008'));
+    const done = await waitForStatus(s.url, id, ['refund', 'success']);
+    expect(done).toMatchObject({ status: 'refund', failReason: 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' });
+    const back = (await balance(A, account(3).address)) - before;
+    expect(back).toBeGreaterThan(parseEther('0.007'));
+    expect(back).toBeLessThan(parseEther('0.008'));
+  });
+
+  it('fills the quoted amount of an overpayment and returns the excess', async () => {
+    const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString() });
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const refundBefore = await balance(A, account(3).address);
+    const recipientBefore = await balance(B, account(2).address);
+    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
+    await waitForStatus(s.url, id, ['success']);
+    expect((await balance(B, account(2).address)) - recipientBefore).toBe(BigInt(q.body.details.currencyOut.amount));
+    await until(() => (s.node.ledger.payouts.get(`excess:${id}`)?.state === 'success' ? true : undefined), 'the excess returned');
+    const back = (await balance(A, account(3).address)) - refundBefore;
+    // The excess, less the gas of returning it.
+    expect(back).toBeGreaterThan(parseEther('0.0028'));
+    expect(back).toBeLessThan(parseEther('0.003'));
+    expect((await waitForStatus(s.url, id, ['success'])).status).toBe('success');
+  });
+
+  it('refunds another currency than the quoted one with DEPOSIT_ADDRESS_MISMATCH', async () => {
+    const q = await quote({ originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '5000000' });
+    const id = q.body.steps.at(-1).requestId as Hex;
+    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.01'));
+    const done = await waitForStatus(s.url, id, ['refund', 'success']);
+    expect(done).toMatchObject({ status: 'refund', failReason: 'DEPOSIT_ADDRESS_MISMATCH' });
+  });
+
+  it('needs refundTo, refuses sponsoredFeeComponents, and reindexes on request', async () => {
+    const noRefund = await api(s.url, '/quote/v2', {
+      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT', useDepositAddress: true },
+    });
+    expect(noRefund.status).toBe(400);
+    expect(noRefund.body.message).toMatch(/refundTo: is required/);
+    const components = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', subsidizeFees: true, sponsoredFeeComponents: ['execution'] });
+    expect(components.status).toBe(400);
+    expect(components.body.message).toMatch(/sponsoredFeeComponents/);
+    expect((await api(s.url, '/deposit-address/reindex', { body: {} })).status).toBe(400);
+    expect((await api(s.url, '/deposit-address/reindex', { body: { depositAddress: account(4).address } })).status).toBe(404);
+    const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString() });
+    const r = await api(s.url, '/deposit-address/reindex', { body: { depositAddress: q.body.steps.at(-1).depositAddress } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ requestId: q.body.steps.at(-1).requestId, sweeps: 0 });
+  });
+});
