@@ -40,6 +40,7 @@ contract RelayDepository {
 
     event OwnershipTransferred(address indexed oldOwner, address indexed newOwner);
     event AllocatorUpdated(address indexed oldAllocator, address indexed newAllocator);
+    event RelayerUpdated(address indexed relayer, bool enabled);
     event RelayNativeDeposit(address from, uint256 amount, bytes32 id);
     event RelayErc20Deposit(address from, address token, uint256 amount, bytes32 id);
     /// @notice Emitted for every successful call of an executed request; `id` is the request's struct hash.
@@ -74,6 +75,9 @@ contract RelayDepository {
     /// @notice Struct hashes of executed call requests.
     mapping(bytes32 => bool) public callRequests;
 
+    /// @notice Who may submit depositors' permit deposits (the node's key).
+    mapping(address => bool) public relayers;
+
     constructor(address _owner, address _allocator) {
         if (_owner == address(0) || _allocator == address(0)) revert AddressCannotBeZero();
         owner = _owner;
@@ -97,6 +101,12 @@ contract RelayDepository {
         owner = newOwner;
     }
 
+    function setRelayer(address relayer, bool enabled) external onlyOwner {
+        if (relayer == address(0)) revert AddressCannotBeZero();
+        relayers[relayer] = enabled;
+        emit RelayerUpdated(relayer, enabled);
+    }
+
     function setAllocator(address _allocator) external onlyOwner {
         if (_allocator == address(0)) revert AddressCannotBeZero();
         emit AllocatorUpdated(allocator, _allocator);
@@ -114,6 +124,31 @@ contract RelayDepository {
     function depositErc20(address depositor, address token, uint256 amount, bytes32 id) public {
         uint256 received = _pullErc20(token, msg.sender, amount);
         emit RelayErc20Deposit(_depositorOrSender(depositor), token, received, id);
+    }
+
+    /// @notice A deposit the depositor authorized with an EIP-2612 permit, submitted by a relayer who
+    ///         pays the gas. Only relayers may submit: the permit does not bind the order id, so the
+    ///         relayer is who ties the signature to the request it was given for. A permit spent by
+    ///         someone else first leaves the allowance in place, and the deposit still goes through.
+    function depositErc20WithPermit(
+        address depositor,
+        address token,
+        uint256 amount,
+        bytes32 id,
+        uint256 deadline,
+        uint8 v,
+        bytes32 r,
+        bytes32 s
+    ) external {
+        if (!relayers[msg.sender]) revert Unauthorized();
+        if (_allowance(token, depositor, address(this)) < amount) {
+            (bool ok,) = token.call(
+                abi.encodeWithSelector(0xd505accf, depositor, address(this), amount, deadline, v, r, s) // permit
+            );
+            if (!ok) revert InvalidSignature();
+        }
+        uint256 received = _pullErc20(token, depositor, amount);
+        emit RelayErc20Deposit(depositor, token, received, id);
     }
 
     /// @notice Pull msg.sender's whole allowance to this contract.

@@ -106,7 +106,7 @@ function chainConfig(over: Partial<EvmChainConfig> = {}): EvmChainConfig {
     depositEnabled: true,
     private: false,
     nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
-    currencies: [{ address: contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' }],
+    currencies: [{ address: contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1', permit: true }],
     ...over,
   };
 }

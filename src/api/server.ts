@@ -4,6 +4,7 @@ import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
 import { healthRoutes } from './routes/health.ts';
 import { moneyRoutes } from './routes/money.ts';
+import { permitRoutes } from './routes/permits.ts';
 import { quoteRoutes } from './routes/quote.ts';
 import { referenceRoutes } from './routes/reference.ts';
 import { requestRoutes } from './routes/requests.ts';
@@ -35,5 +36,6 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   referenceRoutes(app, ctx);
   moneyRoutes(app, ctx);
   requestRoutes(app, ctx);
+  permitRoutes(app, ctx);
   return app;
 }

@@ -1,5 +1,5 @@
 import type { Hex } from 'viem';
-import type { PayoutRow } from '../ledger/types.ts';
+import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 
 // What a submitter reports about a payout. Each hook runs inside the ledger transaction that
@@ -35,6 +35,16 @@ export interface ChainEvents {
 
 // What the user does to deposit, one quote step each, in the shape the chain's wallets take
 // (`items[].data`). The chain's own adapter builds them; the quote adds ids, requestId and check.
+// Why a signed deposit is refused: the interface's failReason names where one applies.
+export class SignedDepositError extends Error {
+  constructor(
+    readonly errorCode: 'INVALID_SIGNATURE' | 'SIGNATURE_EXPIRED' | 'INVALID_NONCE' | 'INVALID_INPUT_PARAMETERS',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 export interface DepositStep {
   id: string; // 'approve', 'authorize', 'deposit', ...
   kind: 'transaction' | 'signature';
@@ -61,6 +71,8 @@ export interface DepositRequest {
   // Pay a per-order deposit address instead of the depository; what arrives there is deposited for
   // `refundTo` (refunds go back to it).
   depositAddressFor?: string;
+  // Ask for a signed deposit (EIP-2612 permit) valid until this time (seconds), which the node submits.
+  permitDeadline?: number;
 }
 
 // A destination call the fill runs (EVM): the order's output pays for it.
@@ -117,9 +129,15 @@ export interface ChainAdapter {
   refundCost(currency: string): Promise<bigint>;
   // What the user's own deposit transaction costs in fees, in native units (quoted, not charged).
   depositCost(currency: string): Promise<bigint>;
+  // What submitting a depositor's signed deposit costs the node, in native units; absent where the
+  // chain has no such deposits.
+  relayedDepositCost?(currency: string): Promise<bigint>;
   // The steps a user takes to deposit, in order (an approval first where the allowance is short).
   // May throw QuoteError for a request the chain cannot take.
   depositSteps(req: DepositRequest): Promise<DepositStep[]>;
+  // Checks a depositor's signed deposit (the body of the quote's signature step, and its signature)
+  // against the request; returns what authorizes the node to submit it. Throws SignedDepositError.
+  verifySignedDeposit?(request: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string>;
   // Looks at a request's deposit address now (the reindex operation); returns the sweeps queued.
   checkDepositAddress?(requestId: string): Promise<number>;
   // New queued payouts exist in the ledger for this chain.

@@ -80,7 +80,8 @@ const evmChain = z
     maxCallGas: z.number().int().min(21_000).default(1_000_000),
     // Whether transfers to the solver on this chain fund app balances (the interface's chain 8453).
     appBalanceDeposits: z.boolean().default(false),
-    currencies: z.array(z.object({ ...currencyFields, address: evmAddress }).strict()).default([]),
+    // permit: the token implements EIP-2612 (usePermit quotes a signature instead of an approval).
+    currencies: z.array(z.object({ ...currencyFields, address: evmAddress, permit: z.boolean().default(false) }).strict()).default([]),
   })
   .strict();
 

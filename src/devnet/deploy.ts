@@ -155,6 +155,11 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
       label: 'send wrapped native to the solver',
       hash: walletClient.writeContract({ address: wrappedNative, abi: WrappedNativeAbi, functionName: 'transfer', args: [opts.solver, SOLVER_WRAPPED], nonce: next + 1, gas: WRAP_GAS, ...feeFields }),
     },
+    {
+      // The solver submits users' permit deposits.
+      label: 'make the solver a relayer of the depository',
+      hash: walletClient.writeContract({ address: depository, abi: RelayDepositoryAbi, functionName: 'setRelayer', args: [opts.solver, true], nonce: next + 2, gas: WRAP_GAS, ...feeFields }),
+    },
   );
 
   const balances = funded.map((address) => testClient.setBalance({ address, value: opts.fund.nativeWei }));

@@ -108,7 +108,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
           appBalanceDeposits: c.id === 8453,
           nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
           currencies: [
-            { address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1' },
+            { address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1', permit: true },
             { address: c.contracts.wrappedNative, symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, usdPrice: '3000' },
           ],
         })),

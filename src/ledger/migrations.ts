@@ -63,7 +63,8 @@ CREATE TABLE payouts (
   id TEXT PRIMARY KEY,
   -- sweep: moves what reached a deposit address into the depository (not the solver's money);
   -- excess: returns what a deposit address received beyond the quote.
-  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim', 'sweep', 'excess')),
+  -- deposit: a depositor's signed (permit) deposit, submitted by the node on the origin chain.
+  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim', 'sweep', 'excess', 'deposit')),
   -- null for claims of app fees, which belong to no request
   request_id TEXT REFERENCES requests(id),
   deposit_id TEXT REFERENCES deposits(id),
@@ -231,6 +232,14 @@ ALTER TABLE payouts ADD COLUMN calls TEXT;
 ALTER TABLE payouts ADD COLUMN max_gas TEXT;
 -- The calldata of a fill that reverted (EXECUTION_REVERTED), for the request record.
 ALTER TABLE requests ADD COLUMN failed_call_data TEXT;
+`,
+  },
+  {
+    version: 7,
+    name: 'signed deposits submitted by the node',
+    sql: `
+-- What authorizes a node-submitted deposit (an EIP-2612 permit: deadline and signature), JSON.
+ALTER TABLE payouts ADD COLUMN authorization TEXT;
 `,
   },
 ];

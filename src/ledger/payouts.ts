@@ -1,7 +1,8 @@
 import type { Db } from './db.ts';
 import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
 
-export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup' | 'calls' | 'max_gas'> & {
+export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup' | 'calls' | 'max_gas' | 'authorization'> & {
+  authorization?: string | null;
   native_topup?: string | null;
   calls?: string | null;
   max_gas?: string | null;
@@ -25,8 +26,8 @@ export class Payouts {
   #pending;
   constructor(db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
-      decided_at, updated_at, native_topup, calls, max_gas) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency, @amount, 'queued',
-      @decided_at, @decided_at, @native_topup, @calls, @max_gas)`);
+      decided_at, updated_at, native_topup, calls, max_gas, authorization) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
+      @amount, 'queued', @decided_at, @decided_at, @native_topup, @calls, @max_gas, @authorization)`);
     this.#get = db.prepare('SELECT * FROM payouts WHERE id = ?');
     this.#queued = db.prepare(`SELECT * FROM payouts WHERE chain_id = ? AND state = 'queued' ORDER BY decided_at LIMIT ?`);
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
@@ -41,12 +42,12 @@ export class Payouts {
     this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
-    // A sweep moves the user's funds, not the solver's: it reserves nothing.
-    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind != 'sweep'`);
+    // Sweeps and signed deposits move the user's funds, not the solver's: they reserve nothing.
+    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit')`);
   }
 
   insert(p: NewPayout): void {
-    this.#insert.run({ native_topup: null, calls: null, max_gas: null, ...p });
+    this.#insert.run({ native_topup: null, calls: null, max_gas: null, authorization: null, ...p });
   }
   get(id: string): PayoutRow | undefined {
     return this.#get.get(id) as PayoutRow | undefined;

@@ -91,7 +91,7 @@ export interface DepositRow {
   confirmed_at: number | null;
 }
 
-export type PayoutKind = 'fill' | 'refund' | 'claim' | 'sweep' | 'excess';
+export type PayoutKind = 'fill' | 'refund' | 'claim' | 'sweep' | 'excess' | 'deposit';
 export type PayoutState = 'queued' | 'sent' | 'success' | 'failed';
 
 export interface PayoutRow {
@@ -112,6 +112,8 @@ export interface PayoutRow {
   native_topup: string | null;
   calls: string | null;
   max_gas: string | null;
+  // JSON: what authorizes a node-submitted deposit (migration 7).
+  authorization: string | null;
 }
 
 export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';

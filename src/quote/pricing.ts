@@ -48,7 +48,15 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
   const spreadBps = isSwap(route.requestType) ? config.fees.swapSpreadBps : 0;
   const rate = swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), spreadBps);
   const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
-  const gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
+  let gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
+  let userDepositCost = depositCost;
+  if (q.usePermit) {
+    // The node submits the signed deposit and pays its gas: it is the relayer's, and the user's is none.
+    if (!originAdapter.relayedDepositCost) throw new QuoteError(`usePermit: chain ${origin.id} has no signed deposits`, 'INVALID_INPUT_PARAMETERS');
+    const relayed = await originAdapter.relayedDepositCost(cin.address);
+    gasFeeOut += mulRatioCeil(relayed, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
+    userDepositCost = 0n;
+  }
   const pricing: Pricing = {
     rateNum: rate.num.toString(),
     rateDen: rate.den.toString(),
@@ -97,7 +105,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     pricing,
     prices: { in: priceIn, out: priceOut, destNative: destNativePrice, originNative: originNativePrice },
     fillCost,
-    depositCost,
+    depositCost: userDepositCost,
     rate,
     fallback,
   };

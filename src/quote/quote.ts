@@ -34,6 +34,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     // What arrives at a deposit address is refunded to refundTo: the user must name it.
     if (q.refundTo === undefined) throw new QuoteError('refundTo: is required with useDepositAddress', 'INVALID_INPUT_PARAMETERS');
     if (q.sponsoredFeeComponents) throw new QuoteError('sponsoredFeeComponents: deposit addresses do not support it (rule 6)', 'INVALID_INPUT_PARAMETERS');
+    if (q.usePermit) throw new QuoteError('usePermit: a deposit address is paid by a plain transfer, not a permit', 'INVALID_INPUT_PARAMETERS');
   }
   const { pricing, prices, fillCost, depositCost, rate, fallback } = await priceRoute(q, route, ctx);
   const { in: priceIn, out: priceOut, originNative: originNativePrice } = prices;
@@ -144,7 +145,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const id = orderId(orderData);
 
   const [deposit, userBalance] = await Promise.all([
-    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion, depositAddressFor: q.useDepositAddress ? refundTo : undefined }),
+    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion, depositAddressFor: q.useDepositAddress ? refundTo : undefined, permitDeadline: q.usePermit ? Math.floor(now / 1000) + config.quote.ttlSeconds : undefined }),
     originAdapter.balanceOf(user, cin.address),
   ]);
   const checkPath = { status: '/intents/status', 'status-v3': '/intents/status/v3' };

@@ -316,8 +316,9 @@ export class Solver implements PayoutHooks {
   }
 
   onPaid(payout: PayoutRow): void {
-    if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess') {
-      // None of these moves the request's status: a sweep's deposit is indexed like any other.
+    if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit') {
+      // None of these moves the request's status: a sweep's or a signed deposit's deposit event is
+      // indexed like any other.
       this.log.info({ payout: payout.id, amount: payout.amount }, `${payout.kind} paid`);
       return;
     }
@@ -337,6 +338,12 @@ export class Solver implements PayoutHooks {
     if (payout.kind === 'claim') {
       reverseClaim(this.ledger, payout);
       this.log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
+      return;
+    }
+    if (payout.kind === 'deposit') {
+      // The signed deposit never happened: nothing was taken from the user, nothing to refund.
+      this.ledger.requests.setStatus(payout.request_id!, 'failure', { failReason: reason }, now);
+      this.log.warn({ request: payout.request_id, reason }, 'signed deposit failed');
       return;
     }
     if (payout.kind === 'sweep' || payout.kind === 'excess') {

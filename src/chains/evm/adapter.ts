@@ -4,9 +4,12 @@ import {
   erc20Abi,
   getAddress,
   http,
+  isAddress,
   isHash,
   keccak256,
+  parseAbi,
   toHex,
+  verifyTypedData,
   zeroAddress,
   type Address,
   type Hex,
@@ -17,10 +20,10 @@ import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config/load.ts';
 import type { EvmChainConfig } from '../../config/schema.ts';
-import type { Ledger } from '../../ledger/index.ts';
+import type { Ledger, RequestRow } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, DestinationCall, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import { SignedDepositError, type ChainAdapter, type ChainEvents, type DepositRequest, type DepositStep, type DestinationCall, type FillCost, type FillCostRequest, type PayoutHooks } from '../adapter.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
@@ -37,9 +40,20 @@ export const GAS = {
   refund: { native: 80_000n, erc20: 95_000n },
   // The user's own deposit, for the quote's `fees.gas`.
   deposit: { native: 45_000n, erc20: 75_000n },
+  // A permit deposit the node submits: permit, transferFrom and the event.
+  permitDeposit: 130_000n,
 };
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
+
+export const PERMIT_TYPES = [
+  { name: 'owner', type: 'address' },
+  { name: 'spender', type: 'address' },
+  { name: 'value', type: 'uint256' },
+  { name: 'nonce', type: 'uint256' },
+  { name: 'deadline', type: 'uint256' },
+] as const;
+const permitAbi = parseAbi(['function name() view returns (string)', 'function version() view returns (string)', 'function nonces(address) view returns (uint256)']);
 
 export class EvmAdapter implements ChainAdapter {
   readonly chainId: number;
@@ -130,6 +144,68 @@ export class EvmAdapter implements ChainAdapter {
     return { head, indexed, ready: head > 0 && indexed >= head - 1 && !this.#indexer.fatal };
   }
 
+  // EIP-2612: the user signs a permit for the depository; the node submits the deposit with it.
+  async #permitStep(req: DepositRequest, deadline: number): Promise<DepositStep> {
+    const cur = this.chain.currencies.find((c) => getAddress(c.address) === getAddress(req.currency));
+    if (!cur?.permit) throw new QuoteError(`usePermit: ${req.currency} on chain ${this.chainId} does not support EIP-2612 permits`, 'INVALID_INPUT_PARAMETERS');
+    const token = getAddress(cur.address);
+    const owner = getAddress(req.user);
+    const [name, version, nonce] = await Promise.all([
+      this.client.readContract({ address: token, abi: permitAbi, functionName: 'name' }),
+      this.client.readContract({ address: token, abi: permitAbi, functionName: 'version' }).catch(() => '1'),
+      this.client.readContract({ address: token, abi: permitAbi, functionName: 'nonces', args: [owner] }),
+    ]);
+    const value = { owner, spender: this.chain.depository, value: req.amount.toString(), nonce: nonce.toString(), deadline: String(deadline) };
+    return {
+      id: 'authorize',
+      kind: 'signature',
+      action: 'Sign the permit in your wallet',
+      description: 'Authorize the deposit; the relayer submits it and pays its gas',
+      data: {
+        sign: { signatureKind: 'eip712', domain: { name, version, chainId: this.chainId, verifyingContract: token }, types: { Permit: PERMIT_TYPES }, primaryType: 'Permit', value },
+        post: { endpoint: '/permits', method: 'POST', body: { kind: 'eip2612', requestId: req.orderId, chainId: this.chainId, token, ...value } },
+      },
+      check: 'status-v3',
+    };
+  }
+
+  async verifySignedDeposit(r: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string> {
+    const bad = (what: string) => new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: ${what}`);
+    const str = (k: string) => (typeof body[k] === 'string' || typeof body[k] === 'number' ? String(body[k]) : undefined);
+    if (str('kind') !== 'eip2612') throw bad('kind: must be eip2612');
+    const [owner, token, spender] = ['owner', 'token', 'spender'].map((k) => {
+      const v = str(k);
+      if (!v || !isAddress(v, { strict: false })) throw bad(`${k}: must be an address`);
+      return getAddress(v);
+    }) as [Address, Address, Address];
+    const [value, nonce, deadline] = ['value', 'nonce', 'deadline'].map((k) => {
+      const v = str(k);
+      if (!v || !/^[0-9]{1,78}$/.test(v)) throw bad(`${k}: must be an integer`);
+      return BigInt(v);
+    }) as [bigint, bigint, bigint];
+    // The permit must be exactly the one the quote asked for.
+    if (owner !== r.user || token !== getAddress(r.origin_currency) || spender !== this.chain.depository || value !== BigInt(r.amount_in)) {
+      throw bad('the permit is not the one this request asked for (owner, token, spender and value must match the quote)');
+    }
+    if (deadline <= BigInt(Math.floor(Date.now() / 1000))) throw new SignedDepositError('SIGNATURE_EXPIRED', 'the permit has expired');
+    const [name, version, current] = await Promise.all([
+      this.client.readContract({ address: token, abi: permitAbi, functionName: 'name' }),
+      this.client.readContract({ address: token, abi: permitAbi, functionName: 'version' }).catch(() => '1'),
+      this.client.readContract({ address: token, abi: permitAbi, functionName: 'nonces', args: [owner] }),
+    ]);
+    if (nonce !== current) throw new SignedDepositError('INVALID_NONCE', `the permit's nonce is ${nonce}; the token expects ${current}`);
+    const valid = await verifyTypedData({
+      address: owner,
+      domain: { name, version, chainId: this.chainId, verifyingContract: token },
+      types: { Permit: PERMIT_TYPES },
+      primaryType: 'Permit',
+      message: { owner, spender, value, nonce, deadline },
+      signature,
+    }).catch(() => false);
+    if (!valid) throw new SignedDepositError('INVALID_SIGNATURE', `the signature is not ${owner}'s over this permit`);
+    return JSON.stringify({ kind: 'eip2612', deadline: deadline.toString(), signature });
+  }
+
   async checkDepositAddress(requestId: string): Promise<number> {
     return (await this.#depositAddresses?.check(requestId)) ?? 0;
   }
@@ -207,6 +283,11 @@ export class EvmAdapter implements ChainAdapter {
     return (isNative(currency) ? GAS.deposit.native : GAS.deposit.erc20) * (await this.#maxFeePerGas());
   }
 
+  async relayedDepositCost(currency: string): Promise<bigint> {
+    if (isNative(currency)) throw new QuoteError('usePermit: native currency needs no approval; deposit it directly', 'INVALID_INPUT_PARAMETERS');
+    return GAS.permitDeposit * (await this.#maxFeePerGas());
+  }
+
   async depositSteps(req: DepositRequest): Promise<DepositStep[]> {
     // On EVM the sender of a transaction pays its gas; another payer needs a relayer (gasless execution).
     if (req.feePayer !== undefined) throw new QuoteError('depositFeePayer: only SVM-origin deposits can have another fee payer', 'INVALID_INPUT_PARAMETERS');
@@ -214,6 +295,7 @@ export class EvmAdapter implements ChainAdapter {
     const user = req.user as Address;
     const tx = (to: string, data: Hex, value: bigint) => ({ from: user, to, data, value: value.toString(), chainId: this.chainId });
     const action = 'Confirm transaction in your wallet';
+    if (req.permitDeadline !== undefined) return [await this.#permitStep(req, req.permitDeadline)];
     if (req.depositAddressFor !== undefined) {
       const factory = this.chain.depositAddressFactory;
       if (!factory) throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');

@@ -21,6 +21,7 @@ import {
   isHex,
   keccak256,
   maxUint256,
+  parseSignature,
   parseTransaction,
   size,
   toHex,
@@ -396,6 +397,21 @@ export class EvmSubmitter {
             value: BigInt(payout.native_topup ?? 0),
           };
     }
+    if (payout.kind === 'deposit') {
+      // A depositor's permit deposit: the depository pulls from the depositor, never from us.
+      const auth = JSON.parse(payout.authorization ?? '{}') as { deadline?: string; signature?: Hex };
+      if (!auth.deadline || !auth.signature) throw new UnpayableError(`deposit ${payout.id} has no permit`);
+      const { r, s, v, yParity } = parseSignature(auth.signature);
+      return {
+        to: this.#chain.depository,
+        data: encodeFunctionData({
+          abi: RelayDepositoryAbi,
+          functionName: 'depositErc20WithPermit',
+          args: [recipient, currency, amount, payout.request_id as Hex, BigInt(auth.deadline), Number(v ?? BigInt(yParity + 27)), r, s],
+        }),
+        value: 0n,
+      };
+    }
     if (payout.kind === 'sweep') {
       // What reached a deposit address, moved into the depository as the recipient's deposit.
       const factory = this.#chain.depositAddressFactory;
@@ -447,7 +463,9 @@ export class EvmSubmitter {
       this.#retry.delete(payout.id);
       return;
     }
-    const reason = payout.kind === 'fill' ? 'EXECUTION_REVERTED' : 'TRANSACTION_REVERTED';
+    // A signed deposit that cannot go through names why, in the interface's words.
+    const deposit = () => (/InvalidSignature/.test(revert ?? '') ? 'INVALID_SIGNATURE' : /TransferFromFailed/.test(revert ?? '') ? 'TRANSFER_FROM_FAILED' : 'TRANSACTION_REVERTED');
+    const reason = payout.kind === 'fill' ? 'EXECUTION_REVERTED' : payout.kind === 'deposit' ? deposit() : 'TRANSACTION_REVERTED';
     this.#fail(payout, reason, log, revert ?? errText(err), call.data);
   }
 

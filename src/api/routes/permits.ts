@@ -1,0 +1,55 @@
+import type { FastifyInstance } from 'fastify';
+import { isHex, type Hex } from 'viem';
+import { z } from 'zod';
+import { SignedDepositError } from '../../chains/adapter.ts';
+import type { ApiContext } from '../context.ts';
+import { ApiError } from '../errors.ts';
+
+const query = z.object({ signature: z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature') });
+const body = z.object({ requestId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex request id') }).passthrough();
+
+// The post of a quote's `authorize` step for a signed deposit (usePermit): the node checks the
+// permit against the request, records the deposit it will submit (status `depositing`) in one
+// ledger transaction, then submits it on the origin chain and pays its gas.
+export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
+  app.post('/permits', async (req) => {
+    const { signature } = query.parse(req.query ?? {});
+    const b = body.parse(req.body ?? {});
+    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const r = ctx.ledger.requests.get(b.requestId.toLowerCase());
+    if (!r || r.kind !== 'order') throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.requestId}`);
+    const adapter = ctx.adapters.get(r.origin_chain_id);
+    if (!adapter?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
+    const id = `deposit:${r.id}`;
+    const submitted = () => new ApiError(409, 'ALREADY_SUBMITTED', `request ${r.id} is ${ctx.ledger.requests.get(r.id)!.status}: its deposit was submitted already`);
+    if (r.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
+    let authorization: string;
+    try {
+      authorization = await adapter.verifySignedDeposit(r, b, signature as Hex);
+    } catch (e) {
+      if (e instanceof SignedDepositError) throw new ApiError(400, e.errorCode, e.message);
+      throw e;
+    }
+    ctx.ledger.tx(() => {
+      // Checked again inside the transaction: two posts racing record one deposit.
+      const current = ctx.ledger.requests.get(r.id)!;
+      if (current.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
+      if (current.expires_at !== null && Date.now() > current.expires_at) throw new ApiError(400, 'ORDER_EXPIRED', `the quote of request ${r.id} has expired`);
+      ctx.ledger.payouts.insert({
+        id,
+        kind: 'deposit',
+        request_id: r.id,
+        deposit_id: null,
+        chain_id: r.origin_chain_id,
+        recipient: r.user!,
+        currency: r.origin_currency,
+        amount: r.amount_in,
+        authorization,
+        decided_at: Date.now(),
+      });
+      ctx.ledger.requests.setStatus(r.id, 'depositing');
+    });
+    adapter.wake();
+    return { message: 'Success', requestId: r.id };
+  });
+}
