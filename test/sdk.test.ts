@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
-import { erc20Abi, parseEventLogs, zeroAddress } from 'viem';
-import { OrderFillerAbi } from '../contracts-abi/index.ts';
+import { encodeFunctionData, erc20Abi, parseEther, parseEventLogs, zeroAddress } from 'viem';
+import { OrderFillerAbi, TestNftAbi } from '../contracts-abi/index.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { startStack, type Stack } from './helpers/stack.ts';
 
@@ -63,4 +63,45 @@ describe('@relayprotocol/relay-sdk against the node', () => {
     const after = await s.publicClient(8453).readContract({ address: usdcA, abi: erc20Abi, functionName: 'balanceOf', args: [wallet.account!.address] });
     expect(after - before).toBe(BigInt(quote.details!.currencyOut!.amount!));
   });
+
+  it('executes a cross-chain swap (USDC on 10 for ETH on 8453)', async () => {
+    const wallet = s.wallet(3, 10);
+    const usdcB = s.devnet.chains.find((c) => c.id === 10)!.contracts.stablecoin;
+    const before = await s.publicClient(8453).getBalance({ address: wallet.account!.address });
+    const quote = await getClient().actions.getQuote({ chainId: 10, toChainId: 8453, currency: usdcB, toCurrency: zeroAddress, amount: '30000000', tradeType: 'EXACT_INPUT', wallet }, true);
+    expect(quote.details?.currencyOut?.currency?.symbol).toBe('ETH');
+    await getClient().actions.execute({ quote, wallet, onProgress: () => {} });
+    const received = (await s.publicClient(8453).getBalance({ address: wallet.account!.address })) - before;
+    expect(received).toBeGreaterThanOrEqual(BigInt(quote.details!.currencyOut!.minimumAmount!));
+  });
+
+  it('executes a call quote: the fill mints the NFT for the user on the destination', async () => {
+    const wallet = s.wallet(4, 8453);
+    const nft = s.devnet.chains.find((c) => c.id === 10)!.contracts.testNft;
+    const user = wallet.account!.address;
+    const data = encodeFunctionData({ abi: TestNftAbi, functionName: 'mint', args: [user] });
+    const quote = await getClient().actions.getQuote(
+      { chainId: 8453, toChainId: 10, currency: zeroAddress, toCurrency: zeroAddress, amount: parseEther('0.01').toString(), tradeType: 'EXACT_OUTPUT', wallet, txs: [{ to: nft, value: parseEther('0.01').toString(), data }] },
+      true,
+    );
+    const owned = () => s.publicClient(10).readContract({ address: nft, abi: TestNftAbi, functionName: 'balanceOf', args: [user] });
+    const before = await owned();
+    await getClient().actions.execute({ quote, wallet, onProgress: () => {} });
+    expect(await owned()).toBe(before + 1n);
+  });
+
+  it('executes a permit quote: the SDK signs the permit and posts it; the node deposits and fills', async () => {
+    const wallet = s.wallet(1, 8453);
+    const usdcA = s.devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin;
+    const usdcB = s.devnet.chains.find((c) => c.id === 10)!.contracts.stablecoin;
+    const quote = await getClient().actions.getQuote({ chainId: 8453, toChainId: 10, currency: usdcA, toCurrency: usdcB, amount: '4000000', tradeType: 'EXACT_INPUT', wallet, options: { usePermit: true } as any }, true);
+    expect(quote.steps!.map((x) => x.id)).toEqual(['authorize']);
+    const gasBefore = await s.publicClient(8453).getBalance({ address: wallet.account!.address });
+    const out = () => s.publicClient(10).readContract({ address: usdcB, abi: erc20Abi, functionName: 'balanceOf', args: [wallet.account!.address] });
+    const before = await out();
+    await getClient().actions.execute({ quote, wallet, onProgress: () => {} });
+    expect((await out()) - before).toBe(BigInt(quote.details!.currencyOut!.amount!));
+    expect(await s.publicClient(8453).getBalance({ address: wallet.account!.address })).toBe(gasBefore);
+  });
 });
+
