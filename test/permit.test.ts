@@ -1,9 +1,10 @@
 // usePermit: the user signs an EIP-2612 permit instead of sending approve and deposit
 // transactions; the node submits the deposit, pays its gas, and fills.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { linkMessage } from '../src/api/routes/money.ts';
 import { privateKeyToAccount } from 'viem/accounts';
-import { api, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -90,4 +91,40 @@ describe('usePermit', () => {
     expect(addr.status).toBe(400);
     expect(addr.body.message).toMatch(/usePermit/);
   });
+
+  it('POST /execute: the gasless flow, paid from the sponsoring key\'s app balance', async () => {
+    const k = s.node.ledger.apiKeys.create('gasless app');
+    const other = s.node.ledger.apiKeys.create('other app');
+    const sponsor = signer(4);
+    const link = await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: sponsor.address, signature: await sponsor.signMessage({ message: linkMessage(sponsor.address, k.id) }) } });
+    expect(link.status).toBe(200);
+    const w = s.wallet(0, A);
+    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 50_000_000n] });
+    const fundTx = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: fundTx });
+    await until(() => (s.node.ledger.balances.summary(sponsor.address).balance > 0n ? true : undefined), 'the app balance credit');
+
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: k.key,
+      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true },
+    });
+    expect(q.status).toBe(200);
+    expect(q.body.details.currencyOut.amount).toBe('7000000');
+    const step = q.body.steps[0];
+    const signature = await sign(1, step);
+    const body = { ...step.items[0].data.post.body, signature };
+    expect((await api(s.url, '/execute', { body })).status).toBe(401);
+    expect((await api(s.url, '/execute', { apiKey: other.key, body })).status).toBe(403);
+    const ethBefore = await s.publicClient(A).getBalance({ address: account(1).address });
+    const balanceBefore = s.node.ledger.balances.summary(sponsor.address).balance;
+    const outBefore = await usdcOf(B, account(1).address);
+    const r = await api(s.url, '/execute', { apiKey: k.key, body });
+    expect(r.status).toBe(200);
+    await waitForStatus(s.url, step.requestId, ['success']);
+    expect((await usdcOf(B, account(1).address)) - outBefore).toBe(7_000_000n);
+    expect(await s.publicClient(A).getBalance({ address: account(1).address })).toBe(ethBefore);
+    expect(s.node.ledger.balances.summary(sponsor.address).balance).toBeLessThan(balanceBefore);
+    expect(JSON.parse(s.node.ledger.requests.get(step.requestId)!.features)).toContain('gasless_execution');
+  });
 });
+

@@ -23,7 +23,9 @@ export class Requests {
   #failedCall;
   #watched;
   #byDepositAddress;
+  #features;
   constructor(db: Db) {
+    this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
     this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests
       WHERE deposit_address IS NOT NULL AND origin_chain_id = ? AND created_at >= ?`);
     this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ?');
@@ -104,6 +106,12 @@ export class Requests {
     const r = this.get(id)!;
     const features = [...new Set([...(JSON.parse(r.features) as string[]), 'fast_fill'])];
     this.#fastFill.run({ id, deadline, features: JSON.stringify(features), now });
+  }
+
+  addFeature(id: string, feature: string, now = Date.now()): void {
+    const r = this.get(id)!;
+    const features = [...new Set([...(JSON.parse(r.features) as string[]), feature])];
+    this.#features.run(JSON.stringify(features), now, id);
   }
 
   // A request id the node did not issue (orphan deposits, extra deposits) is derived from the

@@ -1,23 +1,39 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { requireCaller } from '../caller.ts';
 import { isHex, type Hex } from 'viem';
 import { z } from 'zod';
 import { SignedDepositError } from '../../chains/adapter.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
 
-const query = z.object({ signature: z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature') });
-const body = z.object({ requestId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex request id') }).passthrough();
+const signatureParam = z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature');
+const query = z.object({ signature: signatureParam.optional() });
+const body = z
+  .object({ requestId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex request id'), signature: signatureParam.optional() })
+  .passthrough();
 
 // The post of a quote's `authorize` step for a signed deposit (usePermit): the node checks the
 // permit against the request, records the deposit it will submit (status `depositing`) in one
 // ledger transaction, then submits it on the origin chain and pays its gas.
+//
+// POST /execute is the same submission made by an integrator's backend with its API key: the
+// gasless flow. The request must be sponsored by that key (quoted with subsidizeFees), so the
+// deposit's gas, priced in the quote's execution fee, is paid from the key's app balance.
 export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
-  app.post('/permits', async (req) => {
-    const { signature } = query.parse(req.query ?? {});
+  const submit = async (req: FastifyRequest, gasless: boolean) => {
+    const caller = gasless ? requireCaller(req) : undefined;
     const b = body.parse(req.body ?? {});
+    const signature = query.parse(req.query ?? {}).signature ?? b.signature;
+    if (!signature) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: signature: is required (query or body)');
     if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const r = ctx.ledger.requests.get(b.requestId.toLowerCase());
     if (!r || r.kind !== 'order') throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.requestId}`);
+    if (caller) {
+      const sponsor = r.money ? (JSON.parse(r.money) as { sponsor?: { apiKeyId: string } | null }).sponsor : undefined;
+      if (sponsor?.apiKeyId !== caller.id) {
+        throw new ApiError(403, 'NOT_SPONSORED_BY_KEY', `request ${r.id} is not sponsored by this API key: quote it with usePermit, subsidizeFees and this key`);
+      }
+    }
     const adapter = ctx.adapters.get(r.origin_chain_id);
     if (!adapter?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
     const id = `deposit:${r.id}`;
@@ -48,8 +64,11 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
         decided_at: Date.now(),
       });
       ctx.ledger.requests.setStatus(r.id, 'depositing');
+      if (gasless) ctx.ledger.requests.addFeature(r.id, 'gasless_execution');
     });
     adapter.wake();
     return { message: 'Success', requestId: r.id };
-  });
+  };
+  app.post('/permits', (req) => submit(req, false));
+  app.post('/execute', (req) => submit(req, true));
 }
