@@ -116,3 +116,42 @@ describe('strict deposit addresses', () => {
     expect(r.body).toMatchObject({ requestId: q.body.steps.at(-1).requestId, sweeps: 0 });
   });
 });
+
+describe('open deposit addresses', () => {
+  it('take any number of arrivals, each a request of its own at the amount that arrived', async () => {
+    const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString(), depositAddressType: 'open' });
+    expect(q.status).toBe(200);
+    const template = q.body.steps.at(-1).requestId as Hex;
+    const at = q.body.steps.at(-1).depositAddress as Address;
+    const children = () => s.node.ledger.db.prepare('SELECT id, status, amount_in FROM requests WHERE parent_id = ? ORDER BY created_at').all(template) as { id: Hex; status: string; amount_in: string }[];
+    const recipientBefore = await balance(B, account(2).address);
+
+    await pay(1, at, zeroAddress, parseEther('0.005'));
+    const [first] = await until(() => (children()[0] ? children() : undefined), 'the first arrival');
+    await waitForStatus(s.url, first!.id, ['success']);
+    await pay(1, at, zeroAddress, parseEther('0.02'));
+    await until(() => (children().length === 2 ? true : undefined), 'the second arrival');
+    const second = children()[1]!;
+    await waitForStatus(s.url, second.id, ['success']);
+
+    expect(children().map((c) => c.amount_in)).toEqual([parseEther('0.005').toString(), parseEther('0.02').toString()]);
+    const paid = s.node.ledger.payouts.forRequest(first!.id).concat(s.node.ledger.payouts.forRequest(second.id)).filter((p) => p.kind === 'fill');
+    expect(paid).toHaveLength(2);
+    expect((await balance(B, account(2).address)) - recipientBefore).toBe(paid.reduce((t, p) => t + BigInt(p.amount), 0n));
+    // Each was priced at its own amount: the larger arrival pays out about four times the smaller.
+    const [a, b] = paid.map((p) => BigInt(p.amount));
+    expect(b! > a! * 3n && b! < a! * 5n).toBe(true);
+    expect(s.node.ledger.requests.get(template)!.status).toBe('waiting');
+    const rec = (await api(s.url, `/requests/v3?id=${second.id}&includeChildRequests=true`, { apiKey: key })).body.requests[0];
+    expect(rec.depositAddress).toMatchObject({ address: at, type: 'open' });
+  });
+
+  it('needs useDepositAddress', async () => {
+    const r = await api(s.url, '/quote/v2', {
+      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT', depositAddressType: 'open' },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.message).toMatch(/depositAddressType: needs useDepositAddress/);
+  });
+});
+

@@ -239,7 +239,7 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
     recipient: r.recipient,
     refundTo: r.refund_to,
     depositAddress: r.deposit_address
-      ? { address: r.deposit_address, type: 'strict', depositor: r.user, depositTxHash: deposits[0]?.tx_hash ?? null, recoveryAddress: null }
+      ? { address: r.deposit_address, type: (money as { depositAddressType?: string } | null)?.depositAddressType ?? 'strict', depositor: r.refund_to ?? r.user, depositTxHash: deposits[0]?.tx_hash ?? null, recoveryAddress: null }
       : null,
     requestType: r.request_type,
     supersededByRequestId: null,

@@ -27,7 +27,7 @@ export class Requests {
   constructor(db: Db) {
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
     this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests
-      WHERE deposit_address IS NOT NULL AND origin_chain_id = ? AND created_at >= ?`);
+      WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
     this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ?');
     this.#failedCall = db.prepare('UPDATE requests SET failed_call_data = ? WHERE id = ?');
     this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');

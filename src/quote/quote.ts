@@ -35,6 +35,8 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     if (q.refundTo === undefined) throw new QuoteError('refundTo: is required with useDepositAddress', 'INVALID_INPUT_PARAMETERS');
     if (q.sponsoredFeeComponents) throw new QuoteError('sponsoredFeeComponents: deposit addresses do not support it (rule 6)', 'INVALID_INPUT_PARAMETERS');
     if (q.usePermit) throw new QuoteError('usePermit: a deposit address is paid by a plain transfer, not a permit', 'INVALID_INPUT_PARAMETERS');
+  } else if (q.depositAddressType) {
+    throw new QuoteError('depositAddressType: needs useDepositAddress', 'INVALID_INPUT_PARAMETERS');
   }
   const { pricing, prices, fillCost, depositCost, rate, fallback } = await priceRoute(q, route, ctx);
   const { in: priceIn, out: priceOut, originNative: originNativePrice } = prices;
@@ -250,6 +252,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       topUpNative: pricing.topUpNative ?? null,
       calls: route.calls?.map((c) => ({ to: c.to, value: c.value.toString(), data: c.data })) ?? null,
       maxGas: fillCost.gasLimit?.toString() ?? null,
+      ...(q.useDepositAddress ? { depositAddressType: q.depositAddressType ?? 'strict' } : {}),
     }),
     features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : []), ...(q.useDepositAddress ? ['deposit_address'] : [])]),
   };

@@ -23,6 +23,8 @@ export interface QuoteInput {
   depositFeePayer?: string;
   // Pay a per-order deposit address with a plain transfer (refundTo required).
   useDepositAddress?: boolean;
+  // strict (default): one order, one address; open: a reusable address for the route.
+  depositAddressType?: 'strict' | 'open';
   // Sign an EIP-2612 permit instead of sending approve and deposit transactions.
   usePermit?: boolean;
   // Fees to integrators: each recipient's share of the output, in basis points.

@@ -10,6 +10,8 @@ export interface RequestMoney {
   feeSponsorship?: unknown;
   calls?: { to: string; value: string; data: string }[] | null;
   maxGas?: string | null;
+  // An open deposit address: every arrival becomes a request of its own, priced at its amount.
+  depositAddressType?: 'strict' | 'open';
 }
 
 export function moneyOf(r: RequestRow): RequestMoney | undefined {

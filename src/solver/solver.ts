@@ -2,7 +2,7 @@ import { keccak256, toHex, type Hex } from 'viem';
 import type { ChainAdapter, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
-import { Requests } from '../ledger/requests.ts';
+import { Requests, type NewRequest } from '../ledger/requests.ts';
 import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
@@ -149,7 +149,10 @@ export class Solver implements PayoutHooks {
 
   // Returns the chain that got a payout, if any.
   #decide(d: DepositRow, snap: Snapshot): number | undefined {
-    const order = this.ledger.requests.get(d.order_ref);
+    const found = this.ledger.requests.get(d.order_ref);
+    // An open deposit address's quote is a template: each arrival is a request of its own.
+    const arrival = found && moneyOf(found)?.depositAddressType === 'open' ? this.#arrival(found, d) : undefined;
+    const order = arrival ? (this.ledger.requests.get(arrival.id) ?? arrival) : found;
     const decision = match(d, order, {
       now: Date.now(),
       spendable: (chainId, currency) => snap.spendable.get(key(chainId, currency)) ?? 0n,
@@ -171,10 +174,42 @@ export class Solver implements PayoutHooks {
     const reason = decision.kind === 'fail' ? decision.reason : 'none';
     this.metrics.decisions.inc({ decision: decision.kind, reason });
     return this.ledger.tx(() => {
+      if (arrival && !this.ledger.requests.get(arrival.id)) this.ledger.requests.insert(arrival);
       if (decision.kind === 'fill') return this.#commitFill(d, decision, snap);
       if (decision.kind === 'settle') return this.#settleFastFill(d, decision.request, snap);
       return this.#commitFailure(d, decision, snap);
     });
+  }
+
+  // The request an arrival at an open deposit address makes: the template's route and pricing,
+  // at the amount that arrived (re-quoted by the same pricing; a swap at the fill's rate).
+  #arrival(t: RequestRow, d: DepositRow): NewRequest & { status: 'waiting' } & RequestRow {
+    const pricing = JSON.parse(t.pricing!) as Pricing;
+    const out = breakdown(BigInt(d.amount), pricing).out;
+    const now = Date.now();
+    return {
+      ...t,
+      id: Requests.derivedId(d.id, (s) => keccak256(toHex(s))),
+      parent_id: t.id,
+      status: 'waiting',
+      fail_reason: null,
+      refund_fail_reason: null,
+      details: null,
+      trade_type: 'EXACT_INPUT',
+      amount_in: d.amount,
+      amount_out: (out > 0n ? out : 0n).toString(),
+      min_amount_out: '0',
+      expires_at: null,
+      fill_deadline: null,
+      created_at: now,
+      updated_at: now,
+      fast_fill_deadline: null,
+      failed_call_data: null,
+      sender: null,
+      deposit_block: null,
+      fill_time_ms: null,
+      amount_usd: null,
+    };
   }
 
   #commitFill(d: DepositRow, decision: Extract<Decision, { kind: 'fill' }>, snap: Snapshot): number {

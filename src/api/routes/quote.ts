@@ -29,6 +29,7 @@ const quoteBody = z.object({
   referrer: z.string().max(200).optional(),
   depositFeePayer: addressString.optional(),
   useDepositAddress: z.boolean().optional(),
+  depositAddressType: z.enum(['strict', 'open']).optional(),
   usePermit: z.boolean().optional(),
   appFees: z
     .array(z.object({ recipient: addressString, fee: z.coerce.number().int('must be whole basis points').min(1).max(10_000) }).strict())
