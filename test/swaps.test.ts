@@ -123,4 +123,18 @@ describe('wrap and unwrap', () => {
     expect((await waitForStatus(s.url, unwrap.body.steps.at(-1).requestId, ['success', 'failure', 'refund'])).status).toBe('success');
     expect(await s.publicClient(A).getBalance({ address: '0x0000000000000000000000000000000000bAbE01' })).toBe(BigInt(unwrap.body.details.currencyOut.amount));
   });
+
+  it('shows each request type it executed in the request record, with its features', async () => {
+    const key = s.node.ledger.apiKeys.create('types').key;
+    for (const type of ['Crosschain Swap', 'Same-chain Swap', 'Send', 'Wrap', 'Unwrap']) {
+      const r = await api(s.url, `/requests/v3?requestType=${encodeURIComponent(type)}&status=success`, { apiKey: key });
+      expect(r.status).toBe(200);
+      expect(r.body.requests.length, type).toBeGreaterThan(0);
+      for (const rec of r.body.requests) {
+        expect(rec.requestType).toBe(type);
+        expect(Array.isArray(rec.features)).toBe(true);
+      }
+    }
+  });
 });
+
