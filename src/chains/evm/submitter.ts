@@ -550,16 +550,21 @@ export class EvmSubmitter {
     if (open.length === 0) return;
     const log = this.#log.child({ payout: payoutId, nonce });
 
-    for (const t of open) {
-      const receipt = await this.#receipt(t.hash);
-      if (receipt) return this.#onReceipt(t, receipt, log);
+    // Only a nonce the account has used can have a receipt: pending ones cost no lookups (this
+    // pass runs every block, over every open transaction).
+    if (nonce < latestNonce) {
+      for (const t of open) {
+        const receipt = await this.#receipt(t.hash);
+        if (receipt) return this.#onReceipt(t, receipt, log);
+      }
+      return this.#onNonceTaken(payoutId, nonce, log);
     }
-
-    if (nonce < latestNonce) return this.#onNonceTaken(payoutId, nonce, log);
 
     // Still pending: make sure the node has the newest (highest-fee) one, and replace it when stuck.
     const newest = open.reduce((a, b) => (BigInt(b.max_fee_per_gas) > BigInt(a.max_fee_per_gas) ? b : a));
     if (this.#broadcasting.has(newest.hash)) return;
+    // Just sent: give the node a block to take it before asking whether it has it.
+    if (newest.state === 'broadcast' && newest.sent_block !== null && head - BigInt(newest.sent_block) < 2n) return;
     const known = newest.state === 'broadcast' && (await this.#knownToNode(newest.hash));
     if (!known) {
       const level = this.#firstTime(`rebroadcast:${newest.hash}`) ? 'info' : 'debug';
