@@ -333,6 +333,22 @@ describe('GET /requests/v3 parameters', () => {
   });
 });
 
+describe('private chains', () => {
+  it('hides requests on a private chain unless privateChainsToInclude names it', async () => {
+    const raw = s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' });
+    const config = buildConfigWithKeys({ ...raw, chains: (raw.chains as { id: number }[]).map((c) => (c.id === B ? { ...c, private: true } : c)) }, s.devnet.keys);
+    const replica = await new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
+    try {
+      const ids = async (q: string) => (await api(replica.url, `/requests/v3?id=${filled.id}${q}`, { apiKey: key })).body.requests.map((r: any) => r.id);
+      expect(await ids('')).toEqual([]);
+      expect(await ids(`&privateChainsToInclude=${B}`)).toEqual([filled.id]);
+      expect((await api(replica.url, '/requests/v3?privateChainsToInclude=x', { apiKey: key })).status).toBe(400);
+    } finally {
+      await replica.stop();
+    }
+  });
+});
+
 describe('GET /requests/v2, deprecated then retired', () => {
   let clock = Date.parse('2026-08-15T00:00:00Z');
   let replica: RelayNode;
