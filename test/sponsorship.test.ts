@@ -148,6 +148,20 @@ describe('fee sponsorship', () => {
     expect(evm.body.message).toMatch(/only SVM-origin/);
   });
 
+  it('rule 6: a deposit address takes no sponsoredFeeComponents, and over the cap the user pays every fee', async () => {
+    const base = usdcQuote({ subsidizeFees: true, useDepositAddress: true, refundTo: account(2).address });
+    const under = await api(s.url, '/quote/v2', { apiKey: rich.key, body: { ...base, maxSubsidizationAmount: '5000000' } });
+    expect(under.status).toBe(200);
+    expect(BigInt(under.body.fees.subsidized.amount)).toBe(BigInt(under.body.fees.relayer.amount));
+    const over = await api(s.url, '/quote/v2', { apiKey: rich.key, body: { ...base, maxSubsidizationAmount: '1000' } });
+    expect(over.status).toBe(200);
+    // Not a part: nothing at all is sponsored, and the user pays the whole fee.
+    expect(over.body.fees.subsidized.amount).toBe('0');
+    expect(10_000_000n - BigInt(over.body.details.currencyOut.amount)).toBe(BigInt(over.body.fees.relayer.amount));
+    const parts = await api(s.url, '/quote/v2', { apiKey: rich.key, body: { ...base, sponsoredFeeComponents: ['execution'] } });
+    expect(parts.status).toBe(400);
+  });
+
   it('needs a key with a linked wallet, and a balance that covers the fees (SPONSOR_BALANCE_TOO_LOW)', async () => {
     expect((await api(s.url, '/quote/v2', { body: usdcQuote({ subsidizeFees: true }) })).status).toBe(401);
     expect((await api(s.url, '/quote/v2', { apiKey: bare.key, body: usdcQuote({ subsidizeFees: true }) })).status).toBe(401);
