@@ -396,6 +396,9 @@ describe('GET /requests/v2, deprecated then retired', () => {
     const r = await v2('?limit=500');
     expect(r.status).toBe(400);
     expectHeaders(r.headers);
+    const badKey = await api(replica.url, '/requests/v2', { apiKey: 'rn_unknown' });
+    expect(badKey.status).toBe(403);
+    expectHeaders(badKey.headers);
   });
 
   it('throttles in monthly stages from September, then answers 410 from the sunset', async () => {
