@@ -99,11 +99,21 @@ export class Solver implements PayoutHooks {
       if (!batch.length || this.#stopped) return;
       const snap = await this.#fresh();
       const woken = new Set<number>();
-      for (const d of batch) {
-        const chain = this.#decide(d, snap);
-        if (chain !== undefined) woken.add(chain);
-      }
+      // One commit for the batch (each decision is its own savepoint inside it): a durable commit
+      // costs a disk flush, and a burst of deposits should not pay one each. Submitters are woken
+      // only after the commit.
+      this.ledger.tx(() => {
+        for (const d of batch) {
+          try {
+            const chain = this.#decide(d, snap);
+            if (chain !== undefined) woken.add(chain);
+          } catch (e) {
+            this.log.error({ deposit: d.id, err: (e as Error).message }, 'deposit decision failed; it stays confirmed and is retried');
+          }
+        }
+      });
       for (const c of woken) this.adapters.get(c)?.wake();
+      if (batch.every((d) => this.ledger.deposits.get(d.id)?.state === 'confirmed')) return;
     }
   }
 
