@@ -3,6 +3,7 @@ import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { buildConfigWithKeys, ConfigError, loadConfigFile, type Config } from './config/load.ts';
 import { migrate, openDb } from './ledger/db.ts';
+import { webhookUrlProblem } from './events/webhookUrl.ts';
 import { Ledger } from './ledger/index.ts';
 import { createLogger } from './log.ts';
 import { RelayNode } from './node.ts';
@@ -115,6 +116,7 @@ await yargs(hideBin(process.argv))
         .option('block-time', { type: 'number', default: 1, describe: 'seconds per block' })
         .option('instant', { type: 'boolean', default: false, describe: 'mine each transaction at once' })
         .option('confirmations', { type: 'number', default: 1 })
+        .option('svm', { type: 'boolean', default: true, describe: 'run the SVM chain (792703809) on litesvm' })
         .option('log-level', { type: 'string', default: 'info' }),
     async (argv) => {
       const log = createLogger(argv.logLevel);
@@ -122,6 +124,7 @@ await yargs(hideBin(process.argv))
         dataDir: argv.dataDir,
         blockTime: argv.instant ? undefined : argv.blockTime,
         confirmations: argv.confirmations,
+        svm: argv.svm,
       }).catch(fail);
       resetDevnetLedger(argv.dataDir);
       const config = buildConfigWithKeys(devnet.nodeConfig({ port: argv.port, host: argv.host, logLevel: argv.logLevel }), devnet.keys);
@@ -143,6 +146,8 @@ await yargs(hideBin(process.argv))
           `relay-node devnet is up`,
           `  API      ${node.url}`,
           ...devnet.chains.map((c) => `  chain ${String(c.id).padEnd(5)} ${c.rpcUrl}  depository ${c.contracts.depository}  USDC ${c.contracts.stablecoin}`),
+          ...(devnet.svm ? [`  chain ${devnet.svm.id} ${devnet.svm.rpcUrl}  vault ${devnet.svm.vault}  USDC ${devnet.svm.mint} (SVM)`] : []),
+          ...(devnet.exchange ? [`  chain ${String(devnet.exchange.id).padEnd(5)} ${devnet.exchange.url}  perps USD ${devnet.exchange.currencies.perpsUSD}  HYPE ${devnet.exchange.currencies.spotHYPE} (exchange)`] : []),
           `  solver   ${devnet.solver}`,
           `  API key  ${devKey.key} (x-api-key; \`relay-node keys create\` makes more)`,
           `  devnet   ${descPath} (chains, contracts, funded test accounts)`,
@@ -196,6 +201,83 @@ await yargs(hideBin(process.argv))
           }),
       )
       .demandCommand(1, 'name a keys command: create, list or revoke'),
+  )
+  .command('webhooks', 'manage webhook endpoints of API keys (add, list, remove, deliveries, redeliver)', (y) =>
+    y
+      .command(
+        'add',
+        'add a webhook endpoint to an API key; its signing secret is printed once',
+        (c) =>
+          ledgerOptions(c)
+            .option('key-id', { type: 'string', demandOption: true, describe: 'the API key (key_…) whose requests it receives' })
+            .option('url', { type: 'string', demandOption: true, describe: 'http(s) URL the events are POSTed to' }),
+        (argv) =>
+          withLedger(argv, (ledger) => {
+            const problem = webhookUrlProblem(argv.url);
+            if (problem) fail(new Error(`webhooks add: --url ${problem}`));
+            const key = ledger.apiKeys.get(argv.keyId);
+            if (!key || key.revoked_at !== null) fail(new Error(`webhooks add: no active key ${argv.keyId}`));
+            const w = ledger.events.addWebhook(key.id, argv.url);
+            process.stdout.write(`created ${w.id} for ${key.id}\n${w.secret}\nkeep the secret now: it signs every delivery and is not shown again\n`);
+          }),
+      )
+      .command(
+        'list',
+        'list live webhook endpoints (never their secrets)',
+        (c) => ledgerOptions(c).option('key-id', { type: 'string', describe: 'only this API key' }),
+        (argv) =>
+          withLedger(argv, (ledger) => {
+            for (const w of ledger.events.webhooks(argv.keyId)) {
+              const n = ledger.events.deliveryCounts(w.id);
+              process.stdout.write(`${w.id}\t${w.api_key_id}\t${new Date(w.created_at).toISOString()}\tpending ${n.pending}\tdead ${n.dead}\t${w.url}\n`);
+            }
+          }),
+      )
+      .command(
+        'remove <id>',
+        'remove a webhook endpoint; its pending deliveries end',
+        (c) => ledgerOptions(c).positional('id', { type: 'string', demandOption: true }),
+        (argv) =>
+          withLedger(argv, (ledger) => {
+            if (!ledger.events.removeWebhook(argv.id)) fail(new Error(`webhooks remove: no live webhook ${argv.id}`));
+            process.stdout.write(`removed ${argv.id}\n`);
+          }),
+      )
+      .command(
+        'deliveries <id>',
+        'show the latest deliveries of a webhook',
+        (c) =>
+          ledgerOptions(c)
+            .positional('id', { type: 'string', demandOption: true })
+            .option('state', { type: 'string', choices: ['pending', 'delivered', 'dead'] as const })
+            .option('limit', { type: 'number', default: 50 }),
+        (argv) =>
+          withLedger(argv, (ledger) => {
+            if (!ledger.events.webhook(argv.id)) fail(new Error(`webhooks deliveries: no webhook ${argv.id}`));
+            for (const d of ledger.events.deliveries(argv.id, { state: argv.state as 'pending' | 'delivered' | 'dead' | undefined, limit: argv.limit })) {
+              process.stdout.write(`${d.event_id}\t${d.request_id}\t${d.status}\t${d.state}\tattempts ${d.attempts}\t${d.last_status ?? '-'}\t${d.last_error ?? ''}\n`);
+            }
+          }),
+      )
+      .command(
+        'redeliver [eventId]',
+        'send an event again (to every webhook that had it, or --webhook), or every dead delivery with --dead',
+        (c) =>
+          ledgerOptions(c)
+            .positional('eventId', { type: 'string', describe: 'the event (evt_…)' })
+            .option('dead', { type: 'boolean', default: false, describe: 'redeliver every dead delivery' })
+            .option('webhook', { type: 'string', describe: 'only to this webhook' }),
+        (argv) =>
+          withLedger(argv, (ledger) => {
+            if (Boolean(argv.eventId) === argv.dead) fail(new Error('webhooks redeliver: give an event id or --dead, not both'));
+            const n = argv.eventId
+              ? ledger.events.redeliver({ eventId: argv.eventId, webhookId: argv.webhook })
+              : ledger.events.redeliver({ dead: true, webhookId: argv.webhook });
+            if (argv.eventId && n === 0) fail(new Error(`webhooks redeliver: no delivery of ${argv.eventId} to a live webhook`));
+            process.stdout.write(`queued ${n} deliver${n === 1 ? 'y' : 'ies'} again; a running node sends them within its poll interval\n`);
+          }),
+      )
+      .demandCommand(1, 'name a webhooks command: add, list, remove, deliveries or redeliver'),
   )
   .demandCommand(1, 'name a command: start, dev, api, keys or db migrate')
   .strict()

@@ -25,6 +25,17 @@ export function createMetrics() {
     queueDepth: new Gauge({ name: 'relay_payout_queue_depth', help: 'Payouts queued or in flight', labelNames: ['chain'], registers: r }),
     reorgs: new Counter({ name: 'relay_reorgs_total', help: 'Reorgs detected', labelNames: ['chain'], registers: r }),
     replacements: new Counter({ name: 'relay_tx_replacements_total', help: 'Transactions replaced with a higher fee', labelNames: ['chain'], registers: r }),
+    // Status events (src/events): webhook deliveries by outcome (delivered, retry, dead), the time
+    // from a status change to its delivery, and the deliveries still pending.
+    webhookDeliveries: new Counter({ name: 'relay_webhook_deliveries_total', help: 'Webhook delivery attempts by outcome', labelNames: ['outcome'], registers: r }),
+    webhookLatency: new Histogram({
+      name: 'relay_webhook_delivery_latency_seconds',
+      help: 'From a status change (its event in the outbox) to its successful webhook delivery',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 14400],
+      registers: r,
+    }),
+    outboxDepth: new Gauge({ name: 'relay_events_outbox_depth', help: 'Webhook deliveries pending (due or waiting for a retry)', registers: r }),
+    wsClients: new Gauge({ name: 'relay_status_stream_clients', help: 'Open websocket status stream connections', registers: r }),
   };
 }
 

@@ -7,6 +7,7 @@ import type { ChainAdapter } from './chains/adapter.ts';
 import { createAdapter } from './chains/adapters.ts';
 import type { Config } from './config/load.ts';
 import { Registry } from './config/registry.ts';
+import { Deliverer } from './events/deliverer.ts';
 import { Ledger } from './ledger/index.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
@@ -36,6 +37,8 @@ export class RelayNode {
   readonly solver: Solver | undefined;
   readonly api: FastifyInstance;
   readonly solverAddress: Address;
+  // Webhook deliveries of the status events outbox (absent on a read-only replica).
+  readonly deliverer: Deliverer | undefined;
   #url: string | undefined;
 
   constructor(
@@ -58,6 +61,7 @@ export class RelayNode {
         onFunding: solver.onFunding.bind(solver),
         wake: () => solver.wake(),
       };
+      this.deliverer = new Deliverer({ ledger: this.ledger, config, metrics: this.metrics, log: this.log });
       for (const chain of config.chains) {
         this.adapters.set(chain.id, createAdapter(chain, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log }));
       }
@@ -83,6 +87,7 @@ export class RelayNode {
   async start(): Promise<this> {
     await Promise.all([...this.adapters.values()].map((a) => a.start()));
     this.solver?.start();
+    this.deliverer?.start();
     this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
     this.log.info({ url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()] }, 'relay node started');
     return this;
@@ -90,6 +95,7 @@ export class RelayNode {
 
   async stop(): Promise<void> {
     await this.api.close();
+    await this.deliverer?.stop();
     await this.solver?.stop();
     await Promise.all([...this.adapters.values()].map((a) => a.stop()));
     this.ledger.close();

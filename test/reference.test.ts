@@ -15,7 +15,9 @@ describe('reference endpoints', () => {
   it('GET /chains lists each chain with its RPC, currencies, depository and solver', async () => {
     const r = await api(s.url, '/chains');
     expect(r.status).toBe(200);
-    expect(r.body.chains.map((c: any) => c.id)).toEqual([8453, 10]);
+    expect(r.body.chains.map((c: any) => c.id)).toEqual([8453, 10, 1337]);
+    // The devnet's perpetuals exchange: perps USD is its native currency (32 hex zeros).
+    expect(r.body.chains[2]).toMatchObject({ vmType: 'exchange', currency: { symbol: 'USDC', decimals: 6, address: `0x${'0'.repeat(32)}` }, solverAddresses: [s.devnet.solver] });
     const base = r.body.chains[0];
     const devnetBase = s.devnet.chains.find((c) => c.id === 8453)!;
     expect(base).toMatchObject({
@@ -36,7 +38,7 @@ describe('reference endpoints', () => {
 
   it('GET and POST /currencies/v2 search by chain, address and symbol', async () => {
     const bySymbol = await api(s.url, '/currencies/v2?symbol=usdc');
-    expect(bySymbol.body.map((c: any) => c.chainId).sort()).toEqual([10, 8453]);
+    expect(bySymbol.body.map((c: any) => c.chainId).sort()).toEqual([10, 1337, 1337, 8453]);
     const byChain = await api(s.url, '/currencies/v2?chainIds=10');
     expect(byChain.body.map((c: any) => c.symbol).sort()).toEqual(['ETH', 'USDC', 'WETH']);
     const byAddress = await api(s.url, '/currencies/v2', { body: { chainIds: [8453], address: usdc(8453).toUpperCase().replace('0X', '0x') } });

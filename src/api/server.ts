@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import { authHooks } from './auth.ts';
+import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
 import { healthRoutes } from './routes/health.ts';
@@ -10,6 +11,8 @@ import { referenceRoutes } from './routes/reference.ts';
 import { requestRoutes } from './routes/requests.ts';
 import { statusRoutes } from './routes/status.ts';
 import { transactionRoutes } from './routes/transactions.ts';
+import { webhookRoutes } from './routes/webhooks.ts';
+import { statusStreamRoutes } from '../events/stream.ts';
 
 // Fastify: a maintained HTTP server with body limits, JSON parsing that rejects prototype
 // poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.
@@ -20,7 +23,7 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   app.addHook('onRequest', async (req, reply) => {
     reply.header('access-control-allow-origin', '*');
     if (req.method === 'OPTIONS') {
-      reply.header('access-control-allow-methods', 'GET, POST, OPTIONS');
+      reply.header('access-control-allow-methods', 'GET, POST, DELETE, OPTIONS');
       reply.header('access-control-allow-headers', 'content-type, x-api-key, authorization');
       return reply.status(204).send();
     }
@@ -37,5 +40,9 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   moneyRoutes(app, ctx);
   requestRoutes(app, ctx);
   permitRoutes(app, ctx);
+  authorizeRoutes(app, ctx);
+  webhookRoutes(app, ctx);
+  // Last: registers @fastify/websocket and GET /intents/status/ws.
+  app.decorate('statusStream', statusStreamRoutes(app, ctx));
   return app;
 }

@@ -5,6 +5,8 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { ChainAdapter, ChainEvents, PayoutHooks } from './adapter.ts';
 import { EvmAdapter } from './evm/adapter.ts';
+import { SvmAdapter } from './svm/adapter.ts';
+import { ExchangeAdapter } from './exchange/adapter.ts';
 
 export interface AdapterDeps {
   config: Config;
@@ -20,6 +22,8 @@ export function createAdapter(chain: ChainConfig, d: AdapterDeps): ChainAdapter 
     case 'evm':
       return new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
     case 'svm':
-      throw new Error(`chain ${chain.id}: SVM chains are not supported yet`);
+      return new SvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+    case 'exchange':
+      return new ExchangeAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
   }
 }

@@ -4,6 +4,7 @@ import type { Hex } from 'viem';
 import type { ZodError } from 'zod';
 import { configSchema, type ParsedConfig } from './schema.ts';
 import { Secret } from './secret.ts';
+import { parseSvmSecretKey } from '../chains/svm/transactions.ts';
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -15,9 +16,11 @@ export interface Faults {
   crashAfterFillBroadcast?: boolean;
 }
 
-export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey'> {
+export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' | 'svmSolverKey'> {
   solverKey: Secret<Hex>;
   allocatorKey: Secret<Hex>;
+  // The solver's key on SVM chains, as given (a base58 secret key or a JSON byte array).
+  svmSolverKey?: Secret<string>;
   faults: Faults;
 }
 
@@ -56,6 +59,29 @@ function resolveKey(
   return new Secret(value as Hex);
 }
 
+// The SVM solver key (base58 secret key or JSON byte array), read like solverKey and checked.
+function resolveSvmKey(source: { env?: string; file?: string }, key: string, env: NodeJS.ProcessEnv): Secret<string> {
+  let value: string | undefined;
+  if (source.env) {
+    value = env[source.env];
+    if (value === undefined) throw new ConfigError(`${key}.env: environment variable ${source.env} is not set`);
+  } else {
+    try {
+      value = readFileSync(source.file!, 'utf8');
+    } catch (e) {
+      throw new ConfigError(`${key}.file: cannot read ${source.file}: ${(e as NodeJS.ErrnoException).code ?? 'error'}`);
+    }
+  }
+  value = value.trim();
+  try {
+    parseSvmSecretKey(value);
+  } catch (e) {
+    // The message describes the problem, never the value.
+    throw new ConfigError(`${key}: ${(e as Error).message}`);
+  }
+  return new Secret(value);
+}
+
 // "//" keys are comments (JSON has none of its own); they are dropped before validation.
 function stripComments(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(stripComments);
@@ -69,21 +95,27 @@ function stripComments(v: unknown): unknown {
 export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, faults: Faults = {}): Config {
   const parsed = configSchema.safeParse(stripComments(raw));
   if (!parsed.success) throw new ConfigError(`invalid config: ${formatZodError(parsed.error)}`);
-  const { solverKey, allocatorKey, ...rest } = parsed.data;
+  const { solverKey, allocatorKey, svmSolverKey, ...rest } = parsed.data;
   const solver = resolveKey(solverKey, 'solverKey', env);
   return {
     ...rest,
     solverKey: solver,
     allocatorKey: allocatorKey ? resolveKey(allocatorKey, 'allocatorKey', env) : solver,
+    ...(svmSolverKey ? { svmSolverKey: resolveSvmKey(svmSolverKey, 'svmSolverKey', env) } : {}),
     faults,
   };
 }
 
 // Devnet and tests hand keys over in memory rather than through the environment.
-export function buildConfigWithKeys(raw: Record<string, unknown>, keys: { solver: Hex; allocator: Hex }, faults: Faults = {}): Config {
-  const env = { RELAY_DEVNET_SOLVER_KEY: keys.solver, RELAY_DEVNET_ALLOCATOR_KEY: keys.allocator };
+export function buildConfigWithKeys(raw: Record<string, unknown>, keys: { solver: Hex; allocator: Hex; svmSolver?: string }, faults: Faults = {}): Config {
+  const env = { RELAY_DEVNET_SOLVER_KEY: keys.solver, RELAY_DEVNET_ALLOCATOR_KEY: keys.allocator, RELAY_DEVNET_SVM_SOLVER_KEY: keys.svmSolver };
   return buildConfig(
-    { ...raw, solverKey: { env: 'RELAY_DEVNET_SOLVER_KEY' }, allocatorKey: { env: 'RELAY_DEVNET_ALLOCATOR_KEY' } },
+    {
+      ...raw,
+      solverKey: { env: 'RELAY_DEVNET_SOLVER_KEY' },
+      allocatorKey: { env: 'RELAY_DEVNET_ALLOCATOR_KEY' },
+      ...(keys.svmSolver ? { svmSolverKey: { env: 'RELAY_DEVNET_SVM_SOLVER_KEY' } } : {}),
+    },
     env,
     faults,
   );

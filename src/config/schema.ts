@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Address } from 'viem';
-import { canonicalAddress, describeAddressKind } from '../chains/address.ts';
+import { canonicalAddress, describeAddressKind, EXCHANGE_PERPS_USD } from '../chains/address.ts';
 
 const evmAddress = z
   .string()
@@ -98,10 +98,41 @@ const svmChain = z
   })
   .strict();
 
+const exchangeCurrency = z
+  .string()
+  .refine((s) => {
+    const a = canonicalAddress('exchange', s);
+    return a !== undefined && a.length >= 34 && a !== EXCHANGE_PERPS_USD;
+  }, 'must be a spot currency of the exchange: 0x + the 16-byte tokenId (32 hex), + the hex-encoded DEX name for a named DEX')
+  .transform((s) => canonicalAddress('exchange', s)!);
+
+// The perpetuals exchange (chain 1337): its native currency is perps USD (address 32 hex zeros,
+// decimals 6: micro-USD); `currencies` are its spot tokens (decimals = the token's weiDecimals).
+const exchangeChain = z
+  .object({
+    ...chainFields,
+    kind: z.literal('exchange'),
+    // {exchange_url}: the exchange's POST /info and POST /exchange live under it.
+    exchangeUrl: z.string().url(),
+    // The sendAsset `exchangeChain` the exchange accepts ('Mainnet', 'Testnet').
+    exchangeChain: z.string().min(1).default('Mainnet'),
+    // The chain id the node signs its own actions with, and the default of the withdrawal quote's
+    // signatures (the wallet overrides it with its active chain).
+    signatureChainId: z.number().int().positive().default(1),
+    // A transfer to the solver whose nonce has no authorization yet waits this long for one before
+    // it is booked as an orphan deposit (refunded).
+    orphanGraceMs: z.number().int().min(0).default(60_000),
+    // Not used by the exchange (it has no JSON-RPC); /chains shows the exchange URL when absent.
+    rpcUrl: z.string().url().optional(),
+    nativeCurrency: nativeCurrency.default({ symbol: 'USDC', name: 'USD Coin (perps)', decimals: 6, usdPrice: '1' }),
+    currencies: z.array(z.object({ ...currencyFields, address: exchangeCurrency }).strict()).default([]),
+  })
+  .strict();
+
 // A chain without "kind" is an EVM chain.
 const chain = z.preprocess(
   (c) => (c && typeof c === 'object' && !('kind' in c) ? { ...c, kind: 'evm' } : c),
-  z.discriminatedUnion('kind', [evmChain, svmChain]),
+  z.discriminatedUnion('kind', [evmChain, svmChain, exchangeChain]),
 );
 
 export const configSchema = z
@@ -155,6 +186,30 @@ export const configSchema = z
       })
       .strict()
       .default({}),
+    // Status events: signed webhooks (retried with exponential backoff and full jitter, then dead)
+    // and the websocket status stream.
+    events: z
+      .object({
+        // A delivery succeeds on a 2xx answer within this time.
+        deliveryTimeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+        // Attempts before a delivery is dead; with the defaults the schedule spans about 4-5 hours.
+        maxAttempts: z.number().int().min(1).max(10_000).default(20),
+        // Retry n waits a random time in [0, min(backoffMaxMs, backoffBaseMs * 2^(n-1))].
+        backoffBaseMs: z.number().int().min(1).default(1_000),
+        backoffMaxMs: z.number().int().min(1).default(3_600_000),
+        // Deliveries in flight at once (never two of the same request to the same webhook).
+        concurrency: z.number().int().min(1).max(256).default(16),
+        // The deliverer also polls (deliveries written by the CLI, retries coming due).
+        pollIntervalMs: z.number().int().min(10).default(1_000),
+        // Websocket: a heartbeat message and ping every N seconds; a client that missed a pong is dropped.
+        heartbeatSeconds: z.number().int().min(1).default(30),
+        // Websocket: messages queued for a client that does not read fast enough before it is closed (4008).
+        wsMaxBufferedMessages: z.number().int().min(1).default(1_000),
+        // Websocket: bytes the socket may hold unsent before messages queue instead.
+        wsMaxBufferedBytes: z.number().int().min(1).default(1_048_576),
+      })
+      .strict()
+      .default({}),
     // The retirement of GET /requests/v2: dates (ISO), the monthly stepped limit, the links.
     requestsV2: z
       .object({
@@ -190,4 +245,5 @@ export type ParsedConfig = z.output<typeof configSchema>;
 export type ChainConfig = ParsedConfig['chains'][number];
 export type EvmChainConfig = Extract<ChainConfig, { kind: 'evm' }>;
 export type SvmChainConfig = Extract<ChainConfig, { kind: 'svm' }>;
+export type ExchangeChainConfig = Extract<ChainConfig, { kind: 'exchange' }>;
 export type CurrencyConfig = ChainConfig['currencies'][number];

@@ -5,6 +5,8 @@ import { mnemonicToAccount, privateKeyToAccount } from 'viem/accounts';
 import type { ConfigFile } from '../config/schema.ts';
 import { startAnvil, type AnvilHandle } from './anvil.ts';
 import { deployNodeContracts, type NodeContracts } from './deploy.ts';
+import { startSvmDevnet, svmChainConfig, svmDescription, type SvmDevnet } from './svmChain.ts';
+import { devnetExchangeConfig, devnetExchangeDescription, startDevnetExchange, type DevnetExchange } from './exchange/devnet.ts';
 
 // anvil's well-known test mnemonic: its accounts hold no real value anywhere.
 export const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
@@ -24,6 +26,10 @@ export interface DevnetOptions {
   confirmations?: number;
   chains?: { id: number; name: string }[];
   testAccounts?: number;
+  // The perpetuals exchange stand-in (chain 1337); on unless false.
+  exchange?: boolean;
+  // The SVM chain (792703809, litesvm behind a local JSON-RPC); off unless true.
+  svm?: boolean;
 }
 
 export interface DevnetAccount {
@@ -43,7 +49,11 @@ export interface Devnet {
   chains: DevnetChain[];
   accounts: DevnetAccount[];
   solver: Address;
-  keys: { solver: Hex; allocator: Hex };
+  keys: { solver: Hex; allocator: Hex; svmSolver?: string };
+  // The perpetuals exchange stand-in (chain 1337), when started.
+  exchange?: DevnetExchange;
+  // The SVM chain (792703809), when started: its RPC, test mint, vault and funded test keypairs.
+  svm?: SvmDevnet;
   // The node's config for these chains (keys excluded: they are passed in memory).
   nodeConfig(overrides?: { port?: number; host?: string; logLevel?: string; dataDir?: string }): Omit<ConfigFile, 'solverKey'>;
   stop(): Promise<void>;
@@ -62,7 +72,11 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   const solver = privateKeyToAccount(DEVNET_SOLVER_KEY).address;
   const allocator = privateKeyToAccount(DEVNET_ALLOCATOR_KEY).address;
   const anvils: AnvilHandle[] = [];
+  let exchange: DevnetExchange | undefined;
+  let svm: SvmDevnet | undefined;
   try {
+    if (opts.svm) svm = await startSvmDevnet({ testAccounts: opts.testAccounts });
+    if (opts.exchange !== false) exchange = await startDevnetExchange(solver, accounts.map((a) => a.address));
     const chains = await Promise.all(
       specs.map(async (spec) => {
         const anvil = await startAnvil({ chainId: spec.id, blockTime: opts.blockTime });
@@ -83,7 +97,9 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
       chains,
       accounts,
       solver,
-      keys: { solver: DEVNET_SOLVER_KEY, allocator: DEVNET_ALLOCATOR_KEY },
+      keys: { solver: DEVNET_SOLVER_KEY, allocator: DEVNET_ALLOCATOR_KEY, ...(svm ? { svmSolver: svm.solverKey } : {}) },
+      exchange,
+      svm,
       nodeConfig: (o = {}) => ({
         dataDir: o.dataDir ?? opts.dataDir,
         // A developer's own machine: limits high enough never to get in the way of a test loop.
@@ -111,15 +127,15 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
             { address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1', permit: true },
             { address: c.contracts.wrappedNative, symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, usdPrice: '3000' },
           ],
-        })),
+        }) as ConfigFile['chains'][number]).concat(exchange ? [devnetExchangeConfig(exchange, { pollIntervalMs: opts.blockTime === undefined ? 50 : 100 })] : []).concat(svm ? [svmChainConfig(svm)] : []),
       }),
       stop: async () => {
-        await Promise.all(anvils.map((a) => a.stop()));
+        await Promise.all([...anvils.map((a) => a.stop()), exchange?.standin.stop(), svm?.stop()]);
       },
     };
     return devnet;
   } catch (e) {
-    await Promise.all(anvils.map((a) => a.stop()));
+    await Promise.all([...anvils.map((a) => a.stop()), exchange?.standin.stop(), svm?.stop()]);
     throw e;
   }
 }
@@ -141,6 +157,8 @@ export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: str
       currencies: { native: '0x0000000000000000000000000000000000000000', USDC: c.contracts.stablecoin, WETH: c.contracts.wrappedNative },
       sampleCallTarget: c.contracts.testNft,
     })),
+    ...(devnet.exchange ? { exchange: devnetExchangeDescription(devnet.exchange) } : {}),
+    ...(devnet.svm ? { svm: svmDescription(devnet.svm) } : {}),
     testAccounts: devnet.accounts,
   };
   writeFileSync(path, JSON.stringify(description, null, 2) + '\n');

@@ -2,6 +2,7 @@ import { ApiKeys } from './apiKeys.ts';
 import { AppFees, Balances } from './balances.ts';
 import { openDb, migrate, type Db } from './db.ts';
 import { Deposits } from './deposits.ts';
+import { Events } from './events.ts';
 import { IndexerState } from './indexerState.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
@@ -19,11 +20,14 @@ export class Ledger {
   readonly balances: Balances;
   readonly appFees: AppFees;
   readonly apiKeys: ApiKeys;
+  // The status events outbox and webhooks (src/ledger/events.ts).
+  readonly events: Events;
 
   constructor(readonly db: Db) {
-    this.requests = new Requests(db);
     this.deposits = new Deposits(db);
     this.payouts = new Payouts(db);
+    this.events = new Events(db, this);
+    this.requests = new Requests(db, this.events);
     this.indexer = new IndexerState(db);
     this.balances = new Balances(db);
     this.appFees = new AppFees(db);
@@ -39,7 +43,10 @@ export class Ledger {
   // Runs fn in one transaction (IMMEDIATE: takes the write lock up front, so a concurrent API
   // replica never sees half of it).
   tx<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+    const result = this.db.transaction(fn).immediate();
+    // Committed: wake the status event deliverer and stream if the transaction appended events.
+    this.events.committed();
+    return result;
   }
 
   close(): void {

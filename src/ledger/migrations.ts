@@ -173,6 +173,24 @@ CREATE INDEX payouts_tx ON payouts(tx_hash);
 `,
   },
   {
+    version: 4,
+    name: 'exchange nonce mappings (withdrawals from the perpetuals exchange)',
+    sql: `
+-- A withdrawal's authorize step: the wallet's signed NonceMapping ties the nonce of its transfer
+-- to the solver to one request. Recorded once per (wallet, nonce); the exchange indexer associates
+-- a transfer to a request only through this table.
+CREATE TABLE exchange_nonces (
+  nonce INTEGER NOT NULL,
+  wallet TEXT NOT NULL,
+  request_id TEXT NOT NULL REFERENCES requests(id),
+  signature TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (wallet, nonce)
+);
+CREATE UNIQUE INDEX exchange_nonces_request ON exchange_nonces(request_id);
+`,
+  },
+  {
     version: 6,
     name: 'money: app balance entries, sponsor links, app fee entries, fast fill holds',
     sql: `
@@ -240,6 +258,56 @@ ALTER TABLE requests ADD COLUMN failed_call_data TEXT;
     sql: `
 -- What authorizes a node-submitted deposit (an EIP-2612 permit: deadline and signature), JSON.
 ALTER TABLE payouts ADD COLUMN authorization TEXT;
+`,
+  },
+  {
+    version: 5,
+    name: 'status events: outbox, webhooks, deliveries',
+    sql: `
+-- Webhook endpoints of an API key. The secret signs deliveries (HMAC-SHA256), so it is kept as
+-- is; it is shown once at creation and never logged.
+CREATE TABLE webhooks (
+  id TEXT PRIMARY KEY,
+  api_key_id TEXT NOT NULL,
+  url TEXT NOT NULL,
+  secret TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  removed_at INTEGER
+);
+CREATE INDEX webhooks_key ON webhooks(api_key_id) WHERE removed_at IS NULL;
+
+-- The outbox: one row per status change of a request, written in the transaction of the change.
+-- seq orders everything (the websocket stream and the webhooks see the same sequence).
+CREATE TABLE events (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  request_id TEXT NOT NULL,
+  api_key_id TEXT,
+  type TEXT NOT NULL,
+  status TEXT NOT NULL,
+  -- the Status record at the change (JSON)
+  payload TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX events_request ON events(request_id, seq);
+
+-- One row per event and webhook. request_id and event_seq are copied from the event so that
+-- "no earlier pending event of the same request to the same webhook" reads one index.
+CREATE TABLE event_deliveries (
+  event_id TEXT NOT NULL REFERENCES events(id),
+  webhook_id TEXT NOT NULL REFERENCES webhooks(id),
+  request_id TEXT NOT NULL,
+  event_seq INTEGER NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'dead')),
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL,
+  last_status INTEGER,
+  last_error TEXT,
+  delivered_at INTEGER,
+  PRIMARY KEY (event_id, webhook_id)
+);
+CREATE INDEX event_deliveries_due ON event_deliveries(state, next_attempt_at);
+CREATE INDEX event_deliveries_order ON event_deliveries(webhook_id, request_id, state, event_seq);
 `,
   },
 ];

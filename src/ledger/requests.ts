@@ -1,5 +1,6 @@
 import type { Hex } from 'viem';
 import type { Db } from './db.ts';
+import type { Events } from './events.ts';
 import type { RequestRow, Status } from './types.ts';
 
 // Set by the ledger as the request progresses, never by its creator.
@@ -24,7 +25,28 @@ export class Requests {
   #watched;
   #byDepositAddress;
   #features;
-  constructor(db: Db) {
+  // The status events outbox: every status change appends its event in the same transaction.
+  #events: Events | undefined;
+  #changeStatus;
+  #insertWithEvent;
+  constructor(db: Db, events?: Events) {
+    this.#events = events;
+    // Savepoints inside a caller's transaction, a transaction of their own (IMMEDIATE: it reads
+    // then writes) otherwise.
+    this.#changeStatus = db.transaction((args: Record<string, unknown>) => {
+      const before = this.get(args.id as string);
+      const res = this.#setStatus.run(args);
+      if (res.changes !== 1 || !before) throw new Error(`request ${args.id as string} not found`);
+      const after = this.get(args.id as string)!;
+      // A call that leaves the status (and its reasons) as they were announces nothing.
+      if (after.status !== before.status || after.fail_reason !== before.fail_reason || after.refund_fail_reason !== before.refund_fail_reason) {
+        this.#events!.record(after);
+      }
+    });
+    this.#insertWithEvent = db.transaction((args: Record<string, unknown>) => {
+      this.#insert.run(args);
+      this.#events!.record(this.get(args.id as string)!);
+    });
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
     this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests
       WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
@@ -48,7 +70,7 @@ export class Requests {
   }
 
   insert(r: NewRequest): void {
-    this.#insert.run({
+    const args = {
       status: 'waiting',
       money: null,
       features: '[]',
@@ -60,7 +82,13 @@ export class Requests {
       currency_out_symbol: null,
       deposit_address: null,
       ...r,
-    });
+    };
+    if (!this.#events) {
+      this.#insert.run(args);
+      return;
+    }
+    this.#insertWithEvent.immediate(args);
+    this.#events.committed();
   }
 
   get(id: string): RequestRow | undefined {
@@ -77,15 +105,21 @@ export class Requests {
     extra: { failReason?: string; refundFailReason?: string; details?: string } = {},
     now = Date.now(),
   ): void {
-    const res = this.#setStatus.run({
+    const args = {
       id,
       status,
       fail_reason: extra.failReason ?? null,
       refund_fail_reason: extra.refundFailReason ?? null,
       details: extra.details ?? null,
       now,
-    });
-    if (res.changes !== 1) throw new Error(`request ${id} not found`);
+    };
+    if (!this.#events) {
+      const res = this.#setStatus.run(args);
+      if (res.changes !== 1) throw new Error(`request ${id} not found`);
+      return;
+    }
+    this.#changeStatus.immediate(args);
+    this.#events.committed();
   }
 
   // Deposit addresses on a chain quoted since `since`: what the chain's watcher checks.

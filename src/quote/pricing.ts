@@ -76,6 +76,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     if (total + pricing.serviceBps >= 10_000) throw new QuoteError('appFees: the fees add up to the whole amount', 'INVALID_INPUT_PARAMETERS');
   }
   if (q.topupGas) {
+    if (dest.kind === 'exchange') throw new QuoteError(`topupGas: the exchange (chain ${dest.id}) has no gas`, 'INVALID_INPUT_PARAMETERS');
     if (cout.native) throw new QuoteError('topupGas: the destination currency is already native', 'INVALID_INPUT_PARAMETERS');
     const micro = q.topupGasAmount ?? DEFAULT_TOPUP_MICRO_USD;
     const native = mulRatioFloor(micro, conversionRate('1', 6, destNativePrice, destNative.decimals));

@@ -1,4 +1,4 @@
-import { canonicalAddress, describeAddressKind } from '../chains/address.ts';
+import { canonicalAddress, describeAddressKind, userAddressKind } from '../chains/address.ts';
 import type { DestinationCall } from '../chains/adapter.ts';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { ChainConfig } from '../config/schema.ts';
@@ -23,7 +23,8 @@ export type RequestType = 'Bridge' | 'Crosschain Swap' | 'Same-chain Swap' | 'Se
 
 // The same currency is the same symbol (and nativeness); a wrapped native is "W" + its symbol.
 export function sameCurrency(a: Currency, b: Currency): boolean {
-  return a.symbol === b.symbol && a.native === b.native;
+  // The exchange's native currency is its perps USD, not a gas token: nativeness tells nothing there.
+  return a.symbol === b.symbol && (a.native === b.native || a.kind === 'exchange' || b.kind === 'exchange');
 }
 
 function requestType(sameChain: boolean, cin: Currency, cout: Currency): RequestType {
@@ -52,7 +53,7 @@ export function resolveRoute(q: QuoteInput, registry: Registry): Route {
   if (!dest) throw new QuoteError(`destinationChainId ${q.destinationChainId} is not a supported chain`, 'UNSUPPORTED_CHAIN');
   if (!origin.depositEnabled) throw new QuoteError(`deposits on chain ${origin.id} are disabled`, 'UNSUPPORTED_CHAIN');
   const user = address(origin, 'user', q.user);
-  const recipient = q.recipient === undefined ? (origin.kind === dest.kind ? user : undefined) : address(dest, 'recipient', q.recipient);
+  const recipient = q.recipient === undefined ? (userAddressKind(origin.kind) === userAddressKind(dest.kind) ? address(dest, 'recipient', user) : undefined) : address(dest, 'recipient', q.recipient);
   if (recipient === undefined) throw new QuoteError(`recipient: is required when the destination chain ${dest.id} is of another kind than the origin`, 'INVALID_INPUT_PARAMETERS');
   const refundTo = q.refundTo === undefined ? user : address(origin, 'refundTo', q.refundTo);
   const feePayer = q.depositFeePayer === undefined ? undefined : address(origin, 'depositFeePayer', q.depositFeePayer);

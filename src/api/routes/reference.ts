@@ -69,7 +69,7 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
         id: chain.id,
         name: chain.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, ''),
         displayName: chain.name,
-        httpRpcUrl: chain.rpcUrl,
+        httpRpcUrl: chain.rpcUrl ?? (chain.kind === 'exchange' ? chain.exchangeUrl : ''),
         explorerUrl: chain.explorerUrl ?? '',
         vmType: chain.kind,
         depositEnabled: chain.depositEnabled,
@@ -77,8 +77,8 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
         erc20Currencies: currencies
           .filter((c) => !c.native)
           .map((c) => ({ ...currencyRecord(c), id: c.symbol.toLowerCase(), supportsBridging: true })),
-        contracts: chain.kind === 'evm' ? { depository: chain.depository, filler: chain.filler } : { vault: chain.vault },
-        protocol: { v2: { depository: adapter?.depositAddress ?? (chain.kind === 'evm' ? chain.depository : chain.vault) } },
+        contracts: chain.kind === 'evm' ? { depository: chain.depository, filler: chain.filler } : chain.kind === 'svm' ? { vault: chain.vault } : {},
+        protocol: { v2: { depository: adapter?.depositAddress ?? (chain.kind === 'evm' ? chain.depository : chain.kind === 'svm' ? chain.vault : '') } },
         solverAddresses: adapter ? [adapter.solver] : [],
       };
     }),

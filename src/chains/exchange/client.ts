@@ -210,9 +210,10 @@ export class ExchangeClient {
   }
 
   /** Spot balances (Hyperliquid's `spotClearinghouseState.balances`). */
-  async spotBalances(user: Address): Promise<SpotBalance[]> {
+  async spotBalances(user: Address, dex?: string): Promise<SpotBalance[]> {
+    // `dex` (a named DEX) is the stand-in's extension; absent or 'spot' reads the spot balances.
     const r = await this.info<{ balances: SpotBalance[] }>(
-      { type: 'spotClearinghouseState', user },
+      { type: 'spotClearinghouseState', user, ...(dex && dex !== 'spot' ? { dex } : {}) },
       (v) => isObj(v) && Array.isArray(v.balances),
     );
     return r.balances;

@@ -53,14 +53,17 @@ export const EIP712_DOMAIN_TYPE = [
 ] as const;
 
 export interface SendAssetDomain {
-  name: 'ExchangeSignTransaction';
+  name: string;
   version: '1';
   chainId: number;
   verifyingContract: Address;
 }
 
-export function sendAssetDomain(chainId: number): SendAssetDomain {
-  return { name: 'ExchangeSignTransaction', version: '1', chainId, verifyingContract: zeroAddress };
+export const SEND_ASSET_DOMAIN_NAME = 'ExchangeSignTransaction';
+
+// `name`: the spec's name unless told (the public SDK signs under the production exchange's name).
+export function sendAssetDomain(chainId: number, name: string = SEND_ASSET_DOMAIN_NAME): SendAssetDomain {
+  return { name, version: '1', chainId, verifyingContract: zeroAddress };
 }
 
 /** `action.parameters` of the quote's deposit step. */
@@ -130,9 +133,9 @@ export function sendAssetMessage(action: SendAssetParameters) {
 }
 
 /** Full typed-data definition for signing/verifying a sendAsset action. */
-export function sendAssetTypedData(action: SendAssetAction) {
+export function sendAssetTypedData(action: SendAssetAction, domainName?: string) {
   return {
-    domain: sendAssetDomain(chainIdFromHex(action.signatureChainId)),
+    domain: sendAssetDomain(chainIdFromHex(action.signatureChainId), domainName),
     types: SEND_ASSET_TYPES,
     primaryType: SEND_ASSET_PRIMARY_TYPE,
     message: sendAssetMessage(action),
@@ -164,8 +167,8 @@ export function joinSignature(sig: SplitSignature): Hex {
 }
 
 /** Recovers the address that signed `action` (rebuilding the typed data as the spec describes). */
-export async function recoverSendAssetSigner(action: SendAssetAction, signature: SplitSignature): Promise<Address> {
-  return recoverTypedDataAddress({ ...sendAssetTypedData(action), signature: joinSignature(signature) });
+export async function recoverSendAssetSigner(action: SendAssetAction, signature: SplitSignature, domainName?: string): Promise<Address> {
+  return recoverTypedDataAddress({ ...sendAssetTypedData(action, domainName), signature: joinSignature(signature) });
 }
 
 // ---------------------------------------------------------------------------------------------

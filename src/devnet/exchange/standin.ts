@@ -82,6 +82,12 @@ export interface StartExchangeStandinOptions {
   dexes?: string[];
   /** Clock for ledger timestamps (ms). Default Date.now. */
   now?: () => number;
+  /**
+   * EIP-712 domain names, besides the spec's `ExchangeSignTransaction`, that a client may ask a
+   * sendAsset to be verified under with `POST /exchange?domainName=<name>` (the public SDK signs
+   * under the production exchange's name). Default none: only the spec's name.
+   */
+  extraDomainNames?: string[];
 }
 
 export interface CreditSpec {
@@ -378,8 +384,9 @@ function parseSignature(sig: unknown): string | SplitSignature {
 
 async function handleExchange(
   state: ExchangeState,
-  opts: { signatureChainIds?: number[]; exchangeChain: string },
+  opts: { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] },
   body: Record<string, unknown>,
+  domainName?: string,
 ): Promise<{ status: 'ok'; response: { type: 'default' } } | { status: 'err'; response: string }> {
   const err = (response: string) => ({ status: 'err' as const, response });
   if (!isObject(body.action)) return err('Missing action');
@@ -402,9 +409,10 @@ async function handleExchange(
   if (opts.signatureChainIds && !opts.signatureChainIds.includes(chainId)) {
     return err(`signatureChainId ${action.signatureChainId} is not accepted`);
   }
+  if (domainName !== undefined && !opts.extraDomainNames.includes(domainName)) return err(`Unknown domainName ${JSON.stringify(domainName)}`);
   let signer: Address;
   try {
-    signer = await recoverSendAssetSigner(action, signature);
+    signer = await recoverSendAssetSigner(action, signature, domainName);
   } catch (e) {
     return err(`Invalid signature: ${(e as Error).message.split('\n')[0]}`);
   }
@@ -444,11 +452,16 @@ export async function startExchangeStandin(options: StartExchangeStandinOptions 
     if (d === '' || d === 'spot' || !/^[a-z0-9]{1,16}$/.test(d)) throw new Error(`invalid named dex ${JSON.stringify(d)}`);
   }
   const state = new ExchangeState(STANDIN_TOKENS, dexes, options.now ?? Date.now);
-  const exOpts = { signatureChainIds: options.signatureChainIds, exchangeChain: options.exchangeChain ?? DEFAULT_EXCHANGE_CHAIN };
+  const exOpts = {
+    signatureChainIds: options.signatureChainIds,
+    exchangeChain: options.exchangeChain ?? DEFAULT_EXCHANGE_CHAIN,
+    extraDomainNames: options.extraDomainNames ?? [],
+  };
   let chain: Promise<unknown> = Promise.resolve();
 
   const server = createServer((req, res) => {
-    const path = (req.url ?? '').split('?')[0];
+    const [path, search] = (req.url ?? '').split('?') as [string, string?];
+    const domainName = new URLSearchParams(search ?? '').get('domainName') ?? undefined;
     if (req.method !== 'POST' || (path !== '/info' && path !== '/exchange')) {
       send(res, 404, { error: `Not found: ${req.method} ${path}` });
       return;
@@ -469,7 +482,7 @@ export async function startExchangeStandin(options: StartExchangeStandinOptions 
       const work = async () => {
         try {
           if (path === '/info') send(res, 200, handleInfo(state, parsed));
-          else send(res, 200, await handleExchange(state, exOpts, parsed));
+          else send(res, 200, await handleExchange(state, exOpts, parsed, domainName));
         } catch (e) {
           if (e instanceof BadRequest) send(res, 400, { error: e.message });
           else send(res, 500, { error: 'Internal error' });

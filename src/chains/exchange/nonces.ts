@@ -1,0 +1,34 @@
+import type { Db } from '../../ledger/db.ts';
+
+export interface NonceMappingRow {
+  nonce: number;
+  wallet: string;
+  request_id: string;
+  signature: string;
+  created_at: number;
+}
+
+// The exchange_nonces table (migration 4): which request a wallet's transfer nonce pays for.
+export class ExchangeNonces {
+  #insert;
+  #get;
+  #ofRequest;
+  constructor(db: Db) {
+    this.#insert = db.prepare(`INSERT INTO exchange_nonces (nonce, wallet, request_id, signature, created_at)
+      VALUES (@nonce, @wallet, @request_id, @signature, @created_at) ON CONFLICT DO NOTHING`);
+    this.#get = db.prepare('SELECT * FROM exchange_nonces WHERE wallet = ? AND nonce = ?');
+    this.#ofRequest = db.prepare('SELECT * FROM exchange_nonces WHERE request_id = ?');
+  }
+
+  // Returns false when (wallet, nonce) or the request is mapped already.
+  insert(row: NonceMappingRow): boolean {
+    return this.#insert.run(row).changes === 1;
+  }
+  // wallet: EIP-55 checksummed.
+  get(wallet: string, nonce: number): NonceMappingRow | undefined {
+    return this.#get.get(wallet, nonce) as NonceMappingRow | undefined;
+  }
+  ofRequest(requestId: string): NonceMappingRow | undefined {
+    return this.#ofRequest.get(requestId) as NonceMappingRow | undefined;
+  }
+}

@@ -1,0 +1,304 @@
+// An SVM chain behind the node's ChainAdapter, through @solana/web3.js only (any Solana JSON-RPC).
+//
+// Deposits: a transfer of SOL, or of an SPL / Token-2022 token, to the vault (SPL: to the vault's
+// associated token account) in one transaction with a Memo v2 instruction carrying the order id.
+// The quote's deposit step hands the wallet that transaction, serialized and unsigned:
+//
+//   items[].data = {
+//     chainId,                 // the SVM chain's id in the node's config
+//     transaction,             // base64 of the legacy wire transaction, signatures zeroed
+//     encoding: 'base64',
+//     feePayer,                // the user, or depositFeePayer (then it signs first)
+//     signers,                 // base58 public keys, in signature order: [feePayer, user] or [user]
+//     recentBlockhash, lastValidBlockHeight,
+//     depository,              // the vault (owner of the receiving token account for SPL)
+//   }
+//
+// Payouts (fills, refunds) are made from the solver's own account (config.svmSolverKey); see
+// submitter.ts for how a payout is sent once at most.
+import {
+  Connection,
+  PublicKey,
+  Transaction,
+  type Commitment,
+} from '@solana/web3.js';
+import { getAccountLenForMint, unpackMint } from '@solana/spl-token';
+import type { Config } from '../../config/load.ts';
+import type { SvmChainConfig } from '../../config/schema.ts';
+import type { Ledger } from '../../ledger/index.ts';
+import type { Logger } from '../../log.ts';
+import type { Metrics } from '../../metrics.ts';
+import { QuoteError } from '../../quote/errors.ts';
+import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import { SvmIndexer } from './indexer.ts';
+import { SvmSubmitter } from './submitter.ts';
+import {
+  LAMPORTS_PER_SIGNATURE,
+  ataOf,
+  isSvmNative,
+  memoInstruction,
+  orderMemo,
+  parseSignature,
+  priorityLamports,
+  svmKeypair,
+  tokenProgramId,
+  transferInstructions,
+  type MintInfo,
+} from './transactions.ts';
+
+// Compute units the quote prices a payout at (the submitter simulates each real one and adds 20% and
+// 1,000). Measured on the devnet (litesvm 1.5, compute budget and memo included): a SOL payout 587
+// units, an SPL transferChecked 542, with the recipient's token account created 14,000-18,600. Public
+// clusters run costlier token programs (a transferChecked ~6,000, an account creation ~25,000), so the
+// quote keeps a margin over both.
+export const CU = { sol: 5_000, spl: 15_000, createAta: 40_000 };
+// Quote-time prioritization fee: cached this long.
+const FEE_CACHE_MS = 2_000;
+// The most the node pays per compute unit, in micro-lamports, whatever recent fees say.
+const MAX_MICRO_LAMPORTS_PER_CU = 10_000_000n;
+// About how long the chain's commitments take (quote timeEstimate).
+const CONFIRM_SECONDS = { confirmed: 1, finalized: 13 } as const;
+
+export class NotFoundError extends Error {
+  // The API answers 404 for this name (routes/transactions.ts).
+  override name = 'TransactionReceiptNotFoundError';
+}
+
+export class SvmAdapter implements ChainAdapter {
+  readonly chainId: number;
+  readonly kind = 'svm' as const;
+  readonly solver: string;
+  readonly depositAddress: string;
+  readonly confirmSeconds: number;
+  readonly conn: Connection;
+  readonly #vault: PublicKey;
+  readonly #indexer: SvmIndexer;
+  readonly #submitter: SvmSubmitter;
+  readonly #mints = new Map<string, Promise<MintInfo>>();
+  readonly #rent = new Map<number, Promise<bigint>>();
+  #fee: { at: number; value: Promise<bigint> } | undefined;
+
+  constructor(
+    private chain: SvmChainConfig,
+    config: Config,
+    private ledger: Ledger,
+    hooks: PayoutHooks & ChainEvents,
+    metrics: Metrics,
+    log: Logger,
+  ) {
+    if (!config.svmSolverKey) throw new Error(`chain ${chain.id}: an SVM chain needs svmSolverKey`);
+    this.chainId = chain.id;
+    this.depositAddress = chain.vault;
+    this.confirmSeconds = CONFIRM_SECONDS[chain.commitment];
+    this.conn = new Connection(chain.rpcUrl, { commitment: chain.commitment as Commitment, disableRetryOnRateLimit: false });
+    const keypair = svmKeypair(config.svmSolverKey.reveal());
+    this.solver = keypair.publicKey.toBase58();
+    this.#vault = new PublicKey(chain.vault);
+    const clog = log.child({ chain: chain.id });
+    if (this.solver === chain.vault) clog.warn('the vault is the solver: transfers from the solver to itself are not deposits');
+    const sources = [this.#vault, ...chain.currencies.map((c) => ataOf(this.#vault, new PublicKey(c.address), tokenProgramId(c.tokenProgram)))];
+    this.#submitter = new SvmSubmitter({
+      chain,
+      ledger,
+      conn: this.conn,
+      keypair,
+      hooks,
+      metrics,
+      log: clog,
+      faults: config.faults,
+      mintInfo: (c) => this.mintInfo(c),
+      priorityFee: (w) => this.#priorityFee(w),
+    });
+    this.#indexer = new SvmIndexer(
+      chain,
+      this.conn,
+      ledger,
+      sources,
+      chain.vault,
+      new Set([this.solver]),
+      {
+        onConfirmed: () => hooks.wake(),
+        onHead: () => {},
+      },
+      metrics,
+      clog,
+    );
+  }
+
+  async start(): Promise<void> {
+    await this.#submitter.start();
+    this.#indexer.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.#indexer.stop();
+    await this.#submitter.stop();
+  }
+
+  wake(): void {
+    this.#submitter.wake();
+  }
+
+  progress() {
+    const head = this.#indexer.head;
+    const indexed = this.#indexer.readUpTo;
+    return { head, indexed, ready: head > 0 && indexed >= head - 1 };
+  }
+
+  parseTxId(s: string): string | undefined {
+    return parseSignature(s);
+  }
+
+  // The wallet reports its deposit right after sending it: wait (briefly) for the commitment.
+  async indexTransaction(txId: string): Promise<number> {
+    const end = Date.now() + Math.max(5_000, this.confirmSeconds * 2_000);
+    for (;;) {
+      const n = await this.#indexer.indexNow(txId);
+      if (n !== undefined) return n;
+      if (Date.now() > end) throw new NotFoundError(`transaction ${txId} is not ${this.chain.commitment} on chain ${this.chainId}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------- currencies
+
+  mintInfo(currency: string): Promise<MintInfo> {
+    let p = this.#mints.get(currency);
+    if (!p) {
+      const cfg = this.chain.currencies.find((c) => c.address === currency);
+      p = (async () => {
+        if (!cfg) throw new Error(`currency ${currency} is not configured on chain ${this.chainId}`);
+        const mint = new PublicKey(currency);
+        const programId = tokenProgramId(cfg.tokenProgram);
+        const info = await this.conn.getAccountInfo(mint, 'confirmed');
+        const state = unpackMint(mint, info, programId);
+        return { mint, programId, decimals: state.decimals, accountLen: getAccountLenForMint(state) };
+      })();
+      p.catch(() => this.#mints.delete(currency));
+      this.#mints.set(currency, p);
+    }
+    return p;
+  }
+
+  #rentExempt(bytes: number): Promise<bigint> {
+    let p = this.#rent.get(bytes);
+    if (!p) {
+      p = this.conn.getMinimumBalanceForRentExemption(bytes).then(BigInt);
+      p.catch(() => this.#rent.delete(bytes));
+      this.#rent.set(bytes, p);
+    }
+    return p;
+  }
+
+  // Micro-lamports per compute unit: the 75th percentile of recent prioritization fees (of the
+  // accounts the transaction writes, when named), capped.
+  async #priorityFee(writable?: PublicKey[]): Promise<bigint> {
+    const read = async () => {
+      const fees = await this.conn.getRecentPrioritizationFees(writable?.length ? { lockedWritableAccounts: writable } : undefined);
+      const sorted = fees.map((f) => BigInt(f.prioritizationFee)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      if (!sorted.length) return 0n;
+      const p75 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.75))]!;
+      return p75 > MAX_MICRO_LAMPORTS_PER_CU ? MAX_MICRO_LAMPORTS_PER_CU : p75;
+    };
+    if (writable?.length) return read();
+    if (!this.#fee || Date.now() - this.#fee.at > FEE_CACHE_MS) {
+      const value = read();
+      value.catch(() => (this.#fee = undefined));
+      this.#fee = { at: Date.now(), value };
+    }
+    return this.#fee.value;
+  }
+
+  async #txFee(units: number): Promise<bigint> {
+    return LAMPORTS_PER_SIGNATURE + priorityLamports(units, await this.#priorityFee());
+  }
+
+  async balanceOf(owner: string, currency: string): Promise<bigint> {
+    const who = new PublicKey(owner);
+    if (isSvmNative(currency)) return BigInt(await this.conn.getBalance(who, 'confirmed'));
+    const mint = await this.mintInfo(currency);
+    try {
+      const b = await this.conn.getTokenAccountBalance(ataOf(who, mint.mint, mint.programId), 'confirmed');
+      return BigInt(b.value.amount);
+    } catch {
+      return 0n; // no token account: nothing held
+    }
+  }
+
+  async balance(currency: string): Promise<bigint> {
+    let held = await this.balanceOf(this.solver, currency);
+    // The solver's own account stays rent-exempt.
+    if (isSvmNative(currency)) held -= await this.#rentExempt(0);
+    return held - (this.ledger.payouts.reservedOn(this.chainId).get(currency) ?? 0n);
+  }
+
+  async fillCost(req: FillCostRequest): Promise<FillCost> {
+    const recipient = new PublicKey(req.recipient);
+    if (isSvmNative(req.currency)) {
+      const [lamports, fee] = await Promise.all([this.conn.getBalance(recipient, 'confirmed'), this.#txFee(CU.sol)]);
+      // A new account must be left rent-exempt by the payout itself.
+      const minimumAmount = lamports === 0 ? await this.#rentExempt(0) : 0n;
+      return { native: fee, rent: 0n, minimumAmount };
+    }
+    const mint = await this.mintInfo(req.currency);
+    const ata = ataOf(recipient, mint.mint, mint.programId);
+    const exists = (await this.conn.getAccountInfo(ata, 'confirmed')) !== null;
+    const rent = exists ? 0n : await this.#rentExempt(mint.accountLen);
+    const fee = await this.#txFee(CU.spl + (exists ? 0 : CU.createAta));
+    return { native: fee + rent, rent, minimumAmount: 0n };
+  }
+
+  async refundCost(currency: string): Promise<bigint> {
+    return this.#txFee(isSvmNative(currency) ? CU.sol : CU.spl);
+  }
+
+  async depositCost(): Promise<bigint> {
+    return LAMPORTS_PER_SIGNATURE;
+  }
+
+  async depositSteps(req: DepositRequest): Promise<DepositStep[]> {
+    if (req.depositAddressFor !== undefined) throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
+    if (req.permitDeadline !== undefined) throw new QuoteError('usePermit: SVM deposits are transactions the user signs', 'INVALID_INPUT_PARAMETERS');
+    if (req.feePayer !== undefined && req.feePayer === req.user) throw new QuoteError('depositFeePayer: must differ from user', 'INVALID_INPUT_PARAMETERS');
+    const user = new PublicKey(req.user);
+    const feePayer = req.feePayer !== undefined ? new PublicKey(req.feePayer) : user;
+    const { blockhash, lastValidBlockHeight } = await this.conn.getLatestBlockhash('confirmed');
+    const tx = new Transaction({ feePayer, blockhash, lastValidBlockHeight });
+    if (isSvmNative(req.currency)) {
+      tx.add(...transferInstructions({ from: user, to: this.#vault, amount: req.amount, payer: feePayer }));
+    } else {
+      const mint = await this.mintInfo(req.currency);
+      // The vault's token account is normally there; when it is not, the deposit creates it.
+      const vaultAta = ataOf(this.#vault, mint.mint, mint.programId);
+      const exists = (await this.conn.getAccountInfo(vaultAta, 'confirmed')) !== null;
+      tx.add(...transferInstructions({ from: user, to: this.#vault, amount: req.amount, mint, createAta: !exists, payer: feePayer }));
+    }
+    tx.add(memoInstruction(orderMemo(req.orderId)));
+    let wire: Buffer;
+    try {
+      wire = tx.serialize({ requireAllSignatures: false, verifySignatures: false });
+    } catch (e) {
+      throw new QuoteError(`the deposit transaction exceeds the 1,232-byte limit: ${(e as Error).message}`, 'TRANSACTION_TOO_LARGE');
+    }
+    const signers = feePayer.equals(user) ? [user.toBase58()] : [feePayer.toBase58(), user.toBase58()];
+    return [
+      {
+        id: 'deposit',
+        kind: 'transaction',
+        action: 'Confirm transaction in your wallet',
+        description: 'Deposit funds to the relayer',
+        data: {
+          chainId: this.chainId,
+          transaction: wire.toString('base64'),
+          encoding: 'base64',
+          feePayer: feePayer.toBase58(),
+          signers,
+          recentBlockhash: blockhash,
+          lastValidBlockHeight,
+          depository: this.chain.vault,
+        },
+        check: 'status-v3',
+      },
+    ];
+  }
+}

@@ -1,0 +1,292 @@
+// SVM transactions the node builds and reads, with @solana/web3.js and @solana/spl-token only:
+//   - the user's deposit (a SOL or SPL transfer to the vault, with a Memo v2 carrying the order id),
+//   - the node's payouts (SOL or SPL to a recipient, its token account created when missing, a memo),
+//   - what a confirmed transaction deposited (read from balances before and after, never from the
+//     instruction's claimed amount: a Token-2022 transfer fee leaves the vault less than it says).
+import {
+  ComputeBudgetProgram,
+  Keypair,
+  PublicKey,
+  SystemProgram,
+  TransactionInstruction,
+  TransactionMessage,
+  VersionedTransaction,
+  type VersionedTransactionResponse,
+} from '@solana/web3.js';
+import {
+  ASSOCIATED_TOKEN_PROGRAM_ID,
+  TOKEN_2022_PROGRAM_ID,
+  TOKEN_PROGRAM_ID,
+  createAssociatedTokenAccountIdempotentInstruction,
+  createTransferCheckedInstruction,
+  getAssociatedTokenAddressSync,
+} from '@solana/spl-token';
+import type { Hex } from 'viem';
+import { SVM_NATIVE } from '../address.ts';
+
+export const MEMO_PROGRAM_ID = new PublicKey('MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr');
+const MEMO_V1_PROGRAM = 'Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo';
+// The largest transaction a Solana node accepts (IPv6 MTU less headers), signatures included.
+export const PACKET_DATA_SIZE = 1232;
+export const LAMPORTS_PER_SIGNATURE = 5000n;
+// The order ref of a transfer to the vault that names no order (refunded as an orphan).
+export const NO_ORDER: Hex = `0x${'0'.repeat(64)}`;
+
+// ------------------------------------------------------------------------------------------ base58
+
+const ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
+const INDEX = new Map([...ALPHABET].map((c, i) => [c, i]));
+
+export function base58Encode(bytes: Uint8Array): string {
+  let n = 0n;
+  for (const b of bytes) n = n * 256n + BigInt(b);
+  let out = '';
+  while (n > 0n) {
+    out = ALPHABET[Number(n % 58n)] + out;
+    n /= 58n;
+  }
+  for (const b of bytes) {
+    if (b !== 0) break;
+    out = '1' + out;
+  }
+  return out;
+}
+
+export function base58Decode(s: string): Uint8Array | undefined {
+  let n = 0n;
+  for (const c of s) {
+    const v = INDEX.get(c);
+    if (v === undefined) return undefined;
+    n = n * 58n + BigInt(v);
+  }
+  const bytes: number[] = [];
+  while (n > 0n) {
+    bytes.unshift(Number(n % 256n));
+    n /= 256n;
+  }
+  for (const c of s) {
+    if (c !== '1') break;
+    bytes.unshift(0);
+  }
+  return Uint8Array.from(bytes);
+}
+
+// A transaction signature as the chain spells it (base58 of 64 bytes), or undefined.
+export function parseSignature(s: string): string | undefined {
+  if (!/^[1-9A-HJ-NP-Za-km-z]{64,88}$/.test(s)) return undefined;
+  return base58Decode(s)?.length === 64 ? s : undefined;
+}
+
+// ------------------------------------------------------------------------------------------ keys
+
+// The solver's SVM key: a base58 secret key (64 bytes, as wallets export it) or a JSON byte array
+// (as solana-keygen writes it). Errors never echo the value.
+export function parseSvmSecretKey(text: string): Uint8Array {
+  const s = text.trim();
+  let bytes: Uint8Array | undefined;
+  if (s.startsWith('[')) {
+    let arr: unknown;
+    try {
+      arr = JSON.parse(s);
+    } catch {
+      throw new Error('the key is not a valid JSON byte array');
+    }
+    if (!Array.isArray(arr) || !arr.every((x) => Number.isInteger(x) && x >= 0 && x <= 255)) throw new Error('the key is not a JSON array of bytes');
+    bytes = Uint8Array.from(arr as number[]);
+  } else {
+    bytes = base58Decode(s);
+    if (!bytes) throw new Error('the key is neither base58 nor a JSON byte array');
+  }
+  if (bytes.length !== 64) throw new Error(`the key has ${bytes.length} bytes; an ed25519 secret key has 64`);
+  try {
+    Keypair.fromSecretKey(bytes);
+  } catch {
+    throw new Error('the key is not a valid ed25519 secret key (its public half does not match)');
+  }
+  return bytes;
+}
+
+export function svmKeypair(secret: string): Keypair {
+  return Keypair.fromSecretKey(parseSvmSecretKey(secret));
+}
+
+// ------------------------------------------------------------------------------------------ currencies
+
+export type TokenProgramKind = 'spl-token' | 'token-2022';
+
+export function tokenProgramId(kind: TokenProgramKind): PublicKey {
+  return kind === 'token-2022' ? TOKEN_2022_PROGRAM_ID : TOKEN_PROGRAM_ID;
+}
+
+export const isSvmNative = (currency: string) => currency === SVM_NATIVE;
+
+export function ataOf(owner: PublicKey, mint: PublicKey, programId: PublicKey): PublicKey {
+  return getAssociatedTokenAddressSync(mint, owner, true, programId, ASSOCIATED_TOKEN_PROGRAM_ID);
+}
+
+// ------------------------------------------------------------------------------------------ memo
+
+export function memoInstruction(text: string): TransactionInstruction {
+  return new TransactionInstruction({ programId: MEMO_PROGRAM_ID, keys: [], data: Buffer.from(text, 'utf8') });
+}
+
+// The memo a deposit or payout carries: the order id, 0x-prefixed lower-case hex.
+export function orderMemo(orderId: string): string {
+  return orderId.toLowerCase();
+}
+
+export function parseOrderMemo(text: string): Hex | undefined {
+  const m = /^(?:0x)?([0-9a-fA-F]{64})$/.exec(text.trim());
+  return m ? (`0x${m[1]!.toLowerCase()}` as Hex) : undefined;
+}
+
+// ------------------------------------------------------------------------------------------ transfers
+
+export interface MintInfo {
+  mint: PublicKey;
+  programId: PublicKey;
+  decimals: number;
+  // Bytes of a token account for this mint (165 for SPL Token; more with Token-2022 extensions).
+  accountLen: number;
+}
+
+// The instructions that move `amount` of `currency` from `from` to `to` (an owner: SPL goes to its
+// associated token account, created first when `createAta`, paid for by `payer`).
+export function transferInstructions(p: {
+  from: PublicKey;
+  to: PublicKey;
+  amount: bigint;
+  mint?: MintInfo;
+  createAta?: boolean;
+  payer: PublicKey;
+}): TransactionInstruction[] {
+  if (!p.mint) return [SystemProgram.transfer({ fromPubkey: p.from, toPubkey: p.to, lamports: p.amount })];
+  const { mint, programId, decimals } = p.mint;
+  const source = ataOf(p.from, mint, programId);
+  const dest = ataOf(p.to, mint, programId);
+  const out: TransactionInstruction[] = [];
+  if (p.createAta) out.push(createAssociatedTokenAccountIdempotentInstruction(p.payer, dest, p.to, mint, programId, ASSOCIATED_TOKEN_PROGRAM_ID));
+  out.push(createTransferCheckedInstruction(source, mint, dest, p.from, p.amount, decimals, [], programId));
+  return out;
+}
+
+// A v0 transaction with an explicit compute budget (limit and price), unsigned.
+export function budgetedTransaction(p: {
+  payer: PublicKey;
+  blockhash: string;
+  instructions: TransactionInstruction[];
+  computeUnitLimit: number;
+  microLamportsPerCu: bigint;
+}): VersionedTransaction {
+  const budget = [ComputeBudgetProgram.setComputeUnitLimit({ units: p.computeUnitLimit })];
+  if (p.microLamportsPerCu > 0n) budget.push(ComputeBudgetProgram.setComputeUnitPrice({ microLamports: p.microLamportsPerCu }));
+  const message = new TransactionMessage({ payerKey: p.payer, recentBlockhash: p.blockhash, instructions: [...budget, ...p.instructions] }).compileToV0Message();
+  return new VersionedTransaction(message);
+}
+
+// The wire bytes of a signed transaction, or undefined when it exceeds the packet size.
+export function wireBytes(tx: VersionedTransaction): Uint8Array | undefined {
+  let wire: Uint8Array;
+  try {
+    wire = tx.serialize();
+  } catch {
+    return undefined;
+  }
+  return wire.length > PACKET_DATA_SIZE ? undefined : wire;
+}
+
+// What the priority part of a transaction's fee is: limit × price, in lamports (rounded up).
+export function priorityLamports(computeUnitLimit: number, microLamportsPerCu: bigint): bigint {
+  return (BigInt(computeUnitLimit) * microLamportsPerCu + 999_999n) / 1_000_000n;
+}
+
+// ------------------------------------------------------------------------------------------ deposits
+
+export interface ParsedDeposit {
+  tx_hash: Hex;
+  log_index: number;
+  block_number: number;
+  block_hash: Hex;
+  depositor: string;
+  currency: string;
+  amount: string;
+  order_ref: Hex;
+}
+
+// What a confirmed transaction deposited to the vault, or undefined when it deposited nothing (a
+// failed transaction, a transfer out of the vault, one from `ignoreFrom`). SPL: the increase of a
+// token account the vault owns, from the token balances before and after; SOL: the increase of the
+// vault's lamports. The depositor is whoever's balance of that currency fell the most (the fee
+// payer's fee left out, so a depositFeePayer is never taken for the depositor).
+export function parseDepositTransaction(signature: string, tx: VersionedTransactionResponse, vault: string, ignoreFrom: Set<string> = new Set()): ParsedDeposit | undefined {
+  const meta = tx.meta;
+  if (!meta || meta.err) return undefined;
+  const message = tx.transaction.message;
+  const keys = message.getAccountKeys({ accountKeysFromLookups: meta.loadedAddresses ?? undefined });
+  const key = (i: number) => keys.get(i)?.toBase58();
+
+  let order: Hex | undefined;
+  for (const ix of message.compiledInstructions) {
+    const program = key(ix.programIdIndex);
+    if (program !== MEMO_PROGRAM_ID.toBase58() && program !== MEMO_V1_PROGRAM) continue;
+    order = parseOrderMemo(Buffer.from(ix.data).toString('utf8'));
+    if (order) break;
+  }
+
+  let currency: string | undefined;
+  let amount = 0n;
+  let depositor: string | undefined;
+  const pre = meta.preTokenBalances ?? [];
+  const post = meta.postTokenBalances ?? [];
+  const tokenAmount = (list: typeof pre, i: number) => BigInt(list.find((b) => b.accountIndex === i)?.uiTokenAmount.amount ?? '0');
+  for (const b of post) {
+    if (b.owner !== vault) continue;
+    const delta = BigInt(b.uiTokenAmount.amount) - tokenAmount(pre, b.accountIndex);
+    if (delta <= 0n) continue;
+    currency = b.mint;
+    amount = delta;
+    // The sender: the other holder of the mint whose balance fell the most.
+    let most = 0n;
+    const indexes = new Set([...pre, ...post].filter((x) => x.mint === b.mint && x.owner !== vault).map((x) => x.accountIndex));
+    for (const i of indexes) {
+      const fell = tokenAmount(pre, i) - tokenAmount(post, i);
+      const owner = pre.find((x) => x.accountIndex === i)?.owner ?? post.find((x) => x.accountIndex === i)?.owner;
+      if (fell > most && owner) {
+        most = fell;
+        depositor = owner;
+      }
+    }
+    break;
+  }
+  if (!currency) {
+    let v = -1;
+    for (let i = 0; i < keys.length; i++) if (key(i) === vault) v = i;
+    if (v < 0) return undefined;
+    const delta = BigInt(meta.postBalances[v]! - meta.preBalances[v]!);
+    if (delta <= 0n) return undefined;
+    currency = SVM_NATIVE;
+    amount = delta;
+    let most = 0n;
+    for (let i = 0; i < keys.length; i++) {
+      if (i === v) continue;
+      const fell = BigInt(meta.preBalances[i]! - meta.postBalances[i]!) - (i === 0 ? BigInt(meta.fee) : 0n);
+      if (fell > most) {
+        most = fell;
+        depositor = key(i);
+      }
+    }
+  }
+  depositor ??= key(0);
+  if (!depositor || ignoreFrom.has(depositor)) return undefined;
+  return {
+    tx_hash: signature as Hex,
+    log_index: 0,
+    block_number: tx.slot,
+    // getTransaction does not name the block's hash; the signature identifies the transaction.
+    block_hash: signature as Hex,
+    depositor,
+    currency,
+    amount: amount.toString(),
+    order_ref: order ?? NO_ORDER,
+  };
+}

@@ -1,0 +1,243 @@
+import { createHmac } from 'node:crypto';
+import type { Config } from '../config/load.ts';
+import type { DueDelivery } from '../ledger/events.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+
+// Webhook deliveries: at least once, signed, in order per request and webhook, with retries on an
+// exponential backoff with full jitter, then dead. All state is in the ledger (event_deliveries),
+// so a restart resumes where the last run stopped; a delivery cut by a stop is simply sent again.
+
+export const SIGNATURE_HEADER = 'x-relay-signature';
+export const TIMESTAMP_HEADER = 'x-relay-timestamp';
+export const EVENT_ID_HEADER = 'x-relay-event-id';
+
+// The body of a delivery: the event, with the Status record (already JSON in the outbox) as `data`.
+export function deliveryBody(e: { event_id: string; type: string; request_id: string; status: string; created_at: number; payload: string }): string {
+  return `{"id":${JSON.stringify(e.event_id)},"type":${JSON.stringify(e.type)},"requestId":${JSON.stringify(e.request_id)},"status":${JSON.stringify(e.status)},"timestamp":${e.created_at},"data":${e.payload}}`;
+}
+
+// v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>, timestamp in seconds since the epoch.
+export function signature(secret: string, timestamp: string, body: string): string {
+  return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+// Retry n (1-based) waits a random time in [0, min(max, base * 2^(n-1))]: full jitter.
+export function backoffMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(attempt - 1, 52));
+  return Math.floor(random() * ceiling);
+}
+
+// A URL as logs may show it: no credentials, no query string, no fragment.
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.protocol}//${u.host}${u.pathname}`;
+  } catch {
+    return '(invalid url)';
+  }
+}
+
+export class Deliverer {
+  readonly #ledger: Ledger;
+  readonly #config: Config;
+  readonly #metrics: Metrics;
+  readonly #log: Logger;
+  readonly #inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  #unsubscribe: (() => void) | undefined;
+  #pollTimer: NodeJS.Timeout | undefined;
+  #retryTimer: NodeJS.Timeout | undefined;
+  #retryAt = Infinity;
+  #scheduled = false;
+  #stopped = true;
+  // Outcomes of finished attempts, written together in one transaction at the next pass (one
+  // fsync for many deliveries). Until then their deliveries count as in flight.
+  #outcomes: { key: string; write: () => void }[] = [];
+
+  constructor(opts: { ledger: Ledger; config: Config; metrics: Metrics; log: Logger }) {
+    this.#ledger = opts.ledger;
+    this.#config = opts.config;
+    this.#metrics = opts.metrics;
+    this.#log = opts.log.child({ component: 'webhooks' });
+  }
+
+  // Read at every use, so that a running node picks up a changed value (tests shorten the backoff).
+  get #cfg() {
+    return this.#config.events;
+  }
+
+  start(): this {
+    this.#stopped = false;
+    this.#unsubscribe = this.#ledger.events.onAppended(() => this.wake());
+    this.wake();
+    return this;
+  }
+
+  // Runs a pass soon (coalesced): after commits that appended events, after a delivery ended.
+  wake(): void {
+    if (this.#stopped || this.#scheduled) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      this.#tick();
+    });
+  }
+
+  get inFlight(): number {
+    return this.#inFlight.size;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#unsubscribe?.();
+    clearTimeout(this.#pollTimer);
+    clearTimeout(this.#retryTimer);
+    // Cut what is in flight: those deliveries stay pending and go again after a restart.
+    const pending = [...this.#inFlight.values()];
+    for (const f of pending) f.abort.abort();
+    await Promise.all(pending.map((f) => f.done));
+    this.#writeOutcomes();
+  }
+
+  #writeOutcomes(): void {
+    if (this.#outcomes.length === 0) return;
+    const outcomes = this.#outcomes;
+    this.#outcomes = [];
+    try {
+      this.#ledger.tx(() => {
+        for (const o of outcomes) o.write();
+      });
+    } finally {
+      for (const o of outcomes) this.#inFlight.delete(o.key);
+    }
+  }
+
+  #tick(): void {
+    if (this.#stopped) return;
+    clearTimeout(this.#pollTimer);
+    try {
+      this.#writeOutcomes();
+      const free = this.#cfg.concurrency - this.#inFlight.size;
+      if (free > 0) {
+        // Deliveries in flight are still pending in the ledger: ask for enough to see past them.
+        const due = this.#ledger.events.due(Date.now(), free + this.#inFlight.size);
+        let started = 0;
+        for (const d of due) {
+          if (started >= free) break;
+          const key = `${d.event_id}|${d.webhook_id}`;
+          if (this.#inFlight.has(key)) continue;
+          this.#launch(key, d);
+          started++;
+        }
+      }
+      this.#metrics.outboxDepth.set(this.#ledger.events.pendingCount());
+    } catch (e) {
+      this.#log.error({ err: (e as Error).message }, 'webhook delivery pass failed');
+    }
+    this.#pollTimer = setTimeout(() => this.#tick(), this.#cfg.pollIntervalMs);
+    this.#pollTimer.unref();
+  }
+
+  // Wakes at `at` for a retry that comes due before the next poll.
+  #wakeAt(at: number): void {
+    if (this.#stopped || at >= this.#retryAt) return;
+    clearTimeout(this.#retryTimer);
+    this.#retryAt = at;
+    this.#retryTimer = setTimeout(
+      () => {
+        this.#retryAt = Infinity;
+        this.wake();
+      },
+      Math.max(0, at - Date.now()),
+    );
+    this.#retryTimer.unref();
+  }
+
+  #launch(key: string, d: DueDelivery): void {
+    const abort = new AbortController();
+    const done = this.#deliver(d, abort)
+      .then((write) => {
+        // Written at the next pass; the delivery stays in flight until then.
+        if (write) this.#outcomes.push({ key, write });
+        else this.#inFlight.delete(key);
+      })
+      .catch((e) => {
+        this.#inFlight.delete(key);
+        this.#log.error({ err: (e as Error).message, event: d.event_id, webhook: d.webhook_id }, 'webhook delivery failed');
+      })
+      .finally(() => {
+        // The next event of the request (or another due delivery) may go now.
+        this.wake();
+      });
+    this.#inFlight.set(key, { abort, done });
+  }
+
+  // Sends one delivery; returns the write that records its outcome (none when cut by a stop).
+  async #deliver(d: DueDelivery, stop: AbortController): Promise<(() => void) | undefined> {
+    const body = deliveryBody(d);
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const timeoutMs = this.#cfg.deliveryTimeoutMs;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      stop.abort();
+    }, timeoutMs);
+    let status: number | null = null;
+    let error: string | undefined;
+    try {
+      const res = await fetch(d.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'relay-node-webhooks/1',
+          [EVENT_ID_HEADER]: d.event_id,
+          [TIMESTAMP_HEADER]: timestamp,
+          [SIGNATURE_HEADER]: signature(d.secret, timestamp, body),
+        },
+        body,
+        // A redirect is an answer that is not 2xx: the receiver should register the final URL.
+        redirect: 'manual',
+        signal: stop.signal,
+      });
+      status = res.status;
+      // Read (and bound) the answer so the connection can be reused; its content does not matter.
+      await res.body?.cancel().catch(() => {});
+      if (status < 200 || status > 299) error = `HTTP ${status}`;
+    } catch (e) {
+      if (stop.signal.aborted && !timedOut) return undefined; // stopping: stays pending, sent again after the restart
+      error = timedOut ? `timed out after ${timeoutMs} ms` : describeFetchError(e, d.url);
+    } finally {
+      clearTimeout(timer);
+    }
+    if (this.#stopped && stop.signal.aborted && !timedOut) return undefined;
+    const now = Date.now();
+    const where = { webhook: d.webhook_id, url: redactUrl(d.url), event: d.event_id, requestId: d.request_id, status: d.status };
+    const events = this.#ledger.events;
+    if (error === undefined) {
+      this.#metrics.webhookDeliveries.inc({ outcome: 'delivered' });
+      this.#metrics.webhookLatency.observe(Math.max(0, now - d.created_at) / 1000);
+      this.#log.debug({ ...where, attempt: d.attempts + 1, httpStatus: status }, 'webhook delivered');
+      return () => events.markDelivered(d.event_id, d.webhook_id, status!, now);
+    }
+    const attempt = d.attempts + 1;
+    const cfg = this.#cfg;
+    if (attempt >= cfg.maxAttempts) {
+      this.#metrics.webhookDeliveries.inc({ outcome: 'dead' });
+      this.#log.warn({ ...where, attempt, error }, 'webhook delivery dead after its last attempt');
+      return () => events.markFailed(d.event_id, d.webhook_id, { status, error: error!, nextAttemptAt: null });
+    }
+    const next = now + backoffMs(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs);
+    this.#metrics.webhookDeliveries.inc({ outcome: 'retry' });
+    this.#log.info({ ...where, attempt, error, retryInMs: next - now }, 'webhook delivery failed; retrying');
+    this.#wakeAt(next);
+    return () => events.markFailed(d.event_id, d.webhook_id, { status, error: error!, nextAttemptAt: next });
+  }
+}
+
+// What went wrong, without the URL (it may carry a token in its query string).
+function describeFetchError(e: unknown, url: string): string {
+  const err = e as Error & { cause?: { code?: string; message?: string } };
+  const detail = err.cause?.code ?? err.cause?.message ?? err.message ?? String(e);
+  return String(detail).split(url).join(redactUrl(url)).slice(0, 300);
+}

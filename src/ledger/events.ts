@@ -1,0 +1,295 @@
+import { randomBytes } from 'node:crypto';
+import type { Db } from './db.ts';
+import { statusRecord, type StatusSources } from './statusRecord.ts';
+import type { RequestRow } from './types.ts';
+
+// The status events outbox. Every status change of a request appends one event (the Status record
+// at that change) and one pending delivery per live webhook of the key that created the request,
+// in the transaction of the change: a change is never committed without its event, nor an event
+// without its change. The websocket stream reads the same rows in `seq` order.
+
+export const EVENT_TYPE_STATUS = 'request.status';
+
+export interface EventRow {
+  seq: number;
+  id: string;
+  request_id: string;
+  api_key_id: string | null;
+  type: string;
+  status: string;
+  payload: string;
+  created_at: number;
+}
+
+// An event with the wallet (the request's user) the websocket stream filters on.
+export interface StreamEventRow extends EventRow {
+  user: string | null;
+}
+
+export interface WebhookRow {
+  id: string;
+  api_key_id: string;
+  url: string;
+  secret: string;
+  created_at: number;
+  removed_at: number | null;
+}
+
+export type DeliveryState = 'pending' | 'delivered' | 'dead';
+
+export interface DeliveryRow {
+  event_id: string;
+  webhook_id: string;
+  request_id: string;
+  event_seq: number;
+  state: DeliveryState;
+  attempts: number;
+  next_attempt_at: number;
+  last_status: number | null;
+  last_error: string | null;
+  delivered_at: number | null;
+}
+
+// A delivery that may be attempted now, with what it takes to send it.
+export interface DueDelivery {
+  event_id: string;
+  webhook_id: string;
+  request_id: string;
+  event_seq: number;
+  attempts: number;
+  type: string;
+  status: string;
+  payload: string;
+  created_at: number;
+  url: string;
+  secret: string;
+}
+
+export class Events {
+  #db: Db;
+  #sources: StatusSources;
+  #insertEvent;
+  #insertDeliveries;
+  #since;
+  #maxSeq;
+  #get;
+  #forRequest;
+  #insertWebhook;
+  #webhook;
+  #webhooksOfKey;
+  #allWebhooks;
+  #removeWebhook;
+  #killPending;
+  #due;
+  #delivered;
+  #failed;
+  #pendingCount;
+  #deliveries;
+  #redeliverEvent;
+  #redeliverDead;
+  #counts;
+  #holdBehind;
+  #listeners = new Set<() => void>();
+  #dirty = false;
+
+  constructor(db: Db, sources: StatusSources) {
+    this.#db = db;
+    this.#sources = sources;
+    this.#insertEvent = db.prepare(`INSERT INTO events (id, request_id, api_key_id, type, status, payload, created_at)
+      VALUES (@id, @request_id, @api_key_id, @type, @status, @payload, @created_at)`);
+    // One pending delivery per live webhook of the request's key (a revoked key's webhooks get nothing).
+    this.#insertDeliveries = db.prepare(`INSERT INTO event_deliveries (event_id, webhook_id, request_id, event_seq, state, attempts, next_attempt_at)
+      SELECT @event_id, w.id, @request_id, @event_seq, 'pending', 0, @now FROM webhooks w
+      WHERE w.api_key_id = @api_key_id AND w.removed_at IS NULL
+        AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.id = w.api_key_id AND k.revoked_at IS NOT NULL)`);
+    this.#since = db.prepare(`SELECT e.*, r.user AS user FROM events e LEFT JOIN requests r ON r.id = e.request_id
+      WHERE e.seq > ? ORDER BY e.seq LIMIT ?`);
+    this.#maxSeq = db.prepare('SELECT IFNULL(MAX(seq), 0) AS seq FROM events');
+    this.#get = db.prepare('SELECT * FROM events WHERE id = ?');
+    this.#forRequest = db.prepare('SELECT * FROM events WHERE request_id = ? ORDER BY seq');
+    this.#insertWebhook = db.prepare('INSERT INTO webhooks (id, api_key_id, url, secret, created_at) VALUES (?, ?, ?, ?, ?)');
+    this.#webhook = db.prepare('SELECT * FROM webhooks WHERE id = ?');
+    this.#webhooksOfKey = db.prepare('SELECT * FROM webhooks WHERE api_key_id = ? AND removed_at IS NULL ORDER BY created_at, id');
+    this.#allWebhooks = db.prepare('SELECT * FROM webhooks WHERE removed_at IS NULL ORDER BY created_at, id');
+    this.#removeWebhook = db.prepare('UPDATE webhooks SET removed_at = ? WHERE id = ? AND removed_at IS NULL');
+    this.#killPending = db.prepare(`UPDATE event_deliveries SET state = 'dead', last_error = 'webhook removed' WHERE webhook_id = ? AND state = 'pending'`);
+    // Due, and not behind an earlier pending event of the same request to the same webhook:
+    // that is what keeps every webhook's events of one request in order.
+    this.#due = db.prepare(`SELECT d.event_id, d.webhook_id, d.request_id, d.event_seq, d.attempts,
+        e.type, e.status, e.payload, e.created_at, w.url, w.secret
+      FROM event_deliveries d
+      JOIN events e ON e.seq = d.event_seq
+      JOIN webhooks w ON w.id = d.webhook_id
+      WHERE d.state = 'pending' AND d.next_attempt_at <= @now
+        AND NOT EXISTS (SELECT 1 FROM event_deliveries p
+          WHERE p.webhook_id = d.webhook_id AND p.request_id = d.request_id AND p.state = 'pending' AND p.event_seq < d.event_seq)
+      ORDER BY d.next_attempt_at, d.event_seq
+      LIMIT @limit`);
+    this.#delivered = db.prepare(`UPDATE event_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = @status,
+      last_error = NULL, delivered_at = @now WHERE event_id = @event_id AND webhook_id = @webhook_id AND state = 'pending'`);
+    this.#failed = db.prepare(`UPDATE event_deliveries SET state = @state, attempts = attempts + 1, next_attempt_at = @next,
+      last_status = @status, last_error = @error WHERE event_id = @event_id AND webhook_id = @webhook_id AND state = 'pending'`);
+    this.#pendingCount = db.prepare(`SELECT COUNT(*) AS n FROM event_deliveries WHERE state = 'pending'`);
+    this.#deliveries = db.prepare(`SELECT d.*, e.type, e.status FROM event_deliveries d JOIN events e ON e.seq = d.event_seq
+      WHERE d.webhook_id = @webhook_id AND (@state IS NULL OR d.state = @state) ORDER BY d.event_seq DESC LIMIT @limit`);
+    // The events queued behind a delivery that waits for a retry wait as long (they could not go
+    // before it anyway): the due scan then reads only what may really go.
+    this.#holdBehind = db.prepare(`UPDATE event_deliveries SET next_attempt_at = MAX(next_attempt_at, @next)
+      WHERE webhook_id = @webhook_id AND request_id = (SELECT request_id FROM event_deliveries WHERE event_id = @event_id AND webhook_id = @webhook_id)
+        AND state = 'pending' AND event_seq > (SELECT event_seq FROM event_deliveries WHERE event_id = @event_id AND webhook_id = @webhook_id)`);
+    this.#counts = db.prepare('SELECT state, COUNT(*) AS n FROM event_deliveries WHERE webhook_id = ? GROUP BY state');
+    this.#redeliverEvent = db.prepare(`UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = @now, last_error = NULL
+      WHERE event_id = @event_id AND (@webhook_id IS NULL OR webhook_id = @webhook_id)
+        AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (@api_key_id IS NULL OR api_key_id = @api_key_id))`);
+    this.#redeliverDead = db.prepare(`UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = @now, last_error = NULL
+      WHERE state = 'dead' AND (@webhook_id IS NULL OR webhook_id = @webhook_id)
+        AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (@api_key_id IS NULL OR api_key_id = @api_key_id))`);
+  }
+
+  // --- the outbox ------------------------------------------------------------------------------
+
+  // Appends the event of a change of `row` (already written) and its deliveries. Called by
+  // Requests inside the transaction of the change.
+  record(row: RequestRow, now = Date.now()): EventRow {
+    const payload = JSON.stringify(statusRecord(this.#sources, row));
+    const ev = {
+      id: `evt_${randomBytes(12).toString('hex')}`,
+      request_id: row.id,
+      api_key_id: row.api_key_id ?? null,
+      type: EVENT_TYPE_STATUS,
+      status: row.status,
+      payload,
+      created_at: now,
+    };
+    const seq = Number(this.#insertEvent.run(ev).lastInsertRowid);
+    if (ev.api_key_id) this.#insertDeliveries.run({ event_id: ev.id, request_id: row.id, event_seq: seq, now, api_key_id: ev.api_key_id });
+    this.#dirty = true;
+    return { seq, ...ev };
+  }
+
+  // Called after a write that may have appended events: once nothing is left uncommitted, wakes
+  // the listeners (the deliverer, the websocket stream) outside the transaction. Inside an open
+  // transaction it waits for Ledger.tx to call it again after the commit.
+  committed(): void {
+    if (!this.#dirty || this.#db.inTransaction) return;
+    this.#dirty = false;
+    if (this.#listeners.size === 0) return;
+    setImmediate(() => {
+      for (const l of this.#listeners) {
+        try {
+          l();
+        } catch {
+          // a listener's failure is its own
+        }
+      }
+    });
+  }
+
+  // Called right after commits that appended events. Returns the unsubscribe function.
+  onAppended(fn: () => void): () => void {
+    this.#listeners.add(fn);
+    return () => this.#listeners.delete(fn);
+  }
+
+  since(seq: number, limit = 500): StreamEventRow[] {
+    return this.#since.all(seq, limit) as StreamEventRow[];
+  }
+
+  maxSeq(): number {
+    return (this.#maxSeq.get() as { seq: number }).seq;
+  }
+
+  get(id: string): EventRow | undefined {
+    return this.#get.get(id) as EventRow | undefined;
+  }
+
+  forRequest(requestId: string): EventRow[] {
+    return this.#forRequest.all(requestId) as EventRow[];
+  }
+
+  // --- webhooks --------------------------------------------------------------------------------
+
+  // Returns the secret once; it is what signs the deliveries.
+  addWebhook(apiKeyId: string, url: string, now = Date.now()): { id: string; secret: string; created_at: number } {
+    const id = `wh_${randomBytes(8).toString('hex')}`;
+    const secret = `whsec_${randomBytes(32).toString('hex')}`;
+    this.#insertWebhook.run(id, apiKeyId, url, secret, now);
+    return { id, secret, created_at: now };
+  }
+
+  webhook(id: string): WebhookRow | undefined {
+    return this.#webhook.get(id) as WebhookRow | undefined;
+  }
+
+  // Live webhooks, of one key or of all.
+  webhooks(apiKeyId?: string): WebhookRow[] {
+    return (apiKeyId === undefined ? this.#allWebhooks.all() : this.#webhooksOfKey.all(apiKeyId)) as WebhookRow[];
+  }
+
+  // False when there is no such live webhook. Its pending deliveries end (dead, 'webhook removed').
+  removeWebhook(id: string, now = Date.now()): boolean {
+    return this.#db.transaction(() => {
+      if (this.#removeWebhook.run(now, id).changes !== 1) return false;
+      this.#killPending.run(id);
+      return true;
+    })();
+  }
+
+  // --- deliveries ------------------------------------------------------------------------------
+
+  due(now: number, limit: number): DueDelivery[] {
+    return this.#due.all({ now, limit }) as DueDelivery[];
+  }
+
+  markDelivered(eventId: string, webhookId: string, status: number, now = Date.now()): boolean {
+    return this.#delivered.run({ event_id: eventId, webhook_id: webhookId, status, now }).changes === 1;
+  }
+
+  // A failed attempt: retried at `nextAttemptAt`, or dead when that is null.
+  markFailed(eventId: string, webhookId: string, f: { status: number | null; error: string; nextAttemptAt: number | null }): boolean {
+    const dead = f.nextAttemptAt === null;
+    const r = this.#failed.run({
+      event_id: eventId,
+      webhook_id: webhookId,
+      state: dead ? 'dead' : 'pending',
+      next: f.nextAttemptAt ?? Date.now(),
+      status: f.status,
+      error: f.error.slice(0, 500),
+    });
+    if (r.changes === 1 && !dead) this.#holdBehind.run({ event_id: eventId, webhook_id: webhookId, next: f.nextAttemptAt });
+    return r.changes === 1;
+  }
+
+  deliveryCounts(webhookId: string): Record<DeliveryState, number> {
+    const out: Record<DeliveryState, number> = { pending: 0, delivered: 0, dead: 0 };
+    for (const r of this.#counts.all(webhookId) as { state: DeliveryState; n: number }[]) out[r.state] = r.n;
+    return out;
+  }
+
+  pendingCount(): number {
+    return (this.#pendingCount.get() as { n: number }).n;
+  }
+
+  deliveries(webhookId: string, opts: { state?: DeliveryState; limit?: number } = {}): (DeliveryRow & { type: string; status: string })[] {
+    return this.#deliveries.all({ webhook_id: webhookId, state: opts.state ?? null, limit: opts.limit ?? 100 }) as (DeliveryRow & { type: string; status: string })[];
+  }
+
+  // Manual redelivery: the event's deliveries (to one webhook, or to all of them), or every dead
+  // delivery (of one webhook, or of all), go back to pending with a fresh schedule. Scoped to a
+  // key's webhooks when apiKeyId is given. Returns how many deliveries were reset.
+  redeliver(
+    target: { eventId: string; webhookId?: string; apiKeyId?: string } | { dead: true; webhookId?: string; apiKeyId?: string },
+    now = Date.now(),
+  ): number {
+    const common = { webhook_id: target.webhookId ?? null, api_key_id: target.apiKeyId ?? null, now };
+    const n =
+      'eventId' in target
+        ? this.#redeliverEvent.run({ ...common, event_id: target.eventId }).changes
+        : this.#redeliverDead.run(common).changes;
+    if (n > 0) {
+      this.#dirty = true;
+      this.committed();
+    }
+    return n;
+  }
+}

@@ -1,0 +1,390 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defineChain, erc20Abi, keccak256, parseSignature, toHex, zeroAddress, type Address, type Hex } from 'viem';
+import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import { join } from 'node:path';
+import axios from 'axios';
+import { convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
+import { ExchangeNonces } from '../src/chains/exchange/nonces.ts';
+import { devnetChain } from '../src/devnet/deploy.ts';
+import { ExchangeClient, signSendAsset } from '../src/chains/exchange/client.ts';
+import { Ledger } from '../src/ledger/index.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+
+// Chain 1337, the perpetuals exchange, through the quote flow against the devnet's stand-in.
+let s: Stack;
+const BASE = 8453;
+const EX = 1337;
+const PERPS = `0x${'0'.repeat(32)}`;
+
+beforeAll(async () => {
+  s = await startStack();
+});
+afterAll(async () => {
+  await s?.stop();
+});
+
+const ex = () => s.devnet.exchange!;
+const state = () => ex().standin.state;
+const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
+const account = (i: number): PrivateKeyAccount => privateKeyToAccount(s.devnet.accounts[i]!.privateKey);
+const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ address: usdc(BASE), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+
+const EIP712_DOMAIN = [
+  { name: 'name', type: 'string' },
+  { name: 'version', type: 'string' },
+  { name: 'chainId', type: 'uint256' },
+  { name: 'verifyingContract', type: 'address' },
+];
+
+async function withdrawalQuote(user: Address, amount: string, extra: Record<string, unknown> = {}) {
+  return api(s.url, '/quote/v2', {
+    body: {
+      user,
+      recipient: user,
+      originChainId: EX,
+      destinationChainId: BASE,
+      originCurrency: PERPS,
+      destinationCurrency: usdc(BASE),
+      amount,
+      tradeType: 'EXACT_INPUT',
+      protocolVersion: 'v2',
+      ...extra,
+    },
+  });
+}
+
+// The authorize step, signed on the wallet's active chain (domain.chainId and signatureChainId
+// overridden identically, as the spec says), posted to post.endpoint with ?signature=.
+async function authorize(quote: any, signer: PrivateKeyAccount, chainId: number, overrides: { sign?: Record<string, unknown>; body?: Record<string, unknown> } = {}) {
+  const data = quote.steps.find((x: any) => x.id === 'authorize').items[0].data;
+  const signature = await signer.signTypedData({
+    domain: { ...data.sign.domain, chainId },
+    types: data.sign.types,
+    primaryType: data.sign.primaryType,
+    message: { ...data.sign.value, ...overrides.sign },
+  } as never);
+  return api(s.url, `${data.post.endpoint}?signature=${signature}`, { method: data.post.method, body: { ...data.post.body, signatureChainId: chainId, ...overrides.body } });
+}
+
+// The deposit step as the spec's signing steps describe it, posted to {exchange_url}/exchange.
+async function sendDeposit(quote: any, signer: PrivateKeyAccount, chainId: number, params: Record<string, unknown> = {}) {
+  const data = quote.steps.find((x: any) => x.id === 'deposit').items[0].data;
+  const action = { ...data.action.parameters, ...params, type: data.action.type, signatureChainId: toHex(chainId) };
+  const signature = await signer.signTypedData({
+    domain: { name: 'ExchangeSignTransaction', version: '1', chainId, verifyingContract: zeroAddress },
+    types: { ...data.eip712Types, EIP712Domain: EIP712_DOMAIN },
+    primaryType: data.eip712PrimaryType,
+    message: action,
+  } as never);
+  const { r, s: sPart, v } = parseSignature(signature);
+  const res = await fetch(`${ex().url}/exchange`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ signature: { r, s: sPart, v: Number(v) }, nonce: action.nonce, action }),
+  });
+  return { status: res.status, body: (await res.json()) as any, action };
+}
+
+describe('deposits to the exchange (destination 1337)', () => {
+  it('USDC on 8453 to perps USD: the fill is the solver sendAsset; withdrawable grows by the quoted amount', async () => {
+    const recipient = account(2).address;
+    const before = state().perpsUsd(recipient);
+    const q = await api(s.url, '/quote/v2', {
+      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: PERPS, amount: '5000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(q.status).toBe(200);
+    expect(q.body.details.operation).toBe('bridge');
+    expect(q.body.details.currencyOut.currency).toMatchObject({ chainId: EX, address: PERPS, decimals: 6 });
+    const out = BigInt(q.body.details.currencyOut.amount);
+    expect(out).toBeGreaterThan(0n);
+    const requestId = q.body.steps.at(-1).requestId;
+    await executeSteps(s, q.body, 1);
+    const done = await waitForStatus(s.url, requestId, ['success', 'failure', 'refund']);
+    expect(done.status).toBe('success');
+    expect(state().perpsUsd(recipient) - before).toBe(out);
+    // The fill's id is the keccak of the signed action the solver posted.
+    expect(done.txHashes).toHaveLength(1);
+    const send = state().ledger(recipient).at(-1)!;
+    expect(send.delta).toMatchObject({ type: 'send', user: s.devnet.solver, destination: recipient, sourceDex: '', destinationDex: '' });
+    const tx = s.node.ledger.payouts.txsOf(`fill:${requestId}`)[0]!;
+    expect(tx).toMatchObject({ hash: done.txHashes[0], state: 'included', nonce: send.delta.nonce });
+    expect(keccak256(tx.raw)).toBe(tx.hash);
+  });
+
+  it('spot tokens: USDC to spot USDC, and ETH to HYPE on the named DEX xyz', async () => {
+    const recipient = account(3).address;
+    const c = ex().currencies;
+    const beforeSpot = state().spotBalance(recipient, 'USDC');
+    const q = await api(s.url, '/quote/v2', {
+      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: c.spotUSDC, amount: '3000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(q.status).toBe(200);
+    expect(q.body.details.currencyOut.currency).toMatchObject({ address: c.spotUSDC, decimals: 8 });
+    await executeSteps(s, q.body, 1);
+    expect((await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    expect(state().spotBalance(recipient, 'USDC') - beforeSpot).toBe(BigInt(q.body.details.currencyOut.amount));
+
+    const beforeXyz = state().spotBalance(recipient, 'HYPE', 'xyz');
+    const q2 = await api(s.url, '/quote/v2', {
+      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: zeroAddress, destinationCurrency: c.xyzHYPE, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(q2.status).toBe(200);
+    expect(q2.body.details.currencyOut.currency).toMatchObject({ address: c.xyzHYPE, symbol: 'HYPE' });
+    await executeSteps(s, q2.body, 1);
+    expect((await waitForStatus(s.url, q2.body.steps.at(-1).requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    const got = state().spotBalance(recipient, 'HYPE', 'xyz') - beforeXyz;
+    expect(got).toBeGreaterThanOrEqual(BigInt(q2.body.details.currencyOut.minimumAmount));
+    expect(state().ledger(recipient).at(-1)!.delta).toMatchObject({ sourceDex: 'xyz', destinationDex: 'xyz', token: 'HYPE' });
+  });
+});
+
+describe('withdrawals from the exchange (origin 1337)', () => {
+  it('a viem wallet signs both steps; the node associates the transfer by its nonce and fills on 8453', async () => {
+    const user = account(1);
+    const recipient = account(4).address;
+    const q = await withdrawalQuote(user.address, '20000000', { recipient });
+    expect(q.status).toBe(200);
+    expect(q.body.steps.map((x: any) => [x.id, x.kind])).toEqual([['authorize', 'signature'], ['deposit', 'transaction']]);
+    const requestId = q.body.steps[0].requestId as Hex;
+    const auth = q.body.steps[0].items[0].data;
+    expect(auth.sign).toMatchObject({
+      signatureKind: 'eip712',
+      domain: { name: 'ServiceNonceMapping', version: '2', chainId: 1, verifyingContract: zeroAddress },
+      primaryType: 'NonceMapping',
+      value: { chainId: 'exchange', wallet: user.address.toLowerCase(), depositor: user.address.toLowerCase(), id: requestId },
+    });
+    const nonce = auth.sign.value.nonce;
+    expect(Number.isSafeInteger(nonce)).toBe(true);
+    expect(auth.post).toEqual({
+      endpoint: '/authorize',
+      method: 'POST',
+      body: { type: 'nonce-mapping', walletChainId: EX, wallet: user.address.toLowerCase(), depositor: user.address.toLowerCase(), nonce, id: requestId, signatureChainId: 1 },
+    });
+    const dep = q.body.steps[1].items[0];
+    expect(dep.check).toEqual({ endpoint: `/intents/status?requestId=${requestId}`, method: 'GET' });
+    expect(dep.data).toMatchObject({
+      action: {
+        type: 'sendAsset',
+        parameters: { exchangeChain: 'Mainnet', destination: s.devnet.solver.toLowerCase(), sourceDex: '', destinationDex: '', amount: '20.0', fromSubAccount: '', nonce },
+      },
+      nonce,
+      eip712PrimaryType: 'ExchangeTransaction:SendAsset',
+    });
+    expect(dep.data.eip712Types['ExchangeTransaction:SendAsset']).toHaveLength(8);
+
+    const a = await authorize(q.body, user, BASE);
+    expect(a.status).toBe(200);
+    expect(a.body).toEqual({ message: 'Success' });
+    // Posting the same authorization again is harmless.
+    expect((await authorize(q.body, user, BASE)).status).toBe(200);
+
+    const beforeUser = state().perpsUsd(user.address);
+    const beforeOut = await usdcBalance(recipient);
+    const sent = await sendDeposit(q.body, user, BASE);
+    expect(sent.body).toEqual({ status: 'ok', response: { type: 'default' } });
+    expect(beforeUser - state().perpsUsd(user.address)).toBe(20_000_000n);
+
+    const done = await waitForStatus(s.url, requestId, ['success', 'failure', 'refund']);
+    expect(done.status).toBe('success');
+    expect((await usdcBalance(recipient)) - beforeOut).toBe(BigInt(q.body.details.currencyOut.amount));
+    const inHash = state().ledger(user.address).at(-1)!.hash;
+    expect(done.inTxHashes).toEqual([inHash.toLowerCase()]);
+  });
+
+  it('a short transfer is refunded to the user on the exchange', async () => {
+    const user = account(2);
+    const q = await withdrawalQuote(user.address, '10000000');
+    const requestId = q.body.steps[0].requestId as Hex;
+    expect((await authorize(q.body, user, 1)).status).toBe(200);
+    const before = state().perpsUsd(user.address);
+    const sent = await sendDeposit(q.body, user, 1, { amount: '1.0' });
+    expect(sent.body.status).toBe('ok');
+    // failure (the fill is refused) comes first, then refund once the exchange says ok.
+    const done = await waitForStatus(s.url, requestId, ['success', 'refund']);
+    expect(done.status).toBe('refund');
+    expect(done.failReason).toBe('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
+    await until(() => (state().perpsUsd(user.address) === before ? true : undefined), 'the refund on the exchange');
+  });
+
+  it('a transfer whose nonce differs from the authorization is never associated: the request waits, the transfer is refunded', async () => {
+    const user = account(3);
+    const q = await withdrawalQuote(user.address, '7000000');
+    const requestId = q.body.steps[0].requestId as Hex;
+    expect((await authorize(q.body, user, 1)).status).toBe(200);
+    const before = state().perpsUsd(user.address);
+    const nonce = q.body.steps[1].items[0].data.nonce as number;
+    const sent = await sendDeposit(q.body, user, 1, { nonce: nonce + 1 });
+    expect(sent.body.status).toBe('ok');
+    expect(state().perpsUsd(user.address)).toBe(before - 7_000_000n);
+    // The orphan's refund brings the funds back; the request never sees the transfer.
+    await until(() => (state().perpsUsd(user.address) === before ? true : undefined), 'the orphan transfer to be refunded', 20_000);
+    const status = await api(s.url, `/intents/status/v3?requestId=${requestId}`);
+    expect(status.body.status).toBe('waiting');
+    expect(status.body.inTxHashes).toEqual([]);
+    const orphan = s.node.ledger.deposits.get(`${EX}:${state().ledger(user.address).find((u) => u.delta.nonce === nonce + 1)!.hash.toLowerCase()}:0`)!;
+    expect(orphan.request_id).not.toBe(requestId);
+    expect(s.node.ledger.requests.get(orphan.request_id!)).toMatchObject({ kind: 'orphan', status: 'refund', fail_reason: 'ORPHANED_DEPOSIT_REFUND' });
+  });
+
+  it('a transfer sent by another wallet with the authorized nonce is not associated', async () => {
+    const user = account(4);
+    const other = account(0);
+    const q = await withdrawalQuote(user.address, '3000000');
+    const requestId = q.body.steps[0].requestId as Hex;
+    expect((await authorize(q.body, user, 1)).status).toBe(200);
+    const before = state().perpsUsd(other.address);
+    expect((await sendDeposit(q.body, other, 1)).body.status).toBe('ok');
+    await until(() => (state().perpsUsd(other.address) === before ? true : undefined), 'the stranger transfer to be refunded', 20_000);
+    expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('waiting');
+  });
+});
+
+describe('POST /authorize', () => {
+  it('refuses a bad signature, a reused nonce, an unknown request and a request not from the exchange', async () => {
+    const user = account(1);
+    const q1 = await withdrawalQuote(user.address, '2000000');
+    const q2 = await withdrawalQuote(user.address, '2000000');
+    const nonce1 = q1.body.steps[0].items[0].data.post.body.nonce;
+    expect(q2.body.steps[0].items[0].data.post.body.nonce).not.toBe(nonce1);
+
+    // Signed by another key.
+    const bad = await authorize(q1.body, account(2), 1);
+    expect(bad.status).toBe(400);
+    expect(bad.body.errorCode).toBe('INVALID_SIGNATURE');
+    // Signed over another chain id than the body names.
+    const wrongChain = await authorize(q1.body, user, 1, { body: { signatureChainId: 10 } });
+    expect(wrongChain.status).toBe(400);
+    expect(wrongChain.body.errorCode).toBe('INVALID_SIGNATURE');
+    // Not a signature at all.
+    const data = q1.body.steps[0].items[0].data;
+    expect((await api(s.url, `/authorize?signature=0x1234`, { body: data.post.body })).status).toBe(400);
+    expect((await api(s.url, `/authorize`, { body: data.post.body })).status).toBe(400);
+    expect((await api(s.url, `/authorize?signature=0x${'11'.repeat(65)}`, { body: { ...data.post.body, type: 'other' } })).status).toBe(400);
+
+    expect((await authorize(q1.body, user, 1)).status).toBe(200);
+    // q2's request with q1's nonce: the nonce is taken.
+    const reused = await authorize(q2.body, user, 1, { sign: { nonce: nonce1 }, body: { nonce: nonce1 } });
+    expect(reused.status).toBe(400);
+    expect(reused.body.errorCode).toBe('NONCE_ALREADY_USED');
+    // q2 with a nonce it was not quoted with.
+    const other = await authorize(q2.body, user, 1, { sign: { nonce: nonce1 + 1_000_000 }, body: { nonce: nonce1 + 1_000_000 } });
+    expect(other.status).toBe(400);
+    expect((await authorize(q2.body, user, 1)).status).toBe(200);
+
+    const unknownId = keccak256(toHex('no such request'));
+    const unknown = await authorize(q1.body, user, 1, { sign: { id: unknownId }, body: { id: unknownId } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.errorCode).toBe('REQUEST_NOT_FOUND');
+
+    const evm = await api(s.url, '/quote/v2', {
+      body: { user: user.address, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: PERPS, amount: '2000000', tradeType: 'EXACT_INPUT', protocolVersion: 'v2' },
+    });
+    expect(evm.status).toBe(200);
+    const evmId = evm.body.steps.at(-1).requestId;
+    const notExchange = await authorize(q1.body, user, 1, { sign: { id: evmId }, body: { id: evmId } });
+    expect(notExchange.status).toBe(400);
+  });
+});
+
+describe('quotes from the exchange', () => {
+  it('require protocolVersion v2', async () => {
+    const r = await withdrawalQuote(account(1).address, '2000000', { protocolVersion: undefined });
+    expect(r.status).toBe(400);
+    expect(r.body.message).toMatch(/protocolVersion/);
+    const v1 = await withdrawalQuote(account(1).address, '2000000', { protocolVersion: 'v1' });
+    expect(v1.status).toBe(400);
+    const bad = await withdrawalQuote(account(1).address, '2000000', { originCurrency: '0x1234' });
+    expect(bad.status).toBe(400);
+  });
+});
+
+describe('crash safety of the solver sendAsset', () => {
+  it('a recorded action is reconciled from the solver ledger on restart: posted once if it never was, never twice', async () => {
+    const recipient = account(0).address;
+    const before = state().perpsUsd(recipient);
+    await s.node.stop();
+    const ledger = Ledger.open(join(s.dataDir, 'ledger.sqlite'));
+    const client = new ExchangeClient({ url: ex().url });
+    const nonces: number[] = [];
+    // What a crash leaves: the payout sent, its signed action recorded; posted (b) or not (a).
+    const record = async (id: string, amount: string, posted: boolean) => {
+      const nonce = Date.now() + nonces.length;
+      nonces.push(nonce);
+      const body = await signSendAsset(
+        s.devnet.keys.solver,
+        { exchangeChain: 'Mainnet', destination: recipient.toLowerCase(), sourceDex: '', destinationDex: '', token: 'USDC:0x6d1e7cde53ba9467b783cb7c530ce054', amount, fromSubAccount: '', nonce },
+        { signatureChainId: 1 },
+      );
+      const raw = toHex(JSON.stringify(body));
+      const hash = keccak256(raw);
+      ledger.tx(() => {
+        ledger.payouts.insert({ id, kind: 'claim', request_id: null, deposit_id: null, chain_id: EX, recipient, currency: PERPS, amount: String(Number(amount) * 1e6), decided_at: Date.now() });
+        ledger.payouts.insertTx({ hash, payout_id: id, chain_id: EX, sender: s.devnet.solver, nonce, raw, gas_limit: '0', max_fee_per_gas: '0', max_priority_fee_per_gas: '0', created_at: Date.now() });
+        ledger.payouts.setState(id, 'sent', { txHash: hash });
+      });
+      if (posted) expect(await client.submit(body)).toEqual({ ok: true });
+      return hash;
+    };
+    const a = await record('claim:crash-a', '3', false);
+    const b = await record('claim:crash-b', '4', true);
+    ledger.close();
+    expect(state().perpsUsd(recipient) - before).toBe(4_000_000n);
+
+    await s.restartNode();
+    await until(() => (['claim:crash-a', 'claim:crash-b'].every((id) => s.node.ledger.payouts.get(id)?.state === 'success') ? true : undefined), 'both payouts settled');
+    expect(s.node.ledger.payouts.get('claim:crash-a')!.tx_hash).toBe(a);
+    expect(s.node.ledger.payouts.get('claim:crash-b')!.tx_hash).toBe(b);
+    expect(state().perpsUsd(recipient) - before).toBe(7_000_000n);
+    const sends = state().ledger(s.devnet.solver).filter((u) => nonces.includes(u.delta.nonce));
+    expect(sends.map((u) => u.delta.nonce).sort()).toEqual([...nonces].sort());
+    // A new payout after the restart signs with a nonce above those recorded.
+    const q = await api(s.url, '/quote/v2', {
+      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: PERPS, amount: '2000000', tradeType: 'EXACT_INPUT' },
+    });
+    await executeSteps(s, q.body, 1);
+    expect((await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    expect(s.node.ledger.payouts.txsOf(`fill:${q.body.steps.at(-1).requestId}`)[0]!.nonce).toBeGreaterThan(Math.max(...nonces));
+  });
+});
+
+describe('@relayprotocol/relay-sdk withdrawing from the exchange', () => {
+  it('executes a withdrawal quote: its signature step posts to /authorize, its transfer is signed for the exchange', async () => {
+    const exchange = defineChain({ id: EX, name: 'Exchange (devnet)', nativeCurrency: { name: 'USD Coin', symbol: 'USDC', decimals: 6 }, rpcUrls: { default: { http: [ex().url] } } });
+    createClient({
+      baseApiUrl: s.url,
+      source: 'relay-node-tests',
+      chains: [...s.devnet.chains.map((c) => convertViemChainToRelayChain(devnetChain(c.id, c.rpcUrl))), convertViemChainToRelayChain(exchange)],
+      pollingInterval: 100,
+      maxPollingAttemptsBeforeTimeout: 300,
+    });
+    // The SDK posts the signed transfer to the production exchange's URL, signed under its domain
+    // name: pointed at the stand-in, which verifies it under that name when asked.
+    const posted: string[] = [];
+    const interceptor = axios.interceptors.request.use((config) => {
+      if (config.url === 'https://api.hyperliquid.xyz/exchange') config.url = `${ex().url}/exchange?domainName=HyperliquidSignTransaction`;
+      posted.push(`${config.method} ${config.url}`.split('?')[0]!);
+      return config;
+    });
+    try {
+      const wallet = s.wallet(2, BASE);
+      const user = wallet.account!.address;
+      const quote = await getClient().actions.getQuote(
+        { chainId: EX, toChainId: BASE, currency: PERPS, toCurrency: usdc(BASE), amount: '6000000', tradeType: 'EXACT_INPUT', wallet, recipient: user, options: { protocolVersion: 'v2' } as any },
+        true,
+      );
+      expect(quote.steps!.map((x) => x.id)).toEqual(['authorize', 'deposit']);
+      const requestId = quote.steps![0]!.requestId as Hex;
+      const beforeUser = state().perpsUsd(user);
+      const beforeOut = await usdcBalance(user);
+      await getClient().actions.execute({ quote, wallet, onProgress: () => {} });
+      expect(posted).toEqual([`post ${ex().url}/exchange`]);
+      // The SDK signed the authorization on the wallet's chain and posted it to /authorize.
+      expect(new ExchangeNonces(s.node.ledger.db).ofRequest(requestId)).toMatchObject({ wallet: user, nonce: (quote.steps![0]!.items![0]!.data as any).post.body.nonce });
+      expect(beforeUser - state().perpsUsd(user)).toBe(6_000_000n);
+      expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
+      expect((await usdcBalance(user)) - beforeOut).toBe(BigInt(quote.details!.currencyOut!.amount!));
+    } finally {
+      axios.interceptors.request.eject(interceptor);
+    }
+  });
+});
