@@ -67,6 +67,8 @@ export interface EvmSubmitterOptions {
 // (not from the clock at signing) so that re-signing the same refund yields the same, single-use request.
 const REFUND_TTL_SECONDS = 7 * 24 * 3600;
 const APPROVE_THRESHOLD = 2n ** 255n;
+// Reverts by which the contracts say the payment exists already.
+const ALREADY_PAID = /^(OrderAlreadyFilled|CallRequestAlreadyUsed)\(/;
 const PREPARE_CONCURRENCY = 16;
 const QUEUED_BATCH = 500;
 const BACKOFF_BASE_MS = 250;
@@ -465,6 +467,13 @@ export class EvmSubmitter {
     }
     // A signed deposit that cannot go through names why, in the interface's words.
     const deposit = () => (/InvalidSignature/.test(revert ?? '') ? 'INVALID_SIGNATURE' : /TransferFromFailed/.test(revert ?? '') ? 'TRANSFER_FROM_FAILED' : 'TRANSACTION_REVERTED');
+    // The contract itself says the payment was made: a view that cannot find it is behind (a
+    // lagging RPC). Failing here would refund a paid order; look again later instead.
+    if (ALREADY_PAID.test(revert ?? '')) {
+      log.warn({ revert }, 'the chain reports this payout made but its transaction is not found yet; looking again later');
+      this.#backoff(payout.id, new Error(`simulation says ${revert}`), log);
+      return;
+    }
     const reason = payout.kind === 'fill' ? 'EXECUTION_REVERTED' : payout.kind === 'deposit' ? deposit() : 'TRANSACTION_REVERTED';
     this.#fail(payout, reason, log, revert ?? errText(err), call.data);
   }
@@ -611,7 +620,9 @@ export class EvmSubmitter {
     if (!payout) return;
     let paid: PaidBy | null = null;
     if (payout.state === 'sent' || payout.state === 'queued') {
-      paid = await this.#findPaid(payout, await this.#requestOf(payout));
+      // Read as of the receipt's block: a node that served the receipt has that state, where a
+      // lagging one would answer 'not paid' from the past and turn a paid order into a refund.
+      paid = await this.#findPaid(payout, await this.#requestOf(payout), receipt.blockNumber);
       if (paid?.txHash === t.hash) paid = null;
     }
     const outcome = this.#ledger.tx(() => {
@@ -757,11 +768,12 @@ export class EvmSubmitter {
   }
 
   // Whether the payment was made on chain, and by which transaction.
-  async #findPaid(payout: PayoutRow, request: CallRequest | undefined): Promise<PaidBy | null> {
+  async #findPaid(payout: PayoutRow, request: CallRequest | undefined, atBlock?: bigint): Promise<PaidBy | null> {
     let txHash: Hex | undefined;
+    const at = atBlock === undefined ? {} : { blockNumber: atBlock };
     if (payout.kind === 'fill') {
       const orderId = payout.request_id!;
-      const filled = await this.#client.readContract({ address: this.#chain.filler, abi: OrderFillerAbi, functionName: 'filled', args: [orderId] });
+      const filled = await this.#client.readContract({ address: this.#chain.filler, abi: OrderFillerAbi, functionName: 'filled', args: [orderId], ...at });
       if (!filled) return null;
       txHash = await this.#findLog(async (fromBlock, toBlock) => {
         const logs = await this.#client.getLogs({ address: this.#chain.filler, event: orderFilledEvent, args: { orderId }, fromBlock, toBlock });
@@ -771,7 +783,7 @@ export class EvmSubmitter {
     } else {
       if (!request) return null;
       const id = callRequestId(request);
-      const used = await this.#client.readContract({ address: this.#chain.depository, abi: RelayDepositoryAbi, functionName: 'callRequests', args: [id] });
+      const used = await this.#client.readContract({ address: this.#chain.depository, abi: RelayDepositoryAbi, functionName: 'callRequests', args: [id], ...at });
       if (!used) return null;
       txHash = await this.#findLog(async (fromBlock, toBlock) => {
         const logs = await this.#client.getLogs({ address: this.#chain.depository, event: callExecutedEvent, fromBlock, toBlock });
