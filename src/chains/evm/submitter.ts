@@ -69,6 +69,8 @@ const REFUND_TTL_SECONDS = 7 * 24 * 3600;
 const APPROVE_THRESHOLD = 2n ** 255n;
 // Reverts by which the contracts say the payment exists already.
 const ALREADY_PAID = /^(OrderAlreadyFilled|CallRequestAlreadyUsed)\(/;
+// Tries at starting before giving up (about 16 s of backoff in all).
+const START_ATTEMPTS = 6;
 const PREPARE_CONCURRENCY = 16;
 const QUEUED_BATCH = 500;
 const BACKOFF_BASE_MS = 250;
@@ -157,14 +159,25 @@ export class EvmSubmitter {
     if (this.#running) return;
     this.#running = true;
     try {
-      await this.#fees.refreshHead();
-      const next = await this.#nonces.init();
-      this.#log.info({ nextNonce: next }, 'submitter starting: reconciling ledger with chain');
-      await this.confirmNow();
-      if (!this.#running) return; // stopped while starting
-      this.#pollTimer = setInterval(() => this.#scheduleConfirm(), this.#chain.pollIntervalMs);
-      this.#pollTimer.unref();
-      await this.#ensureAllowances();
+      // An RPC hiccup while starting is retried (every step is safe to run again) rather than
+      // ending the process; a chain that stays unreachable still stops the start, with its error.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.#fees.refreshHead();
+          const next = await this.#nonces.init();
+          this.#log.info({ nextNonce: next }, 'submitter starting: reconciling ledger with chain');
+          await this.confirmNow();
+          if (!this.#running) return; // stopped while starting
+          this.#pollTimer ??= setInterval(() => this.#scheduleConfirm(), this.#chain.pollIntervalMs);
+          this.#pollTimer.unref();
+          await this.#ensureAllowances();
+          break;
+        } catch (err) {
+          if (attempt >= START_ATTEMPTS || !this.#running) throw err;
+          this.#log.warn({ attempt, err: errText(err) }, 'submitter start failed; retrying');
+          await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
+        }
+      }
       if (!this.#running) return;
       this.#ready = true;
       this.#log.info({ nextNonce: this.#nonces.peek() }, 'submitter started');
