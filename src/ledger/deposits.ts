@@ -64,6 +64,29 @@ export class Deposits {
       .prepare(`SELECT * FROM deposits WHERE chain_id = ? AND block_number > ? AND state = 'handled'`)
       .all(chainId, ancestor) as DepositRow[];
   }
+  // Deposits acted on whose blocks lie in [from, to]: a re-read of that range checks they are still there.
+  handledIn(chainId: number, from: number, to: number): DepositRow[] {
+    return this.db
+      .prepare(`SELECT * FROM deposits WHERE chain_id = ? AND state = 'handled' AND block_number BETWEEN ? AND ? ORDER BY block_number, log_index`)
+      .all(chainId, from, to) as DepositRow[];
+  }
+  // The deposit acted on that this log repeats from another fork (the same transaction, included
+  // again after a reorg, possibly at another log index): it is the same money, not a new deposit.
+  handledFromOtherFork(d: Pick<DepositRow, 'chain_id' | 'tx_hash' | 'order_ref' | 'amount' | 'currency' | 'depositor' | 'block_hash'>): DepositRow | undefined {
+    return this.db
+      .prepare(`SELECT * FROM deposits WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND order_ref = @order_ref AND amount = @amount
+        AND currency = @currency AND depositor = @depositor AND state = 'handled' AND block_hash != @block_hash LIMIT 1`)
+      .get(d) as DepositRow | undefined;
+  }
+  // A deposit acted on, found again on the new canonical chain: it follows its block.
+  relocate(id: string, blockNumber: number, blockHash: string): void {
+    this.db.prepare(`UPDATE deposits SET block_number = ?, block_hash = ? WHERE id = ?`).run(blockNumber, blockHash, id);
+  }
+  // A deposit acted on that a reorg removed, none of whose payouts was signed: as if never seen
+  // (it is revived, and decided afresh, if its transaction is included again).
+  unhandleReorged(id: string): void {
+    this.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE id = ? AND state = 'handled'`).run(id);
+  }
   markHandled(id: string, requestId: string): void {
     if (this.#handle.run({ id, request_id: requestId }).changes !== 1) throw new Error(`deposit ${id} is not confirmed and unhandled`);
     this.#sender.run({ id, request_id: requestId });

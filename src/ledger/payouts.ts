@@ -24,7 +24,7 @@ export class Payouts {
   #forRequest;
   #maxNonce;
   #pending;
-  constructor(db: Db) {
+  constructor(private db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
       decided_at, updated_at, native_topup, calls, max_gas, authorization) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
       @amount, 'queued', @decided_at, @decided_at, @native_topup, @calls, @max_gas, @authorization)`);
@@ -54,6 +54,9 @@ export class Payouts {
   }
   queued(chainId: number, limit = 50): PayoutRow[] {
     return this.#queued.all(chainId, limit) as PayoutRow[];
+  }
+  forDeposit(depositId: string): PayoutRow[] {
+    return this.db.prepare('SELECT * FROM payouts WHERE deposit_id = ? ORDER BY decided_at').all(depositId) as PayoutRow[];
   }
   forRequest(requestId: string): PayoutRow[] {
     return this.#forRequest.all(requestId) as PayoutRow[];

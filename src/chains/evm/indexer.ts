@@ -1,8 +1,10 @@
-import { toHex, type Block, type PublicClient } from 'viem';
+import { toHex, type Block, type Hex, type PublicClient } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
+import type { DepositRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
+import { reverseSponsor } from '../../solver/money.ts';
 import { decodeDepositLog, type DecodedDeposit, type RpcLog } from './depositLogs.ts';
 
 export interface IndexerEvents {
@@ -31,6 +33,8 @@ export class EvmIndexer {
   #stopped = true;
   #head = 0n;
   #waiters: { block: bigint; resolve: () => void }[] = [];
+  // Whether deposits already acted on may sit in blocks a reorg replaced (see #pass).
+  #checkHandled = true;
   fatal: Error | undefined;
 
   constructor(
@@ -184,12 +188,50 @@ export class EvmIndexer {
       if (d) deposits.push(d);
     }
 
+    // Deposits already acted on whose block a reorg replaced (their block hash is not the canonical
+    // one any more). Back in these logs, or included again later on the new chain, they are the
+    // same deposit (the insert below relocates them). Still absent once the new chain has gone as
+    // far past their old block as their confirmations: DEPOSIT_REORGED (#reorgedAfterHandled).
+    // Looked for after a rewind, and once after a start (a crash may have come between the two).
+    const gone: DepositRow[] = [];
+    if (this.#checkHandled) {
+      let pending = false;
+      const windowFloor = Math.max(this.chain.startBlock, head - this.chain.finalityDepth + 1);
+      for (const h of this.ledger.deposits.handledIn(chainId, windowFloor, to)) {
+        const canonical = hashOf.get(h.block_number) ?? this.ledger.indexer.block(chainId, h.block_number)?.hash;
+        if (!canonical || canonical === h.block_hash) continue;
+        if (deposits.some((d) => d.tx_hash === h.tx_hash && d.order_ref === h.order_ref && d.amount === h.amount)) continue;
+        // Decided already (its payout had gone out, so it stays handled).
+        if (h.request_id && this.ledger.requests.get(h.request_id)?.fail_reason === 'DEPOSIT_REORGED') continue;
+        pending = true;
+        if (to < h.block_number + this.chain.confirmations) continue;
+        const receipt = await this.client.getTransactionReceipt({ hash: h.tx_hash as Hex }).catch((e: Error) => {
+          if (e.name === 'TransactionReceiptNotFoundError') return undefined;
+          throw e; // an RPC failure proves nothing: the pass is retried
+        });
+        if (receipt?.status === 'success') {
+          // Included again at a later block: the insert relocates it when that block is read.
+          if (Number(receipt.blockNumber) > to) continue;
+          return true; // the chain moves under us; look again on the next pass
+        }
+        // Not on the new chain (or included again but reverted: no deposit).
+        gone.push(h);
+      }
+      if (!pending) this.#checkHandled = false;
+    }
+
     const now = Date.now();
     let fresh = 0;
     this.ledger.tx(() => {
       for (const d of deposits) {
+        const earlier = this.ledger.deposits.handledFromOtherFork({ ...d, chain_id: chainId });
+        if (earlier) {
+          this.ledger.deposits.relocate(earlier.id, d.block_number, d.block_hash);
+          continue;
+        }
         if (this.ledger.deposits.insert({ ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}`, seen_at: now })) fresh++;
       }
+      for (const d of gone) this.#reorgedAfterHandled(d, now);
       for (const h of headers) {
         this.ledger.indexer.putBlock(chainId, { number: Number(h.number), hash: h.hash!, parent_hash: h.parentHash });
       }
@@ -203,6 +245,30 @@ export class EvmIndexer {
     this.#confirm(head);
     this.metrics.indexerLag.set({ chain: chainId }, head - to);
     return to < head;
+  }
+
+  // A deposit the node acted on, that a reorg removed and the new chain does not hold: the request
+  // records DEPOSIT_REORGED. Payouts not yet signed for it are cancelled (the deposit is left as
+  // reorged, so a later inclusion of the same transaction is decided afresh); a payout already signed
+  // cannot be taken back: the request keeps its course, with the reason recorded for the operator.
+  // Runs inside the pass's ledger transaction.
+  #reorgedAfterHandled(d: DepositRow, now: number): void {
+    const payouts = this.ledger.payouts.forDeposit(d.id);
+    const signed = payouts.filter((p) => p.state !== 'queued');
+    for (const p of payouts) {
+      if (p.state === 'queued') this.ledger.payouts.setState(p.id, 'failed', { failReason: 'DEPOSIT_REORGED' }, now);
+    }
+    if (!signed.length) {
+      this.ledger.deposits.unhandleReorged(d.id);
+      if (d.request_id && payouts.some((p) => p.kind === 'fill')) reverseSponsor(this.ledger, d.request_id);
+    }
+    const r = d.request_id ? this.ledger.requests.get(d.request_id) : undefined;
+    if (r) this.ledger.requests.setStatus(r.id, signed.length ? r.status : 'failure', { failReason: 'DEPOSIT_REORGED' }, now);
+    this.metrics.decisions.inc({ decision: 'fail', reason: 'DEPOSIT_REORGED' });
+    this.log.error(
+      { chain: this.chain.id, deposit: d.id, request: d.request_id, cancelled: payouts.length - signed.length, signed: signed.map((p) => p.id) },
+      signed.length ? 'DEPOSIT_REORGED: a reorg removed a deposit already paid out' : 'DEPOSIT_REORGED: a reorg removed a deposit; its payouts are cancelled',
+    );
   }
 
   #confirm(head: number): void {
@@ -239,6 +305,7 @@ export class EvmIndexer {
       return { dropped, acted };
     });
     this.metrics.reorgs.inc({ chain: chainId });
+    if (acted.length) this.#checkHandled = true;
     this.log.warn({ chain: chainId, ancestor, from, dropped: dropped.map((d) => d.id) }, 'reorg: rewound to common ancestor');
     if (acted.length) {
       // These were confirmed and acted on; if they do not come back on the new chain, an operator must look.

@@ -1,0 +1,592 @@
+// The chaos harness: the node as its own process (`relay-node start --config`), reaching each chain
+// through a fault-injecting JSON-RPC proxy, under a seeded load of bridges, SIGKILLed at seeded
+// moments and restarted on the same ledger; then reorgs; then the end conditions, read from the chains.
+//
+//   npm run chaos -- --orders 200 --crashes 10 --faults 0.05 --seed 7
+//
+// Prints its figures and writes them to test/chaos/results/<timestamp>.json. `runChaos` is also what
+// the short form inside `npm test` (chaos.test.ts) calls.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createPublicClient, createWalletClient, http, zeroAddress, type Hex, type PublicClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { devnetChain } from '../../src/devnet/deploy.ts';
+import { startDevnet } from '../../src/devnet/devnet.ts';
+import { checkInvariants, takeBaseline, waitForOutcomes, type InvariantReport } from './invariants.ts';
+import { depositRequestId, nodeCall, runLoad, type LoadResult } from './load.ts';
+import { Rng } from './prng.ts';
+import { FAULT_KINDS, startProxies, type FaultKind, type RpcProxy } from './proxy.ts';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+export interface ChaosOptions {
+  orders: number;
+  crashes: number;
+  // Per-request probability of an RPC fault (split over the kinds below).
+  faults: number;
+  seed: number;
+  // Orders started per second.
+  rate?: number;
+  // Test accounts placing orders (one order at a time each).
+  accounts?: number;
+  confirmations?: number;
+  // Reorgs removing a deposit before its confirmations, and (needs the node's DEPOSIT_REORGED) after
+  // the node acted on it.
+  reorgsBefore?: number;
+  reorgsAfter?: number;
+  // At most this many timeouts per chain (each costs the node's RPC client its 10 s timeout).
+  maxTimeouts?: number;
+  // Fault kinds left out (e.g. --no-faults split).
+  excludeFaults?: FaultKind[];
+  // Bound on waiting for every deposit to end, after the load.
+  settleMs?: number;
+  logLevel?: string;
+  resultsDir?: string;
+  keepDataDir?: boolean;
+  say?: (line: string) => void;
+}
+
+// How a fault rate is split over the kinds (stale and lag apply to head and range reads only).
+export const FAULT_WEIGHTS: Record<FaultKind, number> = {
+  http500: 0.15,
+  http502: 0.1,
+  rpcError: 0.2,
+  timeout: 0.03,
+  drop: 0.15,
+  lostResponse: 0.1,
+  stale: 0.15,
+  lag: 0.08,
+  split: 0.04,
+};
+
+export interface ChaosResult {
+  ok: boolean;
+  options: Omit<ChaosOptions, 'say'>;
+  durationMs: number;
+  orders: number;
+  deposits: number;
+  failedOrders: LoadResult['failedOrders'];
+  crashes: { sigkill: number; faultPoint: number; unexpectedExits: number; restarts: number; startFailures: string[] };
+  faults: Record<FaultKind, number> & { total: number; rpcRequests: number };
+  reorgs: { before: { txHash: Hex; seenUnconfirmed: boolean; status: string }[]; after: { txHash: Hex; mode: 'paid' | 'queued' | 'reincluded'; status: string; failReason: string | null; secondPayout: string | null }[]; extraNotEnded: Hex[] };
+  invariants: InvariantReport;
+  secretsInLog: string[];
+  loadMs: number;
+  settleMs: number;
+  machine: { cpus: number; model: string; memGb: number; node: string };
+  dataDir: string;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function until<T>(fn: () => Promise<T | undefined>, what: string, ms: number): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+class StartExit extends Error {}
+
+// The node process: started, killed and restarted on the same config, ledger and port.
+class NodeProcess {
+  child: ChildProcess | undefined;
+  exited: Promise<NodeJS.Signals | number | null> = Promise.resolve(null);
+  output: string[] = [];
+  starts = 0;
+  unexpectedExits = 0;
+  startFailures: string[] = [];
+  #expectExit = false;
+  #started = false;
+  #log;
+  constructor(
+    private configPath: string,
+    readonly port: number,
+    private keys: { solver: Hex; allocator: Hex },
+    logFile: string,
+  ) {
+    this.#log = createWriteStream(logFile);
+  }
+  get url() {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  // Starts the node; a node that exits while starting (an RPC fault at startup) is started again,
+  // a few times, and counted.
+  async start(fault?: 'crash-after-fill-recorded' | 'crash-after-fill-broadcast'): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#startOnce(fault);
+      } catch (e) {
+        if (!(e instanceof StartExit) || attempt >= 5) throw e;
+        this.startFailures.push(e.message.slice(0, 400));
+      }
+    }
+  }
+
+  async #startOnce(fault?: 'crash-after-fill-recorded' | 'crash-after-fill-broadcast'): Promise<void> {
+    const args = [join(ROOT, 'bin/relay-node.js'), 'start', '--config', this.configPath, '--port', String(this.port)];
+    if (fault) args.push('--fault', fault);
+    const child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      env: { ...process.env, RELAY_SOLVER_KEY: this.keys.solver, RELAY_ALLOCATOR_KEY: this.keys.allocator },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.child = child;
+    this.starts++;
+    this.#started = false;
+    this.#expectExit = Boolean(fault);
+    const sink = (d: Buffer) => {
+      const s = d.toString();
+      this.output.push(s);
+      this.#log.write(s);
+    };
+    child.stdout!.on('data', sink);
+    child.stderr!.on('data', sink);
+    this.exited = new Promise((resolve) =>
+      child.on('exit', (code, signal) => {
+        if (this.child === child && !this.#expectExit && this.#started) this.unexpectedExits++;
+        resolve(signal ?? code);
+      }),
+    );
+    const end = Date.now() + 60_000;
+    for (;;) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        throw new StartExit(`the node exited while starting: ${this.output.slice(-3).join('').slice(-1500)}`);
+      }
+      const ok = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.status === 200, () => false);
+      if (ok) break;
+      if (Date.now() > end) throw new Error(`the node did not answer /health within 60 s: ${this.output.slice(-3).join('').slice(-1500)}`);
+      await sleep(50);
+    }
+    this.#started = true;
+  }
+
+  alive(): boolean {
+    return Boolean(this.child && this.child.exitCode === null && this.child.signalCode === null);
+  }
+
+  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    if (!this.alive()) return;
+    this.#expectExit = true;
+    this.child!.kill(signal);
+    await this.exited;
+  }
+
+  close() {
+    this.#log.end();
+  }
+}
+
+// Mines a block on each chain every `ms` (deposits need blocks on top to reach their confirmations);
+// a chain can be paused while a reorg is staged on it.
+class Ticker {
+  #timer: NodeJS.Timeout | undefined;
+  paused = new Set<number>();
+  constructor(
+    private chains: { id: number; rpcUrl: string }[],
+    private ms: number,
+  ) {}
+  start() {
+    this.#timer = setInterval(() => {
+      for (const c of this.chains) {
+        if (this.paused.has(c.id)) continue;
+        void fetch(c.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'evm_mine', params: [] }) }).catch(() => {});
+      }
+    }, this.ms);
+  }
+  stop() {
+    clearInterval(this.#timer);
+  }
+}
+
+function machine() {
+  return { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', memGb: Math.round(totalmem() / 2 ** 30), node: process.version };
+}
+
+export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
+  const sayRaw = opts.say ?? ((l: string) => process.stdout.write(l + '\n'));
+  const say = (l: string) => sayRaw(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${l}`);
+  const started = Date.now();
+  const rng = new Rng(opts.seed);
+  const accounts = opts.accounts ?? 6;
+  const confirmations = opts.confirmations ?? 2;
+  const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-chaos-'));
+  // One extra account for the reorg deposits, so their rewinds never touch a load account's nonce.
+  const reorgAccount = accounts + 1;
+  // EVM chains only: the exchange stand-in and the SVM chain are not under this harness (yet).
+  const devnetOptions = { dataDir, confirmations, testAccounts: accounts + 3, exchange: false, svm: false };
+  const devnet = await startDevnet(devnetOptions);
+  const clients = new Map<number, PublicClient>();
+  const client = (id: number) => {
+    let c = clients.get(id);
+    if (!c) {
+      const ch = devnet.chains.find((x) => x.id === id)!;
+      c = createPublicClient({ chain: devnetChain(id, ch.rpcUrl), transport: http(ch.rpcUrl), pollingInterval: 50 }) as PublicClient;
+      clients.set(id, c);
+    }
+    return c;
+  };
+  const rates = Object.fromEntries(FAULT_KINDS.map((k) => [k, opts.excludeFaults?.includes(k) ? 0 : opts.faults * FAULT_WEIGHTS[k]])) as Record<FaultKind, number>;
+  const proxies = await startProxies(devnet.chains, rng.fork('proxies'), {
+    rates,
+    limits: opts.maxTimeouts === undefined ? {} : { timeout: opts.maxTimeouts },
+    lagBlocks: 3,
+    lagMs: 1_500,
+    holdMs: 10_500,
+  });
+  const ticker = new Ticker(devnet.chains, 250);
+  let node: NodeProcess | undefined;
+  try {
+    const configPath = join(dataDir, 'config.json');
+    const base = devnet.nodeConfig({ port: 0, logLevel: opts.logLevel ?? 'info' });
+    writeFileSync(
+      configPath,
+      JSON.stringify({
+        ...base,
+        chains: (base.chains as { id: number }[]).filter((c) => proxies.has(c.id)).map((c) => ({ ...c, rpcUrl: proxies.get(c.id)!.url })),
+        solverKey: { env: 'RELAY_SOLVER_KEY' },
+        allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
+      }),
+    );
+    const baseline = await takeBaseline(devnet, client);
+    node = new NodeProcess(configPath, await freePort(), devnet.keys, join(dataDir, 'node.log'));
+    ticker.start();
+    await node.start();
+    say(`chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}; data in ${dataDir}`);
+
+    // ---- load, with the crash monkey alongside
+    const rate = opts.rate ?? 4;
+    const loadStarted = Date.now();
+    const expectedMs = (opts.orders / rate) * 1000;
+    const monkeyRng = rng.fork('crashes');
+    const crashAt = Array.from({ length: opts.crashes }, () => Math.round(expectedMs * (0.05 + 0.9 * monkeyRng.next()))).sort((a, b) => a - b);
+    const crashes = { sigkill: 0, faultPoint: 0, unexpectedExits: 0, restarts: 0, startFailures: [] as string[] };
+    let loadDone = false;
+    const load = runLoad({
+      devnet,
+      nodeUrl: () => node!.url,
+      rng: rng.fork('load'),
+      orders: opts.orders,
+      rate,
+      accounts,
+      retryMs: 90_000,
+    }).finally(() => (loadDone = true));
+    const monkey = (async () => {
+      for (const at of crashAt) {
+        const wait = loadStarted + at - Date.now();
+        if (wait > 0) await sleep(wait);
+        // A third of the crashes are at the exact fault points of the fill pipeline; the rest anywhere.
+        const point = monkeyRng.chance(1 / 3) ? monkeyRng.pick(['crash-after-fill-recorded', 'crash-after-fill-broadcast'] as const) : undefined;
+        await sleep(monkeyRng.int(0, 300));
+        await node!.kill('SIGKILL');
+        crashes.sigkill++;
+        await sleep(monkeyRng.int(0, 500));
+        if (point && !loadDone) {
+          await node!.start(point);
+          crashes.restarts++;
+          // It dies by itself at its next fill; if no fill comes, we kill it.
+          const died = await Promise.race([node!.exited.then(() => true), sleep(20_000).then(() => false)]);
+          if (died) crashes.faultPoint++;
+          else await node!.kill('SIGKILL');
+        }
+        await node!.start();
+        crashes.restarts++;
+      }
+    })();
+    // The node may also die on its own (that is a finding, and it is restarted).
+    const watchdog = setInterval(() => {
+      if (node && !node.alive() && node.child && node.child.signalCode === null && node.child.exitCode !== null && !restarting) {
+        restarting = true;
+        void node.start().catch(() => {}).finally(() => (restarting = false));
+      }
+    }, 500);
+    let restarting = false;
+    const loadResult = await load;
+    await monkey;
+    const loadMs = Date.now() - loadStarted;
+    say(`chaos: load done in ${loadMs} ms: ${loadResult.deposits.length} deposits, ${loadResult.failedOrders.length} orders failed to place`);
+
+    // ---- settle: every deposit ends (faults stay on)
+    const settleStarted = Date.now();
+    let outcomes = await waitForOutcomes(() => node!.url, loadResult.deposits, opts.settleMs ?? 120_000);
+    const settleMs = Date.now() - settleStarted;
+    say(`chaos: settled in ${settleMs} ms`);
+
+    // ---- reorgs, on a quiet chain (no load in flight)
+    const reorgs: ChaosResult['reorgs'] = { before: [], after: [], extraNotEnded: [] };
+    const vanished: { chainId: number; txHash: Hex; orderRef: Hex }[] = [];
+    const reorgRng = rng.fork('reorgs');
+    // Deposits the reorg phase makes besides its own (they must end too).
+    const outcomesExtra: Hex[] = [];
+    const rpc = (chainId: number, method: string, params: unknown[] = []) => client(chainId).request({ method: method as any, params: params as any }) as Promise<any>;
+    const quoteFor = async (origin: number) => {
+      const dest = origin === 8453 ? 10 : 8453;
+      const q = await nodeCall(() => node!.url, '/quote', {
+        user: devnet.accounts[reorgAccount]!.address,
+        originChainId: origin,
+        destinationChainId: dest,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: String(BigInt(reorgRng.int(10, 50)) * 10n ** 15n),
+        tradeType: 'EXACT_INPUT',
+      }, 30_000);
+      if (q.status !== 200) throw new Error(`reorg quote: ${q.status} ${JSON.stringify(q.body)}`);
+      return q.body;
+    };
+    const signed = new Map<Hex, Hex>();
+    const deposit = async (origin: number, q: any): Promise<Hex> => {
+      const ch = devnet.chains.find((x) => x.id === origin)!;
+      const w = createWalletClient({ account: privateKeyToAccount(devnet.accounts[reorgAccount]!.privateKey), chain: devnetChain(origin, ch.rpcUrl), transport: http(ch.rpcUrl) });
+      const item = q.steps[0].items[0].data;
+      const prepared = await w.prepareTransactionRequest({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) });
+      const raw = await w.signTransaction(prepared as any);
+      const hash = await w.sendRawTransaction({ serializedTransaction: raw });
+      signed.set(hash, raw);
+      await client(origin).waitForTransactionReceipt({ hash });
+      return hash;
+    };
+    const status = async (requestId: Hex) => (await nodeCall(() => node!.url, `/intents/status/v3?requestId=${requestId}`, undefined, 30_000)).body;
+    for (let i = 0; i < (opts.reorgsBefore ?? 0); i++) {
+      const origin = reorgRng.pick([8453, 10]);
+      const q = await quoteFor(origin);
+      const requestId = q.steps[0].requestId as Hex;
+      ticker.paused.add(origin);
+      try {
+        const snapshot = await rpc(origin, 'evm_snapshot');
+        const hash = await deposit(origin, q);
+        // The node sees it, unconfirmed (the chain is paused one block short of its confirmations).
+        const seen = await until(async () => ((await status(requestId)).inTxHashes?.includes(hash) ? true : undefined), 'the deposit to be indexed', 15_000).catch(() => false);
+        await rpc(origin, 'evm_revert', [snapshot]);
+        await rpc(origin, 'anvil_mine', ['0x4']);
+        vanished.push({ chainId: origin, txHash: hash, orderRef: requestId });
+        ticker.paused.delete(origin);
+        // The node drops it, and goes on past its old confirmation depth without filling it.
+        await until(async () => ((await status(requestId)).inTxHashes?.length === 0 ? true : undefined), 'the reorged deposit to be dropped', 30_000);
+        const head = await client(origin).getBlockNumber();
+        await until(async () => ((await client(origin).getBlockNumber()) >= head + BigInt(confirmations + 2) ? true : undefined), 'more blocks', 30_000);
+        await sleep(300);
+        const s = await status(requestId);
+        reorgs.before.push({ txHash: hash, seenUnconfirmed: seen, status: s.status });
+        say(`chaos: reorg before confirmations on ${origin}: deposit ${hash} seen=${seen}, request now ${s.status}`);
+      } finally {
+        ticker.paused.delete(origin);
+      }
+    }
+    // After the node acted, in turn: once the fill is paid (it cannot be taken back: the request
+    // records DEPOSIT_REORGED); while the fill is still queued (the destination refuses gas estimates,
+    // so it cannot be signed: the fill must be cancelled, never paid); and once paid, with the same
+    // deposit transaction included again on the new chain at another log index (the same deposit:
+    // neither DEPOSIT_REORGED nor a second payout).
+    const modes = ['paid', 'queued', 'reincluded'] as const;
+    for (let i = 0; i < (opts.reorgsAfter ?? 0); i++) {
+      const origin = reorgRng.pick([8453, 10]);
+      const dest = origin === 8453 ? 10 : 8453;
+      const mode = modes[i % modes.length]!;
+      const q = await quoteFor(origin);
+      const requestId = q.steps[0].requestId as Hex;
+      if (mode === 'queued') proxies.get(dest)!.block(['eth_estimateGas']);
+      try {
+        const snapshot = await rpc(origin, 'evm_snapshot');
+        const hash = await deposit(origin, q);
+        const want = mode === 'queued' ? 'pending' : 'success';
+        await until(async () => ((await status(requestId)).status === want ? true : undefined), `the request to be ${want}`, 60_000);
+        ticker.paused.add(origin);
+        let again: { logIndex: number } | undefined;
+        try {
+          await rpc(origin, 'evm_revert', [snapshot]);
+          await rpc(origin, 'anvil_mine', ['0x2']);
+          if (mode === 'reincluded') {
+            // One block: someone else's deposit first, then the same signed deposit again.
+            await rpc(origin, 'evm_setAutomine', [false]);
+            const other = await quoteFor(origin);
+            const ch = devnet.chains.find((x) => x.id === origin)!;
+            const w = createWalletClient({ account: privateKeyToAccount(devnet.accounts[reorgAccount + 1]!.privateKey), chain: devnetChain(origin, ch.rpcUrl), transport: http(ch.rpcUrl) });
+            const item = other.steps[0].items[0].data;
+            // A higher tip orders it first in the block, so the deposit comes back at another log index.
+            await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value), gas: 200_000n, maxPriorityFeePerGas: 10n ** 10n, maxFeePerGas: 10n ** 11n });
+            await rpc(origin, 'eth_sendRawTransaction', [signed.get(hash)]);
+            await rpc(origin, 'evm_mine');
+            await rpc(origin, 'evm_setAutomine', [true]);
+            const r = await client(origin).getTransactionReceipt({ hash });
+            again = { logIndex: r.logs.find((l) => l.address.toLowerCase() === ch.contracts.depository.toLowerCase())!.logIndex };
+            outcomesExtra.push(other.steps[0].requestId as Hex);
+          }
+          await rpc(origin, 'anvil_mine', ['0x6']);
+        } finally {
+          ticker.paused.delete(origin);
+        }
+        if (mode === 'reincluded') {
+          // The node rewinds and re-reads; then the deposit must still be the one it paid.
+          await until(async () => ((await status(requestId)).inTxHashes?.includes(hash) ? true : undefined), 'the deposit to be found again', 30_000).catch(() => {});
+          await sleep(3_000);
+          const derived = depositRequestId(origin, hash, again!.logIndex);
+          const dup = await nodeCall(() => node!.url, `/intents/status/v3?requestId=${derived}`, undefined, 30_000);
+          const after = await status(requestId);
+          reorgs.after.push({ txHash: hash, mode, status: after.status, failReason: after.failReason, secondPayout: dup.status === 200 ? `${dup.body.status} ${dup.body.failReason}` : null });
+          say(`chaos: reorg after the node acted (${mode}, log index now ${again!.logIndex}) on ${origin}: request ${after.status} ${after.failReason}, second request ${dup.status === 200 ? dup.body.status : 'none'}`);
+          continue;
+        }
+        const s = await until(async () => {
+          const r = await status(requestId);
+          return r.failReason === 'DEPOSIT_REORGED' ? r : undefined;
+        }, 'DEPOSIT_REORGED to be recorded', 30_000).catch(async () => status(requestId));
+        if (mode === 'queued') {
+          vanished.push({ chainId: origin, txHash: hash, orderRef: requestId });
+          proxies.get(dest)!.block([]);
+          // The submitter retries what is queued; give it the time to (wrongly) pay.
+          await sleep(3_000);
+        }
+        const after = await status(requestId);
+        reorgs.after.push({ txHash: hash, mode, status: after.status, failReason: s.failReason, secondPayout: null });
+        say(`chaos: reorg after the node acted (${mode}) on ${origin}: deposit ${hash}, request ${after.status} ${s.failReason}`);
+      } finally {
+        proxies.get(dest)!.block([]);
+        await rpc(origin, 'evm_setAutomine', [true]).catch(() => {});
+      }
+    }
+
+    for (const id of outcomesExtra) {
+      const ended = await until(async () => (['success', 'refund'].includes((await status(id)).status) ? true : undefined), `request ${id} to end`, 30_000).catch(() => false);
+      if (!ended) reorgs.extraNotEnded.push(id);
+    }
+
+    // A last look at the outcomes (the reorg phase ran with the node up), then stop everything.
+    outcomes = await waitForOutcomes(() => node!.url, loadResult.deposits, 10_000).then((o) => (o.size >= outcomes.size ? o : outcomes));
+    clearInterval(watchdog);
+    for (const p of proxies.values()) p.setEnabled(false);
+    // Let in-flight payouts land before the node stops: nothing queued or sent at the end.
+    await sleep(500);
+    await node.kill('SIGTERM');
+    ticker.stop();
+
+    const invariants = await checkInvariants({
+      devnet,
+      client,
+      base: baseline,
+      deposits: loadResult.deposits,
+      outcomes,
+      ledgerPath: join(dataDir, 'ledger.sqlite'),
+      vanished,
+    });
+    const log = node.output.join('').toLowerCase();
+    const secretsInLog = [devnet.keys.solver, devnet.keys.allocator].flatMap((k) => [k.toLowerCase(), k.slice(2).toLowerCase()]).filter((k) => log.includes(k));
+    const faultCounts = { ...Object.fromEntries(FAULT_KINDS.map((k) => [k, [...proxies.values()].reduce((a, p) => a + p.counts[k], 0)])) } as Record<FaultKind, number>;
+    crashes.unexpectedExits = node.unexpectedExits;
+    crashes.startFailures = node.startFailures;
+    const result: ChaosResult = {
+      ok: invariants.ok && secretsInLog.length === 0 && reorgs.before.every((r) => r.status === 'waiting') && reorgs.after.every(reorgAfterOk) && reorgs.extraNotEnded.length === 0,
+      options: { ...opts, say: undefined } as Omit<ChaosOptions, 'say'>,
+      durationMs: Date.now() - started,
+      orders: opts.orders,
+      deposits: loadResult.deposits.length,
+      failedOrders: loadResult.failedOrders,
+      crashes,
+      faults: { ...faultCounts, total: [...proxies.values()].reduce((a, p) => a + p.total, 0), rpcRequests: [...proxies.values()].reduce((a, p) => a + p.requests, 0) },
+      reorgs,
+      invariants,
+      secretsInLog: secretsInLog.map((k) => `${k.slice(0, 6)}…`),
+      loadMs,
+      settleMs,
+      machine: machine(),
+      dataDir,
+    };
+    if (opts.resultsDir !== '') {
+      const dir = opts.resultsDir ?? join(ROOT, 'test/chaos/results');
+      mkdirSync(dir, { recursive: true });
+      const file = join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+      writeFileSync(file, JSON.stringify(result, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n');
+      say(`chaos: results written to ${file}`);
+    }
+    return result;
+  } finally {
+    ticker.stop();
+    if (node) {
+      await node.kill('SIGKILL').catch(() => {});
+      node.close();
+    }
+    await Promise.all([...proxies.values()].map((p: RpcProxy) => p.stop()));
+    await devnet.stop();
+    if (!opts.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+// What each reorg after the node acted must end as.
+export function reorgAfterOk(r: ChaosResult['reorgs']['after'][number]): boolean {
+  if (r.mode === 'paid') return r.status === 'success' && r.failReason === 'DEPOSIT_REORGED';
+  if (r.mode === 'queued') return r.status === 'failure' && r.failReason === 'DEPOSIT_REORGED';
+  return r.status === 'success' && r.failReason === null && r.secondPayout === null;
+}
+
+export function printResult(r: ChaosResult, say: (l: string) => void = (l) => process.stdout.write(l + '\n')): void {
+  const f = r.invariants.figures;
+  say('');
+  say(`chaos ${r.ok ? 'PASSED' : 'FAILED'} in ${(r.durationMs / 1000).toFixed(1)} s (load ${(r.loadMs / 1000).toFixed(1)} s, settle ${(r.settleMs / 1000).toFixed(1)} s)`);
+  say(`  orders      ${r.orders} planned, ${r.deposits} deposits confirmed on chain, ${r.failedOrders.length} not placed`);
+  say(`  outcomes    ${f.success} success, ${f.refund} refund, ${f.notTerminal} not terminal; ${f.unexpectedRefunds.length} fillable orders refunded`);
+  say(`  on chain    ${f.fillsOnChain} fills, ${f.refundsOnChain} refunds, ${f.doubleFills} double fills, ${f.filledAndRefunded} filled and refunded, ${f.solverTxs} solver txs`);
+  say(`  crashes     ${r.crashes.sigkill} SIGKILL at random moments, ${r.crashes.faultPoint} at fill fault points, ${r.crashes.unexpectedExits} unexpected exits, ${r.crashes.restarts} restarts, ${r.crashes.startFailures.length} exits while starting (an RPC fault at startup)`);
+  say(`  rpc faults  ${r.faults.total} of ${r.faults.rpcRequests} requests: ${FAULT_KINDS.map((k) => `${k} ${r.faults[k]}`).join(', ')}`);
+  say(`  reorgs      ${r.reorgs.before.length} before confirmations (${r.reorgs.before.filter((x) => x.status === 'waiting').length} never filled), ${r.reorgs.after.length} after the node acted (${r.reorgs.after.map((x) => `${x.mode} -> ${x.status} ${x.failReason ?? ''}${x.secondPayout ? ` SECOND PAYOUT ${x.secondPayout}` : ''}${reorgAfterOk(x) ? '' : ' WRONG'}`).join(', ')})`);
+  say(`  failReasons ${JSON.stringify(f.failReasons)}`);
+  say(`  payouts     ${JSON.stringify(f.payouts)}`);
+  say(`  secrets     ${r.secretsInLog.length ? `FOUND in the log: ${r.secretsInLog.join(', ')}` : 'none in the log'}`);
+  say(`  machine     ${r.machine.cpus} x ${r.machine.model}, ${r.machine.memGb} GB, node ${r.machine.node}`);
+  for (const m of r.invariants.failures) say(`  FAIL ${m}`);
+}
+
+function arg(argv: string[], name: string): string | undefined {
+  const i = argv.indexOf(`--${name}`);
+  if (i >= 0) return argv[i + 1];
+  const eq = argv.find((a) => a.startsWith(`--${name}=`));
+  return eq?.slice(name.length + 3);
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const a = process.argv.slice(2);
+  const num = (name: string, dflt: number) => (arg(a, name) === undefined ? dflt : Number(arg(a, name)));
+  const opts: ChaosOptions = {
+    orders: num('orders', 100),
+    crashes: num('crashes', 5),
+    faults: num('faults', 0.03),
+    seed: num('seed', 1),
+    rate: num('rate', 4),
+    accounts: num('accounts', 6),
+    confirmations: num('confirmations', 2),
+    reorgsBefore: num('reorgs-before', 2),
+    reorgsAfter: num('reorgs-after', 1),
+    settleMs: num('settle-ms', 180_000),
+    logLevel: arg(a, 'log-level') ?? 'info',
+    keepDataDir: a.includes('--keep'),
+  };
+  if (arg(a, 'max-timeouts') !== undefined) opts.maxTimeouts = num('max-timeouts', 0);
+  if (arg(a, 'no-faults') !== undefined) opts.excludeFaults = arg(a, 'no-faults')!.split(',') as FaultKind[];
+  runChaos(opts).then(
+    (r) => {
+      printResult(r);
+      process.exit(r.ok ? 0 : 1);
+    },
+    (e) => {
+      process.stderr.write(`chaos: ${(e as Error).stack ?? e}\n`);
+      process.exit(2);
+    },
+  );
+}
