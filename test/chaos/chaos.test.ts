@@ -32,9 +32,6 @@ describe('chaos: crashes, RPC faults and a reorg under load', () => {
       reorgsAfter: 3,
       // A timeout costs the node's RPC client 10 s: the long form has them, the short one not.
       maxTimeouts: 0,
-      // Backends that disagree (a load-balanced provider) can make the submitter refund an order it
-      // filled (see the report of issue 7); the long form has them, the short one not until fixed.
-      excludeFaults: ['split'],
       settleMs: 40_000,
       resultsDir: '',
       say: (l) => lines.push(l),
