@@ -153,21 +153,17 @@ export class RpcProxy {
     };
     const rpcAnswer = (payload: object) => send(200, JSON.stringify({ jsonrpc: '2.0', id: single?.id ?? null, ...payload }));
 
-    if (this.#blocked.has(method)) {
+    if (single && this.#blocked.has(method)) {
       this.blockedAnswers++;
       return rpcAnswer({ error: { code: -32603, message: `${method} unavailable (blocked by the harness)` } });
     }
+    // Faults of the HTTP exchange hit a whole batch; the others (below) each of its requests.
     if (!spared) {
       if (this.#draw('http500')) return send(500, 'internal server error (injected)');
       if (this.#draw('http502')) return send(502, 'bad gateway (injected)');
       if (this.#draw('drop')) {
         res.socket?.destroy();
         return;
-      }
-      if (single && this.#draw('rpcError')) {
-        return rpcAnswer({
-          error: this.opts.rng.chance(0.5) ? { code: -32603, message: 'internal error (injected)' } : { code: -32005, message: 'limit exceeded (injected)' },
-        });
       }
       if (this.#draw('timeout')) {
         // The chain does the work; the client never hears of it.
@@ -184,31 +180,53 @@ export class RpcProxy {
         return;
       }
     }
-
-    if (single && !spared && this.#enabled) {
-      // A lag episode: the node behind the proxy is N blocks behind, consistently, for a while.
-      if (Date.now() >= this.#lagUntil && this.#draw('lag')) this.#lagUntil = Date.now() + (this.opts.lagMs ?? 1_500);
-      if (Date.now() >= this.#splitUntil && this.#draw('split')) this.#splitUntil = Date.now() + (this.opts.lagMs ?? 1_500);
-      if (Date.now() < this.#lagUntil || (Date.now() < this.#splitUntil && this.opts.rng.chance(0.5))) {
-        const answered = await this.#lagging(single, rpcAnswer);
-        if (answered) return;
-      } else if ((method === 'eth_blockNumber' || (method === 'eth_getBlockByNumber' && single.params?.[0] === 'latest')) && this.#draw('stale')) {
-        const head = await this.#chainHead();
-        const behind = head - BigInt(this.opts.rng.int(1, 3));
-        const n = behind < 0n ? 0n : behind;
-        if (method === 'eth_blockNumber') return rpcAnswer({ result: `0x${n.toString(16)}` });
-        return rpcAnswer({ result: await this.#call('eth_getBlockByNumber', [`0x${n.toString(16)}`, single.params?.[1] ?? false]) });
-      }
+    if (parsed === undefined) {
+      const out = await this.#forward(body).catch(() => undefined);
+      if (!out) return void res.socket?.destroy();
+      return send(out.status, out.text);
     }
-
-    let out: { status: number; text: string };
+    let answers: object[];
     try {
-      out = await this.#forward(body);
+      answers = await Promise.all((Array.isArray(parsed) ? parsed : [parsed]).map((r) => this.#answerOne(r)));
     } catch {
       res.socket?.destroy();
       return;
     }
-    send(out.status, out.text);
+    send(200, JSON.stringify(Array.isArray(parsed) ? answers : answers[0]));
+  }
+
+  // One JSON-RPC request, alone or from a batch: blocked, an injected error, a lagging or stale
+  // answer, or the chain's own.
+  async #answerOne(r: RpcReq): Promise<object> {
+    const method = r.method ?? '';
+    const spared = this.opts.spare?.(method) ?? false;
+    const reply = (payload: object) => ({ jsonrpc: '2.0', id: r.id ?? null, ...payload });
+    if (this.#blocked.has(method)) {
+      this.blockedAnswers++;
+      return reply({ error: { code: -32603, message: `${method} unavailable (blocked by the harness)` } });
+    }
+    if (!spared && this.#draw('rpcError')) {
+      return reply({
+        error: this.opts.rng.chance(0.5) ? { code: -32603, message: 'internal error (injected)' } : { code: -32005, message: 'limit exceeded (injected)' },
+      });
+    }
+    if (!spared && this.#enabled) {
+      // A lag episode: the node behind the proxy is N blocks behind, consistently, for a while.
+      if (Date.now() >= this.#lagUntil && this.#draw('lag')) this.#lagUntil = Date.now() + (this.opts.lagMs ?? 1_500);
+      if (Date.now() >= this.#splitUntil && this.#draw('split')) this.#splitUntil = Date.now() + (this.opts.lagMs ?? 1_500);
+      if (Date.now() < this.#lagUntil || (Date.now() < this.#splitUntil && this.opts.rng.chance(0.5))) {
+        let out: object | undefined;
+        if (await this.#lagging(r, (p) => void (out = reply(p)))) return out!;
+      } else if ((method === 'eth_blockNumber' || (method === 'eth_getBlockByNumber' && r.params?.[0] === 'latest')) && this.#draw('stale')) {
+        const head = await this.#chainHead();
+        const behind = head - BigInt(this.opts.rng.int(1, 3));
+        const n = behind < 0n ? 0n : behind;
+        if (method === 'eth_blockNumber') return reply({ result: `0x${n.toString(16)}` });
+        return reply({ result: await this.#call('eth_getBlockByNumber', [`0x${n.toString(16)}`, r.params?.[1] ?? false]) });
+      }
+    }
+    const out = await this.#forward(JSON.stringify(r));
+    return JSON.parse(out.text) as object;
   }
 
   // Answers `req` as a node `lagBlocks` behind would, or returns false to forward it unchanged.

@@ -82,7 +82,7 @@ export class EvmAdapter implements ChainAdapter {
     this.confirmSeconds = chain.confirmations;
     this.client = createPublicClient({
       chain: viemChain(chain),
-      transport: http(chain.rpcUrl, { timeout: 10_000, retryCount: 2, batch: false }),
+      transport: http(chain.rpcUrl, { timeout: 10_000, retryCount: 2, batch: { batchSize: 50, wait: 0 } }),
     }) as PublicClient;
     const account = privateKeyToAccount(config.solverKey.reveal());
     this.solver = account.address;
