@@ -2,6 +2,8 @@ import type { Db } from './db.ts';
 import type { DepositRow } from './types.ts';
 
 export type NewDeposit = Omit<DepositRow, 'state' | 'request_id' | 'confirmed_at'>;
+// A deposit as a chain's indexer reads it, before the ledger names it.
+export type ChainDeposit = Omit<NewDeposit, 'id' | 'chain_id' | 'seen_at'>;
 
 export class Deposits {
   #insert;

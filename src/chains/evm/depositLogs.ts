@@ -1,5 +1,6 @@
 import { getAbiItem, getAddress, toEventSelector, zeroAddress, type Hex } from 'viem';
 import { RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import type { ChainDeposit } from '../../ledger/deposits.ts';
 
 // The depository's deposit events, decoded straight from JSON-RPC logs. Both events have only
 // static, non-indexed fields, so each is a fixed run of 32-byte words; reading them directly is
@@ -18,16 +19,7 @@ export interface RpcLog {
   removed?: boolean;
 }
 
-export interface DecodedDeposit {
-  tx_hash: Hex;
-  log_index: number;
-  block_number: number;
-  block_hash: Hex;
-  depositor: string;
-  currency: string;
-  amount: string;
-  order_ref: Hex;
-}
+export type DecodedDeposit = ChainDeposit;
 
 const word = (data: Hex, i: number) => data.slice(2 + 64 * i, 66 + 64 * i);
 

@@ -23,6 +23,7 @@ import {
 } from '@solana/spl-token';
 import type { Hex } from 'viem';
 import { SVM_NATIVE } from '../address.ts';
+import type { ChainDeposit } from '../../ledger/deposits.ts';
 
 export const MEMO_PROGRAM_ID = new PublicKey('MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr');
 const MEMO_V1_PROGRAM = 'Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo';
@@ -202,16 +203,7 @@ export function priorityLamports(computeUnitLimit: number, microLamportsPerCu: b
 
 // ------------------------------------------------------------------------------------------ deposits
 
-export interface ParsedDeposit {
-  tx_hash: Hex;
-  log_index: number;
-  block_number: number;
-  block_hash: Hex;
-  depositor: string;
-  currency: string;
-  amount: string;
-  order_ref: Hex;
-}
+export type ParsedDeposit = ChainDeposit;
 
 // What a confirmed transaction deposited to the vault, or undefined when it deposited nothing (a
 // failed transaction, a transfer out of the vault, one from `ignoreFrom`). SPL: the increase of a

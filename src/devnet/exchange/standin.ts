@@ -10,6 +10,7 @@
 // trusted as the sender. Failures answer HTTP 200 {status:'err', response:'<message>'} like
 // Hyperliquid; only malformed JSON (or a non-object body) is a 400.
 
+import type { SendLedgerDelta } from '../../chains/exchange/client.ts';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getAddress, isAddress, keccak256, toHex, type Address, type Hex } from 'viem';
@@ -50,20 +51,8 @@ export const STANDIN_TOKENS: readonly StandinToken[] = [
   },
 ];
 
-export interface SendDelta {
-  type: 'send';
-  user: Address;
-  destination: Address;
-  sourceDex: string;
-  destinationDex: string;
-  token: string;
-  amount: string;
-  usdcValue: string;
-  fee: string;
-  nativeTokenFee: string;
-  nonce: number;
-  feeToken: string;
-}
+// The exchange's own wire shape, as the node's client reads it.
+export type SendDelta = SendLedgerDelta;
 
 export interface LedgerUpdate {
   time: number;
