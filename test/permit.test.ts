@@ -52,6 +52,11 @@ describe('usePermit', () => {
     const posted = await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body });
     expect(posted.status).toBe(200);
     await waitForStatus(s.url, id, ['success']);
+    // The request showed depositing while the node's deposit was on its way (the status events
+    // the outbox recorded, in order).
+    const statuses = (s.node.ledger.db.prepare('SELECT status FROM events WHERE request_id = ? ORDER BY seq').all(id) as { status: string }[]).map((e) => e.status);
+    expect(statuses.slice(0, 3)).toEqual(['waiting', 'depositing', 'pending']);
+    expect(statuses.at(-1)).toBe('success');
     expect(await usdcOf(A, account(2).address)).toBe(usdcBefore - 7_000_000n);
     expect(await usdcOf(B, account(2).address)).toBe(outBefore + BigInt(q.body.details.currencyOut.amount));
     // The user spent no gas: the node submitted the deposit.
