@@ -1,4 +1,5 @@
 import type { Hex } from 'viem';
+import type { FundingPart } from '../ledger/funding.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 
@@ -14,15 +15,18 @@ export interface PayoutHooks {
   onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void;
 }
 
-// A transfer that funds an app balance (see the interface's "Funding the app balance").
+// A successful transaction that funds an app balance (see the interface's "Funding the app
+// balance"): what the chain shows arrived at the solver in it, never what its calldata claims.
 export interface FundingTransfer {
   chainId: number;
   txHash: string;
+  blockNumber: number;
+  blockHash: string;
   from: string;
   // The wallet whose app balance is credited.
   credited: string;
-  currency: string;
-  amount: bigint;
+  // Each ERC-20 Transfer log to the solver (the logged amount) and the native value sent to it.
+  parts: FundingPart[];
 }
 
 // What chains report to the rest of the node, besides payouts.

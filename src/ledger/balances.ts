@@ -1,6 +1,6 @@
 import type { Db } from './db.ts';
 
-export type BalanceKind = 'credit' | 'sponsorship' | 'sponsorship_reversal' | 'permanent_debit' | 'claim' | 'hold' | 'hold_release';
+export type BalanceKind = 'credit' | 'credit_reversal' | 'sponsorship' | 'sponsorship_reversal' | 'permanent_debit' | 'claim' | 'hold' | 'hold_release';
 
 export interface BalanceEntry {
   wallet: string;

@@ -3,6 +3,7 @@ import { AppFees, Balances } from './balances.ts';
 import { openDb, migrate, type Db } from './db.ts';
 import { Deposits } from './deposits.ts';
 import { Events } from './events.ts';
+import { FundingCredits } from './funding.ts';
 import { IndexerState } from './indexerState.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
@@ -20,6 +21,8 @@ export class Ledger {
   readonly balances: Balances;
   readonly appFees: AppFees;
   readonly apiKeys: ApiKeys;
+  // App balance credits and their on-chain evidence (src/ledger/funding.ts).
+  readonly funding: FundingCredits;
   // The status events outbox and webhooks (src/ledger/events.ts).
   readonly events: Events;
 
@@ -32,6 +35,7 @@ export class Ledger {
     this.balances = new Balances(db);
     this.appFees = new AppFees(db);
     this.apiKeys = new ApiKeys(db);
+    this.funding = new FundingCredits(db, this.balances);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

@@ -310,4 +310,56 @@ CREATE INDEX event_deliveries_due ON event_deliveries(state, next_attempt_at);
 CREATE INDEX event_deliveries_order ON event_deliveries(webhook_id, request_id, state, event_seq);
 `,
   },
+  {
+    version: 8,
+    name: 'app balance funding: evidence of each credit, credit reversals',
+    sql: `
+-- balance_entries gains the kind credit_reversal (-, a reorg removed the transfer a credit was
+-- booked for). SQLite cannot alter a CHECK: the table is rebuilt with its rows and ids as they are.
+CREATE TABLE balance_entries_v8 (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  wallet TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('credit', 'credit_reversal', 'sponsorship', 'sponsorship_reversal', 'permanent_debit', 'claim', 'hold', 'hold_release')),
+  amount INTEGER NOT NULL,
+  request_id TEXT,
+  ref TEXT NOT NULL UNIQUE,
+  detail TEXT,
+  created_at INTEGER NOT NULL
+);
+INSERT INTO balance_entries_v8 (id, wallet, kind, amount, request_id, ref, detail, created_at)
+  SELECT id, wallet, kind, amount, request_id, ref, detail, created_at FROM balance_entries;
+DROP TABLE balance_entries;
+ALTER TABLE balance_entries_v8 RENAME TO balance_entries;
+CREATE INDEX balance_entries_wallet ON balance_entries(wallet, kind);
+CREATE INDEX balance_entries_request ON balance_entries(request_id);
+
+-- The on-chain evidence of each app balance credit: the successful transaction, its block, and
+-- what moved to the solver in it (parts: JSON [{currency, amount, logIndex}], token units; logIndex
+-- -1 for the transaction's native value). credit_ref is the balance entry it booked; the credit is
+-- reversed when an entry 'credit_reversal:' || credit_ref exists.
+CREATE TABLE funding_credits (
+  credit_ref TEXT PRIMARY KEY,
+  chain_id INTEGER NOT NULL,
+  tx_hash TEXT NOT NULL,
+  block_number INTEGER NOT NULL,
+  block_hash TEXT NOT NULL,
+  sender TEXT NOT NULL,
+  wallet TEXT NOT NULL,
+  parts TEXT NOT NULL,
+  micro INTEGER NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX funding_credits_tx ON funding_credits(chain_id, tx_hash);
+CREATE INDEX funding_credits_block ON funding_credits(chain_id, block_number);
+
+-- The hash of the last block a block scanner (the funding watcher) read, to notice a reorg under it.
+CREATE TABLE scan_marks (
+  chain_id INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  block_number INTEGER NOT NULL,
+  block_hash TEXT NOT NULL,
+  PRIMARY KEY (chain_id, source)
+);
+`,
+  },
 ];

@@ -340,13 +340,22 @@ export class Solver implements PayoutHooks {
     return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
   }
 
-  // An app balance funding transfer, confirmed on its chain: credited once, at its USD worth.
+  // What a confirmed funding transaction moved to the solver: credited once, at its USD worth.
   async onFunding(t: FundingTransfer): Promise<void> {
-    const cur = this.registry.currency(t.chainId, t.currency);
-    if (!cur) return;
-    const micro = usdMicro(t.amount, cur.decimals, await this.prices.usdPrice(cur));
+    let micro = 0n;
+    const what: string[] = [];
+    const parts = t.parts.filter((p) => this.registry.currency(t.chainId, p.currency));
+    for (const p of parts) {
+      const cur = this.registry.currency(t.chainId, p.currency)!;
+      micro += usdMicro(p.amount, cur.decimals, await this.prices.usdPrice(cur));
+      what.push(`${p.amount} ${cur.symbol}`);
+    }
+    if (!parts.length || micro <= 0n) return;
     const booked = this.ledger.tx(() =>
-      this.ledger.balances.post({ wallet: t.credited, kind: 'credit', amount: micro, request_id: null, ref: `credit:${t.chainId}:${t.txHash}`, detail: `${t.amount} ${cur.symbol} from ${t.from}` }),
+      this.ledger.funding.credit(
+        { chain_id: t.chainId, tx_hash: t.txHash, block_number: t.blockNumber, block_hash: t.blockHash, sender: t.from, wallet: t.credited, parts, micro },
+        `${what.join(' + ')} from ${t.from}`,
+      ),
     );
     if (booked) this.log.info({ wallet: t.credited, micro: micro.toString(), tx: t.txHash }, 'app balance credited');
   }

@@ -1,6 +1,7 @@
-import { decodeFunctionData, erc20Abi, getAddress, zeroAddress, type Address, type PublicClient } from 'viem';
+import { getAddress, zeroAddress, type Address, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
+import type { FundingPart } from '../../ledger/funding.ts';
 import type { Logger } from '../../log.ts';
 import type { FundingTransfer } from '../adapter.ts';
 
@@ -9,14 +10,51 @@ import type { FundingTransfer } from '../adapter.ts';
 const MARKER = /012345abcdef([0-9a-f]{40})012345abcdef$/i;
 const SOURCE = 'app-balance';
 const MAX_BLOCKS_PER_PASS = 50;
+// keccak256("Transfer(address,address,uint256)")
+const TRANSFER_TOPIC = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
 
+/** The wallet a funding marker names, or undefined when the calldata carries none. */
 export function parseFunding(input: string): Address | undefined {
   const m = MARKER.exec(input);
   return m ? getAddress(`0x${m[1]}`) : undefined;
 }
 
-// Reads confirmed blocks for such transfers (native, or an ERC-20 transfer of a configured
-// token) and reports each once; the cursor moves only after the report is booked.
+/**
+ * What moved to `solver` in a successful transaction: each Transfer log of a configured token to it
+ * (the logged amount, so a fee-on-transfer token counts what arrived) and the transaction's native
+ * value when it is sent to the solver directly. Nothing for a reverted transaction, and nothing the
+ * solver sent itself.
+ */
+export function fundingParts(
+  tx: { to: Address | null; value: bigint },
+  receipt: Pick<TransactionReceipt, 'status' | 'logs'>,
+  solver: Address,
+  tokens: Set<string>,
+): FundingPart[] {
+  if (receipt.status !== 'success') return [];
+  const parts: FundingPart[] = [];
+  if (tx.to && getAddress(tx.to) === solver && tx.value > 0n) parts.push({ currency: zeroAddress, amount: tx.value, logIndex: -1 });
+  for (const l of receipt.logs) {
+    if (l.topics.length !== 3 || l.topics[0] !== TRANSFER_TOPIC || !tokens.has(getAddress(l.address))) continue;
+    const from = getAddress(`0x${l.topics[1]!.slice(26)}`);
+    const to = getAddress(`0x${l.topics[2]!.slice(26)}`);
+    const amount = BigInt(l.data === '0x' ? 0 : l.data);
+    if (to !== solver || from === solver || amount <= 0n) continue;
+    parts.push({ currency: getAddress(l.address), amount, logIndex: l.logIndex ?? 0 });
+  }
+  return parts;
+}
+
+async function receiptOf(client: PublicClient, hash: Hex): Promise<TransactionReceipt | undefined> {
+  return client.getTransactionReceipt({ hash }).catch((e: Error) => {
+    if (e.name === 'TransactionReceiptNotFoundError') return undefined;
+    throw e; // an RPC failure proves nothing: the pass is retried
+  });
+}
+
+// Reads confirmed blocks for marked transactions, and reports what each successful one moved to the
+// solver once; the cursor moves only after the report is booked. Credits whose block a reorg replaced
+// are checked against the new chain and reversed when their transfer is gone.
 export class FundingWatcher {
   #running: Promise<void> | undefined;
   #tokens: Set<string>;
@@ -29,7 +67,7 @@ export class FundingWatcher {
     private report: (t: FundingTransfer) => Promise<void>,
     private log: Logger,
   ) {
-    this.#tokens = new Set(chain.currencies.map((c) => c.address));
+    this.#tokens = new Set(chain.currencies.filter((c) => getAddress(c.address) !== zeroAddress).map((c) => getAddress(c.address)));
   }
 
   onHead(head: bigint): void {
@@ -44,33 +82,64 @@ export class FundingWatcher {
   }
 
   async #pass(head: number): Promise<void> {
+    await this.#checkReorgs(head);
     const confirmed = head - this.chain.confirmations + 1;
     const from = (this.ledger.indexer.cursor(this.chain.id, SOURCE) ?? this.chain.startBlock - 1) + 1;
     const to = Math.min(confirmed, from + MAX_BLOCKS_PER_PASS - 1);
     for (let n = from; n <= to; n++) {
       const block = await this.client.getBlock({ blockNumber: BigInt(n), includeTransactions: true });
       for (const tx of block.transactions) {
-        if (!tx.to) continue;
-        const t = this.#funding(tx.to, tx.from, tx.input, tx.value);
-        if (t) await this.report({ chainId: this.chain.id, txHash: tx.hash, from: getAddress(tx.from), ...t });
+        const marked = parseFunding(tx.input);
+        if (!marked || getAddress(tx.from) === this.solver) continue;
+        const receipt = await receiptOf(this.client, tx.hash);
+        // Not found: the block was replaced since it was read; the reorg check rewinds the cursor.
+        if (!receipt) return;
+        const parts = fundingParts(tx, receipt, this.solver, this.#tokens);
+        if (!parts.length) {
+          if (receipt.status !== 'success') this.log.warn({ tx: tx.hash }, 'marked funding transaction reverted: nothing credited');
+          continue;
+        }
+        const credited = marked === zeroAddress ? getAddress(tx.from) : marked;
+        await this.report({ chainId: this.chain.id, txHash: tx.hash, blockNumber: n, blockHash: block.hash!, from: getAddress(tx.from), credited, parts });
       }
-      this.ledger.indexer.setCursor(this.chain.id, SOURCE, n);
+      this.ledger.tx(() => {
+        this.ledger.indexer.setCursor(this.chain.id, SOURCE, n);
+        this.ledger.funding.setScanMark(this.chain.id, SOURCE, n, block.hash!);
+      });
     }
   }
 
-  #funding(to: Address, from: Address, input: string, value: bigint) {
-    const marked = parseFunding(input);
-    if (!marked) return undefined;
-    const credited = marked === zeroAddress ? getAddress(from) : marked;
-    if (getAddress(to) === this.solver && value > 0n) return { credited, currency: zeroAddress as string, amount: value };
-    if (!this.#tokens.has(getAddress(to))) return undefined;
-    try {
-      // The marker trails the transfer's own arguments; the decoder reads only the first 68 bytes.
-      const { functionName, args } = decodeFunctionData({ abi: erc20Abi, data: input.slice(0, 2 + 8 + 128) as `0x${string}` });
-      if (functionName !== 'transfer' || getAddress(args[0]) !== this.solver || args[1] <= 0n) return undefined;
-      return { credited, currency: getAddress(to) as string, amount: args[1] };
-    } catch {
-      return undefined;
+  // A reorg under what was read: the scan restarts below it (credits already standing are not booked
+  // twice), and each credit whose block was replaced is checked on the new chain. Its transaction
+  // gone, reverted, or moving less than was credited: the credit is reversed.
+  async #checkReorgs(head: number): Promise<void> {
+    const mark = this.ledger.funding.scanMark(this.chain.id, SOURCE);
+    if (mark && (mark.block_number > head || (await this.client.getBlock({ blockNumber: BigInt(mark.block_number) })).hash !== mark.block_hash)) {
+      const back = Math.max(this.chain.startBlock - 1, Math.min(head, mark.block_number) - this.chain.finalityDepth);
+      this.ledger.tx(() => {
+        this.ledger.indexer.setCursor(this.chain.id, SOURCE, back);
+        this.ledger.funding.setScanMark(this.chain.id, SOURCE, back, '');
+      });
+      this.log.warn({ from: mark.block_number, to: back }, 'reorg under the app balance funding scan: reading again');
+    }
+    const confirmed = head - this.chain.confirmations + 1;
+    for (const c of this.ledger.funding.standingFrom(this.chain.id, head - this.chain.finalityDepth)) {
+      if (c.block_number <= head) {
+        const b = await this.client.getBlock({ blockNumber: BigInt(c.block_number) });
+        if (b.hash === c.block_hash) continue;
+      }
+      const receipt = await receiptOf(this.client, c.tx_hash as Hex);
+      // Included again, not yet confirmed: looked at again on a later pass.
+      if (receipt?.status === 'success' && Number(receipt.blockNumber) > confirmed) continue;
+      if (receipt?.status === 'success') {
+        const tx = await this.client.getTransaction({ hash: c.tx_hash as Hex });
+        const now = fundingParts(tx, receipt, this.solver, this.#tokens);
+        const sum = (ps: FundingPart[], cur: string) => ps.filter((p) => p.currency === cur).reduce((a, p) => a + p.amount, 0n);
+        if (c.parts.every((p) => sum(now, p.currency) >= sum(c.parts, p.currency))) continue;
+      }
+      const reason = receipt ? (receipt.status === 'success' ? 'reorg: the transfer moved less on the new chain' : 'reorg: the transfer reverted on the new chain') : 'reorg: the transfer is not on the new chain';
+      const booked = this.ledger.tx(() => this.ledger.funding.reverse(c, reason));
+      if (booked) this.log.error({ wallet: c.wallet, tx: c.tx_hash, micro: c.micro.toString(), reason }, 'app balance credit reversed');
     }
   }
 }

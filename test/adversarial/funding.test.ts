@@ -1,0 +1,113 @@
+// Attacks on app balance funding: a credit only for value the chain proves arrived, and a credit
+// whose transfer a reorg removes is reversed (issue 12, item 1).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { linkMessage } from '../../src/api/routes/money.ts';
+import { api, startStack, until, type Stack } from '../helpers/stack.ts';
+
+// Instant mining and three confirmations: blocks appear only when the test mines them, so the test
+// decides when a funding transfer is confirmed and can rewind the chain under a booked credit.
+let s: Stack;
+beforeAll(async () => {
+  s = await startStack({ confirmations: 3 });
+}, 90_000);
+afterAll(async () => {
+  await s?.stop();
+});
+
+const A = 8453;
+const B = 10;
+const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
+const marker = (credited: Address) => `012345abcdef${credited.slice(2).toLowerCase()}012345abcdef`;
+const rpc = (method: string, params: unknown[] = []) => s.publicClient(A).request({ method: method as any, params: params as any });
+const scanned = (block: bigint) => until(() => ((s.node.ledger.indexer.cursor(A, 'app-balance') ?? 0) >= Number(block) ? true : undefined), `the funding scan past block ${block}`);
+
+// A fresh wallet with gas and no tokens, as an attacker would use.
+async function attacker() {
+  const account = privateKeyToAccount(generatePrivateKey());
+  await rpc('anvil_setBalance', [account.address, '0xde0b6b3a7640000']);
+  return account;
+}
+
+async function linkedKey(account: ReturnType<typeof privateKeyToAccount>) {
+  const key = s.node.ledger.apiKeys.create(`key of ${account.address}`);
+  const signature = await account.signMessage({ message: linkMessage(account.address, key.id) });
+  expect((await api(s.url, '/app-balance/link', { apiKey: key.key, body: { wallet: account.address, signature } })).status).toBe(200);
+  return key;
+}
+
+async function sendMarkedTransfer(from: ReturnType<typeof privateKeyToAccount>, amount: bigint, credited: Address, gas?: bigint): Promise<Hex> {
+  const w = s.wallet(0, A);
+  const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, amount] })}${marker(credited)}` as Hex;
+  return w.sendTransaction({ account: from, chain: w.chain, to: usdc(A), data, gas });
+}
+
+describe('app balance funding under attack', () => {
+  it('a reverted transfer(solver, 1e12) from a wallet with no USDC credits nothing, and its fast fill is refused', async () => {
+    const evil = await attacker();
+    // An explicit gas limit: the wallet skips estimation and the transaction is mined, reverted.
+    const hash = await sendMarkedTransfer(evil, 10n ** 12n, evil.address, 200_000n);
+    const receipt = await s.publicClient(A).waitForTransactionReceipt({ hash });
+    expect(receipt.status).toBe('reverted');
+    await rpc('anvil_mine', ['0x3']);
+    await scanned(receipt.blockNumber);
+    expect(s.node.ledger.balances.get(`credit:${A}:${hash}`)).toBeUndefined();
+    expect(s.node.ledger.balances.summary(evil.address).balance).toBe(0n);
+
+    // Linked to a key, the empty balance pays no fast fill.
+    const key = await linkedKey(evil);
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: key.key,
+      body: { user: evil.address, recipient: evil.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '500000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    const ff = await api(s.url, '/fast-fill', { apiKey: key.key, body: { requestId } });
+    expect(ff.status).toBe(402);
+    expect(ff.body.errorCode).toBe('APP_BALANCE_TOO_LOW');
+    expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
+  });
+
+  it('credits what the Transfer log moved, not what calldata says: a marked call that moves nothing credits nothing', async () => {
+    // approve(solver, 1e12) with the marker: succeeds, moves nothing to the solver.
+    const evil = await attacker();
+    const w = s.wallet(0, A);
+    const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [s.devnet.solver, 10n ** 12n] })}${marker(evil.address)}` as Hex;
+    const hash = await w.sendTransaction({ account: evil, chain: w.chain, to: usdc(A), data });
+    const receipt = await s.publicClient(A).waitForTransactionReceipt({ hash });
+    expect(receipt.status).toBe('success');
+    await rpc('anvil_mine', ['0x3']);
+    await scanned(receipt.blockNumber);
+    expect(s.node.ledger.balances.summary(evil.address).balance).toBe(0n);
+  });
+
+  it('a reorg that drops a booked funding transfer reverses the credit with a new entry, and the fast fill it would pay is refused', async () => {
+    const funder = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
+    const wallet = await attacker();
+    const key = await linkedKey(wallet);
+    const snapshot = (await rpc('evm_snapshot')) as Hex;
+    const hash = await sendMarkedTransfer(funder, 50_000_000n, wallet.address);
+    const receipt = await s.publicClient(A).waitForTransactionReceipt({ hash });
+    await rpc('anvil_mine', ['0x3']);
+    await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
+    expect(s.node.ledger.balances.summary(wallet.address).balance).toBe(50_000_000n);
+    expect(s.node.ledger.funding.ofTx(A, hash)[0]).toMatchObject({ block_number: Number(receipt.blockNumber), wallet: wallet.address, reversed: false });
+
+    // Rewind past the transfer and grow a longer chain without it.
+    await rpc('evm_revert', [snapshot]);
+    await rpc('anvil_mine', ['0x6']);
+    await until(() => (s.node.ledger.balances.get(`credit_reversal:credit:${A}:${hash}`) ? true : undefined), 'the credit reversal');
+    // The credit is still there, answered by a reversal entry: nothing was edited.
+    expect(s.node.ledger.balances.get(`credit:${A}:${hash}`)).toMatchObject({ kind: 'credit', amount: 50_000_000n });
+    expect(s.node.ledger.balances.get(`credit_reversal:credit:${A}:${hash}`)).toMatchObject({ kind: 'credit_reversal', amount: -50_000_000n, wallet: wallet.address });
+    expect(s.node.ledger.balances.summary(wallet.address).balance).toBe(0n);
+
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: key.key,
+      body: { user: wallet.address, recipient: wallet.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT' },
+    });
+    const ff = await api(s.url, '/fast-fill', { apiKey: key.key, body: { requestId: q.body.steps.at(-1).requestId } });
+    expect(ff.status).toBe(402);
+  });
+});
