@@ -198,7 +198,7 @@ describe('POST /fast-fill', () => {
   });
 
   it('answers 400, 401, 403, 404 and the maxFillAmountUsd refusal', async () => {
-    const q = await api(s.url, '/quote/v2', { body: nativeQuote(2) });
+    const q = await api(s.url, '/quote/v2', { apiKey: rich.key, body: nativeQuote(2) });
     const requestId = q.body.steps[0].requestId;
     expect((await api(s.url, '/fast-fill', { body: { requestId } })).status).toBe(401);
     expect((await api(s.url, '/fast-fill', { apiKey: 'rn_nope', body: { requestId } })).status).toBe(403);
@@ -209,13 +209,18 @@ describe('POST /fast-fill', () => {
     const capped = await api(s.url, '/fast-fill', { apiKey: rich.key, body: { requestId, maxFillAmountUsd: '1' } });
     expect(capped.status).toBe(400);
     expect(capped.body.errorCode).toBe('MAX_FILL_AMOUNT_EXCEEDED');
-    const short = await api(s.url, '/fast-fill', { apiKey: poor.key, body: { requestId } });
+    // Only the key that quoted the request (or sponsors it) may fast-fill it.
+    const other = await api(s.url, '/fast-fill', { apiKey: poor.key, body: { requestId } });
+    expect(other.status).toBe(403);
+    expect(other.body.errorCode).toBe('NOT_QUOTED_BY_KEY');
+    const mine = await api(s.url, '/quote/v2', { apiKey: poor.key, body: nativeQuote(2) });
+    const short = await api(s.url, '/fast-fill', { apiKey: poor.key, body: { requestId: mine.body.steps[0].requestId } });
     expect(short.status).toBe(402);
     expect(short.body.errorCode).toBe('APP_BALANCE_TOO_LOW');
   });
 
   it('fills before the deposit, holds then releases, and pays once when the deposit lands (409 after)', async () => {
-    const q = await api(s.url, '/quote/v2', { body: nativeQuote(3) });
+    const q = await api(s.url, '/quote/v2', { apiKey: rich.key, body: nativeQuote(3) });
     const requestId = q.body.steps[0].requestId as Hex;
     const wallet = account(4).address;
     const before = s.node.ledger.balances.summary(wallet);
@@ -237,7 +242,7 @@ describe('POST /fast-fill', () => {
   });
 
   it('races its own deposit: one fill, never two', async () => {
-    const q = await api(s.url, '/quote/v2', { body: nativeQuote(2) });
+    const q = await api(s.url, '/quote/v2', { apiKey: rich.key, body: nativeQuote(2) });
     const requestId = q.body.steps[0].requestId as Hex;
     const w = s.wallet(2, A);
     const deposit = w.sendTransaction({
@@ -259,7 +264,7 @@ describe('POST /fast-fill', () => {
   it('keeps every balance equal to the sum of its entries under concurrent movements', async () => {
     const wallet = account(4).address;
     // Five fast fills of 3 USD each, three sponsored quotes and the fills' own debits, all at once.
-    const quotes = await Promise.all([2, 3, 1, 2, 3].map((i) => api(s.url, '/quote/v2', { body: nativeQuote(i, '1000000000000000') })));
+    const quotes = await Promise.all([2, 3, 1, 2, 3].map((i) => api(s.url, '/quote/v2', { apiKey: rich.key, body: nativeQuote(i, '1000000000000000') })));
     const sponsored = Promise.all([1, 2, 3].map(() => api(s.url, '/quote/v2', { apiKey: rich.key, body: usdcQuote({ subsidizeFees: true }) })));
     const results = await Promise.all(quotes.map((q) => api(s.url, '/fast-fill', { apiKey: rich.key, body: { requestId: q.body.steps[0].requestId } })));
     expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);

@@ -5,7 +5,7 @@ import type { Pricing } from '../ledger/types.ts';
 import { breakdown } from '../quote/fillAmount.ts';
 import { parseDecimal, usdMicroCeil } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
-import { debitSponsor, placeHold } from './money.ts';
+import { debitSponsor, moneyOf, placeHold } from './money.ts';
 
 export interface FastFillInput {
   requestId: string;
@@ -41,6 +41,11 @@ export async function fastFill(
 ): Promise<{ amount: bigint; valueMicro: bigint; holdMicro: bigint }> {
   const r = ledger.requests.get(input.requestId);
   if (!r || r.kind !== 'order') throw new FastFillError(404, 'REQUEST_NOT_FOUND', `no request with id ${input.requestId}`);
+  // A fast fill spends an app balance on a request: only the key that quoted the request, or the key
+  // sponsoring it, may ask for one (any other key would charge a sponsor for a stranger's request).
+  if (r.api_key_id !== input.apiKeyId && moneyOf(r)?.sponsor?.apiKeyId !== input.apiKeyId) {
+    throw new FastFillError(403, 'NOT_QUOTED_BY_KEY', `request ${r.id} was not quoted or sponsored with this API key`);
+  }
   const wallet = ledger.balances.sponsorOf(input.apiKeyId);
   if (!wallet) throw new FastFillError(403, 'NO_APP_BALANCE', 'this API key has no linked app balance wallet: link one first');
   const pricing = JSON.parse(r.pricing!) as Pricing;

@@ -23,8 +23,11 @@ export type Decision =
   // `request` is absent when the deposit matches no order the node quoted; `extra` when the order
   // already has its deposit: both get a request of their own.
   | { kind: 'fail'; reason: FailReason; request?: RequestRow; extra?: boolean }
-  // The order was fast-filled before its deposit: the deposit settles the hold, nothing is paid.
-  | { kind: 'settle'; request: RequestRow };
+  // The order was fast-filled before its deposit, and the fast fill paid the user: the deposit
+  // settles the hold, nothing is paid again.
+  | { kind: 'settle'; request: RequestRow }
+  // The order's fast fill is still in flight: the deposit is decided once it is paid or failed.
+  | { kind: 'wait'; request: RequestRow };
 
 export interface MatchContext {
   now: number;
@@ -37,13 +40,22 @@ export interface MatchContext {
   currentRate(order: RequestRow, pricing: Pricing): Ratio | undefined;
   // Whether a deposit was already assigned to the request.
   hasDeposit(requestId: string): boolean;
+  // Where the request's fast fill payout stands (requests that were fast-filled only).
+  fastFillOutcome(requestId: string): 'paid' | 'failed' | 'pending';
 }
 
 // Decides what a confirmed deposit leads to. Pure: the caller commits the decision.
 export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext): Decision {
   if (!order || order.kind !== 'order') return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
   const fastFilled = order.fast_fill_deadline !== null && !ctx.hasDeposit(order.id);
-  if (fastFilled && deposit.chain_id === order.origin_chain_id && deposit.currency === order.origin_currency) return { kind: 'settle', request: order };
+  if (fastFilled && deposit.chain_id === order.origin_chain_id && deposit.currency === order.origin_currency) {
+    // Only a fast fill that paid the user is settled by the deposit. One whose payout failed paid
+    // nothing: the deposit goes back to the user, under the fill's own failReason.
+    const outcome = ctx.fastFillOutcome(order.id);
+    if (outcome === 'paid') return { kind: 'settle', request: order };
+    if (outcome === 'pending') return { kind: 'wait', request: order };
+    return { kind: 'fail', reason: (order.fail_reason as FailReason | null) ?? 'EXECUTION_REVERTED', request: order };
+  }
   if (order.status !== 'waiting' && order.status !== 'depositing') return { kind: 'fail', reason: 'DOUBLE_SPEND', request: order, extra: true };
   const fail = (reason: FailReason): Decision => ({ kind: 'fail', reason, request: order });
   if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');

@@ -66,3 +66,10 @@ export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefi
     ledger.balances.post({ wallet: hold.wallet, kind: 'permanent_debit', amount: -shortfall, request_id: r.id, ref: `permanent_debit:${r.id}`, detail: d ? 'deposit short of the fill' : 'deposit never landed' });
   }
 }
+
+// A fast fill whose payout failed paid nothing: its hold is released whole, nothing is debited.
+export function releaseHold(ledger: Ledger, requestId: string, reason: string): void {
+  const hold = ledger.balances.get(`hold:${requestId}`);
+  if (!hold || ledger.balances.get(`hold_release:${requestId}`)) return;
+  ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `hold_release:${requestId}`, detail: `fast fill failed: ${reason}` });
+}

@@ -12,7 +12,7 @@ import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/m
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { match, type Decision } from './match.ts';
-import { accrueAppFees, debitSponsor, moneyOf, reverseSponsor, settleHold } from './money.ts';
+import { accrueAppFees, debitSponsor, moneyOf, releaseHold, reverseSponsor, settleHold } from './money.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -176,6 +176,10 @@ export class Solver implements PayoutHooks {
         return swapRate(conversionRate(pin, cin.decimals, pout, cout.decimals), pricing.swap?.spreadBps ?? 0);
       },
       hasDeposit: (requestId) => this.ledger.deposits.forRequest(requestId).length > 0,
+      fastFillOutcome: (requestId) => {
+        const state = this.ledger.payouts.get(`fill:${requestId}`)?.state;
+        return state === 'success' ? 'paid' : state === 'failed' ? 'failed' : 'pending';
+      },
       sponsorCanPay: (r, sponsored) => {
         const wallet = moneyOf(r)?.sponsor?.wallet;
         return wallet !== undefined && this.ledger.balances.summary(wallet).balance >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
@@ -183,6 +187,8 @@ export class Solver implements PayoutHooks {
     });
     const reason = decision.kind === 'fail' ? decision.reason : 'none';
     this.metrics.decisions.inc({ decision: decision.kind, reason });
+    // Left confirmed: decided again once the fast fill it waits for is paid or failed.
+    if (decision.kind === 'wait') return undefined;
     return this.ledger.tx(() => {
       if (arrival && !this.ledger.requests.get(arrival.id)) this.ledger.requests.insert(arrival);
       if (decision.kind === 'fill') return this.#commitFill(d, decision, snap);
@@ -377,6 +383,8 @@ export class Solver implements PayoutHooks {
       return;
     }
     this.ledger.requests.setStatus(payout.request_id!, payout.kind === 'fill' ? 'success' : 'refund');
+    // A fast fill's deposit may be waiting for this outcome.
+    if (payout.kind === 'fill' && !payout.deposit_id) queueMicrotask(() => this.wake());
     if (payout.kind === 'fill') {
       const r = this.ledger.requests.get(payout.request_id!)!;
       const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
@@ -416,7 +424,13 @@ export class Solver implements PayoutHooks {
     reverseSponsor(this.ledger, payout.request_id!);
     const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
     const r = this.ledger.requests.get(payout.request_id!) as RequestRow;
-    if (!d) return;
+    if (!d) {
+      // A fast fill (paid before any deposit) that failed: the app is charged nothing, and a deposit
+      // that comes is refunded (match: a fast fill settles a deposit only when it paid).
+      releaseHold(this.ledger, r.id, reason);
+      queueMicrotask(() => this.wake());
+      return;
+    }
     const snap = this.#snapshot;
     const chain = snap ? this.#queueRefund(r.id, d, r.refund_to ?? d.depositor, snap, now) : undefined;
     if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);

@@ -63,7 +63,7 @@ function deposit(over: Partial<DepositRow> = {}): DepositRow {
   } as DepositRow;
 }
 
-const base = { currentRate: () => undefined, sponsorCanPay: () => true, native: () => '0x0000000000000000000000000000000000000000', hasDeposit: () => false };
+const base = { currentRate: () => undefined, sponsorCanPay: () => true, native: () => '0x0000000000000000000000000000000000000000', hasDeposit: () => false, fastFillOutcome: () => 'paid' as const };
 const plenty = { ...base, now: 1_500, spendable: () => 10n ** 30n };
 
 describe('match', () => {
@@ -116,6 +116,13 @@ describe('match', () => {
     expect(match(deposit(), o, plenty)).toMatchObject({ kind: 'settle' });
     // A second deposit after the first settled it is a double spend.
     expect(match(deposit(), o, { ...plenty, hasDeposit: () => true })).toMatchObject({ kind: 'fail', reason: 'DOUBLE_SPEND' });
+  });
+
+  it('settles a fast fill only when it paid: a failed one has its deposit refunded, one in flight makes the deposit wait', () => {
+    const failed = order({ status: 'failure', fail_reason: 'EXECUTION_REVERTED', fast_fill_deadline: 9_999 });
+    expect(match(deposit(), failed, { ...plenty, fastFillOutcome: () => 'failed' })).toMatchObject({ kind: 'fail', reason: 'EXECUTION_REVERTED', request: failed });
+    const inFlight = order({ status: 'submitted', fast_fill_deadline: 9_999 });
+    expect(match(deposit(), inFlight, { ...plenty, fastFillOutcome: () => 'pending' })).toMatchObject({ kind: 'wait' });
   });
 
   it('pays a swap at the price of the moment, and refunds it below the minimum (SLIPPAGE)', () => {

@@ -1,0 +1,110 @@
+// Attacks on fast fill: a fast fill whose payout fails must neither swallow the user's deposit nor
+// charge the app, and only the key that quoted a request may fast-fill it (issue 12, item 2).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { linkMessage } from '../../src/api/routes/money.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+
+let s: Stack;
+const A = 8453;
+const B = 10;
+const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
+const account = (i: number) => s.devnet.accounts[i]!;
+const marker = (credited: Address) => `012345abcdef${credited.slice(2).toLowerCase()}012345abcdef`;
+let app: { key: string; id: string };
+let stranger: { key: string; id: string };
+
+async function fundAndLink(k: { key: string; id: string }, wallet: number, units: bigint) {
+  const acct = privateKeyToAccount(account(wallet).privateKey);
+  const signature = await acct.signMessage({ message: linkMessage(acct.address, k.id) });
+  expect((await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: acct.address, signature } })).status).toBe(200);
+  const w = s.wallet(wallet, A);
+  const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, units] })}${marker(acct.address)}` as Hex;
+  const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data });
+  await s.publicClient(A).waitForTransactionReceipt({ hash });
+  await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the app balance credit');
+}
+
+beforeAll(async () => {
+  s = await startStack();
+  app = s.node.ledger.apiKeys.create('app');
+  stranger = s.node.ledger.apiKeys.create('stranger');
+  await fundAndLink(app, 4, 100_000_000n);
+  await fundAndLink(stranger, 3, 100_000_000n);
+}, 90_000);
+afterAll(async () => {
+  await s?.stop();
+});
+
+// 0.01 ETH from chain A to chain B, paid to `recipient`.
+const nativeQuote = (from: number, recipient: Address) => ({
+  user: account(from).address,
+  recipient,
+  originChainId: A,
+  destinationChainId: B,
+  originCurrency: zeroAddress,
+  destinationCurrency: zeroAddress,
+  amount: '10000000000000000',
+  tradeType: 'EXACT_INPUT',
+});
+
+describe('fast fill under attack', () => {
+  it('a fast fill whose payout reverts releases its hold, charges the app nothing, and the later deposit is refunded', async () => {
+    const wallet = account(4).address;
+    // The stablecoin contract has no receive function: a native payout to it reverts.
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(2, usdc(B)) });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(wallet);
+    const ff = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } });
+    expect(ff.status).toBe(200);
+    const failed = await waitForStatus(s.url, requestId, ['failure']);
+    expect(failed.failReason).toBe('EXECUTION_REVERTED');
+    // Nothing was paid: the hold is released whole and the app's balance is what it was.
+    await until(() => (s.node.ledger.balances.summary(wallet).held === before.held ? true : undefined), 'the hold release');
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+    expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
+    // The hold's deadline passing later charges nothing either.
+    expect(s.node.solver!.expireHolds(Date.now() + 10 ** 9)).toBe(0);
+
+    // The user deposits after all: the deposit is refunded, under the fast fill's failReason.
+    const userBefore = await s.publicClient(A).getBalance({ address: account(2).address });
+    const [depositTx] = await executeSteps(s, q.body, 2);
+    const done = await waitForStatus(s.url, requestId, ['refund', 'success'], 60_000);
+    expect(done).toMatchObject({ status: 'refund', failReason: 'EXECUTION_REVERTED' });
+    const refund = s.node.ledger.payouts.get(`refund:${requestId}`)!;
+    expect(refund).toMatchObject({ state: 'success', recipient: account(2).address, chain_id: A });
+    const depositReceipt = await s.publicClient(A).getTransactionReceipt({ hash: depositTx! });
+    const userAfter = await s.publicClient(A).getBalance({ address: account(2).address });
+    // The user is out only the deposit's own gas and the refund's gas (taken from the refund).
+    expect(userAfter - userBefore).toBe(BigInt(refund.amount) - 10n ** 16n - depositReceipt.gasUsed * depositReceipt.effectiveGasPrice);
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+  });
+
+  it('the mirror case: a fast fill that reverts and no deposit ever: the app is not charged', async () => {
+    const wallet = account(4).address;
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, usdc(B)) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(wallet);
+    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+    await waitForStatus(s.url, requestId, ['failure']);
+    await until(() => (s.node.ledger.balances.get(`hold_release:${requestId}`) ? true : undefined), 'the hold release');
+    s.node.solver!.expireHolds(Date.now() + 10 ** 9);
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+    expect(s.node.ledger.balances.ofRequest(requestId).filter((e) => e.kind !== 'hold' && e.kind !== 'hold_release')).toEqual([]);
+  });
+
+  it("another key cannot fast-fill a request, charging that key's app balance or the request's sponsor: 403", async () => {
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(2, account(2).address) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const r = await api(s.url, '/fast-fill', { apiKey: stranger.key, body: { requestId } });
+    expect(r.status).toBe(403);
+    expect(r.body.errorCode).toBe('NOT_QUOTED_BY_KEY');
+    // A request quoted without a key has no key to fast-fill it.
+    const anon = await api(s.url, '/quote/v2', { body: nativeQuote(2, account(2).address) });
+    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: anon.body.steps[0].requestId } })).status).toBe(403);
+    expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
+    expect(s.node.ledger.balances.ofRequest(requestId)).toEqual([]);
+  });
+});
