@@ -7,6 +7,7 @@ import { webhookUrlProblem } from './events/webhookUrl.ts';
 import { Ledger } from './ledger/index.ts';
 import { createLogger } from './log.ts';
 import { RelayNode } from './node.ts';
+import { formatAudit, recordAudit, runAudit } from './audit/audit.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
 
 // Stops everything on Ctrl-C or SIGTERM, once, then exits.
@@ -155,6 +156,30 @@ await yargs(hideBin(process.argv))
           '',
         ].join('\n') + '\n',
       );
+    },
+  )
+  .command(
+    'audit',
+    'reconcile the ledger with the chains: credits, payouts, fill/refund/deposit events and balances (exit 1 on any difference)',
+    (y) => y.option('config', { type: 'string', demandOption: true, describe: 'config file (JSON) of the node whose books to check' }),
+    async (argv) => {
+      let config: Config;
+      try {
+        config = loadConfigFile(argv.config);
+      } catch (e) {
+        fail(e);
+      }
+      const ledger = Ledger.open(join(config.dataDir, 'ledger.sqlite'));
+      try {
+        const result = await runAudit(config, ledger);
+        recordAudit(ledger, result);
+        process.stdout.write(`${formatAudit(result)}\n`);
+        process.exitCode = result.differences.length ? 1 : 0;
+      } catch (e) {
+        fail(e);
+      } finally {
+        ledger.close();
+      }
     },
   )
   .command(

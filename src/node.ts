@@ -13,6 +13,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
+import { registerAuditMetrics } from './audit/audit.ts';
 
 export interface NodeOptions {
   log?: Logger;
@@ -49,6 +50,7 @@ export class RelayNode {
     this.metrics = createMetrics();
     this.registry = new Registry(config.chains);
     this.ledger = Ledger.open(ledgerPath(config), { readonly: opts.readOnly });
+    registerAuditMetrics(this.metrics.registry, this.ledger);
     this.solverAddress = privateKeyToAccount(config.solverKey.reveal()).address;
     const prices = opts.prices ?? new FeedPriceSource(config.chains);
     if (!opts.readOnly) {

@@ -360,6 +360,14 @@ CREATE TABLE scan_marks (
   block_hash TEXT NOT NULL,
   PRIMARY KEY (chain_id, source)
 );
+
+-- Each run of relay-node audit: when, how many differences, and the report (JSON), for the metrics.
+CREATE TABLE audit_runs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  ran_at INTEGER NOT NULL,
+  differences INTEGER NOT NULL,
+  report TEXT NOT NULL
+);
 `,
   },
 ];

@@ -27,6 +27,7 @@ import { SignedDepositError, type ChainAdapter, type ChainEvents, type DepositRe
 import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
+import { AUDIT_OPENING } from '../../audit/evmAudit.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
@@ -123,6 +124,12 @@ export class EvmAdapter implements ChainAdapter {
   }
 
   async start(): Promise<void> {
+    // The audit's opening balances are read at the head of the node's first start on this chain
+    // (src/audit): from there on, everything that moves the solver's money is in the books.
+    if (!this.ledger.funding.scanMark(this.chainId, AUDIT_OPENING)) {
+      const head = await this.client.getBlock({ blockTag: 'latest' });
+      this.ledger.tx(() => this.ledger.funding.setScanMark(this.chainId, AUDIT_OPENING, Number(head.number), head.hash!));
+    }
     await this.#submitter.start();
     this.#indexer.start();
   }

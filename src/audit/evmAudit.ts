@@ -1,0 +1,229 @@
+import { decodeFunctionData, erc20Abi, getAbiItem, getAddress, toEventSelector, toHex, zeroAddress, type Address, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
+import { OrderFillerAbi, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
+import { decodeDepositLog, type RpcLog } from '../chains/evm/depositLogs.ts';
+import { fundingParts } from '../chains/evm/fundingWatcher.ts';
+import type { EvmChainConfig } from '../config/schema.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
+
+/** The audit of one chain and currency: what was matched, and the balances against the books. */
+export interface CurrencyAudit {
+  chainId: number;
+  currency: string;
+  symbol: string;
+  credits: number;
+  payouts: number;
+  events: number;
+  deposits: bigint;
+  fills: bigint;
+  refunds: bigint;
+  claims: bigint;
+  funding: bigint;
+  gas: bigint;
+  solver: { opening: bigint; expected: bigint; actual: bigint };
+  depository: { opening: bigint; expected: bigint; actual: bigint };
+}
+
+export interface ChainAudit {
+  chainId: number;
+  fromBlock: number;
+  toBlock: number;
+  currencies: CurrencyAudit[];
+  differences: string[];
+}
+
+// The block the audit's opening balances are read at: the head when the node first started on the
+// chain (written by the EVM adapter), so the devnet's own funding and anything before the node are
+// the opening balance, and everything after it must be in the books.
+export const AUDIT_OPENING = 'audit-opening';
+
+const FILLED = toEventSelector(getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' }));
+const CALL_EXECUTED = toEventSelector(getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' }));
+const BATCH = 50;
+
+async function inBatches<T, R>(items: T[], fn: (t: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < items.length; i += BATCH) out.push(...(await Promise.all(items.slice(i, i + BATCH).map(fn))));
+  return out;
+}
+
+const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
+
+/**
+ * Reconciles one EVM chain's books with the chain, from the audit's opening block to the head:
+ * every standing app balance credit against its transaction, every payout against exactly one
+ * successful transaction, every fill, refund and deposit event against the ledger, and the solver's
+ * and the depository's balance of each configured currency against opening + what the books say
+ * moved (deposits − fills − refunds − claims + funding − gas), to the smallest unit. Each
+ * difference is named in `differences`; none means the books and the chain agree.
+ */
+export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient, ledger: Ledger, solver: Address): Promise<ChainAudit> {
+  const differences: string[] = [];
+  const diff = (s: string) => differences.push(`chain ${chain.id}: ${s}`);
+  const mark = ledger.funding.scanMark(chain.id, AUDIT_OPENING);
+  const head = Number(await client.getBlockNumber({ cacheTime: 0 }));
+  const opening = mark?.block_number ?? chain.startBlock - 1;
+  if (!mark) diff(`no opening block recorded: reading from the config's startBlock ${chain.startBlock}`);
+  const openingTag = { blockNumber: BigInt(opening) };
+  const currencies = chain.currencies.map((c) => ({ ...c, address: getAddress(c.address) }));
+  const native = { address: zeroAddress as Address, symbol: chain.nativeCurrency.symbol };
+  const all = [native, ...currencies.filter((c) => c.address !== zeroAddress)];
+  const depository = getAddress(chain.depository);
+  const filler = getAddress(chain.filler);
+
+  // ---- the solver's transactions, read from the chain's blocks
+  const numbers = Array.from({ length: head - opening }, (_, i) => BigInt(opening + 1 + i));
+  const blocks = await inBatches(numbers, (n) => client.getBlock({ blockNumber: n, includeTransactions: true }));
+  const solverTxs = blocks.flatMap((b) => b.transactions.filter((t) => getAddress(t.from) === solver));
+  const receipts = new Map<string, TransactionReceipt>();
+  for (const r of await inBatches(solverTxs, (t) => client.getTransactionReceipt({ hash: t.hash }))) receipts.set(r.transactionHash, r);
+  const gas = sum([...receipts.values()].map((r) => r.gasUsed * r.effectiveGasPrice));
+
+  // ---- payouts: each paid one has exactly one successful transaction; a failed one has none
+  const payouts = ledger.db.prepare('SELECT * FROM payouts WHERE chain_id = ?').all(chain.id) as PayoutRow[];
+  const txs = ledger.db.prepare('SELECT * FROM transactions WHERE chain_id = ?').all(chain.id) as TransactionRow[];
+  const txsOf = new Map<string, TransactionRow[]>();
+  for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
+  const receiptOf = async (hash: string) =>
+    receipts.get(hash) ?? (await client.getTransactionReceipt({ hash: hash as Hex }).catch(() => undefined));
+  const paidTx = new Map<string, PayoutRow>();
+  for (const p of payouts) {
+    const own = txsOf.get(p.id) ?? [];
+    const successes: string[] = [];
+    for (const t of own) {
+      const r = await receiptOf(t.hash);
+      if (r?.status === 'success') successes.push(t.hash);
+      if (r && t.fee !== null && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice) diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${r.gasUsed * r.effectiveGasPrice}`);
+    }
+    if (p.state === 'success') {
+      const r = p.tx_hash ? await receiptOf(p.tx_hash) : undefined;
+      if (!p.tx_hash || r?.status !== 'success') diff(`payout ${p.id} is paid in the ledger but its transaction ${p.tx_hash ?? '(none)'} is not a successful one on chain`);
+      // Another sender may have landed it (a refund's signed request is anyone's to submit): then none of ours succeeded.
+      if (successes.length > 1 || (successes.length === 1 && successes[0] !== p.tx_hash)) diff(`payout ${p.id} has ${successes.length} successful transactions of ours (${successes.join(', ')}); exactly one is ${p.tx_hash}`);
+      if (p.tx_hash) paidTx.set(p.tx_hash, p);
+    } else if (p.state === 'failed') {
+      if (successes.length) diff(`payout ${p.id} failed in the ledger but its transaction ${successes[0]} succeeded on chain`);
+    } else {
+      diff(`payout ${p.id} (${p.kind}) is still ${p.state}: the books are not settled`);
+    }
+  }
+  // Every transaction the solver sent is a payout's, or its one-time approval of the filler.
+  const ours = new Set(txs.map((t) => t.hash));
+  for (const t of solverTxs) {
+    if (ours.has(t.hash)) continue;
+    let approval = false;
+    try {
+      const d = decodeFunctionData({ abi: erc20Abi, data: t.input });
+      approval = d.functionName === 'approve' && getAddress(d.args[0] as Address) === filler && t.value === 0n;
+    } catch {}
+    if (!approval) diff(`solver transaction ${t.hash} is not in the ledger`);
+  }
+
+  // ---- events on chain, each matched to the ledger
+  const logs = async (address: Address) =>
+    (await client.request({ method: 'eth_getLogs', params: [{ address, fromBlock: toHex(opening + 1), toBlock: toHex(head) }] })) as unknown as RpcLog[];
+  const [fillerLogs, depositoryLogs] = await Promise.all([logs(filler), logs(depository)]);
+  let events = 0;
+  for (const l of fillerLogs) {
+    if (l.topics[0] !== FILLED) continue;
+    events++;
+    const p = paidTx.get(l.transactionHash);
+    if (!p || p.kind !== 'fill' || p.request_id?.toLowerCase() !== l.topics[1]?.toLowerCase()) diff(`OrderFilled ${l.topics[1]} in ${l.transactionHash} matches no paid fill in the ledger`);
+  }
+  const deposits = ledger.db
+    .prepare(`SELECT id, currency, amount, state, block_number FROM deposits WHERE chain_id = ? AND state != 'reorged' AND block_number > ? AND block_number <= ?`)
+    .all(chain.id, opening, head) as { id: string; currency: string; amount: string; state: string }[];
+  const depositIds = new Set(deposits.map((d) => d.id));
+  const onChainDeposits = new Set<string>();
+  for (const l of depositoryLogs) {
+    if (l.topics[0] === CALL_EXECUTED) {
+      events++;
+      const p = paidTx.get(l.transactionHash);
+      if (!p || (p.kind !== 'refund' && p.kind !== 'excess')) diff(`RelayCallExecuted in ${l.transactionHash} matches no paid refund in the ledger`);
+      continue;
+    }
+    const d = decodeDepositLog(l);
+    if (!d) continue;
+    events++;
+    const id = `${chain.id}:${d.tx_hash}:${d.log_index}`;
+    onChainDeposits.add(id);
+    if (!depositIds.has(id)) diff(`deposit event ${id} (${d.amount} of ${d.currency}) is not in the ledger`);
+  }
+  for (const d of deposits) if (!onChainDeposits.has(d.id)) diff(`ledger deposit ${d.id} has no event on chain`);
+
+  // ---- app balance credits: each standing one proven by its successful transaction
+  const credits = ledger.funding.all().filter((c) => c.chain_id === chain.id && c.block_number > opening);
+  const tokens = new Set(currencies.filter((c) => c.address !== zeroAddress).map((c) => c.address as string));
+  for (const c of credits) {
+    const r = await receiptOf(c.tx_hash);
+    if (c.reversed) {
+      if (r?.status === 'success' && Number(r.blockNumber) <= head - chain.confirmations + 1) {
+        const again = ledger.funding.ofTx(chain.id, c.tx_hash).some((x) => !x.reversed);
+        if (!again) diff(`credit ${c.credit_ref} was reversed, but its transaction is on chain and not credited again`);
+      }
+      continue;
+    }
+    if (r?.status !== 'success') {
+      diff(`credit ${c.credit_ref} (${c.micro} micro-USD to ${c.wallet}) has no successful transaction on chain`);
+      continue;
+    }
+    const tx = await client.getTransaction({ hash: c.tx_hash as Hex });
+    const now = fundingParts(tx, r, solver, tokens);
+    const key = (ps: { currency: string; amount: bigint }[]) => ps.map((p) => `${getAddress(p.currency)}:${p.amount}`).sort().join(',');
+    if (key(now) !== key(c.parts)) diff(`credit ${c.credit_ref}: the ledger booked ${key(c.parts)}, the chain moved ${key(now)}`);
+  }
+
+  // ---- balances per currency: opening + what the books say moved = what the chain holds
+  const out: CurrencyAudit[] = [];
+  const balanceOf = (currency: Address, who: Address, at?: { blockNumber: bigint }) =>
+    currency === zeroAddress ? client.getBalance({ address: who, ...at }) : client.readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [who], ...at });
+  for (const cur of all) {
+    const is = (c: string) => getAddress(c) === cur.address;
+    const paid = payouts.filter((p) => p.state === 'success');
+    // A fill's output leaves the solver in its currency (calls: as value); a top-up rides as native value.
+    const fills = sum(paid.filter((p) => p.kind === 'fill' && (p.calls ? cur.address === zeroAddress : is(p.currency))).map((p) => BigInt(p.amount)))
+      + (cur.address === zeroAddress ? sum(paid.filter((p) => p.kind === 'fill' && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n);
+    const claims = sum(paid.filter((p) => p.kind === 'claim' && is(p.currency)).map((p) => BigInt(p.amount)));
+    const refunds = sum(paid.filter((p) => (p.kind === 'refund' || p.kind === 'excess') && is(p.currency)).map((p) => BigInt(p.amount)));
+    const deposited = sum(deposits.filter((d) => is(d.currency)).map((d) => BigInt(d.amount)));
+    const funding = sum(credits.filter((c) => !c.reversed).flatMap((c) => c.parts.filter((p) => is(p.currency)).map((p) => p.amount)));
+    const gasHere = cur.address === zeroAddress ? gas : 0n;
+    const headTag = { blockNumber: BigInt(head) };
+    const [sOpen, sNow, dOpen, dNow] = await Promise.all([
+      balanceOf(cur.address, solver, openingTag),
+      balanceOf(cur.address, solver, headTag),
+      balanceOf(cur.address, depository, openingTag),
+      balanceOf(cur.address, depository, headTag),
+    ]);
+    const sExpected = sOpen + funding - fills - claims - gasHere;
+    const dExpected = dOpen + deposited - refunds;
+    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} − fills ${fills} − claims ${claims} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
+    if (dNow !== dExpected) diff(`depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds}); unexplained ${dNow - dExpected}`);
+    out.push({
+      chainId: chain.id,
+      currency: cur.address,
+      symbol: cur.symbol,
+      credits: credits.filter((c) => c.parts.some((p) => is(p.currency))).length,
+      payouts: payouts.filter((p) => is(p.currency)).length,
+      events: 0,
+      deposits: deposited,
+      fills,
+      refunds,
+      claims,
+      funding,
+      gas: gasHere,
+      solver: { opening: sOpen, expected: sExpected, actual: sNow },
+      depository: { opening: dOpen, expected: dExpected, actual: dNow },
+    });
+  }
+  if (out[0]) out[0].events = events;
+  return { chainId: chain.id, fromBlock: opening + 1, toBlock: head, currencies: out, differences };
+}
+
+/** App balance credit entries with no on-chain evidence recorded (every credit must name its transfer). */
+export function unevidencedCredits(ledger: Ledger): string[] {
+  const evidenced = new Set(ledger.funding.all().map((c) => c.credit_ref));
+  return (ledger.db.prepare(`SELECT ref, wallet, amount FROM balance_entries WHERE kind = 'credit'`).all() as { ref: string; wallet: string; amount: number }[])
+    .filter((e) => !evidenced.has(e.ref))
+    .map((e) => `balance entry ${e.ref} credits ${e.amount} micro-USD to ${e.wallet} with no on-chain evidence`);
+}
