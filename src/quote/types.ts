@@ -45,7 +45,8 @@ export interface QuoteInput {
 export interface Sponsor {
   wallet: string;
   apiKeyId: string;
-  // What the wallet's app balance holds now, in micro-USD.
+  // What the wallet's app balance can spend now, in micro-USD: its balance less what fast-fill holds
+  // set aside (held money already covers a fill the solver paid; spending it twice is uncovered).
   balance: bigint;
 }
 

@@ -182,7 +182,8 @@ export class Solver implements PayoutHooks {
       },
       sponsorCanPay: (r, sponsored) => {
         const wallet = moneyOf(r)?.sponsor?.wallet;
-        return wallet !== undefined && this.ledger.balances.summary(wallet).balance >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
+        // What fast-fill holds set aside is not there to spend: it covers fills already paid.
+        return wallet !== undefined && this.ledger.balances.summary(wallet).available >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
       },
     });
     const reason = decision.kind === 'fail' ? decision.reason : 'none';

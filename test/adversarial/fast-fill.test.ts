@@ -2,7 +2,7 @@
 // charge the app, and only the key that quoted a request may fast-fill it (issue 12, item 2).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { linkMessage } from '../../src/api/routes/money.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
@@ -93,6 +93,31 @@ describe('fast fill under attack', () => {
     s.node.solver!.expireHolds(Date.now() + 10 ** 9);
     expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
     expect(s.node.ledger.balances.ofRequest(requestId).filter((e) => e.kind !== 'hold' && e.kind !== 'hold_release')).toEqual([]);
+  });
+
+  it('money held for a fast fill cannot also pay sponsored fees (it already covers a fill the solver paid)', async () => {
+    // A fresh wallet credited 10 USD, then a fast fill holding nearly all of it.
+    const thin = privateKeyToAccount(generatePrivateKey());
+    const k = s.node.ledger.apiKeys.create('thin');
+    const signature = await thin.signMessage({ message: linkMessage(thin.address, k.id) });
+    expect((await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: thin.address, signature } })).status).toBe(200);
+    const w = s.wallet(1, A);
+    const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 10_000_000n] })}${marker(thin.address)}` as Hex;
+    const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data });
+    await s.publicClient(A).waitForTransactionReceipt({ hash });
+    await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
+    const q = await api(s.url, '/quote/v2', { apiKey: k.key, body: { ...nativeQuote(2, account(2).address), amount: '3333000000000000' } });
+    expect((await api(s.url, '/fast-fill', { apiKey: k.key, body: { requestId: q.body.steps[0].requestId } })).status).toBe(200);
+    const { balance, available } = s.node.ledger.balances.summary(thin.address);
+    expect(balance).toBe(10_000_000n);
+    expect(available).toBeLessThan(10_000n);
+    // A sponsored quote against the held money is refused: the balance is spoken for.
+    const sponsored = await api(s.url, '/quote/v2', {
+      apiKey: k.key,
+      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', subsidizeFees: true },
+    });
+    expect(sponsored.status).toBe(400);
+    expect(sponsored.body.errorCode).toBe('SPONSOR_BALANCE_TOO_LOW');
   });
 
   it("another key cannot fast-fill a request, charging that key's app balance or the request's sponsor: 403", async () => {

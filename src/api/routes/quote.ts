@@ -66,7 +66,7 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (destinationChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: destinationChainId: is required');
     // The sponsor of a subsidized request is the wallet linked to the caller's API key.
     const wallet = req.apiCaller ? ctx.ledger.balances.sponsorOf(req.apiCaller.id) : undefined;
-    const sponsor = wallet && req.apiCaller ? { wallet, apiKeyId: req.apiCaller.id, balance: ctx.ledger.balances.summary(wallet).balance } : undefined;
+    const sponsor = wallet && req.apiCaller ? { wallet, apiKeyId: req.apiCaller.id, balance: ctx.ledger.balances.summary(wallet).available } : undefined;
     const quote = await buildQuote(
       { ...b, originChainId, destinationChainId },
       { config: ctx.config, registry: ctx.registry, adapters, prices: ctx.prices, solver: ctx.solver, sponsor },
