@@ -44,6 +44,7 @@ export function formatAudit(r: AuditResult): string {
       );
     }
   }
+  for (const c of r.chains) for (const id of c.writtenOff) lines.push(`chain ${c.chainId}: deposit ${id} written off (a reorg removed it after its payout: DEPOSIT_REORGED)`);
   for (const n of r.notCovered) lines.push(`chain ${n.chainId} (${n.kind}): not reconciled by this audit`);
   lines.push(r.differences.length ? `${r.differences.length} difference(s):` : 'no differences: the books reconcile with the chains');
   for (const d of r.differences) lines.push(`  - ${d}`);

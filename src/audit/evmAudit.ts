@@ -29,6 +29,8 @@ export interface ChainAudit {
   fromBlock: number;
   toBlock: number;
   currencies: CurrencyAudit[];
+  // Deposits a reorg removed after their payout went out (DEPOSIT_REORGED): recorded losses.
+  writtenOff: string[];
   differences: string[];
 }
 
@@ -130,9 +132,16 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     const p = paidTx.get(l.transactionHash);
     if (!p || p.kind !== 'fill' || p.request_id?.toLowerCase() !== l.topics[1]?.toLowerCase()) diff(`OrderFilled ${l.topics[1]} in ${l.transactionHash} matches no paid fill in the ledger`);
   }
-  const deposits = ledger.db
-    .prepare(`SELECT id, currency, amount, state, block_number FROM deposits WHERE chain_id = ? AND state != 'reorged' AND block_number > ? AND block_number <= ?`)
-    .all(chain.id, opening, head) as { id: string; currency: string; amount: string; state: string }[];
+  const inRange = ledger.db
+    .prepare(
+      `SELECT d.id, d.currency, d.amount, d.state, r.fail_reason FROM deposits d LEFT JOIN requests r ON r.id = d.request_id
+       WHERE d.chain_id = ? AND d.state != 'reorged' AND d.block_number > ? AND d.block_number <= ?`,
+    )
+    .all(chain.id, opening, head) as { id: string; currency: string; amount: string; state: string; fail_reason: string | null }[];
+  // A deposit a reorg removed after its payout was signed stays handled, with DEPOSIT_REORGED on its
+  // request: a loss the books already record (written off), not a deposit the depository holds.
+  const writtenOff = new Set<string>();
+  const deposits = inRange.filter((d) => (d.fail_reason === 'DEPOSIT_REORGED' ? (writtenOff.add(d.id), false) : true));
   const depositIds = new Set(deposits.map((d) => d.id));
   const onChainDeposits = new Set<string>();
   for (const l of depositoryLogs) {
@@ -150,6 +159,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     if (!depositIds.has(id)) diff(`deposit event ${id} (${d.amount} of ${d.currency}) is not in the ledger`);
   }
   for (const d of deposits) if (!onChainDeposits.has(d.id)) diff(`ledger deposit ${d.id} has no event on chain`);
+  // A written-off deposit back on chain after all would be counted nowhere: name it.
+  for (const id of writtenOff) if (onChainDeposits.has(id)) diff(`deposit ${id} is recorded DEPOSIT_REORGED but is on chain`);
 
   // ---- app balance credits: each standing one proven by its successful transaction
   const credits = ledger.funding.all().filter((c) => c.chain_id === chain.id && c.block_number > opening);
@@ -217,7 +228,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     });
   }
   if (out[0]) out[0].events = events;
-  return { chainId: chain.id, fromBlock: opening + 1, toBlock: head, currencies: out, differences };
+  return { chainId: chain.id, fromBlock: opening + 1, toBlock: head, currencies: out, writtenOff: [...writtenOff], differences };
 }
 
 /** App balance credit entries with no on-chain evidence recorded (every credit must name its transfer). */

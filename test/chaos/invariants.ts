@@ -6,11 +6,14 @@
 //  3. the ledger's payouts and the chain's events match 1:1 (every successful payout has exactly one
 //     included transaction, whose receipt carries its event and amount; every fill and refund event
 //     on chain is a payout of the ledger; no payout the ledger calls failed was paid on chain);
-//  4. the solver's and the depositories' balances moved by exactly deposits - fills - refunds - gas.
+//  4. the solver's and the depositories' balances moved by exactly deposits - fills - refunds - gas;
+//  5. relay-node audit (src/audit) finds no difference between the run's ledger and the chains.
 import { decodeFunctionData, erc20Abi, parseEventLogs, zeroAddress, type Address, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import type { Devnet } from '../../src/devnet/devnet.ts';
 import { Ledger } from '../../src/ledger/index.ts';
+import { formatAudit, runAudit } from '../../src/audit/audit.ts';
+import { buildConfigWithKeys } from '../../src/config/load.ts';
 import type { PayoutRow, TransactionRow } from '../../src/ledger/types.ts';
 import type { DepositRecord } from './load.ts';
 
@@ -168,6 +171,8 @@ export interface InvariantReport {
     solverTxs: number;
     payouts: Record<string, number>;
     failReasons: Record<string, number>;
+    // relay-node audit's report over the run's ledger (src/audit).
+    audit: string[];
   };
 }
 
@@ -234,6 +239,7 @@ export async function checkInvariants(o: {
 
   // ---- 3. the ledger against the chain, 1:1
   const ledger = Ledger.open(o.ledgerPath, { readonly: true });
+  let auditReport: string[] = [];
   let filledAndRefunded = 0;
   const payoutCounts: Record<string, number> = {};
   try {
@@ -307,6 +313,13 @@ export async function checkInvariants(o: {
       const r = await receipt(t.chain_id, t.hash);
       if (r && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice) fail(`transaction ${t.hash}: ledger fee ${t.fee}, receipt ${r.gasUsed * r.effectiveGasPrice}`);
     }
+    // ---- 5. relay-node audit over the same ledger: it must find what the checks above find
+    const base = o.devnet.nodeConfig({ port: 0, logLevel: 'warn' });
+    const evm = new Set(o.devnet.chains.map((c) => c.id));
+    const config = buildConfigWithKeys({ ...base, chains: (base.chains as { id: number }[]).filter((c) => evm.has(c.id)) }, o.devnet.keys);
+    const audit = await runAudit(config, ledger, new Map(o.devnet.chains.map((c) => [c.id, o.client(c.id)])));
+    auditReport = formatAudit(audit).split('\n');
+    for (const d of audit.differences) fail(`audit: ${d}`);
   } finally {
     ledger.close();
   }
@@ -362,6 +375,7 @@ export async function checkInvariants(o: {
       solverTxs: [...scan.solverTxs.values()].reduce((a, b) => a + b, 0),
       payouts: payoutCounts,
       failReasons,
+      audit: auditReport,
     },
   };
 }

@@ -553,6 +553,7 @@ export function printResult(r: ChaosResult, say: (l: string) => void = (l) => pr
   say(`  payouts     ${JSON.stringify(f.payouts)}`);
   say(`  secrets     ${r.secretsInLog.length ? `FOUND in the log: ${r.secretsInLog.join(', ')}` : 'none in the log'}`);
   say(`  machine     ${r.machine.cpus} x ${r.machine.model}, ${r.machine.memGb} GB, node ${r.machine.node}`);
+  for (const l of f.audit) say(`  audit       ${l}`);
   for (const m of r.invariants.failures) say(`  FAIL ${m}`);
 }
 
