@@ -178,6 +178,9 @@ export class EvmAdapter implements ChainAdapter {
       if (!v || !isAddress(v, { strict: false })) throw bad(`${k}: must be an address`);
       return getAddress(v);
     }) as [Address, Address, Address];
+    // Only a currency configured with a permit takes one: refused here, before any RPC call.
+    const cur = this.chain.currencies.find((c) => getAddress(c.address) === getAddress(r.origin_currency));
+    if (!cur?.permit) throw new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: ${r.origin_currency} on chain ${this.chainId} takes no EIP-2612 permit`);
     const [value, nonce, deadline] = ['value', 'nonce', 'deadline'].map((k) => {
       const v = str(k);
       if (!v || !/^[0-9]{1,78}$/.test(v)) throw bad(`${k}: must be an integer`);
@@ -188,11 +191,19 @@ export class EvmAdapter implements ChainAdapter {
       throw bad('the permit is not the one this request asked for (owner, token, spender and value must match the quote)');
     }
     if (deadline <= BigInt(Math.floor(Date.now() / 1000))) throw new SignedDepositError('SIGNATURE_EXPIRED', 'the permit has expired');
-    const [name, version, current] = await Promise.all([
-      this.client.readContract({ address: token, abi: permitAbi, functionName: 'name' }),
-      this.client.readContract({ address: token, abi: permitAbi, functionName: 'version' }).catch(() => '1'),
-      this.client.readContract({ address: token, abi: permitAbi, functionName: 'nonces', args: [owner] }),
-    ]);
+    let name: string, version: string, current: bigint;
+    try {
+      [name, version, current] = await Promise.all([
+        this.client.readContract({ address: token, abi: permitAbi, functionName: 'name' }),
+        this.client.readContract({ address: token, abi: permitAbi, functionName: 'version' }).catch(() => '1'),
+        this.client.readContract({ address: token, abi: permitAbi, functionName: 'nonces', args: [owner] }),
+      ]);
+    } catch (e) {
+      // A token that does not answer the permit reads takes no permit: the caller's problem. The
+      // RPC failing is not, and its error (which may name the provider URL) is never echoed.
+      if (isRevert(e)) throw new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: token ${token} on chain ${this.chainId} does not implement EIP-2612 permits`);
+      throw new SignedDepositError('RPC_UNAVAILABLE', `chain ${this.chainId} cannot be read now to check the permit; try again`);
+    }
     if (nonce !== current) throw new SignedDepositError('INVALID_NONCE', `the permit's nonce is ${nonce}; the token expects ${current}`);
     const valid = await verifyTypedData({
       address: owner,
