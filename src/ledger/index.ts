@@ -6,6 +6,7 @@ import { Events } from './events.ts';
 import { IndexerState } from './indexerState.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
+import { SignatureNonces } from './signatureNonces.ts';
 
 export * from './types.ts';
 export type { ApiKeyRow } from './apiKeys.ts';
@@ -22,6 +23,8 @@ export class Ledger {
   readonly apiKeys: ApiKeys;
   // The status events outbox and webhooks (src/ledger/events.ts).
   readonly events: Events;
+  // Nonces of signed messages already acted on (links, unlinks, claims).
+  readonly signatureNonces: SignatureNonces;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -32,6 +35,7 @@ export class Ledger {
     this.balances = new Balances(db);
     this.appFees = new AppFees(db);
     this.apiKeys = new ApiKeys(db);
+    this.signatureNonces = new SignatureNonces(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

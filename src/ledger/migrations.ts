@@ -310,4 +310,21 @@ CREATE INDEX event_deliveries_due ON event_deliveries(state, next_attempt_at);
 CREATE INDEX event_deliveries_order ON event_deliveries(webhook_id, request_id, state, event_seq);
 `,
   },
+  {
+    version: 8,
+    name: 'single-use signed messages',
+    sql: `
+-- Nonces of the signed messages the node acted on (app-balance link and unlink, app-fee claim):
+-- a signature authorizes one action once. key is purpose:wallet(lower-case):nonce. Rows past
+-- expires_at may be deleted: an expired message is refused before its nonce is looked at.
+CREATE TABLE signature_nonces (
+  key TEXT PRIMARY KEY,
+  purpose TEXT NOT NULL CHECK (purpose IN ('link', 'unlink', 'claim')),
+  wallet TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  expires_at INTEGER NOT NULL,
+  used_at INTEGER NOT NULL
+);
+`,
+  },
 ];
