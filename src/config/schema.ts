@@ -78,6 +78,10 @@ const evmChain = z
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
     // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it).
     maxCallGas: z.number().int().min(21_000).default(1_000_000),
+    // A deposit address is swept only when what arrived is worth more than this many times the
+    // sweep's gas cost (valued at the currencies' configured usdPrice): dust costs the solver
+    // nothing. Absent: 3.
+    sweepMinCostMultiple: z.number().min(1).max(10_000).optional(),
     // Whether transfers to the solver on this chain fund app balances (the interface's chain 8453).
     appBalanceDeposits: z.boolean().default(false),
     // permit: the token implements EIP-2612 (usePermit quotes a signature instead of an approval).
@@ -221,6 +225,17 @@ export const configSchema = z
         // Absent: this node's own /requests/v3 and /requests/v2/migration-guide.
         successor: z.string().url().optional(),
         migrationGuide: z.string().url().optional(),
+      })
+      .strict()
+      .default({}),
+    // Deposit addresses: how long the watcher looks at a quoted address, and the reindex operation
+    // (unauthenticated) that looks at one now: how old a request it still reaches, how often.
+    depositAddresses: z
+      .object({
+        watchHours: z.number().int().min(1).default(24),
+        reindexMaxAgeDays: z.number().int().min(1).default(30),
+        reindexPerAddressPerMinute: z.number().int().min(1).default(2),
+        reindexPerMinute: z.number().int().min(1).default(120),
       })
       .strict()
       .default({}),

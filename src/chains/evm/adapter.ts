@@ -42,6 +42,8 @@ export const GAS = {
   deposit: { native: 45_000n, erc20: 75_000n },
   // A permit deposit the node submits: permit, transferFrom and the event.
   permitDeposit: 130_000n,
+  // A deposit address's sweep: the clone's creation, its transfer into the depository and the event.
+  sweep: 150_000n,
 };
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
@@ -102,7 +104,15 @@ export class EvmAdapter implements ChainAdapter {
       this.#funding = new FundingWatcher(chain, this.client, ledger, account.address, (t) => hooks.onFunding(t), clog);
     }
     if (chain.depositAddressFactory) {
-      this.#depositAddresses = new DepositAddressWatcher(chain, this.client, ledger, () => this.#submitter.wake(), clog);
+      this.#depositAddresses = new DepositAddressWatcher(
+        chain,
+        this.client,
+        ledger,
+        () => this.#submitter.wake(),
+        clog,
+        async () => GAS.sweep * (await this.#maxFeePerGas()),
+        config.depositAddresses.watchHours * 3_600_000,
+      );
     }
     this.#indexer = new EvmIndexer(
       chain,
