@@ -14,6 +14,9 @@ const svmAddress = z
 
 // USD prices are decimal strings so that no float ever enters money arithmetic.
 const usd = z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "3000.25"');
+// A currency's price: a zero price gives the currency away (and no deposit could ever pay an
+// EXACT_OUTPUT quote's output).
+const positiveUsd = usd.refine((s) => /[1-9]/.test(s), 'must be a positive decimal string such as "3000.25" (a zero price gives the currency away)');
 
 const priceFeed = z
   .object({
@@ -30,7 +33,7 @@ const currencyFields = {
   name: z.string().min(1),
   decimals: z.number().int().min(0).max(36),
   // The price when there is no feed (and the fallback description of the currency's worth).
-  usdPrice: usd,
+  usdPrice: positiveUsd,
   priceFeed: priceFeed.optional(),
   logoURI: z.string().optional(),
 };
