@@ -59,6 +59,10 @@ const chainFields = {
   // A private chain's requests are listed only to callers who ask for it (privateChainsToInclude).
   private: z.boolean().default(false),
   nativeCurrency,
+  // The most native currency a quote's gas top-up (topupGasAmount) delivers on this chain: in USD
+  // (absent: 50), and in the smallest unit when given; the lower of the two applies.
+  maxTopupGasUsd: positiveUsd.optional(),
+  maxTopupGasAmount: z.string().regex(/^\d{1,78}$/, 'must be an integer string (the smallest unit)').optional(),
 };
 
 const evmChain = z
