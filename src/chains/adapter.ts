@@ -39,7 +39,7 @@ export interface ChainEvents {
 export class SignedDepositError extends Error {
   constructor(
     // RPC_UNAVAILABLE: the chain could not be read to check the signature (503, retry).
-    readonly errorCode: 'INVALID_SIGNATURE' | 'SIGNATURE_EXPIRED' | 'INVALID_NONCE' | 'INVALID_INPUT_PARAMETERS' | 'RPC_UNAVAILABLE',
+    readonly errorCode: 'INVALID_SIGNATURE' | 'SIGNATURE_EXPIRED' | 'INVALID_NONCE' | 'INVALID_INPUT_PARAMETERS' | 'GASLESS_PERMIT_BALANCE_TOO_LOW' | 'RPC_UNAVAILABLE',
     message: string,
   ) {
     super(message);

@@ -2,7 +2,7 @@
 // currencies that have no permit at all.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAbi, zeroAddress, type Address, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { PERMIT_TYPES } from '../../src/chains/evm/adapter.ts';
 import { api, startStack, type Stack } from '../helpers/stack.ts';
 
@@ -26,8 +26,8 @@ const quote = (from: number, extra: Record<string, unknown>) =>
   api(s.url, '/quote/v2', { body: { user: account(from).address, originChainId: A, destinationChainId: B, amount: '7000000', tradeType: 'EXACT_INPUT', ...extra } });
 
 // A permit the user really signed, for exactly the request's owner, token, depository and amount.
-async function validPermit(from: number, token: Address, value: string) {
-  const owner = privateKeyToAccount(account(from).privateKey);
+async function validPermit(from: number | PrivateKeyAccount, token: Address, value: string) {
+  const owner = typeof from === 'number' ? privateKeyToAccount(account(from).privateKey) : from;
   const nonce = await s.publicClient(A).readContract({ address: token, abi: noncesAbi, functionName: 'nonces', args: [owner.address] });
   const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
   const message = { owner: owner.address, spender: chain(A).contracts.depository, value: BigInt(value), nonce, deadline };
@@ -74,5 +74,20 @@ describe('POST /permits', () => {
     } finally {
       adapter.client.readContract = read;
     }
+  });
+
+  it('refuses a permit from a wallet that lacks the amount (GASLESS_PERMIT_BALANCE_TOO_LOW), before recording a deposit the node would pay gas for', async () => {
+    const broke = privateKeyToAccount(generatePrivateKey());
+    const q = await api(s.url, '/quote/v2', {
+      body: { user: broke.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true },
+    });
+    expect(q.status).toBe(200);
+    const step = q.body.steps[0];
+    const signature = await broke.signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+    const r = await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body });
+    expect(r.status).toBe(400);
+    expect(r.body.errorCode).toBe('GASLESS_PERMIT_BALANCE_TOO_LOW');
+    expect(s.node.ledger.payouts.get(`deposit:${step.requestId}`)).toBeUndefined();
+    expect(s.node.ledger.requests.get(step.requestId)!.status).toBe('waiting');
   });
 });

@@ -201,12 +201,13 @@ export class EvmAdapter implements ChainAdapter {
       throw bad('the permit is not the one this request asked for (owner, token, spender and value must match the quote)');
     }
     if (deadline <= BigInt(Math.floor(Date.now() / 1000))) throw new SignedDepositError('SIGNATURE_EXPIRED', 'the permit has expired');
-    let name: string, version: string, current: bigint;
+    let name: string, version: string, current: bigint, held: bigint;
     try {
-      [name, version, current] = await Promise.all([
+      [name, version, current, held] = await Promise.all([
         this.client.readContract({ address: token, abi: permitAbi, functionName: 'name' }),
         this.client.readContract({ address: token, abi: permitAbi, functionName: 'version' }).catch(() => '1'),
         this.client.readContract({ address: token, abi: permitAbi, functionName: 'nonces', args: [owner] }),
+        this.client.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [owner] }),
       ]);
     } catch (e) {
       // A token that does not answer the permit reads takes no permit: the caller's problem. The
@@ -224,6 +225,9 @@ export class EvmAdapter implements ChainAdapter {
       signature,
     }).catch(() => false);
     if (!valid) throw new SignedDepositError('INVALID_SIGNATURE', `the signature is not ${owner}'s over this permit`);
+    // The node pays the deposit's gas: a permit over tokens the owner does not hold is refused
+    // here, not discovered by a transaction the node sends.
+    if (held < value) throw new SignedDepositError('GASLESS_PERMIT_BALANCE_TOO_LOW', `${owner} holds ${held} of ${token}, less than the permit's ${value}`);
     return JSON.stringify({ kind: 'eip2612', deadline: deadline.toString(), signature });
   }
 
