@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
-import { buildConfigWithKeys, ConfigError, loadConfigFile, type Config } from './config/load.ts';
+import { buildConfigWithKeys, checkStartKeys, ConfigError, loadConfigFile, type Config } from './config/load.ts';
 import { migrate, openDb } from './ledger/db.ts';
 import { webhookUrlProblem } from './events/webhookUrl.ts';
 import { Ledger } from './ledger/index.ts';
@@ -84,6 +84,7 @@ await yargs(hideBin(process.argv))
       let config: Config;
       try {
         config = withOverrides(loadConfigFile(argv.config), argv);
+        checkStartKeys(config);
         config.faults = {
           crashAfterFillRecorded: argv.fault === 'crash-after-fill-recorded',
           crashAfterFillBroadcast: argv.fault === 'crash-after-fill-broadcast',

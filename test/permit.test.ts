@@ -2,8 +2,8 @@
 // transactions; the node submits the deposit, pays its gas, and fills.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
-import { linkMessage } from '../src/api/routes/money.ts';
 import { privateKeyToAccount } from 'viem/accounts';
+import { linkWallet } from './helpers/link.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
@@ -101,7 +101,7 @@ describe('usePermit', () => {
     const k = s.node.ledger.apiKeys.create('gasless app');
     const other = s.node.ledger.apiKeys.create('other app');
     const sponsor = signer(4);
-    const link = await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: sponsor.address, signature: await sponsor.signMessage({ message: linkMessage(sponsor.address, k.id) }) } });
+    const link = await linkWallet(s.url, k.key, sponsor);
     expect(link.status).toBe(200);
     const w = s.wallet(0, A);
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 50_000_000n] });

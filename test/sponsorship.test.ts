@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { RelayDepositoryAbi } from '../contracts-abi/index.ts';
-import { linkMessage } from '../src/api/routes/money.ts';
+import { linkWallet } from './helpers/link.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
@@ -31,8 +31,7 @@ async function fund(from: number, credited: Address, units: bigint) {
 
 async function link(k: { key: string; id: string }, wallet: number) {
   const acct = privateKeyToAccount(account(wallet).privateKey);
-  const signature = await acct.signMessage({ message: linkMessage(acct.address, k.id) });
-  const r = await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: acct.address, signature } });
+  const r = await linkWallet(s.url, k.key, acct);
   expect(r.status).toBe(200);
 }
 

@@ -7,7 +7,7 @@ import { Connection, Keypair, PublicKey, SystemProgram, Transaction, Transaction
 import { createTransferCheckedInstruction, getAssociatedTokenAddressSync, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID } from '@solana/spl-token';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { linkMessage } from '../src/api/routes/money.ts';
+import { linkWallet } from './helpers/link.ts';
 import { SVM_NATIVE } from '../src/chains/address.ts';
 import { base58Decode, base58Encode, memoInstruction, parseDepositTransaction } from '../src/chains/svm/transactions.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
@@ -161,8 +161,7 @@ describe('SVM chain', () => {
     // An API key linked to a sponsor wallet whose app balance is funded on 8453.
     const k = s.node.ledger.apiKeys.create('sponsor');
     const wallet = privateKeyToAccount(s.devnet.accounts[4]!.privateKey);
-    const signature = await wallet.signMessage({ message: linkMessage(wallet.address, k.id) });
-    expect((await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: wallet.address, signature } })).status).toBe(200);
+    expect((await linkWallet(s.url, k.key, wallet)).status).toBe(200);
     const w = s.wallet(1, A);
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 50_000_000n] });
     const marker = `012345abcdef${wallet.address.slice(2).toLowerCase()}012345abcdef`;

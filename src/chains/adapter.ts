@@ -42,7 +42,8 @@ export interface ChainEvents {
 // Why a signed deposit is refused: the interface's failReason names where one applies.
 export class SignedDepositError extends Error {
   constructor(
-    readonly errorCode: 'INVALID_SIGNATURE' | 'SIGNATURE_EXPIRED' | 'INVALID_NONCE' | 'INVALID_INPUT_PARAMETERS',
+    // RPC_UNAVAILABLE: the chain could not be read to check the signature (503, retry).
+    readonly errorCode: 'INVALID_SIGNATURE' | 'SIGNATURE_EXPIRED' | 'INVALID_NONCE' | 'INVALID_INPUT_PARAMETERS' | 'GASLESS_PERMIT_BALANCE_TOO_LOW' | 'RPC_UNAVAILABLE',
     message: string,
   ) {
     super(message);

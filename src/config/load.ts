@@ -21,6 +21,9 @@ export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' 
   allocatorKey: Secret<Hex>;
   // The solver's key on SVM chains, as given (a base58 secret key or a JSON byte array).
   svmSolverKey?: Secret<string>;
+  // Whether the config names an allocatorKey (absent: allocatorKey is the solver key, which only
+  // the read-only tools and the devnet accept; `start` refuses it, see checkStartKeys).
+  allocatorKeyConfigured: boolean;
   faults: Faults;
 }
 
@@ -101,9 +104,24 @@ export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
     ...rest,
     solverKey: solver,
     allocatorKey: allocatorKey ? resolveKey(allocatorKey, 'allocatorKey', env) : solver,
+    allocatorKeyConfigured: allocatorKey !== undefined,
     ...(svmSolverKey ? { svmSolverKey: resolveSvmKey(svmSolverKey, 'svmSolverKey', env) } : {}),
     faults,
   };
+}
+
+/**
+ * The keys a production node (`relay-node start`) runs with: an allocator key of its own, other
+ * than the solver's. One hot key that both pays fills and signs refunds' call requests puts
+ * both at risk at once. Throws a ConfigError that never shows either key.
+ */
+export function checkStartKeys(config: Config): void {
+  if (!config.allocatorKeyConfigured) {
+    throw new ConfigError('allocatorKey: is required by start: give the key that signs refund call requests ({"env": NAME} or {"file": PATH}), another key than solverKey');
+  }
+  if (config.allocatorKey.reveal().toLowerCase() === config.solverKey.reveal().toLowerCase()) {
+    throw new ConfigError('allocatorKey: must not be the solver key: give the allocator a key of its own');
+  }
 }
 
 // Devnet and tests hand keys over in memory rather than through the environment.

@@ -14,6 +14,9 @@ const svmAddress = z
 
 // USD prices are decimal strings so that no float ever enters money arithmetic.
 const usd = z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal string such as "3000.25"');
+// A currency's price: a zero price gives the currency away (and no deposit could ever pay an
+// EXACT_OUTPUT quote's output).
+const positiveUsd = usd.refine((s) => /[1-9]/.test(s), 'must be a positive decimal string such as "3000.25" (a zero price gives the currency away)');
 
 const priceFeed = z
   .object({
@@ -30,7 +33,7 @@ const currencyFields = {
   name: z.string().min(1),
   decimals: z.number().int().min(0).max(36),
   // The price when there is no feed (and the fallback description of the currency's worth).
-  usdPrice: usd,
+  usdPrice: positiveUsd,
   priceFeed: priceFeed.optional(),
   logoURI: z.string().optional(),
 };
@@ -56,6 +59,10 @@ const chainFields = {
   // A private chain's requests are listed only to callers who ask for it (privateChainsToInclude).
   private: z.boolean().default(false),
   nativeCurrency,
+  // The most native currency a quote's gas top-up (topupGasAmount) delivers on this chain: in USD
+  // (absent: 50), and in the smallest unit when given; the lower of the two applies.
+  maxTopupGasUsd: positiveUsd.optional(),
+  maxTopupGasAmount: z.string().regex(/^\d{1,78}$/, 'must be an integer string (the smallest unit)').optional(),
 };
 
 const evmChain = z
@@ -78,6 +85,10 @@ const evmChain = z
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
     // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it).
     maxCallGas: z.number().int().min(21_000).default(1_000_000),
+    // A deposit address is swept only when what arrived is worth more than this many times the
+    // sweep's gas cost (valued at the currencies' configured usdPrice): dust costs the solver
+    // nothing. Absent: 3.
+    sweepMinCostMultiple: z.number().min(1).max(10_000).optional(),
     // Whether transfers to the solver on this chain fund app balances (the interface's chain 8453).
     appBalanceDeposits: z.boolean().default(false),
     // permit: the token implements EIP-2612 (usePermit quotes a signature instead of an approval).
@@ -221,6 +232,17 @@ export const configSchema = z
         // Absent: this node's own /requests/v3 and /requests/v2/migration-guide.
         successor: z.string().url().optional(),
         migrationGuide: z.string().url().optional(),
+      })
+      .strict()
+      .default({}),
+    // Deposit addresses: how long the watcher looks at a quoted address, and the reindex operation
+    // (unauthenticated) that looks at one now: how old a request it still reaches, how often.
+    depositAddresses: z
+      .object({
+        watchHours: z.number().int().min(1).default(24),
+        reindexMaxAgeDays: z.number().int().min(1).default(30),
+        reindexPerAddressPerMinute: z.number().int().min(1).default(2),
+        reindexPerMinute: z.number().int().min(1).default(120),
       })
       .strict()
       .default({}),

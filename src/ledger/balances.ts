@@ -22,6 +22,8 @@ export class Balances {
   #ofRequest;
   #link;
   #linkOf;
+  #linkedKeys;
+  #unlink;
   #expired;
   constructor(db: Db) {
     this.#expired = db.prepare(`SELECT r.id FROM requests r JOIN balance_entries h ON h.ref = 'hold:' || r.id
@@ -34,6 +36,8 @@ export class Balances {
     this.#link = db.prepare(`INSERT INTO sponsor_links (api_key_id, wallet, message, signature, linked_at) VALUES (?, ?, ?, ?, ?)
       ON CONFLICT(api_key_id) DO UPDATE SET wallet = excluded.wallet, message = excluded.message, signature = excluded.signature, linked_at = excluded.linked_at`);
     this.#linkOf = db.prepare('SELECT wallet FROM sponsor_links WHERE api_key_id = ?');
+    this.#linkedKeys = db.prepare('SELECT api_key_id FROM sponsor_links WHERE wallet = ? ORDER BY api_key_id');
+    this.#unlink = db.prepare('DELETE FROM sponsor_links WHERE wallet = ? AND api_key_id = ?');
   }
 
   // Books an entry once: returns false when an entry with the same ref exists already.
@@ -67,6 +71,16 @@ export class Balances {
 
   link(apiKeyId: string, wallet: string, message: string, signature: string, now = Date.now()): void {
     this.#link.run(apiKeyId, wallet, message, signature, now);
+  }
+
+  /**
+   * Ends the wallet's sponsorship of one API key, or of every key it sponsors when none is given.
+   * Returns the keys it no longer sponsors.
+   */
+  unlink(wallet: string, apiKeyId?: string): string[] {
+    const keys = (this.#linkedKeys.all(wallet) as { api_key_id: string }[]).map((r) => r.api_key_id).filter((k) => apiKeyId === undefined || k === apiKeyId);
+    for (const k of keys) this.#unlink.run(wallet, k);
+    return keys;
   }
 
   sponsorOf(apiKeyId: string): string | undefined {

@@ -7,6 +7,7 @@ import { FundingCredits } from './funding.ts';
 import { IndexerState } from './indexerState.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
+import { SignatureNonces } from './signatureNonces.ts';
 
 export * from './types.ts';
 export type { ApiKeyRow } from './apiKeys.ts';
@@ -25,6 +26,8 @@ export class Ledger {
   readonly funding: FundingCredits;
   // The status events outbox and webhooks (src/ledger/events.ts).
   readonly events: Events;
+  // Nonces of signed messages already acted on (links, unlinks, claims).
+  readonly signatureNonces: SignatureNonces;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -36,6 +39,7 @@ export class Ledger {
     this.appFees = new AppFees(db);
     this.apiKeys = new ApiKeys(db);
     this.funding = new FundingCredits(db, this.balances);
+    this.signatureNonces = new SignatureNonces(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

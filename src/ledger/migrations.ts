@@ -370,4 +370,21 @@ CREATE TABLE audit_runs (
 );
 `,
   },
+  {
+    version: 9,
+    name: 'single-use signed messages',
+    sql: `
+-- Nonces of the signed messages the node acted on (app-balance link and unlink, app-fee claim):
+-- a signature authorizes one action once. key is purpose:wallet(lower-case):nonce. Rows past
+-- expires_at may be deleted: an expired message is refused before its nonce is looked at.
+CREATE TABLE signature_nonces (
+  key TEXT PRIMARY KEY,
+  purpose TEXT NOT NULL CHECK (purpose IN ('link', 'unlink', 'claim')),
+  wallet TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  expires_at INTEGER NOT NULL,
+  used_at INTEGER NOT NULL
+);
+`,
+  },
 ];

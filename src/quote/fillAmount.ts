@@ -1,4 +1,5 @@
 import type { Pricing } from '../ledger/types.ts';
+import { QuoteError } from './errors.ts';
 import { bpsCeil, mulRatioFloor } from './money.ts';
 
 export interface FeeBreakdown {
@@ -38,11 +39,21 @@ export function outputFor(amount: bigint, p: Pricing): bigint {
   return breakdown(amount, p).out;
 }
 
-// The smallest deposit whose output is at least `wanted` (for EXACT_OUTPUT quotes). Output grows
-// with the deposit, so a binary search over an upper bound found by doubling finds it exactly.
+// No deposit is larger than a uint256 (what the depository's amount can hold).
+const MAX_INPUT = 2n ** 256n - 1n;
+
+/**
+ * The smallest deposit whose output is at least `wanted` (for EXACT_OUTPUT quotes). Output grows
+ * with the deposit, so a binary search over an upper bound found by doubling finds it exactly.
+ * Throws a QuoteError when no deposit up to a uint256 pays it (a zero or vanishing rate): the
+ * doubling is bounded, never a loop for ever.
+ */
 export function inputFor(wanted: bigint, p: Pricing): bigint {
   let hi = 1n;
-  while (outputFor(hi, p) < wanted) hi *= 2n;
+  while (outputFor(hi, p) < wanted) {
+    if (hi > MAX_INPUT) throw new QuoteError(`amount: no deposit up to 2^256 pays an output of ${wanted} at this rate`, 'AMOUNT_TOO_LOW');
+    hi *= 2n;
+  }
   let lo = hi / 2n;
   while (lo + 1n < hi) {
     const mid = (lo + hi) / 2n;

@@ -1,10 +1,10 @@
 import type { FillCost } from '../chains/adapter.ts';
 import type { Pricing } from '../ledger/types.ts';
 import { QuoteError } from './errors.ts';
-import { conversionRate, mulRatioCeil, mulRatioFloor, usdValue, type Ratio } from './money.ts';
+import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, usdMicro, usdValue, type Ratio } from './money.ts';
 import { canonicalAddress } from '../chains/address.ts';
 import { isSwap, type Route } from './route.ts';
-import { DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
+import { DEFAULT_MAX_TOPUP_USD, DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
 
 export interface PricedRoute {
   pricing: Pricing;
@@ -80,6 +80,15 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     if (cout.native) throw new QuoteError('topupGas: the destination currency is already native', 'INVALID_INPUT_PARAMETERS');
     const micro = q.topupGasAmount ?? DEFAULT_TOPUP_MICRO_USD;
     const native = mulRatioFloor(micro, conversionRate('1', 6, destNativePrice, destNative.decimals));
+    // Capped per chain: a top-up is gas for the recipient, not a way to take the sponsor's
+    // balance (or the solver's inventory) as native currency.
+    const capUsd = dest.maxTopupGasUsd ?? DEFAULT_MAX_TOPUP_USD;
+    if (micro > usdMicro(1n, 0, capUsd)) {
+      throw new QuoteError(`topupGasAmount: ${formatUsd(micro)} USD is above the top-up cap of ${capUsd} USD on chain ${dest.id} (maxTopupGasUsd)`, 'INVALID_INPUT_PARAMETERS');
+    }
+    if (dest.maxTopupGasAmount !== undefined && native > BigInt(dest.maxTopupGasAmount)) {
+      throw new QuoteError(`topupGasAmount: ${native} of ${destNative.symbol}'s smallest unit is above the top-up cap of ${dest.maxTopupGasAmount} on chain ${dest.id} (maxTopupGasAmount)`, 'INVALID_INPUT_PARAMETERS');
+    }
     pricing.topUpNative = native.toString();
     pricing.topUpOut = mulRatioCeil(native, nativeToOut).toString();
   }

@@ -51,6 +51,8 @@ export interface Sponsor {
 }
 
 export const DEFAULT_TOPUP_MICRO_USD = 2_000_000n;
+// The gas top-up cap of a chain whose config sets no maxTopupGasUsd.
+export const DEFAULT_MAX_TOPUP_USD = '50';
 export const SPONSORABLE = ['execution', 'swap', 'platform'] as const;
 
 

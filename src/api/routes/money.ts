@@ -1,9 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { formatUnits, getAddress, isAddress, isHex, verifyMessage, type Address, type Hex } from 'viem';
 import { z } from 'zod';
 import { apiAddress, canonicalAddress } from '../../chains/address.ts';
 import { currencyObject } from '../../quote/quote.ts';
 import { formatUsd, usdValue } from '../../quote/money.ts';
+import type { SignedPurpose } from '../../ledger/signatureNonces.ts';
 import { ClaimError, claimAppFees } from '../../solver/claims.ts';
 import { FastFillError, fastFill } from '../../solver/fastFill.ts';
 import { requireCaller } from '../caller.ts';
@@ -18,11 +20,57 @@ const evmWallet = z
 const walletParams = z.object({ wallet: evmWallet });
 const signatureQuery = z.object({ signature: z.string().refine((s) => isHex(s) && s.length === 132, 'must be a 65-byte 0x-prefixed hex signature').optional() });
 
-// What a wallet signs: the exact request, so a signature authorizes nothing else.
-export const linkMessage = (wallet: string, apiKeyId: string) => `relay-node: use the app balance of ${wallet} for API key ${apiKeyId}`;
-export const claimMessage = (wallet: string, chainId: number, currency: string, recipient: string, issuedAt: number) =>
-  `relay-node: claim the app fees of ${wallet} as ${currency} on chain ${chainId} to ${recipient} (issued ${issuedAt})`;
-const CLAIM_VALIDITY_MS = 10 * 60 * 1000;
+// What a wallet signs: the exact request, with a nonce and an expiry, so that a signature
+// authorizes nothing else, once, for a short time (signature_nonces keeps the nonces used).
+export const linkMessage = (wallet: string, apiKeyId: string, nonce: string, expiresAt: number) =>
+  `relay-node: use the app balance of ${wallet} for API key ${apiKeyId} (nonce ${nonce}, expires ${expiresAt})`;
+export const unlinkMessage = (wallet: string, apiKeyId: string | undefined, nonce: string, expiresAt: number) =>
+  `relay-node: stop using the app balance of ${wallet} for ${apiKeyId ? `API key ${apiKeyId}` : 'every API key'} (nonce ${nonce}, expires ${expiresAt})`;
+export const claimMessage = (wallet: string, chainId: number, currency: string, recipient: string, issuedAt: number, nonce: string) =>
+  `relay-node: claim the app fees of ${wallet} as ${currency} on chain ${chainId} to ${recipient} (issued ${issuedAt}, nonce ${nonce})`;
+// How long a signed message is good for: the node issues it for this long and refuses any later.
+const SIGNATURE_VALIDITY_MS = 10 * 60 * 1000;
+// Clock skew between the node's replicas tolerated on a message's expiry.
+const CLOCK_SKEW_MS = 60 * 1000;
+
+const nonceParam = z.string().regex(/^[0-9a-zA-Z]{16,64}$/, 'must be 16 to 64 letters or digits (the nonce the node issued)');
+const newNonce = () => randomBytes(16).toString('hex');
+
+// A message the node issued expires SIGNATURE_VALIDITY_MS after issuance; one claiming to live
+// longer was not issued by the node and is refused as well.
+function checkExpiry(expiresAt: number, now: number): void {
+  if (expiresAt < now) throw new ApiError(400, 'SIGNATURE_EXPIRED', `the signed message expired at ${expiresAt} (now ${now}); ask for a new one`);
+  if (expiresAt > now + SIGNATURE_VALIDITY_MS + CLOCK_SKEW_MS) {
+    throw new ApiError(400, 'SIGNATURE_EXPIRED', `expiresAt: a signed message lives at most ${SIGNATURE_VALIDITY_MS / 60_000} minutes; ask for a new one`);
+  }
+}
+
+// Marks the nonce used inside the transaction of what it authorizes: a replay changes nothing.
+function useNonce(ctx: ApiContext, purpose: SignedPurpose, wallet: string, nonce: string, expiresAt: number): void {
+  if (!ctx.ledger.signatureNonces.use(purpose, wallet, nonce, expiresAt)) {
+    throw new ApiError(400, 'INVALID_NONCE', `this ${purpose} signature was used already (nonce ${nonce}); ask for a new one`);
+  }
+}
+
+// The signature step of a two-call flow, as the public SDK follows it: sign `message`, post `body`.
+function signatureStep(action: string, description: string, message: string, endpoint: string, body: Record<string, unknown>) {
+  return {
+    steps: [
+      {
+        id: 'authorize',
+        action,
+        description,
+        kind: 'signature',
+        items: [{ status: 'incomplete', data: { sign: { signatureKind: 'eip191', message }, post: { endpoint, method: 'POST', body } } }],
+      },
+    ],
+  };
+}
+
+async function checkSignature(wallet: Address, message: string, signature: string, status: number): Promise<void> {
+  const ok = await verifyMessage({ address: wallet, message, signature: signature as Hex }).catch(() => false);
+  if (!ok) throw new ApiError(status, 'INVALID_SIGNATURE', `the signature is not ${wallet}'s over the message: ${message}`);
+}
 
 const claimBody = z.object({
   chainId: chainIdParam,
@@ -31,6 +79,7 @@ const claimBody = z.object({
   // The SDK sends an amount; a claim pays all that is owed, so it is only checked when given.
   amount: z.union([z.string(), z.number()]).optional(),
   issuedAt: z.number().int().optional(),
+  nonce: nonceParam.optional(),
   referrer: z.string().optional(),
 });
 
@@ -42,7 +91,18 @@ const fastFillBody = z
   })
   .strict();
 
-const linkBody = z.object({ wallet: evmWallet, signature: z.string().refine((s) => isHex(s), 'must be 0x-prefixed hex') }).strict();
+const hexSignature = z.string().refine((s) => isHex(s) && s.length === 132, 'must be a 65-byte 0x-prefixed hex signature');
+// Without signature: asks for the message to sign. With it: nonce and expiresAt as issued.
+const linkBody = z.object({ wallet: evmWallet, signature: hexSignature.optional(), nonce: nonceParam.optional(), expiresAt: z.number().int().optional() }).strict();
+const unlinkBody = linkBody.extend({ apiKeyId: z.string().min(1).max(128).optional() }).strict();
+
+// A signed post must carry the nonce and expiry of the message the node issued.
+function signedParts(b: { nonce?: string; expiresAt?: number }): { nonce: string; expiresAt: number } {
+  if (b.nonce === undefined || b.expiresAt === undefined) {
+    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: nonce and expiresAt are required with a signature: post without one first to get the message to sign');
+  }
+  return { nonce: b.nonce, expiresAt: b.expiresAt };
+}
 
 export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
   const { ledger, registry } = ctx;
@@ -81,15 +141,55 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
     return { balances: [appBalance, ...fees] };
   });
 
-  // Links the app balance of a wallet to the caller's key: the wallet signs, nobody pays gas.
+  // Links the app balance of a wallet to the caller's key: the wallet signs, nobody pays gas. Two
+  // calls: the first (no signature) answers the message to sign; the second carries its signature.
   app.post('/app-balance/link', async (req) => {
     const caller = requireCaller(req);
-    const { wallet, signature } = linkBody.parse(req.body ?? {});
-    const message = linkMessage(wallet, caller.id);
-    const ok = await verifyMessage({ address: wallet, message, signature: signature as Hex }).catch(() => false);
-    if (!ok) throw new ApiError(400, 'INVALID_SIGNATURE', `the signature is not ${wallet}'s over the message: ${message}`);
-    ledger.tx(() => ledger.balances.link(caller.id, wallet, message, signature));
-    return { message: 'Success', wallet, apiKeyId: caller.id };
+    const b = linkBody.parse(req.body ?? {});
+    const now = ctx.now();
+    if (!b.signature) {
+      const nonce = newNonce();
+      const expiresAt = now + SIGNATURE_VALIDITY_MS;
+      return signatureStep('Sign the link', `Sponsor the requests of API key ${caller.id} from the app balance of ${b.wallet}`, linkMessage(b.wallet, caller.id, nonce, expiresAt), '/app-balance/link', {
+        wallet: b.wallet,
+        nonce,
+        expiresAt,
+      });
+    }
+    const { nonce, expiresAt } = signedParts(b);
+    checkExpiry(expiresAt, now);
+    const message = linkMessage(b.wallet, caller.id, nonce, expiresAt);
+    await checkSignature(b.wallet, message, b.signature, 400);
+    ledger.tx(() => {
+      useNonce(ctx, 'link', b.wallet, nonce, expiresAt);
+      ledger.balances.link(caller.id, b.wallet, message, b.signature!);
+    });
+    return { message: 'Success', wallet: b.wallet, apiKeyId: caller.id };
+  });
+
+  // A wallet ends its sponsorship of one API key (apiKeyId) or of all, by its own signature: no
+  // API key needed, the key holder cannot keep spending a wallet that withdrew. Two calls, as link.
+  app.post('/app-balance/unlink', async (req) => {
+    const b = unlinkBody.parse(req.body ?? {});
+    const now = ctx.now();
+    if (!b.signature) {
+      const nonce = newNonce();
+      const expiresAt = now + SIGNATURE_VALIDITY_MS;
+      return signatureStep('Sign the unlink', `Stop sponsoring ${b.apiKeyId ? `API key ${b.apiKeyId}` : 'every API key'} from the app balance of ${b.wallet}`, unlinkMessage(b.wallet, b.apiKeyId, nonce, expiresAt), '/app-balance/unlink', {
+        wallet: b.wallet,
+        ...(b.apiKeyId ? { apiKeyId: b.apiKeyId } : {}),
+        nonce,
+        expiresAt,
+      });
+    }
+    const { nonce, expiresAt } = signedParts(b);
+    checkExpiry(expiresAt, now);
+    await checkSignature(b.wallet, unlinkMessage(b.wallet, b.apiKeyId, nonce, expiresAt), b.signature, 400);
+    const unlinked = ledger.tx(() => {
+      useNonce(ctx, 'unlink', b.wallet, nonce, expiresAt);
+      return ledger.balances.unlink(b.wallet, b.apiKeyId);
+    });
+    return { message: 'Success', wallet: b.wallet, unlinked };
   });
 
   // Claiming is two calls, as the public SDK makes them: the first answers with a signature step
@@ -105,35 +205,31 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!recipient) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `recipient: is not an address on chain ${b.chainId}`);
     const currency = apiAddress(target.kind, target.address);
     if (!signature) {
-      const issuedAt = Date.now();
-      return {
-        steps: [
-          {
-            id: 'authorize',
-            action: 'Sign the claim',
-            description: `Claim your ${target.symbol} app fees on chain ${b.chainId}`,
-            kind: 'signature',
-            items: [
-              {
-                status: 'incomplete',
-                data: {
-                  sign: { signatureKind: 'eip191', message: claimMessage(wallet, b.chainId, currency, recipient, issuedAt) },
-                  post: { endpoint: `/app-fees/${wallet}/claim`, method: 'POST', body: { chainId: b.chainId, currency, recipient, issuedAt } },
-                },
-              },
-            ],
-          },
-        ],
-      };
+      const issuedAt = ctx.now();
+      const nonce = newNonce();
+      return signatureStep('Sign the claim', `Claim your ${target.symbol} app fees on chain ${b.chainId}`, claimMessage(wallet, b.chainId, currency, recipient, issuedAt, nonce), `/app-fees/${wallet}/claim`, {
+        chainId: b.chainId,
+        currency,
+        recipient,
+        issuedAt,
+        nonce,
+      });
     }
-    if (b.issuedAt === undefined || Math.abs(Date.now() - b.issuedAt) > CLAIM_VALIDITY_MS) {
-      throw new ApiError(400, 'SIGNATURE_EXPIRED', 'the claim signature is missing issuedAt or is older than 10 minutes; ask for a new one');
+    if (b.issuedAt === undefined || b.nonce === undefined) {
+      throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: issuedAt and nonce are required with a signature: post without one first to get the message to sign');
     }
-    const ok = await verifyMessage({ address: wallet, message: claimMessage(wallet, b.chainId, currency, recipient, b.issuedAt), signature: signature as Hex }).catch(() => false);
-    if (!ok) throw new ApiError(401, 'INVALID_SIGNATURE', `the signature is not ${wallet}'s claim`);
+    const expiresAt = b.issuedAt + SIGNATURE_VALIDITY_MS;
+    if (b.issuedAt > ctx.now() + CLOCK_SKEW_MS) throw new ApiError(400, 'SIGNATURE_EXPIRED', 'issuedAt: is in the future; ask for a new claim message');
+    checkExpiry(expiresAt, ctx.now());
+    await checkSignature(wallet, claimMessage(wallet, b.chainId, currency, recipient, b.issuedAt, b.nonce), signature, 401);
     if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     try {
-      const payout = claimAppFees(ledger, registry, { wallet, target, recipient });
+      // The claim and its nonce in one transaction: nothing owed books nothing and keeps the nonce.
+      const payout = ledger.tx(() => {
+        const p = claimAppFees(ledger, registry, { wallet, target, recipient });
+        useNonce(ctx, 'claim', wallet, b.nonce!, expiresAt);
+        return p;
+      });
       ctx.adapters.get(b.chainId)?.wake();
       return { message: 'Success', claimId: payout.id, amount: payout.amount, chainId: payout.chain_id, currency, recipient };
     } catch (e) {

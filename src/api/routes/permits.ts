@@ -19,6 +19,11 @@ const body = z
 // POST /execute is the same submission made by an integrator's backend with its API key: the
 // gasless flow. The request must be sponsored by that key (quoted with subsidizeFees), so the
 // deposit's gas, priced in the quote's execution fee, is paid from the key's app balance.
+/** Whether a request's quote asked for a signed deposit (usePermit), from its money record. */
+export function quotedWithPermit(money: string | null): boolean {
+  return money !== null && (JSON.parse(money) as { permit?: boolean }).permit === true;
+}
+
 export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
   const submit = async (req: FastifyRequest, gasless: boolean) => {
     const caller = gasless ? requireCaller(req) : undefined;
@@ -34,6 +39,11 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
         throw new ApiError(403, 'NOT_SPONSORED_BY_KEY', `request ${r.id} is not sponsored by this API key: quote it with usePermit, subsidizeFees and this key`);
       }
     }
+    // Only a request quoted with usePermit: its quote priced the deposit's gas the node pays; any
+    // other request's deposit is the user's own transaction.
+    if (!quotedWithPermit(r.money)) {
+      throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: request ${r.id} was not quoted with usePermit; deposit it as its quote's steps say`);
+    }
     const adapter = ctx.adapters.get(r.origin_chain_id);
     if (!adapter?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
     const id = `deposit:${r.id}`;
@@ -43,7 +53,7 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     try {
       authorization = await adapter.verifySignedDeposit(r, b, signature as Hex);
     } catch (e) {
-      if (e instanceof SignedDepositError) throw new ApiError(400, e.errorCode, e.message);
+      if (e instanceof SignedDepositError) throw new ApiError(e.errorCode === 'RPC_UNAVAILABLE' ? 503 : 400, e.errorCode, e.message);
       throw e;
     }
     ctx.ledger.tx(() => {

@@ -3,6 +3,7 @@ import { getAddress, isAddress } from 'viem';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import { RateLimiter } from '../rateLimit.ts';
 import { chainIdParam } from '../validate.ts';
 
 const body = z.object({
@@ -32,13 +33,26 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
   });
 
   // Looks at a deposit address now rather than at the next block (an arrival the watcher missed,
-  // or one older than its window): whatever sits there is swept and indexed.
+  // or one older than its window): whatever sits there is swept and indexed. Anyone may call it,
+  // so it reaches requests up to reindexMaxAgeDays old only, and each address (and all of them
+  // together) a few times a minute: it cannot be used to make the solver sweep at will.
+  const limits = ctx.config.depositAddresses;
+  const perAddress = new RateLimiter(limits.reindexPerAddressPerMinute);
+  const overall = new RateLimiter(limits.reindexPerMinute);
+  const limited = (t: ReturnType<RateLimiter['take']>, what: string) => {
+    if (!t.ok) throw new ApiError(429, 'RATE_LIMITED', `too many reindex calls ${what}; retry in ${Math.ceil(t.retryAfterMs / 1000)} s`);
+  };
   app.post('/deposit-address/reindex', async (req) => {
     const b = reindexBody.parse(req.body ?? {});
     if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const r = b.requestId ? ctx.ledger.requests.get(b.requestId.toLowerCase()) : b.depositAddress ? ctx.ledger.requests.byDepositAddress(canonicalEvm(b.depositAddress)) : undefined;
     if (!b.requestId && !b.depositAddress) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give depositAddress or requestId');
     if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no request with that deposit address');
+    if (r.created_at < ctx.now() - limits.reindexMaxAgeDays * 86_400_000) {
+      throw new ApiError(400, 'DEPOSIT_ADDRESS_EXPIRED', `the deposit address of request ${r.id} was quoted more than ${limits.reindexMaxAgeDays} days ago; ask the operator to sweep it`);
+    }
+    limited(perAddress.take(r.deposit_address), 'for this deposit address');
+    limited(overall.take('all'), 'on this node');
     const sweeps = (await ctx.adapters.get(r.origin_chain_id)?.checkDepositAddress?.(r.id)) ?? 0;
     return { message: 'Success', requestId: r.id, depositAddress: r.deposit_address, sweeps };
   });

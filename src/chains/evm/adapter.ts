@@ -43,6 +43,8 @@ export const GAS = {
   deposit: { native: 45_000n, erc20: 75_000n },
   // A permit deposit the node submits: permit, transferFrom and the event.
   permitDeposit: 130_000n,
+  // A deposit address's sweep: the clone's creation, its transfer into the depository and the event.
+  sweep: 150_000n,
 };
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
@@ -103,7 +105,15 @@ export class EvmAdapter implements ChainAdapter {
       this.#funding = new FundingWatcher(chain, this.client, ledger, account.address, (t) => hooks.onFunding(t), clog);
     }
     if (chain.depositAddressFactory) {
-      this.#depositAddresses = new DepositAddressWatcher(chain, this.client, ledger, () => this.#submitter.wake(), clog);
+      this.#depositAddresses = new DepositAddressWatcher(
+        chain,
+        this.client,
+        ledger,
+        () => this.#submitter.wake(),
+        clog,
+        async () => GAS.sweep * (await this.#maxFeePerGas()),
+        config.depositAddresses.watchHours * 3_600_000,
+      );
     }
     this.#indexer = new EvmIndexer(
       chain,
@@ -185,6 +195,9 @@ export class EvmAdapter implements ChainAdapter {
       if (!v || !isAddress(v, { strict: false })) throw bad(`${k}: must be an address`);
       return getAddress(v);
     }) as [Address, Address, Address];
+    // Only a currency configured with a permit takes one: refused here, before any RPC call.
+    const cur = this.chain.currencies.find((c) => getAddress(c.address) === getAddress(r.origin_currency));
+    if (!cur?.permit) throw new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: ${r.origin_currency} on chain ${this.chainId} takes no EIP-2612 permit`);
     const [value, nonce, deadline] = ['value', 'nonce', 'deadline'].map((k) => {
       const v = str(k);
       if (!v || !/^[0-9]{1,78}$/.test(v)) throw bad(`${k}: must be an integer`);
@@ -195,11 +208,20 @@ export class EvmAdapter implements ChainAdapter {
       throw bad('the permit is not the one this request asked for (owner, token, spender and value must match the quote)');
     }
     if (deadline <= BigInt(Math.floor(Date.now() / 1000))) throw new SignedDepositError('SIGNATURE_EXPIRED', 'the permit has expired');
-    const [name, version, current] = await Promise.all([
-      this.client.readContract({ address: token, abi: permitAbi, functionName: 'name' }),
-      this.client.readContract({ address: token, abi: permitAbi, functionName: 'version' }).catch(() => '1'),
-      this.client.readContract({ address: token, abi: permitAbi, functionName: 'nonces', args: [owner] }),
-    ]);
+    let name: string, version: string, current: bigint, held: bigint;
+    try {
+      [name, version, current, held] = await Promise.all([
+        this.client.readContract({ address: token, abi: permitAbi, functionName: 'name' }),
+        this.client.readContract({ address: token, abi: permitAbi, functionName: 'version' }).catch(() => '1'),
+        this.client.readContract({ address: token, abi: permitAbi, functionName: 'nonces', args: [owner] }),
+        this.client.readContract({ address: token, abi: erc20Abi, functionName: 'balanceOf', args: [owner] }),
+      ]);
+    } catch (e) {
+      // A token that does not answer the permit reads takes no permit: the caller's problem. The
+      // RPC failing is not, and its error (which may name the provider URL) is never echoed.
+      if (isRevert(e)) throw new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: token ${token} on chain ${this.chainId} does not implement EIP-2612 permits`);
+      throw new SignedDepositError('RPC_UNAVAILABLE', `chain ${this.chainId} cannot be read now to check the permit; try again`);
+    }
     if (nonce !== current) throw new SignedDepositError('INVALID_NONCE', `the permit's nonce is ${nonce}; the token expects ${current}`);
     const valid = await verifyTypedData({
       address: owner,
@@ -210,6 +232,9 @@ export class EvmAdapter implements ChainAdapter {
       signature,
     }).catch(() => false);
     if (!valid) throw new SignedDepositError('INVALID_SIGNATURE', `the signature is not ${owner}'s over this permit`);
+    // The node pays the deposit's gas: a permit over tokens the owner does not hold is refused
+    // here, not discovered by a transaction the node sends.
+    if (held < value) throw new SignedDepositError('GASLESS_PERMIT_BALANCE_TOO_LOW', `${owner} holds ${held} of ${token}, less than the permit's ${value}`);
     return JSON.stringify({ kind: 'eip2612', deadline: deadline.toString(), signature });
   }
 

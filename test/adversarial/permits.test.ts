@@ -1,0 +1,93 @@
+// Attacks on POST /permits (and /execute, which shares it): a permit the quote never priced, and
+// currencies that have no permit at all.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAbi, zeroAddress, type Address, type Hex } from 'viem';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import { PERMIT_TYPES } from '../../src/chains/evm/adapter.ts';
+import { api, startStack, type Stack } from '../helpers/stack.ts';
+
+let s: Stack;
+const A = 8453;
+const B = 10;
+const chain = (id: number) => s.devnet.chains.find((c) => c.id === id)!;
+const usdc = (id: number) => chain(id).contracts.stablecoin;
+const weth = (id: number) => chain(id).contracts.wrappedNative;
+const account = (i: number) => s.devnet.accounts[i]!;
+const noncesAbi = parseAbi(['function nonces(address) view returns (uint256)']);
+
+beforeAll(async () => {
+  s = await startStack();
+});
+afterAll(async () => {
+  await s?.stop();
+});
+
+const quote = (from: number, extra: Record<string, unknown>) =>
+  api(s.url, '/quote/v2', { body: { user: account(from).address, originChainId: A, destinationChainId: B, amount: '7000000', tradeType: 'EXACT_INPUT', ...extra } });
+
+// A permit the user really signed, for exactly the request's owner, token, depository and amount.
+async function validPermit(from: number | PrivateKeyAccount, token: Address, value: string) {
+  const owner = typeof from === 'number' ? privateKeyToAccount(account(from).privateKey) : from;
+  const nonce = await s.publicClient(A).readContract({ address: token, abi: noncesAbi, functionName: 'nonces', args: [owner.address] });
+  const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
+  const message = { owner: owner.address, spender: chain(A).contracts.depository, value: BigInt(value), nonce, deadline };
+  const signature = await owner.signTypedData({ domain: { name: 'Test USD Coin', version: '1', chainId: A, verifyingContract: token }, types: { Permit: PERMIT_TYPES }, primaryType: 'Permit', message });
+  return { body: { kind: 'eip2612', chainId: A, token, owner: owner.address, spender: message.spender, value, nonce: nonce.toString(), deadline: deadline.toString() }, signature };
+}
+
+describe('POST /permits', () => {
+  it('refuses a valid permit for a request quoted without usePermit: the quote never priced the gas the node would pay', async () => {
+    const q = await quote(2, { originCurrency: usdc(A), destinationCurrency: usdc(B) });
+    expect(q.status).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const { body, signature } = await validPermit(2, usdc(A), q.body.details.currencyIn.amount);
+    const r = await api(s.url, `/permits?signature=${signature}`, { body: { ...body, requestId: id } });
+    expect(r.status).toBe(400);
+    expect(r.body.message).toMatch(/usePermit/);
+    expect(s.node.ledger.payouts.get(`deposit:${id}`)).toBeUndefined();
+    expect(s.node.ledger.requests.get(id)!.status).toBe('waiting');
+  });
+
+  it('answers 400, not 500, for a currency without a permit (native, WETH), before any RPC call', async () => {
+    const adapter = s.node.adapters.get(A) as unknown as { client: { readContract: (...a: unknown[]) => unknown } };
+    const read = adapter.client.readContract;
+    let reads = 0;
+    adapter.client.readContract = (...a: unknown[]) => {
+      reads++;
+      return read.apply(adapter.client, a);
+    };
+    try {
+      for (const [currency, amount] of [
+        [zeroAddress, '1000000000000000'],
+        [weth(A), '1000000000000000'],
+      ] as const) {
+        const q = await quote(3, { originCurrency: currency, destinationCurrency: currency === zeroAddress ? zeroAddress : weth(B), amount });
+        expect(q.status).toBe(200);
+        const id = q.body.steps.at(-1).requestId as Hex;
+        const body = { kind: 'eip2612', requestId: id, chainId: A, token: currency, owner: account(3).address, spender: chain(A).contracts.depository, value: q.body.details.currencyIn.amount, nonce: '0', deadline: String(Math.floor(Date.now() / 1000) + 600) };
+        reads = 0;
+        const r = await api(s.url, `/permits?signature=0x${'11'.repeat(65)}`, { body });
+        expect(r.status).toBe(400);
+        expect(reads).toBe(0);
+        expect(s.node.ledger.requests.get(id)!.status).toBe('waiting');
+      }
+    } finally {
+      adapter.client.readContract = read;
+    }
+  });
+
+  it('refuses a permit from a wallet that lacks the amount (GASLESS_PERMIT_BALANCE_TOO_LOW), before recording a deposit the node would pay gas for', async () => {
+    const broke = privateKeyToAccount(generatePrivateKey());
+    const q = await api(s.url, '/quote/v2', {
+      body: { user: broke.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true },
+    });
+    expect(q.status).toBe(200);
+    const step = q.body.steps[0];
+    const signature = await broke.signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+    const r = await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body });
+    expect(r.status).toBe(400);
+    expect(r.body.errorCode).toBe('GASLESS_PERMIT_BALANCE_TOO_LOW');
+    expect(s.node.ledger.payouts.get(`deposit:${step.requestId}`)).toBeUndefined();
+    expect(s.node.ledger.requests.get(step.requestId)!.status).toBe('waiting');
+  });
+});
