@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import type { ChainAdapter } from '../../src/chains/adapter.ts';
+import { GAS } from '../../src/chains/evm/adapter.ts';
 import { api, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
@@ -55,6 +56,9 @@ describe('deposit address sweeps', () => {
     await pay(at, usdc(A), 10_000_000n);
     await waitForStatus(s.url, id, ['success']);
     expect(sweeps(id).map((p) => p.currency)).toEqual([usdc(A)]);
+    // The threshold is priced at GAS.sweep: a real sweep must not use more.
+    const receipt = await s.publicClient(A).getTransactionReceipt({ hash: sweeps(id)[0]!.tx_hash! });
+    expect(receipt.gasUsed).toBeLessThanOrEqual(GAS.sweep);
   });
 });
 

@@ -1,10 +1,11 @@
 // Attacks on POST /permits (and /execute, which shares it): a permit the quote never priced, and
 // currencies that have no permit at all.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAbi, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, parseAbi, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { PERMIT_TYPES } from '../../src/chains/evm/adapter.ts';
-import { api, startStack, type Stack } from '../helpers/stack.ts';
+import { api, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { linkWallet } from '../helpers/link.ts';
 
 let s: Stack;
 const A = 8453;
@@ -89,5 +90,37 @@ describe('POST /permits', () => {
     expect(r.body.errorCode).toBe('GASLESS_PERMIT_BALANCE_TOO_LOW');
     expect(s.node.ledger.payouts.get(`deposit:${step.requestId}`)).toBeUndefined();
     expect(s.node.ledger.requests.get(step.requestId)!.status).toBe('waiting');
+  });
+
+  it("POST /execute refuses a gasless deposit the sponsor can no longer pay for, before the node pays its gas", async () => {
+    const k = s.node.ledger.apiKeys.create('gasless app');
+    const sponsor = privateKeyToAccount(generatePrivateKey());
+    expect((await linkWallet(s.url, k.key, sponsor)).status).toBe(200);
+    // 0.50 USD of app balance; each quote's sponsorship is capped at 0.30 USD: each quote alone is covered, both are not.
+    const w = s.wallet(0, A);
+    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 500_000n] });
+    const fund = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
+    await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 500_000n ? true : undefined), 'the app balance credit');
+    // Two users: each permit has its own token nonce.
+    const gasless = (user: number) =>
+      api(s.url, '/quote/v2', {
+        apiKey: k.key,
+        body: { user: account(user).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true, maxSubsidizationAmount: '300000' },
+      });
+    const [q1, q2] = [await gasless(1), await gasless(2)];
+    expect([q1.status, q2.status]).toEqual([200, 200]);
+    const post = async (q: any, user: number) => {
+      const step = q.body.steps[0];
+      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+      return api(s.url, '/execute', { apiKey: k.key, body: { ...step.items[0].data.post.body, signature } });
+    };
+    expect((await post(q1, 1)).status).toBe(200);
+    await waitForStatus(s.url, q1.body.steps[0].requestId, ['success']);
+    expect(s.node.ledger.balances.summary(sponsor.address).balance).toBe(200_000n);
+    const r = await post(q2, 2);
+    expect(r.status).toBe(400);
+    expect(r.body.errorCode).toBe('SPONSOR_BALANCE_TOO_LOW');
+    expect(s.node.ledger.payouts.get(`deposit:${q2.body.steps[0].requestId}`)).toBeUndefined();
   });
 });

@@ -5,6 +5,10 @@ import { z } from 'zod';
 import { SignedDepositError } from '../../chains/adapter.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import type { Pricing } from '../../ledger/types.ts';
+import { breakdown } from '../../quote/fillAmount.ts';
+import { formatUsd, usdMicroCeil } from '../../quote/money.ts';
+import { moneyOf } from '../../solver/money.ts';
 
 const signatureParam = z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature');
 const query = z.object({ signature: signatureParam.optional() });
@@ -56,7 +60,20 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
       if (e instanceof SignedDepositError) throw new ApiError(e.errorCode === 'RPC_UNAVAILABLE' ? 503 : 400, e.errorCode, e.message);
       throw e;
     }
+    // A sponsored request's fees, the deposit's gas among them, are the sponsor's: when its app
+    // balance no longer covers them, the fill would fail after the node paid the deposit's gas.
+    const sponsorWallet = moneyOf(r)?.sponsor?.wallet;
+    let sponsoredMicro = 0n;
+    if (sponsorWallet) {
+      const cout = ctx.registry.currency(r.destination_chain_id, r.destination_currency);
+      if (!cout) throw new ApiError(400, 'UNSUPPORTED_CURRENCY', `currency ${r.destination_currency} is no longer supported on chain ${r.destination_chain_id}`);
+      const sponsored = r.pricing ? breakdown(BigInt(r.amount_in), JSON.parse(r.pricing) as Pricing).sponsored : 0n;
+      sponsoredMicro = usdMicroCeil(sponsored, cout.decimals, await ctx.prices.usdPrice(cout));
+    }
     ctx.ledger.tx(() => {
+      if (sponsorWallet && ctx.ledger.balances.summary(sponsorWallet).balance < sponsoredMicro) {
+        throw new ApiError(400, 'SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the ${formatUsd(sponsoredMicro)} USD of fees of request ${r.id} any more`);
+      }
       // Checked again inside the transaction: two posts racing record one deposit.
       const current = ctx.ledger.requests.get(r.id)!;
       if (current.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
