@@ -118,8 +118,10 @@ interface PaidBy {
   txHash: Hex;
   blockNumber: bigint;
   gasUsed: bigint;
-  // What the solver paid for it (0 when another sender made it).
+  // What the solver paid for the transaction (0 when another sender made it).
   fee: bigint;
+  // The payout's share of that fee when the transaction paid several orders (a batch).
+  share?: bigint;
 }
 
 // A permanent problem with the payout row itself (not the chain): it can never be sent.
@@ -792,9 +794,9 @@ export class EvmSubmitter {
       const payout = this.#ledger.payouts.get(t.payout_id);
       const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
       if (fill && !fill.paid) return this.#onSkipped(t, receipt, fill.reason, log);
-      const paid = fill?.paid ? { ...own, fee: fill.fee } : own;
+      const paid = fill?.paid ? { ...own, share: fill.fee } : own;
       const settled = this.#ledger.tx(() => this.#settlePaid(t.payout_id, paid));
-      if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: paid.fee.toString() }, 'payout paid');
+      if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
       return;
     }
 
@@ -977,7 +979,7 @@ export class EvmSubmitter {
       return false;
     }
     this.#ledger.payouts.setState(payoutId, 'success', { txHash: paid.txHash });
-    this.#hooks.onPaid(cur, paid.txHash, paid.fee);
+    this.#hooks.onPaid(cur, paid.txHash, paid.share ?? paid.fee);
     this.#outcome(cur, 'success');
     return true;
   }
