@@ -90,7 +90,7 @@ try {
   // The node runs in this process: its CPU (user + system) over the run, per fill. It covers the
   // whole path (indexing the deposit, deciding, pricing, signing, recording, broadcasting, receipts).
   const cpuMsPerFill = (cpu.user + cpu.system) / 1000 / Math.max(1, filled);
-  const txs = db.prepare(`SELECT COUNT(DISTINCT t.hash) AS n, SUM(CAST(t.gas_used AS INTEGER)) AS gas FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE p.kind = 'fill' AND t.state = 'included'`).get() as { n: number; gas: number | null };
+  const txs = db.prepare(`SELECT COUNT(*) AS n, SUM(gas) AS gas FROM (SELECT DISTINCT t.hash, CAST(t.gas_used AS INTEGER) AS gas FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE p.kind = 'fill' AND t.state = 'included')`).get() as { n: number; gas: number | null };
 
   // Latency: deposit sent → fill recorded as included on chain.
   const paidAt = db.prepare(`SELECT request_id, updated_at FROM payouts WHERE kind = 'fill' AND state = 'success'`).all() as { request_id: Hex; updated_at: number }[];
@@ -116,7 +116,7 @@ try {
   console.log(`  deposit → fill included: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat.at(-1)} ms`);
   console.log(`  on chain: ${fills.length} OrderFilled events, ${twice} orders filled twice, ${missing} orders not filled`);
   console.log(`  ceiling (pre-signed fill transactions from one key, JSON-RPC batches of 50, same anvil): ${ceilingPerSecond.toFixed(0)} tx/s → the node reaches ${((100 * fillsPerSecond) / ceilingPerSecond).toFixed(0)}%`);
-  console.log(`  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`);
+  console.log(`  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`);
   console.log(`  machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/throughput-${Date.now()}.json`;
