@@ -20,6 +20,20 @@ contract OrderFiller {
     event OrderFilled(
         bytes32 indexed orderId, address indexed solver, address indexed recipient, address token, uint256 amount
     );
+    /// @notice An order of a batch that was not paid, with the error that stopped it (ABI-encoded).
+    event FillSkipped(bytes32 indexed orderId, bytes reason);
+
+    /// @notice One order of a batch: `token` zero pays `amount` in the native currency (out of msg.value).
+    struct Fill {
+        bytes32 orderId;
+        address token;
+        address recipient;
+        uint256 amount;
+    }
+
+    /// @notice Gas each payment of a batch may use: a recipient (or token) that burns gas can only
+    /// spoil its own order, never the rest of the batch.
+    uint256 public constant BATCH_CALL_GAS = 100_000;
 
     address public owner;
     mapping(address => bool) public solvers;
@@ -96,6 +110,49 @@ contract OrderFiller {
         _markFilled(orderId);
         executor.execute{value: msg.value}(calls, recipient);
         emit OrderFilled(orderId, msg.sender, recipient, address(0), msg.value);
+    }
+
+    /// @notice Pays several orders in one transaction, each on its own: an order that cannot be paid (filled
+    /// already, even earlier in this batch; a zero address; a recipient or token that refuses) is skipped with
+    /// FillSkipped and the others are paid. msg.value covers the native fills; what they leave goes back to
+    /// the solver.
+    function fillBatch(Fill[] calldata fills) external payable onlySolver {
+        uint256 left = msg.value;
+        for (uint256 i; i < fills.length; ++i) {
+            Fill calldata f = fills[i];
+            bytes memory reason = _fillOne(f, left);
+            if (reason.length != 0) {
+                emit FillSkipped(f.orderId, reason);
+                continue;
+            }
+            if (f.token == address(0)) left -= f.amount;
+            emit OrderFilled(f.orderId, msg.sender, f.recipient, f.token, f.amount);
+        }
+        if (left > 0) {
+            (bool ok,) = msg.sender.call{value: left}("");
+            if (!ok) revert NativeTransferFailed();
+        }
+    }
+
+    // One order of a batch: empty on success, else the error that stopped it (and the order stays unfilled).
+    function _fillOne(Fill calldata f, uint256 available) private returns (bytes memory) {
+        if (f.recipient == address(0)) return abi.encodeWithSelector(AddressCannotBeZero.selector);
+        if (filled[f.orderId]) return abi.encodeWithSelector(OrderAlreadyFilled.selector, f.orderId);
+        filled[f.orderId] = true;
+        if (f.token == address(0)) {
+            bool sent;
+            if (f.amount <= available) (sent,) = f.recipient.call{value: f.amount, gas: BATCH_CALL_GAS}("");
+            if (sent) return "";
+            filled[f.orderId] = false;
+            return abi.encodeWithSelector(NativeTransferFailed.selector);
+        }
+        (bool ok, bytes memory ret) =
+            f.token.call{gas: BATCH_CALL_GAS}(abi.encodeWithSelector(0x23b872dd, msg.sender, f.recipient, f.amount));
+        if (!ok || (ret.length == 0 ? f.token.code.length == 0 : (ret.length < 32 || !abi.decode(ret, (bool))))) {
+            filled[f.orderId] = false;
+            return abi.encodeWithSelector(TransferFromFailed.selector);
+        }
+        return "";
     }
 
     function _markFilled(bytes32 orderId) private {

@@ -3,6 +3,7 @@
 
 import {
   BaseError,
+  decodeErrorResult,
   ContractFunctionRevertedError,
   createPublicClient,
   createWalletClient,
@@ -472,6 +473,74 @@ describe('OrderFiller', { timeout: 30_000 }, () => {
       }),
       'NativeTransferFailed',
     );
+  });
+});
+
+describe('OrderFiller.fillBatch', { timeout: 30_000 }, () => {
+  it('pays each order on its own: a filled-before order, a repeat inside the batch and a refusing recipient are skipped, the rest paid', async () => {
+    const wallet = walletFor(solver);
+    await mined(wallet.writeContract({ address: contracts.stablecoin, abi: TestStablecoinAbi, functionName: 'approve', args: [contracts.filler, 2n ** 256n - 1n] }));
+    const earlier = id('batch-earlier');
+    await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [earlier, recipient.address], value: 5n }));
+    const [n1, n2, e1, bad] = [id('batch-n1'), id('batch-n2'), id('batch-e1'), id('batch-bad')];
+    const fills = [
+      { orderId: n1, token: zeroAddress, recipient: recipient.address, amount: 100n },
+      { orderId: earlier, token: zeroAddress, recipient: recipient.address, amount: 7n }, // filled before
+      { orderId: bad, token: zeroAddress, recipient: contracts.stablecoin, amount: 11n }, // refuses value
+      { orderId: e1, token: contracts.stablecoin, recipient: recipient.address, amount: 4_000_000n },
+      { orderId: n1, token: zeroAddress, recipient: recipient.address, amount: 100n }, // twice in one batch
+      { orderId: n2, token: zeroAddress, recipient: user.address, amount: 200n },
+    ];
+    const nativeBefore = await publicClient.getBalance({ address: recipient.address });
+    const userBefore = await publicClient.getBalance({ address: user.address });
+    const stableBefore = await stableBalance(recipient.address);
+    const receipt = await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills], value: 418n }));
+
+    const paid = parseEventLogs({ abi: OrderFillerAbi, eventName: 'OrderFilled', logs: receipt.logs }).map((e) => e.args.orderId);
+    expect(paid).toEqual([n1, e1, n2]);
+    const skipped = parseEventLogs({ abi: OrderFillerAbi, eventName: 'FillSkipped', logs: receipt.logs });
+    expect(skipped.map((e) => [e.args.orderId, decodeErrorResult({ abi: OrderFillerAbi, data: e.args.reason }).errorName])).toEqual([
+      [earlier, 'OrderAlreadyFilled'],
+      [bad, 'NativeTransferFailed'],
+      [n1, 'OrderAlreadyFilled'],
+    ]);
+    // Each paid exactly once; the skipped value returned to the solver, none left in the filler.
+    expect(await publicClient.getBalance({ address: recipient.address })).toBe(nativeBefore + 100n);
+    expect(await publicClient.getBalance({ address: user.address })).toBe(userBefore + 200n);
+    expect(await stableBalance(recipient.address)).toBe(stableBefore + 4_000_000n);
+    expect(await publicClient.getBalance({ address: contracts.filler })).toBe(0n);
+    const filled = (o: Hex) => publicClient.readContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'filled', args: [o] });
+    expect(await filled(bad)).toBe(false);
+    expect(await filled(n2)).toBe(true);
+    // A skipped order can still be paid on its own later; a paid one never again.
+    await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [bad, recipient.address], value: 11n }));
+    await expectRevert(
+      publicClient.simulateContract({ account: solver, address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [n2, user.address], value: 1n }),
+      'OrderAlreadyFilled',
+    );
+  });
+
+  it('lets no one but a solver fill a batch', async () => {
+    await expectRevert(
+      publicClient.simulateContract({
+        account: stranger,
+        address: contracts.filler,
+        abi: OrderFillerAbi,
+        functionName: 'fillBatch',
+        args: [[{ orderId: id('batch-stranger'), token: zeroAddress, recipient: stranger.address, amount: 1n }]],
+        value: 1n,
+      }),
+      'NotSolver',
+    );
+  });
+
+  it('costs at least 30% less gas per fill in a batch of 20 than a lone fill', async () => {
+    const wallet = walletFor(solver);
+    const lone = await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [id('gas-lone'), recipient.address], value: 1n }));
+    const fills = Array.from({ length: 20 }, (_, i) => ({ orderId: id(`gas-batch-${i}`), token: zeroAddress, recipient: recipient.address, amount: 1n }));
+    const batch = await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills], value: 20n }));
+    expect(parseEventLogs({ abi: OrderFillerAbi, eventName: 'OrderFilled', logs: batch.logs })).toHaveLength(20);
+    expect(batch.gasUsed * 100n).toBeLessThanOrEqual(lone.gasUsed * 20n * 70n);
   });
 });
 

@@ -241,7 +241,10 @@ describe('EvmSubmitter', () => {
 
     const nativeTo = freshAddress();
     const tokenTo = freshAddress();
+    // One at a time: each is a lone fill, which leaves at once in a transaction of its own.
     const native = queuePayout(ledger, { kind: 'fill', recipient: nativeTo, currency: zeroAddress, amount: parseEther('0.25') });
+    sub.wake();
+    await waitFor(() => rec.paid.length === 1, 'native fill paid');
     const token = queuePayout(ledger, { kind: 'fill', recipient: tokenTo, currency: contracts.stablecoin, amount: 12_345_678n });
     sub.wake();
 
@@ -308,32 +311,79 @@ describe('EvmSubmitter', () => {
     expect(await pendingNonce()).toBe(nonceBefore);
   });
 
-  it('sends 20 payouts queued at once with distinct consecutive nonces, each paid once', async () => {
+  it('pays 20 fills queued at once in batch transactions: each order paid once, each payout recording its transaction, the fee shared', async () => {
     const ledger = Ledger.open(':memory:');
     const { sub, rec } = makeSubmitter(ledger);
     await sub.start();
     const firstNonce = await pendingNonce();
     const payouts = Array.from({ length: 20 }, (_, i) => {
       const recipient = freshAddress();
-      const amount = parseEther('0.001') + BigInt(i);
-      return { ...queuePayout(ledger, { kind: 'fill', recipient, currency: zeroAddress, amount }), recipient, amount };
+      const native = i % 4 !== 3;
+      const amount = native ? parseEther('0.001') + BigInt(i) : 1_000_000n + BigInt(i);
+      return { ...queuePayout(ledger, { kind: 'fill', recipient, currency: native ? zeroAddress : contracts.stablecoin, amount }), recipient, amount, native };
     });
     sub.wake();
     await waitFor(() => payouts.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'all 20 paid');
 
-    const paidTxs = payouts.map((p) => {
-      const row = ledger.payouts.get(p.id)!;
-      return ledger.payouts.txsOf(p.id).find((t) => t.hash === row.tx_hash)!;
-    });
-    const nonces = paidTxs.map((t) => t.nonce).sort((a, b) => a - b);
-    expect(nonces).toEqual(Array.from({ length: 20 }, (_, i) => firstNonce + i));
-    expect(await pendingNonce()).toBe(firstNonce + 20);
+    const byTx = new Map<Hex, string[]>();
     for (const p of payouts) {
-      expect(rec.paid.filter((x) => x.payout === p.id)).toHaveLength(1);
-      expect(await client.getBalance({ address: p.recipient })).toBe(p.amount);
-      expect(await fillEvents(p.requestId)).toHaveLength(1);
+      const row = ledger.payouts.get(p.id)!;
+      // The payout's own row of the transaction that paid it, included.
+      expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[row.tx_hash, 'included']]);
+      byTx.set(row.tx_hash as Hex, [...(byTx.get(row.tx_hash as Hex) ?? []), p.id]);
+      const events = await fillEvents(p.requestId);
+      expect(events).toHaveLength(1);
+      expect(events[0]!.transactionHash).toBe(row.tx_hash);
+      expect(rec.paid.filter((x) => x.payout === p.id)).toEqual([{ payout: p.id, hash: row.tx_hash, fee: expect.any(BigInt) }]);
+      expect(rec.signed.filter((x) => x.payout === p.id)).toEqual([{ payout: p.id, hash: row.tx_hash }]);
+      expect(p.native ? await client.getBalance({ address: p.recipient }) : await tokenBalance(p.recipient)).toBe(p.amount);
+    }
+    // Fewer transactions than fills, at consecutive nonces; the fee of each split among its fills.
+    expect(byTx.size).toBeLessThan(20);
+    expect(await pendingNonce()).toBe(firstNonce + byTx.size);
+    for (const [hash, ids] of byTx) {
+      const receipt = await client.getTransactionReceipt({ hash });
+      const shares = rec.paid.filter((x) => ids.includes(x.payout)).reduce((sum, x) => sum + x.fee, 0n);
+      expect(shares).toBe(receipt.gasUsed * receipt.effectiveGasPrice);
+      expect(ledger.payouts.rowsOfTx(hash).map((t) => t.payout_id).sort()).toEqual([...ids].sort());
     }
     expect(rec.failed).toEqual([]);
+  });
+
+  it('a batch skips an order paid before and one whose recipient refuses; sent alone, the first is reported paid and the second fails with its reason; the rest are paid', async () => {
+    const ledger = Ledger.open(':memory:');
+    // The order paid before, by this key outside the node's ledger (before the submitter takes its nonces).
+    const paidBefore = insertRequest(ledger);
+    const solverWallet = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: solver });
+    const earlierHash = await solverWallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [paidBefore, freshAddress()], value: 7n });
+    await client.waitForTransactionReceipt({ hash: earlierHash });
+    const { sub, rec } = makeSubmitter(ledger);
+    await sub.start();
+
+    const good = Array.from({ length: 4 }, () => ({ ...queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 1_000n }) }));
+    const dup = queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 7n, requestId: paidBefore });
+    // The stablecoin has no receive function: it refuses native value.
+    const refusing = queuePayout(ledger, { kind: 'fill', recipient: contracts.stablecoin, currency: zeroAddress, amount: 11n });
+    sub.wake();
+    await waitFor(() => [...good, dup, refusing].every((p) => ['success', 'failed'].includes(ledger.payouts.get(p.id)!.state)), 'all settled');
+
+    const batchHash = ledger.payouts.get(good[0]!.id)!.tx_hash as Hex;
+    for (const p of good) {
+      expect(ledger.payouts.get(p.id)).toMatchObject({ state: 'success', tx_hash: batchHash });
+      expect(await fillEvents(p.requestId)).toHaveLength(1);
+    }
+    // The order paid before: its batch row is included but it was not paid by it; reported paid by the earlier transaction.
+    expect(ledger.payouts.get(dup.id)).toMatchObject({ state: 'success', tx_hash: earlierHash });
+    expect(ledger.payouts.txsOf(dup.id).map((t) => [t.hash, t.state])).toEqual([[batchHash, 'included']]);
+    expect(rec.paid.filter((x) => x.payout === dup.id).map((x) => x.hash)).toEqual([earlierHash]);
+    expect(await fillEvents(paidBefore)).toHaveLength(1);
+    // The refusing recipient: failed with its own reason, never paid.
+    expect(ledger.payouts.get(refusing.id)).toMatchObject({ state: 'failed', fail_reason: 'EXECUTION_REVERTED' });
+    expect(rec.failed.map((x) => [x.payout, x.reason])).toEqual([[refusing.id, 'EXECUTION_REVERTED']]);
+    expect(await fillEvents(refusing.requestId)).toHaveLength(0);
+    const skipped = await client.getLogs({ address: contracts.filler, event: getAbiItem({ abi: OrderFillerAbi, name: 'FillSkipped' }), fromBlock: 0n, toBlock: 'latest' });
+    expect(skipped.filter((l) => l.transactionHash === batchHash).map((l) => l.args.orderId).sort()).toEqual([paidBefore, refusing.requestId].sort());
+    expect(await client.getBalance({ address: contracts.filler })).toBe(0n);
   });
 
   it('pays refunds through depository.execute, and a refund never executes twice', async () => {
@@ -583,5 +633,46 @@ describe('EvmSubmitter', () => {
     expect(await pendingNonce()).toBe(nonceAfter);
     expect(await fillEvents(p.requestId)).toHaveLength(1);
     expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.5'));
+  });
+
+  it('on restart broadcasts a batch recorded but never sent, once, and pays every fill in it once', async () => {
+    const ledger = Ledger.open(':memory:');
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+      throw new Error('simulated crash after the batch was recorded');
+    });
+    const fills = Array.from({ length: 5 }, () => ({ recipient: freshAddress(), amount: parseEther('0.01') }));
+    let ids: { id: string; requestId: Hex }[];
+    let recordedHash: Hex;
+    try {
+      const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillRecorded: true } });
+      await first.sub.start();
+      const nonceBefore = await pendingNonce();
+      ids = fills.map((f) => queuePayout(ledger, { kind: 'fill', recipient: f.recipient, currency: zeroAddress, amount: f.amount }));
+      first.sub.wake();
+      await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
+      await first.sub.stop();
+      running.splice(running.indexOf(first.sub), 1);
+      recordedHash = ledger.payouts.get(ids[0]!.id)!.tx_hash as Hex;
+      // One transaction, recorded for every payout it carries, before it reached the chain.
+      for (const p of ids) {
+        expect(ledger.payouts.get(p.id)).toMatchObject({ state: 'sent', tx_hash: recordedHash });
+        expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[recordedHash, 'signed']]);
+      }
+      expect(await pendingNonce()).toBe(nonceBefore);
+    } finally {
+      kill.mockRestore();
+    }
+
+    const second = makeSubmitter(ledger);
+    await second.sub.start();
+    await waitFor(() => ids.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'batch paid after restart');
+    expect(second.rec.signed).toEqual([]);
+    expect(second.rec.paid.map((x) => x.hash)).toEqual(ids.map(() => recordedHash));
+    for (const [i, p] of ids.entries()) {
+      expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[recordedHash, 'included']]);
+      const events = await fillEvents(p.requestId);
+      expect(events.map((e) => e.transactionHash)).toEqual([recordedHash]);
+      expect(await client.getBalance({ address: fills[i]!.recipient })).toBe(fills[i]!.amount);
+    }
   });
 });

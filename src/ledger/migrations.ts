@@ -387,4 +387,40 @@ CREATE TABLE signature_nonces (
 );
 `,
   },
+  {
+    version: 10,
+    name: 'one transaction may pay several payouts (batched fills)',
+    sql: `
+-- A batched fill pays several orders in one transaction: the transaction is recorded once per payout
+-- it carries (same hash, nonce and bytes), so every payout keeps its own row and state.
+CREATE TABLE transactions_v8 (
+  hash TEXT NOT NULL,
+  payout_id TEXT NOT NULL REFERENCES payouts(id),
+  chain_id INTEGER NOT NULL,
+  sender TEXT NOT NULL,
+  nonce INTEGER NOT NULL,
+  raw TEXT NOT NULL,
+  gas_limit TEXT NOT NULL,
+  max_fee_per_gas TEXT NOT NULL,
+  max_priority_fee_per_gas TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('signed', 'broadcast', 'included', 'reverted', 'replaced', 'dropped')),
+  sent_block INTEGER,
+  block_number INTEGER,
+  gas_used TEXT,
+  fee TEXT,
+  error TEXT,
+  created_at INTEGER NOT NULL,
+  broadcast_at INTEGER,
+  updated_at INTEGER NOT NULL,
+  PRIMARY KEY (hash, payout_id)
+);
+INSERT INTO transactions_v8 SELECT hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
+  max_priority_fee_per_gas, state, sent_block, block_number, gas_used, fee, error, created_at, broadcast_at, updated_at FROM transactions;
+DROP TABLE transactions;
+ALTER TABLE transactions_v8 RENAME TO transactions;
+CREATE INDEX transactions_open ON transactions(chain_id, state);
+CREATE INDEX transactions_payout ON transactions(payout_id);
+CREATE INDEX transactions_nonce ON transactions(chain_id, sender, nonce);
+`,
+  },
 ];

@@ -21,6 +21,7 @@ export class Payouts {
   #txState;
   #openTxs;
   #txsOfPayout;
+  #rowsOfTx;
   #forRequest;
   #maxNonce;
   #pending;
@@ -40,6 +41,7 @@ export class Payouts {
       error = COALESCE(@error, error), broadcast_at = COALESCE(@broadcast_at, broadcast_at), updated_at = @now WHERE hash = @hash`);
     this.#openTxs = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
     this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
+    this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY rowid');
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
     // Sweeps and signed deposits move the user's funds, not the solver's: they reserve nothing.
@@ -100,6 +102,10 @@ export class Payouts {
   }
   txsOf(payoutId: string): TransactionRow[] {
     return this.#txsOfPayout.all(payoutId) as TransactionRow[];
+  }
+  /** The rows of one transaction: one per payout it carries (several for a batched fill). */
+  rowsOfTx(hash: string): TransactionRow[] {
+    return this.#rowsOfTx.all(hash) as TransactionRow[];
   }
   maxNonce(chainId: number, sender: string): number | null {
     return (this.#maxNonce.get(chainId, sender) as { n: number | null }).n;

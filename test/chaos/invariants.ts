@@ -247,9 +247,16 @@ export async function checkInvariants(o: {
     const txs = ledger.db.prepare('SELECT * FROM transactions').all() as TransactionRow[];
     const txsOf = new Map<string, TransactionRow[]>();
     for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
-    const payoutOfTx = new Map<string, PayoutRow>();
+    // A transaction carries one payout, or several (a batch of fills): one ledger row per payout.
+    const payoutsOfTx = new Map<string, PayoutRow[]>();
     const byId = new Map(payouts.map((p) => [p.id, p]));
-    for (const t of txs) payoutOfTx.set(lc(t.hash), byId.get(t.payout_id)!);
+    for (const t of txs) payoutsOfTx.set(lc(t.hash), [...(payoutsOfTx.get(lc(t.hash)) ?? []), byId.get(t.payout_id)!]);
+    const fillsIn = new Map<string, FillEvent[]>();
+    for (const f of scan.fills) fillsIn.set(lc(f.txHash), [...(fillsIn.get(lc(f.txHash)) ?? []), f]);
+    // Whether a successful transaction paid this payout: for a fill, it emitted the order's OrderFilled
+    // (a batch skips an order it cannot pay, which then goes alone).
+    const paysIt = (p: PayoutRow, hash: string) =>
+      p.kind !== 'fill' || (fillsIn.get(lc(hash)) ?? []).some((f) => lc(f.orderId) === lc(p.request_id ?? ''));
     const receipts = new Map<string, TransactionReceipt | null>();
     const receipt = async (chainId: number, hash: Hex) => {
       const k = `${chainId}:${lc(hash)}`;
@@ -264,18 +271,18 @@ export async function checkInvariants(o: {
       const executed: TransactionRow[] = [];
       for (const t of mine) {
         const r = await receipt(p.chain_id, t.hash);
-        if (r?.status === 'success') executed.push(t);
+        if (r?.status === 'success' && paysIt(p, t.hash)) executed.push(t);
       }
       if (p.state === 'queued' || p.state === 'sent') fail(`payout ${p.id} still ${p.state} at the end`);
       if (p.state === 'success') {
-        const included = mine.filter((t) => t.state === 'included');
+        const included = mine.filter((t) => t.state === 'included' && paysIt(p, t.hash));
         if (included.length !== 1) fail(`payout ${p.id} is success with ${included.length} included transactions in the ledger`);
         if (executed.length !== 1) fail(`payout ${p.id} is success with ${executed.length} successful transactions on chain`);
         if (p.tx_hash && executed[0] && lc(p.tx_hash) !== lc(executed[0].hash)) fail(`payout ${p.id} names ${p.tx_hash} but ${executed[0].hash} was executed`);
         if (p.kind === 'refund' && p.request_id) refundedRequests.add(lc(p.request_id));
         const hash = executed[0]?.hash;
         if (hash && p.kind === 'fill') {
-          const ev = scan.fills.filter((f) => lc(f.txHash) === lc(hash));
+          const ev = (fillsIn.get(lc(hash)) ?? []).filter((f) => lc(f.orderId) === lc(p.request_id!));
           if (ev.length !== 1 || lc(ev[0]!.orderId) !== lc(p.request_id!)) fail(`fill payout ${p.id}: its transaction ${hash} carries ${ev.length} fills`);
           else if (ev[0]!.amount !== BigInt(p.amount) || lc(ev[0]!.recipient) !== lc(p.recipient)) fail(`fill payout ${p.id}: ledger says ${p.amount} to ${p.recipient}, chain paid ${ev[0]!.amount} to ${ev[0]!.recipient}`);
         }
@@ -292,7 +299,7 @@ export async function checkInvariants(o: {
     }
     // Every fill and every executed call on chain is one of the ledger's payouts.
     for (const f of scan.fills) {
-      const p = payoutOfTx.get(lc(f.txHash));
+      const p = payoutsOfTx.get(lc(f.txHash))?.find((x) => x.kind === 'fill' && lc(x.request_id ?? '') === lc(f.orderId));
       if (!p || p.kind !== 'fill' || lc(p.request_id ?? '') !== lc(f.orderId) || p.state !== 'success') {
         fail(`fill on chain ${f.chainId} of order ${f.orderId} (${f.txHash}) is ${p ? `payout ${p.id} (${p.state})` : 'unknown to the ledger'}`);
       }
@@ -302,7 +309,7 @@ export async function checkInvariants(o: {
       }
     }
     for (const c of scan.calls) {
-      const p = payoutOfTx.get(lc(c.txHash));
+      const p = payoutsOfTx.get(lc(c.txHash))?.[0];
       if (!p || !['refund', 'excess', 'claim'].includes(p.kind) || p.state !== 'success') {
         fail(`executed call on ${c.chainId} (${c.txHash}) is ${p ? `payout ${p.id} (${p.state})` : 'unknown to the ledger'}`);
       }

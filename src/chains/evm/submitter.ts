@@ -5,6 +5,14 @@
 //   confirm  read receipts, settle the payout, rebroadcast what the node forgot, replace what is stuck at
 //            the same nonce with higher fees, and reconcile nonces taken by something else.
 //
+// Fills that wait together are paid together: one OrderFiller.fillBatch transaction carries up to
+// BATCH_MAX_ORDERS orders (and BATCH_MAX_GAS gas), each paid or skipped on its own. A batch is never
+// waited for: a fill leaves at once when a sending slot is free, and the fills that arrive while the
+// slots are busy leave together in the next one. The batch transaction is recorded once per payout it
+// carries (same hash, nonce, bytes) in the same ledger transaction, before broadcast, as a lone fill is;
+// the confirm pass works per nonce, and reads each order's own OrderFilled (paid) or FillSkipped
+// (requeued, to be sent alone, where it is paid or fails with its own reason) from the receipt.
+//
 // Never paying twice rests on three things: every signed transaction is in the ledger before it can reach
 // the chain; a payout is only signed again (at a new nonce) once its earlier nonce is provably consumed
 // without any of its transactions; and the contracts themselves refuse a second payment (OrderFiller's
@@ -13,6 +21,7 @@
 
 import PQueue from 'p-queue';
 import {
+  decodeErrorResult,
   encodeFunctionData,
   erc20Abi,
   getAbiItem,
@@ -21,6 +30,7 @@ import {
   isHex,
   keccak256,
   maxUint256,
+  parseEventLogs,
   parseSignature,
   parseTransaction,
   size,
@@ -76,9 +86,24 @@ const QUEUED_BATCH = 500;
 const BACKOFF_BASE_MS = 250;
 const BACKOFF_MAX_MS = 30_000;
 const OPEN_STATES = new Set(['signed', 'broadcast']);
+// Bounds of a batched fill: orders per transaction, its gas, and how many batches may be in flight
+// (being estimated, signed, broadcast) at once. Fills arriving while all slots are busy wait for the
+// next free one, which bounds their wait by one send.
+const BATCH_MAX_ORDERS = 50;
+const BATCH_MAX_GAS = 8_000_000n;
+const BATCH_SLOTS = 2;
 
 const orderFilledEvent = getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' });
 const callExecutedEvent = getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' });
+const fillerEvents = OrderFillerAbi.filter((x) => x.type === 'event' && (x.name === 'OrderFilled' || x.name === 'FillSkipped'));
+
+// One order of a fillBatch call.
+interface BatchFill {
+  orderId: Hex;
+  token: Address;
+  recipient: Address;
+  amount: bigint;
+}
 
 interface PreparedCall {
   to: Address;
@@ -93,8 +118,10 @@ interface PaidBy {
   txHash: Hex;
   blockNumber: bigint;
   gasUsed: bigint;
-  // What the solver paid for it (0 when another sender made it).
+  // What the solver paid for the transaction (0 when another sender made it).
   fee: bigint;
+  // The payout's share of that fee when the transaction paid several orders (a batch).
+  share?: bigint;
 }
 
 // A permanent problem with the payout row itself (not the chain): it can never be sent.
@@ -133,6 +160,11 @@ export class EvmSubmitter {
   #confirmAgain = false;
   // Transactions whose broadcast is under way (the confirm pass leaves them alone).
   readonly #broadcasting = new Set<Hex>();
+  // Fills waiting for a sending slot, and the slots in use.
+  #fillsWaiting: string[] = [];
+  #fillSlots = 0;
+  // Fills a batch skipped (or a batch that reverted): sent alone from now on, so each meets its own fate.
+  readonly #alone = new Set<string>();
 
   constructor(opts: EvmSubmitterOptions) {
     this.#chain = opts.chain;
@@ -265,6 +297,10 @@ export class EvmSubmitter {
       const retry = this.#retry.get(row.id);
       if (retry && retry.at > now) continue;
       this.#inFlight.add(row.id);
+      if (this.#batchable(row)) {
+        this.#fillsWaiting.push(row.id);
+        continue;
+      }
       // Work that never failed goes ahead of retries.
       void this.#queue
         .add(() => this.#process(row.id), { priority: retry ? 0 : 1 })
@@ -272,6 +308,28 @@ export class EvmSubmitter {
         .finally(() => {
           this.#inFlight.delete(row.id);
           if (truncated) this.#schedulePump();
+        });
+    }
+    this.#drainFills();
+  }
+
+  // A plain fill (native or ERC-20, no calls, no gas top-up) can ride in a batch.
+  #batchable(row: PayoutRow): boolean {
+    return row.kind === 'fill' && !row.calls && !(row.native_topup && BigInt(row.native_topup) > 0n) && !this.#alone.has(row.id);
+  }
+
+  // Sends waiting fills while a slot is free: alone when one waits, as a batch when several do.
+  #drainFills(): void {
+    while (this.#fillSlots < BATCH_SLOTS && this.#fillsWaiting.length > 0 && this.#running) {
+      const ids = this.#fillsWaiting.splice(0, BATCH_MAX_ORDERS);
+      this.#fillSlots++;
+      void this.#queue
+        .add(() => (ids.length === 1 ? this.#process(ids[0]!) : this.#processBatch(ids)))
+        .catch((err) => this.#log.error({ payouts: ids.length, err: errText(err) }, 'unexpected error processing fills'))
+        .finally(() => {
+          this.#fillSlots--;
+          for (const id of ids) this.#inFlight.delete(id);
+          this.#drainFills();
         });
     }
   }
@@ -353,6 +411,121 @@ export class EvmSubmitter {
     }
   }
 
+  // Several fills in one fillBatch transaction, recorded for every payout it carries before broadcast.
+  async #processBatch(ids: string[]): Promise<void> {
+    if (!this.#running) return;
+    const log = this.#log.child({ batch: ids.length });
+    const fills: { payout: PayoutRow; fill: BatchFill }[] = [];
+    for (const id of ids) {
+      const payout = this.#ledger.payouts.get(id);
+      if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
+      try {
+        fills.push({ payout, fill: this.#batchFill(payout) });
+      } catch (err) {
+        if (!(err instanceof UnpayableError)) throw err;
+        this.#fail(payout, 'TRANSACTION_SUBMISSION_FAILED', log.child({ payout: payout.id }), err.message);
+      }
+    }
+    if (fills.length <= 1) {
+      if (fills[0]) await this.#process(fills[0].payout.id);
+      return;
+    }
+    const value = fills.reduce((sum, f) => (f.fill.token === zeroAddress ? sum + f.fill.amount : sum), 0n);
+    const data = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills.map((f) => f.fill)] });
+    try {
+      const [estimate, fees] = await Promise.all([
+        this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then((gas) => ({ gas }), (error: unknown) => ({ error })),
+        this.#fees.current(),
+      ]);
+      if ('error' in estimate) {
+        if (!isRevert(estimate.error)) throw estimate.error;
+        // The batch skips bad orders rather than reverting; if it reverts anyway, each goes alone.
+        log.warn({ err: errText(estimate.error) }, 'batch simulation reverted; sending its fills one by one');
+        for (const f of fills) this.#alone.add(f.payout.id);
+        await Promise.all(fills.map((f) => this.#process(f.payout.id)));
+        return;
+      }
+      if (estimate.gas > BATCH_MAX_GAS) {
+        const half = Math.ceil(fills.length / 2);
+        await this.#processBatch(fills.slice(0, half).map((f) => f.payout.id));
+        await this.#processBatch(fills.slice(half).map((f) => f.payout.id));
+        return;
+      }
+      const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
+      const recorded = await this.#nonces.withNonce(async (nonce) => {
+        const raw = await this.#account.signTransaction({
+          type: 'eip1559',
+          chainId: this.chainId,
+          nonce,
+          to: this.#chain.filler,
+          data,
+          value,
+          gas,
+          maxFeePerGas: fees.maxFeePerGas,
+          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+        });
+        const hash = keccak256(raw);
+        const ok = this.#ledger.tx(() => {
+          const current = fills.map((f) => this.#ledger.payouts.get(f.payout.id));
+          // All or none: a payout that moved on since it was read sends the batch back to the queue.
+          if (current.some((cur) => !cur || cur.state !== 'queued')) return false;
+          for (const cur of current as PayoutRow[]) {
+            this.#ledger.payouts.insertTx({
+              hash,
+              payout_id: cur.id,
+              chain_id: this.chainId,
+              sender: this.address,
+              nonce,
+              raw,
+              gas_limit: gas.toString(),
+              max_fee_per_gas: fees.maxFeePerGas.toString(),
+              max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
+              created_at: Date.now(),
+            });
+            this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
+            this.#hooks.onSigned(cur, hash);
+          }
+          return true;
+        });
+        if (ok) this.#broadcasting.add(hash);
+        return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
+      });
+      if (!recorded) {
+        this.#schedulePump();
+        return;
+      }
+      for (const f of fills) this.#retry.delete(f.payout.id);
+      log.info({ txHash: recorded.hash, nonce: recorded.nonce, fills: fills.length, gas: gas.toString() }, 'batch of fills signed and recorded');
+      if (this.#faults.crashAfterFillRecorded) process.kill(process.pid, 'SIGKILL');
+      await this.#broadcast(fills[0]!.payout.id, recorded.hash, recorded.raw, log);
+      if (this.#faults.crashAfterFillBroadcast) process.kill(process.pid, 'SIGKILL');
+    } catch (err) {
+      for (const f of fills) this.#backoff(f.payout.id, err, log.child({ payout: f.payout.id }));
+    }
+  }
+
+  // The terms of a plain fill as one order of a batch (checked as #buildCall checks them).
+  #batchFill(payout: PayoutRow): BatchFill {
+    const { recipient, currency, amount } = this.#terms(payout);
+    const orderId = payout.request_id as Hex;
+    if (!isHex(orderId, { strict: true }) || size(orderId) !== 32) throw new UnpayableError(`order id ${orderId} is not 32 bytes`);
+    return { orderId, token: currency, recipient, amount };
+  }
+
+  // Recipient, currency and amount of a payout, or why it can never be sent.
+  #terms(payout: PayoutRow): { recipient: Address; currency: Address; amount: bigint } {
+    if (!isAddress(payout.recipient, { strict: false })) throw new UnpayableError(`recipient ${payout.recipient} is not an EVM address`);
+    if (!isAddress(payout.currency, { strict: false })) throw new UnpayableError(`currency ${payout.currency} is not an EVM address`);
+    let amount: bigint;
+    try {
+      amount = BigInt(payout.amount);
+    } catch {
+      throw new UnpayableError(`amount ${payout.amount} is not an integer`);
+    }
+    if (amount <= 0n) throw new UnpayableError(`amount ${payout.amount} is not positive`);
+    return { recipient: getAddress(payout.recipient), currency: getAddress(payout.currency), amount };
+  }
+
   // An RPC or network problem: the payout stays queued and is tried again later.
   #backoff(payoutId: string, err: unknown, log: Logger): void {
     const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
@@ -374,17 +547,7 @@ export class EvmSubmitter {
   }
 
   async #buildCall(payout: PayoutRow): Promise<PreparedCall> {
-    if (!isAddress(payout.recipient, { strict: false })) throw new UnpayableError(`recipient ${payout.recipient} is not an EVM address`);
-    if (!isAddress(payout.currency, { strict: false })) throw new UnpayableError(`currency ${payout.currency} is not an EVM address`);
-    let amount: bigint;
-    try {
-      amount = BigInt(payout.amount);
-    } catch {
-      throw new UnpayableError(`amount ${payout.amount} is not an integer`);
-    }
-    if (amount <= 0n) throw new UnpayableError(`amount ${payout.amount} is not positive`);
-    const recipient = getAddress(payout.recipient);
-    const currency = getAddress(payout.currency);
+    const { recipient, currency, amount } = this.#terms(payout);
     const native = currency === zeroAddress;
 
     if (payout.kind === 'fill') {
@@ -553,33 +716,38 @@ export class EvmSubmitter {
     // The chain's nonce is read before any receipt: a nonce past a transaction with no receipt then
     // really was taken by something else.
     const latestNonce = await this.#client.getTransactionCount({ address: this.address, blockTag: 'latest' });
-    const groups = new Map<string, { payoutId: string; nonce: number }>();
-    for (const t of open) groups.set(`${t.payout_id}\u0000${t.nonce}`, { payoutId: t.payout_id, nonce: t.nonce });
+    // One group per nonce: the transactions at one nonce (a payout's replacements; a batch's payouts).
+    const groups = new Map<number, TransactionRow[]>();
+    for (const t of open) groups.set(t.nonce, [...(groups.get(t.nonce) ?? []), t]);
     await Promise.all(
-      [...groups.values()].map(async ({ payoutId, nonce }) => {
+      [...groups].map(async ([nonce, rows]) => {
         try {
-          await this.#confirmGroup(payoutId, nonce, head, latestNonce);
+          await this.#confirmGroup(nonce, rows, head, latestNonce);
         } catch (err) {
           this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'confirm' });
-          this.#log.warn({ payout: payoutId, nonce, err: errText(err) }, 'confirm of a transaction failed; retrying on the next pass');
+          this.#log.warn({ payouts: [...new Set(rows.map((t) => t.payout_id))], nonce, err: errText(err) }, 'confirm of a transaction failed; retrying on the next pass');
         }
       }),
     );
   }
 
-  async #confirmGroup(payoutId: string, nonce: number, head: bigint, latestNonce: number): Promise<void> {
-    const open = this.#ledger.payouts.txsOf(payoutId).filter((t) => t.nonce === nonce && isOpen(t));
-    if (open.length === 0) return;
-    const log = this.#log.child({ payout: payoutId, nonce });
+  async #confirmGroup(nonce: number, open: TransactionRow[], head: bigint, latestNonce: number): Promise<void> {
+    const payoutIds = [...new Set(open.map((t) => t.payout_id))];
+    const payoutId = payoutIds[0]!;
+    const log = this.#log.child(payoutIds.length === 1 ? { payout: payoutId, nonce } : { payouts: payoutIds.length, nonce });
 
     // Only a nonce the account has used can have a receipt: pending ones cost no lookups (this
     // pass runs every block, over every open transaction).
     if (nonce < latestNonce) {
-      for (const t of open) {
-        const receipt = await this.#receipt(t.hash);
-        if (receipt) return this.#onReceipt(t, receipt, log);
+      for (const hash of new Set(open.map((t) => t.hash))) {
+        const receipt = await this.#receipt(hash);
+        if (!receipt) continue;
+        // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
+        for (const t of open) if (t.hash === hash) await this.#onReceipt(t, receipt, payoutIds.length === 1 ? log : log.child({ payout: t.payout_id }));
+        return;
       }
-      return this.#onNonceTaken(payoutId, nonce, log);
+      for (const id of payoutIds) await this.#onNonceTaken(id, nonce, payoutIds.length === 1 ? log : log.child({ payout: id }));
+      return;
     }
 
     // Still pending: make sure the node has the newest (highest-fee) one, and replace it when stuck.
@@ -591,9 +759,9 @@ export class EvmSubmitter {
     if (!known) {
       const level = this.#firstTime(`rebroadcast:${newest.hash}`) ? 'info' : 'debug';
       log[level]({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
-      if (await this.#broadcast(payoutId, newest.hash, newest.raw, log)) return;
+      if (await this.#broadcast(newest.payout_id, newest.hash, newest.raw, log)) return;
     }
-    const fresh = this.#ledger.payouts.txsOf(payoutId).find((t) => t.hash === newest.hash);
+    const fresh = this.#ledger.payouts.txsOf(newest.payout_id).find((t) => t.hash === newest.hash);
     const sentBlock = fresh?.sent_block;
     if (fresh && isOpen(fresh) && sentBlock !== null && sentBlock !== undefined && head - BigInt(sentBlock) >= BigInt(this.#chain.replaceAfterBlocks)) {
       await this.#replace(fresh, head, log);
@@ -623,8 +791,12 @@ export class EvmSubmitter {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
     if (receipt.status === 'success') {
-      const settled = this.#ledger.tx(() => this.#settlePaid(t.payout_id, own));
-      if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: fee.toString() }, 'payout paid');
+      const payout = this.#ledger.payouts.get(t.payout_id);
+      const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
+      if (fill && !fill.paid) return this.#onSkipped(t, receipt, fill.reason, log);
+      const paid = fill?.paid ? { ...own, share: fill.fee } : own;
+      const settled = this.#ledger.tx(() => this.#settlePaid(t.payout_id, paid));
+      if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
       return;
     }
 
@@ -638,17 +810,27 @@ export class EvmSubmitter {
       paid = await this.#findPaid(payout, await this.#requestOf(payout), receipt.blockNumber);
       if (paid?.txHash === t.hash) paid = null;
     }
+    const batch = this.#ledger.payouts.rowsOfTx(t.hash).length > 1;
     const outcome = this.#ledger.tx(() => {
       this.#ledger.payouts.setTxState(t.hash, 'reverted', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee, error: 'reverted' });
       this.#closeSiblings(t.payout_id, t.nonce, t.hash, 'replaced');
       if (paid) return this.#settlePaid(t.payout_id, paid) ? 'paid' : 'none';
       const cur = this.#ledger.payouts.get(t.payout_id);
       if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
+      if (batch) {
+        // A whole batch reverted (out of gas, say): nothing in it was paid; each order goes again, alone.
+        this.#ledger.payouts.setState(cur.id, 'queued');
+        return 'requeued';
+      }
       this.#ledger.payouts.setState(cur.id, 'failed', { txHash: t.hash, failReason: 'TRANSACTION_REVERTED' });
       this.#hooks.onFailed(cur, 'TRANSACTION_REVERTED', t.hash);
       return 'failed';
     });
-    if (outcome === 'failed') {
+    if (outcome === 'requeued') {
+      this.#alone.add(payout.id);
+      log.warn({ txHash: t.hash }, 'batch transaction reverted; its fill is sent again, alone');
+      this.#schedulePump();
+    } else if (outcome === 'failed') {
       this.#outcome(payout, 'failed');
       log.warn({ txHash: t.hash, fee: fee.toString() }, 'payout failed: transaction reverted');
     } else if (outcome === 'paid') {
@@ -656,6 +838,48 @@ export class EvmSubmitter {
     } else {
       log.info({ txHash: t.hash }, 'transaction reverted after its payout was settled');
     }
+  }
+
+  // What a successful transaction did for this fill, from the filler's events in its receipt: paid (with
+  // its share of the fee when the transaction paid several orders), or skipped (with the contract's reason).
+  #fillOutcome(payout: PayoutRow, receipt: TransactionReceipt, fee: bigint): { paid: true; fee: bigint } | { paid: false; reason: string } {
+    const orderId = payout.request_id?.toLowerCase();
+    const events = parseEventLogs({ abi: fillerEvents, logs: receipt.logs.filter((l) => getAddress(l.address) === getAddress(this.#chain.filler)) });
+    const filled = events.filter((e) => e.eventName === 'OrderFilled');
+    const k = filled.findIndex((e) => e.args.orderId.toLowerCase() === orderId);
+    if (k >= 0) {
+      const n = BigInt(filled.length);
+      return { paid: true, fee: fee / n + (k === 0 ? fee % n : 0n) };
+    }
+    const skipped = events.find((e) => e.eventName === 'FillSkipped' && e.args.orderId.toLowerCase() === orderId);
+    let reason = 'no OrderFilled event for the order';
+    if (skipped?.eventName === 'FillSkipped') {
+      try {
+        reason = decodeErrorResult({ abi: OrderFillerAbi, data: skipped.args.reason }).errorName;
+      } catch {
+        reason = skipped.args.reason;
+      }
+    }
+    return { paid: false, reason };
+  }
+
+  // A batch included without paying this order: its nonce is spent and nothing was paid, so the order
+  // goes back to the queue, to be sent alone, where it is paid or fails with its own reason.
+  #onSkipped(t: TransactionRow, receipt: TransactionReceipt, reason: string, log: Logger): void {
+    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    const requeued = this.#ledger.tx(() => {
+      const mine = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
+      if (mine && isOpen(mine)) this.#ledger.payouts.setTxState(t.hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
+      this.#closeSiblings(t.payout_id, t.nonce, t.hash, 'replaced');
+      const cur = this.#ledger.payouts.get(t.payout_id);
+      if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return false;
+      this.#ledger.payouts.setState(cur.id, 'queued');
+      return true;
+    });
+    if (!requeued) return;
+    this.#alone.add(t.payout_id);
+    log.warn({ txHash: t.hash, reason }, 'fill skipped by its batch; sent again alone');
+    this.#schedulePump();
   }
 
   // The nonce is past this group and none of its transactions has a receipt: something else took it.
@@ -696,24 +920,25 @@ export class EvmSubmitter {
       maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
     });
     const hash = keccak256(raw);
+    // The replacement carries every payout the replaced transaction carries (a batch: all its fills).
     const recorded = this.#ledger.tx(() => {
-      const cur = this.#ledger.payouts.get(t.payout_id);
-      const still = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
-      if (!cur || !still || !isOpen(still)) return false;
-      this.#ledger.payouts.insertTx({
-        hash,
-        payout_id: t.payout_id,
-        chain_id: this.chainId,
-        sender: this.address,
-        nonce: t.nonce,
-        raw,
-        gas_limit: gas.toString(),
-        max_fee_per_gas: fees.maxFeePerGas.toString(),
-        max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
-        created_at: Date.now(),
-      });
-      if (cur.state === 'sent') this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
-      return true;
+      const still = this.#ledger.payouts.rowsOfTx(t.hash).filter(isOpen);
+      for (const row of still) {
+        this.#ledger.payouts.insertTx({
+          hash,
+          payout_id: row.payout_id,
+          chain_id: this.chainId,
+          sender: this.address,
+          nonce: t.nonce,
+          raw,
+          gas_limit: gas.toString(),
+          max_fee_per_gas: fees.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
+          created_at: Date.now(),
+        });
+        if (this.#ledger.payouts.get(row.payout_id)?.state === 'sent') this.#ledger.payouts.setState(row.payout_id, 'sent', { txHash: hash });
+      }
+      return still.length > 0;
     });
     if (!recorded) return;
     this.#metrics.replacements.inc(this.#chainLabel);
@@ -754,7 +979,7 @@ export class EvmSubmitter {
       return false;
     }
     this.#ledger.payouts.setState(payoutId, 'success', { txHash: paid.txHash });
-    this.#hooks.onPaid(cur, paid.txHash, paid.fee);
+    this.#hooks.onPaid(cur, paid.txHash, paid.share ?? paid.fee);
     this.#outcome(cur, 'success');
     return true;
   }
