@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { createAdminApi } from './admin/server.ts';
 import { createApi } from './api/server.ts';
 import type { ChainAdapter } from './chains/adapter.ts';
 import { createAdapter } from './chains/adapters.ts';
@@ -39,7 +40,10 @@ export class RelayNode {
   readonly solverAddress: Address;
   // Webhook deliveries of the status events outbox (absent on a read-only replica).
   readonly deliverer: Deliverer | undefined;
+  // The admin API, on its own listen address (config.admin.port; absent: not served).
+  readonly admin: FastifyInstance | undefined;
   #url: string | undefined;
+  #adminUrl: string | undefined;
 
   constructor(
     readonly config: Config,
@@ -52,7 +56,7 @@ export class RelayNode {
     this.solverAddress = privateKeyToAccount(config.solverKey.reveal()).address;
     const prices = opts.prices ?? new FeedPriceSource(config.chains);
     if (!opts.readOnly) {
-      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log);
+      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk);
       this.solver = solver;
       const hooks = {
         onSigned: solver.onSigned.bind(solver),
@@ -77,6 +81,14 @@ export class RelayNode {
       adapters: opts.readOnly ? undefined : this.adapters,
       now: opts.now ?? Date.now,
     });
+    if (this.solver && config.admin.port !== undefined) {
+      this.admin = createAdminApi({ ledger: this.ledger, registry: this.registry, adapters: this.adapters, solver: this.solver, log: this.log });
+    }
+  }
+
+  get adminUrl(): string {
+    if (!this.#adminUrl) throw new Error('admin API not started (config.admin.port)');
+    return this.#adminUrl;
   }
 
   get url(): string {
@@ -89,11 +101,13 @@ export class RelayNode {
     this.solver?.start();
     this.deliverer?.start();
     this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
+    if (this.admin) this.#adminUrl = await this.admin.listen({ host: this.config.admin.host, port: this.config.admin.port });
     this.log.info({ url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()] }, 'relay node started');
     return this;
   }
 
   async stop(): Promise<void> {
+    await this.admin?.close();
     await this.api.close();
     await this.deliverer?.stop();
     await this.solver?.stop();

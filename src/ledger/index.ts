@@ -4,6 +4,7 @@ import { openDb, migrate, type Db } from './db.ts';
 import { Deposits } from './deposits.ts';
 import { Events } from './events.ts';
 import { IndexerState } from './indexerState.ts';
+import { Operations } from './operations.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
 
@@ -22,6 +23,8 @@ export class Ledger {
   readonly apiKeys: ApiKeys;
   // The status events outbox and webhooks (src/ledger/events.ts).
   readonly events: Events;
+  // Admin actions, pauses, dry run, postponed deposits, admin keys (src/ledger/operations.ts).
+  readonly operations: Operations;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -32,6 +35,7 @@ export class Ledger {
     this.balances = new Balances(db);
     this.appFees = new AppFees(db);
     this.apiKeys = new ApiKeys(db);
+    this.operations = new Operations(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {
