@@ -287,6 +287,12 @@ export const configSchema = z
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
       seen.add(c.id);
     });
+    const limited = new Set<number>();
+    cfg.risk.chains.forEach((c, i) => {
+      if (limited.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `duplicate chain id ${c.chainId}` });
+      if (!seen.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `chain ${c.chainId} is not configured` });
+      limited.add(c.chainId);
+    });
     if (cfg.chains.some((c) => c.kind === 'svm') && !cfg.svmSolverKey) {
       ctx.addIssue({ code: 'custom', path: ['svmSolverKey'], message: 'is required when an SVM chain is configured' });
     }
