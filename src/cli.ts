@@ -7,6 +7,7 @@ import { webhookUrlProblem } from './events/webhookUrl.ts';
 import { Ledger } from './ledger/index.ts';
 import { createLogger } from './log.ts';
 import { RelayNode } from './node.ts';
+import { adminCommands } from './admin/cli.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
 
 // Stops everything on Ctrl-C or SIGTERM, once, then exits.
@@ -279,6 +280,7 @@ await yargs(hideBin(process.argv))
       )
       .demandCommand(1, 'name a webhooks command: add, list, remove, deliveries or redeliver'),
   )
+  .command('admin', 'operate a running node: pause, resume, dry run, stuck payouts, retry, refund, inventory; admin keys', adminCommands)
   .demandCommand(1, 'name a command: start, dev, api, keys or db migrate')
   .strict()
   .help()

@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEventLogs, zeroAddress, type Address, type Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
@@ -186,6 +188,16 @@ describe('manual refund', () => {
   });
 });
 
+describe('inventory', () => {
+  it("reports the solver's holdings per chain: held, reserved, spendable", async () => {
+    const r = await admin('/admin/inventory');
+    const eth = r.body.chains.find((c: any) => c.chainId === B).currencies.find((c: any) => c.symbol === 'ETH');
+    const held = await s.publicClient(B).getBalance({ address: s.devnet.solver });
+    expect(BigInt(eth.held)).toBeLessThanOrEqual(held);
+    expect(BigInt(eth.spendable)).toBe(BigInt(eth.held) - BigInt(eth.reserved));
+  });
+});
+
 describe('dry run', () => {
   it('indexes and decides, records what it would do, sends nothing; turned off, it acts', async () => {
     const nonceBefore = await s.publicClient(B).getTransactionCount({ address: s.devnet.solver });
@@ -199,5 +211,32 @@ describe('dry run', () => {
     expect(await s.publicClient(B).getTransactionCount({ address: s.devnet.solver })).toBe(nonceBefore);
     await admin('/admin/dry-run', { body: { enabled: false, reason: 'rehearsal over' } });
     expect((await waitForStatus(s.url, id, ['success', 'refund', 'failure'])).status).toBe('success');
+  });
+});
+
+describe('relay-node admin (CLI)', () => {
+  // Asynchronous: the node answering the CLI runs in this process.
+  const cli = async (args: string[], env: Record<string, string> = {}) => {
+    try {
+      const r = await promisify(execFile)(process.execPath, ['bin/relay-node.js', 'admin', ...args], { env: { ...process.env, ...env }, timeout: 60_000 });
+      return { code: 0, out: r.stdout + r.stderr };
+    } catch (e: any) {
+      return { code: e.code as number, out: `${e.stdout}${e.stderr}` };
+    }
+  };
+
+  // Each CLI run starts tsx: slow on a loaded machine, hence the bound.
+  it('creates an admin key on the ledger, then pauses and resumes a chain through the admin API, recorded under its name', { timeout: 180_000 }, async () => {
+    const made = await cli(['keys', 'create', '--name', 'ops-carol', '--data-dir', s.dataDir]);
+    expect(made.code, made.out).toBe(0);
+    const key = made.out.split('\n')[1]!;
+    expect(key).toMatch(/^rnadm_/);
+    const env = { RELAY_ADMIN_KEY: key, RELAY_ADMIN_URL: s.node.adminUrl };
+    const paused = await cli(['pause', '--chain', String(B), '--reason', 'cli drill'], env);
+    expect(paused.code, paused.out).toBe(0);
+    expect(s.node.ledger.operations.switches().map((x) => [x.name, x.actor])).toEqual([[`pause:chain:${B}`, expect.stringContaining('ops-carol')]]);
+    expect((await cli(['resume', '--chain', String(B), '--reason', 'cli drill over'], env)).code).toBe(0);
+    expect(s.node.ledger.operations.switches()).toEqual([]);
+    expect(made.out + paused.out).not.toContain(adminKey);
   });
 });
