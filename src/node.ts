@@ -14,6 +14,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
+import { refuseWhileDraining, unsent } from './drain.ts';
 
 export interface NodeOptions {
   log?: Logger;
@@ -44,6 +45,7 @@ export class RelayNode {
   readonly admin: FastifyInstance | undefined;
   #url: string | undefined;
   #adminUrl: string | undefined;
+  #draining: string | undefined;
 
   constructor(
     readonly config: Config,
@@ -81,6 +83,7 @@ export class RelayNode {
       adapters: opts.readOnly ? undefined : this.adapters,
       now: opts.now ?? Date.now,
     });
+    refuseWhileDraining(this.api, () => this.#draining);
     if (this.solver && config.admin.port !== undefined) {
       this.admin = createAdminApi({ ledger: this.ledger, registry: this.registry, adapters: this.adapters, solver: this.solver, log: this.log });
     }
@@ -104,6 +107,28 @@ export class RelayNode {
     if (this.admin) this.#adminUrl = await this.admin.listen({ host: this.config.admin.host, port: this.config.admin.port });
     this.log.info({ url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()] }, 'relay node started');
     return this;
+  }
+
+  /**
+   * Graceful drain: stop quoting (503 with the reason), stop deciding, and wait until what the
+   * ledger recorded is signed and broadcast, for at most `boundMs`. The node keeps confirming
+   * while it waits; `stop()` follows. Nothing recorded is lost even when the bound cuts it short:
+   * a restarted node takes up whatever is queued or signed. Resolves with what was left unsent.
+   */
+  async drain(boundMs = this.config.shutdown.drainTimeoutMs, reason = 'the node is shutting down'): Promise<number> {
+    this.#draining = reason;
+    this.log.info({ boundMs }, 'draining: no new quotes; finishing what is recorded');
+    await this.solver?.stop();
+    const end = Date.now() + boundMs;
+    let left = unsent(this.ledger);
+    while (left > 0 && Date.now() < end) {
+      for (const a of this.adapters.values()) a.wake();
+      await new Promise((r) => setTimeout(r, 50));
+      left = unsent(this.ledger);
+    }
+    if (left) this.log.warn({ left }, 'drain bound reached: the rest is in the ledger for the next start');
+    else this.log.info('drained: everything recorded is broadcast');
+    return left;
   }
 
   async stop(): Promise<void> {

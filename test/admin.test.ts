@@ -230,7 +230,7 @@ describe('relay-node admin (CLI)', () => {
     const made = await cli(['keys', 'create', '--name', 'ops-carol', '--data-dir', s.dataDir]);
     expect(made.code, made.out).toBe(0);
     const key = made.out.split('\n')[1]!;
-    expect(key).toMatch(/^rnadm_/);
+    expect(key, made.out).toMatch(/^rnadm_/);
     const env = { RELAY_ADMIN_KEY: key, RELAY_ADMIN_URL: s.node.adminUrl };
     const paused = await cli(['pause', '--chain', String(B), '--reason', 'cli drill'], env);
     expect(paused.code, paused.out).toBe(0);

@@ -274,6 +274,8 @@ export const configSchema = z
       })
       .strict()
       .default({}),
+    // SIGTERM: drain (stop quoting, sign and broadcast what is recorded) for at most this long.
+    shutdown: z.object({ drainTimeoutMs: z.number().int().min(0).max(600_000).default(30_000) }).strict().default({}),
     risk: riskSchema,
     admin: adminSchema,
     chains: z.array(chain).min(1, 'must list at least one chain'),
