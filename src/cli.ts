@@ -8,18 +8,23 @@ import { Ledger } from './ledger/index.ts';
 import { createLogger } from './log.ts';
 import { RelayNode } from './node.ts';
 import { formatAudit, recordAudit, runAudit } from './audit/audit.ts';
+import { adminCommands } from './admin/cli.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
 
-// Stops everything on Ctrl-C or SIGTERM, once, then exits.
-function onShutdown(stop: () => Promise<void>): void {
+// Ctrl-C or SIGTERM: a graceful stop (the node drains within its configured bound, then stops);
+// a second signal exits at once. Either way nothing recorded is lost: the ledger commits each
+// step before its effect, and a restarted node takes up what is queued or signed.
+function onShutdown(stop: () => Promise<void>, boundMs: number): void {
   let stopping = false;
   const handler = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      process.stderr.write(`${signal} again: exiting now\n`);
+      process.exit(130);
+    }
     stopping = true;
-    process.stderr.write(`\n${signal}: stopping\n`);
-    // When the terminal's Ctrl-C reaches the chains too, in-flight RPC calls can only time out:
-    // what is committed is in the ledger, so exiting after a bound loses nothing.
-    const deadline = new Promise<void>((resolve) => setTimeout(resolve, 3000).unref());
+    process.stderr.write(`\n${signal}: draining (at most ${boundMs} ms; send it again to exit now)\n`);
+    // A little beyond the drain's own bound for the closing of connections and the ledger.
+    const deadline = new Promise<void>((resolve) => setTimeout(resolve, boundMs + 3000).unref());
     Promise.race([stop(), deadline])
       .catch((e) => process.stderr.write(`error while stopping: ${(e as Error).message}\n`))
       .finally(() => process.exit(0));
@@ -63,7 +68,10 @@ function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Led
 
 async function runNode(config: Config, readOnly = false): Promise<RelayNode> {
   const node = new RelayNode(config, { readOnly });
-  onShutdown(() => node.stop());
+  onShutdown(async () => {
+    if (!readOnly) await node.drain();
+    await node.stop();
+  }, config.shutdown.drainTimeoutMs);
   await node.start();
   return node;
 }
@@ -132,9 +140,10 @@ await yargs(hideBin(process.argv))
       const config = buildConfigWithKeys(devnet.nodeConfig({ port: argv.port, host: argv.host, logLevel: argv.logLevel }), devnet.keys);
       const node = new RelayNode(config, { log });
       onShutdown(async () => {
+        await node.drain();
         await node.stop();
         await devnet.stop();
-      });
+      }, config.shutdown.drainTimeoutMs);
       await node.start().catch(async (e) => {
         await devnet.stop();
         fail(e);
@@ -305,6 +314,7 @@ await yargs(hideBin(process.argv))
       )
       .demandCommand(1, 'name a webhooks command: add, list, remove, deliveries or redeliver'),
   )
+  .command('admin', 'operate a running node: pause, resume, dry run, stuck payouts, retry, refund, inventory; admin keys', adminCommands)
   .demandCommand(1, 'name a command: start, dev, api, keys or db migrate')
   .strict()
   .help()

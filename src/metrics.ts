@@ -35,6 +35,12 @@ export function createMetrics() {
       registers: r,
     }),
     outboxDepth: new Gauge({ name: 'relay_events_outbox_depth', help: 'Webhook deliveries pending (due or waiting for a retry)', registers: r }),
+    // Operating (src/solver/risk.ts, src/solver/lossBreaker.ts): deposits held back by typed reason,
+    // the loss breaker's state and the unexplained loss it measures.
+    postponed: new Counter({ name: 'relay_solver_postponed_total', help: 'Deposit decisions postponed, by reason', labelNames: ['reason'], registers: r }),
+    waiting: new Gauge({ name: 'relay_payouts_waiting', help: 'Confirmed deposits held back, by reason', labelNames: ['reason'], registers: r }),
+    breakerTripped: new Gauge({ name: 'relay_loss_breaker_tripped', help: '1 while the loss breaker holds payouts on the chain', labelNames: ['chain'], registers: r }),
+    unexplainedLoss: new Gauge({ name: 'relay_unexplained_loss_usd', help: 'Solver balance loss the ledger does not explain, in USD', labelNames: ['chain'], registers: r }),
     wsClients: new Gauge({ name: 'relay_status_stream_clients', help: 'Open websocket status stream connections', registers: r }),
   };
 }

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Address } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { createAdminApi } from './admin/server.ts';
 import { createApi } from './api/server.ts';
 import type { ChainAdapter } from './chains/adapter.ts';
 import { createAdapter } from './chains/adapters.ts';
@@ -14,6 +15,7 @@ import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
 import { registerAuditMetrics } from './audit/audit.ts';
+import { refuseWhileDraining, unsent } from './drain.ts';
 
 export interface NodeOptions {
   log?: Logger;
@@ -40,7 +42,11 @@ export class RelayNode {
   readonly solverAddress: Address;
   // Webhook deliveries of the status events outbox (absent on a read-only replica).
   readonly deliverer: Deliverer | undefined;
+  // The admin API, on its own listen address (config.admin.port; absent: not served).
+  readonly admin: FastifyInstance | undefined;
   #url: string | undefined;
+  #adminUrl: string | undefined;
+  #draining: string | undefined;
 
   constructor(
     readonly config: Config,
@@ -54,7 +60,7 @@ export class RelayNode {
     this.solverAddress = privateKeyToAccount(config.solverKey.reveal()).address;
     const prices = opts.prices ?? new FeedPriceSource(config.chains);
     if (!opts.readOnly) {
-      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log);
+      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk);
       this.solver = solver;
       const hooks = {
         onSigned: solver.onSigned.bind(solver),
@@ -79,6 +85,15 @@ export class RelayNode {
       adapters: opts.readOnly ? undefined : this.adapters,
       now: opts.now ?? Date.now,
     });
+    refuseWhileDraining(this.api, () => this.#draining);
+    if (this.solver && config.admin.port !== undefined) {
+      this.admin = createAdminApi({ ledger: this.ledger, registry: this.registry, adapters: this.adapters, solver: this.solver, log: this.log });
+    }
+  }
+
+  get adminUrl(): string {
+    if (!this.#adminUrl) throw new Error('admin API not started (config.admin.port)');
+    return this.#adminUrl;
   }
 
   get url(): string {
@@ -91,11 +106,35 @@ export class RelayNode {
     this.solver?.start();
     this.deliverer?.start();
     this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
+    if (this.admin) this.#adminUrl = await this.admin.listen({ host: this.config.admin.host, port: this.config.admin.port });
     this.log.info({ url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()] }, 'relay node started');
     return this;
   }
 
+  /**
+   * Graceful drain: stop quoting (503 with the reason), stop deciding, and wait until what the
+   * ledger recorded is signed and broadcast, for at most `boundMs`. The node keeps confirming
+   * while it waits; `stop()` follows. Nothing recorded is lost even when the bound cuts it short:
+   * a restarted node takes up whatever is queued or signed. Resolves with what was left unsent.
+   */
+  async drain(boundMs = this.config.shutdown.drainTimeoutMs, reason = 'the node is shutting down'): Promise<number> {
+    this.#draining = reason;
+    this.log.info({ boundMs }, 'draining: no new quotes; finishing what is recorded');
+    await this.solver?.stop();
+    const end = Date.now() + boundMs;
+    let left = unsent(this.ledger);
+    while (left > 0 && Date.now() < end) {
+      for (const a of this.adapters.values()) a.wake();
+      await new Promise((r) => setTimeout(r, 50));
+      left = unsent(this.ledger);
+    }
+    if (left) this.log.warn({ left }, 'drain bound reached: the rest is in the ledger for the next start');
+    else this.log.info('drained: everything recorded is broadcast');
+    return left;
+  }
+
   async stop(): Promise<void> {
+    await this.admin?.close();
     await this.api.close();
     await this.deliverer?.stop();
     await this.solver?.stop();

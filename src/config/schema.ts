@@ -146,6 +146,56 @@ const chain = z.preprocess(
   z.discriminatedUnion('kind', [evmChain, svmChain, exchangeChain]),
 );
 
+// Risk limits (src/solver/risk.ts): what the solver may put at stake. Absent limits do not apply.
+const riskSchema = z
+  .object({
+    // The largest order (its deposit's USD worth) filled on any route; above it the deposit is
+    // refunded with SOLVER_CAPACITY_EXCEEDED.
+    maxOrderUsd: usd.optional(),
+    // Per-route overrides of maxOrderUsd.
+    routes: z
+      .array(z.object({ originChainId: z.number().int().positive(), destinationChainId: z.number().int().positive(), maxOrderUsd: usd }).strict())
+      .default([]),
+    chains: z
+      .array(
+        z
+          .object({
+            chainId: z.number().int().positive(),
+            // USD worth of deposits on this origin chain acted on (a fill decided) whose fill is not
+            // final yet; a deposit beyond it waits (postponed, IN_FLIGHT_LIMIT).
+            maxInFlightUsd: usd.optional(),
+            // USD worth of fills decided on this destination chain in the last hour; a fill beyond it
+            // waits (postponed, OUTFLOW_BUDGET).
+            outflowUsdPerHour: usd.optional(),
+          })
+          .strict(),
+      )
+      .default([]),
+    // Pauses payouts on a chain when the solver's balance there moves in a way the ledger does
+    // not explain by more than toleranceUsd, until an operator resumes the chain.
+    lossBreaker: z.object({ toleranceUsd: usd.default('10') }).strict().optional(),
+    // Wallets (any chain's address form). A deposit from a denied depositor (or not allowed, when
+    // an allow list is given) fails with BLOCKED_WALLET and is not refunded automatically; a fill
+    // to a denied recipient fails with BLOCKED_WALLET and is refunded.
+    denyRecipients: z.array(z.string().min(1)).default([]),
+    allowRecipients: z.array(z.string().min(1)).optional(),
+    denyDepositors: z.array(z.string().min(1)).default([]),
+    allowDepositors: z.array(z.string().min(1)).optional(),
+    // Index, decide and record what the node would do, and send nothing.
+    dryRun: z.boolean().default(false),
+  })
+  .strict()
+  .default({});
+
+// The admin API (src/admin/server.ts): its own listen address; absent port: not served.
+const adminSchema = z
+  .object({
+    host: z.string().min(1).default('127.0.0.1'),
+    port: z.number().int().min(0).max(65_535).optional(),
+  })
+  .strict()
+  .default({});
+
 export const configSchema = z
   .object({
     dataDir: z.string().min(1).default('./data'),
@@ -246,6 +296,10 @@ export const configSchema = z
       })
       .strict()
       .default({}),
+    // SIGTERM: drain (stop quoting, sign and broadcast what is recorded) for at most this long.
+    shutdown: z.object({ drainTimeoutMs: z.number().int().min(0).max(600_000).default(30_000) }).strict().default({}),
+    risk: riskSchema,
+    admin: adminSchema,
     chains: z.array(chain).min(1, 'must list at least one chain'),
     // The solver's key on SVM chains (a base58 secret key or a JSON byte array); required with an SVM chain.
     svmSolverKey: keySource.optional(),
@@ -256,6 +310,12 @@ export const configSchema = z
     cfg.chains.forEach((c, i) => {
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
       seen.add(c.id);
+    });
+    const limited = new Set<number>();
+    cfg.risk.chains.forEach((c, i) => {
+      if (limited.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `duplicate chain id ${c.chainId}` });
+      if (!seen.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `chain ${c.chainId} is not configured` });
+      limited.add(c.chainId);
     });
     if (cfg.chains.some((c) => c.kind === 'svm') && !cfg.svmSolverKey) {
       ctx.addIssue({ code: 'custom', path: ['svmSolverKey'], message: 'is required when an SVM chain is configured' });
@@ -268,4 +328,5 @@ export type ChainConfig = ParsedConfig['chains'][number];
 export type EvmChainConfig = Extract<ChainConfig, { kind: 'evm' }>;
 export type SvmChainConfig = Extract<ChainConfig, { kind: 'svm' }>;
 export type ExchangeChainConfig = Extract<ChainConfig, { kind: 'exchange' }>;
+export type RiskConfig = ParsedConfig['risk'];
 export type CurrencyConfig = ChainConfig['currencies'][number];

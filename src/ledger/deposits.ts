@@ -26,7 +26,7 @@ export class Deposits {
     this.#get = db.prepare('SELECT * FROM deposits WHERE id = ?');
     this.#confirm = db.prepare(`UPDATE deposits SET state = 'confirmed', confirmed_at = @now
       WHERE chain_id = @chain AND state = 'unconfirmed' AND block_number <= @upTo`);
-    this.#nextConfirmed = db.prepare(`SELECT * FROM deposits WHERE state = 'confirmed' ORDER BY confirmed_at, block_number, log_index LIMIT ?`);
+    this.#nextConfirmed = db.prepare(`SELECT * FROM deposits WHERE state = 'confirmed' ORDER BY confirmed_at, block_number, log_index LIMIT ? OFFSET ?`);
     this.#byRef = db.prepare(`SELECT * FROM deposits WHERE order_ref = ? AND state != 'reorged' ORDER BY block_number, log_index`);
     this.#forRequest = db.prepare(`SELECT * FROM deposits WHERE request_id = ? ORDER BY block_number, log_index`);
     this.#reorgAbove = db.prepare(`UPDATE deposits SET state = 'reorged' WHERE chain_id = ? AND block_number > ?
@@ -47,8 +47,9 @@ export class Deposits {
   confirmUpTo(chainId: number, blockNumber: number, now = Date.now()): number {
     return this.#confirm.run({ chain: chainId, upTo: blockNumber, now }).changes;
   }
-  nextConfirmed(limit = 100): DepositRow[] {
-    return this.#nextConfirmed.all(limit) as DepositRow[];
+  // skip: the first deposits of the queue the caller left confirmed (held back) and passes over.
+  nextConfirmed(limit = 100, skip = 0): DepositRow[] {
+    return this.#nextConfirmed.all(limit, skip) as DepositRow[];
   }
   byOrderRef(ref: string): DepositRow[] {
     return this.#byRef.all(ref) as DepositRow[];

@@ -5,6 +5,7 @@ import { Deposits } from './deposits.ts';
 import { Events } from './events.ts';
 import { FundingCredits } from './funding.ts';
 import { IndexerState } from './indexerState.ts';
+import { Operations } from './operations.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
 import { SignatureNonces } from './signatureNonces.ts';
@@ -28,6 +29,8 @@ export class Ledger {
   readonly events: Events;
   // Nonces of signed messages already acted on (links, unlinks, claims).
   readonly signatureNonces: SignatureNonces;
+  // Admin actions, pauses, dry run, postponed deposits, admin keys (src/ledger/operations.ts).
+  readonly operations: Operations;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -40,6 +43,7 @@ export class Ledger {
     this.apiKeys = new ApiKeys(db);
     this.funding = new FundingCredits(db, this.balances);
     this.signatureNonces = new SignatureNonces(db);
+    this.operations = new Operations(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

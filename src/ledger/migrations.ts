@@ -423,4 +423,56 @@ CREATE INDEX transactions_payout ON transactions(payout_id);
 CREATE INDEX transactions_nonce ON transactions(chain_id, sender, nonce);
 `,
   },
+  {
+    version: 11,
+    name: 'operating: admin actions, switches (pauses, dry run), postponed deposits, dry-run decisions, admin keys',
+    sql: `
+-- Every admin action (and every trip of the loss breaker), with who and why. Append-only.
+CREATE TABLE admin_actions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  action TEXT NOT NULL,
+  target TEXT,
+  actor TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  detail TEXT,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX admin_actions_target ON admin_actions(target, id);
+
+-- What is switched on now: 'pause:all', 'pause:chain:<id>', 'pause:route:<origin>:<destination>',
+-- 'dry-run'. Each row is written and removed in the transaction of its admin_actions entry.
+CREATE TABLE switches (
+  name TEXT PRIMARY KEY,
+  actor TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  since INTEGER NOT NULL
+);
+
+-- Confirmed deposits the solver holds back, with the typed reason it last gave.
+CREATE TABLE postponements (
+  deposit_id TEXT PRIMARY KEY REFERENCES deposits(id),
+  reason TEXT NOT NULL,
+  first_at INTEGER NOT NULL,
+  last_at INTEGER NOT NULL
+);
+
+-- What the solver would have done with a deposit in dry-run mode (the first decision is kept).
+CREATE TABLE dry_run_decisions (
+  deposit_id TEXT PRIMARY KEY REFERENCES deposits(id),
+  decision TEXT NOT NULL,
+  reason TEXT,
+  detail TEXT,
+  decided_at INTEGER NOT NULL
+);
+
+-- Admin API keys, distinct from integrators' api_keys; only their hash is kept.
+CREATE TABLE admin_keys (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  key_hash TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  revoked_at INTEGER
+);
+`,
+  },
 ];

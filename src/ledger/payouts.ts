@@ -30,7 +30,10 @@ export class Payouts {
       decided_at, updated_at, native_topup, calls, max_gas, authorization) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
       @amount, 'queued', @decided_at, @decided_at, @native_topup, @calls, @max_gas, @authorization)`);
     this.#get = db.prepare('SELECT * FROM payouts WHERE id = ?');
-    this.#queued = db.prepare(`SELECT * FROM payouts WHERE chain_id = ? AND state = 'queued' ORDER BY decided_at LIMIT ?`);
+    // A paused chain (or all payouts paused, by an operator or the loss breaker) hands its
+    // submitter nothing new to sign (nor does dry-run mode); what is signed already is still seen through.
+    this.#queued = db.prepare(`SELECT * FROM payouts WHERE chain_id = @chain AND state = 'queued'
+      AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || @chain)) ORDER BY decided_at LIMIT @limit`);
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
       fail_reason = COALESCE(@fail_reason, fail_reason), updated_at = @now WHERE id = @id`);
     this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
@@ -55,7 +58,7 @@ export class Payouts {
     return this.#get.get(id) as PayoutRow | undefined;
   }
   queued(chainId: number, limit = 50): PayoutRow[] {
-    return this.#queued.all(chainId, limit) as PayoutRow[];
+    return this.#queued.all({ chain: chainId, limit }) as PayoutRow[];
   }
   forDeposit(depositId: string): PayoutRow[] {
     return this.db.prepare('SELECT * FROM payouts WHERE deposit_id = ? ORDER BY decided_at').all(depositId) as PayoutRow[];

@@ -15,7 +15,10 @@ export type FailReason =
   | 'SLIPPAGE'
   | 'DEPOSIT_ADDRESS_MISMATCH'
   | 'TRANSACTION_REVERTED'
-  | 'EXECUTION_REVERTED';
+  | 'EXECUTION_REVERTED'
+  // Risk limits (src/solver/risk.ts).
+  | 'SOLVER_CAPACITY_EXCEEDED'
+  | 'BLOCKED_WALLET';
 
 export type Decision =
   // `excess`: what a deposit address received beyond the quote, returned to refundTo.

@@ -11,7 +11,11 @@ import { swapRate } from '../quote/pricing.ts';
 import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
+import { LossBreaker, BalanceDrift } from './lossBreaker.ts';
 import { match, type Decision } from './match.ts';
+import { RiskPolicy, type Verdict } from './risk.ts';
+import type { RiskConfig } from '../config/schema.ts';
+import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, reverseSponsor, settleHold } from './money.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
@@ -26,6 +30,18 @@ interface Snapshot {
 const SNAPSHOT_TTL_MS = 1000;
 const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
 
+/** An admin request the ledger's state refuses (status: the HTTP status that says why). */
+export class AdminRefusal extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const p = (row: PayoutRow) => `${row.kind} payout ${row.id} ${row.state}`;
+
 // Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
 // marks the deposit handled, moves the request and queues the payout; submitters do the rest.
 export class Solver implements PayoutHooks {
@@ -34,6 +50,8 @@ export class Solver implements PayoutHooks {
   #again = false;
   #stopped = false;
   #timer: NodeJS.Timeout | undefined;
+  readonly risk: RiskPolicy;
+  #breaker: LossBreaker | undefined;
 
   constructor(
     private ledger: Ledger,
@@ -42,16 +60,33 @@ export class Solver implements PayoutHooks {
     private prices: PriceSource,
     private metrics: Metrics,
     private log: Logger,
-  ) {}
+    private riskConfig: RiskConfig = { routes: [], chains: [], denyRecipients: [], denyDepositors: [], dryRun: false },
+  ) {
+    this.risk = new RiskPolicy(riskConfig, ledger, registry);
+    if (riskConfig.lossBreaker) {
+      const drift = new BalanceDrift(ledger, registry, adapters, prices);
+      this.#breaker = new LossBreaker(drift, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
+    }
+  }
 
   start(): void {
     this.#stopped = false;
+    if (this.riskConfig.dryRun) {
+      this.ledger.tx(() => {
+        if (this.ledger.operations.switchOn(switchName.dryRun, 'config', 'risk.dryRun is set')) {
+          this.ledger.operations.record({ action: 'dry-run-on', actor: 'config', reason: 'risk.dryRun is set' });
+        }
+      });
+    }
+    void this.#breaker?.check();
     this.wake();
     // Deposits whose decision was postponed (a chain unreachable) are retried on a timer, and
     // fast-fill holds whose deposit never came become permanent debits.
     this.#timer = setInterval(() => {
       this.wake();
       this.expireHolds();
+      this.#breaker?.check().catch((e) => this.log.error({ err: (e as Error).message }, 'loss breaker check failed'));
+      this.#countWaiting();
     }, 2000);
   }
 
@@ -94,8 +129,11 @@ export class Solver implements PayoutHooks {
   }
 
   async #pass(): Promise<void> {
+    // Deposits left confirmed by this pass (held back by a limit, or a decision that failed) keep
+    // their place at the head of the queue: skipping them lets the deposits behind them be decided.
+    let skip = 0;
     for (;;) {
-      const batch = this.ledger.deposits.nextConfirmed(200);
+      const batch = this.ledger.deposits.nextConfirmed(200, skip);
       if (!batch.length || this.#stopped) return;
       const snap = await this.#fresh();
       const woken = new Set<number>();
@@ -113,7 +151,7 @@ export class Solver implements PayoutHooks {
         }
       });
       for (const c of woken) this.adapters.get(c)?.wake();
-      if (batch.every((d) => this.ledger.deposits.get(d.id)?.state === 'confirmed')) return;
+      skip += batch.filter((d) => this.ledger.deposits.get(d.id)?.state === 'confirmed').length;
     }
   }
 
@@ -186,16 +224,56 @@ export class Solver implements PayoutHooks {
         return wallet !== undefined && this.ledger.balances.summary(wallet).available >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
       },
     });
-    const reason = decision.kind === 'fail' ? decision.reason : 'none';
-    this.metrics.decisions.inc({ decision: decision.kind, reason });
     // Left confirmed: decided again once the fast fill it waits for is paid or failed.
     if (decision.kind === 'wait') return undefined;
     return this.ledger.tx(() => {
+      // The limits judge inside the decision's transaction: what earlier decisions of the batch
+      // committed counts against them.
+      const verdict = this.risk.judge(d, decision, (chainId, currency, amount) => this.#usdOf(chainId, currency, amount, snap));
+      if (verdict.kind === 'postpone') return this.#postpone(d, decision, verdict);
+      this.ledger.operations.release(d.id);
+      const final: Decision = verdict.kind === 'fail' ? { kind: 'fail', reason: verdict.reason, request: order } : decision;
+      const reason = final.kind === 'fail' ? final.reason : 'none';
+      this.metrics.decisions.inc({ decision: final.kind, reason });
       if (arrival && !this.ledger.requests.get(arrival.id)) this.ledger.requests.insert(arrival);
-      if (decision.kind === 'fill') return this.#commitFill(d, decision, snap);
-      if (decision.kind === 'settle') return this.#settleFastFill(d, decision.request, snap);
-      return this.#commitFailure(d, decision, snap);
+      if (final.kind === 'fill') return this.#commitFill(d, final, snap);
+      if (final.kind === 'settle') return this.#settleFastFill(d, final.request, snap);
+      return this.#commitFailure(d, final, snap, verdict.kind === 'fail' && !verdict.refund);
     });
+  }
+
+  // micro-USD worth of an amount at the snapshot's price (truncated); 0 for an unknown currency.
+  #usdOf(chainId: number, currency: string, amount: bigint, snap: Snapshot): bigint {
+    const cur = this.registry.currency(chainId, currency);
+    if (!cur || amount === 0n) return 0n;
+    return usdMicro(amount, cur.decimals, snap.prices.get(key(chainId, currency)) ?? cur.usdPrice);
+  }
+
+  // A deposit held back by a limit, a pause or dry-run mode: it stays confirmed and is decided
+  // again on a later pass; the reason is recorded for the admin listing and counted.
+  #postpone(d: DepositRow, decision: Decision, verdict: Extract<Verdict, { kind: 'postpone' }>): undefined {
+    const first = this.ledger.operations.postponement(d.id) === undefined;
+    this.ledger.operations.postpone(d.id, verdict.reason);
+    if (verdict.reason === 'DRY_RUN') {
+      const detail =
+        decision.kind === 'fill'
+          ? { request: decision.request.id, chain: decision.request.destination_chain_id, recipient: decision.request.recipient, amount: decision.amount.toString() }
+          : decision.kind === 'fail'
+            ? { request: decision.request?.id ?? null, refundChain: d.chain_id, amount: d.amount }
+            : { request: decision.request.id };
+      this.ledger.operations.dryRunDecision(d.id, decision.kind, decision.kind === 'fail' ? decision.reason : null, detail);
+    }
+    this.metrics.postponed.inc({ reason: verdict.reason });
+    if (first) this.log.warn({ deposit: d.id, request: d.order_ref, reason: verdict.reason }, 'deposit held back');
+    return undefined;
+  }
+
+  // The gauge of deposits held back, by reason.
+  #countWaiting(): void {
+    const counts = new Map<string, number>();
+    for (const p of this.ledger.operations.postponed()) counts.set(p.reason, (counts.get(p.reason) ?? 0) + 1);
+    this.metrics.waiting.reset();
+    for (const [reason, n] of counts) this.metrics.waiting.set({ reason }, n);
   }
 
   // The request an arrival at an open deposit address makes: the template's route and pricing,
@@ -263,7 +341,8 @@ export class Solver implements PayoutHooks {
     return r.destination_chain_id;
   }
 
-  #commitFailure(d: DepositRow, decision: Extract<Decision, { kind: 'fail' }>, snap: Snapshot): number | undefined {
+  // noRefund: the deposit is not sent back automatically (a blocked depositor): an operator decides.
+  #commitFailure(d: DepositRow, decision: Extract<Decision, { kind: 'fail' }>, snap: Snapshot, noRefund = false): number | undefined {
     const now = Date.now();
     let requestId: Hex;
     if (!decision.request || decision.extra) {
@@ -301,6 +380,11 @@ export class Solver implements PayoutHooks {
     this.ledger.deposits.markHandled(d.id, requestId);
     this.ledger.requests.setStatus(requestId, 'failure', { failReason: decision.reason }, now);
     this.log.info({ request: requestId, deposit: d.id, reason: decision.reason }, 'deposit will not be filled');
+    if (noRefund) {
+      this.ledger.requests.setStatus(requestId, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
+      this.log.warn({ request: requestId, deposit: d.id, reason: decision.reason }, 'deposit held for an operator: not refunded automatically');
+      return undefined;
+    }
     const refundTo = decision.request && !decision.extra && d.chain_id === decision.request.origin_chain_id ? decision.request.refund_to! : d.depositor;
     return this.#queueRefund(requestId, d, refundTo, snap, now);
   }
@@ -345,6 +429,51 @@ export class Solver implements PayoutHooks {
     const nativePrice = snap.prices.get(key(chainId, native.address));
     if (cost === undefined || !cur || !price || !nativePrice) return undefined;
     return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
+  }
+
+  /**
+   * Refunds a request's deposit by an operator's hand (failReason MANUAL_ADMIN_REFUND): a deposit
+   * held back (paused, over a limit, dry run), or one that failed without a refund (a blocked
+   * depositor, a refund that failed). Refused while anything of the request is paid or being paid.
+   * The admin action is recorded in the same ledger transaction as the refund it queues.
+   */
+  async manualRefund(requestId: Hex, who: { actor: string; reason: string }): Promise<{ payoutId: string; chainId: number; amount: string }> {
+    const snap = await this.#fresh();
+    const res = this.ledger.tx(() => {
+      const r = this.ledger.requests.get(requestId);
+      if (!r) throw new AdminRefusal(404, `request ${requestId} not found`);
+      const live = this.ledger.payouts.forRequest(requestId).find((p) => (p.kind === 'fill' || p.kind === 'refund') && p.state !== 'failed');
+      if (live) throw new AdminRefusal(409, `request ${requestId} has a ${p(live)}`);
+      const held = this.ledger.deposits.byOrderRef(r.id).find((d) => d.state === 'confirmed');
+      const d = held ?? this.ledger.deposits.forRequest(requestId)[0];
+      if (!d) throw new AdminRefusal(409, `request ${requestId} has no deposit to refund`);
+      const now = Date.now();
+      if (held) {
+        this.ledger.deposits.markHandled(held.id, requestId);
+        this.ledger.operations.release(held.id);
+      }
+      this.ledger.requests.setStatus(requestId, 'failure', { failReason: 'MANUAL_ADMIN_REFUND' }, now);
+      const actionId = this.ledger.operations.record({ action: 'refund', target: `request:${requestId}`, actor: who.actor, reason: who.reason, detail: { deposit: d.id } }, now);
+      const cost = this.#refundCost(d.chain_id, d.currency, snap);
+      const amount = cost === undefined ? undefined : BigInt(d.amount) - cost;
+      if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the deposit of ${requestId} cannot pay its own refund`);
+      const id = `refund:${requestId}:admin:${actionId}`;
+      this.ledger.payouts.insert({
+        id,
+        kind: 'refund',
+        request_id: requestId,
+        deposit_id: d.id,
+        chain_id: d.chain_id,
+        recipient: r.kind === 'order' && d.chain_id === r.origin_chain_id ? (r.refund_to ?? d.depositor) : d.depositor,
+        currency: d.currency,
+        amount: amount.toString(),
+        decided_at: now,
+      });
+      return { payoutId: id, chainId: d.chain_id, amount: amount.toString() };
+    });
+    this.log.warn({ request: requestId, actor: who.actor, payout: res.payoutId }, 'manual refund queued by an operator');
+    this.adapters.get(res.chainId)?.wake();
+    return res;
   }
 
   // What a confirmed funding transaction moved to the solver: credited once, at its USD worth.

@@ -1,0 +1,96 @@
+import type { Ledger } from '../ledger/index.ts';
+import { switchName } from '../ledger/operations.ts';
+
+/** Who asks for an admin action, and why: both are recorded with it. */
+export interface Who {
+  actor: string;
+  reason: string;
+}
+
+/** What a pause covers: every payout, the payouts on one chain, or the fills of one route. */
+export type PauseScope = { scope: 'all' } | { scope: 'chain'; chainId: number } | { scope: 'route'; originChainId: number; destinationChainId: number };
+
+function nameOf(s: PauseScope): { name: string; target: string } {
+  if (s.scope === 'all') return { name: switchName.all, target: 'all' };
+  if (s.scope === 'chain') return { name: switchName.chain(s.chainId), target: `chain:${s.chainId}` };
+  return { name: switchName.route(s.originChainId, s.destinationChainId), target: `route:${s.originChainId}:${s.destinationChainId}` };
+}
+
+/** Pauses payouts in a scope; false when it was paused already (nothing is recorded then). */
+export function pause(ledger: Ledger, s: PauseScope, who: Who): boolean {
+  const { name, target } = nameOf(s);
+  return ledger.tx(() => {
+    if (!ledger.operations.switchOn(name, who.actor, who.reason)) return false;
+    ledger.operations.record({ action: 'pause', target, actor: who.actor, reason: who.reason });
+    return true;
+  });
+}
+
+/** Resumes payouts in a scope (also a pause the loss breaker made); false when it was not paused. */
+export function resume(ledger: Ledger, s: PauseScope, who: Who): boolean {
+  const { name, target } = nameOf(s);
+  return ledger.tx(() => {
+    const was = ledger.operations.switches().find((x) => x.name === name);
+    if (!ledger.operations.switchOff(name)) return false;
+    ledger.operations.record({ action: 'resume', target, actor: who.actor, reason: who.reason, detail: { pausedBy: was?.actor, pausedFor: was?.reason } });
+    return true;
+  });
+}
+
+/** Turns dry-run mode on or off; false when it already was so. */
+export function setDryRun(ledger: Ledger, on: boolean, who: Who): boolean {
+  return ledger.tx(() => {
+    const changed = on ? ledger.operations.switchOn(switchName.dryRun, who.actor, who.reason) : ledger.operations.switchOff(switchName.dryRun);
+    if (changed) ledger.operations.record({ action: on ? 'dry-run-on' : 'dry-run-off', actor: who.actor, reason: who.reason });
+    return changed;
+  });
+}
+
+export interface StuckItem {
+  state: 'waiting' | 'retrying' | 'failed';
+  // A typed reason: a postponement reason, a payout's or request's fail reason.
+  reason: string;
+  requestId: string | null;
+  depositId: string | null;
+  payoutId: string | null;
+  chainId: number;
+  amount: string;
+  currency: string;
+  ageMs: number;
+}
+
+/**
+ * Payouts and deposits an operator may have to look at: waiting (held back by a limit, a pause or
+ * dry run; queued on a paused chain), retrying (re-signed at least once, not yet made) and failed
+ * (a payout that failed, a deposit left for manual refund).
+ */
+export function stuck(ledger: Ledger, now = Date.now()): StuckItem[] {
+  const out: StuckItem[] = [];
+  for (const p of ledger.operations.postponed()) {
+    out.push({ state: 'waiting', reason: p.reason, requestId: p.order_ref, depositId: p.deposit_id, payoutId: null, chainId: p.chain_id, amount: p.amount, currency: p.currency, ageMs: now - p.first_at });
+  }
+  const switches = new Set(ledger.operations.switches().map((s) => s.name));
+  const rows = ledger.db
+    .prepare(`SELECT p.*, (SELECT COUNT(*) FROM transactions t WHERE t.payout_id = p.id) AS txs FROM payouts p
+      WHERE p.state IN ('queued', 'sent', 'failed') ORDER BY p.decided_at`)
+    .all() as { id: string; kind: string; request_id: string | null; deposit_id: string | null; chain_id: number; currency: string; amount: string; state: string; fail_reason: string | null; decided_at: number; txs: number }[];
+  for (const p of rows) {
+    const base = { requestId: p.request_id, depositId: p.deposit_id, payoutId: p.id, chainId: p.chain_id, amount: p.amount, currency: p.currency, ageMs: now - p.decided_at };
+    if (p.state === 'failed') out.push({ state: 'failed', reason: p.fail_reason ?? 'UNKNOWN', ...base });
+    else if (p.state === 'queued' && switches.has(switchName.dryRun)) out.push({ state: 'waiting', reason: 'DRY_RUN', ...base });
+    else if (p.state === 'queued' && switches.has(switchName.all)) out.push({ state: 'waiting', reason: 'PAUSED_ALL', ...base });
+    else if (p.state === 'queued' && switches.has(switchName.chain(p.chain_id))) out.push({ state: 'waiting', reason: 'PAUSED_CHAIN', ...base });
+    else if (p.txs > 1) out.push({ state: 'retrying', reason: 'REPLACED', ...base });
+  }
+  // Failed deposits nobody refunds on their own (a blocked depositor, a refund the chain refused).
+  const manual = ledger.db
+    .prepare(`SELECT r.id, r.fail_reason, r.updated_at, d.id AS deposit_id, d.chain_id, d.amount, d.currency FROM requests r
+      JOIN deposits d ON d.request_id = r.id WHERE r.status = 'failure' AND r.refund_fail_reason = 'MANUAL_REFUND_REQUIRED'
+      AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id AND p.kind = 'refund' AND p.state != 'failed')`)
+    .all() as { id: string; fail_reason: string | null; updated_at: number; deposit_id: string; chain_id: number; amount: string; currency: string }[];
+  for (const r of manual) {
+    if (out.some((o) => o.requestId === r.id && o.state === 'failed')) continue;
+    out.push({ state: 'failed', reason: r.fail_reason ?? 'MANUAL_REFUND_REQUIRED', requestId: r.id, depositId: r.deposit_id, payoutId: null, chainId: r.chain_id, amount: r.amount, currency: r.currency, ageMs: now - r.updated_at });
+  }
+  return out;
+}

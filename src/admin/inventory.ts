@@ -1,0 +1,40 @@
+import type { ChainAdapter } from '../chains/adapter.ts';
+import type { Registry } from '../config/registry.ts';
+import type { Ledger } from '../ledger/index.ts';
+
+export interface InventoryLine {
+  currency: string;
+  symbol: string;
+  // Smallest units, as decimal strings: what the solver's wallet holds, what payouts not yet made
+  // have promised of it, and the rest.
+  held: string;
+  reserved: string;
+  spendable: string;
+}
+
+/** The solver's inventory per chain and currency, read from the chains now (an unreachable chain says so). */
+export async function inventory(
+  registry: Registry,
+  adapters: Map<number, ChainAdapter>,
+  ledger: Ledger,
+): Promise<{ chainId: number; name: string; currencies?: InventoryLine[]; error?: string }[]> {
+  return Promise.all(
+    [...adapters.values()].map(async (a) => {
+      const name = registry.chains.get(a.chainId)?.name ?? String(a.chainId);
+      try {
+        const reserved = ledger.payouts.reservedOn(a.chainId);
+        const currencies = await Promise.all(
+          registry.currenciesOf(a.chainId).map(async (c) => {
+            const held = await a.balanceOf(a.solver, c.address);
+            const r = reserved.get(c.address) ?? 0n;
+            return { currency: c.address, symbol: c.symbol, held: held.toString(), reserved: r.toString(), spendable: (held - r).toString() };
+          }),
+        );
+        return { chainId: a.chainId, name, currencies };
+      } catch {
+        // The provider's message may carry its URL: the operator gets the fact, not the detail.
+        return { chainId: a.chainId, name, error: 'chain unreachable' };
+      }
+    }),
+  );
+}

@@ -1,0 +1,123 @@
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { Hex } from 'viem';
+import { ApiError, errorHandler } from '../api/errors.ts';
+import type { ChainAdapter } from '../chains/adapter.ts';
+import type { Registry } from '../config/registry.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { AdminKeyRow } from '../ledger/operations.ts';
+import type { Logger } from '../log.ts';
+import { AdminRefusal, type Solver } from '../solver/solver.ts';
+import { pause, resume, setDryRun, stuck, type PauseScope, type Who } from './actions.ts';
+import { inventory } from './inventory.ts';
+
+export interface AdminContext {
+  ledger: Ledger;
+  registry: Registry;
+  adapters: Map<number, ChainAdapter>;
+  solver: Solver;
+  log: Logger;
+}
+
+const reason = z.string().trim().min(1, 'must say why (it is recorded with the action)').max(500);
+const chainId = z.number().int().positive();
+const scopeBody = z.discriminatedUnion('scope', [
+  z.object({ scope: z.literal('all'), reason }).strict(),
+  z.object({ scope: z.literal('chain'), chainId, reason }).strict(),
+  z.object({ scope: z.literal('route'), originChainId: chainId, destinationChainId: chainId, reason }).strict(),
+]);
+const dryRunBody = z.object({ enabled: z.boolean(), reason }).strict();
+const reasonBody = z.object({ reason }).strict();
+const requestIdParam = z.object({ id: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a request id (0x + 64 hex)') });
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    admin?: AdminKeyRow;
+  }
+}
+
+// The admin key in `authorization: Bearer <key>` (or x-admin-key). Integrator API keys are a
+// different table: they never open this API.
+function presentedKey(req: FastifyRequest): string | undefined {
+  const auth = req.headers.authorization;
+  if (typeof auth === 'string' && auth.startsWith('Bearer ')) return auth.slice(7).trim();
+  const h = req.headers['x-admin-key'];
+  return typeof h === 'string' ? h : undefined;
+}
+
+function who(req: FastifyRequest, why: string): Who {
+  return { actor: `${req.admin!.name} (${req.admin!.id})`, reason: why };
+}
+
+/**
+ * The admin HTTP API, on its own listen address: pauses, dry run, stuck payouts, retry, manual
+ * refund, inventory and the admin action log. Every request needs a live admin key; every change
+ * is an admin action in the ledger with the key's name and the reason given.
+ */
+export function createAdminApi(ctx: AdminContext): FastifyInstance {
+  const app = Fastify({ bodyLimit: 16 * 1024, logger: false, return503OnClosing: true });
+  app.setErrorHandler((err, req, reply) => {
+    if (err instanceof AdminRefusal) return reply.status(err.status).send({ message: err.message, errorCode: err.status === 404 ? 'NOT_FOUND' : 'CONFLICT' });
+    return errorHandler(ctx.log)(err as Error, req, reply);
+  });
+  app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
+  app.addHook('onRequest', async (req) => {
+    const key = presentedKey(req);
+    if (!key) throw new ApiError(401, 'UNAUTHORIZED', 'an admin key is required (authorization: Bearer <admin key>)');
+    const row = ctx.ledger.operations.adminKey(key);
+    if (!row) throw new ApiError(403, 'FORBIDDEN', 'the key is not a live admin key');
+    req.admin = row;
+  });
+
+  app.get('/admin/switches', async () => ({ switches: ctx.ledger.operations.switches() }));
+  app.post('/admin/pause', async (req) => {
+    const b = scopeBody.parse(req.body ?? {});
+    const changed = pause(ctx.ledger, b as PauseScope, who(req, b.reason));
+    return { paused: true, changed };
+  });
+  app.post('/admin/resume', async (req) => {
+    const b = scopeBody.parse(req.body ?? {});
+    const changed = resume(ctx.ledger, b as PauseScope, who(req, b.reason));
+    // What the pause held is decided (or signed) now rather than at the next timer.
+    ctx.solver.wake();
+    for (const a of ctx.adapters.values()) a.wake();
+    return { paused: false, changed };
+  });
+  app.post('/admin/dry-run', async (req) => {
+    const b = dryRunBody.parse(req.body ?? {});
+    const changed = setDryRun(ctx.ledger, b.enabled, who(req, b.reason));
+    if (!b.enabled) ctx.solver.wake();
+    return { dryRun: b.enabled, changed, decisions: ctx.ledger.operations.dryRunDecisions() };
+  });
+  app.get('/admin/dry-run', async () => ({ dryRun: ctx.solver.risk.dryRun(), decisions: ctx.ledger.operations.dryRunDecisions() }));
+  app.get('/admin/payouts', async (req) => {
+    const q = z.object({ state: z.enum(['waiting', 'retrying', 'failed']).optional() }).parse(req.query);
+    const items = stuck(ctx.ledger).filter((i) => !q.state || i.state === q.state);
+    return { payouts: items };
+  });
+  // Decide a held-back deposit again now (a limit that still holds keeps it waiting).
+  app.post('/admin/deposits/:id/retry', async (req) => {
+    const { id } = z.object({ id: z.string().min(1) }).parse(req.params);
+    const b = reasonBody.parse(req.body ?? {});
+    const held = ctx.ledger.operations.postponement(id);
+    if (!held || ctx.ledger.deposits.get(id)?.state !== 'confirmed') throw new AdminRefusal(409, `deposit ${id} is not waiting`);
+    ctx.ledger.tx(() => {
+      ctx.ledger.operations.record({ action: 'retry', target: `deposit:${id}`, actor: who(req, b.reason).actor, reason: b.reason, detail: { heldFor: held.reason } });
+      ctx.ledger.operations.release(id);
+    });
+    ctx.solver.invalidate();
+    ctx.solver.wake();
+    return { retried: id };
+  });
+  app.post('/admin/requests/:id/refund', async (req) => {
+    const { id } = requestIdParam.parse(req.params);
+    const b = reasonBody.parse(req.body ?? {});
+    return { refund: await ctx.solver.manualRefund(id as Hex, who(req, b.reason)) };
+  });
+  app.get('/admin/inventory', async () => ({ chains: await inventory(ctx.registry, ctx.adapters, ctx.ledger) }));
+  app.get('/admin/actions', async (req) => {
+    const q = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100), target: z.string().optional() }).parse(req.query);
+    return { actions: ctx.ledger.operations.actions(q.limit, q.target) };
+  });
+  return app;
+}

@@ -1,0 +1,33 @@
+import type { FastifyInstance } from 'fastify';
+import type { Ledger } from './ledger/index.ts';
+
+// Routes that commit the node to new money movements (a quote, a signed deposit, a fast fill, a
+// claim): refused while draining. Reads (status, requests, chains) keep answering.
+const COMMITTING = [/^\/quote(\/|$)/, /^\/execute$/, /^\/permits$/, /^\/fast-fill$/, /^\/app-fees\/[^/]+\/claim$/];
+
+/** While `draining()` says so, committing routes answer 503 with the reason. */
+export function refuseWhileDraining(api: FastifyInstance, draining: () => string | undefined): void {
+  api.addHook('onRequest', async (req, reply) => {
+    const why = draining();
+    if (!why || req.method !== 'POST') return;
+    const path = req.url.split('?')[0]!;
+    if (COMMITTING.some((r) => r.test(path))) {
+      return reply.status(503).header('retry-after', '30').send({ message: `not quoting: ${why}`, errorCode: 'NODE_DRAINING' });
+    }
+  });
+}
+
+/**
+ * What the ledger recorded and the submitters still have to put on a chain: payouts decided but
+ * not yet signed (on chains not paused and not in dry run, which would never sign them), and
+ * transactions signed but not yet broadcast. A drain waits for this to reach zero.
+ */
+export function unsent(ledger: Ledger): number {
+  const row = ledger.db
+    .prepare(`SELECT
+      (SELECT COUNT(*) FROM payouts p WHERE p.state = 'queued'
+        AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || p.chain_id)))
+      + (SELECT COUNT(*) FROM transactions WHERE state = 'signed') AS n`)
+    .get() as { n: number };
+  return row.n;
+}

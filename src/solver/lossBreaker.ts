@@ -1,0 +1,160 @@
+import type { ChainAdapter } from '../chains/adapter.ts';
+import type { Registry } from '../config/registry.ts';
+import type { Ledger } from '../ledger/index.ts';
+import { switchName } from '../ledger/operations.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import { usdMicro } from '../quote/money.ts';
+import type { PriceSource } from '../quote/prices.ts';
+import { LOSS_BREAKER_ACTOR } from './risk.ts';
+
+/**
+ * How much of the solver's holdings on a chain went missing in a way the ledger does not explain
+ * (the audit's difference). The loss breaker depends only on this, so a fuller audit can replace
+ * the simple balance comparison below.
+ */
+export interface UnexplainedMovement {
+  /** micro-USD lost on the chain beyond what the ledger explains (0 when nothing is missing). */
+  unexplainedLossUsd(chainId: number): Promise<bigint>;
+  /** The operator accepted the chain's balance as it is now: measure from here. */
+  rebase(chainId: number): void;
+}
+
+type Amounts = Map<string, bigint>;
+const add = (m: Amounts, k: string, v: bigint) => m.set(k, (m.get(k) ?? 0n) + v);
+
+/**
+ * The simple difference: the solver wallet's balance of each currency, plus everything the ledger
+ * says left it since (fills and app fee claims made, transaction fees), should not fall between two
+ * readings. Payouts signed but not yet seen made, and transactions broadcast, may have left already:
+ * their amounts and most fees are allowed for, so a payment caught between the chain and the ledger
+ * never reads as a loss.
+ */
+export class BalanceDrift implements UnexplainedMovement {
+  #baseline = new Map<number, Amounts>();
+  constructor(
+    private ledger: Ledger,
+    private registry: Registry,
+    private adapters: Map<number, ChainAdapter>,
+    private prices: PriceSource,
+  ) {}
+
+  // What the ledger says left the solver's wallet (made: `spent`) or may have (in flight: `allowance`).
+  #ledgerOutflow(chainId: number, solver: string): { spent: Amounts; allowance: Amounts } {
+    const native = this.registry.native(chainId).address;
+    const spent: Amounts = new Map();
+    const allowance: Amounts = new Map();
+    const payouts = this.ledger.db
+      .prepare(`SELECT currency, amount, native_topup, state FROM payouts WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent')`)
+      .all(chainId) as { currency: string; amount: string; native_topup: string | null; state: string }[];
+    for (const p of payouts) {
+      const m = p.state === 'success' ? spent : allowance;
+      add(m, p.currency, BigInt(p.amount));
+      if (p.native_topup) add(m, native, BigInt(p.native_topup));
+    }
+    const txs = this.ledger.db
+      .prepare(`SELECT state, fee, gas_limit, max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`)
+      .all(chainId, solver) as { state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
+    for (const t of txs) {
+      if (t.fee !== null) add(spent, native, BigInt(t.fee));
+      else if (t.state === 'signed' || t.state === 'broadcast') add(allowance, native, BigInt(t.gas_limit) * BigInt(t.max_fee_per_gas));
+    }
+    return { spent, allowance };
+  }
+
+  // Each currency's balance plus what the ledger says was spent: constant unless money moved unexplained.
+  async #reading(chainId: number): Promise<{ level: Amounts; allowance: Amounts } | undefined> {
+    const a = this.adapters.get(chainId);
+    if (!a) return undefined;
+    const currencies = this.registry.currenciesOf(chainId);
+    const held = await Promise.all(currencies.map((c) => a.balanceOf(a.solver, c.address)));
+    // The ledger is read after the chain: a payment made in between counts as spent, never as lost.
+    const { spent, allowance } = this.#ledgerOutflow(chainId, a.solver);
+    const level: Amounts = new Map();
+    currencies.forEach((c, i) => level.set(c.address, held[i]! + (spent.get(c.address) ?? 0n)));
+    return { level, allowance };
+  }
+
+  async unexplainedLossUsd(chainId: number): Promise<bigint> {
+    const now = await this.#reading(chainId);
+    if (!now) return 0n;
+    const base = this.#baseline.get(chainId);
+    if (!base) {
+      this.#baseline.set(chainId, now.level);
+      return 0n;
+    }
+    let loss = 0n;
+    for (const c of this.registry.currenciesOf(chainId)) {
+      const missing = (base.get(c.address) ?? 0n) - (now.level.get(c.address) ?? 0n) - (now.allowance.get(c.address) ?? 0n);
+      if (missing > 0n) loss += usdMicro(missing, c.decimals, await this.prices.usdPrice(c));
+    }
+    // Money that arrived (a funding transfer, a withdrawal) raises the level: later losses are measured from it.
+    for (const [k, v] of now.level) if (v > (base.get(k) ?? 0n)) base.set(k, v);
+    return loss;
+  }
+
+  rebase(chainId: number): void {
+    this.#baseline.delete(chainId);
+  }
+}
+
+/**
+ * Pauses payouts on a chain when its unexplained loss exceeds the tolerance, until an operator
+ * resumes the chain (any process: the pause is a ledger switch). The trip is an admin action.
+ */
+export class LossBreaker {
+  // Chains seen paused by the breaker: when the pause is gone, an operator resumed, and the
+  // balance as it is then is the new baseline.
+  #tripped = new Set<number>();
+  #checking = false;
+  constructor(
+    private movement: UnexplainedMovement,
+    private ledger: Ledger,
+    private toleranceMicroUsd: bigint,
+    private chainIds: number[],
+    private metrics: Metrics,
+    private log: Logger,
+  ) {}
+
+  /** Checks every chain once (a check still running is not doubled). */
+  async check(): Promise<void> {
+    if (this.#checking) return;
+    this.#checking = true;
+    try {
+      for (const chainId of this.chainIds) await this.#checkChain(chainId);
+    } finally {
+      this.#checking = false;
+    }
+  }
+
+  async #checkChain(chainId: number): Promise<void> {
+    const pause = this.ledger.operations.switches().find((s) => s.name === switchName.chain(chainId));
+    if (pause?.actor === LOSS_BREAKER_ACTOR) {
+      this.#tripped.add(chainId);
+      this.metrics.breakerTripped.set({ chain: chainId }, 1);
+      return;
+    }
+    if (this.#tripped.delete(chainId)) this.movement.rebase(chainId);
+    this.metrics.breakerTripped.set({ chain: chainId }, 0);
+    let loss: bigint;
+    try {
+      loss = await this.movement.unexplainedLossUsd(chainId);
+    } catch (e) {
+      this.log.warn({ chain: chainId, err: (e as Error).message }, 'loss breaker could not read the balance');
+      return;
+    }
+    this.metrics.unexplainedLoss.set({ chain: chainId }, Number(loss) / 1e6);
+    if (loss <= this.toleranceMicroUsd || pause) return;
+    const reason = `unexplained balance loss of ${loss} micro-USD (tolerance ${this.toleranceMicroUsd})`;
+    const tripped = this.ledger.tx(() => {
+      if (!this.ledger.operations.switchOn(switchName.chain(chainId), LOSS_BREAKER_ACTOR, reason)) return false;
+      this.ledger.operations.record({ action: 'pause', target: `chain:${chainId}`, actor: LOSS_BREAKER_ACTOR, reason, detail: { lossMicroUsd: loss } });
+      return true;
+    });
+    if (tripped) {
+      this.#tripped.add(chainId);
+      this.metrics.breakerTripped.set({ chain: chainId }, 1);
+      this.log.error({ chain: chainId, lossMicroUsd: loss.toString() }, 'loss breaker tripped: payouts on the chain paused until an operator resumes it');
+    }
+  }
+}
