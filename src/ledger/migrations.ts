@@ -310,4 +310,13 @@ CREATE INDEX event_deliveries_due ON event_deliveries(state, next_attempt_at);
 CREATE INDEX event_deliveries_order ON event_deliveries(webhook_id, request_id, state, event_seq);
 `,
   },
+  {
+    version: 8,
+    name: 'deposit transaction fees',
+    sql: `
+-- What the depositor paid for its deposit transaction (gasUsed x effectiveGasPrice, in the origin
+-- chain's native smallest unit), read once from the receipt and kept: the record's inTxs[].fee.
+ALTER TABLE deposits ADD COLUMN tx_fee TEXT;
+`,
+  },
 ];
