@@ -1,7 +1,7 @@
 // Hosted-API parity over a real node: the units of every amount in every record, the published
 // shapes of the reference routes, and the hosted paths of every operation the interface lists.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { formatUnits, zeroAddress, type Address, type Hex } from 'viem';
+import { formatUnits, zeroAddress, type Hex } from 'viem';
 import { api, executeSteps, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
 import { fundAppBalance, linkWallet } from './helpers/appBalance.ts';
 
