@@ -15,10 +15,12 @@ const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts
 let ethBridge: { id: Hex; depositTx: Hex; fillTx: Hex };
 let usdcBridge: { id: Hex; depositTxs: Hex[]; fillTx: Hex; paid: bigint };
 
+const PUBLIC_RPC = 'https://rpc.public.example/optimism';
+
 const get = (path: string) => api(s.url, path, { apiKey: key.key });
 
 beforeAll(async () => {
-  s = await startStack();
+  s = await startStack({ chain: (c) => (c.id === B ? { ...c, publicRpcUrl: PUBLIC_RPC } : c) });
   key = s.node.ledger.apiKeys.create('parity app');
   await linkWallet(s, key, 4);
   await fundAppBalance(s, 1, account(4).address, 50_000_000n);
@@ -128,5 +130,68 @@ describe('units: one rule for every amount', () => {
     expect(found.length).toBeGreaterThan(50);
     const bad = found.filter(([, v]) => typeof v !== 'string' || !/^-?[0-9]+$/.test(v));
     expect(bad).toEqual([]);
+  });
+});
+
+describe('reference routes in the published shapes', () => {
+  it('GET /chains never shows the node\'s own RPC or exchange URLs, only a configured public RPC URL', async () => {
+    const r = await api(s.url, '/chains');
+    expect(r.status).toBe(200);
+    const text = JSON.stringify(r.body);
+    for (const c of s.node.config.chains) {
+      if ('rpcUrl' in c && c.rpcUrl) expect(text).not.toContain(c.rpcUrl);
+      if (c.kind === 'exchange') expect(text).not.toContain(c.exchangeUrl);
+    }
+    const byId = new Map(r.body.chains.map((c: any) => [c.id, c]));
+    expect((byId.get(B) as any).httpRpcUrl).toBe(PUBLIC_RPC);
+    expect((byId.get(A) as any).httpRpcUrl).toBe('');
+  });
+
+  it('GET /chains carries the published fields: vmType, currency ids, erc20 and solver currencies, contracts', async () => {
+    const chains = (await api(s.url, '/chains')).body.chains;
+    const base = chains.find((c: any) => c.id === A);
+    const devnetBase = s.devnet.chains.find((c) => c.id === A)!;
+    expect(base).toMatchObject({
+      vmType: 'evm',
+      explorerUrl: expect.any(String),
+      currency: { id: 'eth', symbol: 'ETH', decimals: 18, address: zeroAddress, supportsBridging: true },
+      contracts: { relayReceiver: devnetBase.contracts.depository },
+      protocol: { v2: { chainId: String(A), depository: devnetBase.contracts.depository } },
+      tokenSupport: 'Limited',
+      disabled: false,
+    });
+    expect(base.erc20Currencies).toContainEqual(expect.objectContaining({ id: 'usdc', symbol: 'USDC', supportsPermit: true, supportsBridging: true }));
+    expect(base.solverCurrencies.map((c: any) => c.id)).toEqual(['eth', 'usdc', 'weth']);
+    expect(chains.find((c: any) => c.id === 1337).vmType).toBe('hypevm');
+    expect((await api(s.url, `/chains?includeChains=${B}`)).body.chains.map((c: any) => c.id)).toEqual([B]);
+  });
+
+  it('GET /config/v2 takes currency ids, and omits user without one', async () => {
+    const byId = await api(s.url, `/config/v2?originChainId=${A}&destinationChainId=${B}&currency=usdc&user=${account(1).address}`);
+    expect(byId.status).toBe(200);
+    expect(byId.body).toMatchObject({ enabled: true, currency: { symbol: 'USDC' }, supportsExternalLiquidity: false });
+    expect(BigInt(byId.body.user.balance)).toBeGreaterThan(0n);
+    const noUser = await api(s.url, `/config/v2?originChainId=${A}&destinationChainId=${B}`);
+    expect(noUser.status).toBe(200);
+    expect('user' in noUser.body).toBe(false);
+  });
+
+  it('POST /currencies/v2 takes defaultList, verified, currencyId, tokens and includeAllChains', async () => {
+    const all = await api(s.url, '/currencies/v2', { body: { defaultList: true, verified: true, limit: 100 } });
+    expect(all.status).toBe(200);
+    expect(all.body.length).toBeGreaterThan(5);
+    expect(all.body.every((c: any) => c.metadata.verified === true && ['evm', 'svm', 'hypevm'].includes(c.vmType))).toBe(true);
+    const byId = await api(s.url, '/currencies/v2', { body: { currencyId: 'usdc', chainIds: [A, B] } });
+    expect(byId.body.map((c: any) => c.chainId).sort()).toEqual([B, A].sort());
+    const byToken = await api(s.url, '/currencies/v2', { body: { tokens: [`${B}:${usdc(B)}`] } });
+    expect(byToken.body).toEqual([expect.objectContaining({ chainId: B, symbol: 'USDC' })]);
+    const everywhere = await api(s.url, '/currencies/v2', { body: { chainIds: [A], address: usdc(A), includeAllChains: true } });
+    expect(everywhere.body.map((c: any) => c.chainId)).toEqual(expect.arrayContaining([A, B]));
+    expect((await api(s.url, '/currencies/v2', { body: { tokens: ['nonsense'] } })).status).toBe(400);
+  });
+
+  it('GET /currencies/token/price answers a number (v2: the decimal string)', async () => {
+    expect((await api(s.url, `/currencies/token/price?chainId=${B}&address=${zeroAddress}`)).body).toEqual({ price: 3000 });
+    expect((await api(s.url, `/currencies/token/price/v2?chainId=${B}&address=${zeroAddress}`)).body).toEqual({ price: '3000' });
   });
 });
