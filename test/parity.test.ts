@@ -17,7 +17,16 @@ let usdcBridge: { id: Hex; depositTxs: Hex[]; fillTx: Hex; paid: bigint };
 
 const PUBLIC_RPC = 'https://rpc.public.example/optimism';
 
-const get = (path: string) => api(s.url, path, { apiKey: key.key });
+// Every answer this file receives, for the OpenAPI and published-type checks below.
+const recorded: { method: string; path: string; status: number; body: unknown }[] = [];
+type Init = Parameters<typeof api>[2];
+async function call(path: string, init?: Init) {
+  const r = await api(s.url, path, init);
+  const method = init?.method ?? (init?.body !== undefined ? 'POST' : 'GET');
+  recorded.push({ method, path, status: r.status, body: r.body });
+  return r;
+}
+const get = (path: string) => call(path, { apiKey: key.key });
 
 beforeAll(async () => {
   s = await startStack({ chain: (c) => (c.id === B ? { ...c, publicRpcUrl: PUBLIC_RPC } : c) });
@@ -25,7 +34,7 @@ beforeAll(async () => {
   await linkWallet(s, key, 4);
   await fundAppBalance(s, 1, account(4).address, 50_000_000n);
 
-  const q1 = await api(s.url, '/quote/v2', {
+  const q1 = await call('/quote/v2', {
     apiKey: key.key,
     body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '30000000000000000', tradeType: 'EXACT_INPUT' },
   });
@@ -35,7 +44,7 @@ beforeAll(async () => {
   ethBridge = { id: id1, depositTx: depositTx!, fillTx: (await waitForStatus(s.url, id1, ['success'])).txHashes[0] };
 
   const before = s.node.ledger.balances.summary(account(4).address).balance;
-  const q2 = await api(s.url, '/quote/v2', {
+  const q2 = await call('/quote/v2', {
     apiKey: key.key,
     body: { user: account(2).address, recipient: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', subsidizeFees: true, maxSubsidizationAmount: '5000000' },
   });
@@ -104,7 +113,7 @@ describe('units: one rule for every amount', () => {
     const v3 = await get(`/requests/v3?id=${ethBridge.id}`);
     expect(v3.body.requests).toHaveLength(1);
     expect('continuation' in v3.body).toBe(false);
-    const v2 = await api(s.url, `/requests/v2?user=${account(1).address}`);
+    const v2 = await call(`/requests/v2?user=${account(1).address}`);
     expect(v2.status).toBe(200);
     expect('continuation' in v2.body).toBe(false);
     const paged = await get(`/requests/v3?limit=1`);
@@ -112,7 +121,7 @@ describe('units: one rule for every amount', () => {
   });
 
   it('gives v2 expandedPriceImpact as {quoted, actual}', async () => {
-    const v2 = await api(s.url, `/requests/v2?user=${account(2).address}`);
+    const v2 = await call(`/requests/v2?user=${account(2).address}`);
     const r = v2.body.requests.find((x: any) => x.id === usdcBridge.id);
     expect(r.data.expandedPriceImpact.quoted).toMatchObject({ execution: { usd: expect.stringMatching(/^[0-9.]+$/) }, relay: { usd: expect.any(String) } });
     expect(r.data.expandedPriceImpact.actual.execution.usd).toMatch(/^[0-9.]+$/);
@@ -121,10 +130,10 @@ describe('units: one rule for every amount', () => {
   it('every amount of every record (v3, v2, status, quote, price, app balance) is an integer string', async () => {
     const answers = [
       (await get(`/requests/v3?limit=50&includeAuthenticatedData=true`)).body,
-      (await api(s.url, `/requests/v2?limit=50`)).body,
-      (await api(s.url, `/app-fees/${account(4).address}/balances`)).body,
-      (await api(s.url, `/price?originChainId=${A}&destinationChainId=${B}&originCurrency=${usdc(A)}&destinationCurrency=${usdc(B)}&amount=1000000`)).body,
-      (await api(s.url, '/quote/v2', { apiKey: key.key, body: { user: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '2000000', tradeType: 'EXACT_INPUT', subsidizeFees: true } })).body,
+      (await call(`/requests/v2?limit=50`)).body,
+      (await call(`/app-fees/${account(4).address}/balances`)).body,
+      (await call(`/price?originChainId=${A}&destinationChainId=${B}&originCurrency=${usdc(A)}&destinationCurrency=${usdc(B)}&amount=1000000`)).body,
+      (await call('/quote/v2', { apiKey: key.key, body: { user: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '2000000', tradeType: 'EXACT_INPUT', subsidizeFees: true } })).body,
     ];
     const found = answers.flatMap((a, i) => amounts(a, `answer${i}`));
     expect(found.length).toBeGreaterThan(50);
@@ -135,7 +144,7 @@ describe('units: one rule for every amount', () => {
 
 describe('reference routes in the published shapes', () => {
   it('GET /chains never shows the node\'s own RPC or exchange URLs, only a configured public RPC URL', async () => {
-    const r = await api(s.url, '/chains');
+    const r = await call('/chains');
     expect(r.status).toBe(200);
     const text = JSON.stringify(r.body);
     for (const c of s.node.config.chains) {
@@ -148,7 +157,7 @@ describe('reference routes in the published shapes', () => {
   });
 
   it('GET /chains carries the published fields: vmType, currency ids, erc20 and solver currencies, contracts', async () => {
-    const chains = (await api(s.url, '/chains')).body.chains;
+    const chains = (await call('/chains')).body.chains;
     const base = chains.find((c: any) => c.id === A);
     const devnetBase = s.devnet.chains.find((c) => c.id === A)!;
     expect(base).toMatchObject({
@@ -163,35 +172,144 @@ describe('reference routes in the published shapes', () => {
     expect(base.erc20Currencies).toContainEqual(expect.objectContaining({ id: 'usdc', symbol: 'USDC', supportsPermit: true, supportsBridging: true }));
     expect(base.solverCurrencies.map((c: any) => c.id)).toEqual(['eth', 'usdc', 'weth']);
     expect(chains.find((c: any) => c.id === 1337).vmType).toBe('hypevm');
-    expect((await api(s.url, `/chains?includeChains=${B}`)).body.chains.map((c: any) => c.id)).toEqual([B]);
+    expect((await call(`/chains?includeChains=${B}`)).body.chains.map((c: any) => c.id)).toEqual([B]);
   });
 
   it('GET /config/v2 takes currency ids, and omits user without one', async () => {
-    const byId = await api(s.url, `/config/v2?originChainId=${A}&destinationChainId=${B}&currency=usdc&user=${account(1).address}`);
+    const byId = await call(`/config/v2?originChainId=${A}&destinationChainId=${B}&currency=usdc&user=${account(1).address}`);
     expect(byId.status).toBe(200);
     expect(byId.body).toMatchObject({ enabled: true, currency: { symbol: 'USDC' }, supportsExternalLiquidity: false });
     expect(BigInt(byId.body.user.balance)).toBeGreaterThan(0n);
-    const noUser = await api(s.url, `/config/v2?originChainId=${A}&destinationChainId=${B}`);
+    const noUser = await call(`/config/v2?originChainId=${A}&destinationChainId=${B}`);
     expect(noUser.status).toBe(200);
     expect('user' in noUser.body).toBe(false);
   });
 
   it('POST /currencies/v2 takes defaultList, verified, currencyId, tokens and includeAllChains', async () => {
-    const all = await api(s.url, '/currencies/v2', { body: { defaultList: true, verified: true, limit: 100 } });
+    const all = await call('/currencies/v2', { body: { defaultList: true, verified: true, limit: 100 } });
     expect(all.status).toBe(200);
     expect(all.body.length).toBeGreaterThan(5);
     expect(all.body.every((c: any) => c.metadata.verified === true && ['evm', 'svm', 'hypevm'].includes(c.vmType))).toBe(true);
-    const byId = await api(s.url, '/currencies/v2', { body: { currencyId: 'usdc', chainIds: [A, B] } });
+    const byId = await call('/currencies/v2', { body: { currencyId: 'usdc', chainIds: [A, B] } });
     expect(byId.body.map((c: any) => c.chainId).sort()).toEqual([B, A].sort());
-    const byToken = await api(s.url, '/currencies/v2', { body: { tokens: [`${B}:${usdc(B)}`] } });
+    const byToken = await call('/currencies/v2', { body: { tokens: [`${B}:${usdc(B)}`] } });
     expect(byToken.body).toEqual([expect.objectContaining({ chainId: B, symbol: 'USDC' })]);
-    const everywhere = await api(s.url, '/currencies/v2', { body: { chainIds: [A], address: usdc(A), includeAllChains: true } });
+    const everywhere = await call('/currencies/v2', { body: { chainIds: [A], address: usdc(A), includeAllChains: true } });
     expect(everywhere.body.map((c: any) => c.chainId)).toEqual(expect.arrayContaining([A, B]));
-    expect((await api(s.url, '/currencies/v2', { body: { tokens: ['nonsense'] } })).status).toBe(400);
+    expect((await call('/currencies/v2', { body: { tokens: ['nonsense'] } })).status).toBe(400);
   });
 
   it('GET /currencies/token/price answers a number (v2: the decimal string)', async () => {
-    expect((await api(s.url, `/currencies/token/price?chainId=${B}&address=${zeroAddress}`)).body).toEqual({ price: 3000 });
-    expect((await api(s.url, `/currencies/token/price/v2?chainId=${B}&address=${zeroAddress}`)).body).toEqual({ price: '3000' });
+    expect((await call(`/currencies/token/price?chainId=${B}&address=${zeroAddress}`)).body).toEqual({ price: 3000 });
+    expect((await call(`/currencies/token/price/v2?chainId=${B}&address=${zeroAddress}`)).body).toEqual({ price: '3000' });
+  });
+});
+
+describe('operations at the hosted paths', () => {
+  it('POST /execute/permits submits a permit as /permits does', async () => {
+    const q = await call('/quote/v2', {
+      body: { user: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '3000000', tradeType: 'EXACT_INPUT', usePermit: true },
+    });
+    expect(q.status).toBe(200);
+    const step = q.body.steps[0];
+    const { domain, types, primaryType, value } = step.items[0].data.sign;
+    const w = s.wallet(3, A);
+    const signature = await w.signTypedData({ account: w.account!, domain, types, primaryType, message: value });
+    const posted = await call(`/execute/permits?signature=${signature}`, { body: { kind: 'eip2612', ...step.items[0].data.post.body } });
+    expect(posted.status).toBe(200);
+    expect(posted.body).toMatchObject({ message: 'Success', requestId: step.requestId });
+    await waitForStatus(s.url, step.requestId, ['success']);
+  });
+
+  it('POST /transactions/single indexes the transaction the SDK reports', async () => {
+    const tx = JSON.stringify({ to: zeroAddress, data: '0x', value: '0', chainId: A, txHash: ethBridge.depositTx });
+    const r = await call('/transactions/single', { body: { requestId: ethBridge.id, chainId: String(A), tx } });
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ message: 'Success' });
+    expect((await call('/transactions/single', { body: { requestId: ethBridge.id, chainId: String(A), tx: '{}' } })).status).toBe(400);
+    expect((await call('/transactions/single', { body: { requestId: ethBridge.id, chainId: String(B), tx } })).status).toBe(400);
+    expect((await call('/transactions/single', { body: { requestId: `0x${'ab'.repeat(32)}`, chainId: String(A), tx } })).status).toBe(404);
+  });
+
+  it('deposit addresses: GET /deposit-addresses/v1 and POST /transactions/deposit-address/reindex (hosted body)', async () => {
+    const q = await call('/quote/v2', {
+      body: { user: account(3).address, recipient: account(3).address, refundTo: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '4000000', tradeType: 'EXACT_INPUT', useDepositAddress: true },
+    });
+    expect(q.status).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const at = q.body.steps.at(-1).depositAddress as string;
+    const byAddress = await call(`/deposit-addresses/v1?address=${at}`, { apiKey: key.key });
+    expect(byAddress.status).toBe(200);
+    expect(byAddress.body).toMatchObject({ depositAddress: at, type: 'strict', requestId: id, chainId: A, currency: 'usdc', refundTo: account(3).address });
+    expect(new Date(byAddress.body.createdAt).toISOString()).toBe(byAddress.body.createdAt);
+    expect((await call(`/deposit-addresses/v1?requestId=${id}`, { apiKey: key.key })).body.depositAddress).toBe(at);
+    expect((await call(`/deposit-addresses/v1?address=${at}`)).status).toBe(401);
+    expect((await call(`/deposit-addresses/v1?address=${zeroAddress}`, { apiKey: key.key })).status).toBe(404);
+    const nothing = await call('/transactions/deposit-address/reindex', { body: { chainId: A, depositAddress: at } });
+    expect(nothing.status).toBe(200);
+    expect(nothing.body).toEqual({ message: 'Success', triggeredCurrencies: [], checkedCurrencies: 1, failedCurrencies: 0 });
+    expect((await call('/transactions/deposit-address/reindex', { body: { chainId: B, depositAddress: at } })).status).toBe(404);
+    expect((await call('/transactions/deposit-address/reindex', { body: { depositAddress: at } })).status).toBe(400);
+  });
+
+  it('GET /app-fees/{wallet}/claims lists a wallet\'s claims, newest first, paged', async () => {
+    const feeTo = account(2).address;
+    for (const amount of ['20000000', '30000000']) {
+      const q = await call('/quote/v2', {
+        body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount, tradeType: 'EXACT_INPUT', appFees: [{ recipient: feeTo, fee: 100 }] },
+      });
+      await executeSteps(s, q.body, 1);
+      await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['success']);
+      const ask = await call(`/app-fees/${feeTo}/claim`, { body: { chainId: B, currency: usdc(B), recipient: feeTo } });
+      const item = ask.body.steps[0].items[0].data;
+      const w = s.wallet(2, B);
+      const signature = await w.signMessage({ account: w.account!, message: item.sign.message });
+      expect((await call(`${item.post.endpoint}?signature=${signature}`, { body: item.post.body })).status).toBe(200);
+    }
+    const all = await call(`/app-fees/${feeTo}/claims`);
+    expect(all.status).toBe(200);
+    expect(all.body.claims).toHaveLength(2);
+    expect(all.body.claims.map((c: any) => c.currency.amount)).toEqual(['300000', '200000']);
+    expect(all.body.claims[0]).toMatchObject({ wallet: feeTo, recipient: feeTo, currency: { currency: { chainId: B, symbol: 'USDC' }, amountFormatted: '0.3' } });
+    expect('continuation' in all.body).toBe(false);
+    const first = await call(`/app-fees/${feeTo}/claims?limit=1`);
+    expect(first.body.claims.map((c: any) => c.claimId)).toEqual([all.body.claims[0].claimId]);
+    const second = await call(`/app-fees/${feeTo}/claims?limit=1&continuation=${first.body.continuation}`);
+    expect(second.body.claims.map((c: any) => c.claimId)).toEqual([all.body.claims[1].claimId]);
+    expect((await call(`/app-fees/0x00000000000000000000000000000000000a11ce/claims`)).body).toEqual({ claims: [] });
+    expect((await call(`/app-fees/${feeTo}/claims?continuation=xyz`)).status).toBe(400);
+  });
+
+  it('GET /chains/liquidity, /swap-sources, /lives and /intents/status/v2', async () => {
+    const liq = await call(`/chains/liquidity?chainId=${B}`);
+    expect(liq.status).toBe(200);
+    const usdcLiq = liq.body.liquidity.find((l: any) => l.currencyId === 'usdc');
+    expect(usdcLiq.balance).toBe((await s.node.adapters.get(B)!.balance(usdc(B))).toString());
+    expect(usdcLiq).toMatchObject({ chainId: B, symbol: 'USDC', decimals: 6, amountUsd: expect.stringMatching(/^[0-9.]+$/) });
+    expect((await call('/chains/liquidity?chainId=999')).status).toBe(400);
+    expect((await call(`/swap-sources?chainId=${A}`)).body).toEqual({ sources: ['relay-node'] });
+    expect((await call('/lives')).body).toEqual({ status: 'ok' });
+    const report = await call('/lives?withReport=true');
+    expect(report.body.report).toMatchObject({ ledger: { status: 'ok' }, [`chain-${A}`]: { status: 'ok' } });
+    const st = await call(`/intents/status/v2?requestId=${ethBridge.id}`);
+    expect(st.body).toMatchObject({ status: 'success', inTxHashes: [ethBridge.depositTx], txHashes: [ethBridge.fillTx], originChainId: A, destinationChainId: B });
+    expect(typeof st.body.time).toBe('number');
+  });
+
+  it('GET /metrics/usage counts the key\'s own calls per endpoint and status', async () => {
+    const other = s.node.ledger.apiKeys.create('usage probe');
+    for (let i = 0; i < 3; i++) await call(`/requests/v3?limit=1`, { apiKey: other.key });
+    await call(`/requests/v3?limit=0`, { apiKey: other.key });
+    const r = await call('/metrics/usage?granularity=daily', { apiKey: other.key });
+    expect(r.status).toBe(200);
+    expect(r.body.metrics).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ endpoint: 'GET /requests/v3', statusCode: 200, count: 3 }),
+        expect.objectContaining({ endpoint: 'GET /requests/v3', statusCode: 400, errorCode: 'INVALID_INPUT_PARAMETERS', count: 1 }),
+      ]),
+    );
+    expect(r.body.metrics.every((m: any) => m.apiKey === other.id)).toBe(true);
+    expect((await call('/metrics/usage')).status).toBe(401);
+    expect((await call(`/metrics/usage?apiKey=${key.key}`, { apiKey: other.key })).status).toBe(403);
   });
 });

@@ -4,6 +4,7 @@ import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
 import { healthRoutes } from './routes/health.ts';
+import { hostedRoutes } from './routes/hosted.ts';
 import { moneyRoutes } from './routes/money.ts';
 import { permitRoutes } from './routes/permits.ts';
 import { quoteRoutes } from './routes/quote.ts';
@@ -42,6 +43,7 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   permitRoutes(app, ctx);
   authorizeRoutes(app, ctx);
   webhookRoutes(app, ctx);
+  hostedRoutes(app, ctx);
   // Last: registers @fastify/websocket and GET /intents/status/ws.
   app.decorate('statusStream', statusStreamRoutes(app, ctx));
   return app;
