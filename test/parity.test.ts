@@ -1,5 +1,7 @@
 // Hosted-API parity over a real node: the units of every amount in every record, the published
 // shapes of the reference routes, and the hosted paths of every operation the interface lists.
+import { Ajv } from 'ajv';
+import addFormatsModule from 'ajv-formats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatUnits, zeroAddress, type Hex } from 'viem';
 import { api, executeSteps, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
@@ -311,5 +313,68 @@ describe('operations at the hosted paths', () => {
     expect(r.body.metrics.every((m: any) => m.apiKey === other.id)).toBe(true);
     expect((await call('/metrics/usage')).status).toBe(401);
     expect((await call(`/metrics/usage?apiKey=${key.key}`, { apiKey: other.key })).status).toBe(403);
+  });
+});
+
+describe('the OpenAPI document', () => {
+  it('is served at /documentation/json, with a browsable page at /documentation', async () => {
+    const doc = await call('/documentation/json');
+    expect(doc.status).toBe(200);
+    expect(doc.body.openapi).toBe('3.1.0');
+    const page = await fetch(`${s.url}/documentation/static/index.html`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('swagger-ui');
+  });
+
+  it('validates the recorded answers of every route', async () => {
+    // The routes the tests above did not call, called here (their error answers are documented too).
+    const hook = await call('/webhooks', { apiKey: key.key, body: { url: 'http://127.0.0.1:9/hook' } });
+    await call('/webhooks', { apiKey: key.key });
+    await call(`/webhooks/${hook.body.id}/deliveries`, { apiKey: key.key });
+    await call(`/webhooks/${hook.body.id}/redeliver`, { apiKey: key.key, body: {} });
+    await call(`/webhooks/${hook.body.id}`, { apiKey: key.key, method: 'DELETE' });
+    for (const path of ['/health', '/ready', '/metrics', '/requests/v2/migration-guide', `/intents/status/v3?requestId=${ethBridge.id}`, `/intents/status?requestId=${ethBridge.id}`, '/currencies/v2?chainIds=10', `/currencies/v2?chainIds=10&bogus=1`]) await call(path);
+    await call('/price', { body: { originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000' } });
+    await call('/quote', { body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' } });
+    await call('/transactions/index', { body: { txHash: ethBridge.depositTx, chainId: A } });
+    await call('/deposit-address/reindex', { body: { requestId: ethBridge.id } });
+    await call('/fast-fill', { apiKey: key.key, body: { requestId: `0x${'cd'.repeat(32)}` } });
+    await call('/authorize', { body: {} });
+    await call(`/permits?signature=0x${'11'.repeat(65)}`, { body: { requestId: `0x${'ef'.repeat(32)}` } });
+    await call('/execute', { apiKey: key.key, body: { requestId: ethBridge.id, signature: `0x${'11'.repeat(65)}` } });
+    await call('/app-balance/link', { apiKey: key.key, body: { wallet: account(4).address, signature: '0x00' } });
+
+    const doc = (await api(s.url, '/documentation/json')).body;
+    const ajv = new Ajv({ strict: false, allErrors: true });
+    (addFormatsModule as unknown as (a: Ajv) => void)(ajv);
+    const operations = Object.entries(doc.paths as Record<string, Record<string, any>>).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ path, method: method.toUpperCase(), op, re: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`) })),
+    );
+    const seen = new Set<string>();
+    const failures: string[] = [];
+    for (const r of recorded) {
+      const bare = r.path.split('?')[0]!;
+      if (bare.startsWith('/documentation')) continue;
+      const op = operations.find((o) => o.method === r.method && o.re.test(bare));
+      if (!op) {
+        failures.push(`${r.method} ${bare}: not in the document`);
+        continue;
+      }
+      seen.add(`${op.method} ${op.path}`);
+      const responses = op.op.responses as Record<string, any>;
+      const res = responses[String(r.status)] ?? responses[`${String(r.status)[0]}XX`];
+      if (!res) {
+        failures.push(`${r.method} ${bare}: status ${r.status} is not documented`);
+        continue;
+      }
+      const schema = (Object.values(res.content ?? {})[0] as { schema: object } | undefined)?.schema;
+      if (!schema) continue;
+      const validate = ajv.compile(schema);
+      if (!validate(r.body)) failures.push(`${r.method} ${bare} ${r.status}: ${ajv.errorsText(validate.errors)}`);
+    }
+    expect(failures).toEqual([]);
+    // Every documented operation was answered here, but the websocket stream (test/events.test.ts).
+    const unanswered = operations.map((o) => `${o.method} ${o.path}`).filter((k) => !seen.has(k) && !k.startsWith('GET /documentation') && k !== 'GET /intents/status/ws');
+    expect(unanswered).toEqual([]);
   });
 });

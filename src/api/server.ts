@@ -3,6 +3,7 @@ import { authHooks } from './auth.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
+import { registerOpenApi } from './openapi.ts';
 import { healthRoutes } from './routes/health.ts';
 import { hostedRoutes } from './routes/hosted.ts';
 import { moneyRoutes } from './routes/money.ts';
@@ -29,22 +30,26 @@ export function createApi(ctx: ApiContext): FastifyInstance {
       return reply.status(204).send();
     }
   });
+  registerOpenApi(app);
   authHooks(app, ctx);
   app.addHook('onResponse', async (req, reply) => {
     ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
   });
-  healthRoutes(app, ctx);
-  quoteRoutes(app, ctx);
-  statusRoutes(app, ctx);
-  transactionRoutes(app, ctx);
-  referenceRoutes(app, ctx);
-  moneyRoutes(app, ctx);
-  requestRoutes(app, ctx);
-  permitRoutes(app, ctx);
-  authorizeRoutes(app, ctx);
-  webhookRoutes(app, ctx);
-  hostedRoutes(app, ctx);
-  // Last: registers @fastify/websocket and GET /intents/status/ws.
-  app.decorate('statusStream', statusStreamRoutes(app, ctx));
+  // The routes load after @fastify/swagger (registered above), whose onRoute hook collects them.
+  app.register(async (routes) => {
+    healthRoutes(routes, ctx);
+    quoteRoutes(routes, ctx);
+    statusRoutes(routes, ctx);
+    transactionRoutes(routes, ctx);
+    referenceRoutes(routes, ctx);
+    moneyRoutes(routes, ctx);
+    requestRoutes(routes, ctx);
+    permitRoutes(routes, ctx);
+    authorizeRoutes(routes, ctx);
+    webhookRoutes(routes, ctx);
+    hostedRoutes(routes, ctx);
+    // Last: registers @fastify/websocket and GET /intents/status/ws.
+    routes.decorate('statusStream', statusStreamRoutes(routes, ctx));
+  });
   return app;
 }
