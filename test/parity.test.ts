@@ -2,6 +2,9 @@
 // shapes of the reference routes, and the hosted paths of every operation the interface lists.
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatUnits, zeroAddress, type Hex } from 'viem';
 import { api, executeSteps, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
@@ -378,3 +381,83 @@ describe('the OpenAPI document', () => {
     expect(unanswered).toEqual([]);
   });
 });
+
+// Where the interface document and the published types disagree, the interface wins ("Where the
+// interface document and those types disagree, the interface document wins"): these fields are
+// left out of the type check, each with its clause.
+const EXCEPTIONS: { route: string; path: RegExp; clause: string }[] = [
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.failedTxHash$/, clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.failedTxBlockNumber$/, clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.failedCallData$/, clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.feeSponsorship\.quoted\.maxSubsidizationAmount$/, clause: 'interface, data.feeSponsorship: "maxSubsidizationAmount (nullable)"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.(failReason|refundFailReason)$/, clause: 'interface, Request record data: "failReason | string or null | null instead of N/A"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.refundTo$/, clause: 'interface, Request record: "refundTo | string or null"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.depositAddress$/, clause: 'interface, Request record: "depositAddress | object or null"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.supersededByRequestId$/, clause: 'interface, Request record: "supersededByRequestId | string or null"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.(triggeredByFastFill|quoteOraclePrice|refundCurrencyData|platformFee|apiKeyName)$/, clause: 'interface, Request record data: "triggeredByFastFill | nullable", "quoteOraclePrice | object or null", "refundCurrencyData | nullable", "platformFee | nullable", "apiKeyName | string or null"' },
+  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.externalMetadata\.moonpayId$/, clause: 'interface, Request record data: "externalMetadata | moonpayId (nullable)"' },
+  { route: 'GET /requests/v2', path: /^requests\.\d+\.depositAddress$/, clause: 'issue 14 (the interface\'s v2 to v3 changes, 4: "depositAddress becomes an object"): v2\'s is a string' },
+  { route: 'GET /requests/v2', path: /^requests\.\d+\.data\.(failReason|refundFailReason)$/, clause: 'interface, v2 to v3 changes 5: v2 used "N/A" where v3 has null' },
+];
+
+describe('the SDK\'s published types', () => {
+  it('type-check the recorded answers of each route (tsc), but the listed exceptions', async () => {
+    const published = readFileSync(SDK_TYPES, 'utf8');
+    const templates = [...published.matchAll(/^ {4}"(\/[^"]*)": \{$/gm)].map((m) => m[1]!);
+    const lines: string[] = [];
+    const exempted = new Set<string>();
+    let n = 0;
+    for (const r of recorded) {
+      if (r.status !== 200 || typeof r.body !== 'object') continue;
+      const bare = r.path.split('?')[0]!;
+      const template = templates.find((t) => new RegExp(`^${t.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(bare));
+      if (!template || !published.includes(`"${template}": {\n        ${r.method.toLowerCase()}: {`)) continue;
+      const route = `${r.method} ${template}`;
+      const body = strip(structuredClone(r.body), '', (path) => {
+        const e = EXCEPTIONS.find((x) => x.route === route && x.path.test(path));
+        if (e) exempted.add(`${route} ${e.path.source}`);
+        return Boolean(e);
+      });
+      lines.push(`// ${r.method} ${r.path}`, `const v${n} = ${JSON.stringify(body)} as const;`, `export const c${n}: Ok<'${template}', '${r.method.toLowerCase()}'> = null as unknown as Mutable<typeof v${n}>;`);
+      n++;
+    }
+    expect(n).toBeGreaterThan(40);
+    const dir = join(process.cwd(), 'test', '.published-types');
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, 'recorded.ts');
+    writeFileSync(
+      file,
+      [
+        `import type { paths } from '${relative(dir, SDK_TYPES).replace(/\.d\.ts$/, '.js')}';`,
+        `type Mutable<T> = T extends readonly (infer U)[] ? Mutable<U>[] : T extends object ? { -readonly [K in keyof T]: Mutable<T[K]> } : T;`,
+        `type Ok<P extends keyof paths, M extends keyof paths[P]> = paths[P][M] extends { responses: { 200: { content: { 'application/json': infer R } } } } ? R : never;`,
+        ...lines,
+      ].join('\n'),
+    );
+    const program = ts.createProgram([file], { strict: true, noEmit: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, skipLibCheck: true, types: [] });
+    const errors = ts.getPreEmitDiagnostics(program).map((d) => {
+      const line = d.file ? d.file.getLineAndCharacterOfPosition(d.start ?? 0).line : 0;
+      const src = d.file?.text.split('\n')[line - 1] ?? '';
+      return `${src.slice(0, 120)}: ${ts.flattenDiagnosticMessageText(d.messageText, '\n').split('\n').slice(-3).join(' / ')}`;
+    });
+    expect(errors).toEqual([]);
+    // Every exception is still needed somewhere (a fixed disagreement leaves the list).
+    expect(EXCEPTIONS.filter((e) => !exempted.has(`${e.route} ${e.path.source}`)).map((e) => e.path.source)).toEqual([]);
+  }, 120_000);
+});
+
+const SDK_TYPES = join(process.cwd(), 'node_modules', '@relayprotocol', 'relay-sdk', '_types', 'src', 'types', 'api.d.ts');
+
+// Removes the fields `exempt` names (by dotted path), for the type check.
+function strip(v: unknown, path: string, exempt: (path: string) => boolean): unknown {
+  if (Array.isArray(v)) return v.map((x, i) => strip(x, path ? `${path}.${i}` : String(i), exempt));
+  if (v && typeof v === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, x] of Object.entries(v)) {
+      const p = path ? `${path}.${k}` : k;
+      if (!exempt(p)) out[k] = strip(x, p, exempt);
+    }
+    return out;
+  }
+  return v;
+}

@@ -188,7 +188,11 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
   const fs = money?.feeSponsorship ?? null;
   const feeSponsorship = fs
     ? (() => {
-        const { currency, maxSubsidizationAmount, ...quoted } = fs as Record<string, unknown> & { currency: { chainId: number; address: string; decimals: number } };
+        const { currency, maxSubsidizationAmount, ...stored } = fs as Record<string, unknown> & { currency: { chainId: number; address: string; decimals: number } };
+        // Rent (SVM account rent) is never sponsored here; the published type lists it always.
+        const zero = { amount: '0', amountUsd: '0' };
+        const components = stored.components as Record<string, unknown> | undefined;
+        const quoted = components ? { ...stored, components: { rent: { selected: false, total: { ...zero, amountFormatted: '0', minimumAmount: '0' }, sponsored: zero, userPays: zero }, ...components } } : stored;
         return {
           quoted: { ...quoted, maxSubsidizationAmount },
           actual: sponsorEntries.length

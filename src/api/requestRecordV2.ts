@@ -53,7 +53,7 @@ export function toV2Record(r: V3) {
       appFees: d.appFees?.quoted ?? [],
       paidAppFees: d.appFees?.actual ?? [],
       subsidizedRequest: Boolean(sponsored && sponsored.sponsoredTotal?.amountUsd && sponsored.sponsoredTotal.amountUsd !== '0'),
-      subsidizedFee: sponsored?.sponsoredTotal ?? null,
+      ...(sponsored?.sponsoredTotal ? { subsidizedFee: sponsored.sponsoredTotal } : {}),
       // v2 kept the estimate and the fill-time figures apart ({quoted, actual}); v3 calls it data.fees.
       expandedPriceImpact: quotedFees ? { quoted: impact(quotedFees), actual: d.fees?.actual ? impact(d.fees.actual) : null } : null,
       metadata: {
@@ -69,7 +69,8 @@ export function toV2Record(r: V3) {
       timeEstimate: d.timeEstimate,
       slippageTolerance: d.slippageTolerance,
       usesExternalLiquidity: d.usesExternalLiquidity,
-      failedCallData: d.failedCallData,
+      // v2 had the reverted call as an object; without one the field is absent.
+      ...(d.failedCallData ? { failedCallData: { data: d.failedCallData } } : {}),
       supersededByRequestId: r.supersededByRequestId,
       moonpayId: d.externalMetadata?.moonpayId ?? null,
     },

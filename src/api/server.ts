@@ -14,7 +14,7 @@ import { requestRoutes } from './routes/requests.ts';
 import { statusRoutes } from './routes/status.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
-import { statusStreamRoutes } from '../events/stream.ts';
+import { statusStreamRoutes, type StatusStream } from '../events/stream.ts';
 
 // Fastify: a maintained HTTP server with body limits, JSON parsing that rejects prototype
 // poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.
@@ -36,6 +36,8 @@ export function createApi(ctx: ApiContext): FastifyInstance {
     ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
   });
   // The routes load after @fastify/swagger (registered above), whose onRoute hook collects them.
+  let stream: StatusStream | undefined;
+  app.decorate('statusStream', { getter: () => stream! });
   app.register(async (routes) => {
     healthRoutes(routes, ctx);
     quoteRoutes(routes, ctx);
@@ -49,7 +51,7 @@ export function createApi(ctx: ApiContext): FastifyInstance {
     webhookRoutes(routes, ctx);
     hostedRoutes(routes, ctx);
     // Last: registers @fastify/websocket and GET /intents/status/ws.
-    routes.decorate('statusStream', statusStreamRoutes(routes, ctx));
+    stream = statusStreamRoutes(routes, ctx);
   });
   return app;
 }
