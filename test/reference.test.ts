@@ -17,13 +17,14 @@ describe('reference endpoints', () => {
     expect(r.status).toBe(200);
     expect(r.body.chains.map((c: any) => c.id)).toEqual([8453, 10, 1337]);
     // The devnet's perpetuals exchange: perps USD is its native currency (32 hex zeros).
-    expect(r.body.chains[2]).toMatchObject({ vmType: 'exchange', currency: { symbol: 'USDC', decimals: 6, address: `0x${'0'.repeat(32)}` }, solverAddresses: [s.devnet.solver] });
+    expect(r.body.chains[2]).toMatchObject({ vmType: 'hypevm', currency: { symbol: 'USDC', decimals: 6, address: `0x${'0'.repeat(32)}` }, solverAddresses: [s.devnet.solver] });
     const base = r.body.chains[0];
     const devnetBase = s.devnet.chains.find((c) => c.id === 8453)!;
     expect(base).toMatchObject({
       id: 8453,
       displayName: 'Base (devnet)',
-      httpRpcUrl: devnetBase.rpcUrl,
+      // No public RPC URL configured: none shown (never the node's own).
+      httpRpcUrl: '',
       vmType: 'evm',
       depositEnabled: true,
       currency: { symbol: 'ETH', decimals: 18, address: zeroAddress },
@@ -72,9 +73,9 @@ describe('reference endpoints', () => {
     expect((await api(s.url, '/price?originChainId=8453&destinationChainId=10&originCurrency=0x1&destinationCurrency=0x2&amount=1')).status).toBe(400);
   });
 
-  it('GET /currencies/token/price answers the USD price as a decimal string', async () => {
-    expect((await api(s.url, `/currencies/token/price?chainId=10&address=${zeroAddress}`)).body).toEqual({ price: '3000' });
-    expect((await api(s.url, `/currencies/token/price?chainId=10&address=${usdc(10)}`)).body).toEqual({ price: '1' });
+  it('GET /currencies/token/price answers the USD price as a number (the published type)', async () => {
+    expect((await api(s.url, `/currencies/token/price?chainId=10&address=${zeroAddress}`)).body).toEqual({ price: 3000 });
+    expect((await api(s.url, `/currencies/token/price?chainId=10&address=${usdc(10)}`)).body).toEqual({ price: 1 });
     expect((await api(s.url, `/currencies/token/price?chainId=10&address=0x00000000000000000000000000000000000000aa`)).status).toBe(404);
   });
 

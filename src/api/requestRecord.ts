@@ -4,7 +4,7 @@ import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, PayoutRow, Pricing, RequestRow, TransactionRow } from '../ledger/types.ts';
 import { currencyObject } from '../quote/currency.ts';
-import { formatUsd, parseDecimal, usdMicro } from '../quote/money.ts';
+import { conversionRate, formatUsd, mulRatioFloor, parseDecimal, usdMicro } from '../quote/money.ts';
 
 // The interface's Request record (v3), read from the ledger as the node recorded it. Where the
 // node has no value, the field is null or an empty array.
@@ -54,6 +54,17 @@ function scaledUsd(ref: AmountJson | undefined, amount: bigint): string | null {
   return formatUsd((usd.num * 10n ** 6n * amount) / (usd.den * BigInt(ref.amount)));
 }
 
+// Smallest units of `c` worth `micro` USD micro-units, at the price the quote recorded for `ref`
+// (or the configured price without one).
+function usdToUnits(ref: AmountJson | undefined, c: Currency | undefined, micro: bigint): bigint {
+  if (ref && ref.amount !== '0') {
+    const usd = parseDecimal(ref.amountUsd);
+    if (usd.num > 0n) return (micro * BigInt(ref.amount) * usd.den) / (usd.num * 10n ** 6n);
+  }
+  if (!c) return micro;
+  return mulRatioFloor(micro, conversionRate('1', 6, c.usdPrice, c.decimals));
+}
+
 function amountJson(c: Currency | undefined, chainId: number, address: string, amount: bigint, usd: string | null) {
   return {
     currency: c ? currencyObject(c) : { chainId, address, symbol: null, name: null, decimals: null, metadata: null },
@@ -93,8 +104,8 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
 
   const inTxs = deposits.map((d) => ({
     txHash: d.tx_hash,
-    // The depositor paid it; the node records the deposit's log, not its receipt.
-    fee: null,
+    // The depositor paid it: read from the deposit's receipt once (null until then).
+    fee: d.tx_fee ?? null,
     block: d.block_number,
     type: 'onchain',
     chainId: d.chain_id,
@@ -125,7 +136,8 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
   const swapUsd = quote.details?.expandedPriceImpact.swap.usd.replace(/^-/, '') ?? '0';
   const quotedFees = f
     ? {
-        swap: { usd: swapUsd, amount: null, amountFormatted: null },
+        // The node's routes carry no separate swap fee: the swap's cost is in the rate.
+        swap: { usd: swapUsd, amount: '0', amountFormatted: '0' },
         execution: component(f.relayerGas),
         platform: component(f.relayerService),
         app: component(f.app),
@@ -134,17 +146,21 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
     : null;
   const fillTx = landed(fill);
   const destNative = registry.chain(r.destination_chain_id) ? registry.native(r.destination_chain_id) : undefined;
-  const actualFees =
-    quotedFees && fillTx?.fee && destNative
-      ? {
-          ...quotedFees,
-          execution: {
-            usd: formatUsd(usdMicro(BigInt(fillTx.fee), destNative.decimals, destNative.usdPrice)),
-            amount: fillTx.fee,
-            amountFormatted: formatUnits(BigInt(fillTx.fee), destNative.decimals),
-          },
-        }
-      : null;
+  // The fill's gas was paid in the destination's native currency; the record states every fee in
+  // the fee currency (the input currency), converted at the configured prices.
+  const actualFees = (() => {
+    if (!quotedFees || !fillTx?.fee || !destNative || !cin) return null;
+    const gas = BigInt(fillTx.fee);
+    const inFeeCurrency = mulRatioFloor(gas, conversionRate(destNative.usdPrice, destNative.decimals, cin.usdPrice, cin.decimals));
+    return {
+      ...quotedFees,
+      execution: {
+        usd: formatUsd(usdMicro(gas, destNative.decimals, destNative.usdPrice)),
+        amount: inFeeCurrency.toString(),
+        amountFormatted: formatUnits(inFeeCurrency, cin.decimals),
+      },
+    };
+  })();
 
   // App fees: quoted shares of the quote's app fee, accrued in the output currency at the fill.
   const appTotal = f ? BigInt(f.app.amount) : 0n;
@@ -172,11 +188,20 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
   const fs = money?.feeSponsorship ?? null;
   const feeSponsorship = fs
     ? (() => {
-        const { currency, maxSubsidizationAmount, ...quoted } = fs as Record<string, unknown>;
+        const { currency, maxSubsidizationAmount, ...stored } = fs as Record<string, unknown> & { currency: { chainId: number; address: string; decimals: number } };
+        // Rent (SVM account rent) is never sponsored here; the published type lists it always.
+        const zero = { amount: '0', amountUsd: '0' };
+        const components = stored.components as Record<string, unknown> | undefined;
+        const quoted = components ? { ...stored, components: { rent: { selected: false, total: { ...zero, amountFormatted: '0', minimumAmount: '0' }, sponsored: zero, userPays: zero }, ...components } } : stored;
         return {
           quoted: { ...quoted, maxSubsidizationAmount },
           actual: sponsorEntries.length
-            ? { ...quoted, sponsorPayment: { amount: formatUsd(sponsorPaid), address: money?.sponsor?.wallet ?? null, chainId: r.destination_chain_id } }
+            ? {
+                ...quoted,
+                // In the sponsorship currency's smallest unit, like every other amount: the app
+                // balance paid USD micro-units, converted back at the price the quote recorded.
+                sponsorPayment: { amount: usdToUnits(quote.details?.currencyOut, cout, sponsorPaid).toString(), address: currency.address, chainId: currency.chainId },
+              }
             : null,
           currency,
         };

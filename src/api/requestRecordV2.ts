@@ -25,6 +25,14 @@ export function toV2Record(r: V3) {
   const usd = (c: { usd: string } | null | undefined) => c?.usd ?? '0';
   const sponsored = d.feeSponsorship?.actual ?? d.feeSponsorship?.quoted ?? null;
   const route = d.route?.actual ?? d.route?.quoted ?? null;
+  type Fees = Record<'swap' | 'execution' | 'platform' | 'app' | 'sponsored', { usd: string } | null>;
+  const impact = (f: Fees) => ({
+    swap: { usd: usd(f.swap) },
+    execution: { usd: usd(f.execution) },
+    relay: { usd: usd(f.platform) },
+    app: { usd: usd(f.app) },
+    sponsored: { usd: usd(f.sponsored) },
+  });
   return {
     id: r.id,
     status: V2_STATUS[r.status] ?? r.status,
@@ -45,10 +53,9 @@ export function toV2Record(r: V3) {
       appFees: d.appFees?.quoted ?? [],
       paidAppFees: d.appFees?.actual ?? [],
       subsidizedRequest: Boolean(sponsored && sponsored.sponsoredTotal?.amountUsd && sponsored.sponsoredTotal.amountUsd !== '0'),
-      subsidizedFee: sponsored?.sponsoredTotal ?? null,
-      expandedPriceImpact: quotedFees
-        ? { swap: { usd: usd(quotedFees.swap) }, execution: { usd: usd(quotedFees.execution) }, relay: { usd: usd(quotedFees.platform) }, app: { usd: usd(quotedFees.app) } }
-        : null,
+      ...(sponsored?.sponsoredTotal ? { subsidizedFee: sponsored.sponsoredTotal } : {}),
+      // v2 kept the estimate and the fill-time figures apart ({quoted, actual}); v3 calls it data.fees.
+      expandedPriceImpact: quotedFees ? { quoted: impact(quotedFees), actual: d.fees?.actual ? impact(d.fees.actual) : null } : null,
       metadata: {
         sender: r.sender,
         recipient: r.recipient,
@@ -62,7 +69,8 @@ export function toV2Record(r: V3) {
       timeEstimate: d.timeEstimate,
       slippageTolerance: d.slippageTolerance,
       usesExternalLiquidity: d.usesExternalLiquidity,
-      failedCallData: d.failedCallData,
+      // v2 had the reverted call as an object; without one the field is absent.
+      ...(d.failedCallData ? { failedCallData: { data: d.failedCallData } } : {}),
       supersededByRequestId: r.supersededByRequestId,
       moonpayId: d.externalMetadata?.moonpayId ?? null,
     },

@@ -3,7 +3,9 @@ import { authHooks } from './auth.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
+import { registerOpenApi } from './openapi.ts';
 import { healthRoutes } from './routes/health.ts';
+import { hostedRoutes } from './routes/hosted.ts';
 import { moneyRoutes } from './routes/money.ts';
 import { permitRoutes } from './routes/permits.ts';
 import { quoteRoutes } from './routes/quote.ts';
@@ -12,7 +14,7 @@ import { requestRoutes } from './routes/requests.ts';
 import { statusRoutes } from './routes/status.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
-import { statusStreamRoutes } from '../events/stream.ts';
+import { statusStreamRoutes, type StatusStream } from '../events/stream.ts';
 
 // Fastify: a maintained HTTP server with body limits, JSON parsing that rejects prototype
 // poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.
@@ -28,21 +30,28 @@ export function createApi(ctx: ApiContext): FastifyInstance {
       return reply.status(204).send();
     }
   });
+  registerOpenApi(app);
   authHooks(app, ctx);
   app.addHook('onResponse', async (req, reply) => {
     ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
   });
-  healthRoutes(app, ctx);
-  quoteRoutes(app, ctx);
-  statusRoutes(app, ctx);
-  transactionRoutes(app, ctx);
-  referenceRoutes(app, ctx);
-  moneyRoutes(app, ctx);
-  requestRoutes(app, ctx);
-  permitRoutes(app, ctx);
-  authorizeRoutes(app, ctx);
-  webhookRoutes(app, ctx);
-  // Last: registers @fastify/websocket and GET /intents/status/ws.
-  app.decorate('statusStream', statusStreamRoutes(app, ctx));
+  // The routes load after @fastify/swagger (registered above), whose onRoute hook collects them.
+  let stream: StatusStream | undefined;
+  app.decorate('statusStream', { getter: () => stream! });
+  app.register(async (routes) => {
+    healthRoutes(routes, ctx);
+    quoteRoutes(routes, ctx);
+    statusRoutes(routes, ctx);
+    transactionRoutes(routes, ctx);
+    referenceRoutes(routes, ctx);
+    moneyRoutes(routes, ctx);
+    requestRoutes(routes, ctx);
+    permitRoutes(routes, ctx);
+    authorizeRoutes(routes, ctx);
+    webhookRoutes(routes, ctx);
+    hostedRoutes(routes, ctx);
+    // Last: registers @fastify/websocket and GET /intents/status/ws.
+    stream = statusStreamRoutes(routes, ctx);
+  });
   return app;
 }

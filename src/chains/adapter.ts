@@ -123,6 +123,8 @@ export interface ChainAdapter {
   // Indexes a transaction at once (the SDK reports its deposit right after sending it).
   // Resolves with the number of deposits the transaction holds.
   indexTransaction(txId: string): Promise<number>;
+  // What the sender of an included transaction paid for it, in the native smallest unit.
+  txFee?(txId: string): Promise<bigint>;
   // The solver's spendable inventory of a currency on this chain: what the chain says it holds,
   // less the payouts the ledger has promised and not yet paid.
   balance(currency: string): Promise<bigint>;

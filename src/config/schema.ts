@@ -54,6 +54,8 @@ const chainFields = {
   name: z.string().min(1),
   rpcUrl: z.string().url(),
   explorerUrl: z.string().url().optional(),
+  // The RPC URL GET /chains publishes to wallets. Never rpcUrl: a provider URL carries its API key.
+  publicRpcUrl: z.string().url().optional(),
   pollIntervalMs: z.number().int().min(10).default(1000),
   depositEnabled: z.boolean().default(true),
   // A private chain's requests are listed only to callers who ask for it (privateChainsToInclude).

@@ -54,6 +54,17 @@ export class Deposits {
   byOrderRef(ref: string): DepositRow[] {
     return this.#byRef.all(ref) as DepositRow[];
   }
+  // Deposits whose transaction fee is not read yet (for the request records).
+  withoutTxFee(requestIds: string[]): DepositRow[] {
+    if (!requestIds.length) return [];
+    return this.db
+      .prepare(`SELECT * FROM deposits WHERE tx_fee IS NULL AND state != 'reorged' AND (request_id IN (SELECT value FROM json_each(?)) OR order_ref IN (SELECT value FROM json_each(?)))`)
+      .all(JSON.stringify(requestIds), JSON.stringify(requestIds)) as DepositRow[];
+  }
+  // Every log of the transaction shares its fee.
+  setTxFee(chainId: number, txHash: string, fee: bigint): void {
+    this.db.prepare('UPDATE deposits SET tx_fee = ? WHERE chain_id = ? AND tx_hash = ? AND tx_fee IS NULL').run(fee.toString(), chainId, txHash);
+  }
   forRequest(requestId: string): DepositRow[] {
     return this.#forRequest.all(requestId) as DepositRow[];
   }

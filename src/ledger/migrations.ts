@@ -475,4 +475,30 @@ CREATE TABLE admin_keys (
 );
 `,
   },
+  {
+    version: 12,
+    name: 'deposit transaction fees',
+    sql: `
+-- What the depositor paid for its deposit transaction (gasUsed x effectiveGasPrice, in the origin
+-- chain's native smallest unit), read once from the receipt and kept: the record's inTxs[].fee.
+ALTER TABLE deposits ADD COLUMN tx_fee TEXT;
+`,
+  },
+  {
+    version: 13,
+    name: 'API usage per key',
+    sql: `
+-- Calls per API key, minute, route, status and error code (GET /metrics/usage). Counted in memory
+-- and added here every few seconds, so a call costs no write of its own.
+CREATE TABLE api_usage (
+  api_key_id TEXT NOT NULL,
+  minute INTEGER NOT NULL,
+  endpoint TEXT NOT NULL,
+  status_code INTEGER NOT NULL,
+  error_code TEXT NOT NULL DEFAULT '',
+  count INTEGER NOT NULL,
+  PRIMARY KEY (api_key_id, minute, endpoint, status_code, error_code)
+);
+`,
+  },
 ];

@@ -89,6 +89,8 @@ export interface DepositRow {
   request_id: Hex | null;
   seen_at: number;
   confirmed_at: number | null;
+  // The deposit transaction's fee in the origin chain's native smallest unit, once read.
+  tx_fee?: string | null;
 }
 
 export type PayoutKind = 'fill' | 'refund' | 'claim' | 'sweep' | 'excess' | 'deposit';

@@ -92,14 +92,21 @@ export function send(base: string, s: Sent, timeoutMs = 10_000): Promise<Answer>
 // A digest of the ledger's durable tables (all but the indexer's own bookkeeping, which moves with
 // every block), to show that a rejected call wrote nothing.
 export function ledgerDigest(ledger: Ledger): { hash: string; rows: Record<string, number> } {
-  const volatile = new Set(['cursors', 'chain_blocks', 'sqlite_sequence', 'schema_migrations']);
+  // api_usage counts every keyed call, refused ones included (that is what GET /metrics/usage
+  // reports): operational counters, not state a call can corrupt.
+  const volatile = new Set(['cursors', 'chain_blocks', 'sqlite_sequence', 'schema_migrations', 'api_usage']);
   const tables = (ledger.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).all() as { name: string }[])
     .map((t) => t.name)
     .filter((n) => !volatile.has(n) && !n.startsWith('sqlite_'));
   const h = createHash('sha256');
   const rows: Record<string, number> = {};
   for (const t of tables) {
-    const all = ledger.db.prepare(`SELECT * FROM "${t}" ORDER BY rowid`).all();
+    // A deposit's tx_fee is its receipt's fee, read once by a request listing: a cache of chain data.
+    const all = (ledger.db.prepare(`SELECT * FROM "${t}" ORDER BY rowid`).all() as Record<string, unknown>[]).map((r) => {
+      if (t !== 'deposits') return r;
+      const { tx_fee: _cached, ...rest } = r;
+      return rest;
+    });
     rows[t] = all.length;
     h.update(t);
     h.update(JSON.stringify(all, (_k, v) => (typeof v === 'bigint' ? v.toString() : Buffer.isBuffer(v) ? v.toString('hex') : v)));

@@ -231,7 +231,8 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
         return p;
       });
       ctx.adapters.get(b.chainId)?.wake();
-      return { message: 'Success', claimId: payout.id, amount: payout.amount, chainId: payout.chain_id, currency, recipient };
+      // steps: none left (the published answer of this path is the steps object).
+      return { message: 'Success', steps: [], claimId: payout.id, amount: payout.amount, chainId: payout.chain_id, currency, recipient };
     } catch (e) {
       if (e instanceof ClaimError) throw new ApiError(400, 'NOTHING_TO_CLAIM', e.message);
       throw e;

@@ -97,5 +97,7 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     return { message: 'Success', requestId: r.id };
   };
   app.post('/permits', (req) => submit(req, false));
+  // The hosted service's path for the same submission.
+  app.post('/execute/permits', (req) => submit(req, false));
   app.post('/execute', (req) => submit(req, true));
 }

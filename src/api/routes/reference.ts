@@ -1,7 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { apiAddress, canonicalAddress } from '../../chains/address.ts';
-import type { Currency } from '../../config/registry.ts';
+import type { ChainAdapter } from '../../chains/adapter.ts';
+import { Registry, type Currency } from '../../config/registry.ts';
+import type { ChainConfig } from '../../config/schema.ts';
+import { usdValue } from '../../quote/money.ts';
 import { buildQuote } from '../../quote/quote.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -10,6 +13,13 @@ import { amountParam, chainIdParam } from '../validate.ts';
 // The reference resources: what chains and currencies this node serves, each route's limits, and
 // prices. Read from the config and the chains' balances; nothing here writes.
 
+// The hosted chain type's vmType for each kind of chain the node serves: the perpetuals exchange
+// is the published "hypevm".
+const VM_TYPE: Record<ChainConfig['kind'], 'evm' | 'svm' | 'hypevm'> = { evm: 'evm', svm: 'svm', exchange: 'hypevm' };
+
+/** A currency's id in the hosted API's sense (`usdc`, `eth`): its symbol in lower case. */
+export const currencyId = (c: Currency) => c.symbol.toLowerCase();
+
 function currencyRecord(c: Currency) {
   return {
     chainId: c.chainId,
@@ -17,13 +27,17 @@ function currencyRecord(c: Currency) {
     symbol: c.symbol,
     name: c.name,
     decimals: c.decimals,
-    vmType: c.kind,
+    vmType: VM_TYPE[c.kind],
+    // Every currency the node serves is one its operator configured: verified, and on the default list.
     metadata: { logoURI: c.logoURI ?? '', verified: true, isNative: c.native },
   };
 }
 
 const csv = (v: unknown) => (typeof v === 'string' ? v.split(',').filter(Boolean) : Array.isArray(v) ? v : v === undefined ? undefined : [v]);
+const bool = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : v), z.boolean());
 
+// The hosted search's parameters. Flags about sources the node does not have (external search)
+// are accepted and change nothing: every currency is the operator's own.
 const currencySearch = z
   .object({
     chainIds: z.preprocess(csv, z.array(chainIdParam).max(100)).optional(),
@@ -31,6 +45,14 @@ const currencySearch = z
     address: z.string().max(128).optional(),
     term: z.string().max(100).optional(),
     symbol: z.string().max(50).optional(),
+    currencyId: z.string().max(50).optional(),
+    // chainId:address pairs.
+    tokens: z.preprocess(csv, z.array(z.string().max(200)).max(100)).optional(),
+    defaultList: bool.optional(),
+    verified: bool.optional(),
+    includeAllChains: bool.optional(),
+    useExternalSearch: bool.optional(),
+    depositAddressOnly: bool.optional(),
     limit: z.coerce.number().int().min(1).max(100).default(20),
   })
   .strict();
@@ -57,45 +79,117 @@ const priceQuery = z.object({
 
 const tokenPriceQuery = z.object({ chainId: chainIdParam, address: z.string().max(128) }).strict();
 
+/**
+ * One chain in the hosted API's published shape. The RPC URL shown is the chain's `publicRpcUrl`
+ * (empty when not configured), never the node's own `rpcUrl` or exchange URL: provider URLs carry
+ * API keys.
+ */
+export function chainRecord(chain: ChainConfig, adapter: ChainAdapter | undefined) {
+  const native = new Registry([chain]).native(chain.id);
+  const currencies = new Registry([chain]).currenciesOf(chain.id);
+  const brief = (c: Currency) => ({ id: currencyId(c), symbol: c.symbol, name: c.name, address: apiAddress(c.kind, c.address), decimals: c.decimals });
+  const permits = new Set<string>(chain.kind === 'evm' ? chain.currencies.filter((c) => c.permit).map((c) => c.address) : []);
+  const depository = adapter?.depositAddress ?? (chain.kind === 'evm' ? chain.depository : chain.kind === 'svm' ? chain.vault : null);
+  return {
+    id: chain.id,
+    name: chain.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, ''),
+    displayName: chain.name,
+    httpRpcUrl: chain.publicRpcUrl ?? '',
+    explorerUrl: chain.explorerUrl ?? '',
+    explorerPaths: null,
+    depositEnabled: chain.depositEnabled,
+    tokenSupport: 'Limited' as const,
+    disabled: false,
+    partialDisableLimit: 0,
+    blockProductionLagging: adapter ? !adapter.progress().ready : false,
+    currency: { ...brief(native), supportsBridging: true },
+    withdrawalFee: 0,
+    depositFee: 0,
+    surgeEnabled: false,
+    featuredTokens: [],
+    erc20Currencies: currencies
+      .filter((c) => !c.native)
+      .map((c) => ({ ...brief(c), supportsBridging: true, supportsPermit: permits.has(c.address), withdrawalFee: 0, depositFee: 0, surgeEnabled: false })),
+    solverCurrencies: currencies.map(brief),
+    iconUrl: null,
+    logoUrl: null,
+    brandColor: null,
+    // relayReceiver: the contract deposits are sent to. depository and filler: the node's own names.
+    contracts: chain.kind === 'evm' ? { relayReceiver: chain.depository, depository: chain.depository, filler: chain.filler } : chain.kind === 'svm' ? { vault: chain.vault } : {},
+    vmType: VM_TYPE[chain.kind],
+    explorerQueryParams: null,
+    baseChainId: null,
+    statusMessage: null,
+    solverAddresses: adapter ? [adapter.solver] : [],
+    tags: [],
+    protocol: { v2: { chainId: String(chain.id), depository, depositoryVault: null } },
+  };
+}
+
+const chainsQuery = z.object({ includeChains: z.string().max(2000).optional() }).strict();
+const liquidityQuery = z.object({ chainId: chainIdParam }).strict();
+
 export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
   const { registry } = ctx;
 
-  app.get('/chains', async () => ({
-    chains: [...registry.chains.values()].map((chain) => {
-      const adapter = ctx.adapters?.get(chain.id);
-      const currencies = registry.currenciesOf(chain.id);
-      const native = currencies.find((c) => c.native)!;
-      return {
-        id: chain.id,
-        name: chain.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, ''),
-        displayName: chain.name,
-        httpRpcUrl: chain.rpcUrl ?? (chain.kind === 'exchange' ? chain.exchangeUrl : ''),
-        explorerUrl: chain.explorerUrl ?? '',
-        vmType: chain.kind,
-        depositEnabled: chain.depositEnabled,
-        currency: { ...currencyRecord(native), id: native.symbol.toLowerCase(), supportsBridging: true },
-        erc20Currencies: currencies
-          .filter((c) => !c.native)
-          .map((c) => ({ ...currencyRecord(c), id: c.symbol.toLowerCase(), supportsBridging: true })),
-        contracts: chain.kind === 'evm' ? { depository: chain.depository, filler: chain.filler } : chain.kind === 'svm' ? { vault: chain.vault } : {},
-        protocol: { v2: { depository: adapter?.depositAddress ?? (chain.kind === 'evm' ? chain.depository : chain.kind === 'svm' ? chain.vault : '') } },
-        solverAddresses: adapter ? [adapter.solver] : [],
-      };
-    }),
-  }));
+  app.get('/chains', async (req) => {
+    const q = chainsQuery.parse(req.query ?? {});
+    const only = q.includeChains?.split(',').filter(Boolean).map(Number);
+    return { chains: [...registry.chains.values()].filter((c) => !only || only.includes(c.id)).map((c) => chainRecord(c, ctx.adapters?.get(c.id))) };
+  });
+
+  // The solver's spendable balance of each currency on a chain (what it can pay out there now).
+  app.get('/chains/liquidity', async (req) => {
+    const q = liquidityQuery.parse(req.query ?? {});
+    const chain = registry.chain(q.chainId);
+    if (!chain) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${q.chainId} is not a supported chain`);
+    const adapter = ctx.adapters?.get(chain.id);
+    if (!adapter) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const liquidity = await Promise.all(
+      registry.currenciesOf(chain.id).map(async (c) => {
+        const held = await adapter.balance(c.address);
+        const balance = held > 0n ? held : 0n;
+        return {
+          chainId: chain.id,
+          currencyId: currencyId(c),
+          symbol: c.symbol,
+          address: apiAddress(c.kind, c.address),
+          decimals: c.decimals,
+          balance: balance.toString(),
+          amountUsd: usdValue(balance, c.decimals, await ctx.prices.usdPrice(c)),
+        };
+      }),
+    );
+    return { liquidity };
+  });
 
   const searchCurrencies = async (input: unknown) => {
     const q = currencySearch.parse(input ?? {});
-    const chains = q.chainIds ?? (q.chainId !== undefined ? [q.chainId] : [...registry.chains.keys()]);
     const term = q.term?.toLowerCase();
-    const out = chains.flatMap((id) =>
-      registry.currenciesOf(id).filter((c) => {
-        if (q.address !== undefined && canonicalAddress(c.kind, q.address) !== c.address) return false;
-        if (q.symbol !== undefined && c.symbol.toLowerCase() !== q.symbol.toLowerCase()) return false;
-        if (term !== undefined && !c.symbol.toLowerCase().includes(term) && !c.name.toLowerCase().includes(term)) return false;
-        return true;
-      }),
-    );
+    const tokens = q.tokens?.map((t) => {
+      const [chainId, address] = t.split(':');
+      const chain = registry.chain(Number(chainId));
+      if (!chain || address === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: tokens: ${t} is not chainId:address of a supported chain`);
+      return `${chain.id}:${canonicalAddress(chain.kind, address)}`;
+    });
+    const matches = (c: Currency, withAddress: boolean) => {
+      if (withAddress && q.address !== undefined && canonicalAddress(c.kind, q.address) !== c.address) return false;
+      if (q.symbol !== undefined && c.symbol.toLowerCase() !== q.symbol.toLowerCase()) return false;
+      if (q.currencyId !== undefined && currencyId(c) !== q.currencyId.toLowerCase()) return false;
+      if (tokens && !tokens.includes(`${c.chainId}:${c.address}`)) return false;
+      if (term !== undefined && !c.symbol.toLowerCase().includes(term) && !c.name.toLowerCase().includes(term)) return false;
+      // Only EVM chains with a deposit-address factory take deposit addresses.
+      if (q.depositAddressOnly && !(registry.chain(c.chainId)?.kind === 'evm' && (registry.chain(c.chainId) as { depositAddressFactory?: string }).depositAddressFactory)) return false;
+      // Every currency here is the operator's own (verified, on the default list): those flags narrow nothing.
+      return true;
+    };
+    const chains = q.chainIds ?? (q.chainId !== undefined ? [q.chainId] : [...registry.chains.keys()]);
+    let out = chains.flatMap((id) => registry.currenciesOf(id).filter((c) => matches(c, true)));
+    // includeAllChains: the same currency (by id) on every chain, not only the one named.
+    if (q.includeAllChains && out.length) {
+      const ids = new Set(out.map(currencyId));
+      out = [...registry.chains.keys()].flatMap((id) => registry.currenciesOf(id).filter((c) => ids.has(currencyId(c)) && matches(c, false)));
+    }
     return out.slice(0, q.limit).map(currencyRecord);
   };
   app.get('/currencies/v2', (req) => searchCurrencies(req.query));
@@ -109,7 +203,11 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
     const dest = registry.chain(q.destinationChainId);
     if (!origin) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `originChainId ${q.originChainId} is not a supported chain`);
     if (!dest) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `destinationChainId ${q.destinationChainId} is not a supported chain`);
-    const cin = q.currency === undefined ? registry.native(origin.id) : registry.currency(origin.id, q.currency);
+    // currency: an id (`usdc`, as the hosted API takes it) or an address on the origin chain.
+    const cin =
+      q.currency === undefined
+        ? registry.native(origin.id)
+        : (registry.currenciesOf(origin.id).find((c) => currencyId(c) === q.currency!.toLowerCase()) ?? registry.currency(origin.id, q.currency));
     if (!cin) throw new ApiError(400, 'UNSUPPORTED_CURRENCY', `currency ${q.currency} is not supported on chain ${origin.id}`);
     const cout = registry.currenciesOf(dest.id).find((c) => c.native === cin.native && c.symbol === cin.symbol);
     const destAdapter = ctx.adapters?.get(dest.id);
@@ -122,7 +220,9 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
       enabled: Boolean(cout && destAdapter && origin.depositEnabled && origin.id !== dest.id),
       currency: currencyRecord(cin),
       solver: { address: destAdapter?.solver ?? null, balance: max.toString(), capacityPerRequest: max.toString() },
-      user: userBalance === undefined ? null : { balance: userBalance.toString(), maxBridgeAmount: (userBalance < max ? userBalance : max).toString() },
+      // Without a user, no user object (the published type has it optional, never null).
+      ...(userBalance === undefined ? {} : { user: { balance: userBalance.toString(), maxBridgeAmount: (userBalance < max ? userBalance : max).toString() } }),
+      supportsExternalLiquidity: false,
     };
   });
 
@@ -145,11 +245,14 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.get('/price', (req) => price(req.query));
   app.post('/price', (req) => price(req.body));
 
-  app.get('/currencies/token/price', async (req) => {
-    const q = tokenPriceQuery.parse(req.query ?? {});
+  const tokenPrice = async (query: unknown) => {
+    const q = tokenPriceQuery.parse(query ?? {});
     const c = registry.currency(q.chainId, q.address);
     if (!c) throw new ApiError(404, 'UNSUPPORTED_CURRENCY', `currency ${q.address} is not known on chain ${q.chainId}`);
-    // A decimal string: USD values never pass through floats here.
-    return { price: await ctx.prices.usdPrice(c) };
-  });
+    return ctx.prices.usdPrice(c);
+  };
+  // The published type has a number here (a display value, never used for money: the node's own
+  // arithmetic reads the decimal string). v2 answers the exact decimal string.
+  app.get('/currencies/token/price', async (req) => ({ price: Number(await tokenPrice(req.query)) }));
+  app.get('/currencies/token/price/v2', async (req) => ({ price: await tokenPrice(req.query) }));
 }

@@ -4,6 +4,7 @@ import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import { searchRequests } from '../../ledger/requestSearch.ts';
 import { encodeContinuation, parseRequestQuery } from '../requestQuery.ts';
+import { recordDepositFees } from '../depositFees.ts';
 import { requestRecord } from '../requestRecord.ts';
 import { RateLimiter } from '../rateLimit.ts';
 import { toV2Record } from '../requestRecordV2.ts';
@@ -11,10 +12,11 @@ import { toV2Record } from '../requestRecordV2.ts';
 export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   const privateChains = ctx.config.chains.filter((c) => c.private).map((c) => c.id);
 
-  const list = (query: Record<string, unknown>, authenticatedFor: string | undefined, referrer?: string) => {
+  const list = async (query: Record<string, unknown>, authenticatedFor: string | undefined, referrer?: string) => {
     const q = parseRequestQuery(query, ctx.ledger, privateChains);
     q.referrer = referrer;
     const found = searchRequests(ctx.ledger.db, q);
+    await recordDepositFees(ctx.ledger, ctx.adapters, found.rows.map((r) => r.id), ctx.log);
     const recordCtx = { ledger: ctx.ledger, registry: ctx.registry, solver: ctx.solver, authenticatedFor: q.includeAuthenticatedData ? authenticatedFor : undefined };
     return {
       records: found.rows.map((r) => requestRecord(recordCtx, r)),
@@ -25,8 +27,9 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
 
   app.get('/requests/v3', async (req) => {
     const caller = requireCaller(req);
-    const page = list((req.query ?? {}) as Record<string, unknown>, caller.id);
-    return { requests: page.records, continuation: page.continuation ?? null, ...(page.total !== undefined ? { total: page.total } : {}) };
+    const page = await list((req.query ?? {}) as Record<string, unknown>, caller.id);
+    // The last page has no continuation (omitted, as the published type has it: an optional string).
+    return { requests: page.records, ...(page.continuation ? { continuation: page.continuation } : {}), ...(page.total !== undefined ? { total: page.total } : {}) };
   });
 
   // v2: deprecated, throttled in monthly stages, then retired. Its headers go on every answer.
@@ -85,10 +88,10 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       const referrer = query.referrer;
       delete query.referrer;
       if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 200)) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: referrer: must be a string');
-      const page = list(query, req.apiCaller?.id, referrer);
+      const page = await list(query, req.apiCaller?.id, referrer);
       return {
         requests: page.records.map(toV2Record),
-        continuation: page.continuation ?? null,
+        ...(page.continuation ? { continuation: page.continuation } : {}),
         deprecation: {
           message: 'GET /requests/v2 is deprecated; move to GET /requests/v3',
           deprecatedAt: new Date(deprecatedAt).toISOString(),

@@ -254,6 +254,11 @@ export class EvmAdapter implements ChainAdapter {
     return deposits;
   }
 
+  async txFee(txId: string): Promise<bigint> {
+    const r = await this.client.getTransactionReceipt({ hash: txId as Hex });
+    return r.gasUsed * r.effectiveGasPrice;
+  }
+
   async balanceOf(owner: string, currency: string): Promise<bigint> {
     if (getAddress(currency) === zeroAddress) return this.client.getBalance({ address: owner as Address });
     return this.client.readContract({ address: currency as Address, abi: erc20Abi, functionName: 'balanceOf', args: [owner as Address] });

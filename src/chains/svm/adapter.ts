@@ -149,6 +149,12 @@ export class SvmAdapter implements ChainAdapter {
     return parseSignature(s);
   }
 
+  async txFee(txId: string): Promise<bigint> {
+    const tx = await this.conn.getTransaction(txId, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 });
+    if (!tx?.meta) throw new NotFoundError(`transaction ${txId} is not found on chain ${this.chainId}`);
+    return BigInt(tx.meta.fee);
+  }
+
   // The wallet reports its deposit right after sending it: wait (briefly) for the commitment.
   async indexTransaction(txId: string): Promise<number> {
     const end = Date.now() + Math.max(5_000, this.confirmSeconds * 2_000);

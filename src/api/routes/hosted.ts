@@ -1,0 +1,235 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import { apiAddress, canonicalAddress } from '../../chains/address.ts';
+import { requireCaller } from '../caller.ts';
+import type { ApiContext } from '../context.ts';
+import { ApiError } from '../errors.ts';
+import { UsageRecorder, usageHooks } from '../usage.ts';
+import { chainIdParam, hashParam } from '../validate.ts';
+import { currencyId } from './reference.ts';
+import { statusRecord } from '../statusRecord.ts';
+import { amountObject } from '../../quote/currency.ts';
+
+// Operations the interface lists at the hosted service's paths and in its published shapes, each
+// read from (or written to) the ledger like the node's own routes.
+
+const singleBody = z
+  .object({
+    requestId: hashParam,
+    chainId: chainIdParam,
+    // The public SDK sends the step item's data with the hash it got, as a JSON string.
+    tx: z.string().max(100_000),
+    referrer: z.string().max(200).optional(),
+  })
+  .strict();
+
+const reindexBody = z
+  .object({
+    chainId: chainIdParam,
+    depositAddress: z.string().min(1).max(128),
+    sweep: z.boolean().optional(),
+    targetChainId: chainIdParam.optional(),
+    currency: z.string().max(128).optional(),
+  })
+  .strict();
+
+const claimsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20), continuation: z.string().max(200).optional() }).strict();
+const walletParams = z.object({ wallet: z.string().min(1).max(128) });
+const depositAddressQuery = z.object({ address: z.string().min(1).max(128).optional(), requestId: hashParam.optional() }).strict();
+const swapSourcesQuery = z.object({ chainId: chainIdParam.optional() }).strict();
+const livesQuery = z.object({ withReport: z.string().max(10).optional(), skipPostgres: z.string().max(10).optional(), skipRedis: z.string().max(10).optional() }).strict();
+const usageQuery = z
+  .object({
+    granularity: z.enum(['minutely', 'hourly', 'daily']).default('hourly'),
+    startTimestamp: z.coerce.number().int().min(0).optional(),
+    endTimestamp: z.coerce.number().int().min(0).optional(),
+    apiKey: z.string().max(200).optional(),
+  })
+  .strict();
+const statusQuery = z.object({ requestId: hashParam });
+
+// v2 statuses had no `submitted`: a submitted fill was still pending.
+const V2_STATUS: Record<string, string> = { submitted: 'pending' };
+
+export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
+  const { ledger, registry } = ctx;
+  const usage = new UsageRecorder(ledger.db);
+  usageHooks(app, usage);
+
+  // The SDK reports a same-chain transaction here right after sending it: index it at once, as
+  // POST /transactions/index does.
+  app.post('/transactions/single', async (req) => {
+    const b = singleBody.parse(req.body ?? {});
+    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const r = ledger.requests.get(b.requestId);
+    if (!r) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.requestId}`);
+    if (r.origin_chain_id !== b.chainId) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: chainId: request ${r.id} starts on chain ${r.origin_chain_id}`);
+    let tx: { txHash?: unknown; replacementTxHash?: unknown };
+    try {
+      tx = JSON.parse(b.tx);
+    } catch {
+      throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: tx: must be the JSON of the sent transaction with its txHash');
+    }
+    const adapter = ctx.adapters.get(b.chainId)!;
+    const hash = typeof tx?.replacementTxHash === 'string' ? tx.replacementTxHash : tx?.txHash;
+    const txId = typeof hash === 'string' ? adapter.parseTxId(hash) : undefined;
+    if (!txId) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: tx: carries no transaction hash of chain ${b.chainId}`);
+    try {
+      await adapter.indexTransaction(txId);
+    } catch (e) {
+      if ((e as Error).name === 'TransactionReceiptNotFoundError') throw new ApiError(404, 'TRANSACTION_NOT_FOUND', `transaction ${hash} is not included on chain ${b.chainId} yet`);
+      throw e;
+    }
+    return { message: 'Success' };
+  });
+
+  // The hosted body of the deposit-address reindex (POST /deposit-address/reindex takes the node's).
+  app.post('/transactions/deposit-address/reindex', async (req) => {
+    const b = reindexBody.parse(req.body ?? {});
+    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const chain = registry.chain(b.chainId);
+    if (!chain) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${b.chainId} is not a supported chain`);
+    const address = canonicalAddress(chain.kind, b.depositAddress);
+    const r = address ? ledger.requests.byDepositAddress(address) : undefined;
+    if (!r || r.origin_chain_id !== b.chainId) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `no deposit address ${b.depositAddress} on chain ${b.chainId}`);
+    const adapter = ctx.adapters.get(b.chainId)!;
+    const c = registry.currency(r.origin_chain_id, r.origin_currency);
+    const held = await adapter.balanceOf(r.deposit_address!, r.origin_currency);
+    const sweeps = (await adapter.checkDepositAddress?.(r.id)) ?? 0;
+    return {
+      message: 'Success',
+      triggeredCurrencies: sweeps > 0 ? [{ currency: apiAddress(chain.kind, r.origin_currency), symbol: c?.symbol ?? '', balance: held.toString() }] : [],
+      checkedCurrencies: 1,
+      failedCurrencies: 0,
+    };
+  });
+
+  // The claims a wallet made of its app fees, newest first.
+  app.get('/app-fees/:wallet/claims', async (req) => {
+    const { wallet } = walletParams.parse(req.params);
+    const q = claimsQuery.parse(req.query ?? {});
+    const after = q.continuation ? decodeCursor(q.continuation) : undefined;
+    const rows = ledger.db
+      .prepare(
+        `SELECT p.* FROM payouts p WHERE p.kind = 'claim' AND p.id IN (SELECT request_id FROM app_fee_entries WHERE recipient = @wallet AND kind = 'claim')
+         AND (@at IS NULL OR p.decided_at < @at OR (p.decided_at = @at AND p.id < @id)) ORDER BY p.decided_at DESC, p.id DESC LIMIT @limit`,
+      )
+      .all({ wallet, at: after?.at ?? null, id: after?.id ?? null, limit: q.limit + 1 }) as { id: string; chain_id: number; recipient: string; currency: string; amount: string; state: string; tx_hash: string | null; decided_at: number }[];
+    const page = rows.slice(0, q.limit);
+    const last = page.at(-1);
+    return {
+      claims: page.map((p) => {
+        const c = registry.currency(p.chain_id, p.currency);
+        const amount = BigInt(p.amount);
+        return {
+          claimId: p.id,
+          wallet,
+          recipient: p.recipient,
+          currency: c ? amountObject(c, amount, c.usdPrice) : { amount: p.amount, minimumAmount: p.amount },
+          txHash: p.tx_hash,
+          status: p.state,
+          createdAt: new Date(p.decided_at).toISOString(),
+        };
+      }),
+      ...(rows.length > q.limit && last ? { continuation: encodeCursor({ at: last.decided_at, id: last.id }) } : {}),
+    };
+  });
+
+  // A deposit address and the request it was made for.
+  app.get('/deposit-addresses/v1', async (req) => {
+    requireCaller(req);
+    const q = depositAddressQuery.parse(req.query ?? {});
+    if (!q.address && !q.requestId) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give address or requestId');
+    let r = q.requestId ? ledger.requests.get(q.requestId) : undefined;
+    if (!r && q.address) {
+      for (const chain of registry.chains.values()) {
+        const a = canonicalAddress(chain.kind, q.address);
+        r = a ? ledger.requests.byDepositAddress(a) : undefined;
+        if (r) break;
+      }
+    }
+    // An open address's later arrivals are child requests: the address belongs to the first.
+    while (r?.parent_id) r = ledger.requests.get(r.parent_id);
+    if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no deposit address matches');
+    const money = r.money ? (JSON.parse(r.money) as { depositAddressType?: 'open' | 'strict' }) : {};
+    const c = registry.currency(r.origin_chain_id, r.origin_currency);
+    return {
+      depositAddress: r.deposit_address,
+      type: money.depositAddressType ?? 'strict',
+      requestId: r.id,
+      chainId: r.origin_chain_id,
+      createdAt: new Date(r.created_at).toISOString(),
+      currency: c ? currencyId(c) : null,
+      refundTo: r.refund_to,
+    };
+  });
+
+  // The node prices swaps itself, from its own inventory: one source, on every chain it serves.
+  app.get('/swap-sources', async (req) => {
+    const q = swapSourcesQuery.parse(req.query ?? {});
+    if (q.chainId !== undefined && !registry.chain(q.chainId)) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${q.chainId} is not a supported chain`);
+    return { sources: ['relay-node'] };
+  });
+
+  // Liveness, in the hosted shape: the ledger answers, and (withReport) each chain's indexer.
+  app.get('/lives', async (req, reply) => {
+    const q = livesQuery.parse(req.query ?? {});
+    let ledgerOk = true;
+    try {
+      ledger.db.prepare('SELECT 1').get();
+    } catch {
+      ledgerOk = false;
+    }
+    const body: Record<string, unknown> = { status: ledgerOk ? 'ok' : 'error' };
+    if (q.withReport === 'true') {
+      const report: Record<string, unknown> = { version: VERSION, ledger: { status: ledgerOk ? 'ok' : 'error', reason: ledgerOk ? null : 'the ledger does not answer' } };
+      for (const a of ctx.adapters?.values() ?? []) {
+        const p = a.progress();
+        report[`chain-${a.chainId}`] = { status: p.ready ? 'ok' : 'syncing', reason: p.ready ? null : `indexed ${p.indexed} of ${p.head}` };
+      }
+      body.report = report;
+    }
+    return reply.status(ledgerOk ? 200 : 503).send(body);
+  });
+
+  app.get('/intents/status/v2', async (req) => {
+    const { requestId } = statusQuery.parse(req.query ?? {});
+    const r = ledger.requests.get(requestId);
+    if (!r) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${requestId}`);
+    const s = statusRecord(ledger, r);
+    return {
+      status: V2_STATUS[s.status] ?? s.status,
+      details: s.details,
+      inTxHashes: s.inTxHashes,
+      txHashes: s.txHashes,
+      time: s.updatedAt,
+      originChainId: s.originChainId,
+      destinationChainId: s.destinationChainId,
+      quoteCreatedAt: s.quoteCreatedAt,
+    };
+  });
+
+  // The caller's own calls, per endpoint and status. A key sees its own usage only.
+  app.get('/metrics/usage', async (req) => {
+    const caller = requireCaller(req);
+    const q = usageQuery.parse(req.query ?? {});
+    const named = q.apiKey !== undefined ? ledger.apiKeys.lookup(q.apiKey) : undefined;
+    if (named && (named.state !== 'valid' || named.key.id !== caller.id)) {
+      throw new ApiError(403, 'FORBIDDEN', 'a key reads its own usage only');
+    }
+    const to = q.endTimestamp !== undefined ? q.endTimestamp * 1000 : ctx.now() + 60_000;
+    const from = q.startTimestamp !== undefined ? q.startTimestamp * 1000 : to - 24 * 3600_000;
+    return { metrics: usage.read(caller.id, q.granularity, from, to) };
+  });
+}
+
+const VERSION = '0.1.0';
+
+const encodeCursor = (c: { at: number; id: string }) => Buffer.from(JSON.stringify([c.at, c.id])).toString('base64url');
+function decodeCursor(s: string): { at: number; id: string } {
+  try {
+    const [at, id] = JSON.parse(Buffer.from(s, 'base64url').toString()) as [unknown, unknown];
+    if (typeof at === 'number' && typeof id === 'string') return { at, id };
+  } catch {}
+  throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: continuation: is not one this endpoint gave');
+}

@@ -1,0 +1,91 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Db } from '../ledger/db.ts';
+
+interface UsageRow {
+  apiKey: string;
+  timestamp: string;
+  endpoint: string;
+  statusCode: number;
+  errorCode?: string;
+  count: number;
+}
+
+const MINUTE = 60_000;
+const BUCKET = { minutely: MINUTE, hourly: 60 * MINUTE, daily: 24 * 60 * MINUTE } as const;
+export type Granularity = keyof typeof BUCKET;
+
+/**
+ * Counts the API calls of each key per minute, route, status and error code, in memory, and adds
+ * the counts to the ledger's api_usage table on flush (every few seconds, and before each read),
+ * so that counting costs a call no database write.
+ */
+export class UsageRecorder {
+  #pending = new Map<string, number>();
+  #timer: NodeJS.Timeout;
+  #upsert;
+  constructor(private db: Db, flushMs = 5_000) {
+    this.#upsert = db.prepare(`INSERT INTO api_usage (api_key_id, minute, endpoint, status_code, error_code, count) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = count + excluded.count`);
+    this.#timer = setInterval(() => this.flush(), flushMs);
+    this.#timer.unref();
+  }
+
+  /** Counts one call (`endpoint` is the route's pattern, e.g. `GET /requests/v3`). */
+  record(apiKeyId: string, at: number, endpoint: string, statusCode: number, errorCode: string | undefined): void {
+    const k = JSON.stringify([apiKeyId, Math.floor(at / MINUTE) * MINUTE, endpoint, statusCode, errorCode ?? '']);
+    this.#pending.set(k, (this.#pending.get(k) ?? 0) + 1);
+  }
+
+  flush(): void {
+    // A read-only replica counts nothing of its own: the writing node's table is what it reads.
+    if (!this.#pending.size || this.db.readonly) return;
+    const rows = [...this.#pending];
+    this.#pending.clear();
+    this.db.transaction(() => {
+      for (const [k, n] of rows) {
+        const [key, minute, endpoint, status, err] = JSON.parse(k) as [string, number, string, number, string];
+        this.#upsert.run(key, minute, endpoint, status, err, n);
+      }
+    })();
+  }
+
+  /** The key's counts between two times (ms), summed per bucket of the granularity. */
+  read(apiKeyId: string, granularity: Granularity, from: number, to: number): UsageRow[] {
+    this.flush();
+    const size = BUCKET[granularity];
+    const rows = this.db
+      .prepare(`SELECT (minute / @size) * @size AS bucket, endpoint, status_code, error_code, SUM(count) AS n FROM api_usage
+        WHERE api_key_id = @key AND minute >= @from AND minute < @to GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`)
+      .all({ size, key: apiKeyId, from: Math.floor(from / size) * size, to }) as { bucket: number; endpoint: string; status_code: number; error_code: string; n: number }[];
+    return rows.map((r) => ({
+      apiKey: apiKeyId,
+      timestamp: new Date(r.bucket).toISOString(),
+      endpoint: r.endpoint,
+      statusCode: r.status_code,
+      ...(r.error_code ? { errorCode: r.error_code } : {}),
+      count: r.n,
+    }));
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.flush();
+  }
+}
+
+/** Counts every call made with an API key (after its answer), under the route's pattern. */
+export function usageHooks(app: FastifyInstance, usage: UsageRecorder): void {
+  const errorCodes = new WeakMap<FastifyRequest, string>();
+  app.addHook('onSend', async (req, reply, payload) => {
+    if (req.apiCaller && reply.statusCode >= 400 && typeof payload === 'string') {
+      const m = /"errorCode":"([A-Za-z0-9_]{1,64})"/.exec(payload);
+      if (m) errorCodes.set(req, m[1]!);
+    }
+    return payload;
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    if (!req.apiCaller) return;
+    usage.record(req.apiCaller.id, Date.now(), `${req.method} ${req.routeOptions.url ?? 'unmatched'}`, reply.statusCode, errorCodes.get(req));
+  });
+  app.addHook('onClose', async () => usage.stop());
+}
