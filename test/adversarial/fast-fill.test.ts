@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { linkMessage } from '../../src/api/routes/money.ts';
+import { linkWallet } from '../helpers/link.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
@@ -17,8 +17,7 @@ let stranger: { key: string; id: string };
 
 async function fundAndLink(k: { key: string; id: string }, wallet: number, units: bigint) {
   const acct = privateKeyToAccount(account(wallet).privateKey);
-  const signature = await acct.signMessage({ message: linkMessage(acct.address, k.id) });
-  expect((await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: acct.address, signature } })).status).toBe(200);
+  expect((await linkWallet(s.url, k.key, acct)).status).toBe(200);
   const w = s.wallet(wallet, A);
   const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, units] })}${marker(acct.address)}` as Hex;
   const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data });
@@ -99,8 +98,7 @@ describe('fast fill under attack', () => {
     // A fresh wallet credited 10 USD, then a fast fill holding nearly all of it.
     const thin = privateKeyToAccount(generatePrivateKey());
     const k = s.node.ledger.apiKeys.create('thin');
-    const signature = await thin.signMessage({ message: linkMessage(thin.address, k.id) });
-    expect((await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: thin.address, signature } })).status).toBe(200);
+    expect((await linkWallet(s.url, k.key, thin)).status).toBe(200);
     const w = s.wallet(1, A);
     const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 10_000_000n] })}${marker(thin.address)}` as Hex;
     const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data });

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { linkMessage } from '../../src/api/routes/money.ts';
+import { linkWallet } from '../helpers/link.ts';
 import { api, startStack, until, type Stack } from '../helpers/stack.ts';
 
 // Instant mining and three confirmations: blocks appear only when the test mines them, so the test
@@ -32,8 +32,7 @@ async function attacker() {
 
 async function linkedKey(account: ReturnType<typeof privateKeyToAccount>) {
   const key = s.node.ledger.apiKeys.create(`key of ${account.address}`);
-  const signature = await account.signMessage({ message: linkMessage(account.address, key.id) });
-  expect((await api(s.url, '/app-balance/link', { apiKey: key.key, body: { wallet: account.address, signature } })).status).toBe(200);
+  expect((await linkWallet(s.url, key.key, account)).status).toBe(200);
   return key;
 }
 
