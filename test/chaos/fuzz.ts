@@ -92,7 +92,8 @@ export function send(base: string, s: Sent, timeoutMs = 10_000): Promise<Answer>
 // A digest of the ledger's durable tables (all but the indexer's own bookkeeping, which moves with
 // every block), to show that a rejected call wrote nothing.
 export function ledgerDigest(ledger: Ledger): { hash: string; rows: Record<string, number> } {
-  const volatile = new Set(['cursors', 'chain_blocks', 'sqlite_sequence', 'schema_migrations']);
+  // scan_marks: the funding watcher's last-read block hash, moving with the chain like the cursors.
+  const volatile = new Set(['cursors', 'chain_blocks', 'scan_marks', 'sqlite_sequence', 'schema_migrations']);
   const tables = (ledger.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).all() as { name: string }[])
     .map((t) => t.name)
     .filter((n) => !volatile.has(n) && !n.startsWith('sqlite_'));
