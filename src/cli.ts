@@ -304,7 +304,7 @@ await yargs(hideBin(process.argv))
       )
       .demandCommand(1, 'name a webhooks command: add, list, remove, deliveries or redeliver'),
   )
-  .demandCommand(1, 'name a command: start, dev, api, keys or db migrate')
+  .demandCommand(1, 'name a command: start, dev, api, keys, audit or db migrate')
   .strict()
   .help()
   .parseAsync();

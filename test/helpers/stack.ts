@@ -23,13 +23,23 @@ export interface Stack {
 }
 
 export async function startStack(
-  opts: { blockTime?: number; confirmations?: number; logLines?: string[]; prices?: PriceSource; svm?: boolean; config?: Record<string, unknown> } = {},
+  opts: {
+    blockTime?: number;
+    confirmations?: number;
+    logLines?: string[];
+    prices?: PriceSource;
+    svm?: boolean;
+    config?: Record<string, unknown>;
+    // Rewrites the node's config file before the node reads it (e.g. a currency a test deploys).
+    configure?: (config: any) => any;
+  } = {},
 ): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm });
   const makeNode = async (faults: Faults = {}) => {
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
-    const config = buildConfigWithKeys({ ...devnet.nodeConfig({ port: 0, logLevel: 'warn' }), ...opts.config }, devnet.keys, faults);
+    const file = { ...devnet.nodeConfig({ port: 0, logLevel: 'warn' }), ...opts.config };
+    const config = buildConfigWithKeys(opts.configure ? opts.configure(file) : file, devnet.keys, faults);
     // With logLines, the node logs everything (debug) into it, for tests that read the log.
     const log = opts.logLines
       ? createLogger('debug', { write: (line: string) => void opts.logLines!.push(line) })
