@@ -315,7 +315,7 @@ await yargs(hideBin(process.argv))
       .demandCommand(1, 'name a webhooks command: add, list, remove, deliveries or redeliver'),
   )
   .command('admin', 'operate a running node: pause, resume, dry run, stuck payouts, retry, refund, inventory; admin keys', adminCommands)
-  .demandCommand(1, 'name a command: start, dev, api, keys or db migrate')
+  .demandCommand(1, 'name a command: start, dev, api, keys, audit, admin or db migrate')
   .strict()
   .help()
   .parseAsync();

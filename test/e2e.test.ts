@@ -3,6 +3,7 @@ import { encodeFunctionData, erc20Abi, keccak256, parseEventLogs, toHex, zeroAdd
 import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { orderId } from '../src/quote/orderId.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { auditStack } from './helpers/audit.ts';
 
 let s: Stack;
 const A = 8453;
@@ -290,6 +291,15 @@ describe('API input', () => {
     }
     expect(m.body).toMatch(/relay_fills_total\{chain="10",outcome="success"\} [1-9]/);
   });
+});
+
+describe('books', () => {
+  // relay-node audit after every flow above: the ledger reconciles with the chains to the smallest unit.
+  it('reconcile with the chains (relay-node audit: no difference)', async () => {
+    const r = await auditStack(s);
+    expect(r.differences).toEqual([]);
+    expect(r.chains.map((c) => c.chainId).sort()).toEqual([10, 8453]);
+  }, 120_000);
 });
 
 describe('secrets', () => {

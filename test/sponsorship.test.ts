@@ -6,6 +6,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { linkWallet } from './helpers/link.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { auditStack } from './helpers/audit.ts';
 
 let s: Stack;
 const A = 8453;
@@ -275,4 +276,13 @@ describe('POST /fast-fill', () => {
     expect(held).toBe(heldSum.n);
     expect(held).toBeGreaterThan(0n);
   });
+});
+
+describe('books', () => {
+  // relay-node audit after every flow above: the ledger reconciles with the chains to the smallest unit.
+  it('reconcile with the chains (relay-node audit: no difference)', async () => {
+    const r = await auditStack(s);
+    expect(r.differences).toEqual([]);
+    expect(r.chains.map((c) => c.chainId).sort()).toEqual([10, 8453]);
+  }, 120_000);
 });

@@ -134,15 +134,19 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   }
   const inRange = ledger.db
     .prepare(
-      `SELECT d.id, d.currency, d.amount, d.state, r.fail_reason FROM deposits d LEFT JOIN requests r ON r.id = d.request_id
+      `SELECT d.id, d.tx_hash, d.order_ref, d.currency, d.amount, d.state, r.fail_reason FROM deposits d LEFT JOIN requests r ON r.id = d.request_id
        WHERE d.chain_id = ? AND d.state != 'reorged' AND d.block_number > ? AND d.block_number <= ?`,
     )
-    .all(chain.id, opening, head) as { id: string; currency: string; amount: string; state: string; fail_reason: string | null }[];
+    .all(chain.id, opening, head) as { id: string; tx_hash: string; order_ref: string; currency: string; amount: string; state: string; fail_reason: string | null }[];
+  // A deposit is matched by what it is, not by its log index: one included again at another index
+  // after a reorg keeps its ledger id (the indexer relocates it).
+  const what = (d: { tx_hash: string; order_ref: string; currency: string; amount: string }) => `${d.tx_hash.toLowerCase()}:${d.order_ref.toLowerCase()}:${getAddress(d.currency)}:${d.amount}`;
   // A deposit a reorg removed after its payout was signed stays handled, with DEPOSIT_REORGED on its
   // request: a loss the books already record (written off), not a deposit the depository holds.
   const writtenOff = new Set<string>();
   const deposits = inRange.filter((d) => (d.fail_reason === 'DEPOSIT_REORGED' ? (writtenOff.add(d.id), false) : true));
-  const depositIds = new Set(deposits.map((d) => d.id));
+  const depositIds = new Set(deposits.map(what));
+  const writtenOffWhat = new Set(inRange.filter((d) => writtenOff.has(d.id)).map(what));
   const onChainDeposits = new Set<string>();
   for (const l of depositoryLogs) {
     if (l.topics[0] === CALL_EXECUTED) {
@@ -155,12 +159,13 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     if (!d) continue;
     events++;
     const id = `${chain.id}:${d.tx_hash}:${d.log_index}`;
-    onChainDeposits.add(id);
-    if (!depositIds.has(id)) diff(`deposit event ${id} (${d.amount} of ${d.currency}) is not in the ledger`);
+    const key = what({ ...d, amount: String(d.amount) });
+    onChainDeposits.add(key);
+    if (!depositIds.has(key)) diff(`deposit event ${id} (${d.amount} of ${d.currency}) is not in the ledger`);
   }
-  for (const d of deposits) if (!onChainDeposits.has(d.id)) diff(`ledger deposit ${d.id} has no event on chain`);
+  for (const d of deposits) if (!onChainDeposits.has(what(d))) diff(`ledger deposit ${d.id} has no event on chain`);
   // A written-off deposit back on chain after all would be counted nowhere: name it.
-  for (const id of writtenOff) if (onChainDeposits.has(id)) diff(`deposit ${id} is recorded DEPOSIT_REORGED but is on chain`);
+  for (const k of writtenOffWhat) if (onChainDeposits.has(k)) diff(`deposit ${k} is recorded DEPOSIT_REORGED but is on chain`);
 
   // ---- app balance credits: each standing one proven by its successful transaction
   const credits = ledger.funding.all().filter((c) => c.chain_id === chain.id && c.block_number > opening);

@@ -1,7 +1,8 @@
 // Attacks on app balance funding: a credit only for value the chain proves arrived, and a credit
 // whose transfer a reorg removes is reversed (issue 12, item 1).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, getContractAddress, type Address, type Hex } from 'viem';
+import { FeeOnTransferTokenAbi, FeeOnTransferTokenBytecode } from '../../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from '../helpers/link.ts';
 import { api, startStack, until, type Stack } from '../helpers/stack.ts';
@@ -9,8 +10,27 @@ import { api, startStack, until, type Stack } from '../helpers/stack.ts';
 // Instant mining and three confirmations: blocks appear only when the test mines them, so the test
 // decides when a funding transfer is confirmed and can rewind the chain under a booked credit.
 let s: Stack;
+// A fee-on-transfer token (1% burnt on every transfer), deployed by a fresh key at its first nonce, so
+// its address is known before the chain exists and the node's config can list it as a currency.
+const fotDeployer = privateKeyToAccount(generatePrivateKey());
+const fot = getContractAddress({ from: fotDeployer.address, nonce: 0n });
+let deployed = false;
 beforeAll(async () => {
-  s = await startStack({ confirmations: 3 });
+  // The node reads its tokens at start: it is restarted with the token in its config once deployed.
+  s = await startStack({
+    confirmations: 3,
+    configure: (c) =>
+      deployed
+        ? { ...c, chains: c.chains.map((ch: any) => (ch.id === 8453 ? { ...ch, currencies: [...ch.currencies, { address: fot, symbol: 'FOT', name: 'Fee On Transfer', decimals: 6, usdPrice: '1' }] } : ch)) }
+        : c,
+  });
+  await rpc('anvil_setBalance', [fotDeployer.address, '0xde0b6b3a7640000']);
+  const w = s.wallet(0, A);
+  const hash = await w.deployContract({ account: fotDeployer, chain: w.chain, abi: FeeOnTransferTokenAbi, bytecode: FeeOnTransferTokenBytecode, args: [s.devnet.accounts[1]!.address, 10n ** 12n] });
+  await rpc('anvil_mine', ['0x1']);
+  expect((await s.publicClient(A).waitForTransactionReceipt({ hash })).contractAddress?.toLowerCase()).toBe(fot.toLowerCase());
+  deployed = true;
+  await s.restartNode();
 }, 90_000);
 afterAll(async () => {
   await s?.stop();
@@ -79,6 +99,20 @@ describe('app balance funding under attack', () => {
     await rpc('anvil_mine', ['0x3']);
     await scanned(receipt.blockNumber);
     expect(s.node.ledger.balances.summary(evil.address).balance).toBe(0n);
+  });
+
+  it('a fee-on-transfer token credits what arrived (the Transfer log), not the amount in the calldata', async () => {
+    const funder = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
+    const wallet = await attacker();
+    const w = s.wallet(0, A);
+    const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 100_000_000n] })}${marker(wallet.address)}` as Hex;
+    const hash = await w.sendTransaction({ account: funder, chain: w.chain, to: fot, data });
+    await s.publicClient(A).waitForTransactionReceipt({ hash });
+    await rpc('anvil_mine', ['0x3']);
+    await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
+    // 100 FOT sent, 1% burnt: 99 arrived, 99 USD credited.
+    expect(s.node.ledger.balances.summary(wallet.address).balance).toBe(99_000_000n);
+    expect(s.node.ledger.funding.ofTx(A, hash)[0]!.parts).toEqual([{ currency: fot, amount: 99_000_000n, logIndex: expect.any(Number) }]);
   });
 
   it('a reorg that drops a booked funding transfer reverses the credit with a new entry, and the fast fill it would pay is refused', async () => {

@@ -93,8 +93,9 @@ export function send(base: string, s: Sent, timeoutMs = 10_000): Promise<Answer>
 // every block), to show that a rejected call wrote nothing.
 export function ledgerDigest(ledger: Ledger): { hash: string; rows: Record<string, number> } {
   // api_usage counts every keyed call, refused ones included (that is what GET /metrics/usage
-  // reports): operational counters, not state a call can corrupt.
-  const volatile = new Set(['cursors', 'chain_blocks', 'sqlite_sequence', 'schema_migrations', 'api_usage']);
+  // reports): operational counters, not state a call can corrupt. scan_marks: the funding watcher's
+  // last-read block hash, moving with the chain like the cursors.
+  const volatile = new Set(['cursors', 'chain_blocks', 'scan_marks', 'sqlite_sequence', 'schema_migrations', 'api_usage']);
   const tables = (ledger.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).all() as { name: string }[])
     .map((t) => t.name)
     .filter((n) => !volatile.has(n) && !n.startsWith('sqlite_'));

@@ -1,7 +1,7 @@
 import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import { linkMessage } from '../../src/api/routes/money.ts';
-import { api, until, type Stack } from './stack.ts';
+import { linkWallet as linkThroughNode } from './link.ts';
+import { until, type Stack } from './stack.ts';
 
 // App balances in tests: funded by a marked USDC transfer to the solver on chain 8453, linked to a
 // key by the wallet's signature, as an integrator does.
@@ -23,7 +23,6 @@ export async function fundAppBalance(s: Stack, from: number, credited: Address, 
 /** Links devnet account `wallet` to the API key as its sponsor wallet. */
 export async function linkWallet(s: Stack, k: { key: string; id: string }, wallet: number): Promise<void> {
   const acct = privateKeyToAccount(s.devnet.accounts[wallet]!.privateKey);
-  const signature = await acct.signMessage({ message: linkMessage(acct.address, k.id) });
-  const r = await api(s.url, '/app-balance/link', { apiKey: k.key, body: { wallet: acct.address, signature } });
+  const r = await linkThroughNode(s.url, k.key, acct);
   if (r.status !== 200) throw new Error(`link failed: ${r.status} ${JSON.stringify(r.body)}`);
 }

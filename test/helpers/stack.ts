@@ -32,15 +32,18 @@ export async function startStack(
     config?: Record<string, unknown>;
     // Changes a test makes to each chain's config (e.g. publicRpcUrl).
     chain?: (c: Record<string, unknown> & { id: number }) => Record<string, unknown>;
+    // Rewrites the node's config file before the node reads it (e.g. a currency a test deploys).
+    configure?: (config: any) => any;
   } = {},
 ): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm });
   const makeNode = async (faults: Faults = {}) => {
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
-    const file = devnet.nodeConfig({ port: 0, logLevel: 'warn' });
-    if (opts.chain) file.chains = (file.chains as (Record<string, unknown> & { id: number })[]).map(opts.chain) as typeof file.chains;
-    const config = buildConfigWithKeys({ ...file, ...opts.config }, devnet.keys, faults);
+    const base = devnet.nodeConfig({ port: 0, logLevel: 'warn' });
+    if (opts.chain) base.chains = (base.chains as (Record<string, unknown> & { id: number })[]).map(opts.chain) as typeof base.chains;
+    const file = { ...base, ...opts.config };
+    const config = buildConfigWithKeys(opts.configure ? opts.configure(file) : file, devnet.keys, faults);
     // With logLines, the node logs everything (debug) into it, for tests that read the log.
     const log = opts.logLines
       ? createLogger('debug', { write: (line: string) => void opts.logLines!.push(line) })
