@@ -3,6 +3,7 @@ import { authHooks } from './auth.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
+import { ApiLimits } from './limits.ts';
 import { healthRoutes } from './routes/health.ts';
 import { moneyRoutes } from './routes/money.ts';
 import { permitRoutes } from './routes/permits.ts';
@@ -28,11 +29,13 @@ export function createApi(ctx: ApiContext): FastifyInstance {
       return reply.status(204).send();
     }
   });
-  authHooks(app, ctx);
+  const limits = new ApiLimits(ctx.config.api.rateLimit);
+  authHooks(app, ctx, limits);
   app.addHook('onResponse', async (req, reply) => {
     ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
   });
-  healthRoutes(app, ctx);
+  // /ready and /metrics move to the operator's own address when one is configured (createOperatorApi).
+  healthRoutes(app, ctx, { operator: ctx.config.api.metricsListen === undefined });
   quoteRoutes(app, ctx);
   statusRoutes(app, ctx);
   transactionRoutes(app, ctx);
@@ -43,6 +46,18 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   authorizeRoutes(app, ctx);
   webhookRoutes(app, ctx);
   // Last: registers @fastify/websocket and GET /intents/status/ws.
-  app.decorate('statusStream', statusStreamRoutes(app, ctx));
+  app.decorate('statusStream', statusStreamRoutes(app, ctx, limits));
+  return app;
+}
+
+/**
+ * The operator's endpoints (/ready, /metrics, and /health) on their own listener, for
+ * `api.metricsListen`: bound to a private interface, not reachable from the public API address.
+ */
+export function createOperatorApi(ctx: ApiContext): FastifyInstance {
+  const app = Fastify({ bodyLimit: 1024, logger: false, return503OnClosing: true });
+  app.setErrorHandler(errorHandler(ctx.log));
+  app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
+  healthRoutes(app, ctx, { operator: true });
   return app;
 }

@@ -12,7 +12,7 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   const privateChains = ctx.config.chains.filter((c) => c.private).map((c) => c.id);
 
   const list = (query: Record<string, unknown>, authenticatedFor: string | undefined, referrer?: string) => {
-    const q = parseRequestQuery(query, ctx.ledger, privateChains);
+    const q = parseRequestQuery(query, { callerKeyId: authenticatedFor, privateChains, bounds: ctx.config.api.listing });
     q.referrer = referrer;
     const found = searchRequests(ctx.ledger.db, q);
     const recordCtx = { ledger: ctx.ledger, registry: ctx.registry, solver: ctx.solver, authenticatedFor: q.includeAuthenticatedData ? authenticatedFor : undefined };
