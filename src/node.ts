@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Address } from 'viem';
+import { ListingPool } from './api/listing/pool.ts';
 import { createApi, createOperatorApi } from './api/server.ts';
 import type { ChainAdapter } from './chains/adapter.ts';
 import { createAdapter } from './chains/adapters.ts';
@@ -36,6 +37,8 @@ export class RelayNode {
   readonly adapters = new Map<number, ChainAdapter>();
   readonly solver: Solver | undefined;
   readonly api: FastifyInstance;
+  // Worker threads (own read-only ledger connections) for the request listings.
+  readonly listings: ListingPool;
   // /ready and /metrics on api.metricsListen, when configured.
   readonly operatorApi: FastifyInstance | undefined;
   readonly solverAddress: Address;
@@ -79,6 +82,10 @@ export class RelayNode {
         this.adapters.set(chain.id, createAdapter(chain, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log }));
       }
     }
+    this.listings = new ListingPool(
+      { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress },
+      { workers: config.api.listing.workers, timeoutMs: config.api.listing.timeoutMs, log: this.log },
+    );
     const apiContext = {
       config,
       registry: this.registry,
@@ -89,6 +96,7 @@ export class RelayNode {
       solver: this.solverAddress,
       adapters: opts.readOnly ? undefined : this.adapters,
       now: opts.now ?? Date.now,
+      listings: this.listings,
     };
     this.api = createApi(apiContext);
     this.operatorApi = config.api.metricsListen ? createOperatorApi(apiContext) : undefined;
@@ -120,6 +128,7 @@ export class RelayNode {
     this.quotePruner?.stop();
     await this.api.close();
     await this.operatorApi?.close();
+    await this.listings.close();
     await this.deliverer?.stop();
     await this.solver?.stop();
     await Promise.all([...this.adapters.values()].map((a) => a.stop()));

@@ -17,6 +17,7 @@ import { isNonPublicAddress } from '../src/events/targetGuard.ts';
 import { pruneUnusedQuotes } from '../src/ledger/quotePruner.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
+import { heaviestListing, seedRequests } from './helpers/seedRequests.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const A = 8453;
@@ -383,5 +384,49 @@ describe('read-only replica', () => {
       child.kill('SIGTERM');
       await exited;
     }
+  });
+});
+
+describe('listings isolated from the node', () => {
+  it('bounds the cost of a listing query: a 400 naming the bound', async () => {
+    const k = s.node.ledger.apiKeys.create('bounds');
+    const b = s.node.config.api.listing;
+    const enc = (f: unknown) => encodeURIComponent(JSON.stringify(f));
+    const addr = (i: number) => `0x${(i + 1).toString(16).padStart(40, '0')}`;
+    const cases: [string, RegExp][] = [
+      [`filters=${enc(Array.from({ length: b.maxGroups + 1 }, () => ({ status: 'success' })))}`, new RegExp(`at most ${b.maxGroups} groups`)],
+      [`filters=${enc([{ user: Array.from({ length: b.maxValuesPerField + 1 }, (_, i) => addr(i)) }])}`, new RegExp(`1 to ${b.maxValuesPerField} values`)],
+      [`status=success&filters=${enc(Array.from({ length: b.maxGroups }, () => ({ status: Array(b.maxValuesPerField).fill('success') })))}`, new RegExp(`at most ${b.maxFilterValues} filter values in all`)],
+      [`filters=${enc([{ term: 'x'.repeat(b.maxFiltersLength) }])}`, new RegExp(`at most ${b.maxFiltersLength} characters`)],
+    ];
+    for (const [q, message] of cases) {
+      const r = await api(s.url, `/requests/v3?${q}`, { apiKey: k.key });
+      expect([q.slice(0, 40), r.status, r.body.message]).toEqual([q.slice(0, 40), 400, expect.stringMatching(message)]);
+    }
+    // The heaviest query within the bound is answered.
+    expect((await api(s.url, `/requests/v3?${heaviestListing(b)}`, { apiKey: k.key })).status).toBe(200);
+  });
+
+  it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
+    const k = s.node.ledger.apiKeys.create('isolation');
+    seedRequests(s.node.ledger.db, 20_000, { prefix: 'iso', start: Date.UTC(2025, 0, 1) });
+    // Workers up (their first listing starts them).
+    expect((await api(s.url, '/requests/v3?limit=1', { apiKey: k.key })).status).toBe(200);
+    const done: string[] = [];
+    const listings = Array.from({ length: 10 }, (_, i) =>
+      api(s.url, `/requests/v3?${heaviestListing(s.node.config.api.listing, i)}`, { apiKey: k.key }).then((r) => {
+        done.push(`listing ${r.status}`);
+        return r;
+      }),
+    );
+    await until(() => (s.node.listings.busy > 0 ? true : undefined), 'a listing to be running');
+    const health = await api(s.url, '/health');
+    done.push(`health ${health.status}`);
+    const results = await Promise.all(listings);
+    for (const r of results) expect(r.status).toBe(200);
+    // /health did not wait for the listings that were sent before it.
+    expect(done.indexOf('health 200')).toBeGreaterThanOrEqual(0);
+    expect(done.indexOf('health 200')).toBeLessThan(done.length - 1);
+    expect(results[0]!.body.total).toBeGreaterThan(0);
   });
 });

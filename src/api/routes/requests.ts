@@ -2,30 +2,25 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { searchRequests } from '../../ledger/requestSearch.ts';
-import { encodeContinuation, parseRequestQuery } from '../requestQuery.ts';
-import { requestRecord } from '../requestRecord.ts';
+import { runListing, type ListingResult } from '../listing/run.ts';
+import { parseRequestQuery } from '../requestQuery.ts';
 import { RateLimiter } from '../rateLimit.ts';
-import { toV2Record } from '../requestRecordV2.ts';
 
 export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   const privateChains = ctx.config.chains.filter((c) => c.private).map((c) => c.id);
 
-  const list = (query: Record<string, unknown>, authenticatedFor: string | undefined, referrer?: string) => {
+  // Validated here (a 400 costs no worker), run in a listing worker with its own read-only
+  // connection: a heavy listing never blocks the node's event loop.
+  const list = async (query: Record<string, unknown>, authenticatedFor: string | undefined, v2: boolean, referrer?: string): Promise<ListingResult> => {
     const q = parseRequestQuery(query, { callerKeyId: authenticatedFor, privateChains, bounds: ctx.config.api.listing });
     q.referrer = referrer;
-    const found = searchRequests(ctx.ledger.db, q);
-    const recordCtx = { ledger: ctx.ledger, registry: ctx.registry, solver: ctx.solver, authenticatedFor: q.includeAuthenticatedData ? authenticatedFor : undefined };
-    return {
-      records: found.rows.map((r) => requestRecord(recordCtx, r)),
-      continuation: found.next ? encodeContinuation({ s: q.sortBy, d: q.sortDirection, k: found.next.key, i: found.next.id }) : undefined,
-      total: found.total,
-    };
+    const job = { query: q, authenticatedFor, v2 };
+    return ctx.listings ? ctx.listings.run(job) : runListing(ctx, job);
   };
 
   app.get('/requests/v3', async (req) => {
     const caller = requireCaller(req);
-    const page = list((req.query ?? {}) as Record<string, unknown>, caller.id);
+    const page = await list((req.query ?? {}) as Record<string, unknown>, caller.id, false);
     return { requests: page.records, continuation: page.continuation ?? null, ...(page.total !== undefined ? { total: page.total } : {}) };
   });
 
@@ -85,9 +80,9 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       const referrer = query.referrer;
       delete query.referrer;
       if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 200)) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: referrer: must be a string');
-      const page = list(query, req.apiCaller?.id, referrer);
+      const page = await list(query, req.apiCaller?.id, true, referrer);
       return {
-        requests: page.records.map(toV2Record),
+        requests: page.records,
         continuation: page.continuation ?? null,
         deprecation: {
           message: 'GET /requests/v2 is deprecated; move to GET /requests/v3',
