@@ -110,7 +110,8 @@ await yargs(hideBin(process.argv))
     async (argv) => {
       let config: Config;
       try {
-        config = withOverrides(loadConfigFile(argv.config), argv);
+        // No private key needed: the replica takes the solver's address from solverAddress.
+        config = withOverrides(loadConfigFile(argv.config, process.env, { readOnly: true }), argv);
       } catch (e) {
         fail(e);
       }

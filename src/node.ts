@@ -1,15 +1,16 @@
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Address } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
 import { createAdminApi } from './admin/server.ts';
-import { createApi } from './api/server.ts';
+import { ListingPool } from './api/listing/pool.ts';
+import { createApi, createOperatorApi } from './api/server.ts';
 import type { ChainAdapter } from './chains/adapter.ts';
 import { createAdapter } from './chains/adapters.ts';
 import type { Config } from './config/load.ts';
 import { Registry } from './config/registry.ts';
 import { Deliverer } from './events/deliverer.ts';
 import { Ledger } from './ledger/index.ts';
+import { QuotePruner } from './ledger/quotePruner.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
@@ -39,14 +40,21 @@ export class RelayNode {
   readonly adapters = new Map<number, ChainAdapter>();
   readonly solver: Solver | undefined;
   readonly api: FastifyInstance;
+  // Worker threads (own read-only ledger connections) for the request listings.
+  readonly listings: ListingPool;
+  // /ready and /metrics on api.metricsListen, when configured.
+  readonly operatorApi: FastifyInstance | undefined;
   readonly solverAddress: Address;
   // Webhook deliveries of the status events outbox (absent on a read-only replica).
   readonly deliverer: Deliverer | undefined;
   // The admin API, on its own listen address (config.admin.port; absent: not served).
   readonly admin: FastifyInstance | undefined;
-  #url: string | undefined;
   #adminUrl: string | undefined;
   #draining: string | undefined;
+  // Deletes quotes nobody used, past their expiry (absent on a read-only replica).
+  readonly quotePruner: QuotePruner | undefined;
+  #url: string | undefined;
+  #operatorUrl: string | undefined;
 
   constructor(
     readonly config: Config,
@@ -57,7 +65,8 @@ export class RelayNode {
     this.registry = new Registry(config.chains);
     this.ledger = Ledger.open(ledgerPath(config), { readonly: opts.readOnly });
     registerAuditMetrics(this.metrics.registry, this.ledger);
-    this.solverAddress = privateKeyToAccount(config.solverKey.reveal()).address;
+    // From the config: a read-only replica may have the address without the key.
+    this.solverAddress = config.solverAddress;
     const prices = opts.prices ?? new FeedPriceSource(config.chains);
     if (!opts.readOnly) {
       const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk);
@@ -69,12 +78,23 @@ export class RelayNode {
         onFunding: solver.onFunding.bind(solver),
         wake: () => solver.wake(),
       };
+      this.quotePruner = new QuotePruner(this.ledger.db, {
+        graceMs: config.quote.pruneGraceSeconds * 1000,
+        intervalMs: config.quote.pruneIntervalSeconds * 1000,
+        now: opts.now ?? Date.now,
+        onPruned: (n) => this.log.info({ pruned: n }, 'unused expired quotes deleted'),
+        onError: (e) => this.log.error({ err: e.message }, 'pruning unused quotes failed'),
+      });
       this.deliverer = new Deliverer({ ledger: this.ledger, config, metrics: this.metrics, log: this.log });
       for (const chain of config.chains) {
         this.adapters.set(chain.id, createAdapter(chain, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log }));
       }
     }
-    this.api = createApi({
+    this.listings = new ListingPool(
+      { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress },
+      { workers: config.api.listing.workers, timeoutMs: config.api.listing.timeoutMs, log: this.log },
+    );
+    const apiContext = {
       config,
       registry: this.registry,
       ledger: this.ledger,
@@ -84,7 +104,10 @@ export class RelayNode {
       solver: this.solverAddress,
       adapters: opts.readOnly ? undefined : this.adapters,
       now: opts.now ?? Date.now,
-    });
+      listings: this.listings,
+    };
+    this.api = createApi(apiContext);
+    this.operatorApi = config.api.metricsListen ? createOperatorApi(apiContext) : undefined;
     refuseWhileDraining(this.api, () => this.#draining);
     if (this.solver && config.admin.port !== undefined) {
       this.admin = createAdminApi({ ledger: this.ledger, registry: this.registry, adapters: this.adapters, solver: this.solver, log: this.log });
@@ -101,12 +124,20 @@ export class RelayNode {
     return this.#url;
   }
 
+  // The operator listener's URL (api.metricsListen), once started.
+  get operatorUrl(): string | undefined {
+    return this.#operatorUrl;
+  }
+
   async start(): Promise<this> {
     await Promise.all([...this.adapters.values()].map((a) => a.start()));
     this.solver?.start();
     this.deliverer?.start();
+    this.quotePruner?.start();
     this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
     if (this.admin) this.#adminUrl = await this.admin.listen({ host: this.config.admin.host, port: this.config.admin.port });
+    const ml = this.config.api.metricsListen;
+    if (this.operatorApi && ml) this.#operatorUrl = await this.operatorApi.listen({ host: ml.host, port: ml.port });
     this.log.info({ url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()] }, 'relay node started');
     return this;
   }
@@ -135,7 +166,10 @@ export class RelayNode {
 
   async stop(): Promise<void> {
     await this.admin?.close();
+    this.quotePruner?.stop();
     await this.api.close();
+    await this.operatorApi?.close();
+    await this.listings.close();
     await this.deliverer?.stop();
     await this.solver?.stop();
     await Promise.all([...this.adapters.values()].map((a) => a.stop()));

@@ -1,11 +1,13 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import './caller.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError } from './errors.ts';
-import { RateLimiter } from './rateLimit.ts';
+import type { ApiLimits } from './limits.ts';
+import { STREAM_PATH } from '../events/stream.ts';
 
-// Probes and metrics are for the operator's own infrastructure, never limited.
-const UNLIMITED = new Set(['/health', '/ready', '/metrics']);
+// Probes and metrics have their own per-IP bucket (a load balancer probes from few addresses).
+const PROBES = new Set(['/health', '/ready', '/metrics']);
+const QUOTES = new Set(['/quote', '/quote/v2']);
 
 // The key from `x-api-key`, or from `Authorization: Bearer <key>`.
 export function presentedKey(req: FastifyRequest): string | undefined {
@@ -17,27 +19,44 @@ export function presentedKey(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
-// Resolves the caller's key on every request (a presented key that is unknown or revoked is
-// refused everywhere, so a typo never silently downgrades a caller to anonymous), then applies
-// the caller's rate limit: per key, or per IP without one.
-export function authHooks(app: FastifyInstance, ctx: ApiContext): void {
-  const perKey = new RateLimiter(ctx.config.api.rateLimit.perKeyPerMinute);
-  const perIp = new RateLimiter(ctx.config.api.rateLimit.unauthenticatedPerMinute);
+function limited(reply: FastifyReply, retryAfterMs: number, message: string): ApiError {
+  reply.header('retry-after', String(Math.ceil(retryAfterMs / 1000)));
+  return new ApiError(429, 'RATE_LIMITED', message);
+}
+
+/**
+ * Resolves the caller's key on every request (a presented key that is unknown or revoked is
+ * refused everywhere, so a typo never silently downgrades a caller to anonymous), then applies
+ * the caller's rate limit: per key, or per IP without one. A failed key lookup is charged to the
+ * caller's IP bucket first, so guessing keys runs into 429 like any other anonymous traffic.
+ */
+export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimits): void {
   app.addHook('onRequest', async (req, reply) => {
     if (req.method === 'OPTIONS') return;
+    const path = req.url.split('?')[0]!;
+    if (PROBES.has(path)) {
+      const taken = limits.probes.take(req.ip);
+      if (!taken.ok) throw limited(reply, taken.retryAfterMs, 'too many probe requests from this address');
+      return;
+    }
     const key = presentedKey(req);
     if (key !== undefined) {
-      if (key.length > 200) throw new ApiError(403, 'INVALID_API_KEY', 'the API key is not valid');
-      const found = ctx.ledger.apiKeys.lookup(key);
-      if (found.state !== 'valid') throw new ApiError(403, 'INVALID_API_KEY', found.state === 'revoked' ? 'the API key has been revoked' : 'the API key is not valid');
+      const found = key.length > 200 ? ({ state: 'unknown' } as const) : ctx.ledger.apiKeys.lookup(key);
+      if (found.state !== 'valid') {
+        const taken = limits.perIp.take(req.ip);
+        if (!taken.ok) throw limited(reply, taken.retryAfterMs, 'too many requests from this address');
+        throw new ApiError(403, 'INVALID_API_KEY', found.state === 'revoked' ? 'the API key has been revoked' : 'the API key is not valid');
+      }
       req.apiCaller = { id: found.key.id, name: found.key.name };
     }
-    const path = req.url.split('?')[0];
-    if (UNLIMITED.has(path) || path.startsWith('/requests/v2')) return;
-    const taken = req.apiCaller ? perKey.take(req.apiCaller.id) : perIp.take(req.ip);
-    if (!taken.ok) {
-      reply.header('retry-after', String(Math.ceil(taken.retryAfterMs / 1000)));
-      throw new ApiError(429, 'RATE_LIMITED', req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit');
+    const taken = req.apiCaller ? limits.perKey.take(req.apiCaller.id) : limits.perIp.take(req.ip);
+    if (!taken.ok) throw limited(reply, taken.retryAfterMs, req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit');
+    if (!req.apiCaller && QUOTES.has(path) && req.method === 'POST') {
+      const q = limits.anonymousQuotes.take(req.ip);
+      if (!q.ok) throw limited(reply, q.retryAfterMs, `at most ${limits.config.anonymousQuotesPerMinute} quotes per minute without an API key; an API key has a higher limit`);
+    }
+    if (path === STREAM_PATH && !limits.wsConnectionAllowed(req.ip)) {
+      throw limited(reply, 1000, `at most ${limits.config.wsConnectionsPerIp} status stream connections per address`);
     }
   });
 }

@@ -6,6 +6,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { PriceSource } from '../quote/prices.ts';
+import type { ListingPool } from './listing/pool.ts';
 
 export interface ApiContext {
   config: Config;
@@ -18,4 +19,6 @@ export interface ApiContext {
   // Absent on a read-only API replica: routes that write or speak to chains answer 503 there.
   adapters?: Map<number, ChainAdapter>;
   now: () => number;
+  // Worker threads for the request listings (absent: they run inline, on this event loop).
+  listings?: ListingPool;
 }

@@ -1,6 +1,5 @@
 import { getAddress, isAddress } from 'viem';
 import { STATUSES } from '../ledger/types.ts';
-import type { Ledger } from '../ledger/index.ts';
 import { FILTER_FIELDS, type FieldFilter, type FilterField, type RequestQuery, type SortBy } from '../ledger/requestSearch.ts';
 import { parseDecimal } from '../quote/money.ts';
 import { FAIL_REASONS, REFUND_FAIL_REASONS, REQUEST_TYPES } from './enums.ts';
@@ -11,7 +10,22 @@ import { ApiError } from './errors.ts';
 
 const MAX_LIMIT = 50;
 const DEFAULT_LIMIT = 20;
-const MAX_LIST = 50;
+
+/** The cost bound of a listing query (config api.listing): beyond it, a 400 naming the bound. */
+export interface ListingBounds {
+  maxGroups: number;
+  maxValuesPerField: number;
+  maxFilterValues: number;
+  maxFiltersLength: number;
+}
+
+/** Who asks, and what the listing may cost. */
+export interface RequestQueryContext {
+  // The caller's API key id: the only value an apiKey filter may take.
+  callerKeyId: string | undefined;
+  privateChains: number[];
+  bounds: ListingBounds;
+}
 
 const bad = (param: string, what: string) => new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: ${param}: ${what}`);
 
@@ -126,7 +140,7 @@ function list(v: unknown): string[] {
   return (Array.isArray(v) ? v.map(String) : [String(v)]).flatMap((s) => s.split(',')).filter((s) => s.length > 0);
 }
 
-function filterGroup(group: unknown, index: number, ledger: Ledger): FieldFilter[] {
+function filterGroup(group: unknown, index: number, ctx: RequestQueryContext): FieldFilter[] {
   const where = `filters[${index}]`;
   if (!group || typeof group !== 'object' || Array.isArray(group)) throw bad('filters', `${where} must be an object of field: value`);
   const out: FieldFilter[] = [];
@@ -138,7 +152,8 @@ function filterGroup(group: unknown, index: number, ledger: Ledger): FieldFilter
     if (!(FILTER_FIELDS as readonly string[]).includes(key)) throw bad('filters', `unknown field ${rawKey} in ${where}`);
     const field = key as FilterField;
     const values = Array.isArray(raw) ? raw : [raw];
-    if (values.length === 0 || values.length > MAX_LIST) throw bad(param, `must have 1 to ${MAX_LIST} values`);
+    const max = ctx.bounds.maxValuesPerField;
+    if (values.length === 0 || values.length > max) throw bad(param, `must have 1 to ${max} values (the listing's bound on values per field)`);
     const nulls = values.filter((x) => x === null).length;
     if (nulls && nulls < values.length) throw bad(param, 'null cannot be mixed with values in one array');
     if (nulls) {
@@ -146,16 +161,19 @@ function filterGroup(group: unknown, index: number, ledger: Ledger): FieldFilter
       continue;
     }
     for (const x of values) if (typeof x !== 'string' && typeof x !== 'number') throw bad(param, 'values must be strings, numbers or null');
-    out.push({ field, negate, values: values.map((x) => resolve(field, NORMALISE[field](x as string | number, param), ledger)) });
+    out.push({ field, negate, values: values.map((x) => ownKeyOnly(field, NORMALISE[field](x as string | number, param), param, ctx)) });
   }
   return out;
 }
 
-// An apiKey filter names a key by its id, or by the key itself.
-function resolve(field: FilterField, v: string | number, ledger: Ledger): string | number {
-  if (field !== 'apiKey' || typeof v !== 'string' || !v.startsWith('rn_')) return v;
-  const found = ledger.apiKeys.lookup(v);
-  return found.state === 'unknown' ? v : found.state === 'valid' ? found.key.id : v;
+// An apiKey filter names the caller's own key, by its id: another key's flow is not the caller's
+// to read, and a raw key as a filter value would be a key-validity oracle.
+function ownKeyOnly(field: FilterField, v: string | number, param: string, ctx: RequestQueryContext): string | number {
+  if (field !== 'apiKey') return v;
+  if (typeof v === 'string' && v.startsWith('rn_')) throw bad(param, 'takes an API key id (key_…), never the key itself');
+  if (ctx.callerKeyId === undefined) throw bad(param, 'needs an API key: it filters by the caller\'s own key only');
+  if (v !== ctx.callerKeyId) throw bad(param, 'may only name the caller\'s own API key id');
+  return v;
 }
 
 interface Cursor {
@@ -185,14 +203,16 @@ export interface ParsedRequestQuery extends RequestQuery {
   includeAuthenticatedData: boolean;
 }
 
-export function parseRequestQuery(query: Record<string, unknown>, ledger: Ledger, privateChains: number[]): ParsedRequestQuery {
+/** Validates and normalises a listing's query string, within the context's cost bound (400 naming what is wrong). */
+export function parseRequestQuery(query: Record<string, unknown>, ctx: RequestQueryContext): ParsedRequestQuery {
+  const { bounds, privateChains } = ctx;
   for (const k of Object.keys(query)) {
     if (!(FILTER_FIELDS as readonly string[]).includes(k) && !(k in RANGES) && !OTHER.has(k)) throw bad(k, 'is not a parameter of this endpoint');
   }
   const where: FieldFilter[] = [];
   for (const field of FILTER_FIELDS) {
     const v = single(query, field);
-    if (v !== undefined) where.push({ field, negate: false, values: [resolve(field, NORMALISE[field](v, field), ledger)] });
+    if (v !== undefined) where.push({ field, negate: false, values: [ownKeyOnly(field, NORMALISE[field](v, field), field, ctx)] });
   }
   const ranges: RequestQuery['ranges'] = {};
   for (const param of Object.keys(RANGES) as (keyof typeof RANGES)[]) {
@@ -205,6 +225,7 @@ export function parseRequestQuery(query: Record<string, unknown>, ledger: Ledger
   let groups: FieldFilter[][] = [];
   const filters = single(query, 'filters');
   if (filters !== undefined) {
+    if (filters.length > bounds.maxFiltersLength) throw bad('filters', `must be at most ${bounds.maxFiltersLength} characters (the listing's cost bound)`);
     let parsed: unknown;
     try {
       parsed = JSON.parse(filters);
@@ -212,9 +233,11 @@ export function parseRequestQuery(query: Record<string, unknown>, ledger: Ledger
       throw bad('filters', 'must be a JSON array of filter groups');
     }
     if (!Array.isArray(parsed)) throw bad('filters', 'must be a JSON array of filter groups');
-    if (parsed.length > 10) throw bad('filters', 'at most 10 groups');
-    groups = parsed.map((g, i) => filterGroup(g, i, ledger));
+    if (parsed.length > bounds.maxGroups) throw bad('filters', `at most ${bounds.maxGroups} groups (the listing's cost bound)`);
+    groups = parsed.map((g, i) => filterGroup(g, i, ctx));
   }
+  const values = [...where, ...groups.flat()].reduce((n, f) => n + (f.values?.length ?? 1), 0);
+  if (values > bounds.maxFilterValues) throw bad('filters', `at most ${bounds.maxFilterValues} filter values in all (the listing's cost bound); this query has ${values}`);
 
   const features = query.features === undefined ? [] : list(query.features);
   for (const f of features) if (!/^[a-z0-9_]{1,40}$/.test(f)) throw bad('features', `${f} is not a feature name`);

@@ -4,6 +4,7 @@ import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { errorHandler } from './errors.ts';
 import { registerOpenApi } from './openapi.ts';
+import { ApiLimits } from './limits.ts';
 import { healthRoutes } from './routes/health.ts';
 import { hostedRoutes } from './routes/hosted.ts';
 import { moneyRoutes } from './routes/money.ts';
@@ -31,7 +32,8 @@ export function createApi(ctx: ApiContext): FastifyInstance {
     }
   });
   registerOpenApi(app);
-  authHooks(app, ctx);
+  const limits = new ApiLimits(ctx.config.api.rateLimit);
+  authHooks(app, ctx, limits);
   app.addHook('onResponse', async (req, reply) => {
     ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
   });
@@ -39,7 +41,8 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   let stream: StatusStream | undefined;
   app.decorate('statusStream', { getter: () => stream! });
   app.register(async (routes) => {
-    healthRoutes(routes, ctx);
+    // /ready and /metrics move to the operator's own address when one is configured (createOperatorApi).
+    healthRoutes(routes, ctx, { operator: ctx.config.api.metricsListen === undefined });
     quoteRoutes(routes, ctx);
     statusRoutes(routes, ctx);
     transactionRoutes(routes, ctx);
@@ -51,7 +54,19 @@ export function createApi(ctx: ApiContext): FastifyInstance {
     webhookRoutes(routes, ctx);
     hostedRoutes(routes, ctx);
     // Last: registers @fastify/websocket and GET /intents/status/ws.
-    stream = statusStreamRoutes(routes, ctx);
+    stream = statusStreamRoutes(routes, ctx, limits);
   });
+  return app;
+}
+
+/**
+ * The operator's endpoints (/ready, /metrics, and /health) on their own listener, for
+ * `api.metricsListen`: bound to a private interface, not reachable from the public API address.
+ */
+export function createOperatorApi(ctx: ApiContext): FastifyInstance {
+  const app = Fastify({ bodyLimit: 1024, logger: false, return503OnClosing: true });
+  app.setErrorHandler(errorHandler(ctx.log));
+  app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
+  healthRoutes(app, ctx, { operator: true });
   return app;
 }

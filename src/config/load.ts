@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { privateKeyToAccount } from 'viem/accounts';
-import type { Hex } from 'viem';
+import type { Address, Hex } from 'viem';
 import type { ZodError } from 'zod';
 import { configSchema, type ParsedConfig } from './schema.ts';
 import { Secret } from './secret.ts';
@@ -16,8 +16,11 @@ export interface Faults {
   crashAfterFillBroadcast?: boolean;
 }
 
-export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' | 'svmSolverKey'> {
+export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' | 'svmSolverKey' | 'solverAddress'> {
+  // On a read-only replica configured with solverAddress alone, a key whose reveal() throws.
   solverKey: Secret<Hex>;
+  // The solver's EVM address: from solverKey, or as configured for a replica without the key.
+  solverAddress: Address;
   allocatorKey: Secret<Hex>;
   // The solver's key on SVM chains, as given (a base58 secret key or a JSON byte array).
   svmSolverKey?: Secret<string>;
@@ -94,15 +97,37 @@ function stripComments(v: unknown): unknown {
   return v;
 }
 
-// Validates a config object once; everything downstream trusts the result.
-export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, faults: Faults = {}): Config {
+// The key of a read-only replica that has none: the replica never signs, so reaching for it is a bug.
+class AbsentKey extends Secret<Hex> {
+  constructor() {
+    super('0x' as Hex);
+  }
+  override reveal(): Hex {
+    throw new ConfigError('solverKey: not configured (this is a read-only API replica)');
+  }
+}
+
+export interface BuildOptions {
+  // `relay-node api`: solverAddress alone is enough, no private key is read.
+  readOnly?: boolean;
+}
+
+/** Validates a config object once; everything downstream trusts the result. */
+export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, faults: Faults = {}, opts: BuildOptions = {}): Config {
   const parsed = configSchema.safeParse(stripComments(raw));
   if (!parsed.success) throw new ConfigError(`invalid config: ${formatZodError(parsed.error)}`);
-  const { solverKey, allocatorKey, svmSolverKey, ...rest } = parsed.data;
+  const { solverKey, allocatorKey, svmSolverKey, solverAddress, ...rest } = parsed.data;
+  if (!solverKey) {
+    if (!opts.readOnly) throw new ConfigError('invalid config: solverKey: is required to run the node (only the read-only `relay-node api` runs with solverAddress alone)');
+    return { ...rest, solverKey: new AbsentKey(), solverAddress: solverAddress!, allocatorKey: new AbsentKey(), faults };
+  }
   const solver = resolveKey(solverKey, 'solverKey', env);
+  const derived = privateKeyToAccount(solver.reveal()).address;
+  if (solverAddress && solverAddress !== derived) throw new ConfigError('invalid config: solverAddress: is not the address of solverKey');
   return {
     ...rest,
     solverKey: solver,
+    solverAddress: derived,
     allocatorKey: allocatorKey ? resolveKey(allocatorKey, 'allocatorKey', env) : solver,
     allocatorKeyConfigured: allocatorKey !== undefined,
     ...(svmSolverKey ? { svmSolverKey: resolveSvmKey(svmSolverKey, 'svmSolverKey', env) } : {}),
@@ -139,7 +164,8 @@ export function buildConfigWithKeys(raw: Record<string, unknown>, keys: { solver
   );
 }
 
-export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env): Config {
+/** Reads and validates a config file (see buildConfig). */
+export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.env, opts: BuildOptions = {}): Config {
   let text: string;
   try {
     text = readFileSync(path, 'utf8');
@@ -152,5 +178,5 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   } catch (e) {
     throw new ConfigError(`config file ${path} is not valid JSON: ${(e as Error).message}`);
   }
-  return buildConfig(raw, env);
+  return buildConfig(raw, env, {}, opts);
 }

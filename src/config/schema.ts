@@ -205,11 +205,39 @@ export const configSchema = z
       .object({
         host: z.string().min(1).default('127.0.0.1'),
         port: z.number().int().min(0).max(65_535).default(4000),
-        // Calls per minute, per API key and per client IP without one (429 beyond).
+        // Calls per minute, per API key and per client IP without one (429 beyond). A presented key
+        // that is not valid costs the caller's IP bucket a call (key guessing is limited).
         rateLimit: z
           .object({
             perKeyPerMinute: z.number().int().min(1).default(6_000),
             unauthenticatedPerMinute: z.number().int().min(1).default(600),
+            // Quotes without an API key, per client IP (each is stored and costs RPC calls).
+            anonymousQuotesPerMinute: z.number().int().min(1).default(60),
+            // /health, /ready, /metrics per client IP (probes need far less).
+            probesPerMinute: z.number().int().min(1).default(600),
+            // Status stream: open websocket connections per client IP, and messages per connection and per IP.
+            wsConnectionsPerIp: z.number().int().min(1).default(20),
+            wsMessagesPerConnectionPerMinute: z.number().int().min(1).default(120),
+            wsMessagesPerIpPerMinute: z.number().int().min(1).default(600),
+          })
+          .strict()
+          .default({}),
+        // Serve /metrics and /ready on their own address (a private interface) instead of the public one.
+        metricsListen: z
+          .object({ host: z.string().min(1).default('127.0.0.1'), port: z.number().int().min(0).max(65_535) })
+          .strict()
+          .optional(),
+        // Request listings (GET /requests/v2, /requests/v3): their cost bound, and the worker threads
+        // (own read-only ledger connections) that run them off the node's event loop.
+        listing: z
+          .object({
+            workers: z.number().int().min(1).max(16).default(2),
+            maxGroups: z.number().int().min(1).max(50).default(5),
+            maxValuesPerField: z.number().int().min(1).max(500).default(20),
+            maxFilterValues: z.number().int().min(1).max(5_000).default(100),
+            maxFiltersLength: z.number().int().min(64).max(65_536).default(4_096),
+            // A listing that runs longer is cut (its worker replaced) and answered 503.
+            timeoutMs: z.number().int().min(100).default(10_000),
           })
           .strict()
           .default({}),
@@ -220,7 +248,10 @@ export const configSchema = z
       .object({ level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info') })
       .strict()
       .default({}),
-    solverKey: keySource,
+    // Required to run the node; a read-only API replica (`relay-node api`) needs only solverAddress.
+    solverKey: keySource.optional(),
+    // The solver's EVM address, for a replica without the key (checked against the key when both are given).
+    solverAddress: evmAddress.optional(),
     // Signs the depository's call requests (refunds); the solver key when absent.
     allocatorKey: keySource.optional(),
     fees: z
@@ -239,6 +270,9 @@ export const configSchema = z
         ttlSeconds: z.number().int().min(10).default(600),
         // How long after the quote the fill may still happen (the order's output deadline).
         fillDeadlineSeconds: z.number().int().min(60).default(3600),
+        // A quote nothing happened to (no deposit, signature, payout or event) is deleted this long after it expired.
+        pruneGraceSeconds: z.number().int().min(0).default(3_600),
+        pruneIntervalSeconds: z.number().int().min(1).default(300),
       })
       .strict()
       .default({}),
@@ -264,6 +298,13 @@ export const configSchema = z
         concurrency: z.number().int().min(1).max(256).default(16),
         // The deliverer also polls (deliveries written by the CLI, retries coming due).
         pollIntervalMs: z.number().int().min(10).default(1_000),
+        // Webhook targets on loopback, private, link-local, unique-local or CGNAT addresses are refused
+        // (checked when connecting, after DNS). Only a devnet or a test turns this on.
+        allowPrivateTargets: z.boolean().default(false),
+        // Live webhooks per API key.
+        maxWebhooksPerKey: z.number().int().min(1).max(1_000).default(10),
+        // POST /webhooks/:id/redeliver calls per API key per minute.
+        redeliverPerMinute: z.number().int().min(1).default(6),
         // Websocket: a heartbeat message and ping every N seconds; a client that missed a pong is dropped.
         heartbeatSeconds: z.number().int().min(1).default(30),
         // Websocket: messages queued for a client that does not read fast enough before it is closed (4008).
@@ -319,6 +360,7 @@ export const configSchema = z
       if (!seen.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `chain ${c.chainId} is not configured` });
       limited.add(c.chainId);
     });
+    if (!cfg.solverKey && !cfg.solverAddress) ctx.addIssue({ code: 'custom', path: ['solverKey'], message: 'is required (a read-only API replica may give solverAddress instead)' });
     if (cfg.chains.some((c) => c.kind === 'svm') && !cfg.svmSolverKey) {
       ctx.addIssue({ code: 'custom', path: ['svmSolverKey'], message: 'is required when an SVM chain is configured' });
     }

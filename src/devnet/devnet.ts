@@ -103,7 +103,21 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
       nodeConfig: (o = {}) => ({
         dataDir: o.dataDir ?? opts.dataDir,
         // A developer's own machine: limits high enough never to get in the way of a test loop.
-        api: { host: o.host ?? '127.0.0.1', port: o.port ?? 4000, rateLimit: { perKeyPerMinute: 1_000_000, unauthenticatedPerMinute: 1_000_000 } },
+        api: {
+          host: o.host ?? '127.0.0.1',
+          port: o.port ?? 4000,
+          rateLimit: {
+            perKeyPerMinute: 1_000_000,
+            unauthenticatedPerMinute: 1_000_000,
+            anonymousQuotesPerMinute: 1_000_000,
+            probesPerMinute: 1_000_000,
+            wsConnectionsPerIp: 10_000,
+            wsMessagesPerConnectionPerMinute: 1_000_000,
+            wsMessagesPerIpPerMinute: 1_000_000,
+          },
+        },
+        // Webhook receivers on a developer's machine listen on 127.0.0.1.
+        events: { allowPrivateTargets: true },
         log: { level: (o.logLevel ?? 'info') as 'info' },
         fees: { relayerServiceBps: 10 },
         quote: { ttlSeconds: 600, fillDeadlineSeconds: 3600 },

@@ -1,9 +1,13 @@
 import { createHmac } from 'node:crypto';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { LookupFunction } from 'node:net';
 import type { Config } from '../config/load.ts';
 import type { DueDelivery } from '../ledger/events.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
+import { BlockedTargetError, guardedLookup, ipLiteralHost, isNonPublicAddress } from './targetGuard.ts';
 
 // Webhook deliveries: at least once, signed, in order per request and webhook, with retries on an
 // exponential backoff with full jitter, then dead. All state is in the ledger (event_deliveries),
@@ -54,12 +58,16 @@ export class Deliverer {
   // Outcomes of finished attempts, written together in one transaction at the next pass (one
   // fsync for many deliveries). Until then their deliveries count as in flight.
   #outcomes: { key: string; write: () => void }[] = [];
+  // Keep-alive agents whose DNS lookup refuses private targets at connect time (see targetGuard.ts).
+  readonly #agents: { http: HttpAgent; https: HttpsAgent };
 
   constructor(opts: { ledger: Ledger; config: Config; metrics: Metrics; log: Logger }) {
     this.#ledger = opts.ledger;
     this.#config = opts.config;
     this.#metrics = opts.metrics;
     this.#log = opts.log.child({ component: 'webhooks' });
+    const lookup: LookupFunction = guardedLookup(() => this.#cfg.allowPrivateTargets);
+    this.#agents = { http: new HttpAgent({ keepAlive: true, lookup } as object), https: new HttpsAgent({ keepAlive: true, lookup } as object) };
   }
 
   // Read at every use, so that a running node picks up a changed value (tests shorten the backoff).
@@ -98,6 +106,8 @@ export class Deliverer {
     for (const f of pending) f.abort.abort();
     await Promise.all(pending.map((f) => f.done));
     this.#writeOutcomes();
+    this.#agents.http.destroy();
+    this.#agents.https.destroy();
   }
 
   #writeOutcomes(): void {
@@ -173,6 +183,29 @@ export class Deliverer {
     this.#inFlight.set(key, { abort, done });
   }
 
+  // POSTs with node:http(s) through the guarded agents; resolves with the answer's status (the body
+  // is drained, so the connection can be reused; its content does not matter).
+  #post(url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<number> {
+    const u = new URL(url);
+    const literal = ipLiteralHost(u.hostname);
+    // An IP literal is connected to without a lookup: it is checked here instead.
+    if (literal !== undefined && !this.#cfg.allowPrivateTargets && isNonPublicAddress(literal)) return Promise.reject(new BlockedTargetError());
+    const https = u.protocol === 'https:';
+    return new Promise<number>((resolve, reject) => {
+      const req = (https ? httpsRequest : httpRequest)(
+        u,
+        { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, agent: https ? this.#agents.https : this.#agents.http, signal },
+        (res: IncomingMessage) => {
+          res.on('error', () => {});
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
   // Sends one delivery; returns the write that records its outcome (none when cut by a stop).
   async #deliver(d: DueDelivery, stop: AbortController): Promise<(() => void) | undefined> {
     const body = deliveryBody(d);
@@ -186,9 +219,9 @@ export class Deliverer {
     let status: number | null = null;
     let error: string | undefined;
     try {
-      const res = await fetch(d.url, {
-        method: 'POST',
-        headers: {
+      status = await this.#post(
+        d.url,
+        {
           'content-type': 'application/json',
           'user-agent': 'relay-node-webhooks/1',
           [EVENT_ID_HEADER]: d.event_id,
@@ -196,17 +229,13 @@ export class Deliverer {
           [SIGNATURE_HEADER]: signature(d.secret, timestamp, body),
         },
         body,
-        // A redirect is an answer that is not 2xx: the receiver should register the final URL.
-        redirect: 'manual',
-        signal: stop.signal,
-      });
-      status = res.status;
-      // Read (and bound) the answer so the connection can be reused; its content does not matter.
-      await res.body?.cancel().catch(() => {});
+        stop.signal,
+      );
+      // A redirect is an answer that is not 2xx (never followed): the receiver should register the final URL.
       if (status < 200 || status > 299) error = `HTTP ${status}`;
     } catch (e) {
       if (stop.signal.aborted && !timedOut) return undefined; // stopping: stays pending, sent again after the restart
-      error = timedOut ? `timed out after ${timeoutMs} ms` : describeFetchError(e, d.url);
+      error = timedOut ? `timed out after ${timeoutMs} ms` : describeDeliveryError(e);
     } finally {
       clearTimeout(timer);
     }
@@ -235,9 +264,12 @@ export class Deliverer {
   }
 }
 
-// What went wrong, without the URL (it may carry a token in its query string).
-function describeFetchError(e: unknown, url: string): string {
-  const err = e as Error & { cause?: { code?: string; message?: string } };
-  const detail = err.cause?.code ?? err.cause?.message ?? err.message ?? String(e);
-  return String(detail).split(url).join(redactUrl(url)).slice(0, 300);
+// What went wrong, as the webhook's owner sees it (GET /webhooks/:id/deliveries): the kind of
+// failure only. No error code, address or port of the target: that would make the deliveries
+// listing a network scanner (refused vs. unreachable vs. open) for whoever holds a key.
+function describeDeliveryError(e: unknown): string {
+  if (e instanceof BlockedTargetError) return 'target refused: it resolves to a private, loopback or link-local address';
+  const code = (e as { code?: string }).code;
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'the host name does not resolve';
+  return 'could not connect to the target or the connection failed';
 }

@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { getAddress, isAddress } from 'viem';
 import type WebSocket from 'ws';
 import type { ApiContext } from '../api/context.ts';
+import type { ApiLimits } from '../api/limits.ts';
 import { statusRecord } from '../ledger/statusRecord.ts';
 import type { StreamEventRow } from '../ledger/events.ts';
 import type { RequestRow } from '../ledger/types.ts';
@@ -14,6 +15,8 @@ import type { RequestRow } from '../ledger/types.ts';
 
 export const STREAM_PATH = '/intents/status/ws';
 export const CLOSE_SLOW_CLIENT = 4008;
+// Closed for sending far more messages than its limit (policy violation).
+export const CLOSE_TOO_MANY_MESSAGES = 1008;
 const MAX_REQUEST_SUBSCRIPTIONS = 1_000;
 const MAX_WALLET_SUBSCRIPTIONS = 10;
 const WALLET_SNAPSHOT_LIMIT = 100;
@@ -28,7 +31,14 @@ interface Client {
   closed: boolean;
   alive: boolean;
   apiKeyId: string | undefined;
+  ip: string;
+  // Its own bucket in the per-connection limiter.
+  limiterId: string;
+  // Messages dropped over the limit since the last one taken; the first gets one error answer.
+  dropped: number;
+  release: () => void;
 }
+let connectionSeq = 0;
 
 // How a wallet is stored on requests: checksummed EVM addresses, lower-case other hex, as is otherwise.
 function normalizeWallet(v: string): string {
@@ -50,8 +60,11 @@ export class StatusStream {
   #heartbeat: NodeJS.Timeout;
   #closed = false;
 
-  constructor(ctx: ApiContext) {
+  readonly #limits: ApiLimits;
+
+  constructor(ctx: ApiContext, limits: ApiLimits) {
     this.#ctx = ctx;
+    this.#limits = limits;
     this.#walletRequests = ctx.ledger.db.prepare(`SELECT * FROM (SELECT * FROM requests WHERE user = ? ORDER BY created_at DESC, id DESC LIMIT ${WALLET_SNAPSHOT_LIMIT}) ORDER BY created_at, id`);
     this.#unsubscribe = ctx.ledger.events.onAppended(() => this.wake());
     // Also polls: a read-only replica sees the node's commits only through the database.
@@ -90,10 +103,23 @@ export class StatusStream {
 
   attach(socket: WebSocket, req: FastifyRequest): void {
     if (this.#clients.size === 0) this.#lastSeq = this.#ctx.ledger.events.maxSeq();
-    const client: Client = { socket, requests: new Map(), wallets: new Map(), queue: [], closed: false, alive: true, apiKeyId: req.apiCaller?.id };
+    const client: Client = {
+      socket,
+      requests: new Map(),
+      wallets: new Map(),
+      queue: [],
+      closed: false,
+      alive: true,
+      apiKeyId: req.apiCaller?.id,
+      ip: req.ip,
+      limiterId: `c${++connectionSeq}`,
+      dropped: 0,
+      release: this.#limits.wsConnected(req.ip),
+    };
     this.#clients.add(client);
     this.#ctx.metrics.wsClients.set(this.#clients.size);
     socket.on('message', (data: { toString(): string }, isBinary: boolean) => {
+      if (!this.#admit(client)) return;
       try {
         this.#onMessage(client, isBinary ? null : data.toString());
       } catch (e) {
@@ -106,6 +132,23 @@ export class StatusStream {
     });
     socket.on('close', () => this.#forget(client));
     socket.on('error', () => this.#forget(client));
+  }
+
+  // Whether a message may be handled: one token from the connection's bucket and one from its IP's.
+  // Over the limit a message is dropped unanswered (after one RATE_LIMITED error), and a client
+  // that keeps sending is closed, so that a flood costs the node no replies.
+  #admit(c: Client): boolean {
+    if (c.closed) return false;
+    const conn = this.#limits.wsPerConnection.take(c.limiterId);
+    const ip = conn.ok ? this.#limits.wsPerIp.take(c.ip) : conn;
+    if (conn.ok && ip.ok) {
+      c.dropped = 0;
+      return true;
+    }
+    c.dropped++;
+    if (c.dropped === 1) this.#error(c, 'RATE_LIMITED', 'too many messages: slow down', { retryAfterMs: ip.ok ? 0 : ip.retryAfterMs });
+    if (c.dropped > this.#limits.config.wsMessagesPerConnectionPerMinute) this.#drop(c, CLOSE_TOO_MANY_MESSAGES, 'too many messages');
+    return false;
   }
 
   wake(): void {
@@ -224,6 +267,8 @@ export class StatusStream {
     let keyId = c.apiKeyId;
     if (m.apiKey !== undefined) {
       const found = typeof m.apiKey === 'string' && m.apiKey.length <= 200 ? this.#ctx.ledger.apiKeys.lookup(m.apiKey) : { state: 'unknown' as const };
+      // A failed lookup costs the address's HTTP bucket too: guessing keys here is no cheaper than over HTTP.
+      if (found.state !== 'valid' && !this.#limits.perIp.take(c.ip).ok) return this.#error(c, 'RATE_LIMITED', 'too many requests from this address');
       if (found.state !== 'valid') return this.#error(c, 'INVALID_API_KEY', found.state === 'revoked' ? 'the API key has been revoked' : 'the API key is not valid');
       keyId = found.key.id;
       c.apiKeyId = keyId;
@@ -345,6 +390,7 @@ export class StatusStream {
     if (c.closed) return;
     c.closed = true;
     c.queue.length = 0;
+    c.release();
     for (const id of c.requests.keys()) this.#unindex(this.#byRequest, id, c);
     for (const w of c.wallets.keys()) this.#unindex(this.#byWallet, w, c);
     this.#clients.delete(c);
@@ -353,13 +399,18 @@ export class StatusStream {
 }
 
 // Registers the websocket plugin and the stream route. Returns the stream (its clients, for tests).
-export function statusStreamRoutes(app: FastifyInstance, ctx: ApiContext): StatusStream {
-  const stream = new StatusStream(ctx);
+export function statusStreamRoutes(app: FastifyInstance, ctx: ApiContext, limits: ApiLimits): StatusStream {
+  const stream = new StatusStream(ctx, limits);
   app.register(websocket, { options: { maxPayload: 64 * 1024 } });
   app.register(async (f) => {
     f.get(STREAM_PATH, { websocket: true }, (socket, req) => stream.attach(socket, req));
   });
   app.addHook('onClose', async () => stream.close());
+  // An upgrade refused before the handler (429, 403) is answered on the raw socket, which no HTTP
+  // server tracks: close it after the answer, or it stays open (and holds the server's close).
+  app.addHook('onResponse', async (req, reply) => {
+    if (reply.statusCode >= 300 && String(req.headers.upgrade ?? '').toLowerCase() === 'websocket') req.raw.socket?.destroySoon();
+  });
   return stream;
 }
 

@@ -40,10 +40,15 @@ export async function startStack(
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm });
   const makeNode = async (faults: Faults = {}) => {
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
-    const base = devnet.nodeConfig({ port: 0, logLevel: 'warn' });
-    if (opts.chain) base.chains = (base.chains as (Record<string, unknown> & { id: number })[]).map(opts.chain) as typeof base.chains;
-    const file = { ...base, ...opts.config };
-    const config = buildConfigWithKeys(opts.configure ? opts.configure(file) : file, devnet.keys, faults);
+    // Sections merge one level deep: a test's `events` keeps the devnet's allowPrivateTargets.
+    const base = devnet.nodeConfig({ port: 0, logLevel: 'warn' }) as Record<string, unknown>;
+    if (opts.chain) base.chains = (base.chains as (Record<string, unknown> & { id: number })[]).map(opts.chain);
+    const merged: Record<string, unknown> = { ...base };
+    for (const [k, v] of Object.entries(opts.config ?? {})) {
+      const b = base[k];
+      merged[k] = v && b && typeof v === 'object' && typeof b === 'object' && !Array.isArray(v) ? { ...(b as object), ...(v as object) } : v;
+    }
+    const config = buildConfigWithKeys(opts.configure ? opts.configure(merged) : merged, devnet.keys, faults);
     // With logLines, the node logs everything (debug) into it, for tests that read the log.
     const log = opts.logLines
       ? createLogger('debug', { write: (line: string) => void opts.logLines!.push(line) })

@@ -1,8 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { ApiContext } from '../context.ts';
 
-export function healthRoutes(app: FastifyInstance, ctx: ApiContext) {
+/** /health, and unless opts.operator is false, /ready and /metrics (the operator's, which may live on their own listener). */
+export function healthRoutes(app: FastifyInstance, ctx: ApiContext, opts: { operator: boolean } = { operator: true }) {
   app.get('/health', async () => ({ status: 'ok' }));
+  if (!opts.operator) return;
   // Ready when every chain's indexer has caught up with its head.
   app.get('/ready', async (_req, reply) => {
     const chains = [...(ctx.adapters?.values() ?? [])].map((a) => ({ chainId: a.chainId, ...a.progress() }));

@@ -2,32 +2,33 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { searchRequests } from '../../ledger/requestSearch.ts';
-import { encodeContinuation, parseRequestQuery } from '../requestQuery.ts';
 import { recordDepositFees } from '../depositFees.ts';
-import { requestRecord } from '../requestRecord.ts';
+import { runListing, type ListingJob, type ListingResult } from '../listing/run.ts';
+import { parseRequestQuery } from '../requestQuery.ts';
 import { RateLimiter } from '../rateLimit.ts';
-import { toV2Record } from '../requestRecordV2.ts';
 
 export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   const privateChains = ctx.config.chains.filter((c) => c.private).map((c) => c.id);
 
-  const list = async (query: Record<string, unknown>, authenticatedFor: string | undefined, referrer?: string) => {
-    const q = parseRequestQuery(query, ctx.ledger, privateChains);
+  // Validated here (a 400 costs no worker), run in a listing worker with its own read-only
+  // connection: a heavy listing never blocks the node's event loop.
+  const run = (job: ListingJob): Promise<ListingResult> => (ctx.listings ? ctx.listings.run(job) : Promise.resolve(runListing(ctx, job)));
+  const list = async (query: Record<string, unknown>, authenticatedFor: string | undefined, v2: boolean, referrer?: string): Promise<ListingResult> => {
+    const q = parseRequestQuery(query, { callerKeyId: authenticatedFor, privateChains, bounds: ctx.config.api.listing });
     q.referrer = referrer;
-    const found = searchRequests(ctx.ledger.db, q);
-    await recordDepositFees(ctx.ledger, ctx.adapters, found.rows.map((r) => r.id), ctx.log);
-    const recordCtx = { ledger: ctx.ledger, registry: ctx.registry, solver: ctx.solver, authenticatedFor: q.includeAuthenticatedData ? authenticatedFor : undefined };
-    return {
-      records: found.rows.map((r) => requestRecord(recordCtx, r)),
-      continuation: found.next ? encodeContinuation({ s: q.sortBy, d: q.sortDirection, k: found.next.key, i: found.next.id }) : undefined,
-      total: found.total,
-    };
+    const job = { query: q, authenticatedFor, v2 };
+    const page = await run(job);
+    // A deposit's fee (inTxs[].fee) is read from its receipt once, on the main thread (the
+    // workers reach no chain), then kept; the page is read again only when one was missing.
+    const unread = (page.records as { id: string; data?: { inTxs?: { fee?: unknown }[] } }[]).filter((r) => r.data?.inTxs?.some((t) => t.fee === null));
+    if (!unread.length || !ctx.adapters) return page;
+    await recordDepositFees(ctx.ledger, ctx.adapters, unread.map((r) => r.id), ctx.log);
+    return run(job);
   };
 
   app.get('/requests/v3', async (req) => {
     const caller = requireCaller(req);
-    const page = await list((req.query ?? {}) as Record<string, unknown>, caller.id);
+    const page = await list((req.query ?? {}) as Record<string, unknown>, caller.id, false);
     // The last page has no continuation (omitted, as the published type has it: an optional string).
     return { requests: page.records, ...(page.continuation ? { continuation: page.continuation } : {}), ...(page.total !== undefined ? { total: page.total } : {}) };
   });
@@ -88,9 +89,9 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       const referrer = query.referrer;
       delete query.referrer;
       if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 200)) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: referrer: must be a string');
-      const page = await list(query, req.apiCaller?.id, referrer);
+      const page = await list(query, req.apiCaller?.id, true, referrer);
       return {
-        requests: page.records.map(toV2Record),
+        requests: page.records,
         ...(page.continuation ? { continuation: page.continuation } : {}),
         deprecation: {
           message: 'GET /requests/v2 is deprecated; move to GET /requests/v3',

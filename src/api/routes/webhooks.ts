@@ -1,10 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { webhookUrlProblem } from '../../events/webhookUrl.ts';
 import { redactUrl } from '../../events/deliverer.ts';
+import { ipLiteralHost, isNonPublicAddress } from '../../events/targetGuard.ts';
 import type { WebhookRow } from '../../ledger/events.ts';
 import { requireCaller, type ApiCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import { RateLimiter } from '../rateLimit.ts';
 
 // Webhook endpoints of the caller's API key. Every route needs a key (401 without); another key's
 // webhook answers 404, as an unknown one does. The secret is returned once, by POST /webhooks.
@@ -33,6 +35,7 @@ export function webhookRoutes(app: FastifyInstance, ctx: ApiContext) {
   const writable = () => {
     if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
   };
+  const redeliveries = new RateLimiter(ctx.config.events.redeliverPerMinute);
   const own = (req: FastifyRequest, caller: ApiCaller): WebhookRow => {
     const id = (req.params as { id?: string }).id ?? '';
     const w = id.length <= 100 ? ctx.ledger.events.webhook(id) : undefined;
@@ -47,6 +50,13 @@ export function webhookRoutes(app: FastifyInstance, ctx: ApiContext) {
     const problem = webhookUrlProblem(b.url);
     if (problem) throw invalid('url', problem);
     const url = b.url as string;
+    // An address literal is refused here already; names are checked on every connection (targetGuard.ts).
+    const literal = ipLiteralHost(new URL(url).hostname);
+    if (literal !== undefined && !ctx.config.events.allowPrivateTargets && isNonPublicAddress(literal)) {
+      throw invalid('url', 'must point to a public address (loopback, private, link-local and metadata addresses are refused)');
+    }
+    const max = ctx.config.events.maxWebhooksPerKey;
+    if (ctx.ledger.events.webhooks(caller.id).length >= max) throw new ApiError(409, 'TOO_MANY_WEBHOOKS', `at most ${max} webhooks per API key: delete one first`);
     const created = ctx.ledger.events.addWebhook(caller.id, url, ctx.now());
     ctx.log.info({ webhook: created.id, apiKey: caller.id, url: redactUrl(url) }, 'webhook added');
     return reply.status(201).send({ id: created.id, url, secret: created.secret, createdAt: created.created_at });
@@ -87,10 +97,15 @@ export function webhookRoutes(app: FastifyInstance, ctx: ApiContext) {
     };
   });
 
-  app.post('/webhooks/:id/redeliver', async (req) => {
+  app.post('/webhooks/:id/redeliver', async (req, reply) => {
     const caller = requireCaller(req);
     writable();
     const w = own(req, caller);
+    const taken = redeliveries.take(caller.id);
+    if (!taken.ok) {
+      reply.header('retry-after', String(Math.ceil(taken.retryAfterMs / 1000)));
+      throw new ApiError(429, 'RATE_LIMITED', `at most ${redeliveries.perMinute} redelivery requests per minute per API key`);
+    }
     const b = object(req.body);
     let n: number;
     if (b.eventId !== undefined) {

@@ -1,0 +1,138 @@
+import { Worker } from 'node:worker_threads';
+import type { Logger } from '../../log.ts';
+import { ApiError } from '../errors.ts';
+import type { ListingJob, ListingResult, ListingWorkerData } from './run.ts';
+
+interface Pending {
+  id: number;
+  job: ListingJob;
+  resolve: (r: ListingResult) => void;
+  reject: (e: Error) => void;
+  timer?: NodeJS.Timeout;
+}
+
+interface Slot {
+  worker: Worker;
+  // Set once the worker has opened its connection: its boot (loading the sources) is not a
+  // listing's time.
+  ready: boolean;
+  busy: Pending | undefined;
+}
+
+// Listings wait here when every worker is busy; beyond this many, they are refused (503) rather
+// than queued without bound.
+const MAX_QUEUED = 256;
+
+/**
+ * Worker threads that run request listings, each with its own read-only ledger connection: a heavy
+ * listing blocks its worker, never the node's event loop. One listing per worker at a time; a
+ * listing that runs past `timeoutMs` has its worker terminated and replaced, and answers 503.
+ */
+export class ListingPool {
+  readonly #slots: Slot[] = [];
+  readonly #queue: Pending[] = [];
+  #seq = 0;
+  #closed = false;
+
+  constructor(
+    private readonly data: ListingWorkerData,
+    private readonly opts: { workers: number; timeoutMs: number; log: Logger },
+  ) {
+  }
+
+  // Workers start with the first listing: a node that never lists pays nothing.
+  #ensureStarted(): void {
+    while (this.#slots.length < this.opts.workers) this.#slots.push(this.#spawn());
+  }
+
+  #spawn(): Slot {
+    const worker = new Worker(new URL('./worker.mjs', import.meta.url), { workerData: this.data });
+    const slot: Slot = { worker, ready: false, busy: undefined };
+    worker.unref();
+    worker.on('message', (msg: { id: number; ok: boolean; ready?: boolean; result?: ListingResult; error?: string }) => {
+      if (msg.ready) {
+        slot.ready = true;
+        return this.#next();
+      }
+      const p = slot.busy;
+      if (!p || p.id !== msg.id) return;
+      this.#finish(slot);
+      if (msg.ok) p.resolve(msg.result!);
+      else p.reject(new Error(msg.error));
+    });
+    worker.on('error', (e) => {
+      this.opts.log.error({ err: e.message }, 'listing worker failed');
+      const err = new ApiError(503, 'LISTING_UNAVAILABLE', 'the listing failed; try again');
+      if (slot.ready) return this.#replace(slot, err);
+      // It failed while starting (it would again): drop it, refuse what waits; the next listing retries.
+      slot.worker.removeAllListeners();
+      this.#slots.splice(this.#slots.indexOf(slot), 1);
+      if (!this.#slots.some((x) => x.ready)) for (const p of this.#queue.splice(0)) p.reject(err);
+    });
+    return slot;
+  }
+
+  #finish(slot: Slot): void {
+    clearTimeout(slot.busy?.timer);
+    slot.busy = undefined;
+    this.#next();
+  }
+
+  // Terminates a worker (stuck or failed) and puts a fresh one in its place.
+  #replace(slot: Slot, err: Error): void {
+    const p = slot.busy;
+    clearTimeout(p?.timer);
+    slot.busy = undefined;
+    slot.worker.removeAllListeners();
+    void slot.worker.terminate();
+    p?.reject(err);
+    if (this.#closed) return;
+    const i = this.#slots.indexOf(slot);
+    if (i >= 0) this.#slots[i] = this.#spawn();
+    this.#next();
+  }
+
+  #next(): void {
+    for (const slot of this.#slots) {
+      if (slot.busy || !slot.ready) continue;
+      const p = this.#queue.shift();
+      if (!p) return;
+      slot.busy = p;
+      p.timer = setTimeout(() => {
+        this.opts.log.warn({ timeoutMs: this.opts.timeoutMs }, 'listing ran past its time; its worker is replaced');
+        this.#replace(slot, new ApiError(503, 'LISTING_TIMEOUT', `the listing took longer than ${this.opts.timeoutMs} ms; narrow the filters`));
+      }, this.opts.timeoutMs);
+      slot.worker.postMessage({ id: p.id, job: p.job });
+    }
+  }
+
+  /** Listings running or waiting. */
+  get busy(): number {
+    return this.#queue.length + this.#slots.filter((x) => x.busy).length;
+  }
+
+  /** Runs a listing on a free worker (queued while all are busy). */
+  run(job: ListingJob): Promise<ListingResult> {
+    if (this.#closed) return Promise.reject(new ApiError(503, 'SHUTTING_DOWN', 'the API is shutting down'));
+    if (this.#queue.length >= MAX_QUEUED) return Promise.reject(new ApiError(503, 'LISTING_BUSY', 'too many listings in progress; try again shortly'));
+    this.#ensureStarted();
+    return new Promise<ListingResult>((resolve, reject) => {
+      this.#queue.push({ id: ++this.#seq, job, resolve, reject });
+      this.#next();
+    });
+  }
+
+  /** Stops the workers; listings still waiting are refused. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const p of this.#queue.splice(0)) p.reject(new ApiError(503, 'SHUTTING_DOWN', 'the API is shutting down'));
+    await Promise.all(
+      this.#slots.map(async (s) => {
+        clearTimeout(s.busy?.timer);
+        s.busy?.reject(new ApiError(503, 'SHUTTING_DOWN', 'the API is shutting down'));
+        s.worker.removeAllListeners();
+        await s.worker.terminate();
+      }),
+    );
+  }
+}

@@ -1,0 +1,85 @@
+import type { Db } from './db.ts';
+
+// Quotes nobody used: a quote is stored when it is given (its request row, ~1-70 KB with its
+// transactions) and most are never deposited against. Past its expiry plus a grace period, a
+// quote that nothing happened to is deleted. "Nothing happened" is strict: still 'waiting', not a
+// deposit-address request (funds may still arrive there), and no deposit, payout (a fill, refund or
+// node-submitted signed deposit), exchange signature, balance or app fee entry, child request,
+// or status event beyond the quote's own 'waiting'.
+
+// A batch per transaction: the write lock is held briefly, the solver's writes interleave.
+const PRUNE_BATCH = 1_000;
+
+const UNUSED = `
+  SELECT r.id FROM requests r
+  WHERE r.status = 'waiting' AND r.kind = 'order' AND r.parent_id IS NULL AND r.deposit_address IS NULL
+    AND r.expires_at IS NOT NULL AND r.expires_at < @before
+    AND NOT EXISTS (SELECT 1 FROM deposits d WHERE d.request_id = r.id)
+    AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id)
+    AND NOT EXISTS (SELECT 1 FROM exchange_nonces x WHERE x.request_id = r.id)
+    AND NOT EXISTS (SELECT 1 FROM balance_entries b WHERE b.request_id = r.id)
+    AND NOT EXISTS (SELECT 1 FROM app_fee_entries a WHERE a.request_id = r.id)
+    AND NOT EXISTS (SELECT 1 FROM requests c WHERE c.parent_id = r.id)
+    AND NOT EXISTS (SELECT 1 FROM events e WHERE e.request_id = r.id AND e.status != 'waiting')
+    AND NOT EXISTS (SELECT 1 FROM event_deliveries v WHERE v.request_id = r.id AND v.state = 'pending')
+  ORDER BY r.expires_at
+  LIMIT @limit`;
+
+/**
+ * Deletes up to `limit` unused quotes that expired before `before` (ms), with their 'waiting'
+ * event and its finished deliveries, in one transaction. Returns the number of quotes deleted.
+ */
+export function pruneUnusedQuotes(db: Db, before: number, limit = PRUNE_BATCH): number {
+  return db.transaction(() => {
+    db.exec('CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY)');
+    db.exec('DELETE FROM temp.prune_ids');
+    const n = db.prepare(`INSERT INTO temp.prune_ids ${UNUSED}`).run({ before, limit }).changes;
+    if (n > 0) {
+      db.exec('DELETE FROM event_deliveries WHERE request_id IN (SELECT id FROM temp.prune_ids)');
+      db.exec('DELETE FROM events WHERE request_id IN (SELECT id FROM temp.prune_ids)');
+      db.exec('DELETE FROM requests WHERE id IN (SELECT id FROM temp.prune_ids)');
+    }
+    db.exec('DELETE FROM temp.prune_ids');
+    return n;
+  }).immediate();
+}
+
+/** Runs pruneUnusedQuotes every interval (a full node only; a read-only replica never writes). */
+export class QuotePruner {
+  #timer: NodeJS.Timeout | undefined;
+  constructor(
+    private readonly db: Db,
+    private readonly opts: { graceMs: number; intervalMs: number; now: () => number; onPruned?: (n: number) => void; onError?: (e: Error) => void },
+  ) {}
+
+  /** One pass: deletes in batches until none is left. */
+  runOnce(): number {
+    let total = 0;
+    for (;;) {
+      const n = pruneUnusedQuotes(this.db, this.opts.now() - this.opts.graceMs);
+      total += n;
+      if (n < PRUNE_BATCH) break;
+    }
+    if (total > 0) this.opts.onPruned?.(total);
+    return total;
+  }
+
+  start(): this {
+    const tick = () => {
+      try {
+        this.runOnce();
+      } catch (e) {
+        this.opts.onError?.(e as Error);
+      }
+      this.#timer = setTimeout(tick, this.opts.intervalMs);
+      this.#timer.unref();
+    };
+    this.#timer = setTimeout(tick, this.opts.intervalMs);
+    this.#timer.unref();
+    return this;
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+  }
+}

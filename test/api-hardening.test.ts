@@ -1,0 +1,435 @@
+// Public API hardening (issue 13): what a hostile client got through, each reproduced here.
+// Webhook SSRF, limits that hold (keys guessed, v2, probes, websocket, anonymous quotes),
+// apiKey filters, unused quote pruning, and the read-only replica without a private key.
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { zeroAddress } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { buildConfig, buildConfigWithKeys } from '../src/config/load.ts';
+import { isNonPublicAddress } from '../src/events/targetGuard.ts';
+import { pruneUnusedQuotes } from '../src/ledger/quotePruner.ts';
+import { createLogger } from '../src/log.ts';
+import { RelayNode } from '../src/node.ts';
+import { heaviestListing, seedRequests } from './helpers/seedRequests.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+
+const A = 8453;
+const B = 10;
+const HIGH = 1_000_000;
+const RATE_LIMIT = {
+  perKeyPerMinute: HIGH,
+  unauthenticatedPerMinute: HIGH,
+  anonymousQuotesPerMinute: 3,
+  probesPerMinute: HIGH,
+  wsConnectionsPerIp: HIGH,
+  wsMessagesPerConnectionPerMinute: HIGH,
+  wsMessagesPerIpPerMinute: HIGH,
+};
+
+let s: Stack;
+const servers: Server[] = [];
+const sockets: WebSocket[] = [];
+const user = (i: number) => s.devnet.accounts[i]!.address;
+
+beforeAll(async () => {
+  s = await startStack({
+    config: {
+      api: { host: '127.0.0.1', port: 0, rateLimit: RATE_LIMIT },
+      events: { maxWebhooksPerKey: 3, redeliverPerMinute: 2, maxAttempts: 1, pollIntervalMs: 50, deliveryTimeoutMs: 2_000 },
+    },
+  });
+}, 120_000);
+afterAll(async () => {
+  for (const w of sockets) w.terminate();
+  for (const srv of servers) {
+    srv.closeAllConnections();
+    srv.close();
+  }
+  await s?.stop();
+});
+
+// An HTTP receiver on 127.0.0.1 that counts what reaches it.
+async function receiver(): Promise<{ port: number; calls: string[] }> {
+  const calls: string[] = [];
+  const srv = createServer((req, res) => {
+    calls.push(req.url ?? '');
+    req.resume();
+    res.end('ok');
+  });
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  servers.push(srv);
+  return { port: (srv.address() as AddressInfo).port, calls };
+}
+
+// A port nothing listens on (taken, then released).
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const port = (srv.address() as AddressInfo).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+const quoteBody = (account: number) => ({
+  user: user(account),
+  recipient: user(account),
+  originChainId: A,
+  destinationChainId: B,
+  originCurrency: zeroAddress,
+  destinationCurrency: zeroAddress,
+  amount: '10000000000000000',
+  tradeType: 'EXACT_INPUT',
+});
+
+async function quote(apiKey: string | undefined, account = 1) {
+  const q = await api(s.url, '/quote/v2', { apiKey, body: quoteBody(account) });
+  expect(q.status).toBe(200);
+  return { body: q.body, requestId: q.body.steps.at(-1).requestId as string };
+}
+
+// A read-only replica over the stack's ledger with the given API settings.
+async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
+  const raw = s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' });
+  const config = buildConfigWithKeys({ ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides, rateLimit: { ...RATE_LIMIT, ...(apiOverrides.rateLimit as object) } } }, s.devnet.keys);
+  return new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
+}
+
+async function wsClient(url: string) {
+  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/intents/status/ws');
+  sockets.push(ws);
+  const msgs: any[] = [];
+  ws.on('message', (d) => msgs.push(JSON.parse(d.toString())));
+  const closed = new Promise<number>((resolve) => ws.on('close', (code) => resolve(code)));
+  const opened = new Promise<number | 'open'>((resolve) => {
+    ws.on('open', () => resolve('open'));
+    ws.on('unexpected-response', (req, res) => {
+      resolve(res.statusCode ?? 0);
+      req.destroy();
+    });
+    ws.on('error', () => {});
+  });
+  return { ws, msgs, closed, opened };
+}
+
+describe('webhook targets (SSRF)', () => {
+  it('judges addresses: loopback, private, link-local, unique-local, CGNAT, metadata and IPv4-mapped are not public', () => {
+    for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '100.100.100.200', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00:ec2::254', 'fc00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', '64:ff9b::a00:1', '::127.0.0.1', 'ff02::1', 'not-an-ip']) {
+      expect([ip, isNonPublicAddress(ip)]).toEqual([ip, true]);
+    }
+    for (const ip of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2a00:1450:4001:81c::200e']) {
+      expect([ip, isNonPublicAddress(ip)]).toEqual([ip, false]);
+    }
+  });
+
+  it('refuses private address literals, refuses names resolving there at connect time, and reports failures without network details', async () => {
+    const cfg = s.node.config.events;
+    cfg.allowPrivateTargets = false;
+    try {
+      const k = s.node.ledger.apiKeys.create('ssrf');
+      for (const url of [
+        'http://127.0.0.1:8545/',
+        'http://[::1]/x',
+        'http://[::ffff:127.0.0.1]/x',
+        'http://[::ffff:a9fe:a9fe]/latest/meta-data',
+        'http://169.254.169.254/latest/meta-data',
+        'http://10.0.0.1/',
+        'http://192.168.1.1/',
+        'http://172.16.0.1/',
+        'http://100.100.100.200/',
+        'http://[fd00:ec2::254]/',
+        'http://[fe80::1]/',
+        'http://0.0.0.0/',
+        'http://2130706433/', // 127.0.0.1 as one number: WHATWG URL parsing makes it the literal
+      ]) {
+        const r = await api(s.url, '/webhooks', { apiKey: k.key, body: { url } });
+        expect([url, r.status, r.body.message]).toEqual([url, 400, expect.stringMatching(/url: must point to a public address/)]);
+      }
+      // A name that resolves to loopback passes registration, and is refused when connecting.
+      const rx = await receiver();
+      const byName = await api(s.url, '/webhooks', { apiKey: k.key, body: { url: `http://localhost:${rx.port}/hook` } });
+      expect(byName.status).toBe(201);
+      const q = await quote(k.key);
+      const dead = await until(async () => {
+        const d = await api(s.url, `/webhooks/${byName.body.id}/deliveries?state=dead`, { apiKey: k.key });
+        return d.body.deliveries.find((x: any) => x.requestId === q.requestId);
+      }, 'the delivery to a private target to be dead');
+      expect(rx.calls).toHaveLength(0);
+      expect(dead.lastError).toMatch(/private, loopback or link-local/);
+      expect(dead.lastError).not.toMatch(/127\.0\.0\.1|::1|ECONN|localhost/);
+      expect(dead.lastError).not.toContain(String(rx.port));
+
+      // With private targets allowed (a devnet), the same delivery goes through: the refusal was the guard.
+      cfg.allowPrivateTargets = true;
+      const again = await api(s.url, `/webhooks/${byName.body.id}/redeliver`, { apiKey: k.key, body: { dead: true } });
+      expect(again.status).toBe(200);
+      await until(() => (rx.calls.length > 0 ? true : undefined), 'the redelivery to reach the receiver');
+
+      // A refused connection: the owner learns that it failed, not how (no ECONNREFUSED, address or port).
+      const port = await closedPort();
+      const refused = await api(s.url, '/webhooks', { apiKey: k.key, body: { url: `http://127.0.0.1:${port}/hook` } });
+      expect(refused.status).toBe(201);
+      const q2 = await quote(k.key, 2);
+      const failed = await until(async () => {
+        const d = await api(s.url, `/webhooks/${refused.body.id}/deliveries?state=dead`, { apiKey: k.key });
+        return d.body.deliveries.find((x: any) => x.requestId === q2.requestId);
+      }, 'the delivery to a closed port to be dead');
+      expect(failed.lastError).toBe('could not connect to the target or the connection failed');
+      expect(JSON.stringify(failed)).not.toMatch(/ECONNREFUSED|127\.0\.0\.1/);
+      expect(JSON.stringify(failed)).not.toContain(String(port));
+    } finally {
+      cfg.allowPrivateTargets = true;
+    }
+  });
+
+  it('caps webhooks per key and rate-limits redelivery', async () => {
+    const k = s.node.ledger.apiKeys.create('cap');
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await api(s.url, '/webhooks', { apiKey: k.key, body: { url: `https://example.com/h${i}` } });
+      expect(r.status).toBe(201);
+      ids.push(r.body.id);
+    }
+    const fourth = await api(s.url, '/webhooks', { apiKey: k.key, body: { url: 'https://example.com/h4' } });
+    expect(fourth.status).toBe(409);
+    expect(fourth.body).toMatchObject({ errorCode: 'TOO_MANY_WEBHOOKS', message: expect.stringMatching(/at most 3 webhooks/) });
+    // Deleting one makes room again.
+    expect((await api(s.url, `/webhooks/${ids[0]}`, { apiKey: k.key, method: 'DELETE' })).status).toBe(200);
+    expect((await api(s.url, '/webhooks', { apiKey: k.key, body: { url: 'https://example.com/h5' } })).status).toBe(201);
+
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await api(s.url, `/webhooks/${ids[1]}/redeliver`, { apiKey: k.key, body: { dead: true } })).status);
+    expect(statuses).toEqual([200, 200, 429]);
+  });
+});
+
+describe('limits that hold', () => {
+  it('counts failed API-key lookups against the caller address: guessing ends in 429', async () => {
+    const r = await replica({ rateLimit: { unauthenticatedPerMinute: 5 } });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) statuses.push((await api(r.url, '/chains', { apiKey: `rn_guess${i}` })).status);
+      expect(statuses).toEqual([403, 403, 403, 403, 403, 429, 429, 429]);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('puts /requests/v2 behind the general limiter, and limits probes', async () => {
+    const r = await replica({ rateLimit: { unauthenticatedPerMinute: 3, probesPerMinute: 4 } });
+    try {
+      // The address's budget spent on cheap calls (quickly: the bucket refills at 3 a minute)...
+      for (let i = 0; i < 3; i++) expect((await api(r.url, '/chains')).status).toBe(200);
+      // ...leaves none for v2 either.
+      const v2 = await api(r.url, '/requests/v2');
+      expect(v2.status).toBe(429);
+      expect(v2.body.errorCode).toBe('RATE_LIMITED');
+      const probes: number[] = [];
+      for (let i = 0; i < 5; i++) probes.push((await api(r.url, '/health')).status);
+      expect(probes).toEqual([200, 200, 200, 200, 429]);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('serves /metrics and /ready on their own listen address when configured', async () => {
+    const r = await replica({ metricsListen: { host: '127.0.0.1', port: 0 } });
+    try {
+      expect(r.operatorUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect((await api(r.url, '/metrics')).status).toBe(404);
+      expect((await api(r.url, '/ready')).status).toBe(404);
+      expect((await api(r.url, '/health')).status).toBe(200);
+      const m = await api(r.operatorUrl!, '/metrics');
+      expect(m.status).toBe(200);
+      expect(String(m.body)).toMatch(/# HELP/);
+      expect((await api(r.operatorUrl!, '/ready')).status).toBe(200);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('caps websocket connections per address and limits messages per connection and per address', async () => {
+    const r = await replica({ rateLimit: { wsConnectionsPerIp: 2, wsMessagesPerConnectionPerMinute: 5, wsMessagesPerIpPerMinute: 7 } });
+    try {
+      const c1 = await wsClient(r.url);
+      const c2 = await wsClient(r.url);
+      expect(await c1.opened).toBe('open');
+      expect(await c2.opened).toBe('open');
+      const c3 = await wsClient(r.url);
+      expect(await c3.opened).toBe(429);
+
+      const pongs = (c: { msgs: any[] }) => c.msgs.filter((m) => m.type === 'pong').length;
+      // c1 uses 5 of the address's 7; c2 gets 2, then one RATE_LIMITED error, then nothing.
+      for (let i = 0; i < 5; i++) c1.ws.send('{"type":"ping"}');
+      await until(() => (pongs(c1) === 5 ? true : undefined), 'c1 pongs');
+      for (let i = 0; i < 5; i++) c2.ws.send('{"type":"ping"}');
+      await until(() => c2.msgs.find((m) => m.errorCode === 'RATE_LIMITED'), 'the rate-limit error');
+      // Closing: the server has handled every message sent before the close frame.
+      c2.ws.close();
+      await until(() => (r.api.statusStream.clients === 1 ? true : undefined), 'c2 to be gone');
+      expect(pongs(c2)).toBe(2);
+      expect(c2.msgs.filter((m) => m.errorCode === 'RATE_LIMITED')).toHaveLength(1);
+
+      // A connection that keeps sending past its limit is closed (1008); a freed slot admits a new one.
+      for (let i = 0; i < 50; i++) c1.ws.send('{"type":"ping"}');
+      expect(await c1.closed).toBe(1008);
+      expect(pongs(c1)).toBe(5);
+      await until(() => (r.api.statusStream.clients === 0 ? true : undefined), 'c1 to be gone');
+      const c4 = await wsClient(r.url);
+      expect(await c4.opened).toBe('open');
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('limits anonymous quotes below keyed ones', async () => {
+    const k = s.node.ledger.apiKeys.create('quotes');
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await api(s.url, '/quote/v2', { body: quoteBody(3) })).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    const limited = await api(s.url, '/quote/v2', { body: quoteBody(3) });
+    expect(limited.body).toMatchObject({ errorCode: 'RATE_LIMITED', message: expect.stringMatching(/without an API key/) });
+    for (let i = 0; i < 4; i++) expect((await api(s.url, '/quote/v2', { apiKey: k.key, body: quoteBody(3) })).status).toBe(200);
+  });
+});
+
+describe('apiKey filters', () => {
+  it('filter by the caller own key id only; raw keys are never a filter value (v2 and v3)', async () => {
+    const mine = s.node.ledger.apiKeys.create('mine');
+    const theirs = s.node.ledger.apiKeys.create('theirs');
+    const q = await quote(theirs.key);
+    const enc = (f: unknown) => encodeURIComponent(JSON.stringify(f));
+    const cases: [string, string | undefined][] = [
+      [`/requests/v3?apiKey=${theirs.id}`, mine.key],
+      [`/requests/v3?filters=${enc([{ apiKey: theirs.id }])}`, mine.key],
+      [`/requests/v3?filters=${enc([{ 'not:apiKey': theirs.id }])}`, mine.key],
+      [`/requests/v3?apiKey=${theirs.key}`, mine.key],
+      [`/requests/v3?apiKey=${mine.key}`, mine.key],
+      [`/requests/v2?apiKey=${theirs.id}`, undefined],
+      [`/requests/v2?apiKey=${theirs.key}`, undefined],
+      [`/requests/v2?apiKey=${theirs.id}`, mine.key],
+    ];
+    for (const [path, key] of cases) {
+      const r = await api(s.url, path, { apiKey: key });
+      expect([path, r.status, r.body.errorCode]).toEqual([path, 400, 'INVALID_INPUT_PARAMETERS']);
+      expect(JSON.stringify(r.body)).not.toContain(q.requestId);
+    }
+    // A raw key gets the same answer whether it is valid or not: no validity oracle.
+    const valid = await api(s.url, `/requests/v2?apiKey=${theirs.key}`);
+    const invalid = await api(s.url, `/requests/v2?apiKey=rn_${'0'.repeat(40)}`);
+    expect(valid.body.message).toBe(invalid.body.message);
+    // The owner filters by its own id.
+    const own = await api(s.url, `/requests/v3?apiKey=${theirs.id}&limit=50`, { apiKey: theirs.key });
+    expect(own.status).toBe(200);
+    expect(own.body.requests.map((r: any) => r.id)).toContain(q.requestId);
+  });
+});
+
+describe('unused quotes', () => {
+  it('prunes quotes past expiry that nothing happened to, and keeps every request with a deposit, payout or event', async () => {
+    const k = s.node.ledger.apiKeys.create('prune');
+    const unused = await quote(k.key, 4);
+    const used = await quote(k.key, 4);
+    const [txHash] = await executeSteps(s, used.body, 4);
+    await api(s.url, '/transactions/index', { body: { txHash, chainId: A } });
+    expect((await waitForStatus(s.url, used.requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    const ledger = s.node.ledger;
+    const count = (sql: string, id: string) => (ledger.db.prepare(sql).get(id) as { n: number }).n;
+
+    // Not yet expired: kept.
+    pruneUnusedQuotes(ledger.db, Date.now());
+    expect(ledger.requests.get(unused.requestId)).toBeDefined();
+    // Past its expiry (and the grace): gone with its 'waiting' event; the used request stays whole.
+    const pruned = pruneUnusedQuotes(ledger.db, Date.now() + 3_600_000);
+    expect(pruned).toBeGreaterThanOrEqual(1);
+    expect(ledger.requests.get(unused.requestId)).toBeUndefined();
+    expect(count('SELECT COUNT(*) AS n FROM events WHERE request_id = ?', unused.requestId)).toBe(0);
+    expect(ledger.requests.get(used.requestId)?.status).toBe('success');
+    expect(count('SELECT COUNT(*) AS n FROM deposits WHERE request_id = ?', used.requestId)).toBeGreaterThan(0);
+    expect(count('SELECT COUNT(*) AS n FROM events WHERE request_id = ?', used.requestId)).toBeGreaterThan(1);
+    expect((await api(s.url, `/intents/status/v3?requestId=${used.requestId}`)).body.status).toBe('success');
+    // The node runs the pruner itself.
+    expect(s.node.quotePruner).toBeDefined();
+  });
+});
+
+describe('read-only replica', () => {
+  it('starts from the solver address in config, without any private key', async () => {
+    const solver = privateKeyToAccount(s.devnet.keys.solver).address;
+    const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'info' }), solverAddress: solver };
+    // The node itself still needs its key.
+    expect(() => buildConfig(raw, {})).toThrow(/solverKey: is required to run the node/);
+    const dir = mkdtempSync(join(tmpdir(), 'relay-replica-'));
+    const path = join(dir, 'replica.json');
+    writeFileSync(path, JSON.stringify(raw));
+    // No key anywhere in the environment either.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/KEY/i.test(k)));
+    const child = spawn(process.execPath, ['bin/relay-node.js', 'api', '--config', path, '--port', '0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const exited = once(child, 'exit');
+    try {
+      const started = await until(() => /"msg":"relay node started"/.exec(out) ? out : undefined, 'the replica to start', 90_000);
+      const line = JSON.parse(started.split('\n').find((l) => l.includes('relay node started'))!);
+      expect(line.solver).toBe(solver);
+      expect((await api(line.url, '/health')).status).toBe(200);
+      expect((await api(line.url, '/requests/v2')).status).toBe(200);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  }, 120_000);
+});
+
+describe('listings isolated from the node', () => {
+  it('bounds the cost of a listing query: a 400 naming the bound', async () => {
+    const k = s.node.ledger.apiKeys.create('bounds');
+    const b = s.node.config.api.listing;
+    const enc = (f: unknown) => encodeURIComponent(JSON.stringify(f));
+    const addr = (i: number) => `0x${(i + 1).toString(16).padStart(40, '0')}`;
+    const cases: [string, RegExp][] = [
+      [`filters=${enc(Array.from({ length: b.maxGroups + 1 }, () => ({ status: 'success' })))}`, new RegExp(`at most ${b.maxGroups} groups`)],
+      [`filters=${enc([{ user: Array.from({ length: b.maxValuesPerField + 1 }, (_, i) => addr(i)) }])}`, new RegExp(`1 to ${b.maxValuesPerField} values`)],
+      [`status=success&filters=${enc(Array.from({ length: b.maxGroups }, () => ({ status: Array(b.maxValuesPerField).fill('success') })))}`, new RegExp(`at most ${b.maxFilterValues} filter values in all`)],
+      [`filters=${enc([{ term: 'x'.repeat(b.maxFiltersLength) }])}`, new RegExp(`at most ${b.maxFiltersLength} characters`)],
+    ];
+    for (const [q, message] of cases) {
+      const r = await api(s.url, `/requests/v3?${q}`, { apiKey: k.key });
+      expect([q.slice(0, 40), r.status, r.body.message]).toEqual([q.slice(0, 40), 400, expect.stringMatching(message)]);
+    }
+    // The heaviest query within the bound is answered.
+    expect((await api(s.url, `/requests/v3?${heaviestListing(b)}`, { apiKey: k.key })).status).toBe(200);
+  });
+
+  it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
+    const k = s.node.ledger.apiKeys.create('isolation');
+    seedRequests(s.node.ledger.db, 20_000, { prefix: 'iso', start: Date.UTC(2025, 0, 1) });
+    // Workers up (their first listing starts them).
+    expect((await api(s.url, '/requests/v3?limit=1', { apiKey: k.key })).status).toBe(200);
+    const done: string[] = [];
+    const listings = Array.from({ length: 10 }, (_, i) =>
+      api(s.url, `/requests/v3?${heaviestListing(s.node.config.api.listing, i)}`, { apiKey: k.key }).then((r) => {
+        done.push(`listing ${r.status}`);
+        return r;
+      }),
+    );
+    await until(() => (s.node.listings.busy > 0 ? true : undefined), 'a listing to be running');
+    const health = await api(s.url, '/health');
+    done.push(`health ${health.status}`);
+    const results = await Promise.all(listings);
+    for (const r of results) expect(r.status).toBe(200);
+    // /health did not wait for the listings that were sent before it.
+    expect(done.indexOf('health 200')).toBeGreaterThanOrEqual(0);
+    expect(done.indexOf('health 200')).toBeLessThan(done.length - 1);
+    expect(results[0]!.body.total).toBeGreaterThan(0);
+  });
+});
