@@ -119,7 +119,7 @@ export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
   const { solverKey, allocatorKey, svmSolverKey, solverAddress, ...rest } = parsed.data;
   if (!solverKey) {
     if (!opts.readOnly) throw new ConfigError('invalid config: solverKey: is required to run the node (only the read-only `relay-node api` runs with solverAddress alone)');
-    return { ...rest, solverKey: new AbsentKey(), solverAddress: solverAddress!, allocatorKey: new AbsentKey(), faults };
+    return { ...rest, solverKey: new AbsentKey(), solverAddress: solverAddress!, allocatorKey: new AbsentKey(), allocatorKeyConfigured: false, faults };
   }
   const solver = resolveKey(solverKey, 'solverKey', env);
   const derived = privateKeyToAccount(solver.reveal()).address;
