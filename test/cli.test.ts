@@ -40,6 +40,6 @@ describe('relay-node CLI', () => {
   it('asks for a command', () => {
     const r = run([]);
     expect(r.code).not.toBe(0);
-    expect(r.out).toMatch(/start, dev, api, keys, audit or db migrate/);
+    expect(r.out).toMatch(/start, dev, api, keys, audit, admin or db migrate/);
   });
 });

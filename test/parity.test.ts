@@ -346,6 +346,7 @@ describe('the OpenAPI document', () => {
     await call(`/permits?signature=0x${'11'.repeat(65)}`, { body: { requestId: `0x${'ef'.repeat(32)}` } });
     await call('/execute', { apiKey: key.key, body: { requestId: ethBridge.id, signature: `0x${'11'.repeat(65)}` } });
     await call('/app-balance/link', { apiKey: key.key, body: { wallet: account(4).address, signature: '0x00' } });
+    await call('/app-balance/unlink', { body: { wallet: account(4).address } });
 
     const doc = (await api(s.url, '/documentation/json')).body;
     const ajv = new Ajv({ strict: false, allErrors: true });

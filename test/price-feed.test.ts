@@ -44,7 +44,7 @@ afterAll(async () => {
   await devnet?.stop();
 });
 
-const price = async () => (await api(node.url, `/currencies/token/price?chainId=10&address=${zeroAddress}`)).body;
+const price = async () => (await api(node.url, `/currencies/token/price/v2?chainId=10&address=${zeroAddress}`)).body;
 
 describe('live price feed', () => {
   it('reads the price from the aggregator, and follows it', async () => {
@@ -53,14 +53,14 @@ describe('live price feed', () => {
     // The feed is cached for a second; poll until the node sees the new answer.
     expect(await until(async () => ((await price()).price === '3123.45' ? await price() : undefined), 'the new price', 5000)).toEqual({ price: '3123.45' });
     // The price on chain 8453 (no feed configured there) stays the config's.
-    expect((await api(node.url, `/currencies/token/price?chainId=8453&address=${zeroAddress}`)).body).toEqual({ price: '3000' });
+    expect((await api(node.url, `/currencies/token/price/v2?chainId=8453&address=${zeroAddress}`)).body).toEqual({ price: '3000' });
   });
 
   it('stops quoting when the feed is stale, rather than quote wrong', async () => {
     const longAgo = BigInt(Math.floor(Date.now() / 1000) - 3600);
     await post(300_000_000_000n, longAgo);
     const r = await until(async () => {
-      const x = await api(node.url, `/currencies/token/price?chainId=10&address=${zeroAddress}`);
+      const x = await api(node.url, `/currencies/token/price/v2?chainId=10&address=${zeroAddress}`);
       return x.status === 503 ? x : undefined;
     }, 'the node to notice the stale feed', 5000);
     expect(r.body).toMatchObject({ errorCode: 'PRICE_UNAVAILABLE' });

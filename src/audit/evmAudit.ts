@@ -88,7 +88,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
   const receiptOf = async (hash: string) =>
     receipts.get(hash) ?? (await client.getTransactionReceipt({ hash: hash as Hex }).catch(() => undefined));
-  const paidTx = new Map<string, PayoutRow>();
+  // A batched fill pays several payouts in one transaction: each hash maps to every payout it paid.
+  const paidTx = new Map<string, PayoutRow[]>();
   for (const p of payouts) {
     const own = txsOf.get(p.id) ?? [];
     const successes: string[] = [];
@@ -102,7 +103,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       if (!p.tx_hash || r?.status !== 'success') diff(`payout ${p.id} is paid in the ledger but its transaction ${p.tx_hash ?? '(none)'} is not a successful one on chain`);
       // Another sender may have landed it (a refund's signed request is anyone's to submit): then none of ours succeeded.
       if (successes.length > 1 || (successes.length === 1 && successes[0] !== p.tx_hash)) diff(`payout ${p.id} has ${successes.length} successful transactions of ours (${successes.join(', ')}); exactly one is ${p.tx_hash}`);
-      if (p.tx_hash) paidTx.set(p.tx_hash, p);
+      if (p.tx_hash) paidTx.set(p.tx_hash, [...(paidTx.get(p.tx_hash) ?? []), p]);
     } else if (p.state === 'failed') {
       if (successes.length) diff(`payout ${p.id} failed in the ledger but its transaction ${successes[0]} succeeded on chain`);
     } else {
@@ -129,8 +130,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   for (const l of fillerLogs) {
     if (l.topics[0] !== FILLED) continue;
     events++;
-    const p = paidTx.get(l.transactionHash);
-    if (!p || p.kind !== 'fill' || p.request_id?.toLowerCase() !== l.topics[1]?.toLowerCase()) diff(`OrderFilled ${l.topics[1]} in ${l.transactionHash} matches no paid fill in the ledger`);
+    const paid = paidTx.get(l.transactionHash) ?? [];
+    if (!paid.some((p) => p.kind === 'fill' && p.request_id?.toLowerCase() === l.topics[1]?.toLowerCase())) diff(`OrderFilled ${l.topics[1]} in ${l.transactionHash} matches no paid fill in the ledger`);
   }
   const inRange = ledger.db
     .prepare(
@@ -151,8 +152,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   for (const l of depositoryLogs) {
     if (l.topics[0] === CALL_EXECUTED) {
       events++;
-      const p = paidTx.get(l.transactionHash);
-      if (!p || (p.kind !== 'refund' && p.kind !== 'excess')) diff(`RelayCallExecuted in ${l.transactionHash} matches no paid refund in the ledger`);
+      const paid = paidTx.get(l.transactionHash) ?? [];
+      if (!paid.some((p) => p.kind === 'refund' || p.kind === 'excess')) diff(`RelayCallExecuted in ${l.transactionHash} matches no paid refund in the ledger`);
       continue;
     }
     const d = decodeDepositLog(l);

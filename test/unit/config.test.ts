@@ -20,7 +20,20 @@ const env = { K: KEY };
 describe('config', () => {
   it('fills defaults and resolves the key from the environment', () => {
     const c = buildConfig(base, env);
-    expect(c.api).toEqual({ host: '127.0.0.1', port: 4000, rateLimit: { perKeyPerMinute: 6000, unauthenticatedPerMinute: 600 } });
+    expect(c.api).toEqual({
+      host: '127.0.0.1',
+      port: 4000,
+      rateLimit: {
+        perKeyPerMinute: 6000,
+        unauthenticatedPerMinute: 600,
+        anonymousQuotesPerMinute: 60,
+        probesPerMinute: 600,
+        wsConnectionsPerIp: 20,
+        wsMessagesPerConnectionPerMinute: 120,
+        wsMessagesPerIpPerMinute: 600,
+      },
+      listing: { workers: 2, timeoutMs: 10_000, maxGroups: 5, maxValuesPerField: 20, maxFilterValues: 100, maxFiltersLength: 4096 },
+    });
     expect(c.chains[0]).toMatchObject({ kind: 'evm', confirmations: 1 });
     expect(c.solverKey.reveal()).toBe(KEY);
     expect(c.allocatorKey.reveal()).toBe(KEY);
