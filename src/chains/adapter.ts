@@ -143,5 +143,5 @@ export interface ChainAdapter {
   // New queued payouts exist in the ledger for this chain.
   wake(): void;
   // Head block (or slot) as last seen and the indexer's position, for metrics and readiness.
-  progress(): { head: number; indexed: number; ready: boolean };
+  progress(): { head: number; indexed: number; ready: boolean; providers?: { name: string; state: string; headLag: number }[]; heldBy?: string };
 }

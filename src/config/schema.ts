@@ -46,10 +46,36 @@ const keySource = z
   .strict()
   .refine((k) => Boolean(k.env) !== Boolean(k.file), 'give exactly one of "env" or "file"');
 
+// One RPC endpoint of a chain. Its URL often carries an API key: it never reaches a log, error,
+// metric label or API answer; the node names the provider by `name` (default: its position, "p0").
+const rpcProvider = z
+  .object({
+    url: z.string().url(),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,32}$/, 'must be 1-32 letters, digits, "_", "." or "-" (it labels metrics)')
+      .optional(),
+    // Share of the reads this provider takes among the healthy ones.
+    weight: z.number().int().min(1).max(1_000).default(1),
+    // Request budget: calls per second (0: no limit) and HTTP requests in flight.
+    maxRps: z.number().min(0).default(0),
+    maxConcurrent: z.number().int().min(1).max(1_024).default(32),
+    // any: reads, quorum reads and broadcasts; read: no broadcasts; send: broadcasts only;
+    // fallback: used only while no other provider for the call is usable.
+    role: z.enum(['any', 'read', 'send', 'fallback']).default('any'),
+  })
+  .strict();
+
 const chainFields = {
   id: z.number().int().positive(),
   name: z.string().min(1),
+  // A single endpoint (kept for existing configs: a list of one); `rpc` lists several. Either is
+  // enough: the loader fills `rpcUrl` from `rpc[0]` and `rpc` from `rpcUrl`.
   rpcUrl: z.string().url(),
+  rpc: z.array(rpcProvider).min(1).optional(),
+  // Reads that decide money (a deposit's existence, "was this paid", the solver's nonce) need this
+  // many providers agreeing; default: 2 when two or more providers can read, else 1.
+  quorum: z.number().int().min(1).optional(),
   explorerUrl: z.string().url().optional(),
   pollIntervalMs: z.number().int().min(10).default(1000),
   depositEnabled: z.boolean().default(true),
@@ -124,14 +150,23 @@ const exchangeChain = z
     orphanGraceMs: z.number().int().min(0).default(60_000),
     // Not used by the exchange (it has no JSON-RPC); /chains shows the exchange URL when absent.
     rpcUrl: z.string().url().optional(),
+    rpc: z.array(rpcProvider).optional(),
     nativeCurrency: nativeCurrency.default({ symbol: 'USDC', name: 'USD Coin (perps)', decimals: 6, usdPrice: '1' }),
     currencies: z.array(z.object({ ...currencyFields, address: exchangeCurrency }).strict()).default([]),
   })
   .strict();
 
-// A chain without "kind" is an EVM chain.
+// A chain without "kind" is an EVM chain; `rpcUrl` and `rpc` complete each other (see chainFields).
 const chain = z.preprocess(
-  (c) => (c && typeof c === 'object' && !('kind' in c) ? { ...c, kind: 'evm' } : c),
+  (c) => {
+    if (!c || typeof c !== 'object') return c;
+    const o: Record<string, unknown> = { ...(c as Record<string, unknown>) };
+    if (!('kind' in o)) o.kind = 'evm';
+    const list = Array.isArray(o.rpc) ? (o.rpc as unknown[]) : undefined;
+    if (o.rpcUrl === undefined && list?.length && typeof (list[0] as { url?: unknown })?.url === 'string') o.rpcUrl = (list[0] as { url: string }).url;
+    if (o.rpc === undefined && typeof o.rpcUrl === 'string' && o.kind !== 'exchange') o.rpc = [{ url: o.rpcUrl }];
+    return o;
+  },
   z.discriminatedUnion('kind', [evmChain, svmChain, exchangeChain]),
 );
 
@@ -232,6 +267,9 @@ export const configSchema = z
   .superRefine((cfg, ctx) => {
     const seen = new Set<number>();
     cfg.chains.forEach((c, i) => {
+      const names = (c.rpc ?? []).map((p, j) => p.name ?? `p${j}`);
+      if (new Set(names).size !== names.length) ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'provider names must be unique' });
+      if (c.rpc && !c.rpc.some((p) => p.role !== 'send')) ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'needs a provider that can read (role other than "send")' });
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
       seen.add(c.id);
     });
@@ -246,4 +284,5 @@ export type ChainConfig = ParsedConfig['chains'][number];
 export type EvmChainConfig = Extract<ChainConfig, { kind: 'evm' }>;
 export type SvmChainConfig = Extract<ChainConfig, { kind: 'svm' }>;
 export type ExchangeChainConfig = Extract<ChainConfig, { kind: 'exchange' }>;
+export type RpcProviderConfig = z.output<typeof rpcProvider>;
 export type CurrencyConfig = ChainConfig['currencies'][number];

@@ -23,13 +23,24 @@ export interface Stack {
 }
 
 export async function startStack(
-  opts: { blockTime?: number; confirmations?: number; logLines?: string[]; prices?: PriceSource; svm?: boolean; config?: Record<string, unknown> } = {},
+  opts: {
+    blockTime?: number;
+    confirmations?: number;
+    logLines?: string[];
+    prices?: PriceSource;
+    svm?: boolean;
+    config?: Record<string, unknown>;
+    // Changes the node's chain configs (e.g. several RPC providers in front of a devnet chain).
+    chains?: (devnet: Devnet, chains: unknown[]) => Promise<unknown[]>;
+  } = {},
 ): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm });
+  const base = devnet.nodeConfig({ port: 0, logLevel: 'warn' });
+  const chains = opts.chains ? await opts.chains(devnet, base.chains as unknown[]) : base.chains;
   const makeNode = async (faults: Faults = {}) => {
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
-    const config = buildConfigWithKeys({ ...devnet.nodeConfig({ port: 0, logLevel: 'warn' }), ...opts.config }, devnet.keys, faults);
+    const config = buildConfigWithKeys({ ...base, chains, ...opts.config } as typeof base, devnet.keys, faults);
     // With logLines, the node logs everything (debug) into it, for tests that read the log.
     const log = opts.logLines
       ? createLogger('debug', { write: (line: string) => void opts.logLines!.push(line) })
