@@ -111,6 +111,8 @@ export interface ChainAdapter {
   readonly depositAddress: string;
   // About how long a deposit takes to be confirmed, in seconds (for the quote's timeEstimate).
   readonly confirmSeconds: number;
+  // About how long a deposit of this amount takes to be confirmed (confirmations by value); confirmSeconds when absent.
+  confirmSecondsFor?(currency: string, amount: bigint): number;
   start(): Promise<void>;
   stop(): Promise<void>;
   // A transaction id as the chain spells it, or undefined when `s` is not one.

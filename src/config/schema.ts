@@ -95,6 +95,12 @@ const evmChain = z
     // Block from which the depository is indexed on a fresh ledger (its deployment block).
     startBlock: z.number().int().min(0).default(0),
     confirmations: z.number().int().min(1).default(1),
+    // Confirmations by value: a deposit worth at least minUsd (at the currency's configured
+    // usdPrice) waits this many blocks, or for finality ("finalized": finalityDepth blocks) instead
+    // of `confirmations`. The quote's timeEstimate follows the same table.
+    confirmationsByValue: z
+      .array(z.object({ minUsd: usd, confirmations: z.union([z.number().int().min(1), z.literal('finalized')]) }).strict())
+      .optional(),
     // Blocks kept for reorg detection; a reorg deeper than this stops the chain's indexer.
     finalityDepth: z.number().int().min(1).default(64),
     maxLogRange: z.number().int().min(1).default(2000),

@@ -30,6 +30,7 @@ import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
+import { confirmationsFor } from './confirmations.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
 // Gas the quote charges for the node's own transactions. Measured on the node's contracts (see
@@ -137,6 +138,11 @@ export class EvmAdapter implements ChainAdapter {
     await this.#depositAddresses?.stop();
     await this.#submitter.stop();
     await this.providers.stop();
+  }
+
+  /** Seconds a deposit of this value waits for its confirmations (one block a second, as confirmSeconds). */
+  confirmSecondsFor(currency: string, amount: bigint): number {
+    return confirmationsFor(this.chain, currency, amount);
   }
 
   wake(): void {
