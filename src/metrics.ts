@@ -52,6 +52,7 @@ export function createMetrics() {
     }),
     rpcProviderHeadLag: new Gauge({ name: 'relay_rpc_provider_head_lag_blocks', help: "The chain's newest agreed block minus the provider's head (negative: it claims to be ahead)", labelNames: ['chain', 'provider'], registers: r }),
     rpcQuorumDisagreements: new Counter({ name: 'relay_rpc_quorum_disagreements_total', help: 'Decision reads refused because providers answered differently', labelNames: ['chain', 'method'], registers: r }),
+    feeCapWaits: new Counter({ name: 'relay_payout_fee_cap_waits_total', help: "Payouts (stage send) and stuck transactions (stage replace) held back by the chain's fee cap or replacement limit", labelNames: ['chain', 'stage'], registers: r }),
     wsClients: new Gauge({ name: 'relay_status_stream_clients', help: 'Open websocket status stream connections', registers: r }),
   };
 }

@@ -106,6 +106,11 @@ const evmChain = z
     maxLogRange: z.number().int().min(1).default(2000),
     // A fill not included after this many blocks is replaced at the same nonce with a higher fee.
     replaceAfterBlocks: z.number().int().min(1).default(3),
+    // Fee limits: the most the node pays per gas (wei, a decimal string) and the same-nonce fee bumps
+    // a transaction gets at most. A payout the market prices above the cap waits (unsigned: no nonce
+    // is held behind it); a stuck transaction at the cap or out of bumps waits for the base fee to fall.
+    maxFeePerGas: z.string().regex(/^[0-9]{1,40}$/, 'must be an integer number of wei, as a string').optional(),
+    maxReplacements: z.number().int().min(0).optional(),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
     // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it).
