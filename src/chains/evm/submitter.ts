@@ -438,10 +438,17 @@ export class EvmSubmitter {
     const value = fills.reduce((sum, f) => (f.fill.token === zeroAddress ? sum + f.fill.amount : sum), 0n);
     const data = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills.map((f) => f.fill)] });
     try {
-      const [estimate, fees] = await Promise.all([
+      const [estimate, market] = await Promise.all([
         this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then((gas) => ({ gas }), (error: unknown) => ({ error })),
         this.#fees.current(),
       ]);
+      const fees = withinCap(market, this.#feeCap);
+      if (!fees) {
+        // Above the chain's fee cap: each fill goes the lone path, which waits on the cap unsigned.
+        for (const f of fills) this.#alone.add(f.payout.id);
+        await Promise.all(fills.map((f) => this.#process(f.payout.id)));
+        return;
+      }
       if ('error' in estimate) {
         if (!isRevert(estimate.error)) throw estimate.error;
         // The batch skips bad orders rather than reverting; if it reverts anyway, each goes alone.
