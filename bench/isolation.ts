@@ -59,9 +59,10 @@ try {
       while (!filled(id) && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
     }
     const rows = node.ledger.db
-      .prepare(`SELECT p.request_id, d.confirmed_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id JOIN transactions t ON t.payout_id = p.id
+      .prepare(`SELECT p.request_id, d.confirmed_at, p.decided_at, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id JOIN transactions t ON t.payout_id = p.id
         WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL AND p.request_id IN (${ids.map(() => '?').join(',')})`)
-      .all(...ids) as { confirmed_at: number; broadcast_at: number }[];
+      .all(...ids) as { confirmed_at: number; decided_at: number; created_at: number; broadcast_at: number }[];
+    if (process.env.BENCH_STAGES) for (const r of rows) console.log(`  stages: decide ${r.decided_at - r.confirmed_at} ms, sign ${r.created_at - r.decided_at} ms, send ${r.broadcast_at - r.created_at} ms`);
     return rows.map((r) => r.broadcast_at - r.confirmed_at);
   }
 

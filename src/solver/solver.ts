@@ -46,6 +46,8 @@ const p = (row: PayoutRow) => `${row.kind} payout ${row.id} ${row.state}`;
 // marks the deposit handled, moves the request and queues the payout; submitters do the rest.
 export class Solver implements PayoutHooks {
   #snapshot: Snapshot | undefined;
+  // Hold deadlines before this (ms) have been looked at by expireHolds.
+  #holdsCheckedTo = 0;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = false;
@@ -84,19 +86,27 @@ export class Solver implements PayoutHooks {
     // fast-fill holds whose deposit never came become permanent debits.
     this.#timer = setInterval(() => {
       this.wake();
-      this.expireHolds();
+      try {
+        this.expireHolds();
+      } catch (e) {
+        this.log.error({ err: (e as Error).message }, 'expiring fast-fill holds failed; retried on the next tick');
+      }
       this.#breaker?.check().catch((e) => this.log.error({ err: (e as Error).message }, 'loss breaker check failed'));
       this.#countWaiting();
     }, 2000);
   }
 
   // A fast fill whose deposit did not land by the hold's deadline: the app bears the loss.
+  // Each pass looks at the deadlines passed since the last one (a hold is always placed with a
+  // deadline after the time it is placed): the first pass after a start looks at them all.
   expireHolds(now = Date.now()): number {
-    const ids = this.ledger.balances.expiredHolds(now);
+    const since = now < this.#holdsCheckedTo ? 0 : this.#holdsCheckedTo;
+    const ids = this.ledger.balances.expiredHolds(now, since);
     for (const id of ids) {
       this.ledger.tx(() => settleHold(this.ledger, this.ledger.requests.get(id)!, undefined, 0n));
       this.log.warn({ request: id }, 'fast-fill hold expired without a deposit: permanent debit');
     }
+    this.#holdsCheckedTo = now;
     return ids.length;
   }
 
