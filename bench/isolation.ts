@@ -3,8 +3,8 @@
 // heaviest listing the cost bound allows, back to back: /health latency (polled every 20 ms) and the
 // node's share of deposit → fill (deposit confirmed in the ledger → fill broadcast) for DEPOSITS
 // deposits, p50/p99, side by side. Target: both p99 under 50 ms under load.
-// Usage: npx tsx bench/isolation.ts [rows] [listing clients] [deposits]
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+// Usage: [BENCH_SEED_CACHE=dir] [BENCH_STAGES=1] npx tsx bench/isolation.ts [rows] [listing clients] [deposits]
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createWalletClient, encodeFunctionData, http, zeroAddress, type Hex } from 'viem';
@@ -14,7 +14,7 @@ import { buildConfigWithKeys } from '../src/config/load.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
-import { RelayNode } from '../src/node.ts';
+import { ledgerPath, RelayNode } from '../src/node.ts';
 import { heaviestListing, seedRequests } from '../test/helpers/seedRequests.ts';
 
 const ROWS = Number(process.argv[2] ?? 1_000_000);
@@ -30,14 +30,26 @@ const stats = (xs: number[]) => {
 const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-isolation-'));
 const devnet = await startDevnet({ dataDir, testAccounts: 3 });
 const config = buildConfigWithKeys(devnet.nodeConfig({ port: 0 }), devnet.keys);
+// BENCH_SEED_CACHE=DIR keeps the seeded ledger (synthetic rows, independent of the chains) for the
+// next run with as many rows: seeding 1,000,000 takes minutes.
+const cached = process.env.BENCH_SEED_CACHE ? join(process.env.BENCH_SEED_CACHE, `isolation-${ROWS}.sqlite`) : undefined;
+if (cached && existsSync(cached)) copyFileSync(cached, ledgerPath(config));
 const node = new RelayNode(config, { log: createLogger('silent') });
 try {
   const t0 = Date.now();
-  node.ledger.db.pragma('synchronous = OFF');
-  seedRequests(node.ledger.db, ROWS, { prefix: 'bench' });
-  node.ledger.db.pragma('synchronous = FULL');
-  node.ledger.db.exec('ANALYZE');
-  console.log(`ledger: ${ROWS.toLocaleString()} requests seeded in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  if (cached && existsSync(cached)) {
+    console.log(`ledger: ${ROWS.toLocaleString()} requests from ${cached}`);
+  } else {
+    node.ledger.db.pragma('synchronous = OFF');
+    seedRequests(node.ledger.db, ROWS, { prefix: 'bench' });
+    node.ledger.db.pragma('synchronous = FULL');
+    node.ledger.db.exec('ANALYZE');
+    console.log(`ledger: ${ROWS.toLocaleString()} requests seeded in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    if (cached) {
+      mkdirSync(process.env.BENCH_SEED_CACHE!, { recursive: true });
+      node.ledger.db.exec(`VACUUM INTO '${cached.replaceAll("'", "''")}'`);
+    }
+  }
   await node.start();
   const { key } = node.ledger.apiKeys.create('bench');
   const origin = devnet.chains.find((c) => c.id === 8453)!;
@@ -59,9 +71,10 @@ try {
       while (!filled(id) && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
     }
     const rows = node.ledger.db
-      .prepare(`SELECT p.request_id, d.confirmed_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id JOIN transactions t ON t.payout_id = p.id
+      .prepare(`SELECT p.request_id, d.confirmed_at, p.decided_at, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id JOIN transactions t ON t.payout_id = p.id
         WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL AND p.request_id IN (${ids.map(() => '?').join(',')})`)
-      .all(...ids) as { confirmed_at: number; broadcast_at: number }[];
+      .all(...ids) as { confirmed_at: number; decided_at: number; created_at: number; broadcast_at: number }[];
+    if (process.env.BENCH_STAGES) for (const r of rows) console.log(`  stages: decide ${r.decided_at - r.confirmed_at} ms, sign ${r.created_at - r.decided_at} ms, send ${r.broadcast_at - r.created_at} ms`);
     return rows.map((r) => r.broadcast_at - r.confirmed_at);
   }
 

@@ -11,6 +11,7 @@ import { Registry } from './config/registry.ts';
 import { Deliverer } from './events/deliverer.ts';
 import { Ledger } from './ledger/index.ts';
 import { QuotePruner } from './ledger/quotePruner.ts';
+import { DepositFeeReader } from './chains/depositFeeReader.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
@@ -53,6 +54,7 @@ export class RelayNode {
   #draining: string | undefined;
   // Deletes quotes nobody used, past their expiry (absent on a read-only replica).
   readonly quotePruner: QuotePruner | undefined;
+  readonly depositFees: DepositFeeReader | undefined;
   #url: string | undefined;
   #operatorUrl: string | undefined;
 
@@ -85,13 +87,14 @@ export class RelayNode {
         onPruned: (n) => this.log.info({ pruned: n }, 'unused expired quotes deleted'),
         onError: (e) => this.log.error({ err: e.message }, 'pruning unused quotes failed'),
       });
+      this.depositFees = new DepositFeeReader(this.ledger, this.adapters, this.log);
       this.deliverer = new Deliverer({ ledger: this.ledger, config, metrics: this.metrics, log: this.log });
       for (const chain of config.chains) {
         this.adapters.set(chain.id, createAdapter(chain, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log }));
       }
     }
     this.listings = new ListingPool(
-      { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress },
+      { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing },
       { workers: config.api.listing.workers, timeoutMs: config.api.listing.timeoutMs, log: this.log },
     );
     const apiContext = {
@@ -134,6 +137,7 @@ export class RelayNode {
     this.solver?.start();
     this.deliverer?.start();
     this.quotePruner?.start();
+    this.depositFees?.start();
     this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
     if (this.admin) this.#adminUrl = await this.admin.listen({ host: this.config.admin.host, port: this.config.admin.port });
     const ml = this.config.api.metricsListen;
@@ -167,6 +171,7 @@ export class RelayNode {
   async stop(): Promise<void> {
     await this.admin?.close();
     this.quotePruner?.stop();
+    await this.depositFees?.stop();
     await this.api.close();
     await this.operatorApi?.close();
     await this.listings.close();

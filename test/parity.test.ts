@@ -106,9 +106,14 @@ describe('units: one rule for every amount', () => {
     }
   });
 
-  it('reads inTxs[].fee from the deposit receipt', async () => {
-    const d = (await get(`/requests/v3?id=${ethBridge.id}`)).body.requests[0].data;
+  it('reads inTxs[].fee from the deposit receipt, beside the indexer (never on a client request)', async () => {
     const receipt = await s.publicClient(A).getTransactionReceipt({ hash: ethBridge.depositTx });
+    // The fee reader runs every few seconds after a deposit is recorded; until then there is no fee.
+    let d: any;
+    for (const end = Date.now() + 20_000; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+      d = (await get(`/requests/v3?id=${ethBridge.id}`)).body.requests[0].data;
+      if (d.inTxs[0].fee !== undefined) break;
+    }
     expect(d.inTxs[0].fee).toBe((receipt.gasUsed * receipt.effectiveGasPrice).toString());
     // Kept in the ledger: read once.
     expect(s.node.ledger.deposits.forRequest(ethBridge.id)[0]!.tx_fee).toBe(d.inTxs[0].fee);
@@ -286,6 +291,8 @@ describe('operations at the hosted paths', () => {
   });
 
   it('GET /chains/liquidity, /swap-sources, /lives and /intents/status/v2', async () => {
+    // Compared with a direct read: nothing may be in flight on B between the two.
+    for (const end = Date.now() + 20_000; s.node.ledger.payouts.reservedOn(B).size > 0 && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
     const liq = await call(`/chains/liquidity?chainId=${B}`);
     expect(liq.status).toBe(200);
     const usdcLiq = liq.body.liquidity.find((l: any) => l.currencyId === 'usdc');

@@ -104,8 +104,9 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
 
   const inTxs = deposits.map((d) => ({
     txHash: d.tx_hash,
-    // The depositor paid it: read from the deposit's receipt once (null until then).
-    fee: d.tx_fee ?? null,
+    // The depositor paid it: read from the deposit's receipt once, shortly after the deposit is
+    // recorded. Until then it is left out (the published type has an optional string, not null).
+    ...(d.tx_fee !== null ? { fee: d.tx_fee } : {}),
     block: d.block_number,
     type: 'onchain',
     chainId: d.chain_id,
@@ -119,7 +120,8 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
       .filter((t) => t.state !== 'replaced' && t.state !== 'dropped')
       .map((t) => ({
         txHash: t.hash,
-        fee: t.fee,
+        // Known once the transaction is included.
+        ...(t.fee !== null ? { fee: t.fee } : {}),
         block: t.block_number,
         type: 'onchain',
         chainId: t.chain_id,

@@ -26,8 +26,11 @@ export class Balances {
   #unlink;
   #expired;
   constructor(db: Db) {
+    // Walks requests_fast_fill_deadline (migration 14) over [since, now) only: the node checks every
+    // few seconds, and a scan of every request would block its event loop on a large ledger.
     this.#expired = db.prepare(`SELECT r.id FROM requests r JOIN balance_entries h ON h.ref = 'hold:' || r.id
-      WHERE r.fast_fill_deadline < ? AND NOT EXISTS (SELECT 1 FROM balance_entries x WHERE x.ref = 'hold_release:' || r.id)`);
+      WHERE r.fast_fill_deadline IS NOT NULL AND r.fast_fill_deadline >= @since AND r.fast_fill_deadline < @now
+        AND NOT EXISTS (SELECT 1 FROM balance_entries x WHERE x.ref = 'hold_release:' || r.id)`);
     this.#post = db.prepare(`INSERT INTO balance_entries (wallet, kind, amount, request_id, ref, detail, created_at)
       VALUES (@wallet, @kind, @amount, @request_id, @ref, @detail, @now) ON CONFLICT(ref) DO NOTHING`);
     this.#sums = db.prepare(`SELECT kind, SUM(amount) AS total FROM balance_entries WHERE wallet = ? GROUP BY kind`).safeIntegers(true);
@@ -64,9 +67,9 @@ export class Balances {
     return { balance, held, available: balance - held };
   }
 
-  // Requests whose fast-fill hold is still active past its deadline.
-  expiredHolds(now: number): string[] {
-    return (this.#expired.all(now) as { id: string }[]).map((r) => r.id);
+  /** Requests whose fast-fill hold is still active past its deadline, for deadlines from `since` (ms). */
+  expiredHolds(now: number, since = 0): string[] {
+    return (this.#expired.all({ now, since }) as { id: string }[]).map((r) => r.id);
   }
 
   link(apiKeyId: string, wallet: string, message: string, signature: string, now = Date.now()): void {

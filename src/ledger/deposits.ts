@@ -54,12 +54,9 @@ export class Deposits {
   byOrderRef(ref: string): DepositRow[] {
     return this.#byRef.all(ref) as DepositRow[];
   }
-  // Deposits whose transaction fee is not read yet (for the request records).
-  withoutTxFee(requestIds: string[]): DepositRow[] {
-    if (!requestIds.length) return [];
-    return this.db
-      .prepare(`SELECT * FROM deposits WHERE tx_fee IS NULL AND state != 'reorged' AND (request_id IN (SELECT value FROM json_each(?)) OR order_ref IN (SELECT value FROM json_each(?)))`)
-      .all(JSON.stringify(requestIds), JSON.stringify(requestIds)) as DepositRow[];
+  /** Deposits seen since `since` (ms) whose transaction fee is not read yet (for the request records). */
+  recentWithoutTxFee(since: number, limit: number): DepositRow[] {
+    return this.db.prepare(`SELECT * FROM deposits WHERE tx_fee IS NULL AND seen_at >= ? AND state != 'reorged' ORDER BY seen_at LIMIT ?`).all(since, limit) as DepositRow[];
   }
   // Every log of the transaction shares its fee.
   setTxFee(chainId: number, txHash: string, fee: bigint): void {

@@ -501,4 +501,17 @@ CREATE TABLE api_usage (
 );
 `,
   },
+  {
+    version: 14,
+    name: 'indexes for the timers on the main thread',
+    sql: `
+-- The solver's hold expiry (every 2 s) and the quote pruner read these on the node's event loop:
+-- without them each read scanned every request (~1.5 s on 1,000,000).
+CREATE INDEX requests_fast_fill_deadline ON requests(fast_fill_deadline) WHERE fast_fill_deadline IS NOT NULL;
+CREATE INDEX requests_prunable ON requests(expires_at)
+  WHERE status = 'waiting' AND kind = 'order' AND parent_id IS NULL AND deposit_address IS NULL AND expires_at IS NOT NULL;
+-- The deposit fee reader's queue: recent deposits whose transaction fee is not read yet.
+CREATE INDEX deposits_fee_unread ON deposits(seen_at) WHERE tx_fee IS NULL;
+`,
+  },
 ];

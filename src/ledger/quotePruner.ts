@@ -47,30 +47,36 @@ export function pruneUnusedQuotes(db: Db, before: number, limit = PRUNE_BATCH): 
 /** Runs pruneUnusedQuotes every interval (a full node only; a read-only replica never writes). */
 export class QuotePruner {
   #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
   constructor(
     private readonly db: Db,
     private readonly opts: { graceMs: number; intervalMs: number; now: () => number; onPruned?: (n: number) => void; onError?: (e: Error) => void },
   ) {}
 
-  /** One pass: deletes in batches until none is left. */
-  runOnce(): number {
+  /**
+   * One pass: deletes in batches until none is left, yielding to the event loop between batches so
+   * that a large backlog never holds the solver, the submitters or the API for long.
+   */
+  async runOnce(): Promise<number> {
     let total = 0;
-    for (;;) {
+    while (!this.#stopped) {
       const n = pruneUnusedQuotes(this.db, this.opts.now() - this.opts.graceMs);
       total += n;
       if (n < PRUNE_BATCH) break;
+      await new Promise((r) => setImmediate(r));
     }
     if (total > 0) this.opts.onPruned?.(total);
     return total;
   }
 
   start(): this {
-    const tick = () => {
+    const tick = async () => {
       try {
-        this.runOnce();
+        await this.runOnce();
       } catch (e) {
         this.opts.onError?.(e as Error);
       }
+      if (this.#stopped) return;
       this.#timer = setTimeout(tick, this.opts.intervalMs);
       this.#timer.unref();
     };
@@ -80,6 +86,7 @@ export class QuotePruner {
   }
 
   stop(): void {
+    this.#stopped = true;
     clearTimeout(this.#timer);
   }
 }

@@ -4,6 +4,7 @@ import type { Events } from './events.ts';
 import type { RequestRow, Status } from './types.ts';
 
 // Set by the ledger as the request progresses, never by its creator.
+type StatusFields = { status: string; fail_reason: string | null; refund_fail_reason: string | null };
 type Progress = 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'fast_fill_deadline' | 'failed_call_data' | 'sender' | 'deposit_block' | 'fill_time_ms';
 type Optional = 'money' | 'features' | 'api_key_id' | 'referrer' | 'amount_usd' | 'app_fees_usd' | 'currency_in_symbol' | 'currency_out_symbol' | 'deposit_address';
 
@@ -29,18 +30,21 @@ export class Requests {
   #events: Events | undefined;
   #changeStatus;
   #insertWithEvent;
+  #statusOf;
   constructor(db: Db, events?: Events) {
     this.#events = events;
+    this.#statusOf = db.prepare('SELECT status, fail_reason, refund_fail_reason FROM requests WHERE id = ?');
     // Savepoints inside a caller's transaction, a transaction of their own (IMMEDIATE: it reads
     // then writes) otherwise.
     this.#changeStatus = db.transaction((args: Record<string, unknown>) => {
-      const before = this.get(args.id as string);
+      // Only the announced fields are compared: a whole row carries the quote (up to ~70 KB).
+      const before = this.#statusOf.get(args.id) as StatusFields | undefined;
       const res = this.#setStatus.run(args);
       if (res.changes !== 1 || !before) throw new Error(`request ${args.id as string} not found`);
-      const after = this.get(args.id as string)!;
+      const after = this.#statusOf.get(args.id) as StatusFields;
       // A call that leaves the status (and its reasons) as they were announces nothing.
       if (after.status !== before.status || after.fail_reason !== before.fail_reason || after.refund_fail_reason !== before.refund_fail_reason) {
-        this.#events!.record(after);
+        this.#events!.record(this.get(args.id as string)!);
       }
     });
     this.#insertWithEvent = db.transaction((args: Record<string, unknown>) => {

@@ -27,7 +27,10 @@ interface Snapshot {
   prices: Map<string, string>;
 }
 
+// A snapshot older than this is read again in the background while decisions go on with it; one
+// older than the bound is waited for (after a start, or when the node was idle).
 const SNAPSHOT_TTL_MS = 1000;
+const SNAPSHOT_MAX_AGE_MS = 3000;
 const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
 
 /** An admin request the ledger's state refuses (status: the HTTP status that says why). */
@@ -46,6 +49,12 @@ const p = (row: PayoutRow) => `${row.kind} payout ${row.id} ${row.state}`;
 // marks the deposit handled, moves the request and queues the payout; submitters do the rest.
 export class Solver implements PayoutHooks {
   #snapshot: Snapshot | undefined;
+  #refreshing: Promise<void> | undefined;
+  #generation = 0;
+  // Set while a snapshot is being read: what decisions commit meanwhile, to subtract from it.
+  #spentWhileReading: [string, bigint][] | undefined;
+  // Hold deadlines before this (ms) have been looked at by expireHolds.
+  #holdsCheckedTo = 0;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = false;
@@ -84,19 +93,27 @@ export class Solver implements PayoutHooks {
     // fast-fill holds whose deposit never came become permanent debits.
     this.#timer = setInterval(() => {
       this.wake();
-      this.expireHolds();
+      try {
+        this.expireHolds();
+      } catch (e) {
+        this.log.error({ err: (e as Error).message }, 'expiring fast-fill holds failed; retried on the next tick');
+      }
       this.#breaker?.check().catch((e) => this.log.error({ err: (e as Error).message }, 'loss breaker check failed'));
       this.#countWaiting();
     }, 2000);
   }
 
   // A fast fill whose deposit did not land by the hold's deadline: the app bears the loss.
+  // Each pass looks at the deadlines passed since the last one (a hold is always placed with a
+  // deadline after the time it is placed): the first pass after a start looks at them all.
   expireHolds(now = Date.now()): number {
-    const ids = this.ledger.balances.expiredHolds(now);
+    const since = now < this.#holdsCheckedTo ? 0 : this.#holdsCheckedTo;
+    const ids = this.ledger.balances.expiredHolds(now, since);
     for (const id of ids) {
       this.ledger.tx(() => settleHold(this.ledger, this.ledger.requests.get(id)!, undefined, 0n));
       this.log.warn({ request: id }, 'fast-fill hold expired without a deposit: permanent debit');
     }
+    this.#holdsCheckedTo = now;
     return ids.length;
   }
 
@@ -104,11 +121,13 @@ export class Solver implements PayoutHooks {
     this.#stopped = true;
     clearInterval(this.#timer);
     await this.#running;
+    await this.#refreshing;
   }
 
   // Re-read inventory and prices before the next decision (e.g. when a price feed moved).
   invalidate(): void {
     this.#snapshot = undefined;
+    this.#generation++;
   }
 
   wake(): void {
@@ -155,10 +174,49 @@ export class Solver implements PayoutHooks {
     }
   }
 
-  // Inventory, gas and prices, read from the chains at most once a second: decisions in between
-  // subtract what they commit from the snapshot, so two deposits never spend the same inventory.
+  // Inventory, gas and prices, read from the chains about once a second, off the decision's path:
+  // decisions subtract what they commit from the snapshot, so two deposits never spend the same
+  // inventory, and what they commit while a new snapshot is read is subtracted from it too.
   async #fresh(): Promise<Snapshot> {
-    if (this.#snapshot && Date.now() - this.#snapshot.at < SNAPSHOT_TTL_MS) return this.#snapshot;
+    const age = this.#snapshot ? Date.now() - this.#snapshot.at : Infinity;
+    if (age >= SNAPSHOT_TTL_MS) this.#refresh();
+    if (age < SNAPSHOT_MAX_AGE_MS) return this.#snapshot!;
+    // Twice at most: a read begun before invalidate() is dropped, and the second one is fresh.
+    const stale = () => !this.#snapshot || Date.now() - this.#snapshot.at >= SNAPSHOT_MAX_AGE_MS;
+    for (let i = 0; i < 2 && stale(); i++) {
+      this.#refresh();
+      await this.#refreshing;
+    }
+    if (stale()) throw new Error('inventory and prices could not be read');
+    return this.#snapshot!;
+  }
+
+  #refresh(): void {
+    if (this.#refreshing) return;
+    const spent: [string, bigint][] = [];
+    const generation = this.#generation;
+    this.#spentWhileReading = spent;
+    this.#refreshing = this.#readSnapshot()
+      .then((snap) => {
+        if (generation !== this.#generation) return; // invalidated while it was read
+        // Conservative: a payout committed during the read may be in both the read and this list.
+        for (const [k, amount] of spent) snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - amount);
+        this.#snapshot = snap;
+      })
+      .catch((e) => this.log.warn({ err: (e as Error).message }, 'reading inventory and prices failed; the last snapshot stays'))
+      .finally(() => {
+        this.#refreshing = undefined;
+        this.#spentWhileReading = undefined;
+      });
+  }
+
+  // What a decision commits leaves the snapshot's spendable inventory (and the one being read).
+  #spend(snap: Snapshot, k: string, amount: bigint): void {
+    snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - amount);
+    this.#spentWhileReading?.push([k, amount]);
+  }
+
+  async #readSnapshot(): Promise<Snapshot> {
     const refundCost = new Map<string, bigint>();
     const spendable = new Map<string, bigint>();
     const prices = new Map<string, string>();
@@ -174,8 +232,7 @@ export class Solver implements PayoutHooks {
         }),
       ),
     );
-    this.#snapshot = { at: Date.now(), refundCost, spendable, prices };
-    return this.#snapshot;
+    return { at: Date.now(), refundCost, spendable, prices };
   }
 
   // micro-USD of an amount, at the snapshot's price, rounded up (what a sponsor is charged).
@@ -331,12 +388,8 @@ export class Solver implements PayoutHooks {
       const excessChain = this.#queueRefund(r.id, { ...d, amount: decision.excess.toString() }, r.refund_to ?? d.depositor, snap, now, 'excess');
       if (excessChain !== undefined && excessChain !== r.destination_chain_id) queueMicrotask(() => this.adapters.get(excessChain)?.wake());
     }
-    const k = key(r.destination_chain_id, r.destination_currency);
-    snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - decision.amount);
-    if (decision.topUp > 0n) {
-      const n = key(r.destination_chain_id, this.registry.native(r.destination_chain_id).address);
-      snap.spendable.set(n, (snap.spendable.get(n) ?? 0n) - decision.topUp);
-    }
+    this.#spend(snap, key(r.destination_chain_id, r.destination_currency), decision.amount);
+    if (decision.topUp > 0n) this.#spend(snap, key(r.destination_chain_id, this.registry.native(r.destination_chain_id).address), decision.topUp);
     this.log.info({ request: r.id, deposit: d.id, amount: decision.amount.toString(), chain: r.destination_chain_id }, 'fill queued');
     return r.destination_chain_id;
   }

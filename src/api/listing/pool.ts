@@ -49,7 +49,7 @@ export class ListingPool {
     const worker = new Worker(new URL('./worker.mjs', import.meta.url), { workerData: this.data });
     const slot: Slot = { worker, ready: false, busy: undefined };
     worker.unref();
-    worker.on('message', (msg: { id: number; ok: boolean; ready?: boolean; result?: ListingResult; error?: string }) => {
+    worker.on('message', (msg: { id: number; ok: boolean; ready?: boolean; result?: ListingResult; error?: string; status?: number; errorCode?: string }) => {
       if (msg.ready) {
         slot.ready = true;
         return this.#next();
@@ -58,7 +58,7 @@ export class ListingPool {
       if (!p || p.id !== msg.id) return;
       this.#finish(slot);
       if (msg.ok) p.resolve(msg.result!);
-      else p.reject(new Error(msg.error));
+      else p.reject(msg.status !== undefined ? new ApiError(msg.status, msg.errorCode!, msg.error!) : new Error(msg.error));
     });
     worker.on('error', (e) => {
       this.opts.log.error({ err: e.message }, 'listing worker failed');

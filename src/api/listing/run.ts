@@ -3,15 +3,20 @@ import type { ChainConfig } from '../../config/schema.ts';
 import type { Registry } from '../../config/registry.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import { searchRequests } from '../../ledger/requestSearch.ts';
-import { encodeContinuation, type ParsedRequestQuery } from '../requestQuery.ts';
+import { encodeContinuation, parseRequestQuery, type ListingBounds } from '../requestQuery.ts';
 import { requestRecord } from '../requestRecord.ts';
 import { toV2Record } from '../requestRecordV2.ts';
 
-/** One listing to run: the validated query, for whom, and in which shape. */
+/**
+ * One listing to run: the query string's parameters as received, for whom, and in which shape.
+ * It is validated where it runs: normalising a heavy filter's addresses costs milliseconds of
+ * hashing, which belong to the listing worker, not to the node's event loop.
+ */
 export interface ListingJob {
-  query: ParsedRequestQuery;
+  query: Record<string, unknown>;
   authenticatedFor: string | undefined;
   v2: boolean;
+  referrer?: string;
 }
 
 /** A listing's page: the records (already in the endpoint's shape), the continuation, the total when asked. */
@@ -26,11 +31,14 @@ export interface ListingWorkerData {
   ledgerPath: string;
   chains: ChainConfig[];
   solver: Address;
+  bounds: ListingBounds;
 }
 
-/** Runs a listing against a ledger connection: the SQL search and the records of its page. */
-export function runListing(ctx: { ledger: Ledger; registry: Registry; solver: Address }, job: ListingJob): ListingResult {
-  const q = job.query;
+/** Runs a listing against a ledger connection: validation (a 400 names the bound), the SQL search and the records of its page. */
+export function runListing(ctx: { ledger: Ledger; registry: Registry; solver: Address; bounds: ListingBounds }, job: ListingJob): ListingResult {
+  const privateChains = [...ctx.registry.chains.values()].filter((c) => c.private).map((c) => c.id);
+  const q = parseRequestQuery(job.query, { callerKeyId: job.authenticatedFor, privateChains, bounds: ctx.bounds });
+  q.referrer = job.referrer;
   const found = searchRequests(ctx.ledger.db, q);
   const recordCtx = { ledger: ctx.ledger, registry: ctx.registry, solver: ctx.solver, authenticatedFor: q.includeAuthenticatedData ? job.authenticatedFor : undefined };
   const records = found.rows.map((r) => requestRecord(recordCtx, r));

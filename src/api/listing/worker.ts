@@ -1,19 +1,39 @@
+import { readlinkSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Registry } from '../../config/registry.ts';
 import { Ledger } from '../../ledger/index.ts';
+import { ApiError } from '../errors.ts';
 import { runListing, type ListingJob, type ListingWorkerData } from './run.ts';
 
 // A listing worker: its own read-only connection to the ledger, so that a heavy listing query
 // blocks this thread only, never the node's event loop (indexers, solver, submitters, /health).
+// Niceness 10 of 19: well behind the main thread (0), still scheduled on a busy machine.
+const LISTING_NICENESS = 10;
 const data = workerData as ListingWorkerData;
+lowerThreadPriority();
 const ledger = Ledger.open(data.ledgerPath, { readonly: true });
-const ctx = { ledger, registry: new Registry(data.chains), solver: data.solver };
+const ctx = { ledger, registry: new Registry(data.chains), solver: data.solver, bounds: data.bounds };
 
 parentPort!.on('message', (msg: { id: number; job: ListingJob }) => {
   try {
     parentPort!.postMessage({ id: msg.id, ok: true, result: runListing(ctx, msg.job) });
   } catch (e) {
-    parentPort!.postMessage({ id: msg.id, ok: false, error: (e as Error).message });
+    // A refused query (400 naming the bound) goes back as the same answer; anything else is a failure.
+    const refused = e instanceof ApiError ? { status: e.status, errorCode: e.errorCode } : {};
+    parentPort!.postMessage({ id: msg.id, ok: false, error: (e as Error).message, ...refused });
   }
 });
 parentPort!.postMessage({ ready: true });
+
+// On Linux a thread has its own niceness: a listing worker at a lower priority than the node's
+// main thread gives way to it when they compete for a core, so /health and the solver keep their
+// latency while the listings absorb the wait. Elsewhere (or without /proc) it runs as it is.
+function lowerThreadPriority(): void {
+  try {
+    const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
+    if (Number.isSafeInteger(tid) && tid > 0) setPriority(tid, LISTING_NICENESS);
+  } catch {
+    // not Linux, or not permitted: nothing to lower
+  }
+}

@@ -2,29 +2,17 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { recordDepositFees } from '../depositFees.ts';
 import { runListing, type ListingJob, type ListingResult } from '../listing/run.ts';
-import { parseRequestQuery } from '../requestQuery.ts';
 import { RateLimiter } from '../rateLimit.ts';
 
 export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
-  const privateChains = ctx.config.chains.filter((c) => c.private).map((c) => c.id);
-
-  // Validated here (a 400 costs no worker), run in a listing worker with its own read-only
-  // connection: a heavy listing never blocks the node's event loop.
-  const run = (job: ListingJob): Promise<ListingResult> => (ctx.listings ? ctx.listings.run(job) : Promise.resolve(runListing(ctx, job)));
-  const list = async (query: Record<string, unknown>, authenticatedFor: string | undefined, v2: boolean, referrer?: string): Promise<ListingResult> => {
-    const q = parseRequestQuery(query, { callerKeyId: authenticatedFor, privateChains, bounds: ctx.config.api.listing });
-    q.referrer = referrer;
-    const job = { query: q, authenticatedFor, v2 };
-    const page = await run(job);
-    // A deposit's fee (inTxs[].fee) is read from its receipt once, on the main thread (the
-    // workers reach no chain), then kept; the page is read again only when one was missing.
-    const unread = (page.records as { id: string; data?: { inTxs?: { fee?: unknown }[] } }[]).filter((r) => r.data?.inTxs?.some((t) => t.fee === null));
-    if (!unread.length || !ctx.adapters) return page;
-    await recordDepositFees(ctx.ledger, ctx.adapters, unread.map((r) => r.id), ctx.log);
-    return run(job);
-  };
+  // Validated and run in a listing worker with its own read-only connection: a heavy listing, or a
+  // filter with hundreds of addresses to normalise, never blocks the node's event loop.
+  const bounds = ctx.config.api.listing;
+  const run = (job: ListingJob): Promise<ListingResult> =>
+    ctx.listings ? ctx.listings.run(job) : Promise.resolve(runListing({ ...ctx, bounds }, job));
+  const list = (query: Record<string, unknown>, authenticatedFor: string | undefined, v2: boolean, referrer?: string): Promise<ListingResult> =>
+    run({ query, authenticatedFor, v2, referrer });
 
   app.get('/requests/v3', async (req) => {
     const caller = requireCaller(req);

@@ -1,3 +1,4 @@
+import { spendable } from '../spendable.ts';
 import {
   createPublicClient,
   encodeFunctionData,
@@ -265,8 +266,7 @@ export class EvmAdapter implements ChainAdapter {
   }
 
   async balance(currency: string): Promise<bigint> {
-    const held = await this.balanceOf(this.solver, currency);
-    return held - (this.ledger.payouts.reservedOn(this.chainId).get(getAddress(currency)) ?? 0n);
+    return spendable(this.ledger, this.chainId, getAddress(currency), () => this.balanceOf(this.solver, currency));
   }
 
   // What a transaction sent now would pay per gas at most: twice the base fee plus the tip.

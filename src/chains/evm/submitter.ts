@@ -165,6 +165,8 @@ export class EvmSubmitter {
   #fillSlots = 0;
   // Fills a batch skipped (or a batch that reverted): sent alone from now on, so each meets its own fate.
   readonly #alone = new Set<string>();
+  // A batch's receipt is read once per fill it carries: its filler events are parsed once.
+  readonly #parsedReceipts = new WeakMap<TransactionReceipt, { filled: Map<string, number>; skipped: Map<string, Hex> }>();
 
   constructor(opts: EvmSubmitterOptions) {
     this.#chain = opts.chain;
@@ -743,7 +745,16 @@ export class EvmSubmitter {
         const receipt = await this.#receipt(hash);
         if (!receipt) continue;
         // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
-        for (const t of open) if (t.hash === hash) await this.#onReceipt(t, receipt, payoutIds.length === 1 ? log : log.child({ payout: t.payout_id }));
+        const rows = open.filter((t) => t.hash === hash);
+        const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log : log.child({ payout: t.payout_id }));
+        if (receipt.status === 'success' && rows.length > 1) {
+          // A batch that landed: every fill it carries settles in one commit (one disk flush, not one per fill).
+          this.#ledger.tx(() => {
+            for (const t of rows) this.#onIncluded(t, receipt, logOf(t));
+          });
+        } else {
+          for (const t of rows) await this.#onReceipt(t, receipt, logOf(t));
+        }
         return;
       }
       for (const id of payoutIds) await this.#onNonceTaken(id, nonce, payoutIds.length === 1 ? log : log.child({ payout: id }));
@@ -787,18 +798,21 @@ export class EvmSubmitter {
     }
   }
 
-  async #onReceipt(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
+  // A successful transaction carrying this payout: paid, or (a batch's fill) skipped.
+  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger): void {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
-    if (receipt.status === 'success') {
-      const payout = this.#ledger.payouts.get(t.payout_id);
-      const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
-      if (fill && !fill.paid) return this.#onSkipped(t, receipt, fill.reason, log);
-      const paid = fill?.paid ? { ...own, share: fill.fee } : own;
-      const settled = this.#ledger.tx(() => this.#settlePaid(t.payout_id, paid));
-      if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
-      return;
-    }
+    const payout = this.#ledger.payouts.get(t.payout_id);
+    const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
+    if (fill && !fill.paid) return this.#onSkipped(t, receipt, fill.reason, log);
+    const paid = fill?.paid ? { ...own, share: fill.fee } : own;
+    const settled = this.#ledger.tx(() => this.#settlePaid(t.payout_id, paid));
+    if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
+  }
+
+  async #onReceipt(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
+    if (receipt.status === 'success') return this.#onIncluded(t, receipt, log);
+    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
 
     // Reverted. If the payment was made anyway (by another transaction), that one settles the payout.
     const payout = this.#ledger.payouts.get(t.payout_id);
@@ -843,24 +857,39 @@ export class EvmSubmitter {
   // What a successful transaction did for this fill, from the filler's events in its receipt: paid (with
   // its share of the fee when the transaction paid several orders), or skipped (with the contract's reason).
   #fillOutcome(payout: PayoutRow, receipt: TransactionReceipt, fee: bigint): { paid: true; fee: bigint } | { paid: false; reason: string } {
-    const orderId = payout.request_id?.toLowerCase();
-    const events = parseEventLogs({ abi: fillerEvents, logs: receipt.logs.filter((l) => getAddress(l.address) === getAddress(this.#chain.filler)) });
-    const filled = events.filter((e) => e.eventName === 'OrderFilled');
-    const k = filled.findIndex((e) => e.args.orderId.toLowerCase() === orderId);
-    if (k >= 0) {
-      const n = BigInt(filled.length);
+    const orderId = payout.request_id?.toLowerCase() ?? '';
+    const { filled, skipped } = this.#fillerEvents(receipt);
+    const k = filled.get(orderId);
+    if (k !== undefined) {
+      const n = BigInt(filled.size);
       return { paid: true, fee: fee / n + (k === 0 ? fee % n : 0n) };
     }
-    const skipped = events.find((e) => e.eventName === 'FillSkipped' && e.args.orderId.toLowerCase() === orderId);
+    const why = skipped.get(orderId);
     let reason = 'no OrderFilled event for the order';
-    if (skipped?.eventName === 'FillSkipped') {
+    if (why !== undefined) {
       try {
-        reason = decodeErrorResult({ abi: OrderFillerAbi, data: skipped.args.reason }).errorName;
+        reason = decodeErrorResult({ abi: OrderFillerAbi, data: why }).errorName;
       } catch {
-        reason = skipped.args.reason;
+        reason = why;
       }
     }
     return { paid: false, reason };
+  }
+
+  // The filler's events in a receipt, by order id: parsed once per receipt, however many fills it carries.
+  #fillerEvents(receipt: TransactionReceipt): { filled: Map<string, number>; skipped: Map<string, Hex> } {
+    const cached = this.#parsedReceipts.get(receipt);
+    if (cached) return cached;
+    const filler = this.#chain.filler.toLowerCase();
+    const filled = new Map<string, number>();
+    const skipped = new Map<string, Hex>();
+    for (const e of parseEventLogs({ abi: fillerEvents, logs: receipt.logs.filter((l) => l.address.toLowerCase() === filler) })) {
+      if (e.eventName === 'OrderFilled') filled.set(e.args.orderId.toLowerCase(), filled.size);
+      else if (e.eventName === 'FillSkipped') skipped.set(e.args.orderId.toLowerCase(), e.args.reason);
+    }
+    const parsed = { filled, skipped };
+    this.#parsedReceipts.set(receipt, parsed);
+    return parsed;
   }
 
   // A batch included without paying this order: its nonce is spent and nothing was paid, so the order

@@ -1,3 +1,4 @@
+import { spendable } from '../spendable.ts';
 // The perpetuals exchange (chain id 1337) behind the ChainAdapter interface.
 //
 //   payouts   a fill to the exchange (or a refund on it) is the solver's signed sendAsset to the
@@ -194,8 +195,7 @@ export class ExchangeAdapter implements ChainAdapter {
   }
 
   async balance(currency: string): Promise<bigint> {
-    const held = await this.balanceOf(this.solver, currency);
-    return held - (this.ledger.payouts.reservedOn(this.chainId).get(currency) ?? 0n);
+    return spendable(this.ledger, this.chainId, currency, () => this.balanceOf(this.solver, currency));
   }
 
   async fillCost(_req: FillCostRequest): Promise<FillCost> {

@@ -1,3 +1,4 @@
+import { spendable } from '../spendable.ts';
 // An SVM chain behind the node's ChainAdapter, through @solana/web3.js only (any Solana JSON-RPC).
 //
 // Deposits: a transfer of SOL, or of an SPL / Token-2022 token, to the vault (SPL: to the vault's
@@ -232,10 +233,11 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   async balance(currency: string): Promise<bigint> {
-    let held = await this.balanceOf(this.solver, currency);
-    // The solver's own account stays rent-exempt.
-    if (isSvmNative(currency)) held -= await this.#rentExempt(0);
-    return held - (this.ledger.payouts.reservedOn(this.chainId).get(currency) ?? 0n);
+    return spendable(this.ledger, this.chainId, currency, async () => {
+      const held = await this.balanceOf(this.solver, currency);
+      // The solver's own account stays rent-exempt.
+      return isSvmNative(currency) ? held - (await this.#rentExempt(0)) : held;
+    });
   }
 
   async fillCost(req: FillCostRequest): Promise<FillCost> {
