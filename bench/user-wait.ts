@@ -50,7 +50,16 @@ try {
   const waits: number[] = [];
   const floors: number[] = [];
   const originClient = createPublicClient({ chain: devnetChain(origin.id, origin.rpcUrl), transport: http(origin.rpcUrl) });
+  const destClient = createPublicClient({ chain: devnetChain(dest.id, dest.rpcUrl), transport: http(dest.rpcUrl) });
   for (let i = 0; i < N; i++) {
+    // Two real chains are not in step: the devnet's anvils, started together, mine within a few ms of
+    // each other, so a fill could never make the destination block that follows the deposit's. Each
+    // order sets the destination's block timer at its own phase behind the origin's, spread evenly
+    // over the block time: the floor below is then read from the blocks as they were.
+    const lastOrigin = Math.max(...arrivals[origin.id]!.values());
+    while (Math.max(...arrivals[origin.id]!.values()) === lastOrigin) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, Math.floor(((i + 0.5) / N) * 1000)));
+    await destClient.request({ method: 'evm_setIntervalMining' as any, params: [1] as any });
     let broadcastAt = 0;
     let depositHash: Hex | undefined;
     const wallet = createWalletClient({ account, chain: devnetChain(origin.id, origin.rpcUrl), transport: http(origin.rpcUrl) });
@@ -70,6 +79,17 @@ try {
     const confirmedSeen = arrivals[origin.id]!.get(receipt.blockNumber + BigInt(confirmations - 1));
     const nextDest = [...arrivals[dest.id]!.values()].filter((t) => confirmedSeen !== undefined && t > confirmedSeen).sort((a, b) => a - b)[0];
     if (nextDest === undefined) throw new Error('no destination block seen after the deposit was confirmed');
+    if (process.env.BENCH_STAGES) {
+      // Each step of this order, in ms after its broadcast (the ledger's times are wall-clock ms).
+      const at = (wall: number | null | undefined) => (wall == null ? '-' : (wall - performance.timeOrigin - broadcastAt).toFixed(0));
+      const rel = (t: number | undefined) => (t === undefined ? '-' : (t - broadcastAt).toFixed(0));
+      const id = (quote.steps[0]!.requestId ?? '') as string;
+      const dep = node.ledger.deposits.forRequest(id)[0];
+      const pay = node.ledger.payouts.forRequest(id).find((p) => p.kind === 'fill');
+      const tx = pay ? node.ledger.payouts.txsOf(pay.id)[0] : undefined;
+      const fillBlock = tx?.block_number != null ? arrivals[dest.id]!.get(BigInt(tx.block_number)) : undefined;
+      console.log(`  order ${i}: deposit block seen ${rel(arrivals[origin.id]!.get(receipt.blockNumber))}, indexed ${at(dep?.seen_at)}, confirmed ${at(dep?.confirmed_at)}, decided ${at(pay?.decided_at)}, fill sent ${at(tx?.broadcast_at)}, fill block seen ${rel(fillBlock)}, paid ${at(pay?.updated_at)}, SDK done ${rel(doneAt)}; floor ${rel(nextDest)}`);
+    }
     waits.push(doneAt - broadcastAt);
     floors.push(nextDest - broadcastAt);
   }
