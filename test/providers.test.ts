@@ -104,7 +104,9 @@ describe('provider pool', () => {
       { maxWaitMs: 500 },
     );
     await two.probeHeads();
-    await two.request({ method: 'eth_getBlockByNumber', params: ['latest', false] });
+    // One agreeing head is the laggy one's: the floor reaches the head once the honest provider
+    // has served a latest block (the pool may route the first reads to either).
+    await until(async () => ((await two.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as any).number === `0x${head.toString(16)}` || undefined, 'a latest block from the honest provider');
     expect(two.floor).toBe(head);
     await expect(two.quorum({ method: 'eth_getTransactionReceipt', params: [hash] })).rejects.toThrow(/no quorum of 2 for eth_getTransactionReceipt.*laggy: behind by/);
   });
@@ -237,7 +239,8 @@ describe('node behind several providers', () => {
     const head = Number(revoked.blockNumber) + 2;
     // The lagging provider still shows the allowance the user took back.
     const plain = createPublicClient({ transport: http(laggyUrl) });
-    expect(await plain.readContract({ address: usdc, abi: erc20Abi, functionName: 'allowance', args: [user, chain.contracts.depository] })).toBe(50_000_000n);
+    // (Polled: the proxy reads the chain's head at most every 20 ms, so it may still be on a block before the approval.)
+    await until(async () => ((await plain.readContract({ address: usdc, abi: erc20Abi, functionName: 'allowance', args: [user, chain.contracts.depository] })) === 50_000_000n ? true : undefined), 'the lagging provider to show the old allowance', 5_000);
     // Once the node has seen the newest block, its quote needs the approval.
     await until(async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === B)?.head >= head ? true : undefined), 'the node to see the head');
     const q = await api(s.url, '/quote', {
@@ -252,5 +255,28 @@ describe('node behind several providers', () => {
     const b = ready.body.chains.find((c: any) => c.chainId === B);
     expect(b.providers).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'laggy', state: expect.stringMatching(/^behind by \d+ blocks$/) }), expect.objectContaining({ name: 'honest', state: 'ok' })]));
     expect(JSON.stringify(ready.body)).not.toContain('127.0.0.1');
+  });
+
+  // Last: it shortens the shared chain.
+  it('lowers its floor when the chain itself gets shorter (a reorg to a shorter branch), once every provider has said so for a while', async () => {
+    const snap = await rpc(anvil.rpcUrl, 'evm_snapshot');
+    await rpc(anvil.rpcUrl, 'anvil_mine', ['0x5']);
+    const top = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
+    const { pool: p } = pool([{ url: anvil.rpcUrl, name: 'only' }], { maxWaitMs: 1_000, shorterAfterMs: 500 });
+    await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] });
+    expect(p.floor).toBe(top);
+    await rpc(anvil.rpcUrl, 'evm_revert', [snap]);
+    const shorter = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
+    expect(shorter).toBeLessThan(top);
+    // Reads at `latest` recover within a bound and answer at the shorter chain's head.
+    const got = await until(async () => {
+      try {
+        return BigInt(((await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as { number: string }).number);
+      } catch {
+        return undefined;
+      }
+    }, 'a read on the shorter chain', 15_000);
+    expect(got).toBe(shorter);
+    expect(p.floor).toBe(shorter);
   });
 });

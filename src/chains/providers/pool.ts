@@ -34,6 +34,8 @@ export interface PoolOptions {
   maxWaitMs?: number;
   /** Head probe interval: every provider's head is read this often. */
   probeMs?: number;
+  /** How long every provider must report heads below the floor before it is lowered (default 5 probes, at least 5 s). */
+  shorterAfterMs?: number;
   /** A provider this many blocks behind the agreed head is not used for reads (readiness names it). */
   maxLagBlocks?: number;
   metrics: Metrics;
@@ -71,8 +73,13 @@ export class ProviderPool {
   readonly chainId: number;
   readonly providers: RpcProvider[];
   readonly quorumSize: number;
-  /** The newest block known to exist on this chain (agreed heads, or a block seen). Never goes down. */
+  /**
+   * The newest block known to exist on this chain (agreed heads, or a block seen). It goes down
+   * only when every provider has reported a lower head for `shorterAfterMs`.
+   */
   floor = 0n;
+  #shorterSince: number | undefined;
+  readonly #shorterAfterMs: number;
   readonly #timeoutMs: number;
   readonly #maxWaitMs: number;
   readonly #probeMs: number;
@@ -87,6 +94,7 @@ export class ProviderPool {
     this.#timeoutMs = opts.timeoutMs ?? 10_000;
     this.#maxWaitMs = opts.maxWaitMs ?? 30_000;
     this.#probeMs = opts.probeMs ?? 1_000;
+    this.#shorterAfterMs = opts.shorterAfterMs ?? Math.max(5_000, 5 * this.#probeMs);
     this.#maxLag = opts.maxLagBlocks ?? 2;
     this.#metrics = opts.metrics;
     this.#log = opts.log;
@@ -312,7 +320,24 @@ export class ProviderPool {
     if (evidence && n > floor) floor = n;
     const heads = this.providers.map((x) => x.head).filter((x) => x > 0n).sort((a, b) => (a > b ? -1 : a < b ? 1 : 0));
     const k = Math.max(1, this.quorumSize);
-    if (heads.length >= k && heads[k - 1]! > floor) floor = heads[k - 1]!;
+    const agreed = heads.length >= k ? heads[k - 1]! : undefined;
+    if (agreed !== undefined && agreed > floor) floor = agreed;
+    // Every provider below the floor for a while: the chain itself got shorter (a reorg to a
+    // shorter branch, a devnet's revert), not one provider lagging (then another is at the floor).
+    // Keeping the floor would leave every read waiting for a block that may never come back; the
+    // indexers' own reorg checks handle what the shorter chain dropped.
+    const highest = heads[0];
+    if (highest !== undefined && highest < floor) {
+      const now = Date.now();
+      this.#shorterSince ??= now;
+      if (now - this.#shorterSince >= this.#shorterAfterMs) {
+        this.#log.warn({ chain: this.chainId, floor: floor.toString(), head: highest.toString() }, 'the chain is shorter than the newest block seen: lowering the floor');
+        floor = highest;
+        this.#shorterSince = undefined;
+      }
+    } else {
+      this.#shorterSince = undefined;
+    }
     this.floor = floor;
     const chain = String(this.chainId);
     for (const x of this.providers) if (x.head > 0n) this.#metrics.rpcProviderHeadLag.set({ chain, provider: x.name }, Number(this.floor - x.head));
