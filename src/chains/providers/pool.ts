@@ -34,7 +34,7 @@ export interface PoolOptions {
   maxWaitMs?: number;
   /** Head probe interval: every provider's head is read this often. */
   probeMs?: number;
-  /** How long every provider must report heads below the floor before it is lowered (default 5 probes, at least 5 s). */
+  /** How long every provider must report heads below the floor before it is lowered (default 2 probes, at least 2 s). */
   shorterAfterMs?: number;
   /** A provider this many blocks behind the agreed head is not used for reads (readiness names it). */
   maxLagBlocks?: number;
@@ -94,7 +94,7 @@ export class ProviderPool {
     this.#timeoutMs = opts.timeoutMs ?? 10_000;
     this.#maxWaitMs = opts.maxWaitMs ?? 30_000;
     this.#probeMs = opts.probeMs ?? 1_000;
-    this.#shorterAfterMs = opts.shorterAfterMs ?? Math.max(5_000, 5 * this.#probeMs);
+    this.#shorterAfterMs = opts.shorterAfterMs ?? Math.max(2_000, 2 * this.#probeMs);
     this.#maxLag = opts.maxLagBlocks ?? 2;
     this.#metrics = opts.metrics;
     this.#log = opts.log;
