@@ -41,6 +41,24 @@ export function createMetrics() {
     waiting: new Gauge({ name: 'relay_payouts_waiting', help: 'Confirmed deposits held back, by reason', labelNames: ['reason'], registers: r }),
     breakerTripped: new Gauge({ name: 'relay_loss_breaker_tripped', help: '1 while the loss breaker holds payouts on the chain', labelNames: ['chain'], registers: r }),
     unexplainedLoss: new Gauge({ name: 'relay_unexplained_loss_usd', help: 'Solver balance loss the ledger does not explain, in USD', labelNames: ['chain'], registers: r }),
+    // RPC providers (src/chains/providers), labelled by the provider's configured name, never its URL.
+    rpcProviderRequests: new Counter({ name: 'relay_rpc_provider_requests_total', help: 'JSON-RPC calls sent to a provider', labelNames: ['chain', 'provider'], registers: r }),
+    rpcProviderErrors: new Counter({
+      name: 'relay_rpc_provider_errors_total',
+      help: 'Calls a provider failed to answer, by kind (rate_limited, timeout, network, http, behind, internal)',
+      labelNames: ['chain', 'provider', 'kind'],
+      registers: r,
+    }),
+    rpcProviderLatency: new Histogram({
+      name: 'relay_rpc_provider_latency_seconds',
+      help: 'Answer time of a provider (one HTTP exchange)',
+      labelNames: ['chain', 'provider'],
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers: r,
+    }),
+    rpcProviderHeadLag: new Gauge({ name: 'relay_rpc_provider_head_lag_blocks', help: "The chain's newest agreed block minus the provider's head (negative: it claims to be ahead)", labelNames: ['chain', 'provider'], registers: r }),
+    rpcQuorumDisagreements: new Counter({ name: 'relay_rpc_quorum_disagreements_total', help: 'Decision reads refused because providers answered differently', labelNames: ['chain', 'method'], registers: r }),
+    feeCapWaits: new Counter({ name: 'relay_payout_fee_cap_waits_total', help: "Payouts (stage send) and stuck transactions (stage replace) held back by the chain's fee cap or replacement limit", labelNames: ['chain', 'stage'], registers: r }),
     wsClients: new Gauge({ name: 'relay_status_stream_clients', help: 'Open websocket status stream connections', registers: r }),
   };
 }

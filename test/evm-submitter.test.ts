@@ -675,4 +675,28 @@ describe('EvmSubmitter', () => {
       expect(await client.getBalance({ address: fills[i]!.recipient })).toBe(fills[i]!.amount);
     }
   });
+
+  it('a payout the market prices above the fee cap waits unsigned (no nonce held), then goes at the cap or under', async () => {
+    const ledger = Ledger.open(':memory:');
+    const cap = 20_000_000_000n; // 20 gwei
+    // The base fee jumps to 50 gwei: above the cap.
+    await testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: 50_000_000_000n });
+    await testClient.mine({ blocks: 1 });
+    const { sub, rec, metrics } = makeSubmitter(ledger, { chain: { maxFeePerGas: cap.toString() } });
+    await sub.start();
+    const nonceBefore = await pendingNonce();
+    const p = queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: parseEther('0.01') });
+    sub.wake();
+    await waitFor(async () => (await counterValue(metrics.feeCapWaits, { chain: String(CHAIN_ID), stage: 'send' })) >= 2, 'the payout to wait on the cap twice');
+    expect(ledger.payouts.txsOf(p.id)).toEqual([]);
+    expect(ledger.payouts.get(p.id)!.state).toBe('queued');
+    expect(await pendingNonce()).toBe(nonceBefore);
+    expect(rec.signed).toEqual([]);
+    // The base fee falls under the cap: paid, at no more than the cap.
+    await testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: 5_000_000_000n });
+    await testClient.mine({ blocks: 1 });
+    await waitFor(() => ledger.payouts.get(p.id)!.state === 'success', 'payout paid', 60_000);
+    const [tx] = ledger.payouts.txsOf(p.id);
+    expect(BigInt(tx!.max_fee_per_gas) <= cap).toBe(true);
+  });
 });

@@ -116,6 +116,8 @@ export interface ChainAdapter {
   readonly depositAddress: string;
   // About how long a deposit takes to be confirmed, in seconds (for the quote's timeEstimate).
   readonly confirmSeconds: number;
+  // About how long a deposit of this amount takes to be confirmed (confirmations by value); confirmSeconds when absent.
+  confirmSecondsFor?(currency: string, amount: bigint): number;
   start(): Promise<void>;
   stop(): Promise<void>;
   // A transaction id as the chain spells it, or undefined when `s` is not one.
@@ -150,5 +152,5 @@ export interface ChainAdapter {
   // New queued payouts exist in the ledger for this chain.
   wake(): void;
   // Head block (or slot) as last seen and the indexer's position, for metrics and readiness.
-  progress(): { head: number; indexed: number; ready: boolean };
+  progress(): { head: number; indexed: number; ready: boolean; providers?: { name: string; state: string; headLag: number }[]; heldBy?: string };
 }

@@ -49,10 +49,36 @@ const keySource = z
   .strict()
   .refine((k) => Boolean(k.env) !== Boolean(k.file), 'give exactly one of "env" or "file"');
 
+// One RPC endpoint of a chain. Its URL often carries an API key: it never reaches a log, error,
+// metric label or API answer; the node names the provider by `name` (default: its position, "p0").
+const rpcProvider = z
+  .object({
+    url: z.string().url(),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9_.-]{1,32}$/, 'must be 1-32 letters, digits, "_", "." or "-" (it labels metrics)')
+      .optional(),
+    // Share of the reads this provider takes among the healthy ones.
+    weight: z.number().int().min(1).max(1_000).default(1),
+    // Request budget: calls per second (0: no limit) and HTTP requests in flight.
+    maxRps: z.number().min(0).default(0),
+    maxConcurrent: z.number().int().min(1).max(1_024).default(32),
+    // any: reads, quorum reads and broadcasts; read: no broadcasts; send: broadcasts only;
+    // fallback: used only while no other provider for the call is usable.
+    role: z.enum(['any', 'read', 'send', 'fallback']).default('any'),
+  })
+  .strict();
+
 const chainFields = {
   id: z.number().int().positive(),
   name: z.string().min(1),
+  // A single endpoint (kept for existing configs: a list of one); `rpc` lists several. Either is
+  // enough: the loader fills `rpcUrl` from `rpc[0]` and `rpc` from `rpcUrl`.
   rpcUrl: z.string().url(),
+  rpc: z.array(rpcProvider).min(1).optional(),
+  // Reads that decide money (a deposit's existence, "was this paid", the solver's nonce) need this
+  // many providers agreeing; default: 2 when two or more providers can read, else 1.
+  quorum: z.number().int().min(1).optional(),
   explorerUrl: z.string().url().optional(),
   // The RPC URL GET /chains publishes to wallets. Never rpcUrl: a provider URL carries its API key.
   publicRpcUrl: z.string().url().optional(),
@@ -78,11 +104,22 @@ const evmChain = z
     // Block from which the depository is indexed on a fresh ledger (its deployment block).
     startBlock: z.number().int().min(0).default(0),
     confirmations: z.number().int().min(1).default(1),
+    // Confirmations by value: a deposit worth at least minUsd (at the currency's configured
+    // usdPrice) waits this many blocks, or for finality ("finalized": finalityDepth blocks) instead
+    // of `confirmations`. The quote's timeEstimate follows the same table.
+    confirmationsByValue: z
+      .array(z.object({ minUsd: usd, confirmations: z.union([z.number().int().min(1), z.literal('finalized')]) }).strict())
+      .optional(),
     // Blocks kept for reorg detection; a reorg deeper than this stops the chain's indexer.
     finalityDepth: z.number().int().min(1).default(64),
     maxLogRange: z.number().int().min(1).default(2000),
     // A fill not included after this many blocks is replaced at the same nonce with a higher fee.
     replaceAfterBlocks: z.number().int().min(1).default(3),
+    // Fee limits: the most the node pays per gas (wei, a decimal string) and the same-nonce fee bumps
+    // a transaction gets at most. A payout the market prices above the cap waits (unsigned: no nonce
+    // is held behind it); a stuck transaction at the cap or out of bumps waits for the base fee to fall.
+    maxFeePerGas: z.string().regex(/^[0-9]{1,40}$/, 'must be an integer number of wei, as a string').optional(),
+    maxReplacements: z.number().int().min(0).optional(),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
     // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it).
@@ -137,14 +174,23 @@ const exchangeChain = z
     orphanGraceMs: z.number().int().min(0).default(60_000),
     // Not used by the exchange (it has no JSON-RPC); /chains shows the exchange URL when absent.
     rpcUrl: z.string().url().optional(),
+    rpc: z.array(rpcProvider).optional(),
     nativeCurrency: nativeCurrency.default({ symbol: 'USDC', name: 'USD Coin (perps)', decimals: 6, usdPrice: '1' }),
     currencies: z.array(z.object({ ...currencyFields, address: exchangeCurrency }).strict()).default([]),
   })
   .strict();
 
-// A chain without "kind" is an EVM chain.
+// A chain without "kind" is an EVM chain; `rpcUrl` and `rpc` complete each other (see chainFields).
 const chain = z.preprocess(
-  (c) => (c && typeof c === 'object' && !('kind' in c) ? { ...c, kind: 'evm' } : c),
+  (c) => {
+    if (!c || typeof c !== 'object') return c;
+    const o: Record<string, unknown> = { ...(c as Record<string, unknown>) };
+    if (!('kind' in o)) o.kind = 'evm';
+    const list = Array.isArray(o.rpc) ? (o.rpc as unknown[]) : undefined;
+    if (o.rpcUrl === undefined && list?.length && typeof (list[0] as { url?: unknown })?.url === 'string') o.rpcUrl = (list[0] as { url: string }).url;
+    if (o.rpc === undefined && typeof o.rpcUrl === 'string' && o.kind !== 'exchange') o.rpc = [{ url: o.rpcUrl }];
+    return o;
+  },
   z.discriminatedUnion('kind', [evmChain, svmChain, exchangeChain]),
 );
 
@@ -351,6 +397,9 @@ export const configSchema = z
   .superRefine((cfg, ctx) => {
     const seen = new Set<number>();
     cfg.chains.forEach((c, i) => {
+      const names = (c.rpc ?? []).map((p, j) => p.name ?? `p${j}`);
+      if (new Set(names).size !== names.length) ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'provider names must be unique' });
+      if (c.rpc && !c.rpc.some((p) => p.role !== 'send')) ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'needs a provider that can read (role other than "send")' });
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
       seen.add(c.id);
     });
@@ -373,4 +422,5 @@ export type EvmChainConfig = Extract<ChainConfig, { kind: 'evm' }>;
 export type SvmChainConfig = Extract<ChainConfig, { kind: 'svm' }>;
 export type ExchangeChainConfig = Extract<ChainConfig, { kind: 'exchange' }>;
 export type RiskConfig = ParsedConfig['risk'];
+export type RpcProviderConfig = z.output<typeof rpcProvider>;
 export type CurrencyConfig = ChainConfig['currencies'][number];

@@ -15,6 +15,8 @@ export class Deposits {
   #reorgAbove;
   #handle;
   #sender;
+  #unconfirmed;
+  #confirmOne;
   constructor(private db: Db) {
     // Re-indexing the same log is a no-op; a log that a reorg had removed and that comes back
     // on the new canonical chain is revived with its new block.
@@ -24,6 +26,8 @@ export class Deposits {
       ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', block_number = excluded.block_number,
       block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`);
     this.#get = db.prepare('SELECT * FROM deposits WHERE id = ?');
+    this.#unconfirmed = db.prepare(`SELECT * FROM deposits WHERE chain_id = ? AND state = 'unconfirmed' AND block_number <= ? ORDER BY block_number, log_index`);
+    this.#confirmOne = db.prepare(`UPDATE deposits SET state = 'confirmed', confirmed_at = @now WHERE id = @id AND state = 'unconfirmed'`);
     this.#confirm = db.prepare(`UPDATE deposits SET state = 'confirmed', confirmed_at = @now
       WHERE chain_id = @chain AND state = 'unconfirmed' AND block_number <= @upTo`);
     this.#nextConfirmed = db.prepare(`SELECT * FROM deposits WHERE state = 'confirmed' ORDER BY confirmed_at, block_number, log_index LIMIT ? OFFSET ?`);
@@ -46,6 +50,14 @@ export class Deposits {
   }
   confirmUpTo(chainId: number, blockNumber: number, now = Date.now()): number {
     return this.#confirm.run({ chain: chainId, upTo: blockNumber, now }).changes;
+  }
+  /** Deposits of a chain still waiting for confirmations, in blocks up to `upTo`. */
+  unconfirmed(chainId: number, upTo: number): DepositRow[] {
+    return this.#unconfirmed.all(chainId, upTo) as DepositRow[];
+  }
+  /** Confirms one deposit (a deposit whose own count of confirmations is reached); returns whether it changed. */
+  confirmOne(id: string, now = Date.now()): boolean {
+    return this.#confirmOne.run({ id, now }).changes === 1;
   }
   // skip: the first deposits of the queue the caller left confirmed (held back) and passes over.
   nextConfirmed(limit = 100, skip = 0): DepositRow[] {

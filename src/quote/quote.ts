@@ -198,7 +198,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     rate: formatUnits((rate.num * 10n ** BigInt(18 + cin.decimals)) / (rate.den * 10n ** BigInt(cout.decimals)), 18),
     slippageTolerance: { origin: noSlip, destination: slip },
     // Seconds: the deposit's confirmation plus the fill's own block.
-    timeEstimate: originAdapter.confirmSeconds + 1,
+    timeEstimate: (originAdapter.confirmSecondsFor?.(cin.address, amountIn) ?? originAdapter.confirmSeconds) + 1,
     userBalance: userBalance.toString(),
     isFixedRate: true,
     route: {

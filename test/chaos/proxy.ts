@@ -35,6 +35,13 @@ export interface ProxyOptions {
   // Methods never faulted (e.g. the harness's own probes); none by default.
   spare?: (method: string) => boolean;
   label?: string;
+  // Standing behaviours of one provider (not drawn at random), for several providers per chain:
+  // leadBlocks: it lies about `latest`: eth_blockNumber answers this many blocks past the real head;
+  // maxRps: beyond this many calls per second it answers HTTP 429 (as paid providers do);
+  // rewrite: changes a result it forwards (a provider that lies about state).
+  leadBlocks?: number;
+  maxRps?: number;
+  rewrite?: (method: string, params: unknown[], result: unknown) => unknown;
 }
 
 interface RpcReq {
@@ -61,6 +68,11 @@ export class RpcProxy {
   #blocked = new Set<string>();
   // Requests refused because their method was blocked (not counted as random faults).
   blockedAnswers = 0;
+  // Answers of the standing behaviours: HTTP 429s, heads claimed ahead, results rewritten.
+  rateLimited = 0;
+  liedHeads = 0;
+  rewritten = 0;
+  #window = { at: 0, n: 0 };
 
   constructor(private opts: ProxyOptions) {
     this.#rates = { ...(opts.rates ?? {}) };
@@ -153,6 +165,15 @@ export class RpcProxy {
     };
     const rpcAnswer = (payload: object) => send(200, JSON.stringify({ jsonrpc: '2.0', id: single?.id ?? null, ...payload }));
 
+    if (this.opts.maxRps !== undefined) {
+      const now = Date.now();
+      if (now - this.#window.at >= 1000) this.#window = { at: now, n: 0 };
+      this.#window.n += Array.isArray(parsed) ? parsed.length : 1;
+      if (this.#window.n > this.opts.maxRps) {
+        this.rateLimited++;
+        return send(429, JSON.stringify({ jsonrpc: '2.0', id: single?.id ?? null, error: { code: 429, message: 'Too Many Requests (injected)' } }));
+      }
+    }
     if (single && this.#blocked.has(method)) {
       this.blockedAnswers++;
       return rpcAnswer({ error: { code: -32603, message: `${method} unavailable (blocked by the harness)` } });
@@ -225,8 +246,18 @@ export class RpcProxy {
         return reply({ result: await this.#call('eth_getBlockByNumber', [`0x${n.toString(16)}`, r.params?.[1] ?? false]) });
       }
     }
+    if (method === 'eth_blockNumber' && this.opts.leadBlocks) {
+      this.liedHeads++;
+      return reply({ result: `0x${((await this.#chainHead()) + BigInt(this.opts.leadBlocks)).toString(16)}` });
+    }
     const out = await this.#forward(JSON.stringify(r));
-    return JSON.parse(out.text) as object;
+    const parsedOut = JSON.parse(out.text) as { result?: unknown };
+    if (this.opts.rewrite && 'result' in parsedOut) {
+      const result = this.opts.rewrite(method, r.params ?? [], parsedOut.result);
+      if (JSON.stringify(result) !== JSON.stringify(parsedOut.result)) this.rewritten++;
+      return { ...parsedOut, result };
+    }
+    return parsedOut;
   }
 
   // Answers `req` as a node `lagBlocks` behind would, or returns false to forward it unchanged.
@@ -276,6 +307,11 @@ export class RpcProxy {
       default:
         if (TAGGED.has(req.method ?? '') && params.length > 0) {
           const last = params[params.length - 1];
+          // A block past its head does not exist yet on the lagging node (as geth answers).
+          if (typeof last === 'string' && last.startsWith('0x') && BigInt(last) > lagHead) {
+            answer({ error: { code: -32000, message: 'header not found' } });
+            return true;
+          }
           if (last === 'latest' || last === 'pending') {
             // State as of the lagging head (a stale nonce, balance or call result).
             const r = await this.#forward(JSON.stringify({ ...req, params: [...params.slice(0, -1), hex(lagHead)] }));

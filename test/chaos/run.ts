@@ -19,7 +19,7 @@ import { startDevnet } from '../../src/devnet/devnet.ts';
 import { checkInvariants, takeBaseline, waitForOutcomes, type InvariantReport } from './invariants.ts';
 import { depositRequestId, nodeCall, runLoad, type LoadResult } from './load.ts';
 import { Rng } from './prng.ts';
-import { FAULT_KINDS, startProxies, type FaultKind, type RpcProxy } from './proxy.ts';
+import { FAULT_KINDS, RpcProxy, startProxies, type FaultKind } from './proxy.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -42,6 +42,10 @@ export interface ChaosOptions {
   maxTimeouts?: number;
   // Fault kinds left out (e.g. --no-faults split).
   excludeFaults?: FaultKind[];
+  // RPC providers per EVM chain (default 1). From 2: the fault-injecting proxy also rate-limits
+  // (HTTP 429 past 60 calls/s), a second provider lags 3 blocks for good, a third lies about
+  // `latest` (5 blocks ahead), further ones are honest; decision reads need a quorum of 2.
+  providers?: number;
   // Bound on waiting for every deposit to end, after the load.
   settleMs?: number;
   logLevel?: string;
@@ -255,7 +259,30 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     lagBlocks: 3,
     lagMs: 1_500,
     holdMs: 10_500,
+    ...((opts.providers ?? 1) > 1 ? { maxRps: 60 } : {}),
   });
+  // The other providers of each chain (--providers), in front of the same anvil.
+  const extras = new Map<number, RpcProxy[]>();
+  for (const c of devnet.chains) {
+    const list: RpcProxy[] = [];
+    for (let i = 1; i < (opts.providers ?? 1); i++) {
+      const behaviour = i === 1 ? { rates: { lag: 1 }, lagBlocks: 3, lagMs: 1e12 } : i === 2 ? { leadBlocks: 5 } : {};
+      const p = new RpcProxy({ target: c.rpcUrl, rng: rng.fork(`provider:${c.id}:${i}`), label: `${c.id}/${i}`, ...behaviour });
+      await p.start();
+      list.push(p);
+    }
+    extras.set(c.id, list);
+  }
+  const providerNames = ['faulty', 'lagging', 'liar'];
+  const rpcOf = (id: number) =>
+    (opts.providers ?? 1) > 1
+      ? { rpc: [proxies.get(id)!, ...(extras.get(id) ?? [])].map((p, i) => ({ url: p.url, name: providerNames[i] ?? `honest${i}` })), quorum: 2 }
+      : { rpcUrl: proxies.get(id)!.url };
+  // Holding a method back holds it on every provider of the chain.
+  const blockOn = (id: number, methods: string[]) => {
+    proxies.get(id)!.block(methods);
+    for (const p of extras.get(id) ?? []) p.block(methods);
+  };
   const ticker = new Ticker(devnet.chains, 250);
   let node: NodeProcess | undefined;
   try {
@@ -265,7 +292,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       configPath,
       JSON.stringify({
         ...base,
-        chains: (base.chains as { id: number }[]).filter((c) => proxies.has(c.id)).map((c) => ({ ...c, rpcUrl: proxies.get(c.id)!.url })),
+        chains: (base.chains as { id: number }[]).filter((c) => proxies.has(c.id)).map((c) => ({ ...c, rpcUrl: undefined, ...rpcOf(c.id) })),
         solverKey: { env: 'RELAY_SOLVER_KEY' },
         allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
       }),
@@ -406,7 +433,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       const mode = modes[i % modes.length]!;
       const q = await quoteFor(origin);
       const requestId = q.steps[0].requestId as Hex;
-      if (mode === 'queued') proxies.get(dest)!.block(['eth_estimateGas']);
+      if (mode === 'queued') blockOn(dest, ['eth_estimateGas']);
       try {
         const snapshot = await rpc(origin, 'evm_snapshot');
         const hash = await deposit(origin, q);
@@ -454,7 +481,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         }, 'DEPOSIT_REORGED to be recorded', 30_000).catch(async () => status(requestId));
         if (mode === 'queued') {
           vanished.push({ chainId: origin, txHash: hash, orderRef: requestId });
-          proxies.get(dest)!.block([]);
+          blockOn(dest, []);
           // The submitter retries what is queued; give it the time to (wrongly) pay.
           await sleep(3_000);
         }
@@ -462,7 +489,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         reorgs.after.push({ txHash: hash, mode, status: after.status, failReason: s.failReason, secondPayout: null });
         say(`chaos: reorg after the node acted (${mode}) on ${origin}: deposit ${hash}, request ${after.status} ${s.failReason}`);
       } finally {
-        proxies.get(dest)!.block([]);
+        blockOn(dest, []);
         await rpc(origin, 'evm_setAutomine', [true]).catch(() => {});
       }
     }
@@ -493,6 +520,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const log = node.output.join('').toLowerCase();
     const secretsInLog = [devnet.keys.solver, devnet.keys.allocator].flatMap((k) => [k.toLowerCase(), k.slice(2).toLowerCase()]).filter((k) => log.includes(k));
     const faultCounts = { ...Object.fromEntries(FAULT_KINDS.map((k) => [k, [...proxies.values()].reduce((a, p) => a + p.counts[k], 0)])) } as Record<FaultKind, number>;
+    if ((opts.providers ?? 1) > 1) {
+      const all = [...proxies.values(), ...[...extras.values()].flat()];
+      say(`chaos: ${opts.providers} providers per EVM chain: ${all.reduce((a, p) => a + p.rateLimited, 0)} answers HTTP 429, ${all.reduce((a, p) => a + p.liedHeads, 0)} heads claimed ahead, lagging 3 blocks throughout`);
+    }
     crashes.unexpectedExits = node.unexpectedExits;
     crashes.startFailures = node.startFailures;
     const result: ChaosResult = {
@@ -526,7 +557,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       await node.kill('SIGKILL').catch(() => {});
       node.close();
     }
-    await Promise.all([...proxies.values()].map((p: RpcProxy) => p.stop()));
+    await Promise.all([...proxies.values(), ...[...extras.values()].flat()].map((p: RpcProxy) => p.stop()));
     await devnet.stop();
     if (!opts.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
   }
@@ -581,6 +612,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     logLevel: arg(a, 'log-level') ?? 'info',
     keepDataDir: a.includes('--keep'),
   };
+  if (arg(a, 'providers') !== undefined) opts.providers = num('providers', 1);
   if (arg(a, 'max-timeouts') !== undefined) opts.maxTimeouts = num('max-timeouts', 0);
   if (arg(a, 'no-faults') !== undefined) opts.excludeFaults = arg(a, 'no-faults')!.split(',') as FaultKind[];
   runChaos(opts).then(

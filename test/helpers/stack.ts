@@ -34,18 +34,20 @@ export async function startStack(
     chain?: (c: Record<string, unknown> & { id: number }) => Record<string, unknown>;
     // Rewrites the node's config file before the node reads it (e.g. a currency a test deploys).
     configure?: (config: any) => any;
+    // Changes the node's chain configs (e.g. several RPC providers in front of a devnet chain).
+    chains?: (devnet: Devnet, chains: unknown[]) => Promise<unknown[]>;
   } = {},
 ): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm });
+  const base = devnet.nodeConfig({ port: 0, logLevel: 'warn' });
+  const chains = opts.chains ? await opts.chains(devnet, base.chains as unknown[]) : base.chains;
   const makeNode = async (faults: Faults = {}) => {
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
     // Sections merge one level deep: a test's `events` keeps the devnet's allowPrivateTargets.
-    const base = devnet.nodeConfig({ port: 0, logLevel: 'warn' }) as Record<string, unknown>;
-    if (opts.chain) base.chains = (base.chains as (Record<string, unknown> & { id: number })[]).map(opts.chain);
-    const merged: Record<string, unknown> = { ...base };
+    const merged: Record<string, unknown> = { ...base, chains: opts.chain ? (chains as (Record<string, unknown> & { id: number })[]).map(opts.chain) : chains };
     for (const [k, v] of Object.entries(opts.config ?? {})) {
-      const b = base[k];
+      const b = (base as Record<string, unknown>)[k];
       merged[k] = v && b && typeof v === 'object' && typeof b === 'object' && !Array.isArray(v) ? { ...(b as object), ...(v as object) } : v;
     }
     const config = buildConfigWithKeys(opts.configure ? opts.configure(merged) : merged, devnet.keys, faults);

@@ -1,10 +1,8 @@
 import { spendable } from '../spendable.ts';
 import {
-  createPublicClient,
   encodeFunctionData,
   erc20Abi,
   getAddress,
-  http,
   isAddress,
   isHash,
   keccak256,
@@ -34,6 +32,8 @@ import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
+import { confirmationsFor } from './confirmations.ts';
+import { evmClients, type ProviderPool } from '../providers/index.ts';
 
 // Gas the quote charges for the node's own transactions. Measured on the node's contracts (see
 // test/evm-adapter.test.ts); the submitter estimates each real transaction and adds a margin.
@@ -65,7 +65,11 @@ export class EvmAdapter implements ChainAdapter {
   readonly kind = 'evm' as const;
   readonly depositAddress: string;
   readonly confirmSeconds: number;
+  /** Reads routed to the best provider (pinned to the newest block seen). */
   readonly client: PublicClient;
+  /** The same, with the reads that decide money answered by a quorum of providers. */
+  readonly decisionClient: PublicClient;
+  readonly providers: ProviderPool;
   readonly solver: Address;
   #indexer: EvmIndexer;
   #submitter: EvmSubmitter;
@@ -85,17 +89,17 @@ export class EvmAdapter implements ChainAdapter {
     this.chainId = chain.id;
     this.depositAddress = chain.depository;
     this.confirmSeconds = chain.confirmations;
-    this.client = createPublicClient({
-      chain: viemChain(chain),
-      transport: http(chain.rpcUrl, { timeout: 10_000, retryCount: 2, batch: { batchSize: 50, wait: 0 } }),
-    }) as PublicClient;
+    const clog = log.child({ chain: chain.id });
+    const { pool, client, decisionClient } = evmClients(chain, viemChain(chain), metrics, clog);
+    this.providers = pool;
+    this.client = client;
+    this.decisionClient = decisionClient;
     const account = privateKeyToAccount(config.solverKey.reveal());
     this.solver = account.address;
-    const clog = log.child({ chain: chain.id });
     this.#submitter = new EvmSubmitter({
       chain,
       ledger,
-      publicClient: this.client,
+      publicClient: this.decisionClient,
       account,
       allocatorKey: config.allocatorKey,
       hooks,
@@ -104,12 +108,12 @@ export class EvmAdapter implements ChainAdapter {
       faults: config.faults,
     });
     if (chain.appBalanceDeposits) {
-      this.#funding = new FundingWatcher(chain, this.client, ledger, account.address, (t) => hooks.onFunding(t), clog);
+      this.#funding = new FundingWatcher(chain, this.decisionClient, ledger, account.address, (t) => hooks.onFunding(t), clog);
     }
     if (chain.depositAddressFactory) {
       this.#depositAddresses = new DepositAddressWatcher(
         chain,
-        this.client,
+        this.decisionClient,
         ledger,
         () => this.#submitter.wake(),
         clog,
@@ -119,7 +123,7 @@ export class EvmAdapter implements ChainAdapter {
     }
     this.#indexer = new EvmIndexer(
       chain,
-      this.client,
+      this.decisionClient,
       ledger,
       {
         onConfirmed: () => hooks.wake(),
@@ -136,6 +140,7 @@ export class EvmAdapter implements ChainAdapter {
   }
 
   async start(): Promise<void> {
+    this.providers.start();
     // The audit's opening balances are read at the head of the node's first start on this chain
     // (src/audit): from there on, everything that moves the solver's money is in the books.
     if (!this.ledger.funding.scanMark(this.chainId, AUDIT_OPENING)) {
@@ -151,6 +156,12 @@ export class EvmAdapter implements ChainAdapter {
     await this.#funding?.stop();
     await this.#depositAddresses?.stop();
     await this.#submitter.stop();
+    await this.providers.stop();
+  }
+
+  /** Seconds a deposit of this value waits for its confirmations (one block a second, as confirmSeconds). */
+  confirmSecondsFor(currency: string, amount: bigint): number {
+    return confirmationsFor(this.chain, currency, amount);
   }
 
   wake(): void {
@@ -160,7 +171,14 @@ export class EvmAdapter implements ChainAdapter {
   progress() {
     const head = Number(this.#indexer.head);
     const indexed = this.#indexer.indexed();
-    return { head, indexed, ready: head > 0 && indexed >= head - 1 && !this.#indexer.fatal };
+    const providers = this.providers.health();
+    return {
+      head,
+      indexed,
+      ready: head > 0 && indexed >= head - 1 && !this.#indexer.fatal && providers.ready,
+      providers: providers.providers,
+      ...(providers.heldBy ? { heldBy: `chain ${this.chainId}: ${providers.heldBy}` } : {}),
+    };
   }
 
   // EIP-2612: the user signs a permit for the depository; the node submits the deposit with it.

@@ -27,6 +27,35 @@ export function replacementFees(old: Eip1559Fees, market: Eip1559Fees): Eip1559F
   return { maxFeePerGas, maxPriorityFeePerGas };
 }
 
+/** A payout the chain's fee cap keeps from being sent now (it waits; nothing is signed). */
+export class FeeCapError extends Error {
+  override name = 'FeeCapError';
+}
+
+/**
+ * Fees within a cap on max fee per gas: the market's when under it; else the cap itself while it
+ * still clears the base fee (the transaction is included, with a smaller tip); undefined when the
+ * base fee alone is at or above the cap (the payout waits).
+ */
+export function withinCap(fees: Eip1559Fees, cap: bigint | undefined): Eip1559Fees | undefined {
+  if (cap === undefined || fees.maxFeePerGas <= cap) return fees;
+  const baseFee = (fees.maxFeePerGas - fees.maxPriorityFeePerGas) / 2n;
+  if (cap <= baseFee) return undefined;
+  return { maxFeePerGas: cap, maxPriorityFeePerGas: fees.maxPriorityFeePerGas < cap ? fees.maxPriorityFeePerGas : cap };
+}
+
+/**
+ * A same-nonce replacement within the cap: the bumped fees, lowered to the cap when the bump still
+ * fits under it; undefined when even the minimum bump is above the cap (the transaction waits).
+ */
+export function replacementWithinCap(old: Eip1559Fees, market: Eip1559Fees, cap: bigint | undefined): Eip1559Fees | undefined {
+  const fees = replacementFees(old, market);
+  if (cap === undefined || fees.maxFeePerGas <= cap) return fees;
+  if (bumped(old.maxFeePerGas) > cap || bumped(old.maxPriorityFeePerGas) > cap) return undefined;
+  const prio = fees.maxPriorityFeePerGas < cap ? fees.maxPriorityFeePerGas : cap;
+  return { maxFeePerGas: cap, maxPriorityFeePerGas: prio };
+}
+
 export function max(...xs: bigint[]): bigint {
   return xs.reduce((a, b) => (b > a ? b : a));
 }

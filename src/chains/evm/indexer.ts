@@ -5,6 +5,7 @@ import type { DepositRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { reverseSponsor } from '../../solver/money.ts';
+import { confirmationsFor } from './confirmations.ts';
 import { decodeDepositLog, type DecodedDeposit, type RpcLog } from './depositLogs.ts';
 
 export interface IndexerEvents {
@@ -272,8 +273,16 @@ export class EvmIndexer {
   }
 
   #confirm(head: number): void {
-    const upTo = head - this.chain.confirmations + 1;
-    const n = this.ledger.tx(() => this.ledger.deposits.confirmUpTo(this.chain.id, Math.min(upTo, this.indexed())));
+    const upTo = Math.min(head - this.chain.confirmations + 1, this.indexed());
+    const n = this.ledger.tx(() => {
+      if (!this.chain.confirmationsByValue?.length) return this.ledger.deposits.confirmUpTo(this.chain.id, upTo);
+      // Each deposit waits as many blocks as its value asks (confirmationsFor).
+      let n = 0;
+      for (const d of this.ledger.deposits.unconfirmed(this.chain.id, upTo)) {
+        if (d.block_number <= head - confirmationsFor(this.chain, d.currency, BigInt(d.amount)) + 1 && this.ledger.deposits.confirmOne(d.id)) n++;
+      }
+      return n;
+    });
     if (n) this.events.onConfirmed();
   }
 

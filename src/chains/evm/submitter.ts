@@ -55,7 +55,7 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
-import { FeeOracle, replacementFees, type Eip1559Fees } from './fees.ts';
+import { FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
 import { NonceManager } from './nonceManager.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
 
@@ -148,6 +148,7 @@ export class EvmSubmitter {
   readonly #nonces: NonceManager;
   readonly #queue = new PQueue({ concurrency: PREPARE_CONCURRENCY });
   readonly #chainLabel: { chain: string };
+  readonly #feeCap: bigint | undefined;
 
   #running = false;
   #ready = false;
@@ -180,6 +181,7 @@ export class EvmSubmitter {
     this.#metrics = opts.metrics;
     this.#faults = opts.faults;
     this.#chainLabel = { chain: String(opts.chain.id) };
+    this.#feeCap = opts.chain.maxFeePerGas === undefined ? undefined : BigInt(opts.chain.maxFeePerGas);
     this.#log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
     // The confirm timer refreshes the head every poll interval; pricing only reads it itself when that lags.
     this.#fees = new FeeOracle(opts.publicClient, 2 * opts.chain.pollIntervalMs);
@@ -350,12 +352,15 @@ export class EvmSubmitter {
         throw err;
       }
 
-      const [estimate, fees] = await Promise.all([
+      const [estimate, market] = await Promise.all([
         this.#client
           .estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value })
           .then((gas) => ({ gas }), (error: unknown) => ({ error })),
         this.#fees.current(),
       ]);
+      // Over the chain's fee cap the payout waits unsigned (no nonce is held behind it).
+      const fees = withinCap(market, this.#feeCap);
+      if (!fees) throw new FeeCapError(`the base fee asks ${market.maxFeePerGas - market.maxPriorityFeePerGas} wei x2; the cap is ${this.#feeCap} wei per gas`);
       if ('error' in estimate) {
         if (!isRevert(estimate.error)) throw estimate.error;
         return await this.#onSimulationRevert(payout, call, estimate.error, log);
@@ -435,10 +440,17 @@ export class EvmSubmitter {
     const value = fills.reduce((sum, f) => (f.fill.token === zeroAddress ? sum + f.fill.amount : sum), 0n);
     const data = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills.map((f) => f.fill)] });
     try {
-      const [estimate, fees] = await Promise.all([
+      const [estimate, market] = await Promise.all([
         this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then((gas) => ({ gas }), (error: unknown) => ({ error })),
         this.#fees.current(),
       ]);
+      const fees = withinCap(market, this.#feeCap);
+      if (!fees) {
+        // Above the chain's fee cap: each fill goes the lone path, which waits on the cap unsigned.
+        for (const f of fills) this.#alone.add(f.payout.id);
+        await Promise.all(fills.map((f) => this.#process(f.payout.id)));
+        return;
+      }
       if ('error' in estimate) {
         if (!isRevert(estimate.error)) throw estimate.error;
         // The batch skips bad orders rather than reverting; if it reverts anyway, each goes alone.
@@ -533,12 +545,17 @@ export class EvmSubmitter {
     const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
     const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.5);
     this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
-    const noFunds = NO_FUNDS.test(fullText(err));
-    if (!noFunds) this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'prepare' });
-    log.warn(
-      { err: errText(err), attempts, retryInMs: Math.round(delay) },
-      noFunds ? 'payout postponed: the solver lacks native funds for it' : 'payout postponed: RPC error',
-    );
+    if (err instanceof FeeCapError) {
+      this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'send' });
+      log.warn({ err: err.message, attempts, retryInMs: Math.round(delay) }, 'payout waits on the fee cap');
+    } else {
+      const noFunds = NO_FUNDS.test(fullText(err));
+      if (!noFunds) this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'prepare' });
+      log.warn(
+        { err: errText(err), attempts, retryInMs: Math.round(delay) },
+        noFunds ? 'payout postponed: the solver lacks native funds for it' : 'payout postponed: RPC error',
+      );
+    }
     if (!this.#running) return;
     const t = setTimeout(() => {
       this.#timers.delete(t);
@@ -935,7 +952,15 @@ export class EvmSubmitter {
   async #replace(t: TransactionRow, head: bigint, log: Logger): Promise<void> {
     const parsed = parseTransaction(t.raw);
     const old: Eip1559Fees = { maxFeePerGas: BigInt(t.max_fee_per_gas), maxPriorityFeePerGas: BigInt(t.max_priority_fee_per_gas) };
-    const fees = replacementFees(old, await this.#fees.current());
+    const fees = replacementWithinCap(old, await this.#fees.current(), this.#feeCap);
+    const bumps = this.#ledger.payouts.txsOf(t.payout_id).filter((x) => x.nonce === t.nonce).length - 1;
+    if (!fees || (this.#chain.maxReplacements !== undefined && bumps >= this.#chain.maxReplacements)) {
+      // Held at the cap (or out of bumps): the transaction stays as it is and lands when the base fee falls.
+      this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'replace' });
+      const level = this.#firstTime(`capped:${t.hash}`) ? 'warn' : 'debug';
+      log[level]({ txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps }, 'stuck transaction not replaced: fee cap or replacement limit reached');
+      return;
+    }
     const gas = parsed.gas ?? BigInt(t.gas_limit);
     const raw = await this.#account.signTransaction({
       type: 'eip1559',

@@ -1,0 +1,421 @@
+import type { RpcProviderConfig } from '../../config/schema.ts';
+import type { Logger } from '../../log.ts';
+import type { Metrics } from '../../metrics.ts';
+import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from './provider.ts';
+
+/** A JSON-RPC error answer (a revert, "nonce too low"...): the chain's answer, not a provider failure. */
+export class RpcAnswerError extends Error {
+  override name = 'RpcAnswerError';
+  constructor(
+    readonly provider: string,
+    readonly error: { code: number; message: string; data?: unknown },
+  ) {
+    super(error.message);
+  }
+}
+
+/** No provider could answer in time; the message names the chain and each provider's last failure. */
+export class ProviderPoolError extends Error {
+  override name = 'ProviderPoolError';
+}
+
+/** Providers answered a decision read differently: the node does not act on it. */
+export class QuorumDisagreementError extends ProviderPoolError {
+  override name = 'QuorumDisagreementError';
+}
+
+export interface PoolOptions {
+  chainId: number;
+  providers: RpcProviderConfig[];
+  /** Agreeing answers a decision read needs (default: 2 with two or more reading providers). */
+  quorum?: number;
+  timeoutMs?: number;
+  /** How long a call waits for a usable provider (rate limits, lag) before it fails. */
+  maxWaitMs?: number;
+  /** Head probe interval: every provider's head is read this often. */
+  probeMs?: number;
+  /** How long every provider must report heads below the floor before it is lowered (default 2 probes, at least 2 s). */
+  shorterAfterMs?: number;
+  /** A provider this many blocks behind the agreed head is not used for reads (readiness names it). */
+  maxLagBlocks?: number;
+  metrics: Metrics;
+  log: Logger;
+}
+
+const hex = (n: bigint) => `0x${n.toString(16)}`;
+// Methods whose block parameter (at this index) is pinned to the agreed head when it says `latest`.
+const TAGGED: Record<string, number> = { eth_call: 1, eth_getBalance: 1, eth_getTransactionCount: 1, eth_getCode: 1, eth_getStorageAt: 2 };
+// Answers that may be "absent" only because the provider has not reached the block yet: the
+// provider's head is read in the same batch and must be at the block the call needs.
+const HEAD_CHECKED = new Set(['eth_getTransactionReceipt', 'eth_getTransactionByHash', 'eth_getLogs', 'eth_getBlockByNumber', 'eth_getBlockByHash']);
+/** Reads that decide money: answered by a quorum when the decision transport carries them. */
+export const DECISION_METHODS = new Set(['eth_call', 'eth_getTransactionCount', 'eth_getTransactionReceipt', 'eth_getLogs', 'eth_getBalance']);
+const SEND_METHODS = new Set(['eth_sendRawTransaction']);
+
+interface Prepared {
+  call: RpcCall;
+  // The provider must be at least at this block to answer.
+  need: bigint;
+  headCheck: boolean;
+  latest: 'number' | 'block' | undefined;
+  send: boolean;
+}
+
+/**
+ * The RPC providers of one chain. Routes each call to a healthy provider (latency, errors, head
+ * lag, weight, request budget), fails over on transport failures and on a provider behind the call,
+ * backs off a rate-limited provider (the call waits or goes elsewhere, it is never dropped), and
+ * keeps reads from going back in time: `floor` is the newest block the node knows exists, reads at
+ * `latest` are pinned to it, and an answer from a provider behind it is asked again elsewhere.
+ * `quorum` answers decision reads only when enough providers agree.
+ */
+export class ProviderPool {
+  readonly chainId: number;
+  readonly providers: RpcProvider[];
+  readonly quorumSize: number;
+  /**
+   * The newest block known to exist on this chain (agreed heads, or a block seen). It goes down
+   * only when every provider has reported a lower head for `shorterAfterMs`.
+   */
+  floor = 0n;
+  #shorterSince: number | undefined;
+  readonly #shorterAfterMs: number;
+  readonly #timeoutMs: number;
+  readonly #maxWaitMs: number;
+  readonly #probeMs: number;
+  readonly #maxLag: number;
+  readonly #metrics: Metrics;
+  readonly #log: Logger;
+  #probe: NodeJS.Timeout | undefined;
+  #probing: Promise<void> | undefined;
+
+  constructor(opts: PoolOptions) {
+    this.chainId = opts.chainId;
+    this.#timeoutMs = opts.timeoutMs ?? 10_000;
+    this.#maxWaitMs = opts.maxWaitMs ?? 30_000;
+    this.#probeMs = opts.probeMs ?? 1_000;
+    this.#shorterAfterMs = opts.shorterAfterMs ?? Math.max(2_000, 2 * this.#probeMs);
+    this.#maxLag = opts.maxLagBlocks ?? 2;
+    this.#metrics = opts.metrics;
+    this.#log = opts.log;
+    const chain = String(opts.chainId);
+    this.providers = opts.providers.map(
+      (spec, i) =>
+        new RpcProvider(spec, i, this.#timeoutMs, {
+          exchange: (ms, calls) => {
+            const provider = spec.name ?? `p${i}`;
+            this.#metrics.rpcProviderRequests.inc({ chain, provider }, calls);
+            this.#metrics.rpcProviderLatency.observe({ chain, provider }, ms / 1000);
+          },
+          failure: (kind) => this.#metrics.rpcProviderErrors.inc({ chain, provider: spec.name ?? `p${i}`, kind }),
+        }),
+    );
+    const readers = this.providers.filter((p) => p.role !== 'send').length;
+    this.quorumSize = Math.min(opts.quorum ?? (readers >= 2 ? 2 : 1), readers);
+  }
+
+  /** Starts the head probe (every provider's head, for lag scoring and readiness). */
+  start(): void {
+    if (this.#probe || this.providers.length < 2) return;
+    const tick = () => {
+      this.#probing = this.probeHeads().finally(() => {
+        this.#probing = undefined;
+        if (this.#probe) this.#probe = setTimeout(tick, this.#probeMs);
+      });
+    };
+    this.#probe = setTimeout(tick, 0);
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.#probe);
+    this.#probe = undefined;
+    await this.#probing;
+  }
+
+  /** Reads every provider's head once (failures are scored, not thrown). */
+  async probeHeads(): Promise<void> {
+    await Promise.all(
+      this.providers
+        .filter((p) => !p.cooling())
+        .map(async (p) => {
+          try {
+            const [a] = await p.send([{ method: 'eth_blockNumber', params: [] }]);
+            if (a && 'result' in a && typeof a.result === 'string') this.#sawHead(p, BigInt(a.result), false);
+          } catch {
+            // scored by the provider
+          }
+        }),
+    );
+  }
+
+  /** Answers one call through the best provider, failing over as needed. Throws RpcAnswerError for a JSON-RPC error answer. */
+  async request(call: RpcCall): Promise<unknown> {
+    const prep = this.#prepare(call);
+    const deadline = Date.now() + this.#maxWaitMs;
+    const tried = new Set<RpcProvider>();
+    let pause = 25;
+    for (;;) {
+      const p = await this.#pick(prep, tried, deadline);
+      if (!p) {
+        // Everyone failed this call once: start over after a pause (a lagging provider catches up).
+        if (Date.now() + pause > deadline) throw this.#exhausted(call.method);
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(pause * 2, 1_000);
+        tried.clear();
+        continue;
+      }
+      tried.add(p);
+      try {
+        return this.#unwrap(p, call, await this.#once(p, prep));
+      } catch (e) {
+        if (!(e instanceof ProviderFailure)) throw e;
+      }
+    }
+  }
+
+  /**
+   * Answers a decision read: `quorumSize` providers must give the same answer (at the same pinned
+   * block). Differing answers throw QuorumDisagreementError (counted and logged): the caller does
+   * not act and asks again later.
+   */
+  async quorum(call: RpcCall): Promise<unknown> {
+    if (this.quorumSize <= 1) return this.request(call);
+    const prep = this.#prepare(call);
+    const deadline = Date.now() + this.#maxWaitMs;
+    const tried = new Set<RpcProvider>();
+    const answers: { p: RpcProvider; a: RpcAnswer; key: string; head: bigint }[] = [];
+    let pause = 25;
+    while (answers.length < this.quorumSize) {
+      const wanted = this.quorumSize - answers.length;
+      const picked: RpcProvider[] = [];
+      for (let i = 0; i < wanted; i++) {
+        const p = await this.#pick(prep, new Set([...tried, ...picked]), deadline, true);
+        if (p) picked.push(p);
+      }
+      if (!picked.length) {
+        if (Date.now() + pause > deadline) throw this.#exhausted(call.method, true);
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(pause * 2, 1_000);
+        // Ask again those that failed; keep the answers already had.
+        for (const p of [...tried]) if (!answers.some((x) => x.p === p)) tried.delete(p);
+        continue;
+      }
+      for (const p of picked) tried.add(p);
+      const got = await Promise.all(
+        picked.map(async (p) => {
+          try {
+            const a = await this.#once(p, prep);
+            return { p, a, key: answerKey(a), head: p.head };
+          } catch (e) {
+            if (e instanceof ProviderFailure) return undefined;
+            throw e;
+          }
+        }),
+      );
+      for (const g of got) if (g) answers.push(g);
+      // A provider that has not yet seen what another one already holds (a receipt, a block) is
+      // behind, not in disagreement: its answer is set aside and someone else is asked.
+      const seenAt = answers.map((x) => blockOf(x.a)).reduce<bigint>((m, b) => (b !== undefined && b > m ? b : m), 0n);
+      for (let i = answers.length - 1; i >= 0; i--) {
+        const x = answers[i]!;
+        if (isAbsent(x.a) && seenAt > 0n && x.head < seenAt) {
+          x.p.failed('behind');
+          answers.splice(i, 1);
+        }
+      }
+      const keys = new Set(answers.map((x) => x.key));
+      if (keys.size > 1) {
+        this.#metrics.rpcQuorumDisagreements.inc({ chain: String(this.chainId), method: call.method });
+        const who = answers.map((x) => `${x.p.name}=${x.key.length > 80 ? `${x.key.slice(0, 80)}...` : x.key}`);
+        this.#log.error({ chain: this.chainId, method: call.method, answers: who }, 'providers disagree on a decision read; not acting on it');
+        throw new QuorumDisagreementError(`chain ${this.chainId}: providers disagree on ${call.method} (${answers.map((x) => x.p.name).join(', ')}); not acting on it`);
+      }
+    }
+    return this.#unwrap(answers[0]!.p, call, answers[0]!.a);
+  }
+
+  #unwrap(p: RpcProvider, call: RpcCall, a: RpcAnswer): unknown {
+    if ('error' in a) throw new RpcAnswerError(p.name, a.error);
+    if (call.method === 'eth_blockNumber' && typeof a.result === 'string' && this.providers.length > 1) {
+      // A bare number is a claim, not evidence: answer the agreed head (never below what this provider said it has... unless it lied ahead).
+      const n = BigInt(a.result);
+      return hex(n < this.floor ? n : this.floor);
+    }
+    return a.result;
+  }
+
+  #exhausted(method: string, quorum = false): ProviderPoolError {
+    const why = this.providers.map((p) => `${p.name}: ${this.#state(p) ?? p.lastFailure ?? 'no answer'}`).join('; ');
+    return new ProviderPoolError(`chain ${this.chainId}: ${quorum ? `no quorum of ${this.quorumSize} for` : 'no provider answered'} ${method} in ${this.#maxWaitMs} ms (${why})`);
+  }
+
+  #prepare(call: RpcCall): Prepared {
+    const params = [...(call.params ?? [])];
+    let need = 0n;
+    const tagAt = TAGGED[call.method];
+    if (tagAt !== undefined) {
+      const tag = params[tagAt];
+      if ((tag === undefined || tag === 'latest') && this.floor > 0n) {
+        while (params.length < tagAt) params.push(undefined);
+        params[tagAt] = hex(this.floor);
+        need = this.floor;
+      } else if (typeof tag === 'string' && tag.startsWith('0x')) need = BigInt(tag);
+      else if (tag === 'pending') need = this.floor;
+    }
+    if (call.method === 'eth_getLogs') {
+      const f = { ...((params[0] ?? {}) as Record<string, unknown>) };
+      if (!f.blockHash) {
+        if ((f.toBlock === undefined || f.toBlock === 'latest') && this.floor > 0n) f.toBlock = hex(this.floor);
+        need = typeof f.toBlock === 'string' && f.toBlock.startsWith('0x') ? BigInt(f.toBlock) : this.floor;
+      }
+      params[0] = f;
+    }
+    if (call.method === 'eth_getBlockByNumber') {
+      const tag = params[0];
+      need = typeof tag === 'string' && tag.startsWith('0x') ? BigInt(tag) : tag === 'latest' ? this.floor : 0n;
+    }
+    if (call.method === 'eth_getTransactionReceipt' || call.method === 'eth_getTransactionByHash' || call.method === 'eth_getBlockByHash') need = this.floor;
+    const latest = call.method === 'eth_blockNumber' ? 'number' : call.method === 'eth_getBlockByNumber' && params[0] === 'latest' ? 'block' : undefined;
+    return { call: { method: call.method, params }, need, headCheck: HEAD_CHECKED.has(call.method) && !latest && this.providers.length > 1, latest, send: SEND_METHODS.has(call.method) };
+  }
+
+  // One attempt at one provider: a ProviderFailure when it could not answer (or was behind).
+  async #once(p: RpcProvider, prep: Prepared): Promise<RpcAnswer> {
+    const calls = prep.headCheck ? [prep.call, { method: 'eth_blockNumber', params: [] }] : [prep.call];
+    const [a, h] = await p.send(calls);
+    if (h && 'result' in h && typeof h.result === 'string') {
+      this.#sawHead(p, BigInt(h.result), false);
+      if (BigInt(h.result) < prep.need) throw this.#fail(p, 'behind', `at ${BigInt(h.result)}, the call needs ${prep.need}`);
+    }
+    if ('error' in a!) {
+      const kind = failureOfAnswer(a.error);
+      if (kind) {
+        if (kind === 'rate_limited') throw new ProviderFailure(p.name, kind, `${a.error.code}`); // backoff already applied by the provider
+        throw this.#fail(p, kind, `${a.error.code}`);
+      }
+      return a;
+    }
+    if (prep.latest) {
+      const n = prep.latest === 'number' ? toBig(a!.result) : toBig((a!.result as { number?: unknown } | null)?.number);
+      if (n === undefined) throw this.#fail(p, 'internal', 'no head in the answer');
+      this.#sawHead(p, n, prep.latest === 'block');
+      // Behind what the node has already seen: someone else is asked.
+      if (n < this.floor) throw this.#fail(p, 'behind', `head ${n} behind ${this.floor}`);
+    } else if (prep.call.method === 'eth_getBlockByNumber' && a!.result === null && prep.need > 0n && !prep.headCheck) {
+      throw this.#fail(p, 'behind', `no block ${prep.need}`);
+    }
+    return a!;
+  }
+
+  #fail(p: RpcProvider, kind: Exclude<ProviderFailureKind, 'rate_limited'>, detail: string): ProviderFailure {
+    p.failed(kind);
+    return new ProviderFailure(p.name, kind, detail);
+  }
+
+  // A provider's head. A block it returned is evidence the block exists (the floor moves to it);
+  // a bare number is its claim: the floor moves to the newest head `quorumSize` providers claim.
+  #sawHead(p: RpcProvider, n: bigint, evidence: boolean): void {
+    p.head = n;
+    let floor = this.floor;
+    if (evidence && n > floor) floor = n;
+    const heads = this.providers.map((x) => x.head).filter((x) => x > 0n).sort((a, b) => (a > b ? -1 : a < b ? 1 : 0));
+    const k = Math.max(1, this.quorumSize);
+    const agreed = heads.length >= k ? heads[k - 1]! : undefined;
+    if (agreed !== undefined && agreed > floor) floor = agreed;
+    // Every provider below the floor for a while: the chain itself got shorter (a reorg to a
+    // shorter branch, a devnet's revert), not one provider lagging (then another is at the floor).
+    // Keeping the floor would leave every read waiting for a block that may never come back; the
+    // indexers' own reorg checks handle what the shorter chain dropped.
+    const highest = heads[0];
+    if (highest !== undefined && highest < floor) {
+      const now = Date.now();
+      this.#shorterSince ??= now;
+      if (now - this.#shorterSince >= this.#shorterAfterMs) {
+        this.#log.warn({ chain: this.chainId, floor: floor.toString(), head: highest.toString() }, 'the chain is shorter than the newest block seen: lowering the floor');
+        floor = highest;
+        this.#shorterSince = undefined;
+      }
+    } else {
+      this.#shorterSince = undefined;
+    }
+    this.floor = floor;
+    const chain = String(this.chainId);
+    for (const x of this.providers) if (x.head > 0n) this.#metrics.rpcProviderHeadLag.set({ chain, provider: x.name }, Number(this.floor - x.head));
+  }
+
+  // Why a provider is not usable for reads now (undefined: it is).
+  #state(p: RpcProvider, now = Date.now()): string | undefined {
+    if (p.cooling(now)) return 'rate limited';
+    if (p.errorRate > 0.5) return `failing (${p.lastFailure ?? 'errors'})`;
+    if (p.head > 0n && this.floor - p.head > BigInt(this.#maxLag)) return `behind by ${this.floor - p.head} blocks`;
+    return undefined;
+  }
+
+  // The best provider for this call that has not tried it yet, waiting for a budget or a rate
+  // limit to clear when every candidate is held; undefined when all have tried.
+  async #pick(prep: Prepared, tried: Set<RpcProvider>, deadline: number, quorum = false): Promise<RpcProvider | undefined> {
+    for (;;) {
+      const now = Date.now();
+      const fits = this.providers.filter((p) => !tried.has(p) && (prep.send ? p.role !== 'read' : p.role !== 'send'));
+      if (!fits.length) return undefined;
+      // Fallbacks only when no other provider is there; lagging ones last.
+      const primary = fits.filter((p) => p.role !== 'fallback');
+      const pool = primary.length && !(quorum && primary.length < this.quorumSize) ? primary : fits;
+      const ready = pool.filter((p) => p.waitFor(1, now) === 0);
+      if (ready.length) {
+        const inSync = ready.filter((p) => !(p.head > 0n && p.head < prep.need) && this.#state(p, now) === undefined);
+        return weightedPick(inSync.length ? inSync : ready);
+      }
+      const wait = Math.min(...pool.map((p) => p.waitFor(1, now)));
+      if (now + wait > deadline) return undefined;
+      await new Promise((r) => setTimeout(r, Math.max(1, wait)));
+    }
+  }
+
+  /** Readiness: whether enough providers are usable, and which ones hold the chain back and why. */
+  health(): { ready: boolean; providers: { name: string; state: string; headLag: number }[]; heldBy?: string } {
+    const now = Date.now();
+    const providers = this.providers.map((p) => ({ name: p.name, state: this.#state(p, now) ?? 'ok', headLag: p.head > 0n ? Number(this.floor - p.head) : 0 }));
+    const usable = this.providers.filter((p) => p.role !== 'send' && this.#state(p, now) === undefined).length;
+    const ready = usable >= Math.max(1, this.quorumSize);
+    const held = providers.filter((p) => p.state !== 'ok');
+    return { ready, providers, ...(ready || !held.length ? {} : { heldBy: held.map((p) => `${p.name} (${p.state})`).join(', ') }) };
+  }
+}
+
+// Lower is better: latency inflated by errors, divided by weight.
+function weightedPick(ps: RpcProvider[]): RpcProvider {
+  const score = (p: RpcProvider) => p.weight / (Math.max(1, p.latencyMs) * (1 + 10 * p.errorRate));
+  const best = Math.max(...ps.map(score));
+  const near = ps.filter((p) => score(p) * 4 >= best);
+  const total = near.reduce((a, p) => a + p.weight, 0);
+  let r = Math.random() * total;
+  for (const p of near) {
+    r -= p.weight;
+    if (r < 0) return p;
+  }
+  return near[near.length - 1]!;
+}
+
+function toBig(v: unknown): bigint | undefined {
+  return typeof v === 'string' && v.startsWith('0x') ? BigInt(v) : undefined;
+}
+
+function answerKey(a: RpcAnswer): string {
+  return 'error' in a ? `error:${a.error.code}` : JSON.stringify(a.result ?? null);
+}
+
+function isAbsent(a: RpcAnswer): boolean {
+  return 'result' in a && (a.result === null || (Array.isArray(a.result) && a.result.length === 0));
+}
+
+// The block an answer proves exists (a receipt's or a block's number, a log's block).
+function blockOf(a: RpcAnswer): bigint | undefined {
+  if (!('result' in a) || !a.result) return undefined;
+  const r = a.result as { blockNumber?: unknown; number?: unknown } | { blockNumber?: unknown }[];
+  if (Array.isArray(r)) return r.reduce<bigint | undefined>((m, l) => {
+    const b = toBig(l.blockNumber);
+    return b !== undefined && (m === undefined || b > m) ? b : m;
+  }, undefined);
+  return toBig(r.blockNumber) ?? toBig(r.number);
+}

@@ -1,0 +1,65 @@
+// Confirmations by value: a deposit waits as many blocks as its worth asks (the chain's
+// confirmationsByValue table), and the quote's timeEstimate says so.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { zeroAddress, type Hex } from 'viem';
+import { confirmationsFor } from '../src/chains/evm/confirmations.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+
+const A = 8453;
+const B = 10;
+let s: Stack;
+
+beforeAll(async () => {
+  // Chain A: deposits of $1000 or more wait 4 blocks, $100k or more wait for finality.
+  s = await startStack({
+    chains: async (_d, chains) =>
+      (chains as { id: number }[]).map((c) => (c.id === A ? { ...c, confirmationsByValue: [{ minUsd: '1000', confirmations: 4 }, { minUsd: '100000', confirmations: 'finalized' }] } : c)),
+  });
+});
+afterAll(async () => {
+  await s?.stop();
+});
+
+const quote = (account: number, amount: string) =>
+  api(s.url, '/quote', {
+    body: { user: s.devnet.accounts[account]!.address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount, tradeType: 'EXACT_INPUT' },
+  });
+
+describe('confirmations by value', () => {
+  it('the table: the base count below the first row, the highest row reached above, finality for the largest', () => {
+    const chain = {
+      confirmations: 1,
+      finalityDepth: 64,
+      confirmationsByValue: [{ minUsd: '1000', confirmations: 4 as const }, { minUsd: '100000', confirmations: 'finalized' as const }],
+      nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
+      currencies: [],
+    };
+    expect(confirmationsFor(chain, zeroAddress, 10n ** 17n)).toBe(1); // $300
+    expect(confirmationsFor(chain, zeroAddress, (10n ** 18n) / 3n + 1n)).toBe(4); // just over $1000
+    expect(confirmationsFor(chain, zeroAddress, 40n * 10n ** 18n)).toBe(64); // $120k: finalized
+    expect(confirmationsFor({ ...chain, confirmationsByValue: [] }, zeroAddress, 40n * 10n ** 18n)).toBe(1);
+  });
+
+  it('a large deposit waits for its confirmations while a small one is filled; the quotes say so', async () => {
+    const large = await quote(1, '500000000000000000'); // 0.5 ETH: $1500
+    const small = await quote(2, '100000000000000000'); // 0.1 ETH: $300
+    expect(large.status).toBe(200);
+    expect(small.status).toBe(200);
+    expect(large.body.details.timeEstimate).toBe(5);
+    expect(small.body.details.timeEstimate).toBe(2);
+    const largeId = large.body.steps[0].requestId as Hex;
+    const smallId = small.body.steps[0].requestId as Hex;
+    await executeSteps(s, large.body, 1);
+    await executeSteps(s, small.body, 2);
+    // Two blocks mined since the large deposit (its own and the small one's): the small one is
+    // filled, the large one still waits for its fourth block.
+    expect((await waitForStatus(s.url, smallId, ['success', 'failure', 'refund'])).status).toBe('success');
+    expect((await api(s.url, `/intents/status/v3?requestId=${largeId}`)).body.status).toBe('waiting');
+    const pc = s.publicClient(A);
+    await pc.request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
+    await until(async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === A)?.head >= Number(await pc.getBlockNumber({ cacheTime: 0 })) ? true : undefined), 'the node to see the head');
+    expect((await api(s.url, `/intents/status/v3?requestId=${largeId}`)).body.status).toBe('waiting');
+    await pc.request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
+    expect((await waitForStatus(s.url, largeId, ['success', 'failure', 'refund'])).status).toBe('success');
+  });
+});
