@@ -9,6 +9,7 @@ import { devnetChain } from '../src/devnet/deploy.ts';
 import { ExchangeClient, signSendAsset } from '../src/chains/exchange/client.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { auditCli, auditStack } from './helpers/audit.ts';
 
 // Chain 1337, the perpetuals exchange, through the quote flow against the devnet's stand-in.
 let s: Stack;
@@ -386,5 +387,36 @@ describe('@relayprotocol/relay-sdk withdrawing from the exchange', () => {
     } finally {
       axios.interceptors.request.eject(interceptor);
     }
+  });
+});
+
+// relay-node audit of chain 1337 after every flow above (issue 12, item 4): the exchange's own
+// ledger of the solver's account and the books agree both ways, and its balances are explained.
+describe('relay-node audit of the exchange', () => {
+  it('reconciles every deposit, fill, refund and claim with the exchange, then names a transfer the books do not hold (exit 1)', async () => {
+    const r = await auditStack(s);
+    expect(r.differences).toEqual([]);
+    expect(r.notCovered.filter((c) => c.kind === 'exchange')).toEqual([]);
+    const exchange = r.chains.find((c) => c.chainId === EX)!;
+    const perps = exchange.currencies.find((c) => c.currency === PERPS)!;
+    expect(perps.deposits).toBeGreaterThan(0n);
+    expect(perps.fills).toBeGreaterThan(0n);
+    expect(perps.refunds).toBeGreaterThan(0n);
+    expect(perps.claims).toBe(7_000_000n);
+    expect(perps.solver.actual).toBe(perps.solver.expected);
+    expect(exchange.currencies.find((c) => c.symbol === 'HYPE' && c.fills > 0n)).toBeDefined();
+
+    // A transfer out of the solver signed outside the node: the exchange reports it, the books do not.
+    const client = new ExchangeClient({ url: ex().url });
+    const stranger = account(0).address;
+    await client.sendAsset(
+      s.devnet.keys.solver,
+      { exchangeChain: 'Mainnet', destination: stranger.toLowerCase(), sourceDex: '', destinationDex: '', token: 'USDC:0x6d1e7cde53ba9467b783cb7c530ce054', amount: '1.5', fromSubAccount: '', nonce: Date.now() },
+      { signatureChainId: 1 },
+    );
+    const out = await auditCli(s);
+    expect(out.code).toBe(1);
+    expect(out.out, out.out).toMatch(new RegExp(`exchange transfer 0x[0-9a-f]{64} of 1500000 ${PERPS} out of the solver to ${stranger} is not a ledger payout`));
+    expect(out.out).toMatch(/solver USDC \(0x0{32}\): the exchange holds \d+, the books explain \d+ .*unexplained -1500000\b/);
   });
 });

@@ -6,6 +6,7 @@ import { viemChain } from '../chains/evm/viemChain.ts';
 import type { Config } from '../config/load.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { auditEvmChain, unevidencedCredits, type ChainAudit } from './evmAudit.ts';
+import { auditExchangeChain } from './exchangeAudit.ts';
 
 export interface AuditResult {
   ranAt: number;
@@ -15,12 +16,17 @@ export interface AuditResult {
   differences: string[];
 }
 
-/** Reconciles the ledger with every EVM chain of the config (see auditEvmChain). */
+/** Reconciles the ledger with every chain of the config: EVM (auditEvmChain), exchange (auditExchangeChain), SVM (auditSvmChain). */
 export async function runAudit(config: Config, ledger: Ledger, clients: Map<number, PublicClient> = new Map()): Promise<AuditResult> {
   const solver = privateKeyToAccount(config.solverKey.reveal()).address;
   const chains: ChainAudit[] = [];
   const notCovered: AuditResult['notCovered'] = [];
   for (const chain of config.chains) {
+    // One reader per kind of chain, each behind the same ChainAudit.
+    if (chain.kind === 'exchange') {
+      chains.push(await auditExchangeChain(chain, ledger, solver));
+      continue;
+    }
     if (chain.kind !== 'evm') {
       notCovered.push({ chainId: chain.id, kind: chain.kind });
       continue;

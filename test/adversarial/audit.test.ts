@@ -1,12 +1,9 @@
 // relay-node audit (issue 12, item 4): after real money flows on a devnet the books reconcile with
 // the chains to the smallest unit; a ledger that says something the chain does not is named.
-import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
-import { auditStack } from '../helpers/audit.ts';
+import { auditCli, auditStack } from '../helpers/audit.ts';
 
 let s: Stack;
 beforeAll(async () => {
@@ -22,16 +19,7 @@ const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts
 const account = (i: number) => s.devnet.accounts[i]!;
 const marker = (credited: Address) => `012345abcdef${credited.slice(2).toLowerCase()}012345abcdef`;
 
-function cli(args: string[]) {
-  const path = join(s.dataDir, 'audit-config.json');
-  writeFileSync(path, JSON.stringify({ ...s.devnet.nodeConfig({ port: 0, logLevel: 'warn' }), dataDir: s.dataDir, solverKey: { env: 'AUDIT_SOLVER_KEY' }, allocatorKey: { env: 'AUDIT_ALLOCATOR_KEY' } }));
-  const r = spawnSync(process.execPath, ['bin/relay-node.js', ...args, '--config', path], {
-    env: { ...process.env, AUDIT_SOLVER_KEY: s.devnet.keys.solver, AUDIT_ALLOCATOR_KEY: s.devnet.keys.allocator },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  return { code: r.status, out: r.stdout + r.stderr };
-}
+const cli = (args: string[]) => auditCli(s, args);
 
 const metric = async (name: string) => {
   const text = await s.node.metrics.registry.metrics();
@@ -73,7 +61,7 @@ describe('relay-node audit', () => {
     expect(r.chains.find((c) => c.chainId === B)!.currencies.find((c) => c.symbol === 'USDC')!.deposits).toBe(20_000_000n);
 
     // The CLI says the same, exits 0, and the node's metrics show the run.
-    const out = cli(['audit']);
+    const out = await cli(['audit']);
     expect(out.out).toMatch(/no differences/);
     expect(out.code).toBe(0);
     expect(await metric('relay_audit_differences')).toBe(0);
@@ -86,7 +74,7 @@ describe('relay-node audit', () => {
     ledger.tx(() => ledger.balances.post({ wallet: account(4).address, kind: 'credit', amount: 1_000_000n, request_id: null, ref: 'credit:forged' }));
     const paid = ledger.db.prepare(`SELECT id FROM payouts WHERE kind = 'fill' AND state = 'success' LIMIT 1`).get() as { id: string };
     ledger.db.prepare('UPDATE payouts SET amount = CAST(amount AS INTEGER) + 1 WHERE id = ?').run(paid.id);
-    const out = cli(['audit']);
+    const out = await cli(['audit']);
     expect(out.code).toBe(1);
     expect(out.out).toMatch(/balance entry credit:forged credits 1000000 micro-USD to 0x\w+ with no on-chain evidence/);
     expect(out.out).toMatch(/solver (ETH|USDC): the chain holds \d+, the books explain \d+ .*unexplained 1\b/);
