@@ -217,6 +217,8 @@ describe('operations at the hosted paths', () => {
     });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
+    // The step points the SDK at the hosted path (the SDK posts wherever the step says).
+    expect(step.items[0].data.post).toMatchObject({ endpoint: '/execute/permits', method: 'POST' });
     const { domain, types, primaryType, value } = step.items[0].data.sign;
     const w = s.wallet(3, A);
     const signature = await w.signTypedData({ account: w.account!, domain, types, primaryType, message: value });
