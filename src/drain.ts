@@ -3,7 +3,7 @@ import type { Ledger } from './ledger/index.ts';
 
 // Routes that commit the node to new money movements (a quote, a signed deposit, a fast fill, a
 // claim): refused while draining. Reads (status, requests, chains) keep answering.
-const COMMITTING = [/^\/quote(\/|$)/, /^\/execute$/, /^\/permits$/, /^\/fast-fill$/, /^\/app-fees\/[^/]+\/claim$/];
+const COMMITTING = [/^\/quote(\/|$)/, /^\/execute$/, /^\/(execute\/)?permits$/, /^\/fast-fill$/, /^\/app-fees\/[^/]+\/claim$/];
 
 /** While `draining()` says so, committing routes answer 503 with the reason. */
 export function refuseWhileDraining(api: FastifyInstance, draining: () => string | undefined): void {

@@ -195,6 +195,26 @@ describe('reference routes in the published shapes', () => {
     expect('user' in noUser.body).toBe(false);
   });
 
+  it('GET /config/v2 computes fee: the relayer fee, in the currency, of bridging the amount it names', async () => {
+    const cfg = await call(`/config/v2?originChainId=${A}&destinationChainId=${B}&currency=usdc&user=${account(1).address}`);
+    expect(cfg.status).toBe(200);
+    expect(cfg.body.fee).toMatch(/^[0-9]+$/);
+    // The same bridge priced by /price: the fee is its relayer fee (gas + service), in USDC units.
+    const amount = cfg.body.user.maxBridgeAmount;
+    const priced = await call('/price', {
+      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount, tradeType: 'EXACT_INPUT' },
+    });
+    expect(priced.status).toBe(200);
+    expect(BigInt(cfg.body.fee)).toBeGreaterThan(0n);
+    expect(cfg.body.fee).toBe(priced.body.fees.relayer.amount);
+    // Without a user: the fee of bridging one whole unit of the currency.
+    const unit = await call(`/config/v2?originChainId=${A}&destinationChainId=${B}&currency=usdc`);
+    const unitPriced = await call('/price', {
+      body: { originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '1000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(unit.body.fee).toBe(unitPriced.body.fees.relayer.amount);
+  });
+
   it('POST /currencies/v2 takes defaultList, verified, currencyId, tokens and includeAllChains', async () => {
     const all = await call('/currencies/v2', { body: { defaultList: true, verified: true, limit: 100 } });
     expect(all.status).toBe(200);
@@ -222,6 +242,8 @@ describe('operations at the hosted paths', () => {
     });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
+    // The step points the SDK at the hosted path (the SDK posts wherever the step says).
+    expect(step.items[0].data.post).toMatchObject({ endpoint: '/execute/permits', method: 'POST' });
     const { domain, types, primaryType, value } = step.items[0].data.sign;
     const w = s.wallet(3, A);
     const signature = await w.signTypedData({ account: w.account!, domain, types, primaryType, message: value });

@@ -42,7 +42,7 @@ describe('usePermit', () => {
     expect(step.kind).toBe('signature');
     expect(step.items[0].data.sign).toMatchObject({ signatureKind: 'eip712', primaryType: 'Permit', domain: { name: 'Test USD Coin', version: '1', chainId: A, verifyingContract: usdc(A) } });
     expect(step.items[0].data.sign.value).toMatchObject({ owner: account(2).address, spender: chain(A).contracts.depository, value: '7000000' });
-    expect(step.items[0].data.post).toMatchObject({ endpoint: '/permits', method: 'POST' });
+    expect(step.items[0].data.post).toMatchObject({ endpoint: '/execute/permits', method: 'POST' });
     expect(q.body.fees.gas.amount).toBe('0');
     const id = step.requestId as Hex;
     const ethBefore = await s.publicClient(A).getBalance({ address: account(2).address });

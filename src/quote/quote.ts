@@ -253,7 +253,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       calls: route.calls?.map((c) => ({ to: c.to, value: c.value.toString(), data: c.data })) ?? null,
       maxGas: fillCost.gasLimit?.toString() ?? null,
       ...(q.useDepositAddress ? { depositAddressType: q.depositAddressType ?? 'strict' } : {}),
-      // A signed deposit the node submits (POST /permits, /execute): only for such quotes.
+      // A signed deposit the node submits (POST /execute/permits or /permits, /execute): only for such quotes.
       ...(q.usePermit ? { permit: true } : {}),
     }),
     features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : []), ...(q.useDepositAddress ? ['deposit_address'] : [])]),

@@ -5,7 +5,8 @@ import type { ChainAdapter } from '../../chains/adapter.ts';
 import { Registry, type Currency } from '../../config/registry.ts';
 import type { ChainConfig } from '../../config/schema.ts';
 import { usdValue } from '../../quote/money.ts';
-import { buildQuote } from '../../quote/quote.ts';
+import { buildQuote, QuoteError } from '../../quote/quote.ts';
+import { PriceUnavailableError } from '../../quote/prices.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import { amountParam, chainIdParam } from '../validate.ts';
@@ -216,12 +217,19 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (q.user !== undefined && user === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `user: is not an address on chain ${origin.id}`);
     const userBalance = user && ctx.adapters ? await ctx.adapters.get(origin.id)!.balanceOf(user, cin.address) : undefined;
     const max = solverBalance > 0n ? solverBalance : 0n;
+    const enabled = Boolean(cout && destAdapter && origin.depositEnabled && origin.id !== dest.id);
+    const maxBridgeAmount = userBalance === undefined ? undefined : userBalance < max ? userBalance : max;
+    // fee: the relayer fee (gas + service, in the currency) the node would charge for bridging the
+    // user's maximum, or one whole unit without a user: priced exactly as /price prices it.
+    const feeAmount = maxBridgeAmount !== undefined && maxBridgeAmount > 0n ? maxBridgeAmount : 10n ** BigInt(cin.decimals);
+    const fee = enabled && cout ? await bridgeFee(q.user, origin.id, dest.id, cin.address, cout.address, feeAmount) : undefined;
     return {
-      enabled: Boolean(cout && destAdapter && origin.depositEnabled && origin.id !== dest.id),
+      enabled,
       currency: currencyRecord(cin),
       solver: { address: destAdapter?.solver ?? null, balance: max.toString(), capacityPerRequest: max.toString() },
       // Without a user, no user object (the published type has it optional, never null).
-      ...(userBalance === undefined ? {} : { user: { balance: userBalance.toString(), maxBridgeAmount: (userBalance < max ? userBalance : max).toString() } }),
+      ...(userBalance === undefined ? {} : { user: { balance: userBalance.toString(), maxBridgeAmount: maxBridgeAmount!.toString() } }),
+      ...(fee === undefined ? {} : { fee }),
       supportsExternalLiquidity: false,
     };
   });
@@ -243,6 +251,20 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
     return { fees, details };
   };
   app.get('/price', (req) => price(req.query));
+
+  // The relayer fee of a bridge, as /price answers it; undefined when the node cannot price it now
+  // (no price, no capacity): the published field is optional, and a guess is worse than none.
+  const bridgeFee = async (user: string | undefined, originChainId: number, destinationChainId: number, originCurrency: string, destinationCurrency: string, amount: bigint) => {
+    try {
+      const { fees } = (await price({ user, originChainId, destinationChainId, originCurrency, destinationCurrency, amount: amount.toString(), tradeType: 'EXACT_INPUT' })) as {
+        fees: { relayer: { amount: string } };
+      };
+      return fees.relayer.amount;
+    } catch (e) {
+      if (e instanceof ApiError || e instanceof QuoteError || e instanceof PriceUnavailableError) return undefined;
+      throw e;
+    }
+  };
   app.post('/price', (req) => price(req.body));
 
   const tokenPrice = async (query: unknown) => {

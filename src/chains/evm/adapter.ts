@@ -200,7 +200,7 @@ export class EvmAdapter implements ChainAdapter {
       description: 'Authorize the deposit; the relayer submits it and pays its gas',
       data: {
         sign: { signatureKind: 'eip712', domain: { name, version, chainId: this.chainId, verifyingContract: token }, types: { Permit: PERMIT_TYPES }, primaryType: 'Permit', value },
-        post: { endpoint: '/permits', method: 'POST', body: { kind: 'eip2612', requestId: req.orderId, chainId: this.chainId, token, ...value } },
+        post: { endpoint: '/execute/permits', method: 'POST', body: { kind: 'eip2612', requestId: req.orderId, chainId: this.chainId, token, ...value } },
       },
       check: 'status-v3',
     };
