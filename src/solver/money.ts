@@ -22,6 +22,8 @@ export function moneyOf(r: RequestRow): RequestMoney | undefined {
 // has a ref derived from the request, so a decision replayed after a crash books nothing twice.
 
 export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint): void {
+  // The charge replaces what POST /execute held for it.
+  releaseSponsorHold(ledger, r.id, 'charged');
   const wallet = moneyOf(r)?.sponsor?.wallet;
   if (!wallet || micro <= 0n) return;
   ledger.balances.post({ wallet, kind: 'sponsorship', amount: -micro, request_id: r.id, ref: `sponsorship:${r.id}` });
@@ -72,4 +74,27 @@ export function releaseHold(ledger: Ledger, requestId: string, reason: string): 
   const hold = ledger.balances.get(`hold:${requestId}`);
   if (!hold || ledger.balances.get(`hold_release:${requestId}`)) return;
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `hold_release:${requestId}`, detail: `fast fill failed: ${reason}` });
+}
+
+// POST /execute: the node pays a gasless deposit's gas on the sponsor's word, so the sponsored fees
+// are set aside of the sponsor's available balance when the deposit is recorded (in the same ledger
+// transaction as the check), and two posts racing cannot both spend the same balance. The hold ends
+// when the request is charged (debitSponsor) or fails (releaseSponsorHold).
+export function holdSponsorship(ledger: Ledger, wallet: string, requestId: string, micro: bigint): void {
+  if (micro <= 0n) return;
+  ledger.balances.post({ wallet, kind: 'hold', amount: micro, request_id: requestId, ref: `sponsor_hold:${requestId}` });
+}
+
+/** What POST /execute still holds for a request's sponsored fees (0n when none or released). */
+export function sponsorHeld(ledger: Ledger, requestId: string): bigint {
+  const hold = ledger.balances.get(`sponsor_hold:${requestId}`);
+  if (!hold || ledger.balances.get(`sponsor_hold_release:${requestId}`)) return 0n;
+  return BigInt(hold.amount);
+}
+
+/** Ends POST /execute's hold of a request's sponsored fees, once (it was charged, or nothing will be). */
+export function releaseSponsorHold(ledger: Ledger, requestId: string, reason: string): void {
+  const hold = ledger.balances.get(`sponsor_hold:${requestId}`);
+  if (!hold || ledger.balances.get(`sponsor_hold_release:${requestId}`)) return;
+  ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `sponsor_hold_release:${requestId}`, detail: reason });
 }
