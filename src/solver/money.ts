@@ -61,7 +61,12 @@ export function placeHold(ledger: Ledger, wallet: string, r: RequestRow, micro: 
 // less than the fill it paid for is a permanent debit (the sponsoring app bears the shortfall).
 export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefined, depositMicro: bigint): void {
   const hold = ledger.balances.get(`hold:${r.id}`);
-  if (!hold || ledger.balances.get(`hold_release:${r.id}`)) return;
+  if (!hold) return;
+  if (ledger.balances.get(`hold_release:${r.id}`)) {
+    // The deposit came after the hold expired: it brings the value the expiry charged the app for.
+    if (d) undoExpiryDebit(ledger, r.id, depositMicro, `deposit ${d.id} landed after the hold expired`);
+    return;
+  }
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: r.id, ref: `hold_release:${r.id}`, detail: d?.id ?? 'expired' });
   const shortfall = hold.amount - depositMicro;
   if (shortfall > 0n) {
@@ -72,7 +77,13 @@ export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefi
 // A fast fill whose payout failed paid nothing: its hold is released whole, nothing is debited.
 export function releaseHold(ledger: Ledger, requestId: string, reason: string): void {
   const hold = ledger.balances.get(`hold:${requestId}`);
-  if (!hold || ledger.balances.get(`hold_release:${requestId}`)) return;
+  if (!hold) return;
+  if (ledger.balances.get(`hold_release:${requestId}`)) {
+    // The hold expired while the payout was still in flight, charging the app for a fill that then
+    // failed: nothing was paid, so nothing is charged.
+    undoExpiryDebit(ledger, requestId, BigInt(hold.amount), `fast fill failed after its hold expired: ${reason}`);
+    return;
+  }
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `hold_release:${requestId}`, detail: `fast fill failed: ${reason}` });
 }
 
@@ -97,4 +108,17 @@ export function releaseSponsorHold(ledger: Ledger, requestId: string, reason: st
   const hold = ledger.balances.get(`sponsor_hold:${requestId}`);
   if (!hold || ledger.balances.get(`sponsor_hold_release:${requestId}`)) return;
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `sponsor_hold_release:${requestId}`, detail: reason });
+}
+
+// An expired hold's permanent debit, taken back (up to `micro`) by a new entry, once: the deposit
+// it assumed would never come landed (worth `micro`), or the fast fill it paid for failed. Only a
+// debit booked by the expiry ('deposit never landed') is taken back; one booked at a short deposit
+// is the app's real loss.
+function undoExpiryDebit(ledger: Ledger, requestId: string, micro: bigint, reason: string): void {
+  const release = ledger.balances.get(`hold_release:${requestId}`);
+  const debit = ledger.balances.get(`permanent_debit:${requestId}`);
+  if (release?.detail !== 'expired' || !debit || micro <= 0n) return;
+  const charged = -BigInt(debit.amount);
+  const back = micro < charged ? micro : charged;
+  ledger.balances.post({ wallet: debit.wallet, kind: 'permanent_debit', amount: back, request_id: requestId, ref: `permanent_debit_reversal:${requestId}`, detail: reason });
 }

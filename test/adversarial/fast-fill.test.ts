@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { pause, resume } from '../../src/admin/actions.ts';
 import { linkWallet } from '../helpers/link.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
@@ -47,6 +48,9 @@ const nativeQuote = (from: number, recipient: Address) => ({
   amount: '10000000000000000',
   tradeType: 'EXACT_INPUT',
 });
+
+// Just past a fast fill's hold deadline (earlier than where previous tests moved the check: a full scan).
+const pastDeadline = (requestId: Hex) => s.node.ledger.requests.get(requestId)!.fast_fill_deadline! + 1;
 
 describe('fast fill under attack', () => {
   it('a fast fill whose payout reverts releases its hold, charges the app nothing, and the later deposit is refunded', async () => {
@@ -129,5 +133,49 @@ describe('fast fill under attack', () => {
     expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: anon.body.steps[0].requestId } })).status).toBe(403);
     expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
     expect(s.node.ledger.balances.ofRequest(requestId)).toEqual([]);
+  });
+  it('a deposit landing after its fast fill\'s hold expired settles the debit: the app is credited back, the user is paid once', async () => {
+    const wallet = account(4).address;
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(wallet);
+    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+    await waitForStatus(s.url, requestId, ['success']);
+    // The hold's deadline passes with no deposit: the app is charged the fill's worth.
+    expect(s.node.solver!.expireHolds(pastDeadline(requestId))).toBeGreaterThanOrEqual(1);
+    const hold = s.node.ledger.balances.get(`hold:${requestId}`)!;
+    expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)!.amount).toBe(-hold.amount);
+    // The deposit comes after all: it brings the value the app was charged for.
+    await executeSteps(s, q.body, 1);
+    await until(() => (s.node.ledger.deposits.forRequest(requestId).length ? true : undefined), 'the late deposit settled', 60_000);
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+    // Paid once: the fast fill's payout only, nothing refunded, the request a success.
+    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:success']);
+    expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
+    // Settled once: another pass over the hold books nothing more.
+    s.node.solver!.expireHolds(pastDeadline(requestId));
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+  });
+
+  it('a fast fill still in flight when its hold expires, whose payout then fails: the expiry\'s debit is taken back', async () => {
+    const wallet = account(4).address;
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, usdc(B)) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(wallet);
+    const who = { actor: 'test', reason: 'hold the fast fill in flight' };
+    // Chain B's payouts paused: the fast fill's payout is recorded, not yet sent.
+    pause(s.node.ledger, { scope: 'chain', chainId: B }, who);
+    try {
+      expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+      expect(s.node.solver!.expireHolds(pastDeadline(requestId))).toBeGreaterThanOrEqual(1);
+      expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeDefined();
+    } finally {
+      resume(s.node.ledger, { scope: 'chain', chainId: B }, who);
+      s.node.adapters.get(B)!.wake();
+    }
+    // The payout to a contract without a receive function reverts: nothing was paid.
+    await waitForStatus(s.url, requestId, ['failure']);
+    await until(() => (s.node.ledger.balances.summary(wallet).balance === before.balance ? true : undefined), 'the expiry debit taken back');
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
   });
 });
