@@ -178,4 +178,46 @@ describe('fast fill under attack', () => {
     await until(() => (s.node.ledger.balances.summary(wallet).balance === before.balance ? true : undefined), 'the expiry debit taken back');
     expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
   });
+  // The deposit arrives while the fast fill's payout is recorded but not yet made (chain B's payouts
+  // paused): it waits for the fast fill's outcome, then settles it (paid) or is refunded (failed).
+  async function depositWhileInFlight(user: number, recipient: Address) {
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(user, recipient) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(account(4).address);
+    const who = { actor: 'test', reason: 'hold the fast fill in flight' };
+    pause(s.node.ledger, { scope: 'chain', chainId: B }, who);
+    try {
+      expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+      await executeSteps(s, q.body, user);
+      await until(() => (s.node.ledger.deposits.byOrderRef(requestId)[0]?.state === 'confirmed' ? true : undefined), 'the deposit confirmed');
+      // Still in flight: the deposit is not decided, nothing else is paid.
+      expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:queued']);
+    } finally {
+      resume(s.node.ledger, { scope: 'chain', chainId: B }, who);
+      s.node.adapters.get(B)!.wake();
+    }
+    return { requestId, before };
+  }
+
+  it('a deposit arriving while its fast fill is in flight waits; the fast fill confirms and the deposit settles it: one payout, app credited back, no refund', async () => {
+    const { requestId, before } = await depositWhileInFlight(2, account(2).address);
+    await waitForStatus(s.url, requestId, ['success']);
+    await until(() => (s.node.ledger.deposits.byOrderRef(requestId)[0]?.state === 'handled' ? true : undefined), 'the deposit settling the fast fill');
+    const d = s.node.ledger.deposits.byOrderRef(requestId)[0]!;
+    expect(s.node.ledger.balances.get(`hold_release:${requestId}`)!.detail).toBe(d.id);
+    expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
+    expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
+    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:success']);
+    expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
+  });
+
+  it('a deposit arriving while its fast fill is in flight, whose payout then fails, is refunded like any other; the app is charged nothing', async () => {
+    const { requestId, before } = await depositWhileInFlight(1, usdc(B));
+    const done = await waitForStatus(s.url, requestId, ['refund'], 60_000);
+    expect(done.failReason).toBe('EXECUTION_REVERTED');
+    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`).sort()).toEqual(['fill:failed', 'refund:success']);
+    expect(s.node.ledger.payouts.get(`refund:${requestId}`)!.recipient).toBe(account(1).address);
+    expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
+    expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
+  });
 });
