@@ -5,7 +5,7 @@ import type { Pricing } from '../ledger/types.ts';
 import { breakdown } from '../quote/fillAmount.ts';
 import { parseDecimal, usdMicroCeil } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
-import { debitSponsor, moneyOf, placeHold } from './money.ts';
+import { debitSponsor, moneyOf, placeHold, sponsorHeld } from './money.ts';
 
 export interface FastFillInput {
   requestId: string;
@@ -74,9 +74,18 @@ export async function fastFill(
     if ((current.status !== 'waiting' && current.status !== 'depositing') || ledger.payouts.get(`fill:${r.id}`)) {
       throw new FastFillError(409, 'ALREADY_FILLED', `request ${r.id} is ${current.status}: it is filled or being filled already`);
     }
-    const { available } = ledger.balances.summary(wallet);
-    if (available < holdMicro) {
-      throw new FastFillError(402, 'APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro}`);
+    // The hold and, for a sponsored request, the fees charged with it: both leave the available
+    // balance in this transaction, and neither may take it below zero. What POST /execute held for
+    // this request's fees is replaced by the charge, so it counts as available here.
+    const sponsoredMicro = usdMicroCeil(fees.sponsored, cout.decimals, priceOut);
+    const sponsor = moneyOf(current)?.sponsor?.wallet;
+    if (sponsor && sponsor !== wallet && ledger.balances.summary(sponsor).available + sponsorHeld(ledger, r.id) < sponsoredMicro) {
+      throw new FastFillError(402, 'SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the fees of request ${r.id}`);
+    }
+    const charged = sponsor === wallet ? sponsoredMicro : 0n;
+    const available = ledger.balances.summary(wallet).available + (charged > 0n ? sponsorHeld(ledger, r.id) : 0n);
+    if (available < holdMicro + charged) {
+      throw new FastFillError(402, 'APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro + charged}`);
     }
     placeHold(ledger, wallet, current, holdMicro);
     ledger.requests.markFastFilled(r.id, now + input.holdSeconds * 1000, now);
@@ -93,7 +102,7 @@ export async function fastFill(
       native_topup: pricing.topUpNative ?? null,
       decided_at: now,
     });
-    debitSponsor(ledger, current, usdMicroCeil(fees.sponsored, cout.decimals, priceOut));
+    debitSponsor(ledger, current, sponsoredMicro);
   });
   adapter.wake();
   return { amount: fees.out, valueMicro, holdMicro };

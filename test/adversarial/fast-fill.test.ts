@@ -220,4 +220,27 @@ describe('fast fill under attack', () => {
     expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
     expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
   });
+  it("a sponsored request's fast fill must cover its hold and the sponsored fees: it cannot drive the app balance below zero", async () => {
+    // A fresh wallet credited exactly 10 USD, and a 10 USDC request whose fees it sponsors.
+    const exact = privateKeyToAccount(generatePrivateKey());
+    const k = s.node.ledger.apiKeys.create('exact');
+    expect((await linkWallet(s.url, k.key, exact)).status).toBe(200);
+    const w = s.wallet(1, A);
+    const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 10_000_000n] })}${marker(exact.address)}` as Hex;
+    const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data });
+    await s.publicClient(A).waitForTransactionReceipt({ hash });
+    await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: k.key,
+      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', subsidizeFees: true },
+    });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    // The hold (10 USD, the input's worth) alone fits the balance; with the sponsored fees it does not.
+    const ff = await api(s.url, '/fast-fill', { apiKey: k.key, body: { requestId } });
+    expect(ff.status).toBe(402);
+    expect(ff.body.errorCode).toBe('APP_BALANCE_TOO_LOW');
+    expect(s.node.ledger.balances.summary(exact.address)).toEqual({ balance: 10_000_000n, held: 0n, available: 10_000_000n });
+    expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
+  });
 });
