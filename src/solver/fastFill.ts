@@ -1,9 +1,11 @@
 import type { ChainAdapter } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
-import type { Pricing } from '../ledger/types.ts';
+import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown } from '../quote/fillAmount.ts';
-import { parseDecimal, usdMicroCeil } from '../quote/money.ts';
+import { parseDecimal, usdMicro, usdMicroCeil } from '../quote/money.ts';
+import type { FeeBreakdown } from '../quote/fillAmount.ts';
+import type { RiskPolicy } from './risk.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { debitSponsor, moneyOf, placeHold, sponsorHeld } from './money.ts';
 
@@ -15,6 +17,9 @@ export interface FastFillInput {
   // The input amount to price the fill at, instead of the quoted one.
   solverInputCurrencyAmount?: bigint;
   holdSeconds: number;
+  // The operator's risk controls (deny lists, pauses, dry run, order and outflow limits): a fast fill
+  // is a fill, judged by them like one made from a deposit.
+  risk?: RiskPolicy;
 }
 
 export class FastFillError extends Error {
@@ -87,6 +92,7 @@ export async function fastFill(
     if (available < holdMicro + charged) {
       throw new FastFillError(402, 'APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro + charged}`);
     }
+    if (input.risk) judgeRisk(input.risk, registry, current, fees, BigInt(pricing.topUpNative ?? 0), input.solverInputCurrencyAmount ?? BigInt(r.amount_in), { in: priceIn, out: priceOut });
     placeHold(ledger, wallet, current, holdMicro);
     ledger.requests.markFastFilled(r.id, now + input.holdSeconds * 1000, now);
     ledger.requests.setStatus(r.id, 'pending', {}, now);
@@ -106,4 +112,24 @@ export async function fastFill(
   });
   adapter.wake();
   return { amount: fees.out, valueMicro, holdMicro };
+}
+
+// The risk policy's verdict on a fast fill, as the fill a deposit of the input would make: a blocked
+// recipient (or user) is refused, a pause, dry run or limit that would hold the fill back refuses it
+// now (the caller may try again), an order above the limit is refused. Runs inside the fast fill's
+// ledger transaction, so the in-flight and outflow limits count what committed before it.
+function judgeRisk(risk: RiskPolicy, registry: Registry, r: RequestRow, fees: FeeBreakdown, topUp: bigint, input: bigint, prices: { in: string; out: string }): void {
+  const deposit = { id: `fast-fill:${r.id}`, chain_id: r.origin_chain_id, currency: r.origin_currency, amount: input.toString(), depositor: r.user, order_ref: r.id } as unknown as DepositRow;
+  const usd = (chainId: number, currency: string, amount: bigint): bigint => {
+    if (amount === 0n) return 0n;
+    const cur = registry.currency(chainId, currency);
+    if (!cur) return 0n;
+    const price = chainId === r.origin_chain_id && currency === r.origin_currency ? prices.in : chainId === r.destination_chain_id && currency === r.destination_currency ? prices.out : cur.usdPrice;
+    return usdMicro(amount, cur.decimals, price);
+  };
+  const verdict = risk.judge(deposit, { kind: 'fill', request: r, amount: fees.out, fees, topUp, excess: 0n }, usd);
+  if (verdict.kind === 'go') return;
+  if (verdict.kind === 'postpone') throw new FastFillError(409, verdict.reason, `the fast fill is held back now (${verdict.reason}); not filled`);
+  if (verdict.reason === 'BLOCKED_WALLET') throw new FastFillError(403, 'BLOCKED_WALLET', 'the recipient or user of this request may not be paid by this solver');
+  throw new FastFillError(400, verdict.reason, `the fast fill exceeds the solver's limits (${verdict.reason}); not filled`);
 }

@@ -13,6 +13,7 @@ const B = 10;
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const account = (i: number) => s.devnet.accounts[i]!;
 const marker = (credited: Address) => `012345abcdef${credited.slice(2).toLowerCase()}012345abcdef`;
+const DENIED = privateKeyToAccount(generatePrivateKey()).address;
 let app: { key: string; id: string };
 let stranger: { key: string; id: string };
 
@@ -27,7 +28,8 @@ async function fundAndLink(k: { key: string; id: string }, wallet: number, units
 }
 
 beforeAll(async () => {
-  s = await startStack();
+  // One recipient the operator denies: a fast fill must not pay it either.
+  s = await startStack({ configure: (c) => ({ ...c, risk: { ...c.risk, denyRecipients: [...(c.risk?.denyRecipients ?? []), DENIED] } }) });
   app = s.node.ledger.apiKeys.create('app');
   stranger = s.node.ledger.apiKeys.create('stranger');
   await fundAndLink(app, 4, 100_000_000n);
@@ -48,6 +50,18 @@ const nativeQuote = (from: number, recipient: Address) => ({
   amount: '10000000000000000',
   tradeType: 'EXACT_INPUT',
 });
+
+// Holds chain `chainId`'s submitter: it is handed no queued payout until released, so a payout
+// recorded meanwhile stays in flight (queued, not sent). A chain pause would refuse the fast fill itself.
+function holdSubmitter(chainId: number): () => void {
+  const payouts = s.node.ledger.payouts;
+  const queued = payouts.queued.bind(payouts);
+  payouts.queued = (chain: number, limit?: number) => (chain === chainId ? [] : queued(chain, limit));
+  return () => {
+    payouts.queued = queued;
+    s.node.adapters.get(chainId)!.wake();
+  };
+}
 
 // Just past a fast fill's hold deadline (earlier than where previous tests moved the check: a full scan).
 const pastDeadline = (requestId: Hex) => s.node.ledger.requests.get(requestId)!.fast_fill_deadline! + 1;
@@ -162,30 +176,27 @@ describe('fast fill under attack', () => {
     const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, usdc(B)) });
     const requestId = q.body.steps[0].requestId as Hex;
     const before = s.node.ledger.balances.summary(wallet);
-    const who = { actor: 'test', reason: 'hold the fast fill in flight' };
-    // Chain B's payouts paused: the fast fill's payout is recorded, not yet sent.
-    pause(s.node.ledger, { scope: 'chain', chainId: B }, who);
+    // Chain B's submitter held: the fast fill's payout is recorded, not yet sent.
+    const release = holdSubmitter(B);
     try {
       expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
       expect(s.node.solver!.expireHolds(pastDeadline(requestId))).toBeGreaterThanOrEqual(1);
       expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeDefined();
     } finally {
-      resume(s.node.ledger, { scope: 'chain', chainId: B }, who);
-      s.node.adapters.get(B)!.wake();
+      release();
     }
     // The payout to a contract without a receive function reverts: nothing was paid.
     await waitForStatus(s.url, requestId, ['failure']);
     await until(() => (s.node.ledger.balances.summary(wallet).balance === before.balance ? true : undefined), 'the expiry debit taken back');
     expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
   });
-  // The deposit arrives while the fast fill's payout is recorded but not yet made (chain B's payouts
-  // paused): it waits for the fast fill's outcome, then settles it (paid) or is refunded (failed).
+  // The deposit arrives while the fast fill's payout is recorded but not yet made (chain B's
+  // submitter held): it waits for the fast fill's outcome, then settles it (paid) or is refunded (failed).
   async function depositWhileInFlight(user: number, recipient: Address) {
     const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(user, recipient) });
     const requestId = q.body.steps[0].requestId as Hex;
     const before = s.node.ledger.balances.summary(account(4).address);
-    const who = { actor: 'test', reason: 'hold the fast fill in flight' };
-    pause(s.node.ledger, { scope: 'chain', chainId: B }, who);
+    const release = holdSubmitter(B);
     try {
       expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
       await executeSteps(s, q.body, user);
@@ -193,8 +204,7 @@ describe('fast fill under attack', () => {
       // Still in flight: the deposit is not decided, nothing else is paid.
       expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:queued']);
     } finally {
-      resume(s.node.ledger, { scope: 'chain', chainId: B }, who);
-      s.node.adapters.get(B)!.wake();
+      release();
     }
     return { requestId, before };
   }
@@ -242,5 +252,28 @@ describe('fast fill under attack', () => {
     expect(ff.body.errorCode).toBe('APP_BALANCE_TOO_LOW');
     expect(s.node.ledger.balances.summary(exact.address)).toEqual({ balance: 10_000_000n, held: 0n, available: 10_000_000n });
     expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
+  });
+  it("a fast fill obeys the operator's risk controls like any fill: no payout to a denied recipient, none on a paused route", async () => {
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(2, DENIED) });
+    expect(q.status).toBe(200);
+    const denied = q.body.steps[0].requestId as Hex;
+    const r = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: denied } });
+    expect(r.status).toBe(403);
+    expect(r.body.errorCode).toBe('BLOCKED_WALLET');
+    expect(s.node.ledger.payouts.forRequest(denied)).toEqual([]);
+    expect(s.node.ledger.balances.ofRequest(denied)).toEqual([]);
+
+    const who = { actor: 'test', reason: 'route incident' };
+    const ok = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(2, account(2).address) });
+    const paused = ok.body.steps[0].requestId as Hex;
+    pause(s.node.ledger, { scope: 'route', originChainId: A, destinationChainId: B }, who);
+    try {
+      const p = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: paused } });
+      expect(p.status).toBe(409);
+      expect(p.body.errorCode).toBe('PAUSED_ROUTE');
+      expect(s.node.ledger.payouts.forRequest(paused)).toEqual([]);
+    } finally {
+      resume(s.node.ledger, { scope: 'route', originChainId: A, destinationChainId: B }, who);
+    }
   });
 });
