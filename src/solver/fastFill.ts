@@ -1,11 +1,13 @@
 import type { ChainAdapter } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
-import type { Pricing } from '../ledger/types.ts';
+import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown } from '../quote/fillAmount.ts';
-import { parseDecimal, usdMicroCeil } from '../quote/money.ts';
+import { parseDecimal, usdMicro, usdMicroCeil } from '../quote/money.ts';
+import type { FeeBreakdown } from '../quote/fillAmount.ts';
+import type { RiskPolicy } from './risk.ts';
 import type { PriceSource } from '../quote/prices.ts';
-import { debitSponsor, moneyOf, placeHold } from './money.ts';
+import { debitSponsor, moneyOf, placeHold, sponsorHeld } from './money.ts';
 
 export interface FastFillInput {
   requestId: string;
@@ -15,6 +17,9 @@ export interface FastFillInput {
   // The input amount to price the fill at, instead of the quoted one.
   solverInputCurrencyAmount?: bigint;
   holdSeconds: number;
+  // The operator's risk controls (deny lists, pauses, dry run, order and outflow limits): a fast fill
+  // is a fill, judged by them like one made from a deposit.
+  risk?: RiskPolicy;
 }
 
 export class FastFillError extends Error {
@@ -74,10 +79,20 @@ export async function fastFill(
     if ((current.status !== 'waiting' && current.status !== 'depositing') || ledger.payouts.get(`fill:${r.id}`)) {
       throw new FastFillError(409, 'ALREADY_FILLED', `request ${r.id} is ${current.status}: it is filled or being filled already`);
     }
-    const { available } = ledger.balances.summary(wallet);
-    if (available < holdMicro) {
-      throw new FastFillError(402, 'APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro}`);
+    // The hold and, for a sponsored request, the fees charged with it: both leave the available
+    // balance in this transaction, and neither may take it below zero. What POST /execute held for
+    // this request's fees is replaced by the charge, so it counts as available here.
+    const sponsoredMicro = usdMicroCeil(fees.sponsored, cout.decimals, priceOut);
+    const sponsor = moneyOf(current)?.sponsor?.wallet;
+    if (sponsor && sponsor !== wallet && ledger.balances.summary(sponsor).available + sponsorHeld(ledger, r.id) < sponsoredMicro) {
+      throw new FastFillError(402, 'SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the fees of request ${r.id}`);
     }
+    const charged = sponsor === wallet ? sponsoredMicro : 0n;
+    const available = ledger.balances.summary(wallet).available + (charged > 0n ? sponsorHeld(ledger, r.id) : 0n);
+    if (available < holdMicro + charged) {
+      throw new FastFillError(402, 'APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro + charged}`);
+    }
+    if (input.risk) judgeRisk(input.risk, registry, current, fees, BigInt(pricing.topUpNative ?? 0), input.solverInputCurrencyAmount ?? BigInt(r.amount_in), { in: priceIn, out: priceOut });
     placeHold(ledger, wallet, current, holdMicro);
     ledger.requests.markFastFilled(r.id, now + input.holdSeconds * 1000, now);
     ledger.requests.setStatus(r.id, 'pending', {}, now);
@@ -93,8 +108,28 @@ export async function fastFill(
       native_topup: pricing.topUpNative ?? null,
       decided_at: now,
     });
-    debitSponsor(ledger, current, usdMicroCeil(fees.sponsored, cout.decimals, priceOut));
+    debitSponsor(ledger, current, sponsoredMicro);
   });
   adapter.wake();
   return { amount: fees.out, valueMicro, holdMicro };
+}
+
+// The risk policy's verdict on a fast fill, as the fill a deposit of the input would make: a blocked
+// recipient (or user) is refused, a pause, dry run or limit that would hold the fill back refuses it
+// now (the caller may try again), an order above the limit is refused. Runs inside the fast fill's
+// ledger transaction, so the in-flight and outflow limits count what committed before it.
+function judgeRisk(risk: RiskPolicy, registry: Registry, r: RequestRow, fees: FeeBreakdown, topUp: bigint, input: bigint, prices: { in: string; out: string }): void {
+  const deposit = { id: `fast-fill:${r.id}`, chain_id: r.origin_chain_id, currency: r.origin_currency, amount: input.toString(), depositor: r.user, order_ref: r.id } as unknown as DepositRow;
+  const usd = (chainId: number, currency: string, amount: bigint): bigint => {
+    if (amount === 0n) return 0n;
+    const cur = registry.currency(chainId, currency);
+    if (!cur) return 0n;
+    const price = chainId === r.origin_chain_id && currency === r.origin_currency ? prices.in : chainId === r.destination_chain_id && currency === r.destination_currency ? prices.out : cur.usdPrice;
+    return usdMicro(amount, cur.decimals, price);
+  };
+  const verdict = risk.judge(deposit, { kind: 'fill', request: r, amount: fees.out, fees, topUp, excess: 0n }, usd);
+  if (verdict.kind === 'go') return;
+  if (verdict.kind === 'postpone') throw new FastFillError(409, verdict.reason, `the fast fill is held back now (${verdict.reason}); not filled`);
+  if (verdict.reason === 'BLOCKED_WALLET') throw new FastFillError(403, 'BLOCKED_WALLET', 'the recipient or user of this request may not be paid by this solver');
+  throw new FastFillError(400, verdict.reason, `the fast fill exceeds the solver's limits (${verdict.reason}); not filled`);
 }

@@ -22,6 +22,8 @@ export function moneyOf(r: RequestRow): RequestMoney | undefined {
 // has a ref derived from the request, so a decision replayed after a crash books nothing twice.
 
 export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint): void {
+  // The charge replaces what POST /execute held for it.
+  releaseSponsorHold(ledger, r.id, 'charged');
   const wallet = moneyOf(r)?.sponsor?.wallet;
   if (!wallet || micro <= 0n) return;
   ledger.balances.post({ wallet, kind: 'sponsorship', amount: -micro, request_id: r.id, ref: `sponsorship:${r.id}` });
@@ -59,7 +61,12 @@ export function placeHold(ledger: Ledger, wallet: string, r: RequestRow, micro: 
 // less than the fill it paid for is a permanent debit (the sponsoring app bears the shortfall).
 export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefined, depositMicro: bigint): void {
   const hold = ledger.balances.get(`hold:${r.id}`);
-  if (!hold || ledger.balances.get(`hold_release:${r.id}`)) return;
+  if (!hold) return;
+  if (ledger.balances.get(`hold_release:${r.id}`)) {
+    // The deposit came after the hold expired: it brings the value the expiry charged the app for.
+    if (d) undoExpiryDebit(ledger, r.id, depositMicro, `deposit ${d.id} landed after the hold expired`);
+    return;
+  }
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: r.id, ref: `hold_release:${r.id}`, detail: d?.id ?? 'expired' });
   const shortfall = hold.amount - depositMicro;
   if (shortfall > 0n) {
@@ -70,6 +77,48 @@ export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefi
 // A fast fill whose payout failed paid nothing: its hold is released whole, nothing is debited.
 export function releaseHold(ledger: Ledger, requestId: string, reason: string): void {
   const hold = ledger.balances.get(`hold:${requestId}`);
-  if (!hold || ledger.balances.get(`hold_release:${requestId}`)) return;
+  if (!hold) return;
+  if (ledger.balances.get(`hold_release:${requestId}`)) {
+    // The hold expired while the payout was still in flight, charging the app for a fill that then
+    // failed: nothing was paid, so nothing is charged.
+    undoExpiryDebit(ledger, requestId, BigInt(hold.amount), `fast fill failed after its hold expired: ${reason}`);
+    return;
+  }
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `hold_release:${requestId}`, detail: `fast fill failed: ${reason}` });
+}
+
+// POST /execute: the node pays a gasless deposit's gas on the sponsor's word, so the sponsored fees
+// are set aside of the sponsor's available balance when the deposit is recorded (in the same ledger
+// transaction as the check), and two posts racing cannot both spend the same balance. The hold ends
+// when the request is charged (debitSponsor) or fails (releaseSponsorHold).
+export function holdSponsorship(ledger: Ledger, wallet: string, requestId: string, micro: bigint): void {
+  if (micro <= 0n) return;
+  ledger.balances.post({ wallet, kind: 'hold', amount: micro, request_id: requestId, ref: `sponsor_hold:${requestId}` });
+}
+
+/** What POST /execute still holds for a request's sponsored fees (0n when none or released). */
+export function sponsorHeld(ledger: Ledger, requestId: string): bigint {
+  const hold = ledger.balances.get(`sponsor_hold:${requestId}`);
+  if (!hold || ledger.balances.get(`sponsor_hold_release:${requestId}`)) return 0n;
+  return BigInt(hold.amount);
+}
+
+/** Ends POST /execute's hold of a request's sponsored fees, once (it was charged, or nothing will be). */
+export function releaseSponsorHold(ledger: Ledger, requestId: string, reason: string): void {
+  const hold = ledger.balances.get(`sponsor_hold:${requestId}`);
+  if (!hold || ledger.balances.get(`sponsor_hold_release:${requestId}`)) return;
+  ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `sponsor_hold_release:${requestId}`, detail: reason });
+}
+
+// An expired hold's permanent debit, taken back (up to `micro`) by a new entry, once: the deposit
+// it assumed would never come landed (worth `micro`), or the fast fill it paid for failed. Only a
+// debit booked by the expiry ('deposit never landed') is taken back; one booked at a short deposit
+// is the app's real loss.
+function undoExpiryDebit(ledger: Ledger, requestId: string, micro: bigint, reason: string): void {
+  const release = ledger.balances.get(`hold_release:${requestId}`);
+  const debit = ledger.balances.get(`permanent_debit:${requestId}`);
+  if (release?.detail !== 'expired' || !debit || micro <= 0n) return;
+  const charged = -BigInt(debit.amount);
+  const back = micro < charged ? micro : charged;
+  ledger.balances.post({ wallet: debit.wallet, kind: 'permanent_debit', amount: back, request_id: requestId, ref: `permanent_debit_reversal:${requestId}`, detail: reason });
 }

@@ -16,7 +16,7 @@ import { match, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
 import type { RiskConfig } from '../config/schema.ts';
 import { switchName } from '../ledger/operations.ts';
-import { accrueAppFees, debitSponsor, moneyOf, releaseHold, reverseSponsor, settleHold } from './money.ts';
+import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './money.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -278,7 +278,8 @@ export class Solver implements PayoutHooks {
       sponsorCanPay: (r, sponsored) => {
         const wallet = moneyOf(r)?.sponsor?.wallet;
         // What fast-fill holds set aside is not there to spend: it covers fills already paid.
-        return wallet !== undefined && this.ledger.balances.summary(wallet).available >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
+        // What POST /execute held for this very request is there for it.
+        return wallet !== undefined && this.ledger.balances.summary(wallet).available + sponsorHeld(this.ledger, r.id) >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
       },
     });
     // Left confirmed: decided again once the fast fill it waits for is paid or failed.
@@ -432,6 +433,8 @@ export class Solver implements PayoutHooks {
     }
     this.ledger.deposits.markHandled(d.id, requestId);
     this.ledger.requests.setStatus(requestId, 'failure', { failReason: decision.reason }, now);
+    // Not filled: nothing will be charged of what POST /execute held for it.
+    releaseSponsorHold(this.ledger, requestId, decision.reason);
     this.log.info({ request: requestId, deposit: d.id, reason: decision.reason }, 'deposit will not be filled');
     if (noRefund) {
       this.ledger.requests.setStatus(requestId, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
@@ -588,6 +591,7 @@ export class Solver implements PayoutHooks {
     if (payout.kind === 'deposit') {
       // The signed deposit never happened: nothing was taken from the user, nothing to refund.
       this.ledger.requests.setStatus(payout.request_id!, 'failure', { failReason: reason }, now);
+      releaseSponsorHold(this.ledger, payout.request_id!, reason);
       this.log.warn({ request: payout.request_id, reason }, 'signed deposit failed');
       return;
     }

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { pause, resume } from '../../src/admin/actions.ts';
 import { linkWallet } from '../helpers/link.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
@@ -12,6 +13,7 @@ const B = 10;
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const account = (i: number) => s.devnet.accounts[i]!;
 const marker = (credited: Address) => `012345abcdef${credited.slice(2).toLowerCase()}012345abcdef`;
+const DENIED = privateKeyToAccount(generatePrivateKey()).address;
 let app: { key: string; id: string };
 let stranger: { key: string; id: string };
 
@@ -26,7 +28,8 @@ async function fundAndLink(k: { key: string; id: string }, wallet: number, units
 }
 
 beforeAll(async () => {
-  s = await startStack();
+  // One recipient the operator denies: a fast fill must not pay it either.
+  s = await startStack({ configure: (c) => ({ ...c, risk: { ...c.risk, denyRecipients: [...(c.risk?.denyRecipients ?? []), DENIED] } }) });
   app = s.node.ledger.apiKeys.create('app');
   stranger = s.node.ledger.apiKeys.create('stranger');
   await fundAndLink(app, 4, 100_000_000n);
@@ -47,6 +50,21 @@ const nativeQuote = (from: number, recipient: Address) => ({
   amount: '10000000000000000',
   tradeType: 'EXACT_INPUT',
 });
+
+// Holds chain `chainId`'s submitter: it is handed no queued payout until released, so a payout
+// recorded meanwhile stays in flight (queued, not sent). A chain pause would refuse the fast fill itself.
+function holdSubmitter(chainId: number): () => void {
+  const payouts = s.node.ledger.payouts;
+  const queued = payouts.queued.bind(payouts);
+  payouts.queued = (chain: number, limit?: number) => (chain === chainId ? [] : queued(chain, limit));
+  return () => {
+    payouts.queued = queued;
+    s.node.adapters.get(chainId)!.wake();
+  };
+}
+
+// Just past a fast fill's hold deadline (earlier than where previous tests moved the check: a full scan).
+const pastDeadline = (requestId: Hex) => s.node.ledger.requests.get(requestId)!.fast_fill_deadline! + 1;
 
 describe('fast fill under attack', () => {
   it('a fast fill whose payout reverts releases its hold, charges the app nothing, and the later deposit is refunded', async () => {
@@ -129,5 +147,133 @@ describe('fast fill under attack', () => {
     expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: anon.body.steps[0].requestId } })).status).toBe(403);
     expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
     expect(s.node.ledger.balances.ofRequest(requestId)).toEqual([]);
+  });
+  it('a deposit landing after its fast fill\'s hold expired settles the debit: the app is credited back, the user is paid once', async () => {
+    const wallet = account(4).address;
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(wallet);
+    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+    await waitForStatus(s.url, requestId, ['success']);
+    // The hold's deadline passes with no deposit: the app is charged the fill's worth.
+    expect(s.node.solver!.expireHolds(pastDeadline(requestId))).toBeGreaterThanOrEqual(1);
+    const hold = s.node.ledger.balances.get(`hold:${requestId}`)!;
+    expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)!.amount).toBe(-hold.amount);
+    // The deposit comes after all: it brings the value the app was charged for.
+    await executeSteps(s, q.body, 1);
+    await until(() => (s.node.ledger.deposits.forRequest(requestId).length ? true : undefined), 'the late deposit settled', 60_000);
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+    // Paid once: the fast fill's payout only, nothing refunded, the request a success.
+    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:success']);
+    expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
+    // Settled once: another pass over the hold books nothing more.
+    s.node.solver!.expireHolds(pastDeadline(requestId));
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+  });
+
+  it('a fast fill still in flight when its hold expires, whose payout then fails: the expiry\'s debit is taken back', async () => {
+    const wallet = account(4).address;
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, usdc(B)) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(wallet);
+    // Chain B's submitter held: the fast fill's payout is recorded, not yet sent.
+    const release = holdSubmitter(B);
+    try {
+      expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+      expect(s.node.solver!.expireHolds(pastDeadline(requestId))).toBeGreaterThanOrEqual(1);
+      expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeDefined();
+    } finally {
+      release();
+    }
+    // The payout to a contract without a receive function reverts: nothing was paid.
+    await waitForStatus(s.url, requestId, ['failure']);
+    await until(() => (s.node.ledger.balances.summary(wallet).balance === before.balance ? true : undefined), 'the expiry debit taken back');
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+  });
+  // The deposit arrives while the fast fill's payout is recorded but not yet made (chain B's
+  // submitter held): it waits for the fast fill's outcome, then settles it (paid) or is refunded (failed).
+  async function depositWhileInFlight(user: number, recipient: Address) {
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(user, recipient) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(account(4).address);
+    const release = holdSubmitter(B);
+    try {
+      expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+      await executeSteps(s, q.body, user);
+      await until(() => (s.node.ledger.deposits.byOrderRef(requestId)[0]?.state === 'confirmed' ? true : undefined), 'the deposit confirmed');
+      // Still in flight: the deposit is not decided, nothing else is paid.
+      expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:queued']);
+    } finally {
+      release();
+    }
+    return { requestId, before };
+  }
+
+  it('a deposit arriving while its fast fill is in flight waits; the fast fill confirms and the deposit settles it: one payout, app credited back, no refund', async () => {
+    const { requestId, before } = await depositWhileInFlight(2, account(2).address);
+    await waitForStatus(s.url, requestId, ['success']);
+    await until(() => (s.node.ledger.deposits.byOrderRef(requestId)[0]?.state === 'handled' ? true : undefined), 'the deposit settling the fast fill');
+    const d = s.node.ledger.deposits.byOrderRef(requestId)[0]!;
+    expect(s.node.ledger.balances.get(`hold_release:${requestId}`)!.detail).toBe(d.id);
+    expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
+    expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
+    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:success']);
+    expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
+  });
+
+  it('a deposit arriving while its fast fill is in flight, whose payout then fails, is refunded like any other; the app is charged nothing', async () => {
+    const { requestId, before } = await depositWhileInFlight(1, usdc(B));
+    const done = await waitForStatus(s.url, requestId, ['refund'], 60_000);
+    expect(done.failReason).toBe('EXECUTION_REVERTED');
+    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`).sort()).toEqual(['fill:failed', 'refund:success']);
+    expect(s.node.ledger.payouts.get(`refund:${requestId}`)!.recipient).toBe(account(1).address);
+    expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
+    expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
+  });
+  it("a sponsored request's fast fill must cover its hold and the sponsored fees: it cannot drive the app balance below zero", async () => {
+    // A fresh wallet credited exactly 10 USD, and a 10 USDC request whose fees it sponsors.
+    const exact = privateKeyToAccount(generatePrivateKey());
+    const k = s.node.ledger.apiKeys.create('exact');
+    expect((await linkWallet(s.url, k.key, exact)).status).toBe(200);
+    const w = s.wallet(1, A);
+    const data = `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 10_000_000n] })}${marker(exact.address)}` as Hex;
+    const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data });
+    await s.publicClient(A).waitForTransactionReceipt({ hash });
+    await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: k.key,
+      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', subsidizeFees: true },
+    });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    // The hold (10 USD, the input's worth) alone fits the balance; with the sponsored fees it does not.
+    const ff = await api(s.url, '/fast-fill', { apiKey: k.key, body: { requestId } });
+    expect(ff.status).toBe(402);
+    expect(ff.body.errorCode).toBe('APP_BALANCE_TOO_LOW');
+    expect(s.node.ledger.balances.summary(exact.address)).toEqual({ balance: 10_000_000n, held: 0n, available: 10_000_000n });
+    expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
+  });
+  it("a fast fill obeys the operator's risk controls like any fill: no payout to a denied recipient, none on a paused route", async () => {
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(2, DENIED) });
+    expect(q.status).toBe(200);
+    const denied = q.body.steps[0].requestId as Hex;
+    const r = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: denied } });
+    expect(r.status).toBe(403);
+    expect(r.body.errorCode).toBe('BLOCKED_WALLET');
+    expect(s.node.ledger.payouts.forRequest(denied)).toEqual([]);
+    expect(s.node.ledger.balances.ofRequest(denied)).toEqual([]);
+
+    const who = { actor: 'test', reason: 'route incident' };
+    const ok = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(2, account(2).address) });
+    const paused = ok.body.steps[0].requestId as Hex;
+    pause(s.node.ledger, { scope: 'route', originChainId: A, destinationChainId: B }, who);
+    try {
+      const p = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: paused } });
+      expect(p.status).toBe(409);
+      expect(p.body.errorCode).toBe('PAUSED_ROUTE');
+      expect(s.node.ledger.payouts.forRequest(paused)).toEqual([]);
+    } finally {
+      resume(s.node.ledger, { scope: 'route', originChainId: A, destinationChainId: B }, who);
+    }
   });
 });

@@ -143,4 +143,57 @@ describe('app balance funding under attack', () => {
     const ff = await api(s.url, '/fast-fill', { apiKey: key.key, body: { requestId: q.body.steps.at(-1).requestId } });
     expect(ff.status).toBe(402);
   });
+  it('a balance driven negative by a reorg reversal blocks sponsorship and fast fill for its wallet, until a new funding transfer covers it', async () => {
+    const funder = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
+    const wallet = await attacker();
+    const key = await linkedKey(wallet);
+    const quote = (extra: Record<string, unknown> = {}) =>
+      api(s.url, '/quote/v2', {
+        apiKey: key.key,
+        body: { user: wallet.address, recipient: wallet.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', ...extra },
+      });
+    const snapshot = (await rpc('evm_snapshot')) as Hex;
+    const hash = await sendMarkedTransfer(funder, 20_000_000n, wallet.address);
+    await s.publicClient(A).waitForTransactionReceipt({ hash });
+    await rpc('anvil_mine', ['0x3']);
+    await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
+
+    // The 20 USD is spent: a fast fill paid on chain B whose deposit never comes (the app bears it).
+    const spent = await quote();
+    const spentId = spent.body.steps.at(-1).requestId as Hex;
+    expect((await api(s.url, '/fast-fill', { apiKey: key.key, body: { requestId: spentId } })).status).toBe(200);
+    await until(() => (s.node.ledger.payouts.get(`fill:${spentId}`)?.state === 'success' ? true : undefined), 'the fast fill paid');
+    s.node.solver!.expireHolds(s.node.ledger.requests.get(spentId)!.fast_fill_deadline! + 1);
+    const charged = -s.node.ledger.balances.get(`permanent_debit:${spentId}`)!.amount;
+    expect(charged).toBeGreaterThan(0n);
+
+    // A reorg drops the funding transfer: the balance goes below zero.
+    await rpc('evm_revert', [snapshot]);
+    await rpc('anvil_mine', ['0x6']);
+    await until(() => (s.node.ledger.balances.get(`credit_reversal:credit:${A}:${hash}`) ? true : undefined), 'the credit reversal');
+    expect(s.node.ledger.balances.summary(wallet.address)).toEqual({ balance: -charged, held: 0n, available: -charged });
+
+    // Blocked: no fast fill, no sponsored quote, with a clear 4xx; nothing booked or paid.
+    const next = await quote();
+    const nextId = next.body.steps.at(-1).requestId as Hex;
+    const ff = await api(s.url, '/fast-fill', { apiKey: key.key, body: { requestId: nextId } });
+    expect(ff.status).toBe(402);
+    expect(ff.body.errorCode).toBe('APP_BALANCE_TOO_LOW');
+    const sponsored = await quote({ subsidizeFees: true });
+    expect(sponsored.status).toBe(400);
+    expect(sponsored.body.errorCode).toBe('SPONSOR_BALANCE_TOO_LOW');
+    expect(s.node.ledger.payouts.forRequest(nextId)).toEqual([]);
+    expect(s.node.ledger.balances.ofRequest(nextId)).toEqual([]);
+
+    // A new funding transfer covering the debt and more unblocks both.
+    const cover = await sendMarkedTransfer(funder, charged + 30_000_000n, wallet.address);
+    await s.publicClient(A).waitForTransactionReceipt({ hash: cover });
+    await rpc('anvil_mine', ['0x3']);
+    await until(() => (s.node.ledger.balances.get(`credit:${A}:${cover}`) ? true : undefined), 'the covering credit');
+    expect(s.node.ledger.balances.summary(wallet.address).balance).toBe(30_000_000n);
+    expect((await quote({ subsidizeFees: true })).status).toBe(200);
+    const again = await api(s.url, '/fast-fill', { apiKey: key.key, body: { requestId: nextId } });
+    expect(again.status).toBe(200);
+    await until(() => (s.node.ledger.payouts.get(`fill:${nextId}`)?.state === 'success' ? true : undefined), 'the unblocked fast fill paid');
+  });
 });

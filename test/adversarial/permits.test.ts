@@ -123,4 +123,77 @@ describe('POST /permits', () => {
     expect(r.body.errorCode).toBe('SPONSOR_BALANCE_TOO_LOW');
     expect(s.node.ledger.payouts.get(`deposit:${q2.body.steps[0].requestId}`)).toBeUndefined();
   });
+  it('POST /execute: two gasless posts racing against one sponsor balance: the charge is held at execute, only one passes', async () => {
+    const k = s.node.ledger.apiKeys.create('racing gasless app');
+    const sponsor = privateKeyToAccount(generatePrivateKey());
+    expect((await linkWallet(s.url, k.key, sponsor)).status).toBe(200);
+    // 0.50 USD of app balance; each quote's sponsorship is capped at 0.30 USD: one fits, two do not.
+    const w = s.wallet(0, A);
+    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 500_000n] });
+    const fund = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
+    await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 500_000n ? true : undefined), 'the app balance credit');
+    const gasless = (user: number) =>
+      api(s.url, '/quote/v2', {
+        apiKey: k.key,
+        body: { user: account(user).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true, maxSubsidizationAmount: '300000' },
+      });
+    const [q1, q2] = [await gasless(3), await gasless(4)];
+    expect([q1.status, q2.status]).toEqual([200, 200]);
+    const signed = async (q: any, user: number) => {
+      const step = q.body.steps[0];
+      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+      return { ...step.items[0].data.post.body, signature };
+    };
+    const [b1, b2] = [await signed(q1, 3), await signed(q2, 4)];
+    const ids = [q1.body.steps[0].requestId as Hex, q2.body.steps[0].requestId as Hex];
+    // Both posts in flight at once: each passes its checks before the other records its deposit.
+    const rs = await Promise.all([api(s.url, '/execute', { apiKey: k.key, body: b1 }), api(s.url, '/execute', { apiKey: k.key, body: b2 })]);
+    expect(rs.map((r) => r.status).sort()).toEqual([200, 400]);
+    const lost = rs.findIndex((r) => r.status === 400);
+    expect(rs[lost]!.body.errorCode).toBe('SPONSOR_BALANCE_TOO_LOW');
+    expect(s.node.ledger.payouts.get(`deposit:${ids[lost]}`)).toBeUndefined();
+    expect(s.node.ledger.requests.get(ids[lost]!)!.status).toBe('waiting');
+    await waitForStatus(s.url, ids[1 - lost]!, ['success']);
+    // The hold became the charge: 0.30 USD spent, nothing left held.
+    await until(() => (s.node.ledger.balances.summary(sponsor.address).held === 0n ? true : undefined), 'the execute hold settled');
+    expect(s.node.ledger.balances.summary(sponsor.address)).toEqual({ balance: 200_000n, held: 0n, available: 200_000n });
+  });
+  it("POST /execute: a gasless deposit that fails on chain releases the sponsor's hold; nothing is charged", async () => {
+    const k = s.node.ledger.apiKeys.create('failing gasless app');
+    const sponsor = privateKeyToAccount(generatePrivateKey());
+    expect((await linkWallet(s.url, k.key, sponsor)).status).toBe(200);
+    const w = s.wallet(0, A);
+    const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 500_000n] });
+    const fund = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
+    await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 500_000n ? true : undefined), 'the app balance credit');
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: k.key,
+      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true, maxSubsidizationAmount: '300000' },
+    });
+    expect(q.status).toBe(200);
+    const step = q.body.steps[0];
+    const signature = await privateKeyToAccount(account(2).privateKey).signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+    // Chain A's submitter held while the user moves the tokens away: the deposit then reverts.
+    const payouts = s.node.ledger.payouts;
+    const queued = payouts.queued.bind(payouts);
+    payouts.queued = (chain: number, limit?: number) => (chain === A ? [] : queued(chain, limit));
+    try {
+      expect((await api(s.url, '/execute', { apiKey: k.key, body: { ...step.items[0].data.post.body, signature } })).status).toBe(200);
+      const held = s.node.ledger.balances.summary(sponsor.address);
+      expect(held.held).toBeGreaterThan(0n);
+      expect(held.available).toBe(500_000n - held.held);
+      const user = s.wallet(2, A);
+      const balance = await s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [account(2).address] });
+      const away = await user.writeContract({ account: user.account!, chain: user.chain, address: usdc(A), abi: erc20Abi, functionName: 'transfer', args: [account(0).address, balance] });
+      await s.publicClient(A).waitForTransactionReceipt({ hash: away });
+    } finally {
+      payouts.queued = queued;
+      s.node.adapters.get(A)!.wake();
+    }
+    await waitForStatus(s.url, step.requestId, ['failure']);
+    await until(() => (s.node.ledger.balances.summary(sponsor.address).held === 0n ? true : undefined), 'the execute hold released');
+    expect(s.node.ledger.balances.summary(sponsor.address)).toEqual({ balance: 500_000n, held: 0n, available: 500_000n });
+  });
 });

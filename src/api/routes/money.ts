@@ -8,6 +8,7 @@ import { formatUsd, usdValue } from '../../quote/money.ts';
 import type { SignedPurpose } from '../../ledger/signatureNonces.ts';
 import { ClaimError, claimAppFees } from '../../solver/claims.ts';
 import { FastFillError, fastFill } from '../../solver/fastFill.ts';
+import { RiskPolicy } from '../../solver/risk.ts';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -106,6 +107,8 @@ function signedParts(b: { nonce?: string; expiresAt?: number }): { nonce: string
 
 export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
   const { ledger, registry } = ctx;
+  // The same risk controls the solver applies to fills, for the fills this API makes (fast fills).
+  const risk = new RiskPolicy(ctx.config.risk, ledger, registry);
 
   // The wallet's app balance (what sponsors its keys' requests and fast fills) and the app fees it
   // has accrued, each as an App balance record.
@@ -250,6 +253,7 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
         maxFillAmountUsd: b.maxFillAmountUsd,
         solverInputCurrencyAmount: b.solverInputCurrencyAmount,
         holdSeconds: ctx.config.fastFill.holdSeconds,
+        risk,
       });
       return { message: 'Success', requestId: b.requestId, amount: r.amount.toString(), amountUsd: formatUsd(r.valueMicro), hold: { amountUsd: formatUsd(r.holdMicro) } };
     } catch (e) {

@@ -8,7 +8,7 @@ import { ApiError } from '../errors.ts';
 import type { Pricing } from '../../ledger/types.ts';
 import { breakdown } from '../../quote/fillAmount.ts';
 import { formatUsd, usdMicroCeil } from '../../quote/money.ts';
-import { moneyOf } from '../../solver/money.ts';
+import { holdSponsorship, moneyOf } from '../../solver/money.ts';
 
 const signatureParam = z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature');
 const query = z.object({ signature: signatureParam.optional() });
@@ -71,7 +71,9 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
       sponsoredMicro = usdMicroCeil(sponsored, cout.decimals, await ctx.prices.usdPrice(cout));
     }
     ctx.ledger.tx(() => {
-      if (sponsorWallet && ctx.ledger.balances.summary(sponsorWallet).balance < sponsoredMicro) {
+      // What is available (less every hold), not the balance: a fast fill's or another execute's hold
+      // is money already promised.
+      if (sponsorWallet && ctx.ledger.balances.summary(sponsorWallet).available < sponsoredMicro) {
         throw new ApiError(400, 'SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the ${formatUsd(sponsoredMicro)} USD of fees of request ${r.id} any more`);
       }
       // Checked again inside the transaction: two posts racing record one deposit.
@@ -90,6 +92,8 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
         authorization,
         decided_at: Date.now(),
       });
+      // Held in this transaction with the check above: a second post racing this one sees it.
+      if (sponsorWallet) holdSponsorship(ctx.ledger, sponsorWallet, r.id, sponsoredMicro);
       ctx.ledger.requests.setStatus(r.id, 'depositing');
       if (gasless) ctx.ledger.requests.addFeature(r.id, 'gasless_execution');
     });
