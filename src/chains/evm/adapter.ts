@@ -15,7 +15,6 @@ import {
   type Hex,
   type PublicClient,
 } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config/load.ts';
@@ -88,7 +87,7 @@ export class EvmAdapter implements ChainAdapter {
       chain: viemChain(chain),
       transport: http(chain.rpcUrl, { timeout: 10_000, retryCount: 2, batch: { batchSize: 50, wait: 0 } }),
     }) as PublicClient;
-    const account = privateKeyToAccount(config.solverKey.reveal());
+    const account = config.solverSigner;
     this.solver = account.address;
     const clog = log.child({ chain: chain.id });
     this.#submitter = new EvmSubmitter({
@@ -96,7 +95,7 @@ export class EvmAdapter implements ChainAdapter {
       ledger,
       publicClient: this.client,
       account,
-      allocatorKey: config.allocatorKey,
+      allocator: config.allocatorSigner,
       hooks,
       metrics,
       log: clog,
