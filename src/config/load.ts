@@ -108,7 +108,7 @@ function resolveSigner(source: EvmSignerSource, key: string, env: NodeJS.Process
     }
     return { account, key: new Secret(toHex(secret)) };
   }
-  return { account: remoteAccount({ url: source.url, address: source.address as Address, timeoutMs: source.timeoutMs, label: key }) };
+  return { account: remoteAccount({ url: source.url, chainUrls: source.chainUrls, address: source.address as Address, timeoutMs: source.timeoutMs, label: key }) };
 }
 
 // The SVM solver key (base58 secret key or JSON byte array), read like solverKey and checked.

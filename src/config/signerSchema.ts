@@ -28,6 +28,9 @@ export const evmSignerSource = z.discriminatedUnion('kind', [
       url: z.string().url(),
       // The account the signer signs for: every signature is checked against it.
       address: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address'),
+      // Per chain id, another endpoint for that chain's transactions: for signers bound to one chain
+      // (clef --chainid, anvil). Typed data and messages always go to url.
+      chainUrls: z.record(z.string().regex(/^[1-9][0-9]*$/, 'keys must be chain ids'), z.string().url()).optional(),
       timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
     })
     .strict(),

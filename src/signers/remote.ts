@@ -24,6 +24,8 @@ export class RemoteSignerError extends Error {
 
 export interface RemoteSignerOptions {
   url: string;
+  // Per chain id, the endpoint that signs that chain's transactions (a signer bound to one chain).
+  chainUrls?: Record<string, string>;
   address: Address;
   timeoutMs?: number;
   // For the messages: which config field this signer is (e.g. "solverSigner").
@@ -49,12 +51,14 @@ export function remoteEndpoint(url: string): { href: string; headers: Record<str
 /** A viem account whose signatures come from a remote JSON-RPC signer. */
 export function remoteAccount(opts: RemoteSignerOptions): LocalAccount {
   const address = getAddress(opts.address);
-  const endpoint = remoteEndpoint(opts.url);
+  const defaultEndpoint = remoteEndpoint(opts.url);
+  const perChain = new Map(Object.entries(opts.chainUrls ?? {}).map(([id, url]) => [Number(id), remoteEndpoint(url)]));
   const label = opts.label ?? 'remote signer';
   const timeoutMs = opts.timeoutMs ?? 10_000;
   let id = 0;
 
-  async function call(method: string, params: unknown[]): Promise<Hex> {
+  async function call(method: string, params: unknown[], chainId?: number): Promise<Hex> {
+    const endpoint = (chainId !== undefined && perChain.get(chainId)) || defaultEndpoint;
     let res: Response;
     try {
       res = await fetch(endpoint.href, {
@@ -88,7 +92,7 @@ export function remoteAccount(opts: RemoteSignerOptions): LocalAccount {
     async signTransaction(tx) {
       const request: Record<string, unknown> = { ...formatTransactionRequest({ ...tx, from: address } as never), from: address };
       if (tx.chainId !== undefined) request.chainId = numberToHex(tx.chainId);
-      const raw = await call('eth_signTransaction', [request]);
+      const raw = await call('eth_signTransaction', [request], tx.chainId);
       // The signer must have signed what was asked, by the key it stands for: a raw transaction to
       // another target, nonce or chain, or from another key, is never broadcast.
       const parsed = parseTransaction(raw);
