@@ -2,7 +2,7 @@
 // (anvil answers eth_signTransaction / eth_signTypedData_v4 / personal_sign for its own accounts,
 // as web3signer and clef do) each fill an order on the devnet; a wrong passphrase stops the start.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -118,6 +118,30 @@ describe('signer config', () => {
     const wrong = writeKeystore('svm-wrong', kp.secretKey, PASSPHRASE, Keypair.generate().publicKey.toBase58());
     expect(() => buildConfig({ solverKey: { env: 'K' }, svmSolverSigner: { kind: 'keystore', ...wrong }, chains: [chain] }, { K: DEVNET_SOLVER_KEY })).toThrow(/svmSolverSigner: .*not the public key/);
   });
+
+  it('relay-node keystore create encrypts an SVM key into a 0600 file the config reads; it never overwrites', () => {
+    const kp = Keypair.generate();
+    const out = join(dir, 'svm-cli.json');
+    const passFile = join(dir, 'svm-cli.pass');
+    writeFileSync(passFile, `${PASSPHRASE}\n`);
+    const secret = JSON.stringify(Array.from(kp.secretKey));
+    const run = () =>
+      spawnSync(process.execPath, ['bin/relay-node.js', 'keystore', 'create', '--kind', 'svm', '--key-env', 'SVM_KEY', '--passphrase-file', passFile, '--out', out, '--scrypt-n', '1024'], {
+        env: { ...process.env, SVM_KEY: secret },
+        encoding: 'utf8',
+        timeout: 90_000,
+      });
+    const r = run();
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(`wrote ${out} for ${kp.publicKey.toBase58()}\n`);
+    expect(statSync(out).mode & 0o777).toBe(0o600);
+    expect(readFileSync(out, 'utf8')).not.toContain(secret);
+    const c = buildConfig({ solverKey: { env: 'K' }, svmSolverSigner: { kind: 'keystore', path: out, passphraseFile: passFile }, chains: [chain] }, { K: DEVNET_SOLVER_KEY });
+    expect(Keypair.fromSecretKey(Uint8Array.from(JSON.parse(c.svmSolverKey!.reveal()))).publicKey.toBase58()).toBe(kp.publicKey.toBase58());
+    const again = run();
+    expect(again.status).toBe(1);
+    expect(again.stderr).toMatch(/exists; it is not overwritten/);
+  }, 120_000);
 
   it('relay-node start refuses a wrong passphrase with a clear error and exits', () => {
     const ks = writeKeystore('start', bytes(DEVNET_SOLVER_KEY));
