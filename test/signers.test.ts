@@ -2,6 +2,8 @@
 // (anvil answers eth_signTransaction / eth_signTypedData_v4 / personal_sign for its own accounts,
 // as web3signer and clef do) each fill an order on the devnet; a wrong passphrase stops the start.
 import { spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -158,6 +160,34 @@ describe('signer config', () => {
     expect(out).not.toContain('guess');
     expect(out).not.toContain(DEVNET_SOLVER_KEY.slice(2));
   }, 120_000);
+});
+
+describe('a remote signer that signs something else', () => {
+  it('is refused: another key, or another nonce than asked', async () => {
+    const asked = { type: 'eip1559' as const, chainId: 10, nonce: 7, to: '0x000000000000000000000000000000000000dEaD' as Address, value: 1n, gas: 21_000n, maxFeePerGas: 2n, maxPriorityFeePerGas: 1n, data: '0x' as Hex };
+    const solver = privateKeyToAccount(DEVNET_SOLVER_KEY);
+    const other = privateKeyToAccount(`0x${'11'.repeat(32)}`);
+    let answer: Hex = '0x';
+    // A real HTTP JSON-RPC endpoint on 127.0.0.1 that answers eth_signTransaction with a chosen raw transaction.
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.end(JSON.stringify({ jsonrpc: '2.0', id: 1, result: answer })));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const account = remoteAccount({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, address: solver.address, label: 'solverSigner' });
+      answer = await solver.signTransaction(asked);
+      expect(await account.signTransaction(asked)).toBe(answer);
+      answer = await other.signTransaction(asked);
+      await expect(account.signTransaction(asked)).rejects.toThrow(/signed by .*, not /);
+      answer = await solver.signTransaction({ ...asked, nonce: 8 });
+      await expect(account.signTransaction(asked)).rejects.toThrow(/another transaction than the one asked for/);
+      answer = await solver.signTransaction({ ...asked, to: other.address });
+      await expect(account.signTransaction(asked)).rejects.toThrow(/another transaction than the one asked for/);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
 });
 
 describe('signers fill orders on the devnet', () => {
