@@ -9,6 +9,7 @@ import { createLogger } from './log.ts';
 import { RelayNode } from './node.ts';
 import { formatAudit, recordAudit, runAudit } from './audit/audit.ts';
 import { adminCommands } from './admin/cli.ts';
+import { createKeystoreFile, readSecretArg } from './signers/keystoreFile.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
 
 // Ctrl-C or SIGTERM: a graceful stop (the node drains within its configured bound, then stops);
@@ -314,6 +315,37 @@ await yargs(hideBin(process.argv))
           }),
       )
       .demandCommand(1, 'name a webhooks command: add, list, remove, deliveries or redeliver'),
+  )
+  .command('keystore', 'encrypt a key into a keystore v3 file for solverSigner / allocatorSigner / svmSolverSigner', (y) =>
+    y
+      .command(
+        'create',
+        'encrypt a raw key (EVM or SVM) into a new keystore file; prints its address',
+        (c) =>
+          c
+            .option('kind', { choices: ['evm', 'svm'] as const, default: 'evm' as const })
+            .option('key-env', { type: 'string', describe: 'environment variable holding the key' })
+            .option('key-file', { type: 'string', describe: 'file holding the key' })
+            .option('passphrase-env', { type: 'string' })
+            .option('passphrase-file', { type: 'string' })
+            .option('out', { type: 'string', demandOption: true, describe: 'path of the new keystore file' })
+            .option('scrypt-n', { type: 'number', default: 262_144, describe: 'scrypt cost (a power of two)' }),
+        (argv) => {
+          try {
+            const address = createKeystoreFile({
+              kind: argv.kind,
+              key: readSecretArg('key', argv.keyEnv, argv.keyFile),
+              passphrase: readSecretArg('passphrase', argv.passphraseEnv, argv.passphraseFile),
+              out: argv.out,
+              scryptN: argv.scryptN,
+            });
+            process.stdout.write(`wrote ${argv.out} for ${address}\n`);
+          } catch (e) {
+            fail(e as Error);
+          }
+        },
+      )
+      .demandCommand(1, 'name a keystore command: create'),
   )
   .command('admin', 'operate a running node: pause, resume, dry run, stuck payouts, retry, refund, inventory; admin keys', adminCommands)
   .demandCommand(1, 'name a command: start, dev, api, keys, audit, admin or db migrate')

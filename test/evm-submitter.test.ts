@@ -22,7 +22,6 @@ import { EvmSubmitter } from '../src/chains/evm/submitter.ts';
 import type { PayoutHooks } from '../src/chains/adapter.ts';
 import type { Faults } from '../src/config/load.ts';
 import type { EvmChainConfig } from '../src/config/schema.ts';
-import { Secret } from '../src/config/secret.ts';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import { deployNodeContracts, devnetChain, type NodeContracts } from '../src/devnet/deploy.ts';
 import { Ledger, type PayoutKind, type TransactionRow } from '../src/ledger/index.ts';
@@ -137,7 +136,7 @@ function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<EvmChainConfig>; 
     ledger,
     publicClient: client,
     account: solver,
-    allocatorKey: new Secret(ALLOCATOR_KEY),
+    allocator: privateKeyToAccount(ALLOCATOR_KEY),
     hooks,
     metrics,
     log,

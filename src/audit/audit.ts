@@ -1,5 +1,4 @@
 import { createPublicClient, http, type PublicClient } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
 import type { Registry as PromRegistry } from 'prom-client';
 import { Gauge } from 'prom-client';
 import { viemChain } from '../chains/evm/viemChain.ts';
@@ -18,7 +17,7 @@ export interface AuditResult {
 
 /** Reconciles the ledger with every chain of the config: EVM (auditEvmChain), exchange (auditExchangeChain), SVM (auditSvmChain). */
 export async function runAudit(config: Config, ledger: Ledger, clients: Map<number, PublicClient> = new Map()): Promise<AuditResult> {
-  const solver = privateKeyToAccount(config.solverKey.reveal()).address;
+  const solver = config.solverAddress;
   const chains: ChainAudit[] = [];
   const notCovered: AuditResult['notCovered'] = [];
   for (const chain of config.chains) {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { evmSignerSource, svmSignerSource } from './signerSchema.ts';
 import type { Address } from 'viem';
 import { canonicalAddress, describeAddressKind, EXCHANGE_PERPS_USD } from '../chains/address.ts';
 
@@ -300,6 +301,11 @@ export const configSchema = z
     solverAddress: evmAddress.optional(),
     // Signs the depository's call requests (refunds); the solver key when absent.
     allocatorKey: keySource.optional(),
+    // Signers (issue 17): instead of solverKey / allocatorKey / svmSolverKey, a key kept out of the config's
+    // plain sight: an encrypted keystore file, or (EVM) a remote JSON-RPC signer holding the key.
+    solverSigner: evmSignerSource.optional(),
+    allocatorSigner: evmSignerSource.optional(),
+    svmSolverSigner: svmSignerSource.optional(),
     fees: z
       .object({
         relayerServiceBps: z.number().int().min(0).max(5_000).default(10),
@@ -409,8 +415,11 @@ export const configSchema = z
       if (!seen.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `chain ${c.chainId} is not configured` });
       limited.add(c.chainId);
     });
-    if (!cfg.solverKey && !cfg.solverAddress) ctx.addIssue({ code: 'custom', path: ['solverKey'], message: 'is required (a read-only API replica may give solverAddress instead)' });
-    if (cfg.chains.some((c) => c.kind === 'svm') && !cfg.svmSolverKey) {
+    if (!cfg.solverKey && !cfg.solverSigner && !cfg.solverAddress) ctx.addIssue({ code: 'custom', path: ['solverKey'], message: 'is required (or solverSigner; a read-only API replica may give solverAddress instead)' });
+    for (const [key, signer] of [['solverKey', 'solverSigner'], ['allocatorKey', 'allocatorSigner'], ['svmSolverKey', 'svmSolverSigner']] as const) {
+      if (cfg[key] && cfg[signer]) ctx.addIssue({ code: 'custom', path: [signer], message: `give ${key} or ${signer}, not both` });
+    }
+    if (cfg.chains.some((c) => c.kind === 'svm') && !cfg.svmSolverKey && !cfg.svmSolverSigner) {
       ctx.addIssue({ code: 'custom', path: ['svmSolverKey'], message: 'is required when an SVM chain is configured' });
     }
   });

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { buildConfig, loadConfigFile } from '../../src/config/load.ts';
+import { privateKeyToAccount } from 'viem/accounts';
 
 const KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
 const chain = {
@@ -35,15 +36,15 @@ describe('config', () => {
       listing: { workers: 2, timeoutMs: 10_000, maxGroups: 5, maxValuesPerField: 20, maxFilterValues: 100, maxFiltersLength: 4096 },
     });
     expect(c.chains[0]).toMatchObject({ kind: 'evm', confirmations: 1 });
-    expect(c.solverKey.reveal()).toBe(KEY);
-    expect(c.allocatorKey.reveal()).toBe(KEY);
+    expect(c.solverSigner.address).toBe(privateKeyToAccount(KEY).address);
+    expect(c.allocatorSigner.address).toBe(privateKeyToAccount(KEY).address);
   });
 
   it('never prints a key', () => {
     const c = buildConfig(base, env);
     expect(JSON.stringify(c)).not.toContain(KEY.slice(2));
     expect(inspect(c, { depth: 10 })).not.toContain(KEY.slice(2));
-    expect(`${c.solverKey}`).toBe('[secret]');
+    expect(inspect(c.solverSigner, { depth: 10, showHidden: true })).not.toContain(KEY.slice(2));
   });
 
   it.each([

@@ -14,7 +14,6 @@ import {
   type Hex,
   type PublicClient,
 } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config/load.ts';
@@ -94,14 +93,14 @@ export class EvmAdapter implements ChainAdapter {
     this.providers = pool;
     this.client = client;
     this.decisionClient = decisionClient;
-    const account = privateKeyToAccount(config.solverKey.reveal());
+    const account = config.solverSigner;
     this.solver = account.address;
     this.#submitter = new EvmSubmitter({
       chain,
       ledger,
       publicClient: this.decisionClient,
       account,
-      allocatorKey: config.allocatorKey,
+      allocator: config.allocatorSigner,
       hooks,
       metrics,
       log: clog,

@@ -44,11 +44,9 @@ import {
   type PublicClient,
   type TransactionReceipt,
 } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
 import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
-import type { Secret } from '../../config/secret.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
@@ -65,8 +63,8 @@ export interface EvmSubmitterOptions {
   publicClient: PublicClient;
   // The solver key: signs and pays for every payout transaction.
   account: LocalAccount;
-  // Signs the depository's call requests (refunds).
-  allocatorKey: Secret<Hex>;
+  // Signs the depository's call requests (refunds): a local key or a remote signer.
+  allocator: LocalAccount;
   hooks: PayoutHooks;
   metrics: Metrics;
   log: Logger;
@@ -176,7 +174,7 @@ export class EvmSubmitter {
     this.#client = opts.publicClient;
     this.#account = opts.account;
     this.address = getAddress(opts.account.address);
-    this.#allocator = privateKeyToAccount(opts.allocatorKey.reveal());
+    this.#allocator = opts.allocator;
     this.#hooks = opts.hooks;
     this.#metrics = opts.metrics;
     this.#faults = opts.faults;

@@ -14,11 +14,9 @@ import { spendable } from '../spendable.ts';
 //             any other transfer is booked as an orphan deposit, which the solver refunds.
 //   quotes    the exchange charges no gas: fill, refund and deposit costs are zero.
 
-import { getAddress, hexToString, isAddress, keccak256, toHex, zeroAddress, type Address, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { getAddress, hexToString, isAddress, keccak256, toHex, zeroAddress, type Address, type Hex, type LocalAccount } from 'viem';
 import type { Config, Faults } from '../../config/load.ts';
 import type { ExchangeChainConfig } from '../../config/schema.ts';
-import type { Secret } from '../../config/secret.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
@@ -59,7 +57,7 @@ export class ExchangeAdapter implements ChainAdapter {
   readonly nonces: ExchangeNonces;
   readonly assets: ExchangeAssets;
 
-  readonly #key: Secret<Hex>;
+  readonly #signer: LocalAccount;
   readonly #faults: Faults;
   readonly #log: Logger;
   #stopped = true;
@@ -82,9 +80,9 @@ export class ExchangeAdapter implements ChainAdapter {
     log: Logger,
   ) {
     this.chainId = chain.id;
-    this.#key = config.solverKey;
+    this.#signer = config.solverSigner;
     this.#faults = config.faults;
-    this.solver = privateKeyToAccount(config.solverKey.reveal()).address;
+    this.solver = config.solverSigner.address;
     this.depositAddress = this.solver.toLowerCase();
     this.client = new ExchangeClient({ url: chain.exchangeUrl });
     this.nonces = new ExchangeNonces(ledger.db);
@@ -431,7 +429,7 @@ export class ExchangeAdapter implements ChainAdapter {
       return;
     }
 
-    const body = await signSendAsset(this.#key.reveal(), params, { signatureChainId: this.chain.signatureChainId });
+    const body = await signSendAsset(this.#signer, params, { signatureChainId: this.chain.signatureChainId });
     const raw = toHex(JSON.stringify(body));
     const hash = keccak256(raw);
     // Record first, then send: a crash from here on finds the action in the ledger.

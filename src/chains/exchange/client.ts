@@ -2,7 +2,7 @@
 // `POST {url}/exchange`. Errors name the endpoint; private keys never appear in errors or logs.
 
 import { privateKeyToAccount } from 'viem/accounts';
-import type { Address, Hex } from 'viem';
+import type { Address, Hex, LocalAccount } from 'viem';
 import {
   buildSendAssetAction,
   sendAssetTypedData,
@@ -122,16 +122,16 @@ export function parseDecimalFloor(value: string, decimals: number): bigint {
   return BigInt(whole) * 10n ** BigInt(decimals) + BigInt(frac.slice(0, decimals).padEnd(decimals, '0') || '0');
 }
 
-/** Signs a sendAsset action with a private key; returns the `/exchange` body. */
+/** Signs a sendAsset action with the solver's signer (a local key or a remote signer), or a private key; returns the `/exchange` body. */
 export async function signSendAsset(
-  privateKey: Hex,
+  signer: Hex | LocalAccount,
   params: SendAssetParameters,
   opts: { signatureChainId: number },
 ): Promise<SignedSendAsset> {
   const action = buildSendAssetAction(params, opts.signatureChainId);
-  let account: ReturnType<typeof privateKeyToAccount>;
+  let account: LocalAccount;
   try {
-    account = privateKeyToAccount(privateKey);
+    account = typeof signer === 'string' ? privateKeyToAccount(signer) : signer;
   } catch {
     // viem's message may echo the input; never let the key reach an error or a log.
     throw new Error('signSendAsset: invalid private key');
