@@ -506,7 +506,7 @@ export class Solver implements PayoutHooks {
   }
 
   onPaid(payout: PayoutRow): void {
-    if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit') {
+    if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit' || payout.kind === 'withdrawal') {
       // None of these moves the request's status: a sweep's or a signed deposit's deposit event is
       // indexed like any other.
       this.log.info({ payout: payout.id, amount: payout.amount }, `${payout.kind} paid`);
@@ -530,6 +530,12 @@ export class Solver implements PayoutHooks {
     if (payout.kind === 'claim') {
       reverseClaim(this.ledger, payout);
       this.log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
+      return;
+    }
+    if (payout.kind === 'withdrawal') {
+      // Nothing left the depository: its deposits are owed to the solver again, for a later withdrawal.
+      this.ledger.withdrawals.release(payout.id);
+      this.log.error({ payout: payout.id, chain: payout.chain_id, reason }, 'withdrawal failed; its deposits are withdrawable again');
       return;
     }
     if (payout.kind === 'deposit') {
