@@ -12,7 +12,13 @@ const A = 8453;
 const B = 10;
 
 beforeAll(async () => {
-  s = await startStack({ config: { admin: { port: 0 } } });
+  s = await startStack({
+    config: {
+      admin: { port: 0 },
+      // Chain A: a target (skew metric); chain B: anything owed is withdrawn by the node on its own.
+      inventory: { targets: [{ chainId: A, currency: zeroAddress, target: '20000000000000000000000' }, { chainId: B, currency: zeroAddress, withdrawAbove: '0' }] },
+    },
+  });
   adminKey = s.node.ledger.operations.createAdminKey('ops-bob').key;
 }, 120_000);
 afterAll(async () => {
@@ -58,6 +64,8 @@ describe('withdrawals from the depository', () => {
     expect((await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, reason: 'x', amount: '-1' })).status).toBe(400);
     expect(s.node.ledger.db.prepare(`SELECT COUNT(*) AS n FROM payouts WHERE kind = 'withdrawal'`).get()).toEqual({ n: 0 });
 
+    const inv = (await admin('/admin/inventory')).body.chains.find((c: any) => c.chainId === A).currencies.find((c: any) => c.symbol === 'ETH');
+    expect(inv.owedByDepository).toBe(filledDeposit.amount);
     const solverBefore = await client.getBalance({ address: s.devnet.solver });
     const depositoryBefore = await client.getBalance({ address: depository });
     const r = await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, reason: 'inventory back to the wallet' });
@@ -88,5 +96,30 @@ describe('withdrawals from the depository', () => {
     expect(audit.differences).toEqual([]);
     const withdrawals = audit.chains.find((c) => c.chainId === A)!;
     expect(withdrawals.differences).toEqual([]);
+  });
+
+  it('withdraws on its own above the configured threshold, recorded as the node; reports inventory against its target', { timeout: 180_000 }, async () => {
+    const q = await api(s.url, '/quote', {
+      body: { user: user(3), recipient: user(3), originChainId: B, destinationChainId: A, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '25000000000000000', tradeType: 'EXACT_INPUT' },
+    });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const id = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
+    await executeSteps(s, q.body, 3);
+    expect((await waitForStatus(s.url, id, ['success', 'refund', 'failure'])).status).toBe('success');
+    const dep = await depositOf(id);
+    const w = await until(() => {
+      const row = s.node.ledger.db.prepare(`SELECT p.* FROM payouts p JOIN withdrawn_deposits w ON w.payout_id = p.id WHERE w.deposit_id = ?`).get(dep.id) as any;
+      return row?.state === 'success' ? row : undefined;
+    }, 'the threshold withdrawal paid');
+    expect(w).toMatchObject({ kind: 'withdrawal', chain_id: B, amount: dep.amount });
+    const [action] = (await admin('/admin/actions?target=chain:10')).body.actions;
+    expect(action).toMatchObject({ action: 'withdraw', actor: 'node' });
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    expect(metrics).toMatch(/relay_inventory_target\{chain="8453",currency="ETH"\} 2e\+22/);
+    // The devnet solver holds 10,000 ETH against a 20,000 ETH target: about half below it.
+    const skew = Number(/relay_inventory_skew\{chain="8453",currency="ETH"\} (\S+)/.exec(metrics)![1]);
+    expect(skew).toBeLessThan(-0.49);
+    expect(skew).toBeGreaterThan(-0.51);
+    expect((await auditStack(s)).differences).toEqual([]);
   });
 });

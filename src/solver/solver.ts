@@ -14,7 +14,8 @@ import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift } from './lossBreaker.ts';
 import { match, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
-import type { RiskConfig } from '../config/schema.ts';
+import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
+import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, reverseSponsor, settleHold } from './money.ts';
 
@@ -61,6 +62,7 @@ export class Solver implements PayoutHooks {
     private metrics: Metrics,
     private log: Logger,
     private riskConfig: RiskConfig = { routes: [], chains: [], denyRecipients: [], denyDepositors: [], dryRun: false },
+    private inventoryConfig: InventoryConfig = { targets: [] },
   ) {
     this.risk = new RiskPolicy(riskConfig, ledger, registry);
     if (riskConfig.lossBreaker) {
@@ -87,6 +89,8 @@ export class Solver implements PayoutHooks {
       this.expireHolds();
       this.#breaker?.check().catch((e) => this.log.error({ err: (e as Error).message }, 'loss breaker check failed'));
       this.#countWaiting();
+      // Inventory metrics and threshold withdrawals stay current when no deposit asks for a snapshot.
+      this.#fresh().catch((e) => this.log.error({ err: (e as Error).message }, 'inventory refresh failed'));
     }, 2000);
   }
 
@@ -155,6 +159,34 @@ export class Solver implements PayoutHooks {
     }
   }
 
+  // Inventory against its target (the wallet plus what the depository owes the solver), and the
+  // withdrawal of what the depository owes once it passes the configured threshold (one at a time
+  // per chain and currency, recorded as an admin entry by the node itself).
+  #inventory(a: ChainAdapter, c: { address: string; symbol: string }, wallet: bigint): void {
+    const conf = this.inventoryConfig.targets.find((t) => t.chainId === a.chainId && t.currency.toLowerCase() === c.address.toLowerCase());
+    const owed = this.ledger.withdrawals.owedByCurrency(a.chainId).get(c.address.toLowerCase()) ?? 0n;
+    const labels = { chain: a.chainId, currency: c.symbol };
+    this.metrics.inventory.set(labels, Number(wallet + owed));
+    if (conf?.target !== undefined && BigInt(conf.target) > 0n) {
+      const target = BigInt(conf.target);
+      this.metrics.inventoryTarget.set(labels, Number(target));
+      // Parts per million, then a ratio: exact enough for an alert, no float in the sum.
+      this.metrics.inventorySkew.set(labels, Number(((wallet + owed - target) * 1_000_000n) / target) / 1_000_000);
+    }
+    if (conf?.withdrawAbove === undefined || owed <= BigInt(conf.withdrawAbove)) return;
+    const open = this.ledger.db
+      .prepare(`SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`)
+      .get(a.chainId, c.address);
+    if (open) return;
+    try {
+      const p = queueWithdrawal(this.ledger, { chainId: a.chainId, currency: c.address, solver: a.solver }, { actor: 'node', reason: `owed ${owed} above inventory.withdrawAbove ${conf.withdrawAbove}` });
+      this.log.info({ payout: p.id, chain: a.chainId, amount: p.amount }, 'withdrawal queued: depository funds owed above the threshold');
+      queueMicrotask(() => a.wake());
+    } catch (err) {
+      if (!(err instanceof WithdrawalRefused)) throw err;
+    }
+  }
+
   // Inventory, gas and prices, read from the chains at most once a second: decisions in between
   // subtract what they commit from the snapshot, so two deposits never spend the same inventory.
   async #fresh(): Promise<Snapshot> {
@@ -171,6 +203,7 @@ export class Solver implements PayoutHooks {
           refundCost.set(k, cost);
           prices.set(k, price);
           this.metrics.solverBalance.set({ chain: a.chainId, currency: c.symbol }, Number(bal));
+          this.#inventory(a, c, bal);
         }),
       ),
     );
