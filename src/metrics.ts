@@ -21,6 +21,11 @@ export function createMetrics() {
     indexerLag: new Gauge({ name: 'relay_indexer_lag_blocks', help: 'Head block minus last indexed block', labelNames: ['chain'], registers: r }),
     headBlock: new Gauge({ name: 'relay_chain_head_block', help: 'Latest block seen', labelNames: ['chain'], registers: r }),
     solverBalance: new Gauge({ name: 'relay_solver_balance', help: 'Solver inventory in smallest units (may lose precision above 2^53)', labelNames: ['chain', 'currency'], registers: r }),
+    // Inventory per chain and currency: the wallet plus what the depository owes the solver, the
+    // configured target, and (inventory − target) / target (below 0: under target).
+    inventory: new Gauge({ name: 'relay_inventory', help: "Solver wallet plus depository balance owed to it, smallest units", labelNames: ['chain', 'currency'], registers: r }),
+    inventoryTarget: new Gauge({ name: 'relay_inventory_target', help: 'Configured inventory target, smallest units', labelNames: ['chain', 'currency'], registers: r }),
+    inventorySkew: new Gauge({ name: 'relay_inventory_skew', help: '(inventory - target) / target; negative below target', labelNames: ['chain', 'currency'], registers: r }),
     rpcErrors: new Counter({ name: 'relay_rpc_errors_total', help: 'Failed RPC calls', labelNames: ['chain', 'method'], registers: r }),
     queueDepth: new Gauge({ name: 'relay_payout_queue_depth', help: 'Payouts queued or in flight', labelNames: ['chain'], registers: r }),
     reorgs: new Counter({ name: 'relay_reorgs_total', help: 'Reorgs detected', labelNames: ['chain'], registers: r }),

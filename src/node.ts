@@ -71,7 +71,7 @@ export class RelayNode {
     this.solverAddress = config.solverAddress;
     const prices = opts.prices ?? new FeedPriceSource(config.chains);
     if (!opts.readOnly) {
-      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk);
+      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk, config.inventory);
       this.solver = solver;
       const hooks = {
         onSigned: solver.onSigned.bind(solver),

@@ -141,6 +141,27 @@ export function adminCommands(y: Argv): Argv {
       (c) => apiOptions(c).positional('requestId', { type: 'string', demandOption: true }).option('reason', reasonOption),
       async (argv) => print(await call(argv, 'POST', `/admin/requests/${encodeURIComponent(argv.requestId)}/refund`, { reason: argv.reason })),
     )
+    .command(
+      'withdraw',
+      "withdraw depository funds owed to the solver (deposits of filled orders) to the solver's wallet",
+      (c) =>
+        apiOptions(c)
+          .option('chain', { type: 'number', demandOption: true, describe: 'chain id' })
+          .option('currency', { type: 'string', demandOption: true, describe: 'currency address (0x000…0 for native)' })
+          .option('amount', { type: 'string', describe: 'at most this much, smallest units (default: all that is owed)' })
+          .option('deposit', { type: 'array', string: true, describe: 'exactly these deposit ids' })
+          .option('reason', reasonOption),
+      async (argv) =>
+        print(
+          await call(argv, 'POST', '/admin/withdrawals', {
+            chainId: argv.chain,
+            currency: argv.currency,
+            ...(argv.amount === undefined ? {} : { amount: argv.amount }),
+            ...(argv.deposit?.length ? { depositIds: argv.deposit.map(String) } : {}),
+            reason: argv.reason,
+          }),
+        ),
+    )
     .command('inventory', "the solver's inventory per chain", (c) => apiOptions(c), async (argv) => print(await call(argv, 'GET', '/admin/inventory')))
     .command(
       'actions',
@@ -148,5 +169,5 @@ export function adminCommands(y: Argv): Argv {
       (c) => apiOptions(c).option('limit', { type: 'number', default: 50 }),
       async (argv) => print(await call(argv, 'GET', `/admin/actions?limit=${argv.limit}`)),
     )
-    .demandCommand(1, 'name an admin command: keys, pause, resume, dry-run, payouts, retry, refund, inventory or actions');
+    .demandCommand(1, 'name an admin command: keys, pause, resume, dry-run, payouts, retry, refund, withdraw, inventory or actions');
 }

@@ -10,6 +10,9 @@ export interface InventoryLine {
   held: string;
   reserved: string;
   spendable: string;
+  // What the depository holds for the solver (deposits of filled orders not withdrawn yet): counted
+  // as inventory, brought to the wallet by a withdrawal.
+  owedByDepository: string;
 }
 
 /** The solver's inventory per chain and currency, read from the chains now (an unreachable chain says so). */
@@ -23,11 +26,12 @@ export async function inventory(
       const name = registry.chains.get(a.chainId)?.name ?? String(a.chainId);
       try {
         const reserved = ledger.payouts.reservedOn(a.chainId);
+        const owed = ledger.withdrawals.owedByCurrency(a.chainId);
         const currencies = await Promise.all(
           registry.currenciesOf(a.chainId).map(async (c) => {
             const held = await a.balanceOf(a.solver, c.address);
             const r = reserved.get(c.address) ?? 0n;
-            return { currency: c.address, symbol: c.symbol, held: held.toString(), reserved: r.toString(), spendable: (held - r).toString() };
+            return { currency: c.address, symbol: c.symbol, held: held.toString(), reserved: r.toString(), spendable: (held - r).toString(), owedByDepository: (owed.get(c.address.toLowerCase()) ?? 0n).toString() };
           }),
         );
         return { chainId: a.chainId, name, currencies };

@@ -10,6 +10,7 @@ import type { Logger } from '../log.ts';
 import { AdminRefusal, type Solver } from '../solver/solver.ts';
 import { pause, resume, setDryRun, stuck, type PauseScope, type Who } from './actions.ts';
 import { inventory } from './inventory.ts';
+import { queueWithdrawal, WithdrawalRefused } from '../solver/withdrawals.ts';
 
 export interface AdminContext {
   ledger: Ledger;
@@ -57,6 +58,7 @@ function who(req: FastifyRequest, why: string): Who {
 export function createAdminApi(ctx: AdminContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 16 * 1024, logger: false, return503OnClosing: true });
   app.setErrorHandler((err, req, reply) => {
+    if (err instanceof WithdrawalRefused) return reply.status(409).send({ message: err.message, errorCode: err.errorCode });
     if (err instanceof AdminRefusal) return reply.status(err.status).send({ message: err.message, errorCode: err.status === 404 ? 'NOT_FOUND' : 'CONFLICT' });
     return errorHandler(ctx.log)(err as Error, req, reply);
   });
@@ -113,6 +115,30 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
     const { id } = requestIdParam.parse(req.params);
     const b = reasonBody.parse(req.body ?? {});
     return { refund: await ctx.solver.manualRefund(id as Hex, who(req, b.reason)) };
+  });
+  // Withdraw depository funds owed to the solver (deposits of filled orders) to the solver's wallet.
+  app.post('/admin/withdrawals', async (req) => {
+    const b = z
+      .object({
+        chainId,
+        currency: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be the currency address (0x + 40 hex; the zero address for native)'),
+        amount: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit, as a decimal string').optional(),
+        depositIds: z.array(z.string().min(1)).min(1).max(1000).optional(),
+        reason,
+      })
+      .strict()
+      .parse(req.body ?? {});
+    const adapter = ctx.adapters.get(b.chainId);
+    if (!adapter) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `chainId ${b.chainId} is not a chain of this node`);
+    const currency = ctx.registry.currenciesOf(b.chainId).find((c) => c.address.toLowerCase() === b.currency.toLowerCase());
+    if (!currency) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `currency ${b.currency} is not configured on chain ${b.chainId}`);
+    const payout = queueWithdrawal(
+      ctx.ledger,
+      { chainId: b.chainId, currency: currency.address, solver: adapter.solver, amount: b.amount === undefined ? undefined : BigInt(b.amount), depositIds: b.depositIds },
+      who(req, b.reason),
+    );
+    adapter.wake();
+    return { withdrawal: { payoutId: payout.id, chainId: payout.chain_id, currency: payout.currency, amount: payout.amount, deposits: ctx.ledger.withdrawals.depositsOf(payout.id) } };
   });
   app.get('/admin/inventory', async () => ({ chains: await inventory(ctx.registry, ctx.adapters, ctx.ledger) }));
   app.get('/admin/actions', async (req) => {

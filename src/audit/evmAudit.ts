@@ -153,7 +153,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     if (l.topics[0] === CALL_EXECUTED) {
       events++;
       const paid = paidTx.get(l.transactionHash) ?? [];
-      if (!paid.some((p) => p.kind === 'refund' || p.kind === 'excess')) diff(`RelayCallExecuted in ${l.transactionHash} matches no paid refund in the ledger`);
+      if (!paid.some((p) => p.kind === 'refund' || p.kind === 'excess' || p.kind === 'withdrawal')) diff(`RelayCallExecuted in ${l.transactionHash} matches no paid refund or withdrawal in the ledger`);
       continue;
     }
     const d = decodeDepositLog(l);
@@ -202,6 +202,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       + (cur.address === zeroAddress ? sum(paid.filter((p) => p.kind === 'fill' && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n);
     const claims = sum(paid.filter((p) => p.kind === 'claim' && is(p.currency)).map((p) => BigInt(p.amount)));
     const refunds = sum(paid.filter((p) => (p.kind === 'refund' || p.kind === 'excess') && is(p.currency)).map((p) => BigInt(p.amount)));
+    // A withdrawal moves depository funds owed to the solver into the solver's wallet.
+    const withdrawn = sum(paid.filter((p) => p.kind === 'withdrawal' && is(p.currency)).map((p) => BigInt(p.amount)));
     const deposited = sum(deposits.filter((d) => is(d.currency)).map((d) => BigInt(d.amount)));
     const funding = sum(credits.filter((c) => !c.reversed).flatMap((c) => c.parts.filter((p) => is(p.currency)).map((p) => p.amount)));
     const gasHere = cur.address === zeroAddress ? gas : 0n;
@@ -212,10 +214,10 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       balanceOf(cur.address, depository, openingTag),
       balanceOf(cur.address, depository, headTag),
     ]);
-    const sExpected = sOpen + funding - fills - claims - gasHere;
-    const dExpected = dOpen + deposited - refunds;
-    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} − fills ${fills} − claims ${claims} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
-    if (dNow !== dExpected) diff(`depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds}); unexplained ${dNow - dExpected}`);
+    const sExpected = sOpen + funding + withdrawn - fills - claims - gasHere;
+    const dExpected = dOpen + deposited - refunds - withdrawn;
+    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} + withdrawals ${withdrawn} − fills ${fills} − claims ${claims} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
+    if (dNow !== dExpected) diff(`depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds} − withdrawals ${withdrawn}); unexplained ${dNow - dExpected}`);
     out.push({
       chainId: chain.id,
       currency: cur.address,

@@ -395,6 +395,27 @@ export const configSchema = z
     shutdown: z.object({ drainTimeoutMs: z.number().int().min(0).max(600_000).default(30_000) }).strict().default({}),
     risk: riskSchema,
     admin: adminSchema,
+    // Inventory that comes back (src/solver/withdrawals.ts): per chain and currency, the inventory
+    // the operator aims at (the solver's wallet plus what the depository owes it, in smallest units;
+    // relay_inventory_skew compares the two) and the depository balance owed to the solver above which
+    // the node withdraws it to the solver's wallet on its own.
+    inventory: z
+      .object({
+        targets: z
+          .array(
+            z
+              .object({
+                chainId: z.number().int().positive(),
+                currency: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be the currency address (the zero address for native)'),
+                target: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit').optional(),
+                withdrawAbove: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit').optional(),
+              })
+              .strict(),
+          )
+          .default([]),
+      })
+      .strict()
+      .default({}),
     chains: z.array(chain).min(1, 'must list at least one chain'),
     // The solver's key on SVM chains (a base58 secret key or a JSON byte array); required with an SVM chain.
     svmSolverKey: keySource.optional(),
@@ -432,4 +453,5 @@ export type SvmChainConfig = Extract<ChainConfig, { kind: 'svm' }>;
 export type ExchangeChainConfig = Extract<ChainConfig, { kind: 'exchange' }>;
 export type RiskConfig = ParsedConfig['risk'];
 export type RpcProviderConfig = z.output<typeof rpcProvider>;
+export type InventoryConfig = ParsedConfig['inventory'];
 export type CurrencyConfig = ChainConfig['currencies'][number];

@@ -27,10 +27,19 @@ export function migrate(db: Db): number[] {
   // Versions are applied in order whatever order they were written in.
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
     if (applied.has(m.version)) continue;
-    db.transaction(() => {
-      db.exec(m.sql);
-      db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
-    })();
+    // A table rebuild runs with foreign keys off (the pragma is a no-op inside a transaction), and
+    // must leave every reference intact before it commits.
+    const fk = m.rebuilds ? (db.pragma('foreign_keys', { simple: true }) as number) : 0;
+    if (fk) db.pragma('foreign_keys = OFF');
+    try {
+      db.transaction(() => {
+        db.exec(m.sql);
+        if (m.rebuilds && (db.pragma('foreign_key_check') as unknown[]).length > 0) throw new Error(`migration ${m.version} breaks a foreign key`);
+        db.prepare('INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+      })();
+    } finally {
+      if (fk) db.pragma('foreign_keys = ON');
+    }
     ran.push(m.version);
   }
   return ran;

@@ -9,6 +9,7 @@ import { Operations } from './operations.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
 import { SignatureNonces } from './signatureNonces.ts';
+import { Withdrawals } from './withdrawals.ts';
 
 export * from './types.ts';
 export type { ApiKeyRow } from './apiKeys.ts';
@@ -31,6 +32,8 @@ export class Ledger {
   readonly signatureNonces: SignatureNonces;
   // Admin actions, pauses, dry run, postponed deposits, admin keys (src/ledger/operations.ts).
   readonly operations: Operations;
+  // Deposits owed to the solver and the withdrawals that took them (src/ledger/withdrawals.ts).
+  readonly withdrawals: Withdrawals;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -44,6 +47,7 @@ export class Ledger {
     this.funding = new FundingCredits(db, this.balances);
     this.signatureNonces = new SignatureNonces(db);
     this.operations = new Operations(db);
+    this.withdrawals = new Withdrawals(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

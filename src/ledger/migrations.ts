@@ -1,6 +1,9 @@
 // Numbered, append-only. Amounts are TEXT holding base-10 integers in the smallest unit: uint256
 // values do not fit SQLite's 64-bit integers. Times are INTEGER milliseconds since the epoch.
-export const migrations: { version: number; name: string; sql: string }[] = [
+// rebuilds: the migration drops and recreates a table other tables reference (SQLite cannot alter a
+// CHECK); it runs with foreign keys off, as SQLite's documented table-rebuild procedure requires, and
+// is refused unless foreign_key_check finds nothing afterwards.
+export const migrations: { version: number; name: string; sql: string; rebuilds?: boolean }[] = [
   {
     version: 1,
     name: 'requests, deposits, payouts, transactions, indexer state',
@@ -512,6 +515,52 @@ CREATE INDEX requests_prunable ON requests(expires_at)
   WHERE status = 'waiting' AND kind = 'order' AND parent_id IS NULL AND deposit_address IS NULL AND expires_at IS NOT NULL;
 -- The deposit fee reader's queue: recent deposits whose transaction fee is not read yet.
 CREATE INDEX deposits_fee_unread ON deposits(seen_at) WHERE tx_fee IS NULL;
+`,
+  },
+  {
+    version: 15,
+    name: 'withdrawals: depository funds of filled orders back to the solver',
+    rebuilds: true,
+    sql: `
+-- payouts gains the kind withdrawal: an allocator-signed call request that moves what the depository
+-- holds for filled orders to the solver's wallet. The table is rebuilt with its rows as they are.
+CREATE TABLE payouts_v15 (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim', 'sweep', 'excess', 'deposit', 'withdrawal')),
+  request_id TEXT REFERENCES requests(id),
+  deposit_id TEXT REFERENCES deposits(id),
+  chain_id INTEGER NOT NULL,
+  recipient TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'sent', 'success', 'failed')),
+  tx_hash TEXT,
+  fail_reason TEXT,
+  decided_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  native_topup TEXT,
+  calls TEXT,
+  max_gas TEXT,
+  authorization TEXT
+);
+INSERT INTO payouts_v15 (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash, fail_reason,
+  decided_at, updated_at, native_topup, calls, max_gas, authorization)
+  SELECT id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash, fail_reason,
+  decided_at, updated_at, native_topup, calls, max_gas, authorization FROM payouts;
+DROP TABLE payouts;
+ALTER TABLE payouts_v15 RENAME TO payouts;
+CREATE INDEX payouts_queue ON payouts(chain_id, state, decided_at);
+CREATE INDEX payouts_request ON payouts(request_id);
+CREATE INDEX payouts_tx ON payouts(tx_hash);
+
+-- Which deposits a withdrawal took out of the depository: each deposit at most once (the primary
+-- key), so nothing is withdrawn twice. A failed withdrawal's rows are deleted in the transaction
+-- that records its failure, and its deposits are owed to the solver again.
+CREATE TABLE withdrawn_deposits (
+  deposit_id TEXT PRIMARY KEY REFERENCES deposits(id),
+  payout_id TEXT NOT NULL REFERENCES payouts(id)
+);
+CREATE INDEX withdrawn_deposits_payout ON withdrawn_deposits(payout_id);
 `,
   },
 ];

@@ -49,8 +49,9 @@ export class Payouts {
     this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY rowid');
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
-    // Sweeps and signed deposits move the user's funds, not the solver's: they reserve nothing.
-    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit')`);
+    // Sweeps and signed deposits move the user's funds, not the solver's, and withdrawals bring funds
+    // to the solver: they reserve nothing.
+    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`);
   }
 
   insert(p: NewPayout): void {

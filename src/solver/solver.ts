@@ -14,7 +14,8 @@ import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift } from './lossBreaker.ts';
 import { match, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
-import type { RiskConfig } from '../config/schema.ts';
+import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
+import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './money.ts';
 
@@ -70,6 +71,7 @@ export class Solver implements PayoutHooks {
     private metrics: Metrics,
     private log: Logger,
     private riskConfig: RiskConfig = { routes: [], chains: [], denyRecipients: [], denyDepositors: [], dryRun: false },
+    private inventoryConfig: InventoryConfig = { targets: [] },
   ) {
     this.risk = new RiskPolicy(riskConfig, ledger, registry);
     if (riskConfig.lossBreaker) {
@@ -100,6 +102,8 @@ export class Solver implements PayoutHooks {
       }
       this.#breaker?.check().catch((e) => this.log.error({ err: (e as Error).message }, 'loss breaker check failed'));
       this.#countWaiting();
+      // Inventory metrics and threshold withdrawals stay current when no deposit asks for a snapshot.
+      this.#fresh().catch((e) => this.log.error({ err: (e as Error).message }, 'inventory refresh failed'));
     }, 2000);
   }
 
@@ -174,6 +178,34 @@ export class Solver implements PayoutHooks {
     }
   }
 
+  // Inventory against its target (the wallet plus what the depository owes the solver), and the
+  // withdrawal of what the depository owes once it passes the configured threshold (one at a time
+  // per chain and currency, recorded as an admin entry by the node itself).
+  #inventory(a: ChainAdapter, c: { address: string; symbol: string }, wallet: bigint): void {
+    const conf = this.inventoryConfig.targets.find((t) => t.chainId === a.chainId && t.currency.toLowerCase() === c.address.toLowerCase());
+    const owed = this.ledger.withdrawals.owedByCurrency(a.chainId).get(c.address.toLowerCase()) ?? 0n;
+    const labels = { chain: a.chainId, currency: c.symbol };
+    this.metrics.inventory.set(labels, Number(wallet + owed));
+    if (conf?.target !== undefined && BigInt(conf.target) > 0n) {
+      const target = BigInt(conf.target);
+      this.metrics.inventoryTarget.set(labels, Number(target));
+      // Parts per million, then a ratio: exact enough for an alert, no float in the sum.
+      this.metrics.inventorySkew.set(labels, Number(((wallet + owed - target) * 1_000_000n) / target) / 1_000_000);
+    }
+    if (conf?.withdrawAbove === undefined || owed <= BigInt(conf.withdrawAbove)) return;
+    const open = this.ledger.db
+      .prepare(`SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`)
+      .get(a.chainId, c.address);
+    if (open) return;
+    try {
+      const p = queueWithdrawal(this.ledger, { chainId: a.chainId, currency: c.address, solver: a.solver }, { actor: 'node', reason: `owed ${owed} above inventory.withdrawAbove ${conf.withdrawAbove}` });
+      this.log.info({ payout: p.id, chain: a.chainId, amount: p.amount }, 'withdrawal queued: depository funds owed above the threshold');
+      queueMicrotask(() => a.wake());
+    } catch (err) {
+      if (!(err instanceof WithdrawalRefused)) throw err;
+    }
+  }
+
   // Inventory, gas and prices, read from the chains about once a second, off the decision's path:
   // decisions subtract what they commit from the snapshot, so two deposits never spend the same
   // inventory, and what they commit while a new snapshot is read is subtracted from it too.
@@ -229,6 +261,7 @@ export class Solver implements PayoutHooks {
           refundCost.set(k, cost);
           prices.set(k, price);
           this.metrics.solverBalance.set({ chain: a.chainId, currency: c.symbol }, Number(bal));
+          this.#inventory(a, c, bal);
         }),
       ),
     );
@@ -562,7 +595,7 @@ export class Solver implements PayoutHooks {
   }
 
   onPaid(payout: PayoutRow): void {
-    if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit') {
+    if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit' || payout.kind === 'withdrawal') {
       // None of these moves the request's status: a sweep's or a signed deposit's deposit event is
       // indexed like any other.
       this.log.info({ payout: payout.id, amount: payout.amount }, `${payout.kind} paid`);
@@ -586,6 +619,12 @@ export class Solver implements PayoutHooks {
     if (payout.kind === 'claim') {
       reverseClaim(this.ledger, payout);
       this.log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
+      return;
+    }
+    if (payout.kind === 'withdrawal') {
+      // Nothing left the depository: its deposits are owed to the solver again, for a later withdrawal.
+      this.ledger.withdrawals.release(payout.id);
+      this.log.error({ payout: payout.id, chain: payout.chain_id, reason }, 'withdrawal failed; its deposits are withdrawable again');
       return;
     }
     if (payout.kind === 'deposit') {

@@ -1048,7 +1048,7 @@ export class EvmSubmitter {
   }
 
   async #requestOf(payout: PayoutRow): Promise<CallRequest | undefined> {
-    if (payout.kind !== 'refund' && payout.kind !== 'excess') return undefined;
+    if (payout.kind !== 'refund' && payout.kind !== 'excess' && payout.kind !== 'withdrawal') return undefined;
     try {
       return (await this.#buildCall(payout)).request;
     } catch (err) {

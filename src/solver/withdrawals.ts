@@ -1,0 +1,80 @@
+import { randomUUID } from 'node:crypto';
+import type { Ledger } from '../ledger/index.ts';
+import type { PayoutRow } from '../ledger/types.ts';
+
+/** Who asks for a withdrawal and why (an operator, or the node's own threshold): recorded with it. */
+export interface WithdrawWho {
+  actor: string;
+  reason: string;
+}
+
+export interface WithdrawRequest {
+  chainId: number;
+  // The currency's address on the chain (the zero address for native).
+  currency: string;
+  // The solver's wallet on the chain: the only recipient a withdrawal ever has.
+  solver: string;
+  // At most this much (smallest units); all that is owed when absent. Whole deposits are taken.
+  amount?: bigint;
+  // Exactly these deposits; each must be owed to the solver.
+  depositIds?: string[];
+}
+
+/** A withdrawal the ledger does not allow: more than is owed, or a deposit still owed to a user. */
+export class WithdrawalRefused extends Error {
+  constructor(
+    message: string,
+    readonly errorCode: 'NOTHING_OWED' | 'AMOUNT_EXCEEDS_OWED' | 'DEPOSIT_NOT_OWED',
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Queues the withdrawal of depository funds owed to the solver (deposits of filled orders) to the
+ * solver's wallet, as one payout of kind `withdrawal` (an allocator-signed call request the chain's
+ * submitter sends). The payout, the deposits it takes and the admin entry with who and why are one
+ * ledger transaction. Throws WithdrawalRefused when the ledger does not owe what is asked.
+ */
+export function queueWithdrawal(ledger: Ledger, req: WithdrawRequest, who: WithdrawWho, now = Date.now()): PayoutRow {
+  return ledger.tx(() => {
+    const owed = ledger.withdrawals.owed(req.chainId, req.currency);
+    let take = owed;
+    if (req.depositIds) {
+      const byId = new Map(owed.map((d) => [d.id, d]));
+      const bad = req.depositIds.find((id) => !byId.has(id));
+      if (bad) throw new WithdrawalRefused(`deposit ${bad} is not owed to the solver in ${req.currency} on chain ${req.chainId} (not filled, owed to a user, or withdrawn already)`, 'DEPOSIT_NOT_OWED');
+      take = [...new Set(req.depositIds)].map((id) => byId.get(id)!);
+    }
+    const total = take.reduce((s, d) => s + d.owed, 0n);
+    if (total === 0n) throw new WithdrawalRefused(`nothing in ${req.currency} on chain ${req.chainId} is owed to the solver`, 'NOTHING_OWED');
+    if (req.amount !== undefined) {
+      if (req.amount > total) throw new WithdrawalRefused(`${req.amount} asked, but the depository owes the solver ${total} in ${req.currency} on chain ${req.chainId}`, 'AMOUNT_EXCEEDS_OWED');
+      // Whole deposits, oldest first, as long as they fit in the amount asked.
+      const fit: typeof take = [];
+      let sum = 0n;
+      for (const d of take) if (sum + d.owed <= req.amount) (fit.push(d), (sum += d.owed));
+      if (sum === 0n) throw new WithdrawalRefused(`no whole deposit fits in ${req.amount}; the smallest owed is ${take.reduce((m, d) => (d.owed < m ? d.owed : m), total)}`, 'AMOUNT_EXCEEDS_OWED');
+      take = fit;
+    }
+    const amount = take.reduce((s, d) => s + d.owed, 0n);
+    const id = `withdrawal:${randomUUID()}`;
+    ledger.payouts.insert({
+      id,
+      kind: 'withdrawal',
+      request_id: null,
+      deposit_id: null,
+      chain_id: req.chainId,
+      recipient: req.solver,
+      currency: req.currency,
+      amount: amount.toString(),
+      decided_at: now,
+    });
+    ledger.withdrawals.take(take.map((d) => d.id), id);
+    ledger.operations.record(
+      { action: 'withdraw', target: `chain:${req.chainId}`, actor: who.actor, reason: who.reason, detail: { payout: id, currency: req.currency, amount: amount.toString(), deposits: take.map((d) => d.id) } },
+      now,
+    );
+    return ledger.payouts.get(id)!;
+  });
+}
