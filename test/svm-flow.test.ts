@@ -10,6 +10,9 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from './helpers/link.ts';
 import { SVM_NATIVE } from '../src/chains/address.ts';
 import { base58Decode, base58Encode, memoInstruction, parseDepositTransaction } from '../src/chains/svm/transactions.ts';
+import { runAudit } from '../src/audit/audit.ts';
+import { svmKeypair } from '../src/chains/svm/transactions.ts';
+import { auditStack } from './helpers/audit.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const SVM = 792703809;
@@ -392,5 +395,33 @@ describe('svmSolverKey', () => {
       expect((e as Error).message).not.toContain(bad);
     }
     expect(() => buildConfig({ ...raw, svmSolverKey: undefined }, { K: k })).toThrow(/svmSolverKey: is required/);
+  });
+});
+
+// relay-node audit (issue 12, item 4) reads the SVM chain too: after the flows above every payout
+// has exactly one successful signature and every solver transaction is a payout's; a paid payout
+// with no transaction, or a transfer out of the solver the ledger does not explain, is named.
+describe('relay-node audit of the SVM chain', () => {
+  it('reconciles the flows above with no difference', async () => {
+    const r = await auditStack(s);
+    expect(r.notCovered.map((n) => n.chainId)).not.toContain(SVM);
+    expect(r.chains.map((c) => c.chainId)).toContain(SVM);
+    expect(r.differences).toEqual([]);
+  });
+
+  it('names a paid payout with no transaction and a solver transfer the ledger does not explain', async () => {
+    const solverKey = svmKeypair(s.devnet.keys.svmSolver!);
+    const tx = new Transaction().add(SystemProgram.transfer({ fromPubkey: solverKey.publicKey, toPubkey: Keypair.generate().publicKey, lamports: 5_000_000 }));
+    const sig = await conn.sendTransaction(tx, [solverKey]);
+    await until(async () => ((await conn.getSignatureStatus(sig)).value?.confirmationStatus ? true : undefined), 'the transfer confirmed');
+    const ledger = s.node.ledger;
+    const forged = base58Encode(new Uint8Array(64).fill(7));
+    ledger.tx(() => {
+      ledger.payouts.insert({ id: 'claim:forged-svm', kind: 'claim', request_id: null, deposit_id: null, chain_id: SVM, recipient: solverKey.publicKey.toBase58(), currency: SVM_NATIVE, amount: '1000', decided_at: Date.now() });
+      ledger.payouts.setState('claim:forged-svm', 'success', { txHash: forged as Hex });
+    });
+    const r = await runAudit(s.node.config, ledger);
+    expect(r.differences).toContain(`chain ${SVM}: solver transaction ${sig} is not in the ledger`);
+    expect(r.differences).toContain(`chain ${SVM}: payout claim:forged-svm is paid in the ledger but its transaction ${forged} is not a successful one on chain`);
   });
 });

@@ -5,12 +5,14 @@ import { viemChain } from '../chains/evm/viemChain.ts';
 import type { Config } from '../config/load.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { auditEvmChain, unevidencedCredits, type ChainAudit } from './evmAudit.ts';
+import { svmKeypair } from '../chains/svm/transactions.ts';
 import { auditExchangeChain } from './exchangeAudit.ts';
+import { auditSvmChain } from './svmAudit.ts';
 
 export interface AuditResult {
   ranAt: number;
   chains: ChainAudit[];
-  // Chains the audit does not reconcile yet (SVM, exchange), named so the report says so.
+  // Chains the audit does not reconcile (an SVM chain without its key), named so the report says so.
   notCovered: { chainId: number; kind: string }[];
   differences: string[];
 }
@@ -24,6 +26,10 @@ export async function runAudit(config: Config, ledger: Ledger, clients: Map<numb
     // One reader per kind of chain, each behind the same ChainAudit.
     if (chain.kind === 'exchange') {
       chains.push(await auditExchangeChain(chain, ledger, solver));
+      continue;
+    }
+    if (chain.kind === 'svm' && config.svmSolverKey) {
+      chains.push(await auditSvmChain(chain, ledger, svmKeypair(config.svmSolverKey.reveal()).publicKey));
       continue;
     }
     if (chain.kind !== 'evm') {
