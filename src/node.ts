@@ -94,7 +94,7 @@ export class RelayNode {
       }
     }
     this.listings = new ListingPool(
-      { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing },
+      { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing, nice: config.api.listing.workerNice },
       { workers: config.api.listing.workers, timeoutMs: config.api.listing.timeoutMs, log: this.log },
     );
     const apiContext = {

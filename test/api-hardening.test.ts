@@ -41,7 +41,8 @@ const user = (i: number) => s.devnet.accounts[i]!.address;
 beforeAll(async () => {
   s = await startStack({
     config: {
-      api: { host: '127.0.0.1', port: 0, rateLimit: RATE_LIMIT },
+      // Listing workers at the main thread's priority: this machine also runs the other test files.
+      api: { host: '127.0.0.1', port: 0, rateLimit: RATE_LIMIT, listing: { workerNice: 0 } },
       events: { maxWebhooksPerKey: 3, redeliverPerMinute: 2, maxAttempts: 1, pollIntervalMs: 50, deliveryTimeoutMs: 2_000 },
     },
   });

@@ -3,6 +3,28 @@
 // rebuilds: the migration drops and recreates a table other tables reference (SQLite cannot alter a
 // CHECK); it runs with foreign keys off, as SQLite's documented table-rebuild procedure requires, and
 // is refused unless foreign_key_check finds nothing afterwards.
+// The deposits the depository owes the solver (migration 16): handled, its fill succeeded, no
+// refund of it, no excess of it still unpaid, not taken by a withdrawal; excess is what went back
+// to the user. One definition for the first rows and for the triggers that keep them.
+const owedSelect = (where: string) => `
+  INSERT INTO depository_owed (deposit_id, chain_id, currency, amount, excess)
+    SELECT d.id, d.chain_id, d.currency, d.amount,
+      (SELECT x.amount FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state = 'success')
+    FROM deposits d
+    WHERE ${where} AND d.state = 'handled'
+      AND EXISTS (SELECT 1 FROM payouts f WHERE f.deposit_id = d.id AND f.kind = 'fill' AND f.state = 'success')
+      AND NOT EXISTS (SELECT 1 FROM withdrawn_deposits w WHERE w.deposit_id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM payouts r WHERE r.deposit_id = d.id AND r.kind = 'refund')
+      AND NOT EXISTS (SELECT 1 FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state != 'success');`;
+
+// One deposit's row of depository_owed recomputed, its change written as entries (-1 the old row, +1 the new).
+const recomputeOwed = (id: string) => `
+  INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
+    SELECT deposit_id, chain_id, currency, -1, amount, excess FROM depository_owed WHERE deposit_id = ${id};
+  DELETE FROM depository_owed WHERE deposit_id = ${id};${owedSelect(`d.id = ${id}`)}
+  INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
+    SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed WHERE deposit_id = ${id};`;
+
 export const migrations: { version: number; name: string; sql: string; rebuilds?: boolean }[] = [
   {
     version: 1,
@@ -561,6 +583,55 @@ CREATE TABLE withdrawn_deposits (
   payout_id TEXT NOT NULL REFERENCES payouts(id)
 );
 CREATE INDEX withdrawn_deposits_payout ON withdrawn_deposits(payout_id);
+`,
+  },
+  {
+    version: 16,
+    name: 'what the depository owes the solver, kept as it changes',
+    sql: `
+-- Payouts by deposit: the solver's and the withdrawals' checks per deposit (a scan of every payout before).
+CREATE INDEX payouts_deposit ON payouts(deposit_id, kind, state) WHERE deposit_id IS NOT NULL;
+
+-- The deposits the depository holds for the solver now, one row each, kept by the triggers below in
+-- the transaction of every change that decides it (a payout, the deposit's state, a withdrawal). A
+-- withdrawal walks these rows only, not every deposit ever filled.
+CREATE TABLE depository_owed (
+  deposit_id TEXT PRIMARY KEY REFERENCES deposits(id),
+  chain_id INTEGER NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  excess TEXT
+);
+CREATE INDEX depository_owed_chain ON depository_owed(chain_id);
+-- Every change of it as an immutable entry (+1 when a deposit becomes owed, -1 when it stops): the
+-- node's per-currency totals follow the entries after the last one they read, so the inventory
+-- metric and the withdrawal threshold cost what changed, not what the ledger holds.
+CREATE TABLE depository_owed_entries (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  deposit_id TEXT NOT NULL,
+  chain_id INTEGER NOT NULL,
+  currency TEXT NOT NULL,
+  sign INTEGER NOT NULL CHECK (sign IN (1, -1)),
+  amount TEXT NOT NULL,
+  excess TEXT
+);
+
+-- A table rebuild drops its triggers: a migration that rebuilds payouts, deposits or
+-- withdrawn_deposits must create these again.
+CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits BEGIN${recomputeOwed('NEW.id')}
+END;
+CREATE TRIGGER owed_withdrawn_insert AFTER INSERT ON withdrawn_deposits BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_withdrawn_delete AFTER DELETE ON withdrawn_deposits BEGIN${recomputeOwed('OLD.deposit_id')}
+END;
+
+-- What is owed today, as the first entries.${owedSelect('1')}
+INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
+  SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed ORDER BY deposit_id;
 `,
   },
 ];

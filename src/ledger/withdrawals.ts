@@ -9,26 +9,25 @@ export interface OwedDeposit {
   owed: bigint;
 }
 
-// What the ledger says the depository owes the solver, deposit by deposit. Only a handled deposit whose
-// fill succeeded counts; a deposit still owed to a user (pending, refundable, refunded, an excess not yet
-// returned) never does, nor one a withdrawal took already (withdrawn_deposits).
-const OWED_SQL = `SELECT d.id, d.chain_id, d.currency, d.amount,
-    (SELECT x.amount FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state = 'success') AS excess
-  FROM deposits d
-  JOIN payouts f ON f.deposit_id = d.id AND f.kind = 'fill' AND f.state = 'success'
-  WHERE d.chain_id = @chain AND d.state = 'handled'
-    AND NOT EXISTS (SELECT 1 FROM withdrawn_deposits w WHERE w.deposit_id = d.id)
-    AND NOT EXISTS (SELECT 1 FROM payouts r WHERE r.deposit_id = d.id AND r.kind = 'refund')
-    AND NOT EXISTS (SELECT 1 FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state != 'success')`;
-
-/** The ledger's side of withdrawals: which deposits are owed to the solver, and which a withdrawal took. */
+/**
+ * The ledger's side of withdrawals: which deposits are owed to the solver, and which a withdrawal took.
+ * The owed deposits are kept by the ledger's triggers (depository_owed, migration 16) in the
+ * transaction of each change; the per-currency totals follow its immutable entries, reading only
+ * those after the last one read.
+ */
 export class Withdrawals {
   #owed;
+  #entries;
   #take;
   #release;
   #ofPayout;
+  // Per chain, per currency (lower-cased): the sum of the entries up to #seq.
+  readonly #totals = new Map<number, Map<string, bigint>>();
+  #seq = 0;
   constructor(db: Db) {
-    this.#owed = db.prepare(`${OWED_SQL} ORDER BY d.confirmed_at, d.id`);
+    this.#owed = db.prepare(`SELECT o.deposit_id AS id, o.chain_id, o.currency, o.amount, o.excess FROM depository_owed o
+      JOIN deposits d ON d.id = o.deposit_id WHERE o.chain_id = ? ORDER BY d.confirmed_at, d.id`);
+    this.#entries = db.prepare('SELECT seq, chain_id, currency, sign, amount, excess FROM depository_owed_entries WHERE seq > ? ORDER BY seq LIMIT 10000');
     this.#take = db.prepare('INSERT INTO withdrawn_deposits (deposit_id, payout_id) VALUES (?, ?)');
     this.#release = db.prepare('DELETE FROM withdrawn_deposits WHERE payout_id = ?');
     this.#ofPayout = db.prepare('SELECT deposit_id FROM withdrawn_deposits WHERE payout_id = ? ORDER BY deposit_id');
@@ -36,7 +35,7 @@ export class Withdrawals {
 
   /** Deposits on a chain the depository holds for the solver (all currencies, or one). */
   owed(chainId: number, currency?: string): OwedDeposit[] {
-    const rows = this.#owed.all({ chain: chainId }) as { id: string; chain_id: number; currency: string; amount: string; excess: string | null }[];
+    const rows = this.#owed.all(chainId) as { id: string; chain_id: number; currency: string; amount: string; excess: string | null }[];
     return rows
       .filter((r) => currency === undefined || r.currency.toLowerCase() === currency.toLowerCase())
       .map((r) => ({ id: r.id, chain_id: r.chain_id, currency: r.currency, owed: BigInt(r.amount) - BigInt(r.excess ?? 0) }))
@@ -45,9 +44,19 @@ export class Withdrawals {
 
   /** What the depository owes the solver on a chain, per currency (lower-cased address). */
   owedByCurrency(chainId: number): Map<string, bigint> {
-    const out = new Map<string, bigint>();
-    for (const d of this.owed(chainId)) out.set(d.currency.toLowerCase(), (out.get(d.currency.toLowerCase()) ?? 0n) + d.owed);
-    return out;
+    for (;;) {
+      const rows = this.#entries.all(this.#seq) as { seq: number; chain_id: number; currency: string; sign: number; amount: string; excess: string | null }[];
+      for (const e of rows) {
+        const totals = this.#totals.get(e.chain_id) ?? this.#totals.set(e.chain_id, new Map()).get(e.chain_id)!;
+        const k = e.currency.toLowerCase();
+        // A deposit owed nothing (its excess took all of it) is not counted, as in owed().
+        const owed = BigInt(e.amount) - BigInt(e.excess ?? 0);
+        if (owed > 0n) totals.set(k, (totals.get(k) ?? 0n) + BigInt(e.sign) * owed);
+        this.#seq = e.seq;
+      }
+      if (rows.length < 10_000) break;
+    }
+    return new Map([...(this.#totals.get(chainId) ?? [])].filter(([, v]) => v !== 0n));
   }
 
   /** Marks deposits as taken by a withdrawal payout; throws (primary key) if one was taken already. */

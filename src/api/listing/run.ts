@@ -32,6 +32,8 @@ export interface ListingWorkerData {
   chains: ChainConfig[];
   solver: Address;
   bounds: ListingBounds;
+  // The workers' thread niceness (api.listing.workerNice).
+  nice: number;
 }
 
 /** Runs a listing against a ledger connection: validation (a 400 names the bound), the SQL search and the records of its page. */

@@ -8,10 +8,8 @@ import { runListing, type ListingJob, type ListingWorkerData } from './run.ts';
 
 // A listing worker: its own read-only connection to the ledger, so that a heavy listing query
 // blocks this thread only, never the node's event loop (indexers, solver, submitters, /health).
-// Niceness 10 of 19: well behind the main thread (0), still scheduled on a busy machine.
-const LISTING_NICENESS = 10;
 const data = workerData as ListingWorkerData;
-lowerThreadPriority();
+if (data.nice > 0) lowerThreadPriority();
 const ledger = Ledger.open(data.ledgerPath, { readonly: true });
 const ctx = { ledger, registry: new Registry(data.chains), solver: data.solver, bounds: data.bounds };
 
@@ -32,7 +30,7 @@ parentPort!.postMessage({ ready: true });
 function lowerThreadPriority(): void {
   try {
     const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-    if (Number.isSafeInteger(tid) && tid > 0) setPriority(tid, LISTING_NICENESS);
+    if (Number.isSafeInteger(tid) && tid > 0) setPriority(tid, data.nice);
   } catch {
     // not Linux, or not permitted: nothing to lower
   }
