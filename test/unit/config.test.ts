@@ -33,7 +33,7 @@ describe('config', () => {
         wsMessagesPerConnectionPerMinute: 120,
         wsMessagesPerIpPerMinute: 600,
       },
-      listing: { workers: 2, timeoutMs: 10_000, maxGroups: 5, maxValuesPerField: 20, maxFilterValues: 100, maxFiltersLength: 4096 },
+      listing: { workers: 2, timeoutMs: 10_000, workerNice: 10, maxGroups: 5, maxValuesPerField: 20, maxFilterValues: 100, maxFiltersLength: 4096 },
     });
     expect(c.chains[0]).toMatchObject({ kind: 'evm', confirmations: 1 });
     expect(c.solverSigner.address).toBe(privateKeyToAccount(KEY).address);
