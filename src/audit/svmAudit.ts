@@ -1,3 +1,4 @@
+import { SvmRpcPool, svmConnection } from '../chains/svm/rpcPool.ts';
 import { Connection, PublicKey, type ConfirmedSignatureInfo } from '@solana/web3.js';
 import type { SvmChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -13,7 +14,7 @@ const PAGE = 1000;
  * (fee payer) is a payout's in the ledger, and every ledger deposit is a successful transaction on
  * chain. Balances (lamports, SPL) are not explained here yet: `currencies` stays empty.
  */
-export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solver: PublicKey, conn = new Connection(chain.rpcUrl, 'confirmed')): Promise<ChainAudit> {
+export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solver: PublicKey, conn: Connection = svmConnection(new SvmRpcPool({ chain }), 'confirmed')): Promise<ChainAudit> {
   const differences: string[] = [];
   const diff = (s: string) => differences.push(`chain ${chain.id}: ${s}`);
   const txCache = new Map<string, Awaited<ReturnType<Connection['getTransaction']>>>();
