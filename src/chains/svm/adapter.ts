@@ -30,6 +30,7 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import { recordSvmOpening } from '../../audit/svmAudit.ts';
 import { SvmIndexer } from './indexer.ts';
 import { SvmRpcPool, svmConnection } from './rpcPool.ts';
 import { SvmSubmitter } from './submitter.ts';
@@ -130,6 +131,9 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   async start(): Promise<void> {
+    // The audit's opening balances, read at the node's first start on this chain before it signs
+    // anything (src/audit/svmAudit.ts): from there on, everything that moves them is in the books.
+    await recordSvmOpening(this.chain, this.ledger, this.conn, new PublicKey(this.solver));
     await this.#submitter.start();
     this.#indexer.start();
   }
