@@ -121,6 +121,7 @@ export class SvmRpcPool {
       const p = this.#pick(tried, send);
       if (!p) {
         if (Date.now() + pause > deadline) {
+          if (send) return { error: { code: -32603, message: `chain ${this.chainId}: no provider took the transaction (${why})` } };
           this.#log?.warn({ chain: this.chainId, method: call.method, floor: this.floor(commitment), why }, 'svm read not answered at the newest slot seen; the caller retries');
           return { error: { code: MIN_CONTEXT_SLOT_NOT_REACHED, message: `chain ${this.chainId}: ${call.method} not answered at slot ${this.floor(commitment)} or later (${why})` } };
         }
