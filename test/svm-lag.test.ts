@@ -122,7 +122,7 @@ describe('SVM reads pinned to the newest slot seen', () => {
     const svm = s.devnet.svm!;
     const laggy = await new SvmLagProxy(svm.rpcUrl).start();
     try {
-      const pool = new SvmRpcPool({ chain: { id: SVM, rpcUrl: laggy.url, rpc: [{ url: laggy.url, name: 'laggy', weight: 1000, maxRps: 0, maxConcurrent: 32, role: 'any' }, { url: svm.rpcUrl, name: 'honest', weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' }] }, maxWaitMs: 60_000 });
+      const pool = new SvmRpcPool({ chain: { id: SVM, rpcUrl: laggy.url, rpc: [{ url: laggy.url, name: 'laggy', weight: 1000, maxRps: 0, maxConcurrent: 32, role: 'any' }, { url: svm.rpcUrl, name: 'honest', weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' }] }, maxWaitMs: 60_000, maxLagSlots: 1 });
       const c = svmConnection(pool, 'confirmed');
       const solver = new PublicKey((s.node.adapters.get(SVM) as SvmAdapter).solver);
       const held = await lamports(solver);
@@ -136,6 +136,12 @@ describe('SVM reads pinned to the newest slot seen', () => {
       const st = await c.getSignatureStatuses([sig]);
       expect(st.context.slot).toBeGreaterThanOrEqual(pool.floor('processed'));
       expect(laggy.lagged.getSignatureStatuses).toBe(1);
+      // Readiness names the lagging provider (by name, never by URL); the honest one keeps the chain ready.
+      const h = pool.health();
+      expect(h.ready).toBe(true);
+      expect(h.providers.find((p) => p.name === 'laggy')!.state).toMatch(/^behind by \d+ slots$/);
+      expect(h.providers.find((p) => p.name === 'honest')!.state).toBe('ok');
+      expect(JSON.stringify(h)).not.toContain('127.0.0.1');
     } finally {
       await laggy.stop();
     }

@@ -150,7 +150,14 @@ export class SvmAdapter implements ChainAdapter {
   progress() {
     const head = this.#indexer.head;
     const indexed = this.#indexer.readUpTo;
-    return { head, indexed, ready: head > 0 && indexed >= head - 1 };
+    const providers = this.rpc.health();
+    return {
+      head,
+      indexed,
+      ready: head > 0 && indexed >= head - 1 && providers.ready,
+      providers: providers.providers,
+      ...(providers.heldBy ? { heldBy: `chain ${this.chainId}: ${providers.heldBy}` } : {}),
+    };
   }
 
   parseTxId(s: string): string | undefined {

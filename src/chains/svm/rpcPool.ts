@@ -58,6 +58,8 @@ export interface SvmRpcPoolOptions {
   timeoutMs?: number;
   /** How long a read waits for a provider at the slot it needs before it fails (-32016). */
   maxWaitMs?: number;
+  /** A provider this many slots behind the newest seen (about a minute at 400 ms) is named as holding the chain back. */
+  maxLagSlots?: number;
 }
 
 /** Routes an SVM chain's JSON-RPC calls over its providers, each read pinned to the newest slot seen. */
@@ -67,12 +69,16 @@ export class SvmRpcPool {
   // The newest slot seen at each commitment (processed, confirmed, finalized).
   readonly #floor = [0, 0, 0];
   readonly #maxWaitMs: number;
+  readonly #maxLagSlots: number;
   readonly #log: Logger | undefined;
+  readonly #metrics: Metrics | undefined;
 
   constructor(opts: SvmRpcPoolOptions) {
     this.chainId = opts.chain.id;
     this.#maxWaitMs = opts.maxWaitMs ?? 5_000;
+    this.#maxLagSlots = opts.maxLagSlots ?? 150;
     this.#log = opts.log;
+    this.#metrics = opts.metrics;
     const chain = String(opts.chain.id);
     const specs: RpcProviderConfig[] = opts.chain.rpc?.length ? opts.chain.rpc : [{ url: opts.chain.rpcUrl, weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' }];
     const m = opts.metrics;
@@ -147,6 +153,8 @@ export class SvmRpcPool {
       }
       if ('error' in a) {
         if (a.error.code === MIN_CONTEXT_SLOT_NOT_REACHED) {
+          const at = (a.error.data as { contextSlot?: unknown } | undefined)?.contextSlot;
+          if (typeof at === 'number') this.#sawAt(p, at);
           p.failed('behind');
           why = `${p.name}: behind slot ${need}`;
           continue;
@@ -159,6 +167,7 @@ export class SvmRpcPool {
       }
       const slot = (a.result as { context?: { slot?: unknown } } | null)?.context?.slot;
       if (typeof slot === 'number') {
+        this.#sawAt(p, slot);
         if (slot < need) {
           p.failed('behind');
           why = `${p.name}: answered at slot ${slot}, behind ${need}`;
@@ -173,6 +182,25 @@ export class SvmRpcPool {
       }
       return a;
     }
+  }
+
+  // The newest slot a provider answered at (its head, for lag and readiness).
+  #sawAt(p: RpcProvider, slot: number): void {
+    if (BigInt(slot) > p.head) p.head = BigInt(slot);
+    this.#metrics?.rpcProviderHeadLag.set({ chain: String(this.chainId), provider: p.name }, Math.max(0, this.floor('processed') - Number(p.head)));
+  }
+
+  /** Readiness: whether a provider can read, and which ones hold the chain back and why. */
+  health(): { ready: boolean; providers: { name: string; state: string; headLag: number }[]; heldBy?: string } {
+    const now = Date.now();
+    const top = this.floor('processed');
+    const lagOf = (p: RpcProvider) => (p.head > 0n ? Math.max(0, top - Number(p.head)) : 0);
+    const stateOf = (p: RpcProvider) =>
+      p.cooling(now) ? 'rate limited' : p.errorRate > 0.5 ? `failing (${p.lastFailure ?? 'errors'})` : lagOf(p) > this.#maxLagSlots ? `behind by ${lagOf(p)} slots` : 'ok';
+    const providers = this.providers.map((p) => ({ name: p.name, state: stateOf(p), headLag: lagOf(p) }));
+    const ready = this.providers.some((p, i) => p.role !== 'send' && providers[i]!.state === 'ok');
+    const held = providers.filter((p) => p.state !== 'ok');
+    return { ready, providers, ...(ready || !held.length ? {} : { heldBy: held.map((p) => `${p.name} (${p.state})`).join(', ') }) };
   }
 
   // The next provider for a call that has not tried it: sends skip read-only ones, reads skip
