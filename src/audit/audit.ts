@@ -51,7 +51,7 @@ export function formatAudit(r: AuditResult): string {
       const ok = (b: { expected: bigint; actual: bigint }) => (b.expected === b.actual ? 'ok' : `DIFFERENT by ${b.actual - b.expected}`);
       lines.push(
         `  ${x.symbol.padEnd(6)} deposits ${x.deposits} fills ${x.fills} refunds ${x.refunds} claims ${x.claims} funding ${x.funding} gas ${x.gas}` +
-          ` | solver ${x.solver.actual} (${ok(x.solver)}) depository ${x.depository.actual} (${ok(x.depository)}) | credits ${x.credits} payouts ${x.payouts}`,
+          `${x.rent !== undefined ? ` (rent ${x.rent})` : ''} | solver ${x.solver.actual} (${ok(x.solver)}) depository ${x.depository.actual} (${ok(x.depository)}) | credits ${x.credits} payouts ${x.payouts}`,
       );
     }
   }

@@ -20,6 +20,8 @@ export interface CurrencyAudit {
   claims: bigint;
   funding: bigint;
   gas: bigint;
+  /** SVM: lamports put into token accounts the solver's payouts created (included in `gas`). */
+  rent?: bigint;
   solver: { opening: bigint; expected: bigint; actual: bigint };
   depository: { opening: bigint; expected: bigint; actual: bigint };
 }

@@ -1,19 +1,97 @@
-import { Connection, PublicKey, type ConfirmedSignatureInfo } from '@solana/web3.js';
+import { SvmRpcPool, svmConnection } from '../chains/svm/rpcPool.ts';
+import { Connection, PublicKey, type ConfirmedSignatureInfo, type VersionedTransactionResponse } from '@solana/web3.js';
+import { unpackAccount } from '@solana/spl-token';
+import { SVM_NATIVE } from '../chains/address.ts';
+import { ataOf, tokenProgramId } from '../chains/svm/transactions.ts';
 import type { SvmChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
-import type { ChainAudit } from './evmAudit.ts';
+import type { ChainAudit, CurrencyAudit } from './evmAudit.ts';
 
 const PAGE = 1000;
+const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
+
+interface Audited {
+  owner: 'solver' | 'vault';
+  currency: string;
+  // The account that holds it: the owner itself (lamports) or its associated token account.
+  account: PublicKey;
+  programId?: PublicKey;
+}
+
+// The balances the audit explains: the solver's and the vault's lamports and each configured token.
+function auditedAccounts(chain: SvmChainConfig, solver: PublicKey): Audited[] {
+  const vault = new PublicKey(chain.vault);
+  const out: Audited[] = [
+    { owner: 'solver', currency: SVM_NATIVE, account: solver },
+    { owner: 'vault', currency: SVM_NATIVE, account: vault },
+  ];
+  for (const c of chain.currencies) {
+    if (c.address === SVM_NATIVE) continue;
+    const programId = tokenProgramId(c.tokenProgram);
+    const mint = new PublicKey(c.address);
+    out.push({ owner: 'solver', currency: c.address, account: ataOf(solver, mint, programId), programId });
+    out.push({ owner: 'vault', currency: c.address, account: ataOf(vault, mint, programId), programId });
+  }
+  return out;
+}
+
+// Every audited balance in one answer, so all are as of one slot (a token account absent: 0).
+async function readBalances(conn: Connection, list: Audited[]): Promise<{ slot: number; amounts: bigint[] }> {
+  const r = await conn.getMultipleAccountsInfoAndContext(
+    list.map((a) => a.account),
+    'confirmed',
+  );
+  const amounts = r.value.map((info, i) => {
+    const a = list[i]!;
+    if (!info) return 0n;
+    return a.programId ? unpackAccount(a.account, info, a.programId).amount : BigInt(info.lamports);
+  });
+  return { slot: r.context.slot, amounts };
+}
+
+/**
+ * Records the SVM audit's opening balances (the solver's and the vault's, SOL and each configured
+ * token, read at one slot) the first time the node starts on the chain, before it signs anything:
+ * from that slot on, everything that moves them must be in the books. Written once.
+ */
+export async function recordSvmOpening(chain: SvmChainConfig, ledger: Ledger, conn: Connection, solver: PublicKey): Promise<void> {
+  const has = () => ledger.db.prepare('SELECT 1 FROM svm_audit_openings WHERE chain_id = ? LIMIT 1').get(chain.id) !== undefined;
+  if (has()) return;
+  const list = auditedAccounts(chain, solver);
+  const { slot, amounts } = await readBalances(conn, list);
+  ledger.tx(() => {
+    if (has()) return;
+    const put = ledger.db.prepare('INSERT OR IGNORE INTO svm_audit_openings (chain_id, owner, currency, slot, amount) VALUES (?, ?, ?, ?, ?)');
+    list.forEach((a, i) => put.run(chain.id, a.owner, a.currency, slot, amounts[i]!.toString()));
+  });
+}
+
+// Lamports a successful transaction put into the token accounts it created (their rent-exempt
+// reserve): accounts with no lamports before and a token balance after.
+function rentOf(tx: VersionedTransactionResponse | null): bigint {
+  const meta = tx?.meta;
+  if (!meta || meta.err) return 0n;
+  const tokenAccounts = new Set((meta.postTokenBalances ?? []).map((b) => b.accountIndex));
+  let rent = 0n;
+  meta.preBalances.forEach((pre, i) => {
+    if (pre === 0 && meta.postBalances[i]! > 0 && tokenAccounts.has(i)) rent += BigInt(meta.postBalances[i]!);
+  });
+  return rent;
+}
 
 /**
  * Reconciles the SVM chain's transactions with the books (same ChainAudit shape as evmAudit):
  * every paid payout has exactly one successful transaction (signature) on chain and a failed one
  * none, the ledger's recorded fee is the chain's, every successful transaction the solver paid for
  * (fee payer) is a payout's in the ledger, and every ledger deposit is a successful transaction on
- * chain. Balances (lamports, SPL) are not explained here yet: `currencies` stays empty.
+ * chain. Then the balances: the solver's and the vault's lamports and each configured token
+ * against the opening balances (recordSvmOpening) + what the books say moved since, to the smallest
+ * unit: vault = opening + deposits − withdrawals; solver = opening + withdrawals − fills − refunds
+ * − gas top-ups − transaction fees − rent of the token accounts its payouts created. Each unexplained
+ * amount is named in `differences`.
  */
-export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solver: PublicKey, conn = new Connection(chain.rpcUrl, 'confirmed')): Promise<ChainAudit> {
+export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solver: PublicKey, conn: Connection = svmConnection(new SvmRpcPool({ chain }), 'confirmed')): Promise<ChainAudit> {
   const differences: string[] = [];
   const diff = (s: string) => differences.push(`chain ${chain.id}: ${s}`);
   const txCache = new Map<string, Awaited<ReturnType<Connection['getTransaction']>>>();
@@ -73,5 +151,86 @@ export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solve
     if (!(await succeeded(d.tx_hash))) diff(`ledger deposit ${d.id} has no successful transaction on chain`);
   }
   const slots = sigs.map((s) => s.slot);
+  const currencies = await auditBalances(chain, ledger, conn, solver, payouts, txs, txOf, diff);
+  if (currencies) return { chainId: chain.id, ...currencies.range, currencies: currencies.out, writtenOff: [], differences };
   return { chainId: chain.id, fromBlock: slots.length ? Math.min(...slots) : 0, toBlock: slots.length ? Math.max(...slots) : 0, currencies: [], writtenOff: [], differences };
+}
+
+// The balances, explained by the books from the opening slot to the slot they are read at now.
+async function auditBalances(
+  chain: SvmChainConfig,
+  ledger: Ledger,
+  conn: Connection,
+  solver: PublicKey,
+  payouts: PayoutRow[],
+  txs: TransactionRow[],
+  txOf: (sig: string) => Promise<VersionedTransactionResponse | null>,
+  diff: (s: string) => void,
+): Promise<{ out: CurrencyAudit[]; range: { fromBlock: number; toBlock: number } } | undefined> {
+  const opening = ledger.db.prepare('SELECT owner, currency, slot, amount FROM svm_audit_openings WHERE chain_id = ?').all(chain.id) as { owner: string; currency: string; slot: number; amount: string }[];
+  if (!opening.length) {
+    diff('no opening balances recorded (the node records them when it first starts on the chain): balances not explained');
+    return undefined;
+  }
+  const from = opening[0]!.slot;
+  const list = auditedAccounts(chain, solver);
+  const now = await readBalances(conn, list);
+  const to = now.slot;
+  const inRange = (n: number | null) => n !== null && n > from && n <= to;
+  // The ledger's transactions that landed in range: each paid its fee, failed or not.
+  const landed = txs.filter((t) => (t.state === 'included' || t.state === 'reverted') && inRange(t.block_number));
+  const fees = sum(landed.map((t) => BigInt(t.fee ?? 0)));
+  const included = landed.filter((t) => t.state === 'included');
+  let rent = 0n;
+  for (const t of included) rent += rentOf(await txOf(t.hash));
+  const paidBy = new Set(included.map((t) => t.hash as string));
+  const paid = payouts.filter((p) => p.state === 'success' && p.tx_hash && paidBy.has(p.tx_hash));
+  const deposits = ledger.db
+    .prepare(`SELECT currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged' AND block_number > ? AND block_number <= ?`)
+    .all(chain.id, from, to) as { currency: string; amount: string }[];
+  const balance = (owner: string, currency: string) => {
+    const i = list.findIndex((a) => a.owner === owner && a.currency === currency);
+    const o = opening.find((x) => x.owner === owner && x.currency === currency);
+    return { opening: o ? BigInt(o.amount) : 0n, actual: now.amounts[i]! };
+  };
+  const out: CurrencyAudit[] = [];
+  const all = [{ address: SVM_NATIVE, symbol: chain.nativeCurrency.symbol }, ...chain.currencies.filter((c) => c.address !== SVM_NATIVE)];
+  for (const cur of all) {
+    const native = cur.address === SVM_NATIVE;
+    const amounts = (kinds: string[]) => sum(paid.filter((p) => kinds.includes(p.kind) && p.currency === cur.address).map((p) => BigInt(p.amount)));
+    const fills = amounts(['fill']);
+    const refunds = amounts(['refund', 'excess']);
+    const withdrawn = amounts(['withdrawal']);
+    // A token payout's gas top-up rides along as lamports (a SOL payout has none).
+    const topups = native ? sum(paid.filter((p) => p.kind === 'fill' && p.currency !== SVM_NATIVE && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n;
+    const gas = native ? fees : 0n;
+    const rentHere = native ? rent : 0n;
+    const deposited = sum(deposits.filter((d) => d.currency === cur.address).map((d) => BigInt(d.amount)));
+    const s = balance('solver', cur.address);
+    const v = balance('vault', cur.address);
+    const sExpected = s.opening + withdrawn - fills - refunds - topups - gas - rentHere;
+    const vExpected = v.opening + deposited - withdrawn;
+    if (s.actual !== sExpected)
+      diff(`solver ${cur.symbol}: the chain holds ${s.actual}, the books explain ${sExpected} (opening ${s.opening} at slot ${from} + withdrawals ${withdrawn} − fills ${fills} − refunds ${refunds} − top-ups ${topups} − fees ${gas} − rent ${rentHere}); unexplained ${s.actual - sExpected}`);
+    if (v.actual !== vExpected)
+      diff(`vault ${cur.symbol}: the chain holds ${v.actual}, the books explain ${vExpected} (opening ${v.opening} at slot ${from} + deposits ${deposited} − withdrawals ${withdrawn}); unexplained ${v.actual - vExpected}`);
+    out.push({
+      chainId: chain.id,
+      currency: cur.address,
+      symbol: cur.symbol,
+      credits: 0,
+      payouts: payouts.filter((p) => p.currency === cur.address).length,
+      events: 0,
+      deposits: deposited,
+      fills: fills + topups,
+      refunds,
+      claims: 0n,
+      funding: 0n,
+      gas: gas + rentHere,
+      rent: rentHere,
+      solver: { opening: s.opening, expected: sExpected, actual: s.actual },
+      depository: { opening: v.opening, expected: vExpected, actual: v.actual },
+    });
+  }
+  return { out, range: { fromBlock: from + 1, toBlock: to } };
 }

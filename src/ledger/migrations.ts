@@ -634,4 +634,21 @@ INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amoun
   SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed ORDER BY deposit_id;
 `,
   },
+  {
+    version: 17,
+    name: 'SVM audit opening balances',
+    sql: `
+-- The SVM audit's baseline (src/audit/svmAudit.ts): the solver's and the vault's balance of each
+-- currency, read in one answer at one slot when the node first started on the chain. A chain keeps
+-- no past balances to read later (unlike an EVM archive node): they are written once, never changed.
+CREATE TABLE svm_audit_openings (
+  chain_id INTEGER NOT NULL,
+  owner TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  slot INTEGER NOT NULL,
+  amount TEXT NOT NULL,
+  PRIMARY KEY (chain_id, owner, currency)
+);
+`,
+  },
 ];

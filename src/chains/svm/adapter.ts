@@ -21,9 +21,8 @@ import {
   Connection,
   PublicKey,
   Transaction,
-  type Commitment,
 } from '@solana/web3.js';
-import { getAccountLenForMint, unpackMint } from '@solana/spl-token';
+import { getAccountLenForMint, unpackAccount, unpackMint } from '@solana/spl-token';
 import type { Config } from '../../config/load.ts';
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -31,7 +30,9 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
+import { recordSvmOpening } from '../../audit/svmAudit.ts';
 import { SvmIndexer } from './indexer.ts';
+import { SvmRpcPool, svmConnection } from './rpcPool.ts';
 import { SvmSubmitter } from './submitter.ts';
 import {
   LAMPORTS_PER_SIGNATURE,
@@ -72,6 +73,7 @@ export class SvmAdapter implements ChainAdapter {
   readonly depositAddress: string;
   readonly confirmSeconds: number;
   readonly conn: Connection;
+  readonly rpc: SvmRpcPool;
   readonly #vault: PublicKey;
   readonly #indexer: SvmIndexer;
   readonly #submitter: SvmSubmitter;
@@ -91,7 +93,9 @@ export class SvmAdapter implements ChainAdapter {
     this.chainId = chain.id;
     this.depositAddress = chain.vault;
     this.confirmSeconds = CONFIRM_SECONDS[chain.commitment];
-    this.conn = new Connection(chain.rpcUrl, { commitment: chain.commitment as Commitment, disableRetryOnRateLimit: false });
+    // Every call goes through the chain's providers, each read pinned to the newest slot seen (rpcPool.ts).
+    this.rpc = new SvmRpcPool({ chain, metrics, log });
+    this.conn = svmConnection(this.rpc, chain.commitment);
     const keypair = svmKeypair(config.svmSolverKey.reveal());
     this.solver = keypair.publicKey.toBase58();
     this.#vault = new PublicKey(chain.vault);
@@ -127,6 +131,9 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   async start(): Promise<void> {
+    // The audit's opening balances, read at the node's first start on this chain before it signs
+    // anything (src/audit/svmAudit.ts): from there on, everything that moves them is in the books.
+    await recordSvmOpening(this.chain, this.ledger, this.conn, new PublicKey(this.solver));
     await this.#submitter.start();
     this.#indexer.start();
   }
@@ -143,7 +150,14 @@ export class SvmAdapter implements ChainAdapter {
   progress() {
     const head = this.#indexer.head;
     const indexed = this.#indexer.readUpTo;
-    return { head, indexed, ready: head > 0 && indexed >= head - 1 };
+    const providers = this.rpc.health();
+    return {
+      head,
+      indexed,
+      ready: head > 0 && indexed >= head - 1 && providers.ready,
+      providers: providers.providers,
+      ...(providers.heldBy ? { heldBy: `chain ${this.chainId}: ${providers.heldBy}` } : {}),
+    };
   }
 
   parseTxId(s: string): string | undefined {
@@ -224,12 +238,11 @@ export class SvmAdapter implements ChainAdapter {
     const who = new PublicKey(owner);
     if (isSvmNative(currency)) return BigInt(await this.conn.getBalance(who, 'confirmed'));
     const mint = await this.mintInfo(currency);
-    try {
-      const b = await this.conn.getTokenAccountBalance(ataOf(who, mint.mint, mint.programId), 'confirmed');
-      return BigInt(b.value.amount);
-    } catch {
-      return 0n; // no token account: nothing held
-    }
+    // Read as an account (pinned to the newest slot seen, unlike getTokenAccountBalance, whose "no such
+    // account" error carries no slot): absent at a slot at or past the newest seen is really absent.
+    const ata = ataOf(who, mint.mint, mint.programId);
+    const info = await this.conn.getAccountInfo(ata, 'confirmed');
+    return info ? unpackAccount(ata, info, mint.programId).amount : 0n; // no token account: nothing held
   }
 
   async balance(currency: string): Promise<bigint> {

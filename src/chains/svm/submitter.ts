@@ -319,8 +319,10 @@ export class SvmSubmitter {
     this.#o.metrics.queueDepth.set({ chain: String(this.chainId) }, open.length + ledger.payouts.queued(this.chainId, 10_000).length);
     if (!open.length) return;
     // The finalized height is read before the statuses: a signature absent from a later answer,
-    // whose blockhash expired before that height, was never included and never will be.
-    const finalizedHeight = await conn.getBlockHeight('finalized');
+    // whose blockhash expired before that height, was never included and never will be. "Later"
+    // is made sure of by slot, not by clock: the epoch info names the finalized block's slot, the
+    // connection's pool (rpcPool.ts) then takes no status answer from a slot before it.
+    const finalizedHeight = (await conn.getEpochInfo('finalized')).blockHeight ?? 0; // none named: nothing expired
     const statuses: (SignatureStatus | null)[] = [];
     for (let i = 0; i < open.length; i += STATUS_BATCH) {
       const r = await conn.getSignatureStatuses(
