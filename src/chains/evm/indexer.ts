@@ -297,7 +297,9 @@ export class EvmIndexer {
     });
     if (result.recorded.length) {
       this.metrics.depositsIndexed.inc({ chain: chainId }, result.recorded.length);
-      this.log.warn({ chain: chainId, fromBlock, toBlock, deposits: result.recorded }, 're-index found deposits the indexer had missed');
+      for (const id of result.recorded) {
+        this.log.warn({ chain: chainId, requestId: this.ledger.deposits.get(id)?.order_ref, deposit: id, fromBlock, toBlock }, 're-index found a deposit the indexer had missed');
+      }
     }
     this.#confirm(Number(latest.number));
     return result;
@@ -322,7 +324,7 @@ export class EvmIndexer {
     if (r) this.ledger.requests.setStatus(r.id, signed.length ? r.status : 'failure', { failReason: 'DEPOSIT_REORGED' }, now);
     this.metrics.decisions.inc({ decision: 'fail', reason: 'DEPOSIT_REORGED' });
     this.log.error(
-      { chain: this.chain.id, deposit: d.id, request: d.request_id, cancelled: payouts.length - signed.length, signed: signed.map((p) => p.id) },
+      { chain: this.chain.id, requestId: d.request_id ?? d.order_ref, deposit: d.id, cancelled: payouts.length - signed.length, signed: signed.map((p) => p.id) },
       signed.length ? 'DEPOSIT_REORGED: a reorg removed a deposit already paid out' : 'DEPOSIT_REORGED: a reorg removed a deposit; its payouts are cancelled',
     );
   }
@@ -370,10 +372,11 @@ export class EvmIndexer {
     });
     this.metrics.reorgs.inc({ chain: chainId });
     if (acted.length) this.#checkHandled = true;
-    this.log.warn({ chain: chainId, ancestor, from, dropped: dropped.map((d) => d.id) }, 'reorg: rewound to common ancestor');
+    this.log.warn({ chain: chainId, ancestor, from, dropped: dropped.length }, 'reorg: rewound to common ancestor');
+    for (const d of dropped) this.log.warn({ chain: chainId, requestId: d.order_ref, deposit: d.id, ancestor }, 'reorg: deposit dropped until its block is read again');
     if (acted.length) {
       // These were confirmed and acted on; if they do not come back on the new chain, an operator must look.
-      this.log.error({ chain: chainId, deposits: acted.map((d) => d.id) }, 'reorg removed blocks holding deposits already acted on');
+      for (const d of acted) this.log.error({ chain: chainId, requestId: d.request_id ?? d.order_ref, deposit: d.id }, 'reorg removed a block holding a deposit already acted on');
     }
   }
 }
