@@ -12,6 +12,7 @@ import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/m
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift } from './lossBreaker.ts';
+import { AuditDifference } from './auditDifference.ts';
 import { match, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
@@ -75,8 +76,9 @@ export class Solver implements PayoutHooks {
   ) {
     this.risk = new RiskPolicy(riskConfig, ledger, registry);
     if (riskConfig.lossBreaker) {
-      const drift = new BalanceDrift(ledger, registry, adapters, prices);
-      this.#breaker = new LossBreaker(drift, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
+      // The audit's difference (anchored at the audit's opening block) where it can be read; balance drift elsewhere.
+      const movement = new AuditDifference(ledger, registry, adapters, prices, new BalanceDrift(ledger, registry, adapters, prices), log);
+      this.#breaker = new LossBreaker(movement, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
     }
   }
 
