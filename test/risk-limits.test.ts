@@ -127,9 +127,25 @@ describe('loss breaker', () => {
     const id = await quoteAndDeposit(3, A, B, SIXTY_USD);
     expect((await waiting(id)).reason).toBe('LOSS_BREAKER');
     expect(s.node.ledger.payouts.forRequest(id)).toEqual([]);
-    const r = await admin('/admin/resume', { scope: 'chain', chainId: B, reason: 'leaked key rotated' });
-    expect(r.body.changed).toBe(true);
+    // The fill the resume releases is still in flight when the resume's loss is accepted (B mines
+    // nothing meanwhile): it must be accepted neither as lost nor as spent, or the fill's landing
+    // would read as a new loss (60 USD > 10) and trip the breaker again.
+    const acceptedBefore = s.node.ledger.operations.actionsOf('loss-accepted', `chain:${B}`).length;
+    await rpc(B, 'evm_setAutomine', [false]);
+    try {
+      const r = await admin('/admin/resume', { scope: 'chain', chainId: B, reason: 'leaked key rotated' });
+      expect(r.body.changed).toBe(true);
+      await until(() => (s.node.ledger.payouts.forRequest(id)[0]?.state === 'sent' ? true : undefined), 'the fill signed and sent');
+      await until(() => (s.node.ledger.operations.actionsOf('loss-accepted', `chain:${B}`).length > acceptedBefore ? true : undefined), 'the loss accepted');
+      expect(s.node.ledger.payouts.forRequest(id)[0]?.state).toBe('sent');
+    } finally {
+      await rpc(B, 'evm_setAutomine', [true]);
+    }
+    await rpc(B, 'evm_mine', []);
     expect((await waitForStatus(s.url, id, ['success', 'refund', 'failure'], 60_000)).status).toBe('success');
+    // A check after the fill landed: nothing missing, nothing paused.
+    await until(() => (s.node.ledger.payouts.forRequest(id)[0]?.state === 'success' ? true : undefined), 'the fill settled');
+    await s.node.solver!.checkLosses();
     await lossChecked(B, true);
     expect(s.node.ledger.operations.switches()).toEqual([]);
   });
@@ -146,6 +162,7 @@ describe('loss breaker', () => {
     expect(BigInt(JSON.parse(accepted.detail!).amounts[zeroAddress])).toBeGreaterThanOrEqual(10n ** 18n);
     // Restarted again, the node does not count the accepted loss a second time.
     await s.restartNode();
+    await s.node.solver!.checkLosses();
     await lossChecked(B, true);
     expect(s.node.ledger.operations.switches()).toEqual([]);
   });

@@ -106,7 +106,7 @@ export class LossBreaker {
   // Chains seen paused by the breaker: when the pause is gone, an operator resumed, and the
   // balance as it is then is the new baseline.
   #tripped = new Set<number>();
-  #checking = false;
+  #checking: Promise<void> | undefined;
   constructor(
     private movement: UnexplainedMovement,
     private ledger: Ledger,
@@ -119,12 +119,18 @@ export class LossBreaker {
   /** Checks every chain once (a check still running is not doubled). */
   async check(): Promise<void> {
     if (this.#checking) return;
-    this.#checking = true;
-    try {
+    this.#checking = (async () => {
       for (const chainId of this.chainIds) await this.#checkChain(chainId);
-    } finally {
-      this.#checking = false;
-    }
+    })().finally(() => {
+      this.#checking = undefined;
+    });
+    return this.#checking;
+  }
+
+  /** A check that starts now, after the one running (if any) ends. */
+  async checkNow(): Promise<void> {
+    while (this.#checking) await this.#checking.catch(() => {});
+    return this.check();
   }
 
   async #checkChain(chainId: number): Promise<void> {

@@ -130,6 +130,11 @@ export class Solver implements PayoutHooks {
     await this.#refreshing;
   }
 
+  /** Runs the loss breaker's check of every chain now (after the one running, if any). */
+  checkLosses(): Promise<void> {
+    return this.#breaker?.checkNow() ?? Promise.resolve();
+  }
+
   // Re-read inventory and prices before the next decision (e.g. when a price feed moved).
   invalidate(): void {
     this.#snapshot = undefined;
