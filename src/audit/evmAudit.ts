@@ -67,9 +67,10 @@ export interface SolverBooks {
  * state, `credits` its standing (not reversed) funding credits after the opening block. Shared by the
  * audit and the loss breaker, so both explain the wallet the same way.
  */
-export function solverBooks(payouts: PayoutRow[], credits: FundingCredit[], currency: string): SolverBooks {
-  const cur = getAddress(currency);
-  const is = (c: string) => getAddress(c) === cur;
+export function solverBooks(payouts: Pick<PayoutRow, 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls'>[], credits: FundingCredit[], currency: string): SolverBooks {
+  // Compared lowercased: a checksum per payout would cost more than the rest of the loss breaker's check.
+  const cur = currency.toLowerCase();
+  const is = (c: string) => c.toLowerCase() === cur;
   const native = cur === zeroAddress;
   const fills = sum(payouts.filter((p) => p.kind === 'fill' && (p.calls ? native : is(p.currency))).map((p) => BigInt(p.amount)))
     + (native ? sum(payouts.filter((p) => p.kind === 'fill' && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n);
