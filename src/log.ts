@@ -9,6 +9,14 @@ const REDACT = [
   'apiKey', '*.apiKey', 'headers["x-api-key"]', 'req.headers["x-api-key"]', 'req.headers.authorization',
 ];
 
+/**
+ * A logger whose every line names the request it is about, under the one field `requestId` (what an
+ * operator searches the logs by); the logger itself when there is no request.
+ */
+export function forRequest(log: Logger, requestId: string | null | undefined): Logger {
+  return requestId ? log.child({ requestId }) : log;
+}
+
 export function createLogger(level = 'info', destination?: pino.DestinationStream): Logger {
   return pino({ level, base: { service: 'relay-node' }, redact: { paths: REDACT, censor: '[secret]' } }, destination);
 }

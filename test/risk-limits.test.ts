@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toHex, zeroAddress, type Hex } from 'viem';
+import { createWalletClient, http, toHex, zeroAddress, type Address, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { devnetChain } from '../src/devnet/deploy.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 // Limits that hold a deposit back (USD in flight per origin chain, hourly outflow per destination
@@ -46,6 +48,7 @@ const waiting = (requestId: Hex) =>
 
 // 0.02 ETH at 3000 USD: 60 USD.
 const SIXTY_USD = 20_000_000_000_000_000n;
+const THIEF = '0x000000000000000000000000000000000000bEEF' as Address;
 
 describe('limits that hold a deposit back', () => {
   it('USD in flight per origin chain: a second deposit waits until the first is final', async () => {
@@ -98,6 +101,69 @@ describe('loss breaker', () => {
     // The balance after the resume is the new baseline: the same loss does not trip it again.
     const checks = s.node.metrics.unexplainedLoss;
     await until(async () => ((await checks.get()).values.find((v) => String(v.labels.chain) === String(B))?.value === 0 ? true : undefined), 'a check after the resume');
+    expect(s.node.ledger.operations.switches()).toEqual([]);
+  });
+
+  // Money sent straight from the solver's key (a leaked key, a script run by hand): no payout, no
+  // ledger entry explains it. 1 ETH (3000 USD) > 10 USD tolerance.
+  const leak = async (chainId: number) => {
+    const w = createWalletClient({ account: privateKeyToAccount(s.devnet.keys.solver), chain: devnetChain(chainId, s.devnet.chains.find((c) => c.id === chainId)!.rpcUrl), transport: http(s.devnet.chains.find((c) => c.id === chainId)!.rpcUrl) });
+    const hash = await w.sendTransaction({ to: THIEF, value: 10n ** 18n });
+    expect((await s.publicClient(chainId).waitForTransactionReceipt({ hash })).status).toBe('success');
+  };
+  const tripped = (chainId: number) =>
+    until(() => s.node.ledger.operations.switches().find((x) => x.name === `pause:chain:${chainId}` && x.actor === 'loss-breaker'), `the breaker to trip on chain ${chainId}`);
+  const lossChecked = (chainId: number, zero: boolean) =>
+    until(async () => {
+      const v = (await s.node.metrics.unexplainedLoss.get()).values.find((x) => String(x.labels.chain) === String(chainId))?.value;
+      return v !== undefined && (v === 0) === zero ? true : undefined;
+    }, `a loss check on chain ${chainId}`);
+
+  it('a transfer from the solver key with no ledger entry pauses payouts on the chain until an admin resumes', async () => {
+    // Deposits of the earlier tests on A are final: the in-flight limit does not hold this one.
+    await rpc(A, 'anvil_mine', [toHex(64)]);
+    await leak(B);
+    await tripped(B);
+    const id = await quoteAndDeposit(3, A, B, SIXTY_USD);
+    expect((await waiting(id)).reason).toBe('LOSS_BREAKER');
+    expect(s.node.ledger.payouts.forRequest(id)).toEqual([]);
+    // The fill the resume releases is still in flight when the resume's loss is accepted (B mines
+    // nothing meanwhile): it must be accepted neither as lost nor as spent, or the fill's landing
+    // would read as a new loss (60 USD > 10) and trip the breaker again.
+    const acceptedBefore = s.node.ledger.operations.actionsOf('loss-accepted', `chain:${B}`).length;
+    await rpc(B, 'evm_setAutomine', [false]);
+    try {
+      const r = await admin('/admin/resume', { scope: 'chain', chainId: B, reason: 'leaked key rotated' });
+      expect(r.body.changed).toBe(true);
+      await until(() => (s.node.ledger.payouts.forRequest(id)[0]?.state === 'sent' ? true : undefined), 'the fill signed and sent');
+      await until(() => (s.node.ledger.operations.actionsOf('loss-accepted', `chain:${B}`).length > acceptedBefore ? true : undefined), 'the loss accepted');
+      expect(s.node.ledger.payouts.forRequest(id)[0]?.state).toBe('sent');
+    } finally {
+      await rpc(B, 'evm_setAutomine', [true]);
+    }
+    await rpc(B, 'evm_mine', []);
+    expect((await waitForStatus(s.url, id, ['success', 'refund', 'failure'], 60_000)).status).toBe('success');
+    // A check after the fill landed: nothing missing, nothing paused.
+    await until(() => (s.node.ledger.payouts.forRequest(id)[0]?.state === 'success' ? true : undefined), 'the fill settled');
+    await s.node.solver!.checkLosses();
+    await lossChecked(B, true);
+    expect(s.node.ledger.operations.switches()).toEqual([]);
+  });
+
+  it('a transfer from the solver key while the node was stopped trips it at the next start; the accepted loss stays accepted', async () => {
+    await s.restartNode(undefined, () => leak(B));
+    await tripped(B);
+    expect((await admin('/admin/resume', { scope: 'chain', chainId: B, reason: 'known: moved by hand during maintenance' })).body.changed).toBe(true);
+    await lossChecked(B, true);
+    // The resume accepted what was missing: an entry by the admin who resumed, with the amount.
+    const accepted = s.node.ledger.operations.actionsOf('loss-accepted', `chain:${B}`).at(-1)!;
+    expect(accepted.actor).toContain('ops-bob');
+    expect(accepted.reason).toContain('moved by hand during maintenance');
+    expect(BigInt(JSON.parse(accepted.detail!).amounts[zeroAddress])).toBeGreaterThanOrEqual(10n ** 18n);
+    // Restarted again, the node does not count the accepted loss a second time.
+    await s.restartNode();
+    await s.node.solver!.checkLosses();
+    await lossChecked(B, true);
     expect(s.node.ledger.operations.switches()).toEqual([]);
   });
 });

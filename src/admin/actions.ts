@@ -1,3 +1,6 @@
+import { ApiError } from '../api/errors.ts';
+import type { ChainAdapter, ReindexResult } from '../chains/adapter.ts';
+import type { ChainKind } from '../chains/address.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
 
@@ -93,4 +96,45 @@ export function stuck(ledger: Ledger, now = Date.now()): StuckItem[] {
     out.push({ state: 'failed', reason: r.fail_reason ?? 'MANUAL_REFUND_REQUIRED', requestId: r.id, depositId: r.deposit_id, payoutId: null, chainId: r.chain_id, amount: r.amount, currency: r.currency, ageMs: now - r.updated_at });
   }
   return out;
+}
+
+// Why a chain's indexer offers no re-index of a range.
+const reindexUnsupported: Partial<Record<ChainKind, string>> = {
+  svm:
+    "its indexer reads each vault address's signatures newest first down to its cursor, so re-reading a slot range means paging through every signature since; " +
+    'a missed deposit is read by its signature instead (POST /transactions/index)',
+  exchange: "its indexer follows the exchange's transfer ledger by its own cursor, not blocks",
+};
+
+/**
+ * Makes a chain's indexer read deposits again over [fromBlock, toBlock] (blocks it has passed),
+ * bounded by `maxBlocks`, recorded as an admin action with who and why in the transaction that
+ * writes what it found. A deposit already recorded is not recorded again; a missed one is recorded
+ * and confirmed, and the solver decides it like any other. Refused (400) for a range the chain's
+ * indexer has not reached yet, one too wide, or a chain whose indexer cannot re-read a range.
+ */
+export async function reindex(
+  ledger: Ledger,
+  adapter: ChainAdapter | undefined,
+  range: { chainId: number; fromBlock: number; toBlock: number },
+  maxBlocks: number,
+  who: Who,
+): Promise<ReindexResult> {
+  const { chainId, fromBlock, toBlock } = range;
+  if (!adapter) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chainId ${chainId} is not a chain of this node`);
+  if (toBlock < fromBlock) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `toBlock ${toBlock} is below fromBlock ${fromBlock}`);
+  if (toBlock - fromBlock + 1 > maxBlocks) {
+    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `the range holds ${toBlock - fromBlock + 1} blocks; at most ${maxBlocks} are re-indexed at once (admin.reindexMaxBlocks)`);
+  }
+  if (!adapter.reindex) {
+    const why = reindexUnsupported[adapter.kind] ?? 'its indexer cannot re-read a range';
+    throw new ApiError(400, 'REINDEX_UNSUPPORTED', `chain ${chainId} (${adapter.kind}) offers no re-index by range: ${why}`);
+  }
+  const indexed = adapter.progress().indexed;
+  if (toBlock > indexed) {
+    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${chainId} is indexed up to block ${indexed}; blocks above it are read by the indexer itself (toBlock ${toBlock})`);
+  }
+  return adapter.reindex(fromBlock, toBlock, (r) => {
+    ledger.operations.record({ action: 'reindex', target: `chain:${chainId}`, actor: who.actor, reason: who.reason, detail: r });
+  });
 }

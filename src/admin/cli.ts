@@ -162,6 +162,17 @@ export function adminCommands(y: Argv): Argv {
           }),
         ),
     )
+    .command(
+      'reindex',
+      "read a chain's deposits again over a block range its indexer has passed (a deposit it missed is recorded and decided)",
+      (c) =>
+        apiOptions(c)
+          .option('chain', { type: 'number', demandOption: true, describe: 'chain id (EVM)' })
+          .option('from', { type: 'number', demandOption: true, describe: 'first block' })
+          .option('to', { type: 'number', demandOption: true, describe: 'last block (at most admin.reindexMaxBlocks in all)' })
+          .option('reason', reasonOption),
+      async (argv) => print(await call(argv, 'POST', '/admin/reindex', { chainId: argv.chain, fromBlock: argv.from, toBlock: argv.to, reason: argv.reason })),
+    )
     .command('inventory', "the solver's inventory per chain", (c) => apiOptions(c), async (argv) => print(await call(argv, 'GET', '/admin/inventory')))
     .command(
       'actions',
@@ -169,5 +180,5 @@ export function adminCommands(y: Argv): Argv {
       (c) => apiOptions(c).option('limit', { type: 'number', default: 50 }),
       async (argv) => print(await call(argv, 'GET', `/admin/actions?limit=${argv.limit}`)),
     )
-    .demandCommand(1, 'name an admin command: keys, pause, resume, dry-run, payouts, retry, refund, withdraw, inventory or actions');
+    .demandCommand(1, 'name an admin command: keys, pause, resume, dry-run, payouts, retry, refund, withdraw, reindex, inventory or actions');
 }

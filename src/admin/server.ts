@@ -8,7 +8,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { AdminKeyRow } from '../ledger/operations.ts';
 import type { Logger } from '../log.ts';
 import { AdminRefusal, type Solver } from '../solver/solver.ts';
-import { pause, resume, setDryRun, stuck, type PauseScope, type Who } from './actions.ts';
+import { pause, reindex, resume, setDryRun, stuck, type PauseScope, type Who } from './actions.ts';
 import { inventory } from './inventory.ts';
 import { queueWithdrawal, WithdrawalRefused } from '../solver/withdrawals.ts';
 
@@ -18,6 +18,8 @@ export interface AdminContext {
   adapters: Map<number, ChainAdapter>;
   solver: Solver;
   log: Logger;
+  // The widest block range one re-index reads (config admin.reindexMaxBlocks).
+  reindexMaxBlocks: number;
 }
 
 const reason = z.string().trim().min(1, 'must say why (it is recorded with the action)').max(500);
@@ -52,7 +54,7 @@ function who(req: FastifyRequest, why: string): Who {
 
 /**
  * The admin HTTP API, on its own listen address: pauses, dry run, stuck payouts, retry, manual
- * refund, inventory and the admin action log. Every request needs a live admin key; every change
+ * refund, re-index, inventory and the admin action log. Every request needs a live admin key; every change
  * is an admin action in the ledger with the key's name and the reason given.
  */
 export function createAdminApi(ctx: AdminContext): FastifyInstance {
@@ -139,6 +141,14 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
     );
     adapter.wake();
     return { withdrawal: { payoutId: payout.id, chainId: payout.chain_id, currency: payout.currency, amount: payout.amount, deposits: ctx.ledger.withdrawals.depositsOf(payout.id) } };
+  });
+  // Read a chain's deposits again over a block range its indexer has passed (a missed deposit).
+  app.post('/admin/reindex', async (req) => {
+    const block = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+    const b = z.object({ chainId, fromBlock: block, toBlock: block, reason }).strict().parse(req.body ?? {});
+    const r = await reindex(ctx.ledger, ctx.adapters.get(b.chainId), b, ctx.reindexMaxBlocks, who(req, b.reason));
+    ctx.solver.wake();
+    return { reindex: { chainId: b.chainId, ...r } };
   });
   app.get('/admin/inventory', async () => ({ chains: await inventory(ctx.registry, ctx.adapters, ctx.ledger) }));
   app.get('/admin/actions', async (req) => {

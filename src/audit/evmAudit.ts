@@ -3,6 +3,7 @@ import { OrderFillerAbi, RelayDepositoryAbi } from '../../contracts-abi/index.ts
 import { decodeDepositLog, type RpcLog } from '../chains/evm/depositLogs.ts';
 import { fundingParts } from '../chains/evm/fundingWatcher.ts';
 import type { EvmChainConfig } from '../config/schema.ts';
+import type { FundingCredit } from '../ledger/funding.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
 
@@ -52,6 +53,36 @@ async function inBatches<T, R>(items: T[], fn: (t: T) => Promise<R>): Promise<R[
 }
 
 const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
+
+/** What the books say moved the solver's wallet in one currency since the audit's opening block. */
+export interface SolverBooks {
+  // In: app balance funding (standing credits) and withdrawals from the depository.
+  funding: bigint;
+  withdrawn: bigint;
+  // Out: fills (a fill with calls pays its output as native value; a gas top-up rides as native value) and app fee claims.
+  fills: bigint;
+  claims: bigint;
+}
+
+/**
+ * The solver wallet's movements in `currency` by the books: `payouts` are the chain's payouts in a
+ * state, `credits` its standing (not reversed) funding credits after the opening block. Shared by the
+ * audit and the loss breaker, so both explain the wallet the same way.
+ */
+export function solverBooks(payouts: Pick<PayoutRow, 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls'>[], credits: FundingCredit[], currency: string): SolverBooks {
+  // Compared lowercased: a checksum per payout would cost more than the rest of the loss breaker's check.
+  const cur = currency.toLowerCase();
+  const is = (c: string) => c.toLowerCase() === cur;
+  const native = cur === zeroAddress;
+  const fills = sum(payouts.filter((p) => p.kind === 'fill' && (p.calls ? native : is(p.currency))).map((p) => BigInt(p.amount)))
+    + (native ? sum(payouts.filter((p) => p.kind === 'fill' && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n);
+  return {
+    funding: sum(credits.flatMap((c) => c.parts.filter((p) => is(p.currency)).map((p) => p.amount))),
+    withdrawn: sum(payouts.filter((p) => p.kind === 'withdrawal' && is(p.currency)).map((p) => BigInt(p.amount))),
+    fills,
+    claims: sum(payouts.filter((p) => p.kind === 'claim' && is(p.currency)).map((p) => BigInt(p.amount))),
+  };
+}
 
 /**
  * Reconciles one EVM chain's books with the chain, from the audit's opening block to the head:
@@ -199,15 +230,10 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   for (const cur of all) {
     const is = (c: string) => getAddress(c) === cur.address;
     const paid = payouts.filter((p) => p.state === 'success');
-    // A fill's output leaves the solver in its currency (calls: as value); a top-up rides as native value.
-    const fills = sum(paid.filter((p) => p.kind === 'fill' && (p.calls ? cur.address === zeroAddress : is(p.currency))).map((p) => BigInt(p.amount)))
-      + (cur.address === zeroAddress ? sum(paid.filter((p) => p.kind === 'fill' && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n);
-    const claims = sum(paid.filter((p) => p.kind === 'claim' && is(p.currency)).map((p) => BigInt(p.amount)));
-    const refunds = sum(paid.filter((p) => (p.kind === 'refund' || p.kind === 'excess') && is(p.currency)).map((p) => BigInt(p.amount)));
     // A withdrawal moves depository funds owed to the solver into the solver's wallet.
-    const withdrawn = sum(paid.filter((p) => p.kind === 'withdrawal' && is(p.currency)).map((p) => BigInt(p.amount)));
+    const { fills, claims, withdrawn, funding } = solverBooks(paid, credits.filter((c) => !c.reversed), cur.address);
+    const refunds = sum(paid.filter((p) => (p.kind === 'refund' || p.kind === 'excess') && is(p.currency)).map((p) => BigInt(p.amount)));
     const deposited = sum(deposits.filter((d) => is(d.currency)).map((d) => BigInt(d.amount)));
-    const funding = sum(credits.filter((c) => !c.reversed).flatMap((c) => c.parts.filter((p) => is(p.currency)).map((p) => p.amount)));
     const gasHere = cur.address === zeroAddress ? gas : 0n;
     const headTag = { blockNumber: BigInt(head) };
     const [sOpen, sNow, dOpen, dNow] = await Promise.all([

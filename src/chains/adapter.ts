@@ -29,6 +29,15 @@ export interface FundingTransfer {
   parts: FundingPart[];
 }
 
+/** What a re-index found: the deposit logs in the range, those newly recorded (ids), and those left to the indexer's own passes. */
+export interface ReindexResult {
+  fromBlock: number;
+  toBlock: number;
+  logs: number;
+  recorded: string[];
+  skipped: number;
+}
+
 // What chains report to the rest of the node, besides payouts.
 export interface ChainEvents {
   // Deposits reached their confirmations: the solver has work.
@@ -149,6 +158,10 @@ export interface ChainAdapter {
   verifySignedDeposit?(request: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string>;
   // Looks at a request's deposit address now (the reindex operation); returns the sweeps queued.
   checkDepositAddress?(requestId: string): Promise<number>;
+  // Reads the chain's deposits again over blocks its indexer has passed (the admin re-index);
+  // `record` runs in the ledger transaction that writes what was found. Absent where the indexer
+  // cannot re-read a range cheaply (reindexUnsupported says why).
+  reindex?(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult>;
   // New queued payouts exist in the ledger for this chain.
   wake(): void;
   // Head block (or slot) as last seen and the indexer's position, for metrics and readiness.

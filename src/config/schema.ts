@@ -241,6 +241,8 @@ const adminSchema = z
   .object({
     host: z.string().min(1).default('127.0.0.1'),
     port: z.number().int().min(0).max(65_535).optional(),
+    // The widest block range one admin re-index reads (one getLogs call over it).
+    reindexMaxBlocks: z.number().int().min(1).max(1_000_000).default(10_000),
   })
   .strict()
   .default({});

@@ -174,7 +174,7 @@ export class Deliverer {
       })
       .catch((e) => {
         this.#inFlight.delete(key);
-        this.#log.error({ err: (e as Error).message, event: d.event_id, webhook: d.webhook_id }, 'webhook delivery failed');
+        this.#log.error({ err: (e as Error).message, event: d.event_id, webhook: d.webhook_id, requestId: d.request_id }, 'webhook delivery failed');
       })
       .finally(() => {
         // The next event of the request (or another due delivery) may go now.

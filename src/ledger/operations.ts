@@ -75,6 +75,11 @@ export class Operations {
     return this.db.prepare('SELECT * FROM admin_actions ORDER BY id DESC LIMIT ?').all(limit) as AdminActionRow[];
   }
 
+  /** Admin actions of one kind on one target, oldest first (e.g. the losses accepted on a chain). */
+  actionsOf(action: string, target: string): AdminActionRow[] {
+    return this.db.prepare('SELECT * FROM admin_actions WHERE action = ? AND target = ? ORDER BY id').all(action, target) as AdminActionRow[];
+  }
+
   /** Turns a switch on; false when it was on already. */
   switchOn(name: string, actor: string, reason: string, now = Date.now()): boolean {
     return this.#switchOn.run(name, actor, reason, now).changes === 1;

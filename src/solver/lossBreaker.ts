@@ -10,21 +10,21 @@ import { LOSS_BREAKER_ACTOR } from './risk.ts';
 
 /**
  * How much of the solver's holdings on a chain went missing in a way the ledger does not explain
- * (the audit's difference). The loss breaker depends only on this, so a fuller audit can replace
- * the simple balance comparison below.
+ * (the audit's difference). The loss breaker depends only on this: AuditDifference on EVM chains,
+ * the simple balance comparison below elsewhere.
  */
 export interface UnexplainedMovement {
   /** micro-USD lost on the chain beyond what the ledger explains (0 when nothing is missing). */
   unexplainedLossUsd(chainId: number): Promise<bigint>;
   /** The operator accepted the chain's balance as it is now: measure from here. */
-  rebase(chainId: number): void;
+  rebase(chainId: number): void | Promise<void>;
 }
 
 type Amounts = Map<string, bigint>;
 const add = (m: Amounts, k: string, v: bigint) => m.set(k, (m.get(k) ?? 0n) + v);
 
 /**
- * The simple difference: the solver wallet's balance of each currency, plus everything the ledger
+ * The simple difference (the breaker's measure where the audit's, src/solver/auditDifference.ts, cannot be read): the solver wallet's balance of each currency, plus everything the ledger
  * says left it since (fills and app fee claims made, transaction fees), should not fall between two
  * readings. Payouts signed but not yet seen made, and transactions broadcast, may have left already:
  * their amounts and most fees are allowed for, so a payment caught between the chain and the ledger
@@ -106,7 +106,7 @@ export class LossBreaker {
   // Chains seen paused by the breaker: when the pause is gone, an operator resumed, and the
   // balance as it is then is the new baseline.
   #tripped = new Set<number>();
-  #checking = false;
+  #checking: Promise<void> | undefined;
   constructor(
     private movement: UnexplainedMovement,
     private ledger: Ledger,
@@ -119,12 +119,18 @@ export class LossBreaker {
   /** Checks every chain once (a check still running is not doubled). */
   async check(): Promise<void> {
     if (this.#checking) return;
-    this.#checking = true;
-    try {
+    this.#checking = (async () => {
       for (const chainId of this.chainIds) await this.#checkChain(chainId);
-    } finally {
-      this.#checking = false;
-    }
+    })().finally(() => {
+      this.#checking = undefined;
+    });
+    return this.#checking;
+  }
+
+  /** A check that starts now, after the one running (if any) ends. */
+  async checkNow(): Promise<void> {
+    while (this.#checking) await this.#checking.catch(() => {});
+    return this.check();
   }
 
   async #checkChain(chainId: number): Promise<void> {
@@ -134,7 +140,15 @@ export class LossBreaker {
       this.metrics.breakerTripped.set({ chain: chainId }, 1);
       return;
     }
-    if (this.#tripped.delete(chainId)) this.movement.rebase(chainId);
+    if (this.#tripped.has(chainId)) {
+      try {
+        await this.movement.rebase(chainId);
+      } catch (e) {
+        this.log.warn({ chain: chainId, err: (e as Error).message }, 'loss breaker could not take the balance after the resume; trying again');
+        return;
+      }
+      this.#tripped.delete(chainId);
+    }
     this.metrics.breakerTripped.set({ chain: chainId }, 0);
     let loss: bigint;
     try {

@@ -4,7 +4,7 @@ import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { Requests, type NewRequest } from '../ledger/requests.ts';
 import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types.ts';
-import type { Logger } from '../log.ts';
+import { forRequest, type Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { breakdown } from '../quote/fillAmount.ts';
 import { swapRate } from '../quote/pricing.ts';
@@ -12,6 +12,7 @@ import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/m
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift } from './lossBreaker.ts';
+import { AuditDifference } from './auditDifference.ts';
 import { match, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
@@ -75,8 +76,9 @@ export class Solver implements PayoutHooks {
   ) {
     this.risk = new RiskPolicy(riskConfig, ledger, registry);
     if (riskConfig.lossBreaker) {
-      const drift = new BalanceDrift(ledger, registry, adapters, prices);
-      this.#breaker = new LossBreaker(drift, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
+      // The audit's difference (anchored at the audit's opening block) where it can be read; balance drift elsewhere.
+      const movement = new AuditDifference(ledger, registry, adapters, prices, new BalanceDrift(ledger, registry, adapters, prices), log);
+      this.#breaker = new LossBreaker(movement, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
     }
   }
 
@@ -115,7 +117,7 @@ export class Solver implements PayoutHooks {
     const ids = this.ledger.balances.expiredHolds(now, since);
     for (const id of ids) {
       this.ledger.tx(() => settleHold(this.ledger, this.ledger.requests.get(id)!, undefined, 0n));
-      this.log.warn({ request: id }, 'fast-fill hold expired without a deposit: permanent debit');
+      this.log.warn({ requestId: id }, 'fast-fill hold expired without a deposit: permanent debit');
     }
     this.#holdsCheckedTo = now;
     return ids.length;
@@ -126,6 +128,11 @@ export class Solver implements PayoutHooks {
     clearInterval(this.#timer);
     await this.#running;
     await this.#refreshing;
+  }
+
+  /** Runs the loss breaker's check of every chain now (after the one running, if any). */
+  checkLosses(): Promise<void> {
+    return this.#breaker?.checkNow() ?? Promise.resolve();
   }
 
   // Re-read inventory and prices before the next decision (e.g. when a price feed moved).
@@ -169,7 +176,7 @@ export class Solver implements PayoutHooks {
             const chain = this.#decide(d, snap);
             if (chain !== undefined) woken.add(chain);
           } catch (e) {
-            this.log.error({ deposit: d.id, err: (e as Error).message }, 'deposit decision failed; it stays confirmed and is retried');
+            this.log.error({ requestId: d.order_ref, deposit: d.id, err: (e as Error).message }, 'deposit decision failed; it stays confirmed and is retried');
           }
         }
       });
@@ -281,7 +288,7 @@ export class Solver implements PayoutHooks {
     const cur = this.registry.currency(d.chain_id, d.currency)!;
     const value = usdMicro(BigInt(d.amount), cur.decimals, snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice);
     settleHold(this.ledger, r, d, value);
-    this.log.info({ request: r.id, deposit: d.id }, 'fast-filled request settled by its deposit');
+    this.log.info({ requestId: r.id, deposit: d.id }, 'fast-filled request settled by its deposit');
     return undefined;
   }
 
@@ -355,7 +362,7 @@ export class Solver implements PayoutHooks {
       this.ledger.operations.dryRunDecision(d.id, decision.kind, decision.kind === 'fail' ? decision.reason : null, detail);
     }
     this.metrics.postponed.inc({ reason: verdict.reason });
-    if (first) this.log.warn({ deposit: d.id, request: d.order_ref, reason: verdict.reason }, 'deposit held back');
+    if (first) this.log.warn({ requestId: d.order_ref, deposit: d.id, reason: verdict.reason }, 'deposit held back');
     return undefined;
   }
 
@@ -424,7 +431,7 @@ export class Solver implements PayoutHooks {
     }
     this.#spend(snap, key(r.destination_chain_id, r.destination_currency), decision.amount);
     if (decision.topUp > 0n) this.#spend(snap, key(r.destination_chain_id, this.registry.native(r.destination_chain_id).address), decision.topUp);
-    this.log.info({ request: r.id, deposit: d.id, amount: decision.amount.toString(), chain: r.destination_chain_id }, 'fill queued');
+    this.log.info({ requestId: r.id, deposit: d.id, amount: decision.amount.toString(), chain: r.destination_chain_id }, 'fill queued');
     return r.destination_chain_id;
   }
 
@@ -468,10 +475,10 @@ export class Solver implements PayoutHooks {
     this.ledger.requests.setStatus(requestId, 'failure', { failReason: decision.reason }, now);
     // Not filled: nothing will be charged of what POST /execute held for it.
     releaseSponsorHold(this.ledger, requestId, decision.reason);
-    this.log.info({ request: requestId, deposit: d.id, reason: decision.reason }, 'deposit will not be filled');
+    this.log.info({ requestId, deposit: d.id, reason: decision.reason }, 'deposit will not be filled');
     if (noRefund) {
       this.ledger.requests.setStatus(requestId, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
-      this.log.warn({ request: requestId, deposit: d.id, reason: decision.reason }, 'deposit held for an operator: not refunded automatically');
+      this.log.warn({ requestId, deposit: d.id, reason: decision.reason }, 'deposit held for an operator: not refunded automatically');
       return undefined;
     }
     const refundTo = decision.request && !decision.extra && d.chain_id === decision.request.origin_chain_id ? decision.request.refund_to! : d.depositor;
@@ -487,12 +494,12 @@ export class Solver implements PayoutHooks {
       const refundFailReason = amount === undefined ? 'MANUAL_REFUND_REQUIRED' : 'AMOUNT_TOO_LOW_TO_REFUND';
       // An excess too small to return leaves the fill's status as it is.
       if (kind === 'excess') {
-        this.log.warn({ request: requestId, excess: d.amount, refundFailReason }, 'deposit address excess not returned');
+        this.log.warn({ requestId, deposit: d.id, excess: d.amount, refundFailReason }, 'deposit address excess not returned');
         return undefined;
       }
       this.ledger.requests.setStatus(requestId, 'failure', { refundFailReason }, now);
       this.metrics.refunds.inc({ chain: d.chain_id, outcome: refundFailReason });
-      this.log.warn({ request: requestId, deposit: d.id, refundFailReason }, 'deposit cannot be refunded');
+      this.log.warn({ requestId, deposit: d.id, refundFailReason }, 'deposit cannot be refunded');
       return undefined;
     }
     this.ledger.payouts.insert({
@@ -560,7 +567,7 @@ export class Solver implements PayoutHooks {
       });
       return { payoutId: id, chainId: d.chain_id, amount: amount.toString() };
     });
-    this.log.warn({ request: requestId, actor: who.actor, payout: res.payoutId }, 'manual refund queued by an operator');
+    this.log.warn({ requestId, actor: who.actor, payout: res.payoutId }, 'manual refund queued by an operator');
     this.adapters.get(res.chainId)?.wake();
     return res;
   }
@@ -598,7 +605,7 @@ export class Solver implements PayoutHooks {
     if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit' || payout.kind === 'withdrawal') {
       // None of these moves the request's status: a sweep's or a signed deposit's deposit event is
       // indexed like any other.
-      this.log.info({ payout: payout.id, amount: payout.amount }, `${payout.kind} paid`);
+      forRequest(this.log, payout.request_id).info({ payout: payout.id, amount: payout.amount }, `${payout.kind} paid`);
       return;
     }
     this.ledger.requests.setStatus(payout.request_id!, payout.kind === 'fill' ? 'success' : 'refund');
@@ -615,34 +622,35 @@ export class Solver implements PayoutHooks {
 
   onFailed(payout: PayoutRow, reason: string, _txHash?: string, callData?: string): void {
     const now = Date.now();
+    const log = forRequest(this.log, payout.request_id);
     if (callData && payout.request_id) this.ledger.requests.setFailedCallData(payout.request_id, callData);
     if (payout.kind === 'claim') {
       reverseClaim(this.ledger, payout);
-      this.log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
+      log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
       return;
     }
     if (payout.kind === 'withdrawal') {
       // Nothing left the depository: its deposits are owed to the solver again, for a later withdrawal.
       this.ledger.withdrawals.release(payout.id);
-      this.log.error({ payout: payout.id, chain: payout.chain_id, reason }, 'withdrawal failed; its deposits are withdrawable again');
+      log.error({ payout: payout.id, chain: payout.chain_id, reason }, 'withdrawal failed; its deposits are withdrawable again');
       return;
     }
     if (payout.kind === 'deposit') {
       // The signed deposit never happened: nothing was taken from the user, nothing to refund.
       this.ledger.requests.setStatus(payout.request_id!, 'failure', { failReason: reason }, now);
       releaseSponsorHold(this.ledger, payout.request_id!, reason);
-      this.log.warn({ request: payout.request_id, reason }, 'signed deposit failed');
+      log.warn({ payout: payout.id, reason }, 'signed deposit failed');
       return;
     }
     if (payout.kind === 'sweep' || payout.kind === 'excess') {
       // The funds stay where they are (the deposit address, or the depository): an operator must look.
-      this.log.error({ payout: payout.id, request: payout.request_id, reason }, `${payout.kind} failed; manual action required`);
+      log.error({ payout: payout.id, reason }, `${payout.kind} failed; manual action required`);
       return;
     }
     if (payout.kind === 'refund') {
       this.ledger.requests.setStatus(payout.request_id!, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
       this.metrics.refunds.inc({ chain: payout.chain_id, outcome: 'failed' });
-      this.log.error({ request: payout.request_id!, reason }, 'refund failed; manual refund required');
+      log.error({ payout: payout.id, reason }, 'refund failed; manual refund required');
       return;
     }
     this.metrics.fills.inc({ chain: payout.chain_id, outcome: 'failed' });

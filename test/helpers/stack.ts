@@ -18,7 +18,8 @@ export interface Stack {
   dataDir: string;
   publicClient(chainId: number): PublicClient;
   wallet(account: number, chainId: number): WalletClient;
-  restartNode(faults?: Faults): Promise<RelayNode>;
+  // whileStopped: what happens between the stop and the start (e.g. the chain moves without the node).
+  restartNode(faults?: Faults, whileStopped?: () => Promise<void>): Promise<RelayNode>;
   stop(): Promise<void>;
 }
 
@@ -85,8 +86,9 @@ export async function startStack(
         transport: http(ch.rpcUrl),
       });
     },
-    async restartNode(faults) {
+    async restartNode(faults, whileStopped) {
       await node.stop();
+      await whileStopped?.();
       node = await makeNode(faults);
       return node;
     },

@@ -106,7 +106,7 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
       if (other) throw new ApiError(400, 'NONCE_ALREADY_USED', `request ${r.id} is already authorized with nonce ${other.nonce}`);
       nonces.insert({ nonce: b.nonce, wallet, request_id: r.id, signature, created_at: Date.now() });
     });
-    ctx.log.info({ request: r.id, wallet, nonce: b.nonce }, 'exchange nonce mapping recorded');
+    ctx.log.info({ requestId: r.id, wallet, nonce: b.nonce }, 'exchange nonce mapping recorded');
     // A transfer already waiting for its authorization is associated now.
     ctx.adapters.get(r.origin_chain_id)?.wake();
     return { message: 'Success' };

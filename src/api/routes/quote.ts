@@ -72,7 +72,7 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
       { config: ctx.config, registry: ctx.registry, adapters, prices: ctx.prices, solver: ctx.solver, sponsor },
     );
     ctx.ledger.tx(() => ctx.ledger.requests.insert({ ...quote.request, api_key_id: req.apiCaller?.id ?? null, referrer: b.referrer ?? null }));
-    ctx.log.info({ request: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');
+    ctx.log.info({ requestId: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');
     return quote.response;
   };
   app.post('/quote', handler);

@@ -21,7 +21,7 @@ import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger, RequestRow } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import { SignedDepositError, type ChainAdapter, type ChainEvents, type DepositRequest, type DepositStep, type DestinationCall, type FillCost, type FillCostRequest, type PayoutHooks } from '../adapter.ts';
+import { SignedDepositError, type ChainAdapter, type ChainEvents, type DepositRequest, type DepositStep, type DestinationCall, type FillCost, type FillCostRequest, type PayoutHooks, type ReindexResult } from '../adapter.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
@@ -259,6 +259,10 @@ export class EvmAdapter implements ChainAdapter {
 
   async checkDepositAddress(requestId: string): Promise<number> {
     return (await this.#depositAddresses?.check(requestId)) ?? 0;
+  }
+
+  reindex(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult> {
+    return this.#indexer.reindex(fromBlock, toBlock, record);
   }
 
   parseTxId(s: string): string | undefined {

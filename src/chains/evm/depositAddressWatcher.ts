@@ -100,7 +100,7 @@ export class DepositAddressWatcher {
         });
         if (booked) {
           queued++;
-          this.log.info({ request: r.id, depositAddress: at, currency, amount: balance.toString() }, 'deposit address funded; sweep queued');
+          this.log.info({ requestId: r.id, depositAddress: at, currency, amount: balance.toString() }, 'deposit address funded; sweep queued');
         }
       }
     }

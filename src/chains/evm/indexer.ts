@@ -4,6 +4,7 @@ import type { Ledger } from '../../ledger/index.ts';
 import type { DepositRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
+import type { ReindexResult } from '../adapter.ts';
 import { reverseSponsor } from '../../solver/money.ts';
 import { confirmationsFor } from './confirmations.ts';
 import { decodeDepositLog, type DecodedDeposit, type RpcLog } from './depositLogs.ts';
@@ -224,14 +225,7 @@ export class EvmIndexer {
     const now = Date.now();
     let fresh = 0;
     this.ledger.tx(() => {
-      for (const d of deposits) {
-        const earlier = this.ledger.deposits.handledFromOtherFork({ ...d, chain_id: chainId });
-        if (earlier) {
-          this.ledger.deposits.relocate(earlier.id, d.block_number, d.block_hash);
-          continue;
-        }
-        if (this.ledger.deposits.insert({ ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}`, seen_at: now })) fresh++;
-      }
+      fresh = this.#store(deposits, now).length;
       for (const d of gone) this.#reorgedAfterHandled(d, now);
       for (const h of headers) {
         this.ledger.indexer.putBlock(chainId, { number: Number(h.number), hash: h.hash!, parent_hash: h.parentHash });
@@ -246,6 +240,69 @@ export class EvmIndexer {
     this.#confirm(head);
     this.metrics.indexerLag.set({ chain: chainId }, head - to);
     return to < head;
+  }
+
+  // Writes deposits read from canonical blocks; returns the ids of those new to the ledger (or
+  // revived after a reorg). A deposit already recorded is not written again; one acted on that a
+  // reorg moved follows its block. Runs inside the caller's ledger transaction.
+  #store(deposits: DecodedDeposit[], now: number): string[] {
+    const chainId = this.chain.id;
+    const fresh: string[] = [];
+    for (const d of deposits) {
+      const earlier = this.ledger.deposits.handledFromOtherFork({ ...d, chain_id: chainId });
+      if (earlier) {
+        this.ledger.deposits.relocate(earlier.id, d.block_number, d.block_hash);
+        continue;
+      }
+      const id = `${chainId}:${d.tx_hash}:${d.log_index}`;
+      if (this.ledger.deposits.insert({ ...d, chain_id: chainId, id, seen_at: now })) fresh.push(id);
+    }
+    return fresh;
+  }
+
+  /**
+   * Reads the depository's deposits again over [fromBlock, toBlock], blocks the indexer has already
+   * passed (an operator's repair: a provider that answered a range without its logs, a cursor moved
+   * by hand). Idempotent: a deposit already recorded is left as it is; one missed is recorded and
+   * confirmed like any other, so the solver decides it as usual. Logs of blocks the node has not
+   * read yet, or of a fork other than the canonical chain's, are left to the indexer's own passes.
+   * `record` runs inside the ledger transaction that writes what was found (the admin entry).
+   */
+  async reindex(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult> {
+    const chainId = this.chain.id;
+    const logs = (await this.client.request({
+      method: 'eth_getLogs',
+      params: [{ address: this.chain.depository, fromBlock: toHex(fromBlock), toBlock: toHex(toBlock) }],
+    })) as unknown as RpcLog[];
+    const latest = await this.client.getBlock({ blockTag: 'latest' });
+    const windowFloor = Number(latest.number) - this.chain.finalityDepth + 1;
+    // Blocks still inside the unfinalized window: a log counts only if its block is the canonical
+    // one (the hash the ledger stored, or else the chain's own answer now).
+    const canonical = new Map<number, string>();
+    for (const n of new Set(logs.map((l) => Number(l.blockNumber)).filter((n) => n >= windowFloor))) {
+      canonical.set(n, this.ledger.indexer.block(chainId, n)?.hash ?? (await this.client.getBlock({ blockNumber: BigInt(n) })).hash!);
+    }
+    const decoded = logs.flatMap((l) => {
+      const d = decodeDepositLog(l);
+      return d ? [d] : [];
+    });
+    const result = this.ledger.tx(() => {
+      // Read again inside the transaction: a pass may have rewound the cursor meanwhile.
+      const cursor = this.indexed();
+      const deposits = decoded.filter((d) => d.block_number <= cursor && (!canonical.has(d.block_number) || canonical.get(d.block_number) === d.block_hash));
+      const recorded = this.#store(deposits, Date.now());
+      const r: ReindexResult = { fromBlock, toBlock, logs: decoded.length, recorded, skipped: decoded.length - deposits.length };
+      record(r);
+      return r;
+    });
+    if (result.recorded.length) {
+      this.metrics.depositsIndexed.inc({ chain: chainId }, result.recorded.length);
+      for (const id of result.recorded) {
+        this.log.warn({ chain: chainId, requestId: this.ledger.deposits.get(id)?.order_ref, deposit: id, fromBlock, toBlock }, 're-index found a deposit the indexer had missed');
+      }
+    }
+    this.#confirm(Number(latest.number));
+    return result;
   }
 
   // A deposit the node acted on, that a reorg removed and the new chain does not hold: the request
@@ -267,7 +324,7 @@ export class EvmIndexer {
     if (r) this.ledger.requests.setStatus(r.id, signed.length ? r.status : 'failure', { failReason: 'DEPOSIT_REORGED' }, now);
     this.metrics.decisions.inc({ decision: 'fail', reason: 'DEPOSIT_REORGED' });
     this.log.error(
-      { chain: this.chain.id, deposit: d.id, request: d.request_id, cancelled: payouts.length - signed.length, signed: signed.map((p) => p.id) },
+      { chain: this.chain.id, requestId: d.request_id ?? d.order_ref, deposit: d.id, cancelled: payouts.length - signed.length, signed: signed.map((p) => p.id) },
       signed.length ? 'DEPOSIT_REORGED: a reorg removed a deposit already paid out' : 'DEPOSIT_REORGED: a reorg removed a deposit; its payouts are cancelled',
     );
   }
@@ -315,10 +372,11 @@ export class EvmIndexer {
     });
     this.metrics.reorgs.inc({ chain: chainId });
     if (acted.length) this.#checkHandled = true;
-    this.log.warn({ chain: chainId, ancestor, from, dropped: dropped.map((d) => d.id) }, 'reorg: rewound to common ancestor');
+    this.log.warn({ chain: chainId, ancestor, from, dropped: dropped.length }, 'reorg: rewound to common ancestor');
+    for (const d of dropped) this.log.warn({ chain: chainId, requestId: d.order_ref, deposit: d.id, ancestor }, 'reorg: deposit dropped until its block is read again');
     if (acted.length) {
       // These were confirmed and acted on; if they do not come back on the new chain, an operator must look.
-      this.log.error({ chain: chainId, deposits: acted.map((d) => d.id) }, 'reorg removed blocks holding deposits already acted on');
+      for (const d of acted) this.log.error({ chain: chainId, requestId: d.request_id ?? d.order_ref, deposit: d.id }, 'reorg removed a block holding a deposit already acted on');
     }
   }
 }

@@ -306,7 +306,7 @@ export class EvmSubmitter {
       // Work that never failed goes ahead of retries.
       void this.#queue
         .add(() => this.#process(row.id), { priority: retry ? 0 : 1 })
-        .catch((err) => this.#log.error({ payout: row.id, err: errText(err) }, 'unexpected error processing payout'))
+        .catch((err) => this.#log.error({ payout: row.id, requestId: row.request_id, err: errText(err) }, 'unexpected error processing payout'))
         .finally(() => {
           this.#inFlight.delete(row.id);
           if (truncated) this.#schedulePump();
@@ -334,6 +334,16 @@ export class EvmSubmitter {
           this.#drainFills();
         });
     }
+  }
+
+  // A payout's lines carry its id and its request's (requestId), whatever the caller's logger.
+  #payoutLog(payout: string | Pick<PayoutRow, 'id' | 'request_id'>, base: Logger = this.#log): Logger {
+    const p = typeof payout === 'string' ? (this.#ledger.payouts.get(payout) ?? { id: payout, request_id: null }) : payout;
+    return base.child({ payout: p.id, ...(p.request_id ? { requestId: p.request_id } : {}) });
+  }
+
+  #requestIds(payoutIds: string[]): string[] {
+    return payoutIds.flatMap((id) => this.#ledger.payouts.get(id)?.request_id ?? []);
   }
 
   async #process(payoutId: string): Promise<void> {
@@ -419,7 +429,8 @@ export class EvmSubmitter {
   // Several fills in one fillBatch transaction, recorded for every payout it carries before broadcast.
   async #processBatch(ids: string[]): Promise<void> {
     if (!this.#running) return;
-    const log = this.#log.child({ batch: ids.length });
+    // A batch's lines name every request it carries; each fill's own lines name its request alone.
+    const log = this.#log.child({ batch: ids.length, requestIds: this.#requestIds(ids) });
     const fills: { payout: PayoutRow; fill: BatchFill }[] = [];
     for (const id of ids) {
       const payout = this.#ledger.payouts.get(id);
@@ -428,7 +439,7 @@ export class EvmSubmitter {
         fills.push({ payout, fill: this.#batchFill(payout) });
       } catch (err) {
         if (!(err instanceof UnpayableError)) throw err;
-        this.#fail(payout, 'TRANSACTION_SUBMISSION_FAILED', log.child({ payout: payout.id }), err.message);
+        this.#fail(payout, 'TRANSACTION_SUBMISSION_FAILED', this.#payoutLog(payout, log), err.message);
       }
     }
     if (fills.length <= 1) {
@@ -512,7 +523,7 @@ export class EvmSubmitter {
       await this.#broadcast(fills[0]!.payout.id, recorded.hash, recorded.raw, log);
       if (this.#faults.crashAfterFillBroadcast) process.kill(process.pid, 'SIGKILL');
     } catch (err) {
-      for (const f of fills) this.#backoff(f.payout.id, err, log.child({ payout: f.payout.id }));
+      for (const f of fills) this.#backoff(f.payout.id, err, this.#payoutLog(f.payout, log));
     }
   }
 
@@ -742,7 +753,9 @@ export class EvmSubmitter {
           await this.#confirmGroup(nonce, rows, head, latestNonce);
         } catch (err) {
           this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'confirm' });
-          this.#log.warn({ payouts: [...new Set(rows.map((t) => t.payout_id))], nonce, err: errText(err) }, 'confirm of a transaction failed; retrying on the next pass');
+          for (const id of new Set(rows.map((t) => t.payout_id))) {
+            this.#payoutLog(id).warn({ nonce, err: errText(err) }, 'confirm of a transaction failed; retrying on the next pass');
+          }
         }
       }),
     );
@@ -751,7 +764,7 @@ export class EvmSubmitter {
   async #confirmGroup(nonce: number, open: TransactionRow[], head: bigint, latestNonce: number): Promise<void> {
     const payoutIds = [...new Set(open.map((t) => t.payout_id))];
     const payoutId = payoutIds[0]!;
-    const log = this.#log.child(payoutIds.length === 1 ? { payout: payoutId, nonce } : { payouts: payoutIds.length, nonce });
+    const log = payoutIds.length === 1 ? this.#payoutLog(payoutId).child({ nonce }) : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: this.#requestIds(payoutIds) });
 
     // Only a nonce the account has used can have a receipt: pending ones cost no lookups (this
     // pass runs every block, over every open transaction).
@@ -761,7 +774,7 @@ export class EvmSubmitter {
         if (!receipt) continue;
         // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
         const rows = open.filter((t) => t.hash === hash);
-        const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log : log.child({ payout: t.payout_id }));
+        const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log : this.#payoutLog(t.payout_id).child({ nonce }));
         if (receipt.status === 'success' && rows.length > 1) {
           // A batch that landed: every fill it carries settles in one commit (one disk flush, not one per fill).
           this.#ledger.tx(() => {
@@ -772,7 +785,7 @@ export class EvmSubmitter {
         }
         return;
       }
-      for (const id of payoutIds) await this.#onNonceTaken(id, nonce, payoutIds.length === 1 ? log : log.child({ payout: id }));
+      for (const id of payoutIds) await this.#onNonceTaken(id, nonce, payoutIds.length === 1 ? log : this.#payoutLog(id).child({ nonce }));
       return;
     }
 
@@ -1022,12 +1035,12 @@ export class EvmSubmitter {
     if (!cur) return false;
     if (cur.state === 'success') {
       if (cur.tx_hash?.toLowerCase() !== paid.txHash.toLowerCase()) {
-        this.#log.error({ payout: payoutId, recorded: cur.tx_hash, other: paid.txHash }, 'a second transaction reports paying a settled payout');
+        this.#payoutLog(cur).error({ recorded: cur.tx_hash, other: paid.txHash }, 'a second transaction reports paying a settled payout');
       }
       return false;
     }
     if (cur.state === 'failed') {
-      this.#log.error({ payout: payoutId, txHash: paid.txHash }, 'payout recorded failed was paid on chain');
+      this.#payoutLog(cur).error({ txHash: paid.txHash }, 'payout recorded failed was paid on chain');
       return false;
     }
     this.#ledger.payouts.setState(payoutId, 'success', { txHash: paid.txHash });

@@ -382,7 +382,7 @@ export class ExchangeAdapter implements ChainAdapter {
     const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
     const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1));
     this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
-    this.#log.warn({ payout: payoutId, err: (err as Error).message, attempts, retryInMs: delay }, 'exchange payout postponed');
+    this.#log.warn({ payout: payoutId, requestId: this.ledger.payouts.get(payoutId)?.request_id ?? undefined, err: (err as Error).message, attempts, retryInMs: delay }, 'exchange payout postponed');
   }
 
   #params(payout: PayoutRow, asset: { dex: string; token: string; decimals: number }, nonce: number): SendAssetParameters {
@@ -509,7 +509,7 @@ export class ExchangeAdapter implements ChainAdapter {
       const cur = this.ledger.payouts.get(t.payout_id);
       if (!cur || cur.state === 'success') return false;
       if (cur.state === 'failed') {
-        this.#log.error({ payout: cur.id, txHash: t.hash }, 'payout recorded failed was paid on the exchange');
+        this.#log.error({ payout: cur.id, requestId: cur.request_id ?? undefined, txHash: t.hash }, 'payout recorded failed was paid on the exchange');
         return false;
       }
       this.ledger.payouts.setState(cur.id, 'success', { txHash: t.hash });
@@ -533,7 +533,7 @@ export class ExchangeAdapter implements ChainAdapter {
     const now = Date.now();
     for (const t of open) {
       if (this.#stopped) return;
-      const log = this.#log.child({ payout: t.payout_id, txHash: t.hash });
+      const log = this.#log.child({ payout: t.payout_id, requestId: this.ledger.payouts.get(t.payout_id)?.request_id ?? undefined, txHash: t.hash });
       if (sent.has(t.nonce)) {
         if (this.#settlePaid(t)) log.info({ nonce: t.nonce }, 'exchange payout found in the solver ledger: paid');
         continue;
