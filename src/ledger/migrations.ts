@@ -634,4 +634,58 @@ INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amoun
   SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed ORDER BY deposit_id;
 `,
   },
+  {
+    version: 17,
+    name: 'gasless relays: the node sends a sponsored user call (EIP-7702) from its own key',
+    rebuilds: true,
+    sql: `
+-- payouts gains the kind relay: POST /execute rawCalls, a user's call (with its EIP-7702
+-- authorization list, in the authorization column) sent as a type-4 transaction from the solver's key
+-- and paid for by the sponsoring key's app balance. The table is rebuilt with its rows as they are.
+CREATE TABLE payouts_v17 (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim', 'sweep', 'excess', 'deposit', 'withdrawal', 'relay')),
+  request_id TEXT REFERENCES requests(id),
+  deposit_id TEXT REFERENCES deposits(id),
+  chain_id INTEGER NOT NULL,
+  recipient TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'sent', 'success', 'failed')),
+  tx_hash TEXT,
+  fail_reason TEXT,
+  decided_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  native_topup TEXT,
+  calls TEXT,
+  max_gas TEXT,
+  authorization TEXT
+);
+INSERT INTO payouts_v17 (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash, fail_reason,
+  decided_at, updated_at, native_topup, calls, max_gas, authorization)
+  SELECT id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash, fail_reason,
+  decided_at, updated_at, native_topup, calls, max_gas, authorization FROM payouts;
+DROP TABLE payouts;
+ALTER TABLE payouts_v17 RENAME TO payouts;
+CREATE INDEX payouts_queue ON payouts(chain_id, state, decided_at);
+CREATE INDEX payouts_request ON payouts(request_id);
+CREATE INDEX payouts_tx ON payouts(tx_hash);
+CREATE INDEX payouts_deposit ON payouts(deposit_id, kind, state) WHERE deposit_id IS NOT NULL;
+-- Migration 16's triggers on payouts, dropped with the old table, as they were.
+CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+
+-- Each signed EIP-7702 authorization is relayed once: (chain, signer, nonce) is its identity, and a
+-- second request carrying it is refused before anything is sent or charged.
+CREATE TABLE relayed_authorizations (
+  chain_id INTEGER NOT NULL,
+  authority TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  request_id TEXT NOT NULL REFERENCES requests(id),
+  PRIMARY KEY (chain_id, authority, nonce)
+);
+`,
+  },
 ];
