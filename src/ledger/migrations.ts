@@ -642,6 +642,12 @@ INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amoun
 -- payouts gains the kind relay: POST /execute rawCalls, a user's call (with its EIP-7702
 -- authorization list, in the authorization column) sent as a type-4 transaction from the solver's key
 -- and paid for by the sponsoring key's app balance. The table is rebuilt with its rows as they are.
+-- Migration 16's triggers all read payouts: dropped first (a rename re-reads them), made again below.
+DROP TRIGGER owed_payout_insert;
+DROP TRIGGER owed_payout_state;
+DROP TRIGGER owed_deposit_state;
+DROP TRIGGER owed_withdrawn_insert;
+DROP TRIGGER owed_withdrawn_delete;
 CREATE TABLE payouts_v17 (
   id TEXT PRIMARY KEY,
   kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim', 'sweep', 'excess', 'deposit', 'withdrawal', 'relay')),
@@ -671,10 +677,16 @@ CREATE INDEX payouts_queue ON payouts(chain_id, state, decided_at);
 CREATE INDEX payouts_request ON payouts(request_id);
 CREATE INDEX payouts_tx ON payouts(tx_hash);
 CREATE INDEX payouts_deposit ON payouts(deposit_id, kind, state) WHERE deposit_id IS NOT NULL;
--- Migration 16's triggers on payouts, dropped with the old table, as they were.
+-- Migration 16's triggers, as they were.
 CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
 END;
 CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits BEGIN${recomputeOwed('NEW.id')}
+END;
+CREATE TRIGGER owed_withdrawn_insert AFTER INSERT ON withdrawn_deposits BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_withdrawn_delete AFTER DELETE ON withdrawn_deposits BEGIN${recomputeOwed('OLD.deposit_id')}
 END;
 
 -- Each signed EIP-7702 authorization is relayed once: (chain, signer, nonce) is its identity, and a
