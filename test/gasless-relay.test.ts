@@ -5,6 +5,7 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { CALIBUR_ADDRESS, devnetChain } from '../src/devnet/deploy.ts';
 import { usdMicroCeil } from '../src/quote/money.ts';
 import { fundAppBalance, linkWallet } from './helpers/appBalance.ts';
+import { auditStack } from './helpers/audit.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 // POST /execute with executionKind rawCalls (the hosted gasless relay), driven by the public SDK's own
@@ -213,4 +214,21 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(charge.detail).toBe(payout!.tx_hash);
     expect(BigInt(charge.amount)).toBeLessThan(0n);
   });
+
+  it('relays a call with value, charges the value with the gas, and the books reconcile with the chains', async () => {
+    const to = privateKeyToAccount(generatePrivateKey()).address;
+    const body = { ...plainCall(), data: { chainId: A, to, data: '0x', value: '1000000000000000' } };
+    const res = await api(s.url, '/execute', { apiKey: app.key, body });
+    expect(res.status).toBe(200);
+    await waitForStatus(s.url, res.body.requestId, ['success']);
+    expect(await s.publicClient(A).getBalance({ address: to })).toBe(1_000_000_000_000_000n);
+    const [payout] = s.node.ledger.payouts.forRequest(res.body.requestId);
+    const receipt = await s.publicClient(A).getTransactionReceipt({ hash: payout!.tx_hash as Hex });
+    const price = (JSON.parse(s.node.ledger.requests.get(res.body.requestId)!.money!) as { relay: { nativeUsdPrice: string } }).relay.nativeUsdPrice;
+    const charge = s.node.ledger.balances.get(`sponsorship:${res.body.requestId}`)!;
+    expect(BigInt(charge.amount)).toBe(-usdMicroCeil(receipt.gasUsed * receipt.effectiveGasPrice + 1_000_000_000_000_000n, 18, price));
+    // The solver's ETH: every relay's gas and value explained by the ledger.
+    const audit = await auditStack(s);
+    expect(audit.differences).toEqual([]);
+  }, 120_000);
 });

@@ -204,6 +204,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     const refunds = sum(paid.filter((p) => (p.kind === 'refund' || p.kind === 'excess') && is(p.currency)).map((p) => BigInt(p.amount)));
     // A withdrawal moves depository funds owed to the solver into the solver's wallet.
     const withdrawn = sum(paid.filter((p) => p.kind === 'withdrawal' && is(p.currency)).map((p) => BigInt(p.amount)));
+    // A gasless relay sends the user's call with its value from the solver's wallet (native only).
+    const relayed = sum(paid.filter((p) => p.kind === 'relay' && is(p.currency)).map((p) => BigInt(p.amount)));
     const deposited = sum(deposits.filter((d) => is(d.currency)).map((d) => BigInt(d.amount)));
     const funding = sum(credits.filter((c) => !c.reversed).flatMap((c) => c.parts.filter((p) => is(p.currency)).map((p) => p.amount)));
     const gasHere = cur.address === zeroAddress ? gas : 0n;
@@ -214,9 +216,9 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       balanceOf(cur.address, depository, openingTag),
       balanceOf(cur.address, depository, headTag),
     ]);
-    const sExpected = sOpen + funding + withdrawn - fills - claims - gasHere;
+    const sExpected = sOpen + funding + withdrawn - fills - claims - relayed - gasHere;
     const dExpected = dOpen + deposited - refunds - withdrawn;
-    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} + withdrawals ${withdrawn} − fills ${fills} − claims ${claims} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
+    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} + withdrawals ${withdrawn} − fills ${fills} − claims ${claims} − relayed ${relayed} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
     if (dNow !== dExpected) diff(`depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds} − withdrawals ${withdrawn}); unexplained ${dNow - dExpected}`);
     out.push({
       chainId: chain.id,
