@@ -213,6 +213,11 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     const charge = await until(() => s.node.ledger.balances.get(`sponsorship:${res.body.requestId}`), 'the charge');
     expect(charge.detail).toBe(payout!.tx_hash);
     expect(BigInt(charge.amount)).toBeLessThan(0n);
+    // Its record, as the key's request listing serves it.
+    const rec = await api(s.url, `/requests/v3?id=${res.body.requestId}`, { apiKey: app.key });
+    expect(rec.status).toBe(200);
+    expect(rec.body.requests[0]).toMatchObject({ id: res.body.requestId, status: 'success' });
+    expect(rec.body.requests[0].data.outTxs.map((t: { txHash: string }) => t.txHash)).toContain(payout!.tx_hash);
   });
 
   it('relays a call with value, charges the value with the gas, and the books reconcile with the chains', async () => {
