@@ -187,6 +187,19 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(none.body.error).toBeTruthy();
   });
 
+  it("answers 503 while the operator pauses the chain, recording and holding nothing", async () => {
+    const before = entries(sponsorWallet()).length;
+    s.node.ledger.operations.switchOn(`pause:chain:${A}`, 'test', 'maintenance');
+    try {
+      const res = await api(s.url, '/execute', { apiKey: app.key, body: plainCall() });
+      expect(res.status).toBe(503);
+      expect(res.body.errorCode).toBe('PAUSED');
+      expect(entries(sponsorWallet()).length).toBe(before);
+    } finally {
+      s.node.ledger.operations.switchOff(`pause:chain:${A}`);
+    }
+  });
+
   it('answers 401 without x-api-key, and a 400 naming the field of a malformed body', async () => {
     const res = await api(s.url, '/execute', { body: plainCall() });
     expect(res.status).toBe(401);

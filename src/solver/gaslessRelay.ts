@@ -16,6 +16,7 @@ import type { RelaySimulation } from '../chains/adapter.ts';
 import { serializeRelayTerms, type RelayTerms } from '../chains/evm/relayTerms.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
+import { switchName } from '../ledger/operations.ts';
 import { formatUsd, usdMicroCeil } from '../quote/money.ts';
 import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './money.ts';
 
@@ -76,6 +77,10 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
     relay: { subsidizeFees: a.subsidizeFees, nativeUsdPrice: a.nativeUsdPrice, nativeDecimals: a.nativeDecimals },
   };
   ledger.tx(() => {
+    // The operator's switches stop relays as they stop fills: the node sends nothing from its key.
+    const on = new Set(ledger.operations.switches().map((x) => x.name));
+    const stop = [switchName.all, switchName.chain(a.chainId), switchName.dryRun].find((n) => on.has(n));
+    if (stop) throw new GaslessRelayError(503, stop === switchName.dryRun ? 'DRY_RUN' : 'PAUSED', `the node is not relaying on chain ${a.chainId} now (${stop}); try again later`);
     if (ledger.requests.get(id)) throw new GaslessRelayError(409, 'ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
     for (const [i, auth] of a.simulation.authorities.entries()) {
       const by = ledger.relayedAuthorizations.relayedBy(a.chainId, auth.address, auth.nonce);
