@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { axios as sdkAxios, convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
 import { concat, createWalletClient, encodeFunctionData, erc20Abi, http, parseEventLogs, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { OrderFillerAbi } from '../contracts-abi/index.ts';
 import { CALIBUR_ADDRESS, devnetChain } from '../src/devnet/deploy.ts';
 import { usdMicroCeil } from '../src/quote/money.ts';
 import { fundAppBalance, linkWallet } from './helpers/appBalance.ts';
@@ -152,21 +153,38 @@ describe('POST /execute rawCalls (gasless relay)', () => {
   it('refuses a call that reverts in simulation with a 4xx, recording and charging nothing', async () => {
     const before = entries(sponsorWallet()).length;
     const requests = s.node.ledger.db.prepare('SELECT COUNT(*) AS n FROM requests').get() as { n: number };
-    // The solver's key sending more USDC than... a wallet without any: the transfer reverts.
-    const empty = privateKeyToAccount(generatePrivateKey()).address;
+    // The wallet delegated above, called with a selector its executor does not have: it reverts.
     const res = await api(s.url, '/execute', {
       apiKey: app.key,
-      body: {
-        executionKind: 'rawCalls',
-        data: { chainId: A, to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'transferFrom', args: [empty, sponsorWallet(), 1n] }), value: '0' },
-        executionOptions: { referrer: 'tests', subsidizeFees: true },
-      },
+      body: { executionKind: 'rawCalls', data: { chainId: A, to: relayed.user, data: '0xdeadbeef', value: '0' }, executionOptions: { referrer: 'tests', subsidizeFees: true } },
     });
     expect(res.status).toBe(400);
     expect(res.body.errorCode).toBe('SIMULATION_FAILED');
     expect(res.body.error).toMatch(/revert/);
     expect(entries(sponsorWallet()).length).toBe(before);
     expect((s.node.ledger.db.prepare('SELECT COUNT(*) AS n FROM requests').get() as { n: number }).n).toBe(requests.n);
+  });
+
+  it("refuses a call that would act with the solver's authority: a token it holds, the filler, any contract that is not a wallet", async () => {
+    const before = entries(sponsorWallet()).length;
+    const chain = s.devnet.chains.find((c) => c.id === A)!.contracts;
+    const attacker = privateKeyToAccount(generatePrivateKey()).address;
+    const solverUsdc = () => s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [s.devnet.solver] });
+    const held = await solverUsdc();
+    const attempts = [
+      { to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [attacker, 1_000_000n] }) },
+      { to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [attacker, 2n ** 255n] }) },
+      { to: chain.filler, data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillErc20', args: [`0x${'ab'.repeat(32)}`, usdc(A), attacker, 1_000_000n] }) },
+      { to: chain.testNft, data: '0x' },
+    ];
+    for (const a of attempts) {
+      const res = await api(s.url, '/execute', { apiKey: app.key, body: { executionKind: 'rawCalls', data: { chainId: A, ...a, value: '0' }, executionOptions: { referrer: 'tests', subsidizeFees: true } } });
+      expect(res.status, a.to).toBe(400);
+      expect(res.body.errorCode).toBe('TARGET_NOT_ALLOWED');
+    }
+    expect(await solverUsdc()).toBe(held);
+    expect(await s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'allowance', args: [s.devnet.solver, attacker] })).toBe(0n);
+    expect(entries(sponsorWallet()).length).toBe(before);
   });
 
   const plainCall = () => ({

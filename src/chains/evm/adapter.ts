@@ -365,6 +365,7 @@ export class EvmAdapter implements ChainAdapter {
         }
         authorities.push({ address, nonce: BigInt(a.nonce) });
       }
+      await this.#checkRelayTarget(terms.to, authorities);
       estimate = await this.client.estimateGas({
         account: this.solver,
         to: terms.to,
@@ -379,6 +380,21 @@ export class EvmAdapter implements ChainAdapter {
     }
     const gas = (estimate * BigInt(10_000 + this.chain.gasMarginBps) + 9_999n) / 10_000n;
     return { gas, maxFeePerGas: await this.#maxFeePerGas(), authorities };
+  }
+
+  // The relayed call is made with the solver's key as msg.sender: a contract that grants the solver
+  // anything (a token it holds or approved, the filler, the depository, the deposit address factory,
+  // any contract where it holds a role) would act for the solver. So the target must be a wallet: an
+  // account without code, one delegated by EIP-7702 (its code is 0xef0100 + the delegate, which runs
+  // as the wallet), or a signer of this call's own authorizations. Code at such a target acts as the
+  // wallet, never as the solver.
+  async #checkRelayTarget(to: Address, authorities: { address: string }[]): Promise<void> {
+    const own = [this.chain.depository, this.chain.filler, this.chain.depositAddressFactory, this.solver, ...this.chain.currencies.map((c) => c.address)];
+    const refuse = (why: string) => new RelayRefusedError('TARGET_NOT_ALLOWED', `data.to: ${to} ${why}; the node relays calls to wallets only (an account without code, or one delegated by EIP-7702)`);
+    if (own.some((a) => a !== undefined && getAddress(a) === to)) throw refuse("is one of the node's contracts or currencies");
+    if (authorities.some((a) => getAddress(a.address) === to)) return;
+    const code = (await this.client.getCode({ address: to })) ?? '0x';
+    if (code !== '0x' && !code.toLowerCase().startsWith('0xef0100')) throw refuse('is a contract');
   }
 
   async depositSteps(req: DepositRequest): Promise<DepositStep[]> {
