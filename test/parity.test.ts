@@ -374,6 +374,12 @@ describe('the OpenAPI document', () => {
     await call('/authorize', { body: {} });
     await call(`/permits?signature=0x${'11'.repeat(65)}`, { body: { requestId: `0x${'ef'.repeat(32)}` } });
     await call('/execute', { apiKey: key.key, body: { requestId: ethBridge.id, signature: `0x${'11'.repeat(65)}` } });
+    // The hosted gasless relay (test/gasless-relay.test.ts covers it in full): a relayed call, and a refusal.
+    const rawCalls = { executionKind: 'rawCalls', data: { chainId: A, to: account(2).address, data: '0x', value: '0' }, executionOptions: { referrer: 'parity', subsidizeFees: true } };
+    const relayed = await call('/execute', { apiKey: key.key, body: rawCalls });
+    expect(relayed.status).toBe(200);
+    await waitForStatus(s.url, relayed.body.requestId, ['success']);
+    expect((await call('/execute', { body: rawCalls })).body.error).toBeTruthy();
     await call('/app-balance/link', { apiKey: key.key, body: { wallet: account(4).address, signature: '0x00' } });
     await call('/app-balance/unlink', { body: { wallet: account(4).address } });
 

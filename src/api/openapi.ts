@@ -33,7 +33,8 @@ const amount = obj({ currency, amount: digits, amountFormatted: str, amountUsd: 
 const recordAmount = obj({ currency: looseCurrency, amount: digits, amountFormatted: nullable(str), amountUsd: nullable(decimal), minimumAmount: digits }, ['currency', 'amount', 'minimumAmount']);
 const usdOnly = obj({ usd: decimal });
 const feeComponent = obj({ usd: decimal, amount: digits, amountFormatted: str });
-const error = obj({ message: str, errorCode: str }, ['message']);
+// `error`: the published field of POST /execute's errors (rawCalls answers carry it too).
+const error = obj({ message: str, errorCode: str, error: str }, ['message']);
 const statusEnum = { type: 'string', enum: ['refund', 'waiting', 'depositing', 'failure', 'pending', 'submitted', 'success'] };
 const message = obj({ message: str });
 const step = obj({ id: str, action: str, description: str, kind: { type: 'string', enum: ['transaction', 'signature'] }, requestId: str, items: arr(obj({ status: str, data: anyValue }, ['status'])) }, ['id', 'kind', 'items']);
@@ -163,6 +164,16 @@ const chainIdQ = { chainId: int };
 const hashQ = { requestId: { type: 'string', pattern: '^0x[0-9a-fA-F]{64}$' } };
 const quoteBody = opt({ user: str, recipient: str, originChainId: int, destinationChainId: int, originCurrency: str, destinationCurrency: str, amount: digits, tradeType: { type: 'string', enum: ['EXACT_INPUT', 'EXACT_OUTPUT', 'EXPECTED_OUTPUT'] }, referrer: str, useDepositAddress: bool, usePermit: bool, subsidizeFees: bool, maxSubsidizationAmount: digits, appFees: arr(obj({ recipient: str, fee: anyValue })) });
 const priceAnswer = obj({ fees, details: quoteDetails });
+const authorizationItem = obj({ chainId: int, address: str, nonce: int, yParity: int, r: str, s: str });
+const rawCallsBody = obj(
+  {
+    executionKind: { type: 'string', enum: ['rawCalls'] },
+    data: obj({ chainId: int, to: str, data: str, value: digits, authorizationList: { ...arr(authorizationItem), minItems: 1 } }, ['chainId', 'to', 'data', 'value']),
+    executionOptions: obj({ referrer: str, subsidizeFees: bool, destinationChainExecutionData: anyValue }, ['referrer', 'subsidizeFees']),
+    requestId: str,
+  },
+  ['executionKind', 'data', 'executionOptions'],
+);
 
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
   'POST /quote/v2': { summary: 'Quote a cross-chain or same-chain request: fees, details and the steps to execute it', tags: ['Quote'], body: quoteBody, headers: opt(apiKey), ok: quote },
@@ -182,7 +193,14 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
   'GET /deposit-addresses/v1': { summary: 'A deposit address and the request it was made for', tags: ['Transactions'], headers: obj(apiKey), querystring: opt({ address: str, requestId: str }), ok: obj({ depositAddress: str, type: { type: 'string', enum: ['open', 'strict'] }, requestId: str, chainId: int, createdAt: str, currency: nullable(str), refundTo: nullable(str) }) },
   'POST /permits': { summary: 'Submit the permit signature of a usePermit quote (the node submits the deposit)', tags: ['Execute'], querystring: opt({ signature: str }), body: opt({ requestId: str, signature: str }), ok: obj({ message: str, requestId: str }) },
   'POST /execute/permits': { summary: 'Submit a permit signature (hosted path; same as /permits)', tags: ['Execute'], querystring: opt({ signature: str }), body: opt({ kind: str, requestId: str, api: str }), ok: obj({ message: str, requestId: str }) },
-  'POST /execute': { summary: 'Gasless execution with the caller\'s API key', tags: ['Execute'], headers: obj(apiKey), body: anyValue, ok: obj({ message: str, requestId: str }) },
+  'POST /execute': {
+    summary:
+      'Gasless execution with the caller\'s API key. executionKind rawCalls: the node relays the call (EIP-7702 authorizations included) from its own key and charges the gas to the key\'s app balance (402 when it cannot cover it, 400 when the call reverts in simulation, 409 for a replay; errors carry `error`). Without executionKind: a signed deposit of a request quoted with usePermit.',
+    tags: ['Execute'],
+    headers: obj(apiKey),
+    body: { anyOf: [rawCallsBody, obj({ requestId: str, signature: str }, ['requestId'])] },
+    ok: obj({ message: str, requestId: str }),
+  },
   'POST /authorize': { summary: 'Authorize an exchange withdrawal with the wallet\'s signature', tags: ['Execute'], body: anyValue, ok: message },
   'POST /fast-fill': { summary: 'Fill before the deposit lands, held on the key\'s app balance', tags: ['App balance'], headers: obj(apiKey), body: opt({ requestId: str }), ok: obj({ message: str, requestId: str, amount: digits, amountUsd: decimal, hold: obj({ amountUsd: decimal }) }) },
   'GET /app-fees/:wallet/balances': { summary: 'App balance and accrued app fees of a wallet', tags: ['App balance'], params: obj({ wallet: str }), ok: obj({ balances: arr({ allOf: [amount, obj({ type: { type: 'string', enum: ['app-balance', 'app-fees'] } })] }) }) },

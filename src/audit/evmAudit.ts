@@ -59,9 +59,11 @@ export interface SolverBooks {
   // In: app balance funding (standing credits) and withdrawals from the depository.
   funding: bigint;
   withdrawn: bigint;
-  // Out: fills (a fill with calls pays its output as native value; a gas top-up rides as native value) and app fee claims.
+  // Out: fills (a fill with calls pays its output as native value; a gas top-up rides as native value), app fee claims,
+  // and the value a gasless relay sends with the user's call.
   fills: bigint;
   claims: bigint;
+  relayed: bigint;
 }
 
 /**
@@ -81,6 +83,7 @@ export function solverBooks(payouts: Pick<PayoutRow, 'kind' | 'currency' | 'amou
     withdrawn: sum(payouts.filter((p) => p.kind === 'withdrawal' && is(p.currency)).map((p) => BigInt(p.amount))),
     fills,
     claims: sum(payouts.filter((p) => p.kind === 'claim' && is(p.currency)).map((p) => BigInt(p.amount))),
+    relayed: sum(payouts.filter((p) => p.kind === 'relay' && is(p.currency)).map((p) => BigInt(p.amount))),
   };
 }
 
@@ -231,7 +234,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     const is = (c: string) => getAddress(c) === cur.address;
     const paid = payouts.filter((p) => p.state === 'success');
     // A withdrawal moves depository funds owed to the solver into the solver's wallet.
-    const { fills, claims, withdrawn, funding } = solverBooks(paid, credits.filter((c) => !c.reversed), cur.address);
+    const { fills, claims, withdrawn, funding, relayed } = solverBooks(paid, credits.filter((c) => !c.reversed), cur.address);
     const refunds = sum(paid.filter((p) => (p.kind === 'refund' || p.kind === 'excess') && is(p.currency)).map((p) => BigInt(p.amount)));
     const deposited = sum(deposits.filter((d) => is(d.currency)).map((d) => BigInt(d.amount)));
     const gasHere = cur.address === zeroAddress ? gas : 0n;
@@ -242,9 +245,9 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       balanceOf(cur.address, depository, openingTag),
       balanceOf(cur.address, depository, headTag),
     ]);
-    const sExpected = sOpen + funding + withdrawn - fills - claims - gasHere;
+    const sExpected = sOpen + funding + withdrawn - fills - claims - relayed - gasHere;
     const dExpected = dOpen + deposited - refunds - withdrawn;
-    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} + withdrawals ${withdrawn} − fills ${fills} − claims ${claims} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
+    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} + withdrawals ${withdrawn} − fills ${fills} − claims ${claims} − relayed ${relayed} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
     if (dNow !== dExpected) diff(`depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds} − withdrawals ${withdrawn}); unexplained ${dNow - dExpected}`);
     out.push({
       chainId: chain.id,

@@ -1,3 +1,4 @@
+import type { RelayTerms } from './evm/relayTerms.ts';
 import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
@@ -13,6 +14,29 @@ export interface PayoutHooks {
   // The payout cannot be made; reason is the interface's failReason.
   // callData: the calldata of the fill that reverted, for the request record.
   onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void;
+}
+
+/** Why a gasless relay (POST /execute rawCalls) is refused before anything is sent or charged. */
+export class RelayRefusedError extends Error {
+  constructor(
+    // SIMULATION_FAILED: the call reverts; INVALID_AUTHORIZATION: an authorization is for another
+    // chain or unsigned; AUTHORIZATION_USED: its nonce is spent (a replay); RPC_UNAVAILABLE: 503.
+    // TARGET_NOT_ALLOWED: the call's target is a contract, not a wallet (it would act as the solver).
+    readonly errorCode: 'SIMULATION_FAILED' | 'INVALID_AUTHORIZATION' | 'AUTHORIZATION_USED' | 'TARGET_NOT_ALLOWED' | 'RPC_UNAVAILABLE',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What relaying a user's call costs the node, by simulation (with its EIP-7702 authorizations). */
+export interface RelaySimulation {
+  // Gas limit the node will send it with (the estimate plus the chain's margin).
+  gas: bigint;
+  // The most the node may pay per gas now, in wei.
+  maxFeePerGas: bigint;
+  // The signer and nonce of each authorization, in order (each is relayed once).
+  authorities: { address: string; nonce: bigint }[];
 }
 
 // A successful transaction that funds an app balance (see the interface's "Funding the app
@@ -156,6 +180,9 @@ export interface ChainAdapter {
   // Checks a depositor's signed deposit (the body of the quote's signature step, and its signature)
   // against the request; returns what authorizes the node to submit it. Throws SignedDepositError.
   verifySignedDeposit?(request: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string>;
+  // Simulates a user's call sent from the solver's key with its EIP-7702 authorizations (POST
+  // /execute rawCalls); throws RelayRefusedError when it cannot be relayed. EVM chains only.
+  simulateRelay?(terms: RelayTerms): Promise<RelaySimulation>;
   // Looks at a request's deposit address now (the reindex operation); returns the sweeps queued.
   checkDepositAddress?(requestId: string): Promise<number>;
   // Reads the chain's deposits again over blocks its indexer has passed (the admin re-index);

@@ -32,7 +32,14 @@ import {
   TestNftBytecode,
   WrappedNativeAbi,
   WrappedNativeBytecode,
+  BatchExecutorBytecode,
 } from '../../contracts-abi/index.ts';
+
+/**
+ * Calibur's address (Uniswap's EIP-7702 batch executor, the same on every chain): the public SDK's
+ * gasless batch delegates wallets to it by default. The devnet puts BatchExecutor's code there.
+ */
+export const CALIBUR_ADDRESS: Address = '0x000000009B1D0aF20D8C6d0A44e162d11F9b8f00';
 
 export interface DeployNodeContractsOptions {
   rpcUrl: string;
@@ -53,6 +60,8 @@ export interface NodeContracts {
   testNft: Address;
   // Deposit addresses: CREATE2 clones swept by the solver.
   depositAddressFactory: Address;
+  /** The EIP-7702 batch executor wallets delegate to for gasless batches (at Calibur's address). */
+  batchExecutor: Address;
   /** First block holding one of the deployments (where indexers can start). */
   deployBlock: bigint;
 }
@@ -162,7 +171,15 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     },
   );
 
-  const balances = funded.map((address) => testClient.setBalance({ address, value: opts.fund.nativeWei }));
+  const balances: Promise<unknown>[] = funded.map((address) => testClient.setBalance({ address, value: opts.fund.nativeWei }));
+  // The batch executor's runtime code (what its creation code returns, by eth_call) placed at
+  // Calibur's fixed address, where the SDK looks for it: no deployment, no nonce taken.
+  balances.push(
+    publicClient.call({ data: BatchExecutorBytecode }).then(({ data }) => {
+      if (!data) throw new Error('devnet BatchExecutor creation returned no code');
+      return testClient.setCode({ address: CALIBUR_ADDRESS, bytecode: data });
+    }),
+  );
 
   const [receipts] = await Promise.all([
     Promise.all(
@@ -184,5 +201,5 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   });
   const deployBlock = deployReceipts.reduce((min, r) => (r.blockNumber < min ? r.blockNumber : min), deployReceipts[0]!.blockNumber);
 
-  return { depository, filler, stablecoin, wrappedNative, testNft, depositAddressFactory, deployBlock };
+  return { depository, filler, stablecoin, wrappedNative, testNft, depositAddressFactory, batchExecutor: CALIBUR_ADDRESS, deployBlock };
 }

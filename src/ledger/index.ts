@@ -8,6 +8,7 @@ import { IndexerState } from './indexerState.ts';
 import { Operations } from './operations.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
+import { RelayedAuthorizations } from './relays.ts';
 import { SignatureNonces } from './signatureNonces.ts';
 import { Withdrawals } from './withdrawals.ts';
 
@@ -34,6 +35,8 @@ export class Ledger {
   readonly operations: Operations;
   // Deposits owed to the solver and the withdrawals that took them (src/ledger/withdrawals.ts).
   readonly withdrawals: Withdrawals;
+  // EIP-7702 authorizations relayed by POST /execute rawCalls, each once (src/ledger/relays.ts).
+  readonly relayedAuthorizations: RelayedAuthorizations;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -48,6 +51,7 @@ export class Ledger {
     this.signatureNonces = new SignatureNonces(db);
     this.operations = new Operations(db);
     this.withdrawals = new Withdrawals(db);
+    this.relayedAuthorizations = new RelayedAuthorizations(db);
   }
 
   static open(path: string, opts: { readonly?: boolean } = {}): Ledger {

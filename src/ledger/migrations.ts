@@ -25,6 +25,19 @@ const recomputeOwed = (id: string) => `
   INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
     SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed WHERE deposit_id = ${id};`;
 
+// The triggers that keep depository_owed (migration 16; made again by a migration that rebuilds payouts).
+const owedTriggers = `
+CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits BEGIN${recomputeOwed('NEW.id')}
+END;
+CREATE TRIGGER owed_withdrawn_insert AFTER INSERT ON withdrawn_deposits BEGIN${recomputeOwed('NEW.deposit_id')}
+END;
+CREATE TRIGGER owed_withdrawn_delete AFTER DELETE ON withdrawn_deposits BEGIN${recomputeOwed('OLD.deposit_id')}
+END;`;
+
 export const migrations: { version: number; name: string; sql: string; rebuilds?: boolean }[] = [
   {
     version: 1,
@@ -618,16 +631,7 @@ CREATE TABLE depository_owed_entries (
 
 -- A table rebuild drops its triggers: a migration that rebuilds payouts, deposits or
 -- withdrawn_deposits must create these again.
-CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
-END;
-CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
-END;
-CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits BEGIN${recomputeOwed('NEW.id')}
-END;
-CREATE TRIGGER owed_withdrawn_insert AFTER INSERT ON withdrawn_deposits BEGIN${recomputeOwed('NEW.deposit_id')}
-END;
-CREATE TRIGGER owed_withdrawn_delete AFTER DELETE ON withdrawn_deposits BEGIN${recomputeOwed('OLD.deposit_id')}
-END;
+${owedTriggers}
 
 -- What is owed today, as the first entries.${owedSelect('1')}
 INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
@@ -648,6 +652,63 @@ CREATE TABLE svm_audit_openings (
   slot INTEGER NOT NULL,
   amount TEXT NOT NULL,
   PRIMARY KEY (chain_id, owner, currency)
+);
+`,
+  },
+  {
+    version: 18,
+    name: 'gasless relays: the node sends a sponsored user call (EIP-7702) from its own key',
+    rebuilds: true,
+    sql: `
+-- payouts gains the kind relay: POST /execute rawCalls, a user's call (with its EIP-7702
+-- authorization list, in the authorization column) sent as a type-4 transaction from the solver's key
+-- and paid for by the sponsoring key's app balance. The table is rebuilt with its rows as they are.
+-- Migration 16's triggers all read payouts: dropped first (a rename re-reads them), made again below.
+DROP TRIGGER owed_payout_insert;
+DROP TRIGGER owed_payout_state;
+DROP TRIGGER owed_deposit_state;
+DROP TRIGGER owed_withdrawn_insert;
+DROP TRIGGER owed_withdrawn_delete;
+CREATE TABLE payouts_v18 (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL CHECK (kind IN ('fill', 'refund', 'claim', 'sweep', 'excess', 'deposit', 'withdrawal', 'relay')),
+  request_id TEXT REFERENCES requests(id),
+  deposit_id TEXT REFERENCES deposits(id),
+  chain_id INTEGER NOT NULL,
+  recipient TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('queued', 'sent', 'success', 'failed')),
+  tx_hash TEXT,
+  fail_reason TEXT,
+  decided_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  native_topup TEXT,
+  calls TEXT,
+  max_gas TEXT,
+  authorization TEXT
+);
+INSERT INTO payouts_v18 (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash, fail_reason,
+  decided_at, updated_at, native_topup, calls, max_gas, authorization)
+  SELECT id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash, fail_reason,
+  decided_at, updated_at, native_topup, calls, max_gas, authorization FROM payouts;
+DROP TABLE payouts;
+ALTER TABLE payouts_v18 RENAME TO payouts;
+CREATE INDEX payouts_queue ON payouts(chain_id, state, decided_at);
+CREATE INDEX payouts_request ON payouts(request_id);
+CREATE INDEX payouts_tx ON payouts(tx_hash);
+CREATE INDEX payouts_deposit ON payouts(deposit_id, kind, state) WHERE deposit_id IS NOT NULL;
+-- Migration 16's triggers, as they were.
+${owedTriggers}
+
+-- Each signed EIP-7702 authorization is relayed once: (chain, signer, nonce) is its identity, and a
+-- second request carrying it is refused before anything is sent or charged.
+CREATE TABLE relayed_authorizations (
+  chain_id INTEGER NOT NULL,
+  authority TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  request_id TEXT NOT NULL REFERENCES requests(id),
+  PRIMARY KEY (chain_id, authority, nonce)
 );
 `,
   },

@@ -93,7 +93,7 @@ export interface DepositRow {
   tx_fee?: string | null;
 }
 
-export type PayoutKind = 'fill' | 'refund' | 'claim' | 'sweep' | 'excess' | 'deposit' | 'withdrawal';
+export type PayoutKind = 'fill' | 'refund' | 'claim' | 'sweep' | 'excess' | 'deposit' | 'withdrawal' | 'relay';
 export type PayoutState = 'queued' | 'sent' | 'success' | 'failed';
 
 export interface PayoutRow {

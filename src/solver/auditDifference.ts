@@ -81,7 +81,7 @@ export class AuditDifference implements UnexplainedMovement {
       const carried = this.ledger.payouts.rowsOfTx(hash).flatMap((t) => this.ledger.payouts.get(t.payout_id) ?? []).filter((p) => !books.paid.has(p.id));
       for (const c of currencies) {
         const m = solverBooks(carried, [], c.address);
-        add(left, getAddress(c.address), m.fills + m.claims - m.withdrawn);
+        add(left, getAddress(c.address), m.fills + m.claims + m.relayed - m.withdrawn);
       }
     }
     const accepted: Record<string, string> = {};
@@ -176,9 +176,9 @@ export class AuditDifference implements UnexplainedMovement {
       const cur = getAddress(c.address);
       const native = cur === zeroAddress;
       const b = solverBooks(paid, credits, cur);
-      expected.set(cur, opening[i]! + b.funding + b.withdrawn - b.fills - b.claims - (native ? fees : 0n));
+      expected.set(cur, opening[i]! + b.funding + b.withdrawn - b.fills - b.claims - b.relayed - (native ? fees : 0n));
       const p = solverBooks(sent, [], cur);
-      allowance.set(cur, p.fills + p.claims + (native ? gas : 0n));
+      allowance.set(cur, p.fills + p.claims + p.relayed + (native ? gas : 0n));
     });
     return { expected, allowance, accepted, counted, paid: new Set(paid.map((p) => p.id)) };
   }

@@ -21,12 +21,13 @@ export function moneyOf(r: RequestRow): RequestMoney | undefined {
 // Each function below books ledger entries and must run inside a ledger transaction. Every entry
 // has a ref derived from the request, so a decision replayed after a crash books nothing twice.
 
-export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint): void {
+// txHash: the transaction the charge pays for, when it is one (a gasless relay's).
+export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint, txHash?: string): void {
   // The charge replaces what POST /execute held for it.
   releaseSponsorHold(ledger, r.id, 'charged');
   const wallet = moneyOf(r)?.sponsor?.wallet;
   if (!wallet || micro <= 0n) return;
-  ledger.balances.post({ wallet, kind: 'sponsorship', amount: -micro, request_id: r.id, ref: `sponsorship:${r.id}` });
+  ledger.balances.post({ wallet, kind: 'sponsorship', amount: -micro, request_id: r.id, ref: `sponsorship:${r.id}`, detail: txHash ?? null });
 }
 
 // The sponsored fill did not happen: the sponsor gets its money back.

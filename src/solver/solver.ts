@@ -1,6 +1,7 @@
 import { keccak256, toHex, type Hex } from 'viem';
 import type { ChainAdapter, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
+import { onRelayFailed, onRelayPaid, onRelaySigned } from './gaslessRelay.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { Requests, type NewRequest } from '../ledger/requests.ts';
 import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types.ts';
@@ -595,13 +596,19 @@ export class Solver implements PayoutHooks {
   // ---- PayoutHooks: called by submitters inside their ledger transaction ----
 
   onSigned(payout: PayoutRow): void {
+    if (payout.kind === 'relay') return onRelaySigned(this.ledger, payout);
     if (payout.kind !== 'fill') return;
     this.ledger.requests.setStatus(payout.request_id!, 'submitted');
     const dep = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
     if (dep?.confirmed_at) this.metrics.depositToFill.observe({ chain: payout.chain_id }, (Date.now() - dep.confirmed_at) / 1000);
   }
 
-  onPaid(payout: PayoutRow): void {
+  onPaid(payout: PayoutRow, txHash: string, fee: bigint): void {
+    if (payout.kind === 'relay') {
+      onRelayPaid(this.ledger, payout, txHash, fee);
+      this.log.info({ request: payout.request_id, txHash, fee: fee.toString() }, 'gasless relay succeeded; sponsor charged');
+      return;
+    }
     if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit' || payout.kind === 'withdrawal') {
       // None of these moves the request's status: a sweep's or a signed deposit's deposit event is
       // indexed like any other.
@@ -620,9 +627,14 @@ export class Solver implements PayoutHooks {
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
 
-  onFailed(payout: PayoutRow, reason: string, _txHash?: string, callData?: string): void {
+  onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void {
     const now = Date.now();
     const log = forRequest(this.log, payout.request_id);
+    if (payout.kind === 'relay') {
+      onRelayFailed(this.ledger, payout, reason, txHash);
+      log.warn({ reason, txHash }, 'gasless relay failed');
+      return;
+    }
     if (callData && payout.request_id) this.ledger.requests.setFailedCallData(payout.request_id, callData);
     if (payout.kind === 'claim') {
       reverseClaim(this.ledger, payout);

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requireCaller } from '../caller.ts';
+import { executeRawCalls, isRawCalls } from './executeRawCalls.ts';
 import { isHex, type Hex } from 'viem';
 import { z } from 'zod';
 import { SignedDepositError } from '../../chains/adapter.ts';
@@ -103,5 +104,7 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/permits', (req) => submit(req, false));
   // The hosted service's path for the same submission.
   app.post('/execute/permits', (req) => submit(req, false));
-  app.post('/execute', (req) => submit(req, true));
+  // The hosted operation: executionKind rawCalls (a gasless relay, executeRawCalls.ts); without an
+  // executionKind, the signed-deposit submission above.
+  app.post('/execute', (req, reply) => (isRawCalls(req.body) ? executeRawCalls(req, reply, ctx) : submit(req, true)));
 }

@@ -21,7 +21,7 @@ import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger, RequestRow } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import { SignedDepositError, type ChainAdapter, type ChainEvents, type DepositRequest, type DepositStep, type DestinationCall, type FillCost, type FillCostRequest, type PayoutHooks, type ReindexResult } from '../adapter.ts';
+import { RelayRefusedError, SignedDepositError, type ChainAdapter, type RelaySimulation, type ChainEvents, type DepositRequest, type DepositStep, type DestinationCall, type FillCost, type FillCostRequest, type PayoutHooks, type ReindexResult } from '../adapter.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
@@ -29,6 +29,8 @@ import { AUDIT_OPENING } from '../../audit/evmAudit.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';
+import type { RelayTerms } from './relayTerms.ts';
+import { recoverAuthorizationAddress } from 'viem/utils';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { confirmationsFor } from './confirmations.ts';
@@ -345,6 +347,58 @@ export class EvmAdapter implements ChainAdapter {
   async relayedDepositCost(currency: string): Promise<bigint> {
     if (isNative(currency)) throw new QuoteError('usePermit: native currency needs no approval; deposit it directly', 'INVALID_INPUT_PARAMETERS');
     return GAS.permitDeposit * (await this.#maxFeePerGas());
+  }
+
+  async simulateRelay(terms: RelayTerms): Promise<RelaySimulation> {
+    const authorities: RelaySimulation['authorities'] = [];
+    let estimate: bigint;
+    try {
+      for (const [i, a] of terms.authorizationList.entries()) {
+        // An authorization for another chain, or whose nonce is not the signer's next one, is skipped
+        // by the chain without a revert: the call would run undelegated. Refused here instead.
+        if (a.chainId !== this.chainId && a.chainId !== 0) throw new RelayRefusedError('INVALID_AUTHORIZATION', `authorizationList[${i}].chainId: is ${a.chainId}, this chain is ${this.chainId}`);
+        let address: Address;
+        try {
+          address = await recoverAuthorizationAddress({ authorization: a });
+        } catch {
+          throw new RelayRefusedError('INVALID_AUTHORIZATION', `authorizationList[${i}]: the signature does not recover`);
+        }
+        const next = await this.client.getTransactionCount({ address, blockTag: 'pending' });
+        if (BigInt(next) !== BigInt(a.nonce)) {
+          throw new RelayRefusedError('AUTHORIZATION_USED', `authorizationList[${i}].nonce: ${address}'s next nonce is ${next}, the authorization is for ${a.nonce} (used or out of order)`);
+        }
+        authorities.push({ address, nonce: BigInt(a.nonce) });
+      }
+      await this.#checkRelayTarget(terms.to, authorities);
+      estimate = await this.client.estimateGas({
+        account: this.solver,
+        to: terms.to,
+        data: terms.data,
+        value: terms.value,
+        authorizationList: terms.authorizationList.length ? terms.authorizationList : undefined,
+      });
+    } catch (e) {
+      if (e instanceof RelayRefusedError) throw e;
+      if (isRevert(e)) throw new RelayRefusedError('SIMULATION_FAILED', `the call reverts in simulation: ${decodeRevert(e) ?? errText(e)}`);
+      throw new RelayRefusedError('RPC_UNAVAILABLE', `chain ${this.chainId} cannot be read now to simulate the call; try again`);
+    }
+    const gas = (estimate * BigInt(10_000 + this.chain.gasMarginBps) + 9_999n) / 10_000n;
+    return { gas, maxFeePerGas: await this.#maxFeePerGas(), authorities };
+  }
+
+  // The relayed call is made with the solver's key as msg.sender: a contract that grants the solver
+  // anything (a token it holds or approved, the filler, the depository, the deposit address factory,
+  // any contract where it holds a role) would act for the solver. So the target must be a wallet: an
+  // account without code, one delegated by EIP-7702 (its code is 0xef0100 + the delegate, which runs
+  // as the wallet), or a signer of this call's own authorizations. Code at such a target acts as the
+  // wallet, never as the solver.
+  async #checkRelayTarget(to: Address, authorities: { address: string }[]): Promise<void> {
+    const own = [this.chain.depository, this.chain.filler, this.chain.depositAddressFactory, this.solver, ...this.chain.currencies.map((c) => c.address)];
+    const refuse = (why: string) => new RelayRefusedError('TARGET_NOT_ALLOWED', `data.to: ${to} ${why}; the node relays calls to wallets only (an account without code, or one delegated by EIP-7702)`);
+    if (own.some((a) => a !== undefined && getAddress(a) === to)) throw refuse("is one of the node's contracts or currencies");
+    if (authorities.some((a) => getAddress(a.address) === to)) return;
+    const code = (await this.client.getCode({ address: to })) ?? '0x';
+    if (code !== '0x' && !code.toLowerCase().startsWith('0xef0100')) throw refuse('is a contract');
   }
 
   async depositSteps(req: DepositRequest): Promise<DepositStep[]> {

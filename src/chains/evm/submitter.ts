@@ -42,6 +42,7 @@ import {
   type Hex,
   type LocalAccount,
   type PublicClient,
+  type SignedAuthorizationList,
   type TransactionReceipt,
 } from 'viem';
 import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
@@ -55,6 +56,7 @@ import type { PayoutHooks } from '../adapter.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
 import { FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
 import { NonceManager } from './nonceManager.ts';
+import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
 
 export interface EvmSubmitterOptions {
@@ -109,6 +111,8 @@ interface PreparedCall {
   value: bigint;
   // The depository call request of a refund (its struct hash is the single-use key).
   request?: CallRequest;
+  // A gasless relay's EIP-7702 authorizations: the call is sent as a type-4 transaction.
+  authorizationList?: SignedAuthorizationList;
 }
 
 // A payment found on chain: the transaction that made it.
@@ -124,6 +128,16 @@ interface PaidBy {
 
 // A permanent problem with the payout row itself (not the chain): it can never be sent.
 class UnpayableError extends Error {}
+
+// A gasless relay's call as POST /execute recorded it (payout.authorization: its RelayTerms).
+function relayCall(payout: PayoutRow): PreparedCall {
+  try {
+    const t = parseRelayTerms(payout.authorization);
+    return { to: t.to, data: t.data, value: t.value, authorizationList: t.authorizationList.length ? t.authorizationList : undefined };
+  } catch (e) {
+    throw new UnpayableError(`relay ${payout.id}: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
 
 function isOpen(t: TransactionRow): boolean {
   return OPEN_STATES.has(t.state);
@@ -362,7 +376,7 @@ export class EvmSubmitter {
 
       const [estimate, market] = await Promise.all([
         this.#client
-          .estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value })
+          .estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value, authorizationList: call.authorizationList })
           .then((gas) => ({ gas }), (error: unknown) => ({ error })),
         this.#fees.current(),
       ]);
@@ -381,7 +395,7 @@ export class EvmSubmitter {
 
       const recorded = await this.#nonces.withNonce(async (nonce) => {
         const raw = await this.#account.signTransaction({
-          type: 'eip1559',
+          ...(call.authorizationList ? { type: 'eip7702' as const, authorizationList: call.authorizationList } : { type: 'eip1559' as const }),
           chainId: this.chainId,
           nonce,
           to: call.to,
@@ -575,6 +589,7 @@ export class EvmSubmitter {
   }
 
   async #buildCall(payout: PayoutRow): Promise<PreparedCall> {
+    if (payout.kind === 'relay') return relayCall(payout);
     const { recipient, currency, amount } = this.#terms(payout);
     const native = currency === zeroAddress;
 
@@ -974,7 +989,8 @@ export class EvmSubmitter {
     }
     const gas = parsed.gas ?? BigInt(t.gas_limit);
     const raw = await this.#account.signTransaction({
-      type: 'eip1559',
+      // A gasless relay's replacement carries the same authorizations (type 4).
+      ...(parsed.authorizationList?.length ? { type: 'eip7702' as const, authorizationList: parsed.authorizationList } : { type: 'eip1559' as const }),
       chainId: this.chainId,
       nonce: t.nonce,
       to: parsed.to ?? undefined,

@@ -1,0 +1,136 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { getAddress, isAddress, isHex, zeroAddress } from 'viem';
+import { z, ZodError } from 'zod';
+import { RelayRefusedError } from '../../chains/adapter.ts';
+import type { RelayTerms } from '../../chains/evm/relayTerms.ts';
+import { formatZodError } from '../../config/load.ts';
+import { PriceUnavailableError } from '../../quote/prices.ts';
+import { admitRelay, GaslessRelayError, relayRequestId } from '../../solver/gaslessRelay.ts';
+import { requireCaller } from '../caller.ts';
+import type { ApiContext } from '../context.ts';
+import { ApiError } from '../errors.ts';
+
+// POST /execute with executionKind "rawCalls": the hosted gasless relay. The node sends the user's
+// call (with its EIP-7702 authorization list: a wallet without gas delegates to a batch executor and
+// the node pays) from its own key, charging the gas to the app balance that sponsors the caller's
+// API key. The shapes are the published ones (paths["/execute"]); errors carry `error` (the
+// published field) besides the node's {message, errorCode}.
+
+const address = z.string().refine((s) => isAddress(s, { strict: false }), 'must be a 0x-prefixed 20-byte address');
+const hex32 = z.string().regex(/^0x[0-9a-fA-F]{1,64}$/, 'must be 0x-prefixed hex of at most 32 bytes');
+const authorization = z
+  .object({
+    chainId: z.number().int().nonnegative(),
+    address,
+    nonce: z.number().int().nonnegative(),
+    yParity: z.union([z.literal(0), z.literal(1)]),
+    r: hex32,
+    s: hex32,
+  })
+  .strict();
+const body = z
+  .object({
+    executionKind: z.literal('rawCalls'),
+    data: z
+      .object({
+        chainId: z.number().int().positive(),
+        to: address,
+        data: z.string().refine((s) => isHex(s) && s.length % 2 === 0, 'must be 0x-prefixed hex bytes'),
+        value: z.string().regex(/^[0-9]+$/, 'must be an integer in wei, as a string'),
+        authorizationList: z.array(authorization).min(1, 'cannot be empty').max(8, 'at most 8 authorizations').optional(),
+      })
+      .strict(),
+    executionOptions: z.object({
+      referrer: z.string().max(200),
+      subsidizeFees: z.boolean(),
+      destinationChainExecutionData: z.unknown().optional(),
+    }),
+    // The quote's request the call belongs to (the SDK sends it); the relay is a request of its own.
+    requestId: z.string().optional(),
+    originGasOverhead: z.number().optional(),
+  })
+  .passthrough();
+
+/** Whether a POST /execute body asks for a raw-calls relay (the signed-deposit submission otherwise). */
+export function isRawCalls(b: unknown): boolean {
+  return typeof b === 'object' && b !== null && 'executionKind' in b;
+}
+
+/** Handles POST /execute rawCalls; answers errors itself, with the published `error` field. */
+export async function executeRawCalls(req: FastifyRequest, reply: FastifyReply, ctx: ApiContext) {
+  try {
+    return await relay(req, ctx);
+  } catch (e) {
+    const err =
+      e instanceof ApiError
+        ? e
+        : e instanceof ZodError
+          ? new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: ${formatZodError(e)}`)
+          : e instanceof PriceUnavailableError
+            ? new ApiError(503, 'PRICE_UNAVAILABLE', `cannot price the gas now: ${e.message}`)
+            : undefined;
+    if (!err) throw e;
+    return reply.status(err.status).send({ error: err.message, message: err.message, errorCode: err.errorCode });
+  }
+}
+
+async function relay(req: FastifyRequest, ctx: ApiContext) {
+  const caller = requireCaller(req);
+  const b = body.parse(req.body ?? {});
+  if (b.executionOptions.destinationChainExecutionData !== undefined) {
+    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: executionOptions.destinationChainExecutionData: not supported by this node; relay the call on its own chain');
+  }
+  if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+  const chainId = b.data.chainId;
+  const adapter = ctx.adapters.get(chainId);
+  if (!adapter?.simulateRelay) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no gasless relay on this node`);
+  const native = ctx.registry.currency(chainId, zeroAddress);
+  if (!native) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no native currency configured to price gas`);
+  const wallet = ctx.ledger.balances.sponsorOf(caller.id);
+  if (!wallet) throw new ApiError(403, 'NO_SPONSOR_WALLET', 'no app balance sponsors this API key: link a sponsor wallet first (POST /app-balance/link)');
+
+  const terms: RelayTerms = {
+    to: getAddress(b.data.to),
+    data: b.data.data as `0x${string}`,
+    value: BigInt(b.data.value),
+    authorizationList: (b.data.authorizationList ?? []).map((a) => ({
+      chainId: a.chainId,
+      address: getAddress(a.address),
+      nonce: a.nonce,
+      yParity: a.yParity,
+      r: a.r as `0x${string}`,
+      s: a.s as `0x${string}`,
+    })),
+  };
+  // A replay of the same body is refused before it costs a simulation.
+  const id = relayRequestId(chainId, terms);
+  if (ctx.ledger.requests.get(id)) throw new ApiError(409, 'ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
+
+  let simulation;
+  try {
+    simulation = await adapter.simulateRelay(terms);
+  } catch (e) {
+    if (!(e instanceof RelayRefusedError)) throw e;
+    const status = e.errorCode === 'RPC_UNAVAILABLE' ? 503 : e.errorCode === 'AUTHORIZATION_USED' ? 409 : 400;
+    throw new ApiError(status, e.errorCode, e.message);
+  }
+  const nativeUsdPrice = await ctx.prices.usdPrice(native);
+  try {
+    const { requestId } = admitRelay(ctx.ledger, {
+      chainId,
+      terms,
+      simulation,
+      sponsor: { wallet, apiKeyId: caller.id },
+      referrer: b.executionOptions.referrer || null,
+      subsidizeFees: b.executionOptions.subsidizeFees,
+      nativeUsdPrice,
+      nativeDecimals: native.decimals,
+      now: ctx.now(),
+    });
+    adapter.wake();
+    return { message: 'Transaction submitted', requestId };
+  } catch (e) {
+    if (e instanceof GaslessRelayError) throw new ApiError(e.status, e.errorCode, e.message);
+    throw e;
+  }
+}

@@ -1,0 +1,182 @@
+// Gasless relays (POST /execute with executionKind rawCalls): a user's call, EIP-7702 authorizations
+// included, sent by the node from its own key and paid for out of the sponsoring API key's app balance.
+//
+// Life of a relay, each step one ledger transaction written before the effect it announces:
+//   admitRelay    the request (status waiting, feature gasless_execution), its relay payout, each
+//                 authorization marked relayed, and a hold of the most the gas may cost, after
+//                 checking what the sponsor has available;
+//   onRelaySigned the transaction is signed and recorded: pending;
+//   onRelayPaid   it succeeded: the hold is released and the gas it used (and any value sent) is
+//                 charged, as an entry naming the transaction: success;
+//   onRelayFailed nothing was sent (hold released, nothing charged) or it reverted on chain (the gas
+//                 it burned is charged, naming the transaction): failure.
+
+import { keccak256, toHex, zeroAddress, type Hex } from 'viem';
+import type { RelaySimulation } from '../chains/adapter.ts';
+import { serializeRelayTerms, type RelayTerms } from '../chains/evm/relayTerms.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { PayoutRow, RequestRow } from '../ledger/types.ts';
+import { switchName } from '../ledger/operations.ts';
+import { formatUsd, usdMicroCeil } from '../quote/money.ts';
+import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './money.ts';
+
+/** Why a relay is not admitted; status is the HTTP status to answer. */
+export class GaslessRelayError extends Error {
+  constructor(
+    readonly status: number,
+    readonly errorCode: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What the request's money record keeps of a relay: who pays, and the price the gas is charged at. */
+export interface RelayMoney extends RequestMoney {
+  relay: { subsidizeFees: boolean; nativeUsdPrice: string; nativeDecimals: number };
+}
+
+export interface RelayAdmission {
+  chainId: number;
+  terms: RelayTerms;
+  simulation: RelaySimulation;
+  sponsor: { wallet: string; apiKeyId: string };
+  referrer: string | null;
+  subsidizeFees: boolean;
+  // The chain's native currency: its USD price now (the gas is charged at it) and decimals.
+  nativeUsdPrice: string;
+  nativeDecimals: number;
+  now: number;
+}
+
+/**
+ * The request id of a relay: derived from the chain and the call (authorizations included), so the
+ * same body posted twice is the same request, refused the second time.
+ */
+export function relayRequestId(chainId: number, terms: RelayTerms): Hex {
+  return keccak256(toHex(`gasless:${chainId}:${serializeRelayTerms(terms)}`));
+}
+
+/** The payout that carries a relay's transaction. */
+export const relayPayoutId = (requestId: string) => `relay:${requestId}`;
+
+/**
+ * Records a relay for the submitter, in one ledger transaction that checks what the sponsor has
+ * available and holds the most the relay can cost (simulated gas at the current fee cap, plus the
+ * value sent). Returns the request id and the hold. Throws GaslessRelayError (402 when the balance
+ * cannot cover it, 409 for a replay).
+ */
+export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex; holdMicro: bigint } {
+  const id = relayRequestId(a.chainId, a.terms);
+  const maxCost = a.simulation.gas * a.simulation.maxFeePerGas + a.terms.value;
+  const holdMicro = usdMicroCeil(maxCost, a.nativeDecimals, a.nativeUsdPrice);
+  const money: RelayMoney = {
+    sponsor: a.sponsor,
+    appFees: [],
+    topUpNative: null,
+    relay: { subsidizeFees: a.subsidizeFees, nativeUsdPrice: a.nativeUsdPrice, nativeDecimals: a.nativeDecimals },
+  };
+  ledger.tx(() => {
+    // The operator's switches stop relays as they stop fills: the node sends nothing from its key.
+    const on = new Set(ledger.operations.switches().map((x) => x.name));
+    const stop = [switchName.all, switchName.chain(a.chainId), switchName.dryRun].find((n) => on.has(n));
+    if (stop) throw new GaslessRelayError(503, stop === switchName.dryRun ? 'DRY_RUN' : 'PAUSED', `the node is not relaying on chain ${a.chainId} now (${stop}); try again later`);
+    if (ledger.requests.get(id)) throw new GaslessRelayError(409, 'ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
+    for (const [i, auth] of a.simulation.authorities.entries()) {
+      const by = ledger.relayedAuthorizations.relayedBy(a.chainId, auth.address, auth.nonce);
+      if (by) throw new GaslessRelayError(409, 'AUTHORIZATION_USED', `authorizationList[${i}]: ${auth.address}'s authorization of nonce ${auth.nonce} was relayed already (request ${by})`);
+    }
+    // What is available (less every hold), not the balance: another relay's or a fast fill's hold is
+    // money already promised. Checked in the transaction that writes the hold: two posts racing
+    // cannot both spend it.
+    const available = ledger.balances.summary(a.sponsor.wallet).available;
+    if (available < holdMicro) {
+      throw new GaslessRelayError(
+        402,
+        'INSUFFICIENT_APP_BALANCE',
+        `the sponsoring app balance has ${formatUsd(available > 0n ? available : 0n)} USD available; relaying this call may cost up to ${formatUsd(holdMicro)} USD`,
+      );
+    }
+    const user = a.simulation.authorities[0]?.address ?? a.terms.to;
+    ledger.requests.insert({
+      id,
+      parent_id: null,
+      kind: 'order',
+      request_type: 'gasless',
+      status: 'waiting',
+      user,
+      recipient: a.terms.to,
+      refund_to: null,
+      origin_chain_id: a.chainId,
+      destination_chain_id: a.chainId,
+      origin_currency: zeroAddress,
+      destination_currency: zeroAddress,
+      trade_type: null,
+      amount_in: a.terms.value.toString(),
+      amount_out: a.terms.value.toString(),
+      min_amount_out: a.terms.value.toString(),
+      pricing: null,
+      order_data: null,
+      quote: null,
+      expires_at: null,
+      fill_deadline: null,
+      created_at: a.now,
+      money: JSON.stringify(money),
+      features: JSON.stringify(['gasless_execution']),
+      api_key_id: a.sponsor.apiKeyId,
+      referrer: a.referrer,
+    });
+    for (const auth of a.simulation.authorities) ledger.relayedAuthorizations.claim(a.chainId, auth.address, auth.nonce, id);
+    holdSponsorship(ledger, a.sponsor.wallet, id, holdMicro);
+    ledger.payouts.insert({
+      id: relayPayoutId(id),
+      kind: 'relay',
+      request_id: id,
+      deposit_id: null,
+      chain_id: a.chainId,
+      recipient: a.terms.to,
+      currency: zeroAddress,
+      amount: a.terms.value.toString(),
+      // The gas the hold covers: a relay that needs more when sent is not sent.
+      max_gas: a.simulation.gas.toString(),
+      authorization: serializeRelayTerms(a.terms),
+      decided_at: a.now,
+    });
+  });
+  return { requestId: id, holdMicro };
+}
+
+// What a native amount (wei) costs the sponsor, at the price the relay was admitted at.
+function chargeOf(r: RequestRow, wei: bigint): bigint {
+  const relay = (moneyOf(r) as RelayMoney | undefined)?.relay;
+  if (!relay) throw new Error(`request ${r.id} has no relay terms`);
+  return usdMicroCeil(wei, relay.nativeDecimals, relay.nativeUsdPrice);
+}
+
+/** The relay's transaction is signed and recorded (PayoutHooks.onSigned; inside its ledger transaction). */
+export function onRelaySigned(ledger: Ledger, payout: PayoutRow): void {
+  ledger.requests.setStatus(payout.request_id!, 'pending');
+}
+
+/**
+ * The relay's transaction succeeded (PayoutHooks.onPaid; inside its ledger transaction): the hold
+ * ends and the sponsor is charged the gas it used and the value it sent, in an entry naming the tx.
+ */
+export function onRelayPaid(ledger: Ledger, payout: PayoutRow, txHash: string, fee: bigint): void {
+  const r = ledger.requests.get(payout.request_id!)!;
+  debitSponsor(ledger, r, chargeOf(r, fee + BigInt(payout.amount)), txHash);
+  ledger.requests.setStatus(r.id, 'success');
+}
+
+/**
+ * The relay failed (PayoutHooks.onFailed; inside its ledger transaction). Reverted on chain: the gas
+ * it burned was the node's on the sponsor's word, so that is charged (naming the tx). Never sent:
+ * the hold is released and nothing is charged.
+ */
+export function onRelayFailed(ledger: Ledger, payout: PayoutRow, reason: string, txHash?: string): void {
+  const r = ledger.requests.get(payout.request_id!)!;
+  const tx = txHash ? ledger.payouts.txsOf(payout.id).find((t) => t.hash === txHash) : undefined;
+  if (tx?.fee) debitSponsor(ledger, r, chargeOf(r, BigInt(tx.fee)), txHash);
+  else releaseSponsorHold(ledger, r.id, reason);
+  ledger.requests.setStatus(r.id, 'failure', { failReason: reason });
+}
