@@ -606,7 +606,7 @@ export class Solver implements PayoutHooks {
   onPaid(payout: PayoutRow, txHash: string, fee: bigint): void {
     if (payout.kind === 'relay') {
       onRelayPaid(this.ledger, payout, txHash, fee);
-      this.log.info({ request: payout.request_id, txHash, fee: fee.toString() }, 'gasless relay succeeded; sponsor charged');
+      this.log.info({ requestId: payout.request_id, txHash, fee: fee.toString() }, 'gasless relay succeeded; sponsor charged');
       return;
     }
     if (payout.kind === 'claim' || payout.kind === 'sweep' || payout.kind === 'excess' || payout.kind === 'deposit' || payout.kind === 'withdrawal') {

@@ -24,7 +24,7 @@ import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
-import type { Logger } from '../../log.ts';
+import { forRequest, type Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { canonicalAddress } from '../address.ts';
@@ -172,7 +172,7 @@ export class SvmSubmitter {
       this.#inFlight.add(row.id);
       void this.#queue
         .add(() => this.#process(row.id), { priority: r ? 0 : 1 })
-        .catch((e) => this.#log.error({ payout: row.id, err: errText(e) }, 'unexpected error processing svm payout'))
+        .catch((e) => forRequest(this.#log, row.request_id).error({ payout: row.id, err: errText(e) }, 'unexpected error processing svm payout'))
         .finally(() => this.#inFlight.delete(row.id));
     }
   }
@@ -336,14 +336,14 @@ export class SvmSubmitter {
       try {
         await this.#confirmOne(t, statuses[i] ?? null, finalizedHeight);
       } catch (e) {
-        this.#log.warn({ signature: t.hash, err: errText(e) }, 'svm confirm of a transaction failed; retrying');
+        forRequest(this.#log, this.#o.ledger.payouts.get(t.payout_id)?.request_id).warn({ signature: t.hash, err: errText(e) }, 'svm confirm of a transaction failed; retrying');
       }
     }
   }
 
   async #confirmOne(t: TransactionRow, st: SignatureStatus | null, finalizedHeight: number): Promise<void> {
     const { ledger, hooks, conn } = this.#o;
-    const log = this.#log.child({ payout: t.payout_id, signature: t.hash });
+    const log = forRequest(this.#log, ledger.payouts.get(t.payout_id)?.request_id).child({ payout: t.payout_id, signature: t.hash });
     if (st) {
       const level = st.confirmationStatus ? RANK[st.confirmationStatus] : st.confirmations === null ? RANK.finalized : RANK.confirmed;
       if (level < RANK[this.#o.chain.commitment]) return; // landed; not yet at the chain's commitment
