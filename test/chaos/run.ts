@@ -53,6 +53,8 @@ export interface ChaosOptions {
   // Their fault rates, by default drawn from `faults` (SVM_FAULT_SHARE, EXCHANGE_FAULT_SHARE).
   svmFaults?: Partial<Record<SvmFaultKind, number>>;
   exchangeFaults?: Partial<Record<ExchangeFaultKind, number>>;
+  // At most this many of an SVM fault kind (e.g. expireTx: each costs a payout a blockhash's lifetime).
+  svmFaultLimits?: Partial<Record<SvmFaultKind, number>>;
   // Bound on waiting for every deposit to end, after the load.
   settleMs?: number;
   logLevel?: string;
@@ -291,7 +293,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   }
   // The SVM chain's RPC and the exchange's API, each behind its own fault proxy.
   const svmProxy = devnet.svm
-    ? new SvmProxy({ target: devnet.svm.rpcUrl, rng: rng.fork('svm-proxy'), rates: opts.svmFaults ?? scaled(SVM_FAULT_SHARE, opts.faults), lagSlots: 5, lagMs: 1_500 })
+    ? new SvmProxy({ target: devnet.svm.rpcUrl, rng: rng.fork('svm-proxy'), rates: opts.svmFaults ?? scaled(SVM_FAULT_SHARE, opts.faults), limits: opts.svmFaultLimits, lagSlots: 5, lagMs: 1_500 })
     : undefined;
   const exchangeProxy = devnet.exchange
     ? new ExchangeProxy({ target: devnet.exchange.url, rng: rng.fork('exchange-proxy'), rates: opts.exchangeFaults ?? scaled(EXCHANGE_FAULT_SHARE, opts.faults) })
