@@ -75,7 +75,7 @@ describe('chaos: crashes, RPC faults and a reorg under load', () => {
     expect(r.reorgs.extraNotEnded).toEqual([]);
     expect(r.secretsInLog).toEqual([]);
     expect(r.ok).toBe(true);
-  }, 180_000);
+  }, 420_000);
 });
 
 describe('hostile input and secrets', () => {

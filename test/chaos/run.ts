@@ -1,6 +1,8 @@
 // The chaos harness: the node as its own process (`relay-node start --config`), reaching each chain
-// through a fault-injecting JSON-RPC proxy, under a seeded load of bridges, SIGKILLed at seeded
-// moments and restarted on the same ledger; then reorgs; then the end conditions, read from the chains.
+// through a fault-injecting proxy (EVM: proxy.ts; the SVM chain and the exchange: kindProxies.ts),
+// under a seeded load of bridges between every chain kind, SIGKILLed at seeded moments and restarted
+// on the same ledger; then reorgs; then the end conditions, read from the chains (invariants.ts,
+// otherInvariants.ts) and relay-node audit over every chain.
 //
 //   npm run chaos -- --orders 200 --crashes 10 --faults 0.05 --seed 7
 //
@@ -188,7 +190,8 @@ class NodeProcess {
         resolve(signal ?? code);
       }),
     );
-    const end = Date.now() + 60_000;
+    // Generous: on a 2-core machine shared with other work, loading the sources alone can take a minute.
+    const end = Date.now() + 180_000;
     for (;;) {
       // Started at a fault point, it may reach its first fill (and kill itself there) before it
       // answers: that is the crash asked for, not a failure to start.
@@ -198,7 +201,13 @@ class NodeProcess {
       }
       const ok = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.status === 200, () => false);
       if (ok) break;
-      if (Date.now() > end) throw new Error(`the node did not answer /health within 60 s: ${this.output.slice(-3).join('').slice(-1500)}`);
+      if (Date.now() > end) {
+        // Counted as a failure to start, and started again (by start()).
+        this.#expectExit = true;
+        child.kill('SIGKILL');
+        await this.exited;
+        throw new StartExit(`the node did not answer /health within 180 s: ${this.output.slice(-3).join('').slice(-1500)}`);
+      }
       await sleep(50);
     }
     this.#started = true;
@@ -349,7 +358,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       rate,
       accounts,
       kinds,
-      retryMs: 90_000,
+      retryMs: 240_000,
     }).finally(() => (loadDone = true));
     const monkey = (async () => {
       for (const at of crashAt) {
@@ -373,6 +382,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         crashes.restarts++;
       }
     })();
+    // Its failure is the run's, after the load (never an unhandled rejection that skips the cleanup).
+    monkey.catch(() => {});
     // The node may also die on its own (that is a finding, and it is restarted).
     const watchdog = setInterval(() => {
       if (node && !node.alive() && node.child && node.child.signalCode === null && node.child.exitCode !== null && !restarting) {
