@@ -30,12 +30,14 @@ describe('chaos: crashes, RPC faults and a reorg under load', () => {
       rate: 6,
       accounts: 4,
       kinds: ['svm', 'exchange'],
-      // High enough that each kind of fault meets the few payouts of a short run: a dropped send, one
-      // expired transaction (it costs its payout a blockhash's lifetime), lag episodes, and lost
-      // answers to POST /exchange both ways.
-      svmFaults: { dropTx: 0.3, expireTx: 0.3, lag: 0.02, http500: 0.01, rpcError: 0.01 },
+      // So that each kind of fault meets the few payouts of a short run: the first SVM payout's
+      // transaction never lands (its blockhash expires: it costs that payout a blockhash's lifetime),
+      // later sends are dropped half the time, lag episodes; the first POST /exchange is applied
+      // and its answer lost, then half are lost without being applied.
+      svmFaults: { dropTx: 0.5, expireTx: 1, lag: 0.02, http500: 0.01, rpcError: 0.01 },
       svmFaultLimits: { expireTx: 1 },
-      exchangeFaults: { appliedLost: 0.35, notApplied: 0.35, infoError: 0.01 },
+      exchangeFaults: { appliedLost: 1, notApplied: 0.5, infoError: 0.01 },
+      exchangeFaultLimits: { appliedLost: 1 },
       confirmations: 2,
       reorgsBefore: 1,
       // One each: after the fill was paid, while it was queued, and with the deposit included again.
@@ -47,7 +49,7 @@ describe('chaos: crashes, RPC faults and a reorg under load', () => {
       say: (l) => lines.push(l),
     });
     printResult(r, (l) => lines.push(l));
-    if (!r.ok) console.log(lines.join('\n'));
+    if (!r.ok || process.env.CHAOS_VERBOSE) console.log(lines.join('\n'));
     expect(r.invariants.failures).toEqual([]);
     expect(r.deposits).toBeGreaterThanOrEqual(13);
     // Orders to and from each kind, and each kind's faults, happened.
@@ -56,8 +58,8 @@ describe('chaos: crashes, RPC faults and a reorg under load', () => {
     expect(r.invariants.figures.svm!.fills).toBeGreaterThanOrEqual(1);
     expect(r.invariants.figures.exchange!.fills).toBeGreaterThanOrEqual(1);
     expect(r.svmFaults!.expireTx).toBe(1);
-    expect(r.svmFaults!.dropTx + r.svmFaults!.lag).toBeGreaterThanOrEqual(1);
-    expect(r.exchangeFaults!.appliedLost + r.exchangeFaults!.notApplied).toBeGreaterThanOrEqual(1);
+    expect(r.svmFaults!.lag).toBeGreaterThanOrEqual(1);
+    expect(r.exchangeFaults!.appliedLost).toBe(1);
     // The audit covered every chain (a chain it does not reconcile would be a failure above).
     expect(r.invariants.figures.audit.join('\n')).toMatch(/chain 792703809[\s\S]*no differences/);
     expect(r.invariants.figures.audit.join('\n')).toContain('chain 1337');

@@ -173,6 +173,12 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       const svm = o.kinds.includes('svm');
       const ex = o.kinds.includes('exchange');
       route = svm && v < 0.15 ? 'to-svm' : svm && v < 0.3 ? 'from-svm' : ex && v < 0.4 ? 'to-exchange' : ex && v < 0.5 ? 'from-exchange' : 'evm';
+      // The first orders take each route once, paid in full, so that even a short run has all of them.
+      const every = ([...(svm ? ['to-svm', 'from-svm'] : []), ...(ex ? ['to-exchange', 'from-exchange'] : [])] as Route[]);
+      if (index < every.length) {
+        route = every[index]!;
+        kind = 'normal';
+      }
       // Orphans (a deposit to no order) stay on the EVM chains; from SVM and the exchange, the amounts
       // are in their own units (lamports, SPL units, micro-USD).
       if (route === 'from-svm' || route === 'from-exchange') {

@@ -57,6 +57,7 @@ export interface ChaosOptions {
   exchangeFaults?: Partial<Record<ExchangeFaultKind, number>>;
   // At most this many of an SVM fault kind (e.g. expireTx: each costs a payout a blockhash's lifetime).
   svmFaultLimits?: Partial<Record<SvmFaultKind, number>>;
+  exchangeFaultLimits?: Partial<Record<ExchangeFaultKind, number>>;
   // Bound on waiting for every deposit to end, after the load.
   settleMs?: number;
   logLevel?: string;
@@ -80,7 +81,7 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
 
 // SVM: per request (http500, rpcError, a lag episode starting) and per send (dropTx, expireTx), as
 // multiples of the fault rate; the exchange: per POST /exchange (appliedLost, notApplied) or /info.
-export const SVM_FAULT_SHARE: Record<SvmFaultKind, number> = { http500: 0.2, rpcError: 0.2, lag: 0.2, dropTx: 4, expireTx: 1 };
+export const SVM_FAULT_SHARE: Record<SvmFaultKind, number> = { http500: 0.2, rpcError: 0.2, lag: 0.2, dropTx: 4, expireTx: 2 };
 export const EXCHANGE_FAULT_SHARE: Record<ExchangeFaultKind, number> = { appliedLost: 3, notApplied: 3, infoError: 0.5 };
 const scaled = <K extends string>(share: Record<K, number>, f: number, cap = 0.5) => Object.fromEntries(Object.entries(share).map(([k, v]) => [k, Math.min(cap, (v as number) * f)])) as Record<K, number>;
 
@@ -305,7 +306,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     ? new SvmProxy({ target: devnet.svm.rpcUrl, rng: rng.fork('svm-proxy'), rates: opts.svmFaults ?? scaled(SVM_FAULT_SHARE, opts.faults), limits: opts.svmFaultLimits, lagSlots: 5, lagMs: 1_500 })
     : undefined;
   const exchangeProxy = devnet.exchange
-    ? new ExchangeProxy({ target: devnet.exchange.url, rng: rng.fork('exchange-proxy'), rates: opts.exchangeFaults ?? scaled(EXCHANGE_FAULT_SHARE, opts.faults) })
+    ? new ExchangeProxy({ target: devnet.exchange.url, rng: rng.fork('exchange-proxy'), rates: opts.exchangeFaults ?? scaled(EXCHANGE_FAULT_SHARE, opts.faults), limits: opts.exchangeFaultLimits })
     : undefined;
   await svmProxy?.start();
   await exchangeProxy?.start();
