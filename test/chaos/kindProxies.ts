@@ -21,7 +21,7 @@
 // - infoError: a POST /info answers HTTP 500.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { base58Encode } from '../../src/chains/svm/transactions.ts';
+import { base58Decode, base58Encode } from '../../src/chains/svm/transactions.ts';
 import { Rng } from './prng.ts';
 
 export const SVM_FAULT_KINDS = ['http500', 'rpcError', 'dropTx', 'expireTx', 'lag'] as const;
@@ -103,7 +103,7 @@ interface RpcReq {
 // The first signature of a wire transaction (base64 or base58): a compact-u16 count, then 64-byte signatures.
 export function firstSignature(wire: string, encoding: string): string | undefined {
   try {
-    const bytes = encoding === 'base64' ? Buffer.from(wire, 'base64') : Buffer.from(require58(wire));
+    const bytes = encoding === 'base64' ? Buffer.from(wire, 'base64') : Buffer.from(base58Decode(wire) ?? []);
     let n = 0;
     let shift = 0;
     let i = 0;
@@ -119,23 +119,6 @@ export function firstSignature(wire: string, encoding: string): string | undefin
     return undefined;
   }
 }
-function require58(s: string): Uint8Array {
-  // web3.js sends base64; base58 is decoded only for completeness.
-  const A = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-  let n = 0n;
-  for (const c of s) n = n * 58n + BigInt(A.indexOf(c));
-  const out: number[] = [];
-  while (n > 0n) {
-    out.unshift(Number(n % 256n));
-    n /= 256n;
-  }
-  for (const c of s) {
-    if (c !== '1') break;
-    out.unshift(0);
-  }
-  return Uint8Array.from(out);
-}
-
 export interface SvmProxyOptions {
   target: string;
   rng: Rng;
