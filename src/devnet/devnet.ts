@@ -30,6 +30,8 @@ export interface DevnetOptions {
   exchange?: boolean;
   // The SVM chain (792703809, litesvm behind a local JSON-RPC); off unless true.
   svm?: boolean;
+  // Milliseconds per SVM slot (default 200): shorter makes a blockhash expire sooner (150 slots).
+  svmSlotIntervalMs?: number;
 }
 
 export interface DevnetAccount {
@@ -75,7 +77,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   let exchange: DevnetExchange | undefined;
   let svm: SvmDevnet | undefined;
   try {
-    if (opts.svm) svm = await startSvmDevnet({ testAccounts: opts.testAccounts });
+    if (opts.svm) svm = await startSvmDevnet({ testAccounts: opts.testAccounts, slotIntervalMs: opts.svmSlotIntervalMs });
     if (opts.exchange !== false) exchange = await startDevnetExchange(solver, accounts.map((a) => a.address));
     const chains = await Promise.all(
       specs.map(async (spec) => {

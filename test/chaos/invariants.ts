@@ -16,6 +16,7 @@ import { formatAudit, runAudit } from '../../src/audit/audit.ts';
 import { buildConfigWithKeys } from '../../src/config/load.ts';
 import type { PayoutRow, TransactionRow } from '../../src/ledger/types.ts';
 import type { DepositRecord } from './load.ts';
+import { scanOtherKinds, type OtherKindsScan } from './otherInvariants.ts';
 
 export interface Baseline {
   // Per chain: the block the run starts after, and balances at that block.
@@ -173,6 +174,11 @@ export interface InvariantReport {
     failReasons: Record<string, number>;
     // relay-node audit's report over the run's ledger (src/audit).
     audit: string[];
+    // The SVM chain and the exchange, read from them: payouts of the solver per request.
+    svm?: { fills: number; refunds: number; solverTxs: number };
+    exchange?: { fills: number; refunds: number; solverSends: number };
+    // Outcomes per route (evm, to-svm, from-svm, to-exchange, from-exchange).
+    routes: Record<string, { deposits: number; success: number; refund: number }>;
   };
 }
 
@@ -195,6 +201,9 @@ export async function checkInvariants(o: {
   };
   const scan = await scanChains(o.devnet, o.client, o.base);
   const chain = (id: number) => o.devnet.chains.find((c) => c.id === id)!;
+  const evmIds = new Set(o.devnet.chains.map((c) => c.id));
+  // The SVM chain's and the exchange's payouts, read from them (each request's solver transfers).
+  const others: OtherKindsScan = await scanOtherKinds(o.devnet, o.ledgerPath, fail);
 
   // ---- 1. every confirmed deposit ends in success or refund
   let success = 0;
@@ -202,8 +211,13 @@ export async function checkInvariants(o: {
   let notTerminal = 0;
   const unexpectedRefunds: { index: number; failReason: string | null }[] = [];
   const failReasons: Record<string, number> = {};
+  const routes: InvariantReport['figures']['routes'] = {};
   for (const d of o.deposits) {
     const s = o.outcomes.get(d.requestId);
+    const r = (routes[d.route] ??= { deposits: 0, success: 0, refund: 0 });
+    r.deposits++;
+    if (s?.status === 'success') r.success++;
+    if (s?.status === 'refund') r.refund++;
     if (s?.failReason) failReasons[s.failReason] = (failReasons[s.failReason] ?? 0) + 1;
     if (s?.status === 'success') success++;
     else if (s?.status === 'refund') refund++;
@@ -226,12 +240,25 @@ export async function checkInvariants(o: {
       fail(`order ${id} has ${fs.length} OrderFilled events: ${fs.map((f) => `${f.chainId}:${f.txHash}`).join(', ')}`);
     }
   }
+  // A request's payouts by the solver on the SVM chain or the exchange: one at most (a fill there, or
+  // a refund of a deposit made there), never both.
+  for (const [id, n] of others.paidPerRequest) if (n > 1) {
+    doubleFills++;
+    fail(`request ${id} was paid ${n} times on ${others.chainOf.get(id)}`);
+  }
+  // Fills of an order: OrderFilled events on EVM, the solver's transfers on SVM and the exchange.
+  const fillsOf = (d: DepositRecord, id: Hex): { chainId: number }[] =>
+    evmIds.has(d.destinationChainId) ? (fillsByOrder.get(lc(id)) ?? []) : Array.from({ length: others.fills.get(lc(id)) ?? 0 }, () => ({ chainId: d.destinationChainId }));
   for (const d of o.deposits) {
-    const fills = fillsByOrder.get(lc(d.requestId)) ?? [];
-    if (d.kind !== 'normal' && (fillsByOrder.get(lc(d.orderRef)) ?? []).length) fail(`deposit ${d.index} (${d.kind}) was filled on chain`);
+    const fills = fillsOf(d, d.requestId);
+    if (d.kind !== 'normal' && fillsOf(d, d.orderRef).length) fail(`deposit ${d.index} (${d.kind}) was filled on chain`);
     const s = o.outcomes.get(d.requestId);
-    if (s?.status === 'success' && fills.length !== 1) fail(`deposit ${d.index} is success but has ${fills.length} fills on chain`);
+    if (s?.status === 'success' && fills.length !== 1) fail(`deposit ${d.index} (${d.route}) is success but has ${fills.length} fills on chain`);
     if (s?.status === 'success' && fills.length === 1 && fills[0]!.chainId !== d.destinationChainId) fail(`deposit ${d.index} filled on ${fills[0]!.chainId}, not ${d.destinationChainId}`);
+    // A refund of a deposit made on SVM or the exchange is paid there, once.
+    if (s?.status === 'refund' && !evmIds.has(d.originChainId) && (others.refunds.get(lc(d.requestId)) ?? 0) !== 1) {
+      fail(`deposit ${d.index} (${d.route}) is refund but has ${others.refunds.get(lc(d.requestId)) ?? 0} refunds on ${d.originChainId}`);
+    }
   }
   for (const v of o.vanished ?? []) {
     if ((fillsByOrder.get(lc(v.orderRef)) ?? []).length) fail(`reorged-out deposit ${v.txHash} (order ${v.orderRef}) was filled`);
@@ -243,8 +270,9 @@ export async function checkInvariants(o: {
   let filledAndRefunded = 0;
   const payoutCounts: Record<string, number> = {};
   try {
-    const payouts = ledger.db.prepare('SELECT * FROM payouts').all() as PayoutRow[];
-    const txs = ledger.db.prepare('SELECT * FROM transactions').all() as TransactionRow[];
+    // The EVM chains here; the SVM chain and the exchange in otherInvariants.ts and their audits.
+    const payouts = (ledger.db.prepare('SELECT * FROM payouts').all() as PayoutRow[]).filter((p) => evmIds.has(p.chain_id));
+    const txs = (ledger.db.prepare('SELECT * FROM transactions').all() as TransactionRow[]).filter((t) => evmIds.has(t.chain_id));
     const txsOf = new Map<string, TransactionRow[]>();
     for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
     // A transaction carries one payout, or several (a batch of fills): one ledger row per payout.
@@ -321,12 +349,14 @@ export async function checkInvariants(o: {
       if (r && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice) fail(`transaction ${t.hash}: ledger fee ${t.fee}, receipt ${r.gasUsed * r.effectiveGasPrice}`);
     }
     // ---- 5. relay-node audit over the same ledger: it must find what the checks above find
+    // Every chain of the devnet: EVM, the exchange (exchangeAudit) and SVM (svmAudit), read directly
+    // (not through the fault proxies).
     const base = o.devnet.nodeConfig({ port: 0, logLevel: 'warn' });
-    const evm = new Set(o.devnet.chains.map((c) => c.id));
-    const config = buildConfigWithKeys({ ...base, chains: (base.chains as { id: number }[]).filter((c) => evm.has(c.id)) }, o.devnet.keys);
+    const config = buildConfigWithKeys(base, o.devnet.keys);
     const audit = await runAudit(config, ledger, new Map(o.devnet.chains.map((c) => [c.id, o.client(c.id)])));
     auditReport = formatAudit(audit).split('\n');
     for (const d of audit.differences) fail(`audit: ${d}`);
+    for (const n of audit.notCovered) fail(`audit: chain ${n.chainId} (${n.kind}) not reconciled`);
   } finally {
     ledger.close();
   }
@@ -365,6 +395,7 @@ export async function checkInvariants(o: {
     }
   }
   void chain;
+  for (const d of o.deposits) if (!evmIds.has(d.originChainId) && !others.deposits.has(lc(d.txHash))) fail(`deposit ${d.index} (${d.route}, ${d.txHash}) is not a successful deposit on ${d.originChainId}`);
 
   return {
     ok: failures.length === 0,
@@ -383,6 +414,9 @@ export async function checkInvariants(o: {
       payouts: payoutCounts,
       failReasons,
       audit: auditReport,
+      ...(others.svm ? { svm: others.svm } : {}),
+      ...(others.exchange ? { exchange: others.exchange } : {}),
+      routes,
     },
   };
 }

@@ -19,22 +19,29 @@ import {
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
+import { EXCHANGE_PERPS_USD, SVM_NATIVE } from '../../src/chains/address.ts';
+import { depositFromExchange, depositFromSvm, OTHER_CHAINS } from './otherKinds.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
 import type { Devnet } from '../../src/devnet/devnet.ts';
 import { Rng } from './prng.ts';
 
 export type OrderKind = 'normal' | 'short' | 'orphan';
+// Which chain kinds an order joins: EVM to EVM, or to / from the SVM chain or the exchange (1337).
+export type Route = 'evm' | 'to-svm' | 'from-svm' | 'to-exchange' | 'from-exchange';
 
 export interface DepositRecord {
   index: number;
   kind: OrderKind;
+  route: Route;
   // The outcome a correct node reaches for this deposit.
   expect: 'success' | 'refund';
   originChainId: number;
   destinationChainId: number;
   currency: 'native' | 'usdc';
   account: number;
+  // The deposit's transaction: an EVM hash, an SVM signature, or the exchange's ledger update hash.
   txHash: Hex;
+  // Its block (EVM), slot (SVM) or time (exchange).
   blockNumber: bigint;
   logIndex: number;
   // The order id in the deposit event, and the request whose status tells what became of it.
@@ -59,6 +66,8 @@ export interface LoadOptions {
   orphanShare?: number;
   // How long a single HTTP call keeps retrying while the node is down.
   retryMs?: number;
+  // The other chain kinds the load also routes orders to and from (the devnet must run them).
+  kinds?: ('svm' | 'exchange')[];
   onError?: (what: string, e: unknown) => void;
 }
 
@@ -154,16 +163,43 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     const r = o.rng;
     const forward = r.chance(0.5);
     const u = r.next();
-    const kind: OrderKind = u < (o.orphanShare ?? 0.1) ? 'orphan' : u < (o.orphanShare ?? 0.1) + (o.shortShare ?? 0.1) ? 'short' : 'normal';
-    const currency: 'native' | 'usdc' = r.chance(0.5) ? 'native' : 'usdc';
-    const amount = currency === 'native' ? BigInt(r.int(10, 100)) * 10n ** 15n : BigInt(r.int(10, 100)) * 10n ** 6n;
+    let kind: OrderKind = u < (o.orphanShare ?? 0.1) ? 'orphan' : u < (o.orphanShare ?? 0.1) + (o.shortShare ?? 0.1) ? 'short' : 'normal';
+    let currency: 'native' | 'usdc' = r.chance(0.5) ? 'native' : 'usdc';
+    let amount = currency === 'native' ? BigInt(r.int(10, 100)) * 10n ** 15n : BigInt(r.int(10, 100)) * 10n ** 6n;
+    // Drawn only when the other kinds run, so an EVM-only seed keeps its plan.
+    let route: Route = 'evm';
+    if (o.kinds?.length) {
+      const v = r.next();
+      const svm = o.kinds.includes('svm');
+      const ex = o.kinds.includes('exchange');
+      route = svm && v < 0.15 ? 'to-svm' : svm && v < 0.3 ? 'from-svm' : ex && v < 0.4 ? 'to-exchange' : ex && v < 0.5 ? 'from-exchange' : 'evm';
+      // The first orders take each route once, paid in full, so that even a short run has all of them.
+      const every = ([...(svm ? ['to-svm', 'from-svm'] : []), ...(ex ? ['to-exchange', 'from-exchange'] : [])] as Route[]);
+      if (index < every.length) {
+        route = every[index]!;
+        kind = 'normal';
+      }
+      // Orphans (a deposit to no order) stay on the EVM chains; from SVM and the exchange, the amounts
+      // are in their own units (lamports, SPL units, micro-USD).
+      if (route === 'from-svm' || route === 'from-exchange') {
+        if (kind === 'orphan') kind = 'normal';
+        if (route === 'from-exchange') currency = 'usdc';
+        amount = currency === 'native' ? BigInt(r.int(10, 100)) * 10n ** 7n : BigInt(r.int(10, 100)) * 10n ** 6n;
+        if (route === 'from-exchange') amount = BigInt(r.int(2, 20)) * 10n ** 6n;
+      }
+      if (route === 'to-exchange' && currency === 'native') {
+        currency = 'usdc';
+        amount = BigInt(r.int(10, 100)) * 10n ** 6n;
+      }
+    }
     return {
       index,
       kind,
+      route,
       currency,
       amount,
-      originChainId: forward ? 8453 : 10,
-      destinationChainId: forward ? 10 : 8453,
+      originChainId: route === 'from-svm' ? OTHER_CHAINS.svm : route === 'from-exchange' ? OTHER_CHAINS.exchange : forward ? 8453 : 10,
+      destinationChainId: route === 'to-svm' ? OTHER_CHAINS.svm : route === 'to-exchange' ? OTHER_CHAINS.exchange : forward ? 10 : 8453,
       account: 1 + (index % o.accounts),
       at: started + (index * 1000) / o.rate,
       salt: r.int(0, 2 ** 31),
@@ -171,10 +207,29 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   });
 
   const one = async (p: (typeof plan)[number]): Promise<void> => {
+    if (p.route === 'from-svm' || p.route === 'from-exchange') {
+      const d = await (p.route === 'from-svm' ? depositFromSvm : depositFromExchange)(o, p, retryMs, counters);
+      deposits.push({ ...d, index: p.index, kind: p.kind, route: p.route, expect: p.kind === 'normal' ? 'success' : 'refund', originChainId: p.originChainId, destinationChainId: p.destinationChainId, currency: p.currency, account: p.account, depositedAt: Date.now() });
+      try {
+        const r = await nodeCall(o.nodeUrl, '/transactions/index', { txHash: d.txHash, chainId: p.originChainId }, Math.min(retryMs, 10_000));
+        if (r.status === 200) indexCalls.ok++;
+        else indexCalls.failed++;
+      } catch {
+        indexCalls.failed++;
+      }
+      return;
+    }
     const origin = chainOf(p.originChainId);
-    const dest = chainOf(p.destinationChainId);
     const user = o.devnet.accounts[p.account]!.address;
     const token = p.currency === 'native' ? zeroAddress : origin.contracts.stablecoin;
+    // The destination's currency and recipient: the same account on EVM and the exchange, its SVM keypair on SVM.
+    const destCurrency =
+      p.route === 'to-svm'
+        ? p.currency === 'native' ? SVM_NATIVE : o.devnet.svm!.mint
+        : p.route === 'to-exchange'
+          ? EXCHANGE_PERPS_USD
+          : p.currency === 'native' ? zeroAddress : chainOf(p.destinationChainId).contracts.stablecoin;
+    const recipient = p.route === 'to-svm' ? o.devnet.svm!.keypair(p.account).publicKey.toBase58() : user;
     let orderRef: Hex;
     let quoted: bigint | undefined;
     let depositAmount = p.amount;
@@ -184,13 +239,14 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     } else {
       const q = await nodeCall(
         o.nodeUrl,
-        '/quote',
+        p.route === 'evm' ? '/quote' : '/quote/v2',
         {
           user,
+          ...(p.route === 'evm' ? {} : { recipient }),
           originChainId: p.originChainId,
           destinationChainId: p.destinationChainId,
           originCurrency: token,
-          destinationCurrency: p.currency === 'native' ? zeroAddress : dest.contracts.stablecoin,
+          destinationCurrency: destCurrency,
           amount: p.amount.toString(),
           tradeType: 'EXACT_INPUT',
         },
@@ -234,6 +290,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     deposits.push({
       index: p.index,
       kind: p.kind,
+      route: p.route,
       expect: p.kind === 'normal' ? 'success' : 'refund',
       originChainId: p.originChainId,
       destinationChainId: p.destinationChainId,

@@ -1,6 +1,8 @@
 // The chaos harness: the node as its own process (`relay-node start --config`), reaching each chain
-// through a fault-injecting JSON-RPC proxy, under a seeded load of bridges, SIGKILLed at seeded
-// moments and restarted on the same ledger; then reorgs; then the end conditions, read from the chains.
+// through a fault-injecting proxy (EVM: proxy.ts; the SVM chain and the exchange: kindProxies.ts),
+// under a seeded load of bridges between every chain kind, SIGKILLed at seeded moments and restarted
+// on the same ledger; then reorgs; then the end conditions, read from the chains (invariants.ts,
+// otherInvariants.ts) and relay-node audit over every chain.
 //
 //   npm run chaos -- --orders 200 --crashes 10 --faults 0.05 --seed 7
 //
@@ -20,6 +22,7 @@ import { checkInvariants, takeBaseline, waitForOutcomes, type InvariantReport } 
 import { depositRequestId, nodeCall, runLoad, type LoadResult } from './load.ts';
 import { Rng } from './prng.ts';
 import { FAULT_KINDS, RpcProxy, startProxies, type FaultKind } from './proxy.ts';
+import { EXCHANGE_FAULT_KINDS, ExchangeProxy, SVM_FAULT_KINDS, SvmProxy, type ExchangeFaultKind, type SvmFaultKind } from './kindProxies.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -46,6 +49,15 @@ export interface ChaosOptions {
   // (HTTP 429 past 60 calls/s), a second provider lags 3 blocks for good, a third lies about
   // `latest` (5 blocks ahead), further ones are honest; decision reads need a quorum of 2.
   providers?: number;
+  // The chain kinds besides EVM under the harness (default both): the SVM chain and the exchange
+  // (1337), each behind its own fault proxy (kindProxies.ts), with orders to and from them.
+  kinds?: ('svm' | 'exchange')[];
+  // Their fault rates, by default drawn from `faults` (SVM_FAULT_SHARE, EXCHANGE_FAULT_SHARE).
+  svmFaults?: Partial<Record<SvmFaultKind, number>>;
+  exchangeFaults?: Partial<Record<ExchangeFaultKind, number>>;
+  // At most this many of an SVM fault kind (e.g. expireTx: each costs a payout a blockhash's lifetime).
+  svmFaultLimits?: Partial<Record<SvmFaultKind, number>>;
+  exchangeFaultLimits?: Partial<Record<ExchangeFaultKind, number>>;
   // Bound on waiting for every deposit to end, after the load.
   settleMs?: number;
   logLevel?: string;
@@ -67,6 +79,12 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
   split: 0.04,
 };
 
+// SVM: per request (http500, rpcError, a lag episode starting) and per send (dropTx, expireTx), as
+// multiples of the fault rate; the exchange: per POST /exchange (appliedLost, notApplied) or /info.
+export const SVM_FAULT_SHARE: Record<SvmFaultKind, number> = { http500: 0.2, rpcError: 0.2, lag: 0.2, dropTx: 4, expireTx: 2 };
+export const EXCHANGE_FAULT_SHARE: Record<ExchangeFaultKind, number> = { appliedLost: 3, notApplied: 3, infoError: 0.5 };
+const scaled = <K extends string>(share: Record<K, number>, f: number, cap = 0.5) => Object.fromEntries(Object.entries(share).map(([k, v]) => [k, Math.min(cap, (v as number) * f)])) as Record<K, number>;
+
 export interface ChaosResult {
   ok: boolean;
   options: Omit<ChaosOptions, 'say'>;
@@ -76,6 +94,8 @@ export interface ChaosResult {
   failedOrders: LoadResult['failedOrders'];
   crashes: { sigkill: number; faultPoint: number; unexpectedExits: number; restarts: number; startFailures: string[] };
   faults: Record<FaultKind, number> & { total: number; rpcRequests: number };
+  svmFaults?: Record<SvmFaultKind, number> & { requests: number; swallowedSends: number; laggedAnswers: number };
+  exchangeFaults?: Record<ExchangeFaultKind, number> & { requests: number };
   reorgs: { before: { txHash: Hex; seenUnconfirmed: boolean; status: string }[]; after: { txHash: Hex; mode: 'paid' | 'queued' | 'reincluded'; status: string; failReason: string | null; secondPayout: string | null }[]; extraNotEnded: Hex[] };
   invariants: InvariantReport;
   secretsInLog: string[];
@@ -124,7 +144,7 @@ class NodeProcess {
   constructor(
     private configPath: string,
     readonly port: number,
-    private keys: { solver: Hex; allocator: Hex },
+    private keys: { solver: Hex; allocator: Hex; svmSolver?: string },
     logFile: string,
   ) {
     this.#log = createWriteStream(logFile);
@@ -151,7 +171,7 @@ class NodeProcess {
     if (fault) args.push('--fault', fault);
     const child = spawn(process.execPath, args, {
       cwd: ROOT,
-      env: { ...process.env, RELAY_SOLVER_KEY: this.keys.solver, RELAY_ALLOCATOR_KEY: this.keys.allocator },
+      env: { ...process.env, RELAY_SOLVER_KEY: this.keys.solver, RELAY_ALLOCATOR_KEY: this.keys.allocator, ...(this.keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: this.keys.svmSolver } : {}) },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
@@ -171,7 +191,8 @@ class NodeProcess {
         resolve(signal ?? code);
       }),
     );
-    const end = Date.now() + 60_000;
+    // Generous: on a 2-core machine shared with other work, loading the sources alone can take a minute.
+    const end = Date.now() + 180_000;
     for (;;) {
       // Started at a fault point, it may reach its first fill (and kill itself there) before it
       // answers: that is the crash asked for, not a failure to start.
@@ -181,7 +202,13 @@ class NodeProcess {
       }
       const ok = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.status === 200, () => false);
       if (ok) break;
-      if (Date.now() > end) throw new Error(`the node did not answer /health within 60 s: ${this.output.slice(-3).join('').slice(-1500)}`);
+      if (Date.now() > end) {
+        // Counted as a failure to start, and started again (by start()).
+        this.#expectExit = true;
+        child.kill('SIGKILL');
+        await this.exited;
+        throw new StartExit(`the node did not answer /health within 180 s: ${this.output.slice(-3).join('').slice(-1500)}`);
+      }
       await sleep(50);
     }
     this.#started = true;
@@ -239,8 +266,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-chaos-'));
   // One extra account for the reorg deposits, so their rewinds never touch a load account's nonce.
   const reorgAccount = accounts + 1;
-  // EVM chains only: the exchange stand-in and the SVM chain are not under this harness (yet).
-  const devnetOptions = { dataDir, confirmations, testAccounts: accounts + 3, exchange: false, svm: false };
+  const kinds = opts.kinds ?? ['svm', 'exchange'];
+  // A 100 ms SVM slot: a blockhash expires in 15 s (an expired payout is signed again after that).
+  const devnetOptions = { dataDir, confirmations, testAccounts: accounts + 3, exchange: kinds.includes('exchange'), svm: kinds.includes('svm'), svmSlotIntervalMs: 100 };
   const devnet = await startDevnet(devnetOptions);
   const clients = new Map<number, PublicClient>();
   const client = (id: number) => {
@@ -273,6 +301,15 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     }
     extras.set(c.id, list);
   }
+  // The SVM chain's RPC and the exchange's API, each behind its own fault proxy.
+  const svmProxy = devnet.svm
+    ? new SvmProxy({ target: devnet.svm.rpcUrl, rng: rng.fork('svm-proxy'), rates: opts.svmFaults ?? scaled(SVM_FAULT_SHARE, opts.faults), limits: opts.svmFaultLimits, lagSlots: 5, lagMs: 1_500 })
+    : undefined;
+  const exchangeProxy = devnet.exchange
+    ? new ExchangeProxy({ target: devnet.exchange.url, rng: rng.fork('exchange-proxy'), rates: opts.exchangeFaults ?? scaled(EXCHANGE_FAULT_SHARE, opts.faults), limits: opts.exchangeFaultLimits })
+    : undefined;
+  await svmProxy?.start();
+  await exchangeProxy?.start();
   const providerNames = ['faulty', 'lagging', 'liar'];
   const rpcOf = (id: number) =>
     (opts.providers ?? 1) > 1
@@ -292,16 +329,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       configPath,
       JSON.stringify({
         ...base,
-        chains: (base.chains as { id: number }[]).filter((c) => proxies.has(c.id)).map((c) => ({ ...c, rpcUrl: undefined, ...rpcOf(c.id) })),
+        chains: (base.chains as { id: number; kind: string }[]).map((c) =>
+          c.kind === 'svm' ? { ...c, rpcUrl: svmProxy!.url } : c.kind === 'exchange' ? { ...c, exchangeUrl: exchangeProxy!.url } : { ...c, rpcUrl: undefined, ...rpcOf(c.id) },
+        ),
         solverKey: { env: 'RELAY_SOLVER_KEY' },
         allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
+        ...(devnet.svm ? { svmSolverKey: { env: 'RELAY_SVM_SOLVER_KEY' } } : {}),
       }),
     );
     const baseline = await takeBaseline(devnet, client);
     node = new NodeProcess(configPath, await freePort(), devnet.keys, join(dataDir, 'node.log'));
     ticker.start();
     await node.start();
-    say(`chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}; data in ${dataDir}`);
+    say(`chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}, chains evm${kinds.map((k) => `+${k}`).join('')}; data in ${dataDir}`);
 
     // ---- load, with the crash monkey alongside
     const rate = opts.rate ?? 4;
@@ -318,7 +358,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       orders: opts.orders,
       rate,
       accounts,
-      retryMs: 90_000,
+      kinds,
+      retryMs: 240_000,
     }).finally(() => (loadDone = true));
     const monkey = (async () => {
       for (const at of crashAt) {
@@ -342,6 +383,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         crashes.restarts++;
       }
     })();
+    // Its failure is the run's, after the load (never an unhandled rejection that skips the cleanup).
+    monkey.catch(() => {});
     // The node may also die on its own (that is a finding, and it is restarted).
     const watchdog = setInterval(() => {
       if (node && !node.alive() && node.child && node.child.signalCode === null && node.child.exitCode !== null && !restarting) {
@@ -503,6 +546,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     outcomes = await waitForOutcomes(() => node!.url, loadResult.deposits, 10_000).then((o) => (o.size >= outcomes.size ? o : outcomes));
     clearInterval(watchdog);
     for (const p of proxies.values()) p.setEnabled(false);
+    svmProxy?.setEnabled(false);
+    exchangeProxy?.setEnabled(false);
     // Let in-flight payouts land before the node stops: nothing queued or sent at the end.
     await sleep(500);
     await node.kill('SIGTERM');
@@ -519,6 +564,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     });
     const log = node.output.join('').toLowerCase();
     const secretsInLog = [devnet.keys.solver, devnet.keys.allocator].flatMap((k) => [k.toLowerCase(), k.slice(2).toLowerCase()]).filter((k) => log.includes(k));
+    if (devnet.keys.svmSolver && node.output.join('').includes(devnet.keys.svmSolver)) secretsInLog.push(devnet.keys.svmSolver);
     const faultCounts = { ...Object.fromEntries(FAULT_KINDS.map((k) => [k, [...proxies.values()].reduce((a, p) => a + p.counts[k], 0)])) } as Record<FaultKind, number>;
     if ((opts.providers ?? 1) > 1) {
       const all = [...proxies.values(), ...[...extras.values()].flat()];
@@ -535,6 +581,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       failedOrders: loadResult.failedOrders,
       crashes,
       faults: { ...faultCounts, total: [...proxies.values()].reduce((a, p) => a + p.total, 0), rpcRequests: [...proxies.values()].reduce((a, p) => a + p.requests, 0) },
+      ...(svmProxy ? { svmFaults: { ...svmProxy.counts, requests: svmProxy.requests, swallowedSends: svmProxy.swallowedSends, laggedAnswers: svmProxy.laggedAnswers } } : {}),
+      ...(exchangeProxy ? { exchangeFaults: { ...exchangeProxy.counts, requests: exchangeProxy.requests } } : {}),
       reorgs,
       invariants,
       secretsInLog: secretsInLog.map((k) => `${k.slice(0, 6)}…`),
@@ -558,6 +606,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       node.close();
     }
     await Promise.all([...proxies.values(), ...[...extras.values()].flat()].map((p: RpcProxy) => p.stop()));
+    await Promise.all([svmProxy?.stop(), exchangeProxy?.stop()]);
     await devnet.stop();
     if (!opts.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
   }
@@ -579,6 +628,11 @@ export function printResult(r: ChaosResult, say: (l: string) => void = (l) => pr
   say(`  on chain    ${f.fillsOnChain} fills, ${f.refundsOnChain} refunds, ${f.doubleFills} double fills, ${f.filledAndRefunded} filled and refunded, ${f.solverTxs} solver txs`);
   say(`  crashes     ${r.crashes.sigkill} SIGKILL at random moments, ${r.crashes.faultPoint} at fill fault points, ${r.crashes.unexpectedExits} unexpected exits, ${r.crashes.restarts} restarts, ${r.crashes.startFailures.length} exits while starting (an RPC fault at startup)`);
   say(`  rpc faults  ${r.faults.total} of ${r.faults.rpcRequests} requests: ${FAULT_KINDS.map((k) => `${k} ${r.faults[k]}`).join(', ')}`);
+  if (r.svmFaults) say(`  svm faults  ${SVM_FAULT_KINDS.map((k) => `${k} ${r.svmFaults![k]}`).join(', ')} of ${r.svmFaults.requests} requests; ${r.svmFaults.swallowedSends} sends swallowed, ${r.svmFaults.laggedAnswers} lagging answers`);
+  if (r.exchangeFaults) say(`  exch faults ${EXCHANGE_FAULT_KINDS.map((k) => `${k} ${r.exchangeFaults![k]}`).join(', ')} of ${r.exchangeFaults.requests} requests`);
+  say(`  routes      ${Object.entries(f.routes).map(([k, v]) => `${k} ${v.deposits} (${v.success} success, ${v.refund} refund)`).join(', ')}`);
+  if (f.svm) say(`  svm chain   ${f.svm.fills} fills, ${f.svm.refunds} refunds, ${f.svm.solverTxs} solver txs`);
+  if (f.exchange) say(`  exchange    ${f.exchange.fills} fills, ${f.exchange.refunds} refunds, ${f.exchange.solverSends} solver sends`);
   say(`  reorgs      ${r.reorgs.before.length} before confirmations (${r.reorgs.before.filter((x) => x.status === 'waiting').length} never filled), ${r.reorgs.after.length} after the node acted (${r.reorgs.after.map((x) => `${x.mode} -> ${x.status} ${x.failReason ?? ''}${x.secondPayout ? ` SECOND PAYOUT ${x.secondPayout}` : ''}${reorgAfterOk(x) ? '' : ' WRONG'}`).join(', ')})`);
   say(`  failReasons ${JSON.stringify(f.failReasons)}`);
   say(`  payouts     ${JSON.stringify(f.payouts)}`);
@@ -613,6 +667,8 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     keepDataDir: a.includes('--keep'),
   };
   if (arg(a, 'providers') !== undefined) opts.providers = num('providers', 1);
+  // --kinds evm: the EVM chains only; --kinds svm or exchange: one of them besides.
+  if (arg(a, 'kinds') !== undefined) opts.kinds = arg(a, 'kinds')!.split(',').filter((k) => k === 'svm' || k === 'exchange') as ('svm' | 'exchange')[];
   if (arg(a, 'max-timeouts') !== undefined) opts.maxTimeouts = num('max-timeouts', 0);
   if (arg(a, 'no-faults') !== undefined) opts.excludeFaults = arg(a, 'no-faults')!.split(',') as FaultKind[];
   runChaos(opts).then(
