@@ -222,6 +222,9 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     const res = await api(s.url, '/execute', { body: plainCall() });
     expect(res.status).toBe(401);
     expect(res.body.error).toMatch(/API key/);
+    // Refused before the route (the key check): the published error field all the same.
+    const unknownKey = await api(s.url, '/execute', { apiKey: 'rn_not-a-key', body: plainCall() });
+    expect([unknownKey.status, unknownKey.body.error]).toEqual([403, unknownKey.body.message]);
     const body = plainCall() as any;
     delete body.data.to;
     const bad = await api(s.url, '/execute', { apiKey: app.key, body });

@@ -18,29 +18,28 @@ export class ApiError extends Error {
   }
 }
 
+// Routes whose published errors also carry the message as `error` (the hosted POST /execute).
+const WITH_ERROR_FIELD = new Set(['/execute']);
+
 export function errorHandler(log: Logger) {
   return (err: FastifyError | Error, req: FastifyRequest, reply: FastifyReply) => {
-    if (err instanceof ApiError || err instanceof QuoteError) {
-      return reply.status(err instanceof ApiError ? err.status : err.status).send({ message: err.message, errorCode: err.errorCode });
-    }
-    if (err instanceof PriceUnavailableError) {
-      return reply.status(503).send({ message: `not quoting: ${err.message}`, errorCode: 'PRICE_UNAVAILABLE' });
-    }
-    if (err instanceof ZodError) {
-      return reply.status(400).send({ message: `invalid request: ${formatZodError(err)}`, errorCode: 'INVALID_INPUT_PARAMETERS' });
-    }
+    const send = (status: number, message: string, errorCode: string) =>
+      reply.status(status).send(WITH_ERROR_FIELD.has(req.routeOptions?.url ?? '') ? { error: message, message, errorCode } : { message, errorCode });
+    if (err instanceof ApiError || err instanceof QuoteError) return send(err.status, err.message, err.errorCode);
+    if (err instanceof PriceUnavailableError) return send(503, `not quoting: ${err.message}`, 'PRICE_UNAVAILABLE');
+    if (err instanceof ZodError) return send(400, `invalid request: ${formatZodError(err)}`, 'INVALID_INPUT_PARAMETERS');
     if (causedBy(err, ProviderPoolError)) {
       // No provider of a chain answered (the client library may have wrapped it): the chain, not the request, failed.
       log.warn({ err: err.message, url: req.url }, 'a chain could not be read for a request');
-      return reply.status(503).send({ message: 'a chain this request needs could not be read; try again shortly', errorCode: 'CHAIN_UNAVAILABLE' });
+      return send(503, 'a chain this request needs could not be read; try again shortly', 'CHAIN_UNAVAILABLE');
     }
     const fe = err as FastifyError;
     if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
       // Fastify's own rejections: malformed JSON, body too large, wrong content type.
-      return reply.status(fe.statusCode).send({ message: fe.message, errorCode: fe.code ?? 'BAD_REQUEST' });
+      return send(fe.statusCode, fe.message, fe.code ?? 'BAD_REQUEST');
     }
     log.error({ err: err.message, stack: err.stack, url: req.url }, 'request failed');
-    return reply.status(500).send({ message: 'internal error', errorCode: 'INTERNAL_ERROR' });
+    return send(500, 'internal error', 'INTERNAL_ERROR');
   };
 }
 

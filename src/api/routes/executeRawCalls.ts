@@ -1,9 +1,8 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { getAddress, isAddress, isHex, zeroAddress } from 'viem';
-import { z, ZodError } from 'zod';
+import { z } from 'zod';
 import { RelayRefusedError } from '../../chains/adapter.ts';
 import type { RelayTerms } from '../../chains/evm/relayTerms.ts';
-import { formatZodError } from '../../config/load.ts';
 import { PriceUnavailableError } from '../../quote/prices.ts';
 import { admitRelay, GaslessRelayError, relayRequestId } from '../../solver/gaslessRelay.ts';
 import { requireCaller } from '../caller.ts';
@@ -56,21 +55,13 @@ export function isRawCalls(b: unknown): boolean {
   return typeof b === 'object' && b !== null && 'executionKind' in b;
 }
 
-/** Handles POST /execute rawCalls; answers errors itself, with the published `error` field. */
-export async function executeRawCalls(req: FastifyRequest, reply: FastifyReply, ctx: ApiContext) {
+/** Handles POST /execute rawCalls (its errors carry the published `error` field: src/api/errors.ts). */
+export async function executeRawCalls(req: FastifyRequest, ctx: ApiContext) {
   try {
     return await relay(req, ctx);
   } catch (e) {
-    const err =
-      e instanceof ApiError
-        ? e
-        : e instanceof ZodError
-          ? new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: ${formatZodError(e)}`)
-          : e instanceof PriceUnavailableError
-            ? new ApiError(503, 'PRICE_UNAVAILABLE', `cannot price the gas now: ${e.message}`)
-            : undefined;
-    if (!err) throw e;
-    return reply.status(err.status).send({ error: err.message, message: err.message, errorCode: err.errorCode });
+    if (e instanceof PriceUnavailableError) throw new ApiError(503, 'PRICE_UNAVAILABLE', `cannot price the gas now: ${e.message}`);
+    throw e;
   }
 }
 

@@ -106,5 +106,5 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/execute/permits', (req) => submit(req, false));
   // The hosted operation: executionKind rawCalls (a gasless relay, executeRawCalls.ts); without an
   // executionKind, the signed-deposit submission above.
-  app.post('/execute', (req, reply) => (isRawCalls(req.body) ? executeRawCalls(req, reply, ctx) : submit(req, true)));
+  app.post('/execute', (req, reply) => (isRawCalls(req.body) ? executeRawCalls(req, ctx) : submit(req, true)));
 }
