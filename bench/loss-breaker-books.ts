@@ -1,5 +1,5 @@
 // The loss breaker's ledger read per chain check (every 2 s per chain), on a large synthetic ledger:
-// the audit's difference (src/solver/auditDifference.ts: the books of the solver's wallet) beside
+// the audit's difference (src/audit/auditDifference.ts: the books of the solver's wallet) beside
 // balance drift's read. It runs on the event loop, so it is what a check costs the node.
 // Usage: npx tsx bench/loss-breaker-books.ts [requests]   (100,000 by default: 10,000 payouts per chain)
 import { mkdtempSync, rmSync } from 'node:fs';

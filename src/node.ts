@@ -17,6 +17,8 @@ import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
 import { registerAuditMetrics } from './audit/audit.ts';
+import { AuditDifference } from './audit/auditDifference.ts';
+import { BalanceDrift } from './solver/lossBreaker.ts';
 import { refuseWhileDraining, unsent } from './drain.ts';
 
 export interface NodeOptions {
@@ -71,7 +73,11 @@ export class RelayNode {
     this.solverAddress = config.solverAddress;
     const prices = opts.prices ?? new FeedPriceSource(config.chains);
     if (!opts.readOnly) {
-      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk, config.inventory);
+      // The loss breaker's measure: the audit's difference (anchored at the audit's opening block) where it can be read, balance drift elsewhere.
+      const lossMeasure = config.risk.lossBreaker
+        ? new AuditDifference(this.ledger, this.registry, this.adapters, prices, new BalanceDrift(this.ledger, this.registry, this.adapters, prices), this.log)
+        : undefined;
+      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
       this.solver = solver;
       const hooks = {
         onSigned: solver.onSigned.bind(solver),

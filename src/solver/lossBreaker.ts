@@ -24,7 +24,7 @@ type Amounts = Map<string, bigint>;
 const add = (m: Amounts, k: string, v: bigint) => m.set(k, (m.get(k) ?? 0n) + v);
 
 /**
- * The simple difference (the breaker's measure where the audit's, src/solver/auditDifference.ts, cannot be read): the solver wallet's balance of each currency, plus everything the ledger
+ * The simple difference (the breaker's measure where the audit's, src/audit/auditDifference.ts, cannot be read): the solver wallet's balance of each currency, plus everything the ledger
  * says left it since (fills and app fee claims made, transaction fees), should not fall between two
  * readings. Payouts signed but not yet seen made, and transactions broadcast, may have left already:
  * their amounts and most fees are allowed for, so a payment caught between the chain and the ledger

@@ -12,8 +12,7 @@ import { swapRate } from '../quote/pricing.ts';
 import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
-import { LossBreaker, BalanceDrift } from './lossBreaker.ts';
-import { AuditDifference } from './auditDifference.ts';
+import { LossBreaker, BalanceDrift, type UnexplainedMovement } from './lossBreaker.ts';
 import { match, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
@@ -74,11 +73,12 @@ export class Solver implements PayoutHooks {
     private log: Logger,
     private riskConfig: RiskConfig = { routes: [], chains: [], denyRecipients: [], denyDepositors: [], dryRun: false },
     private inventoryConfig: InventoryConfig = { targets: [] },
+    // What the loss breaker measures (the node gives the audit's difference); balance drift by default.
+    lossMeasure?: UnexplainedMovement,
   ) {
     this.risk = new RiskPolicy(riskConfig, ledger, registry);
     if (riskConfig.lossBreaker) {
-      // The audit's difference (anchored at the audit's opening block) where it can be read; balance drift elsewhere.
-      const movement = new AuditDifference(ledger, registry, adapters, prices, new BalanceDrift(ledger, registry, adapters, prices), log);
+      const movement = lossMeasure ?? new BalanceDrift(ledger, registry, adapters, prices);
       this.#breaker = new LossBreaker(movement, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
     }
   }

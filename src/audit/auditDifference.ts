@@ -1,5 +1,5 @@
 import { getAddress, zeroAddress, type Address, type Hex } from 'viem';
-import { AUDIT_OPENING, solverBooks } from '../audit/evmAudit.ts';
+import { AUDIT_OPENING, solverBooks } from './evmAudit.ts';
 import type { ChainAdapter } from '../chains/adapter.ts';
 import { EvmAdapter } from '../chains/evm/adapter.ts';
 import type { Currency, Registry } from '../config/registry.ts';
@@ -8,7 +8,7 @@ import type { PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import { usdMicro } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
-import type { UnexplainedMovement } from './lossBreaker.ts';
+import type { UnexplainedMovement } from '../solver/lossBreaker.ts';
 
 /** The admin action that accepts a chain's unexplained loss at a resume (detail: amount per currency). */
 export const LOSS_ACCEPTED = 'loss-accepted';
