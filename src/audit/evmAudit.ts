@@ -52,7 +52,8 @@ async function inBatches<T, R>(items: T[], fn: (t: T) => Promise<R>): Promise<R[
   return out;
 }
 
-const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
+/** The sum of amounts (the audits' books). */
+export const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
 
 /** What the books say moved the solver's wallet in one currency since the audit's opening block. */
 export interface SolverBooks {

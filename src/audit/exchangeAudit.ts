@@ -5,9 +5,8 @@ import { ExchangeClient, parseDecimalFloor, type LedgerUpdate, type SendLedgerDe
 import type { ExchangeChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
-import type { ChainAudit, CurrencyAudit } from './evmAudit.ts';
+import { sum, type ChainAudit, type CurrencyAudit } from './evmAudit.ts';
 
-const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
 
 /**
  * Reconciles the exchange chain's books with what the exchange's own API reports: its ledger of

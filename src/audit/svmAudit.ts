@@ -6,10 +6,9 @@ import { ataOf, tokenProgramId } from '../chains/svm/transactions.ts';
 import type { SvmChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
-import type { ChainAudit, CurrencyAudit } from './evmAudit.ts';
+import { sum, type ChainAudit, type CurrencyAudit } from './evmAudit.ts';
 
 const PAGE = 1000;
-const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
 
 interface Audited {
   owner: 'solver' | 'vault';
