@@ -427,7 +427,8 @@ describe('relay-node audit of the SVM chain', () => {
     const solverKey = svmKeypair(s.devnet.keys.svmSolver!);
     const tx = new Transaction().add(SystemProgram.transfer({ fromPubkey: solverKey.publicKey, toPubkey: Keypair.generate().publicKey, lamports: 5_000_000 }));
     const sig = await conn.sendTransaction(tx, [solverKey]);
-    await until(async () => ((await conn.getSignatureStatus(sig)).value?.confirmationStatus ? true : undefined), 'the transfer confirmed');
+    // Confirmed, as the audit reads the chain (processed is not yet in its signature lists).
+    await until(async () => (['confirmed', 'finalized'].includes((await conn.getSignatureStatus(sig)).value?.confirmationStatus ?? '') ? true : undefined), 'the transfer confirmed');
     const ledger = s.node.ledger;
     const forged = base58Encode(new Uint8Array(64).fill(7));
     ledger.tx(() => {
