@@ -23,7 +23,8 @@ class SummaryLine implements Reporter {
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
+    // Unit tests sit beside the module they test; chain-backed tests live in test/.
+    include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Integration tests start their own chains; two cores do not profit from more workers.

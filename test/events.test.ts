@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { zeroAddress, type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { backoffMs, signature } from '../src/events/deliverer.ts';
+import { signature } from '../src/events/deliverer.ts';
 import { CLOSE_SLOW_CLIENT } from '../src/events/stream.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
@@ -339,13 +339,6 @@ describe('webhooks', () => {
     } finally {
       s.node.config.events.maxAttempts = eventsConfig.maxAttempts;
     }
-  });
-
-  it('backs off exponentially with full jitter, capped', () => {
-    expect(backoffMs(1, 1000, 3_600_000, () => 0.999)).toBe(999);
-    expect(backoffMs(5, 1000, 3_600_000, () => 0.5)).toBe(8000);
-    expect(backoffMs(30, 1000, 3_600_000, () => 0.5)).toBe(1_800_000);
-    expect(backoffMs(3, 1000, 3_600_000, () => 0)).toBe(0);
   });
 });
 

@@ -1,3 +1,4 @@
+import { backoffMs } from '../lib/backoff.ts';
 import { createHmac } from 'node:crypto';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
@@ -27,11 +28,6 @@ export function signature(secret: string, timestamp: string, body: string): stri
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
-// Retry n (1-based) waits a random time in [0, min(max, base * 2^(n-1))]: full jitter.
-export function backoffMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(attempt - 1, 52));
-  return Math.floor(random() * ceiling);
-}
 
 // A URL as logs may show it: no credentials, no query string, no fragment.
 export function redactUrl(url: string): string {
@@ -256,7 +252,7 @@ export class Deliverer {
       this.#log.warn({ ...where, attempt, error }, 'webhook delivery dead after its last attempt');
       return () => events.markFailed(d.event_id, d.webhook_id, { status, error: error!, nextAttemptAt: null });
     }
-    const next = now + backoffMs(attempt, cfg.backoffBaseMs, cfg.backoffMaxMs);
+    const next = now + backoffMs(attempt, { baseMs: cfg.backoffBaseMs, maxMs: cfg.backoffMaxMs });
     this.#metrics.webhookDeliveries.inc({ outcome: 'retry' });
     this.#log.info({ ...where, attempt, error, retryInMs: next - now }, 'webhook delivery failed; retrying');
     this.#wakeAt(next);

@@ -4,10 +4,7 @@ import { CallExecutorAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../co
 // What an RPC error means for a transaction: a revert of the call itself, a transaction the node
 // already has, a nonce already used, a fee refused, or no funds for gas.
 
-export function errText(err: unknown): string {
-  if (err instanceof BaseError) return [err.shortMessage, err.details].filter(Boolean).join(': ');
-  return err instanceof Error ? err.message : String(err);
-}
+export { errText } from '../../lib/errors.ts';
 
 export function fullText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
