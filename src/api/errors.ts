@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
 import { formatZodError } from '../config/load.ts';
-import { ProviderPoolError } from '../chains/providers/pool.ts';
+import { isChainUnavailable } from '../chains/unavailable.ts';
 import type { Logger } from '../log.ts';
 import { PriceUnavailableError } from '../quote/prices.ts';
 import { QuoteError } from '../quote/quote.ts';
@@ -28,7 +28,7 @@ export function errorHandler(log: Logger) {
     if (err instanceof ApiError || err instanceof QuoteError) return send(err.status, err.message, err.errorCode);
     if (err instanceof PriceUnavailableError) return send(503, `not quoting: ${err.message}`, 'PRICE_UNAVAILABLE');
     if (err instanceof ZodError) return send(400, `invalid request: ${formatZodError(err)}`, 'INVALID_INPUT_PARAMETERS');
-    if (causedBy(err, ProviderPoolError)) {
+    if (isChainUnavailable(err)) {
       // No provider of a chain answered (the client library may have wrapped it): the chain, not the request, failed.
       log.warn({ err: err.message, url: req.url }, 'a chain could not be read for a request');
       return send(503, 'a chain this request needs could not be read; try again shortly', 'CHAIN_UNAVAILABLE');
@@ -41,14 +41,4 @@ export function errorHandler(log: Logger) {
     log.error({ err: err.message, stack: err.stack, url: req.url }, 'request failed');
     return send(500, 'internal error', 'INTERNAL_ERROR');
   };
-}
-
-// Whether an error, or one of its causes (viem and web3.js wrap what the transport threw), is of a class.
-function causedBy(err: unknown, cls: new (...args: never[]) => Error): boolean {
-  let e: unknown = err;
-  for (let depth = 0; e instanceof Error && depth < 8; depth++) {
-    if (e instanceof cls) return true;
-    e = (e as Error).cause;
-  }
-  return false;
 }

@@ -4,6 +4,8 @@ import { BaseError } from 'viem';
 import { describe, expect, it } from 'vitest';
 import { errorHandler } from '../../src/api/errors.ts';
 import { ProviderPoolError } from '../../src/chains/providers/pool.ts';
+import { PublicKey } from '@solana/web3.js';
+import { SvmRpcPool, svmConnection } from '../../src/chains/svm/rpcPool.ts';
 import { createLogger } from '../../src/log.ts';
 
 describe('API errors', () => {
@@ -17,10 +19,13 @@ describe('API errors', () => {
     app.get('/web3', async () => {
       throw new Error('failed to get info about account x', { cause: new Error('fetch failed', { cause: pool }) });
     });
+    // A real SVM read through the pool, whose one provider refuses connections: web3.js wraps the pool's answer.
+    const svm = svmConnection(new SvmRpcPool({ chain: { id: 792703809, rpcUrl: 'http://127.0.0.1:9' }, maxWaitMs: 200, timeoutMs: 200 }), 'confirmed');
+    app.get('/svm', async () => svm.getBalance(PublicKey.default));
     app.get('/bug', async () => {
       throw new TypeError('x is undefined');
     });
-    for (const path of ['/viem', '/web3']) {
+    for (const path of ['/viem', '/web3', '/svm']) {
       const r = await app.inject({ url: path });
       expect([path, r.statusCode, r.json().errorCode]).toEqual([path, 503, 'CHAIN_UNAVAILABLE']);
       // The provider's name or URL is not the client's business.

@@ -20,6 +20,12 @@ import { ProviderFailure, RpcProvider, type RpcAnswer, type RpcCall } from '../p
 
 /** The Solana RPC error for a read whose provider has not reached the `minContextSlot` asked for. */
 export const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
+/**
+ * How the pool's own "could not read the chain" answers begin. web3.js rethrows some RPC errors as a
+ * plain `Error` whose message embeds the answer's (`failed to get balance of account …: SolanaJSONRPCError: …`),
+ * dropping class and code: the message is all that reaches the API, which answers 503 on it.
+ */
+export const SVM_UNAVAILABLE_PREFIX = 'svm chain unavailable:';
 
 type Commitment = 'processed' | 'confirmed' | 'finalized';
 const RANK: Record<Commitment, number> = { processed: 0, confirmed: 1, finalized: 2 };
@@ -127,9 +133,9 @@ export class SvmRpcPool {
       const p = this.#pick(tried, send);
       if (!p) {
         if (Date.now() + pause > deadline) {
-          if (send) return { error: { code: -32603, message: `chain ${this.chainId}: no provider took the transaction (${why})` } };
+          if (send) return { error: { code: -32603, message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: no provider took the transaction (${why})` } };
           this.#log?.warn({ chain: this.chainId, method: call.method, floor: this.floor(commitment), why }, 'svm read not answered at the newest slot seen; the caller retries');
-          return { error: { code: MIN_CONTEXT_SLOT_NOT_REACHED, message: `chain ${this.chainId}: ${call.method} not answered at slot ${this.floor(commitment)} or later (${why})` } };
+          return { error: { code: MIN_CONTEXT_SLOT_NOT_REACHED, message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: ${call.method} not answered at slot ${this.floor(commitment)} or later (${why})` } };
         }
         await new Promise((r) => setTimeout(r, pause));
         pause = Math.min(pause * 2, 500);
