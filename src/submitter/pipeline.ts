@@ -7,7 +7,7 @@
 //   confirm  the sender's confirm pass over the chain's open transactions, on its own loop (or, `serial`,
 //            before each send pass in one loop), which also keeps the queue-depth metric.
 //
-// What a step returns decides what happens next: ready → submit; unpayable → the payout fails (one ledger
+// What a step returns decides what happens next: ready → submit; unpayable (or a thrown UnpayableError) → the payout fails (one ledger
 // transaction, onFailed once); retry (or a thrown error) → the payout stays queued and waits backoffMs.
 // The pipeline writes the ledger only to fail a payout that is still queued; every other write (recording
 // a signed transaction, settling) is the sender's, in the order the sender documents.
@@ -21,6 +21,7 @@ import type { PayoutHooks } from '../chains/adapter.ts';
 import { backoffMs, type BackoffPolicy } from '../lib/backoff.ts';
 import { errText } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
+import { UnpayableError } from './errors.ts';
 import { crashPoint } from './faults.ts';
 import type { PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
 
@@ -205,6 +206,7 @@ export class PayoutPipeline<P, S> {
       if (sent.kind === 'requeued') this.#postpone(sent.payoutId, sent.cause, sent.why, log);
       crashPoint(this.#o.faults, 'afterFillBroadcast', [payout]);
     } catch (err) {
+      if (err instanceof UnpayableError) return this.#fail(payout, err.reason, err.message, log);
       this.#postpone(payout.id, err, this.#sender.classify?.(err) ?? 'rpc', log);
     }
   }
