@@ -61,11 +61,21 @@ const POSTPONED: Record<PostponeReason, string> = {
 
 type StepOutcome = Exclude<PrepareResult<unknown>, { kind: 'ready' }> | Exclude<SubmitResult<unknown>, { kind: 'recorded' }>;
 
+/** A chain's payout pipeline as its adapter holds it. */
+export interface Payouts {
+  readonly chainId: number;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  wake(): void;
+  confirmSoon(): void;
+  confirmNow(): Promise<void>;
+}
+
 /**
  * Drives one chain's payouts through its sender: pump, in-flight set, retry map with backoff, a send loop
  * and a confirm loop, the crash fault points and the queue-depth metric, written once for every chain.
  */
-export class PayoutPipeline<P, S> {
+export class PayoutPipeline<P, S> implements Payouts {
   readonly chainId: number;
   readonly #sender: PayoutSender<P, S>;
   readonly #o: PayoutPipelineOptions;

@@ -33,8 +33,8 @@ import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, 
 import { recordSvmOpening } from '../../audit/svmAudit.ts';
 import { SvmIndexer } from './indexer.ts';
 import { SvmRpcPool, svmConnection } from './rpcPool.ts';
-import { svmPayoutPipeline, type SvmPrepared, type SvmSigned } from './payoutSender.ts';
-import type { PayoutPipeline } from '../../submitter/pipeline.ts';
+import { svmPayoutPipeline } from './payoutSender.ts';
+import type { Payouts } from '../../submitter/pipeline.ts';
 import {
   LAMPORTS_PER_SIGNATURE,
   ataOf,
@@ -77,7 +77,7 @@ export class SvmAdapter implements ChainAdapter {
   readonly rpc: SvmRpcPool;
   readonly #vault: PublicKey;
   readonly #indexer: SvmIndexer;
-  readonly #submitter: PayoutPipeline<SvmPrepared, SvmSigned>;
+  readonly #submitter: Payouts;
   readonly #mints = new Map<string, Promise<MintInfo>>();
   readonly #rent = new Map<number, Promise<bigint>>();
   #fee: { at: number; value: Promise<bigint> } | undefined;
