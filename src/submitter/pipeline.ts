@@ -23,7 +23,7 @@ import { errText } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
 import { UnpayableError } from './errors.ts';
 import { crashPoint } from './faults.ts';
-import type { PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
+import type { BatchSending, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
 
 /** The retry policy of every payout step: 250 ms doubling up to 30 s, with full jitter. */
 export const PAYOUT_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 30_000 };
@@ -48,6 +48,8 @@ export interface PayoutPipelineOptions {
   // recorded actions and must never race the first send of one).
   serial?: boolean;
   backoff?: BackoffPolicy;
+  // Tries at starting (the sender's init and ready, which must be safe to run again) before giving up.
+  startAttempts?: number;
   // For tests: the jitter's random source.
   random?: () => number;
 }
@@ -89,6 +91,9 @@ export class PayoutPipeline<P, S> implements Payouts {
   readonly #confirm: Loop;
   #started = false;
   #ready = false;
+  // Batchable payouts waiting for a sending slot, and the slots in use.
+  #waiting: string[] = [];
+  #slots = 0;
 
   constructor(sender: PayoutSender<P, S>, o: PayoutPipelineOptions) {
     this.#sender = sender;
@@ -119,17 +124,30 @@ export class PayoutPipeline<P, S> implements Payouts {
     if (this.#started) return;
     this.#started = true;
     try {
-      await this.#sender.init?.();
-      if (!this.#started) return;
       if (this.#o.serial) {
+        await this.#sender.init?.();
+        if (!this.#started) return;
         this.#ready = true;
         this.#confirm.start();
         return;
       }
-      this.#confirm.start();
-      await this.#confirm.settle();
-      if (!this.#started) return;
-      await this.#sender.ready?.();
+      // A provider hiccup while starting is retried (every step is safe to run again) rather than
+      // ending the process; a chain that stays unreachable still stops the start, with its error.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.#sender.init?.();
+          if (!this.#started) return;
+          this.#confirm.start();
+          await this.#confirm.settle();
+          if (!this.#started) return;
+          await this.#sender.ready?.();
+          break;
+        } catch (err) {
+          if (attempt >= (this.#o.startAttempts ?? 1) || !this.#started) throw err;
+          this.#log.warn({ attempt, err: errText(err) }, `${this.#sender.label} submitter start failed; retrying`);
+          await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
+        }
+      }
       if (!this.#started) return;
       this.#ready = true;
       this.#send.start();
@@ -188,6 +206,10 @@ export class PayoutPipeline<P, S> implements Payouts {
       const retry = this.#retry.get(row.id);
       if (retry && retry.at > now) continue;
       this.#inFlight.add(row.id);
+      if (this.#sender.batch?.batchable(row)) {
+        this.#waiting.push(row.id);
+        continue;
+      }
       // Work that never failed goes ahead of retries.
       void this.#queue
         .add(() => this.#process(row.id), { priority: retry ? 0 : 1 })
@@ -196,6 +218,71 @@ export class PayoutPipeline<P, S> implements Payouts {
           this.#inFlight.delete(row.id);
           if (truncated) this.#send.wake();
         });
+    }
+    this.#drain();
+  }
+
+  // Sends waiting batchable payouts while a slot is free: alone when one waits, together when several do.
+  #drain(): void {
+    const batch = this.#sender.batch;
+    if (!batch) return;
+    while (this.#slots < batch.slots && this.#waiting.length > 0 && this.#started) {
+      const ids = this.#waiting.splice(0, batch.maxPayouts);
+      this.#slots++;
+      void this.#queue
+        .add(() => (ids.length === 1 ? this.#process(ids[0]!) : this.#processBatch(batch, ids)))
+        .catch((err) => this.#log.error({ payouts: ids.length, err: errText(err) }, 'unexpected error processing a batch'))
+        .finally(() => {
+          this.#slots--;
+          for (const id of ids) this.#inFlight.delete(id);
+          this.#drain();
+        });
+    }
+  }
+
+  // Several payouts in one transaction, recorded for every payout it carries before broadcast.
+  async #processBatch(batch: BatchSending<S>, ids: string[]): Promise<void> {
+    if (!this.#started) return;
+    const { ledger } = this.#o;
+    const requestIds = ids.flatMap((id) => ledger.payouts.get(id)?.request_id ?? []);
+    // A batch's lines name every request it carries; each payout's own lines name its request alone.
+    const log = this.#log.child({ batch: ids.length, requestIds });
+    const logOf = (p: PayoutRow) => log.child({ payout: p.id, ...(p.request_id ? { requestId: p.request_id } : {}) });
+    const rows: PayoutRow[] = [];
+    for (const id of ids) {
+      const payout = ledger.payouts.get(id);
+      if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
+      try {
+        batch.check(payout);
+        rows.push(payout);
+      } catch (err) {
+        if (!(err instanceof UnpayableError)) throw err;
+        this.#fail(payout, err.reason, err.message, logOf(payout));
+      }
+    }
+    if (rows.length <= 1) {
+      if (rows[0]) await this.#process(rows[0].id);
+      return;
+    }
+    try {
+      const r = await batch.submitBatch(rows, { log, stopped: () => !this.#started });
+      if (r.kind === 'alone') {
+        await Promise.all(rows.map((p) => this.#process(p.id)));
+      } else if (r.kind === 'split') {
+        for (const part of r.parts) await this.#processBatch(batch, part.map((p) => p.id));
+      } else if (r.kind === 'stale') {
+        this.#send.wake();
+      } else if (r.kind === 'retry') {
+        for (const p of rows) this.#postpone(p.id, r.cause, r.why, logOf(p));
+      } else {
+        for (const p of rows) this.#retry.delete(p.id);
+        crashPoint(this.#o.faults, 'afterFillRecorded', rows);
+        await this.#sender.broadcast(r.signed, { log, stopped: () => !this.#started });
+        crashPoint(this.#o.faults, 'afterFillBroadcast', rows);
+      }
+    } catch (err) {
+      const why = this.#sender.classify?.(err) ?? 'rpc';
+      for (const p of rows) this.#postpone(p.id, err, why, logOf(p));
     }
   }
 

@@ -56,6 +56,35 @@ export type TxStatus =
   | { kind: 'paid' | 'pending' | 'reverted' | 'dropped'; payoutId: string; txHash: string }
   | { kind: 'requeued'; payoutId: string; txHash: string; cause?: unknown; why?: PostponeReason };
 
+/**
+ * What submitting several payouts as one transaction gave: `recorded` (for every payout, in one ledger
+ * transaction, before broadcast); `alone` send each on its own (the batch reverts, or waits on a cap);
+ * `split` too big: send these smaller batches one after the other; `stale` a payout moved on, nothing
+ * recorded; `retry` all of them later.
+ */
+export type BatchResult<S> =
+  | { kind: 'recorded'; txHash: string; signed: S }
+  | { kind: 'alone' }
+  | { kind: 'split'; parts: PayoutRow[][] }
+  | { kind: 'stale' }
+  | Retry;
+
+/**
+ * Payouts that wait together leave together (the EVM's fill batches). A batch is never waited for: a
+ * batchable payout leaves at once when one of `slots` is free, and those arriving while all are busy leave
+ * together, up to `maxPayouts`, in the next one.
+ */
+export interface BatchSending<S> {
+  readonly maxPayouts: number;
+  readonly slots: number;
+  /** Whether this payout may ride in a batch. */
+  batchable(payout: PayoutRow): boolean;
+  /** Throws UnpayableError when the payout can never be sent (it then fails alone, before the batch). */
+  check(payout: PayoutRow): void;
+  /** Prepares, signs and records two or more checked payouts as one transaction. */
+  submitBatch(payouts: PayoutRow[], ctx: StepContext): Promise<BatchResult<S>>;
+}
+
 /** What the pipeline hands a sender's steps: a logger naming the payout, and whether the pipeline is stopping. */
 export interface StepContext {
   log: Logger;
@@ -88,6 +117,8 @@ export interface PayoutSender<P, S> {
   broadcast(signed: S, ctx: StepContext): Promise<BroadcastResult>;
   /** One confirm pass over the chain's open transactions: settles, rebroadcasts, replaces, requeues. */
   confirm(ctx: StepContext): Promise<TxStatus[]>;
+  /** Sends several payouts in one transaction, when the chain can. */
+  readonly batch?: BatchSending<S>;
   /** How a thrown error of a step is counted (default `rpc`). */
   classify?(err: unknown): PostponeReason;
   /** A payout failed before sending (after its ledger transaction): for the sender's own metrics. */
