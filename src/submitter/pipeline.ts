@@ -348,6 +348,8 @@ export class PayoutPipeline<P, S> implements Payouts {
   }
 
   async #confirmPass(): Promise<void> {
+    // Safety net for queued payouts nobody woke the send loop for (serial: the send pass follows anyway).
+    if (!this.#o.serial) this.#send.wake();
     try {
       this.#updateQueueDepth();
       const statuses = await this.#sender.confirm({ log: this.#log, stopped: () => !this.#started });

@@ -664,8 +664,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   // A payout can never land as it was sent and is queued again: the pipeline sends it.
-  #requeue(t: Pick<TransactionRow, 'payout_id' | 'hash'>): void {
-    this.#requeued.push({ kind: 'requeued', payoutId: t.payout_id, txHash: t.hash });
+  #requeue(payoutId: string, txHash: string): void {
+    this.#requeued.push({ kind: 'requeued', payoutId, txHash });
   }
 
 
@@ -779,7 +779,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (outcome === 'requeued') {
       this.#alone.add(payout.id);
       log.warn({ txHash: t.hash }, 'batch transaction reverted; its fill is sent again, alone');
-      this.#requeue(t);
+      this.#requeue(t.payout_id, t.hash);
     } else if (outcome === 'failed') {
       this.#outcome(payout, 'failed');
       log.warn({ txHash: t.hash, fee: fee.toString() }, 'payout failed: transaction reverted');
@@ -844,7 +844,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (!requeued) return;
     this.#alone.add(t.payout_id);
     log.warn({ txHash: t.hash, reason }, 'fill skipped by its batch; sent again alone');
-    this.#requeue(t);
+    this.#requeue(t.payout_id, t.hash);
   }
 
   // The nonce is past this group and none of its transactions has a receipt: something else took it.
@@ -865,7 +865,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     });
     log.warn({ outcome, paidBy: paid?.txHash }, 'nonce taken by another transaction; transactions marked dropped');
     await this.#nonces.resync();
-    if (outcome === 'requeued') this.#requeue({ payout_id: payoutId, hash: `nonce:${nonce}` as Hex });
+    if (outcome === 'requeued') this.#requeue(payoutId, `nonce ${nonce}`);
   }
 
   async #replace(t: TransactionRow, head: bigint, log: Logger): Promise<void> {
