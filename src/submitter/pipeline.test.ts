@@ -120,7 +120,9 @@ function pipeline(
 describe('PayoutPipeline', () => {
   it('postpones a payout whose prepare asks to retry, for its backoff, then sends it once', async () => {
     const mem = memoryLedger([payout('a')]);
-    const { sender, calls } = scriptedSender(mem, (_id, n) => (n === 1 ? { kind: 'retry', cause: new Error('provider down'), why: 'rpc' } : { kind: 'ready', prepared: 'a!' }));
+    const retryOnce = (_id: string, n: number): PrepareResult<string> =>
+      n === 1 ? { kind: 'retry', cause: new Error('provider down'), why: 'rpc' } : { kind: 'ready', prepared: 'a!' };
+    const { sender, calls } = scriptedSender(mem, retryOnce);
     // A backoff far longer than the test: wakes during it must not retry.
     const held = pipeline(mem, sender, { backoff: { baseMs: 600_000, maxMs: 600_000 }, random: () => 1 });
     await held.p.start();
@@ -136,7 +138,7 @@ describe('PayoutPipeline', () => {
 
     // With a backoff that elapses, the retry goes through by itself (its timer wakes the send loop).
     const mem2 = memoryLedger([payout('a')]);
-    const again = scriptedSender(mem2, (_id, n) => (n === 1 ? { kind: 'retry', cause: new Error('provider down'), why: 'rpc' } : { kind: 'ready', prepared: 'a!' }));
+    const again = scriptedSender(mem2, retryOnce);
     const quick = pipeline(mem2, again.sender, { backoff: { baseMs: 5, maxMs: 5 } });
     await quick.p.start();
     await until(() => again.calls.broadcast.length === 1, 'retried and sent');

@@ -56,7 +56,17 @@ import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { UnpayableError } from '../../submitter/errors.ts';
 import { PayoutPipeline, type Payouts } from '../../submitter/pipeline.ts';
-import type { BatchResult, BatchSending, BroadcastResult, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult, TxStatus } from '../../submitter/port.ts';
+import type {
+  BatchResult,
+  BatchSending,
+  BroadcastResult,
+  PayoutSender,
+  PostponeReason,
+  PrepareResult,
+  StepContext,
+  SubmitResult,
+  TxStatus,
+} from '../../submitter/port.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
 import { FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
 import { NonceManager } from './nonceManager.ts';
@@ -498,7 +508,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       if (!isHex(orderId, { strict: true }) || size(orderId) !== 32) throw new UnpayableError(`order id ${orderId} is not 32 bytes`);
       if (payout.calls) {
         // The order's output is contract calls: the filler runs them (through its executor) with the payout as value.
-        const calls = (JSON.parse(payout.calls) as { to: Address; value: string; data: Hex }[]).map((c) => ({ to: c.to, value: BigInt(c.value), data: c.data }));
+        const parsed = JSON.parse(payout.calls) as { to: Address; value: string; data: Hex }[];
+        const calls = parsed.map((c) => ({ to: c.to, value: BigInt(c.value), data: c.data }));
         return {
           to: this.#chain.filler,
           data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillCalls', args: [orderId, recipient, calls] }),
@@ -585,7 +596,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       return { kind: 'settled' };
     }
     // A signed deposit that cannot go through names why, in the interface's words.
-    const deposit = () => (/InvalidSignature/.test(revert ?? '') ? 'INVALID_SIGNATURE' : /TransferFromFailed/.test(revert ?? '') ? 'TRANSFER_FROM_FAILED' : 'TRANSACTION_REVERTED');
+    const deposit = () =>
+      /InvalidSignature/.test(revert ?? '') ? 'INVALID_SIGNATURE' : /TransferFromFailed/.test(revert ?? '') ? 'TRANSFER_FROM_FAILED' : 'TRANSACTION_REVERTED';
     // The contract itself says the payment was made: a view that cannot find it is behind (a
     // lagging RPC). Failing here would refund a paid order; look again later instead.
     if (ALREADY_PAID.test(revert ?? '')) {
@@ -672,7 +684,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   async #confirmGroup(nonce: number, open: TransactionRow[], head: bigint, latestNonce: number): Promise<void> {
     const payoutIds = [...new Set(open.map((t) => t.payout_id))];
     const payoutId = payoutIds[0]!;
-    const log = payoutIds.length === 1 ? this.#payoutLog(payoutId).child({ nonce }) : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: this.#requestIds(payoutIds) });
+    const log =
+      payoutIds.length === 1
+        ? this.#payoutLog(payoutId).child({ nonce })
+        : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: this.#requestIds(payoutIds) });
 
     // Only a nonce the account has used can have a receipt: pending ones cost no lookups (this
     // pass runs every block, over every open transaction).
@@ -834,7 +849,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const requeued = this.#ledger.tx(() => {
       const mine = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
-      if (mine && isOpen(mine)) this.#ledger.payouts.setTxState(t.hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
+      if (mine && isOpen(mine)) {
+        this.#ledger.payouts.setTxState(t.hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
+      }
       this.#closeSiblings(t.payout_id, t.nonce, t.hash, 'replaced');
       const cur = this.#ledger.payouts.get(t.payout_id);
       if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return false;
@@ -877,7 +894,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       // Held at the cap (or out of bumps): the transaction stays as it is and lands when the base fee falls.
       this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'replace' });
       const level = this.#firstTime(`capped:${t.hash}`) ? 'warn' : 'debug';
-      log[level]({ txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps }, 'stuck transaction not replaced: fee cap or replacement limit reached');
+      log[level](
+        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps },
+        'stuck transaction not replaced: fee cap or replacement limit reached',
+      );
       return;
     }
     const gas = parsed.gas ?? BigInt(t.gas_limit);
@@ -995,7 +1015,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     } else {
       if (!request) return null;
       const id = callRequestId(request);
-      const used = await this.#client.readContract({ address: this.#chain.depository, abi: RelayDepositoryAbi, functionName: 'callRequests', args: [id], ...at });
+      const depository = this.#chain.depository;
+      const used = await this.#client.readContract({ address: depository, abi: RelayDepositoryAbi, functionName: 'callRequests', args: [id], ...at });
       if (!used) return null;
       txHash = await this.#findLog(async (fromBlock, toBlock) => {
         const logs = await this.#client.getLogs({ address: this.#chain.depository, event: callExecutedEvent, fromBlock, toBlock });

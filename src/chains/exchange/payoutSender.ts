@@ -157,7 +157,10 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       return true;
     });
     if (!recorded) return { kind: 'stale' };
-    log.info({ txHash: hash, nonce: params.nonce, amount: params.amount, token: params.token, to: params.destination }, 'exchange sendAsset signed and recorded');
+    log.info(
+      { txHash: hash, nonce: params.nonce, amount: params.amount, token: params.token, to: params.destination },
+      'exchange sendAsset signed and recorded',
+    );
     return { kind: 'recorded', txHash: hash, signed: { tx: ledger.payouts.txsOf(payout.id).find((t) => t.hash === hash)!, body } };
   }
 
@@ -241,7 +244,8 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
     const sent = new Set<number>();
     for (const u of updates) {
       const d = u.delta as SendLedgerDelta;
-      if (d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address && typeof d.nonce === 'number') sent.add(d.nonce);
+      const bySolver = d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address;
+      if (bySolver && typeof d.nonce === 'number') sent.add(d.nonce);
     }
     const now = Date.now();
     const out: TxStatus[] = [];

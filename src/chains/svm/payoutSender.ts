@@ -174,7 +174,9 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     const probe = budgetedTransaction({ payer, blockhash, instructions: ixs, computeUnitLimit: MAX_CU, microLamportsPerCu: price });
     const sim = await conn.simulateTransaction(probe, { sigVerify: false, replaceRecentBlockhash: true, commitment: 'confirmed' });
     if (sim.value.err) {
-      if (lacksFunds(sim.value.err)) return { kind: 'retry', why: 'no-funds', cause: new Error(`the solver lacks funds for the payout now: ${JSON.stringify(sim.value.err)}`) };
+      if (lacksFunds(sim.value.err)) {
+        return { kind: 'retry', why: 'no-funds', cause: new Error(`the solver lacks funds for the payout now: ${JSON.stringify(sim.value.err)}`) };
+      }
       return {
         kind: 'unpayable',
         reason: payout.kind === 'fill' ? 'EXECUTION_REVERTED' : 'TRANSACTION_REVERTED',
@@ -189,7 +191,13 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
   /** Signs, and records the transaction with the payout's `sent` state and `onSigned` in one ledger transaction. */
   async submit(payout: PayoutRow, p: SvmPrepared, { log }: StepContext): Promise<SubmitResult<SvmSigned>> {
     const { ledger, keypair, hooks } = this.#o;
-    const tx = budgetedTransaction({ payer: keypair.publicKey, blockhash: p.blockhash, instructions: p.ixs, computeUnitLimit: p.limit, microLamportsPerCu: p.price });
+    const tx = budgetedTransaction({
+      payer: keypair.publicKey,
+      blockhash: p.blockhash,
+      instructions: p.ixs,
+      computeUnitLimit: p.limit,
+      microLamportsPerCu: p.price,
+    });
     tx.sign([keypair]);
     const wire = wireBytes(tx);
     if (!wire) return { kind: 'unpayable', reason: 'TRANSACTION_TOO_LARGE', detail: 'the payout transaction exceeds the 1,232-byte packet limit' };
@@ -219,7 +227,14 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     });
     if (!recorded) return { kind: 'stale' };
     log.info(
-      { signature, computeUnits: p.used, limit: p.limit, microLamportsPerCu: p.price.toString(), bytes: wire.length, lastValidBlockHeight: p.lastValidBlockHeight },
+      {
+        signature,
+        computeUnits: p.used,
+        limit: p.limit,
+        microLamportsPerCu: p.price.toString(),
+        bytes: wire.length,
+        lastValidBlockHeight: p.lastValidBlockHeight,
+      },
       'svm payout signed and recorded',
     );
     return { kind: 'recorded', txHash: signature, signed: { payoutId: payout.id, signature, raw } };
@@ -276,7 +291,8 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
       try {
         out.push({ kind: await this.#confirmOne(t, statuses[i] ?? null, finalizedHeight), payoutId: t.payout_id, txHash: t.hash });
       } catch (e) {
-        forRequest(this.log, this.#o.ledger.payouts.get(t.payout_id)?.request_id).warn({ signature: t.hash, err: errText(e) }, 'svm confirm of a transaction failed; retrying');
+        const log = forRequest(this.log, this.#o.ledger.payouts.get(t.payout_id)?.request_id);
+        log.warn({ signature: t.hash, err: errText(e) }, 'svm confirm of a transaction failed; retrying');
       }
     }
     return out;
@@ -329,7 +345,8 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     if (finalizedHeight > t.nonce) {
       // Expired and absent: it can never land. Only now may the payout be signed again.
       const requeued = ledger.tx(() => {
-        ledger.payouts.setTxState(t.hash, 'dropped', { error: `blockhash expired at height ${t.nonce} (finalized ${finalizedHeight}) and the chain does not have it` });
+        const error = `blockhash expired at height ${t.nonce} (finalized ${finalizedHeight}) and the chain does not have it`;
+        ledger.payouts.setTxState(t.hash, 'dropped', { error });
         const cur = ledger.payouts.get(t.payout_id);
         if (!cur || cur.state !== 'sent' || ledger.payouts.txsOf(cur.id).some((x) => OPEN.has(x.state))) return false;
         ledger.payouts.setState(cur.id, 'queued');
