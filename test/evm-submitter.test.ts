@@ -18,7 +18,7 @@ import {
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi, RelayDepositoryAbi, TestStablecoinAbi } from '../contracts-abi/index.ts';
-import { EvmSubmitter } from '../src/chains/evm/submitter.ts';
+import { EvmPayouts as EvmSubmitter } from '../src/chains/evm/payoutSender.ts';
 import type { PayoutHooks } from '../src/chains/adapter.ts';
 import type { Faults } from '../src/config/load.ts';
 import type { EvmChainConfig } from '../src/config/schema.ts';

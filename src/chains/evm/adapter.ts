@@ -27,7 +27,7 @@ import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
 import { AUDIT_OPENING } from '../../audit/evmAudit.ts';
 import { EvmIndexer } from './indexer.ts';
-import { EvmSubmitter } from './submitter.ts';
+import { EvmPayouts } from './payoutSender.ts';
 import { viemChain } from './viemChain.ts';
 import type { RelayTerms } from './relayTerms.ts';
 import { recoverAuthorizationAddress } from 'viem/utils';
@@ -73,7 +73,7 @@ export class EvmAdapter implements ChainAdapter {
   readonly providers: ProviderPool;
   readonly solver: Address;
   #indexer: EvmIndexer;
-  #submitter: EvmSubmitter;
+  #submitter: EvmPayouts;
   #funding: FundingWatcher | undefined;
   #depositAddresses: DepositAddressWatcher | undefined;
   #baseFee: bigint | undefined;
@@ -97,7 +97,7 @@ export class EvmAdapter implements ChainAdapter {
     this.decisionClient = decisionClient;
     const account = config.solverSigner;
     this.solver = account.address;
-    this.#submitter = new EvmSubmitter({
+    this.#submitter = new EvmPayouts({
       chain,
       ledger,
       publicClient: this.decisionClient,

@@ -16,7 +16,7 @@ import { spendable } from '../spendable.ts';
 //   }
 //
 // Payouts (fills, refunds) are made from the solver's own account (config.svmSolverKey); see
-// submitter.ts for how a payout is sent once at most.
+// payoutSender.ts for how a payout is sent once at most.
 import {
   Connection,
   PublicKey,
@@ -33,7 +33,8 @@ import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, 
 import { recordSvmOpening } from '../../audit/svmAudit.ts';
 import { SvmIndexer } from './indexer.ts';
 import { SvmRpcPool, svmConnection } from './rpcPool.ts';
-import { SvmSubmitter } from './submitter.ts';
+import { svmPayoutPipeline } from './payoutSender.ts';
+import type { Payouts } from '../../submitter/pipeline.ts';
 import {
   LAMPORTS_PER_SIGNATURE,
   ataOf,
@@ -76,7 +77,7 @@ export class SvmAdapter implements ChainAdapter {
   readonly rpc: SvmRpcPool;
   readonly #vault: PublicKey;
   readonly #indexer: SvmIndexer;
-  readonly #submitter: SvmSubmitter;
+  readonly #submitter: Payouts;
   readonly #mints = new Map<string, Promise<MintInfo>>();
   readonly #rent = new Map<number, Promise<bigint>>();
   #fee: { at: number; value: Promise<bigint> } | undefined;
@@ -102,7 +103,7 @@ export class SvmAdapter implements ChainAdapter {
     const clog = log.child({ chain: chain.id });
     if (this.solver === chain.vault) clog.warn('the vault is the solver: transfers from the solver to itself are not deposits');
     const sources = [this.#vault, ...chain.currencies.map((c) => ataOf(this.#vault, new PublicKey(c.address), tokenProgramId(c.tokenProgram)))];
-    this.#submitter = new SvmSubmitter({
+    this.#submitter = svmPayoutPipeline({
       chain,
       ledger,
       conn: this.conn,

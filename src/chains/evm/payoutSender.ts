@@ -1,4 +1,5 @@
-// One submitter per EVM destination chain, in three stages (as Hyperlane's serial submitter does it):
+// How an EVM destination chain pays (the payout pipeline's PayoutSender, src/submitter/), in the pipeline's
+// three stages (as Hyperlane's serial submitter does it):
 //   prepare  build the call, estimate gas, price it (EIP-1559);
 //   submit   take the next nonce, sign locally, record in the ledger (one transaction with the payout's
 //            new state and the hook), and only then broadcast;
@@ -8,10 +9,11 @@
 // Fills that wait together are paid together: one OrderFiller.fillBatch transaction carries up to
 // BATCH_MAX_ORDERS orders (and BATCH_MAX_GAS gas), each paid or skipped on its own. A batch is never
 // waited for: a fill leaves at once when a sending slot is free, and the fills that arrive while the
-// slots are busy leave together in the next one. The batch transaction is recorded once per payout it
-// carries (same hash, nonce, bytes) in the same ledger transaction, before broadcast, as a lone fill is;
-// the confirm pass works per nonce, and reads each order's own OrderFilled (paid) or FillSkipped
-// (requeued, to be sent alone, where it is paid or fails with its own reason) from the receipt.
+// slots are busy leave together in the next one (the pipeline's batch slots). The batch transaction is
+// recorded once per payout it carries (same hash, nonce, bytes) in the same ledger transaction, before
+// broadcast, as a lone fill is; the confirm pass works per nonce, and reads each order's own OrderFilled
+// (paid) or FillSkipped (requeued, to be sent alone, where it is paid or fails with its own reason) from
+// the receipt.
 //
 // Never paying twice rests on three things: every signed transaction is in the ledger before it can reach
 // the chain; a payout is only signed again (at a new nonce) once its earlier nonce is provably consumed
@@ -19,7 +21,6 @@
 // filled(orderId), the depository's single-use call request, whose nonce and expiration are derived from
 // the payout so that every signing of the same refund is the same request).
 
-import PQueue from 'p-queue';
 import {
   decodeErrorResult,
   encodeFunctionData,
@@ -53,13 +54,28 @@ import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
+import { UnpayableError } from '../../submitter/errors.ts';
+import { PayoutPipeline, type Payouts } from '../../submitter/pipeline.ts';
+import type {
+  BatchResult,
+  BatchSending,
+  BroadcastResult,
+  PayoutSender,
+  PostponeReason,
+  PrepareResult,
+  StepContext,
+  SubmitResult,
+  TxStatus,
+} from '../../submitter/port.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
 import { FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
 
-export interface EvmSubmitterOptions {
+
+/** What an EVM chain's payouts need. */
+export interface EvmPayoutOptions {
   chain: EvmChainConfig;
   ledger: Ledger;
   publicClient: PublicClient;
@@ -73,6 +89,7 @@ export interface EvmSubmitterOptions {
   faults: Faults;
 }
 
+
 // A refund's call request stays valid this long after the payout was decided. Derived from the payout row
 // (not from the clock at signing) so that re-signing the same refund yields the same, single-use request.
 const REFUND_TTL_SECONDS = 7 * 24 * 3600;
@@ -83,8 +100,6 @@ const ALREADY_PAID = /^(OrderAlreadyFilled|CallRequestAlreadyUsed)\(/;
 const START_ATTEMPTS = 6;
 const PREPARE_CONCURRENCY = 16;
 const QUEUED_BATCH = 500;
-const BACKOFF_BASE_MS = 250;
-const BACKOFF_MAX_MS = 30_000;
 const OPEN_STATES = new Set(['signed', 'broadcast']);
 // Bounds of a batched fill: orders per transaction, its gas, and how many batches may be in flight
 // (being estimated, signed, broadcast) at once. Fills arriving while all slots are busy wait for the
@@ -96,6 +111,7 @@ const BATCH_SLOTS = 2;
 const orderFilledEvent = getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' });
 const callExecutedEvent = getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' });
 const fillerEvents = OrderFillerAbi.filter((x) => x.type === 'event' && (x.name === 'OrderFilled' || x.name === 'FillSkipped'));
+
 
 // One order of a fillBatch call.
 interface BatchFill {
@@ -126,8 +142,20 @@ interface PaidBy {
   share?: bigint;
 }
 
-// A permanent problem with the payout row itself (not the chain): it can never be sent.
-class UnpayableError extends Error {}
+/** A payout's call, its gas limit and the fees to sign it at. */
+export interface EvmPrepared {
+  call: PreparedCall;
+  gas: bigint;
+  fees: Eip1559Fees;
+}
+
+/** A recorded transaction, ready to broadcast (a batch's: recorded for each payout it carries; named by its first). */
+export interface EvmSigned {
+  payoutId: string;
+  hash: Hex;
+  raw: Hex;
+}
+
 
 // A gasless relay's call as POST /execute recorded it (payout.authorization: its RelayTerms).
 function relayCall(payout: PayoutRow): PreparedCall {
@@ -135,7 +163,7 @@ function relayCall(payout: PayoutRow): PreparedCall {
     const t = parseRelayTerms(payout.authorization);
     return { to: t.to, data: t.data, value: t.value, authorizationList: t.authorizationList.length ? t.authorizationList : undefined };
   } catch (e) {
-    throw new UnpayableError(`relay ${payout.id}: ${e instanceof Error ? e.message : String(e)}`);
+    throw new UnpayableError(`relay ${payout.id}: ${errText(e)}`, 'TRANSACTION_SUBMISSION_FAILED', { cause: e });
   }
 }
 
@@ -143,9 +171,72 @@ function isOpen(t: TransactionRow): boolean {
   return OPEN_STATES.has(t.state);
 }
 
-export class EvmSubmitter {
+/**
+ * The payout pipeline of an EVM chain over its sender, with the chain's head feeding fees and the
+ * confirm pass (what the adapter holds).
+ */
+export class EvmPayouts implements Payouts {
   readonly chainId: number;
   readonly address: Address;
+  readonly #sender: EvmPayoutSender;
+  readonly #pipeline: PayoutPipeline<EvmPrepared, EvmSigned>;
+
+  constructor(opts: EvmPayoutOptions) {
+    this.#sender = new EvmPayoutSender(opts);
+    this.chainId = this.#sender.chainId;
+    this.address = this.#sender.address;
+    this.#pipeline = new PayoutPipeline(this.#sender, {
+      ledger: opts.ledger,
+      hooks: opts.hooks,
+      metrics: opts.metrics,
+      log: this.#sender.log,
+      faults: opts.faults,
+      intervalMs: opts.chain.pollIntervalMs,
+      concurrency: PREPARE_CONCURRENCY,
+      queuedBatch: QUEUED_BATCH,
+      startAttempts: START_ATTEMPTS,
+    });
+  }
+
+  /** Reconciles what the ledger holds against the chain, ensures ERC-20 approvals, then starts sending. */
+  start(): Promise<void> {
+    return this.#pipeline.start();
+  }
+
+  /** Stops taking work, waits for payouts being prepared or broadcast and for a running confirm pass. */
+  stop(): Promise<void> {
+    return this.#pipeline.stop();
+  }
+
+  /** New queued payouts exist in the ledger for this chain. */
+  wake(): void {
+    this.#pipeline.wake();
+  }
+
+  /** Asks for a confirm pass soon. */
+  confirmSoon(): void {
+    this.#pipeline.confirmSoon();
+  }
+
+  /** Runs a confirm and reconcile pass now (or one more after the running one) and resolves when done. */
+  confirmNow(): Promise<void> {
+    return this.#pipeline.confirmNow();
+  }
+
+  /** A new head from the chain's head tracker: drives fees, confirmation and replacement. */
+  onHead(blockNumber: bigint, baseFeePerGas: bigint): void {
+    this.#sender.onHead(blockNumber, baseFeePerGas);
+    this.#pipeline.confirmSoon();
+  }
+}
+
+
+/** Builds, signs, records, broadcasts, confirms and replaces EVM payout transactions (the chain-specific half of the payout pipeline). */
+export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
+  readonly chainId: number;
+  readonly address: Address;
+  readonly label = 'evm';
+  readonly log: Logger;
 
   readonly #chain: EvmChainConfig;
   readonly #ledger: Ledger;
@@ -155,33 +246,21 @@ export class EvmSubmitter {
   readonly #hooks: PayoutHooks;
   readonly #metrics: Metrics;
   readonly #log: Logger;
-  readonly #faults: Faults;
   readonly #fees: FeeOracle;
   readonly #nonces: NonceManager;
-  readonly #queue = new PQueue({ concurrency: PREPARE_CONCURRENCY });
   readonly #chainLabel: { chain: string };
   readonly #feeCap: bigint | undefined;
 
-  #running = false;
-  #ready = false;
-  #pumpScheduled = false;
-  readonly #inFlight = new Set<string>();
-  readonly #retry = new Map<string, { attempts: number; at: number }>();
-  readonly #timers = new Set<NodeJS.Timeout>();
-  #pollTimer: NodeJS.Timeout | undefined;
-  #confirming: Promise<void> | undefined;
-  #confirmAgain = false;
   // Transactions whose broadcast is under way (the confirm pass leaves them alone).
   readonly #broadcasting = new Set<Hex>();
-  // Fills waiting for a sending slot, and the slots in use.
-  #fillsWaiting: string[] = [];
-  #fillSlots = 0;
   // Fills a batch skipped (or a batch that reverted): sent alone from now on, so each meets its own fate.
   readonly #alone = new Set<string>();
   // A batch's receipt is read once per fill it carries: its filler events are parsed once.
   readonly #parsedReceipts = new WeakMap<TransactionReceipt, { filled: Map<string, number>; skipped: Map<string, Hex> }>();
+  // What the confirm pass under way requeued (it runs one at a time).
+  #requeued: TxStatus[] = [];
 
-  constructor(opts: EvmSubmitterOptions) {
+  constructor(opts: EvmPayoutOptions) {
     this.#chain = opts.chain;
     this.chainId = opts.chain.id;
     this.#ledger = opts.ledger;
@@ -191,10 +270,9 @@ export class EvmSubmitter {
     this.#allocator = opts.allocator;
     this.#hooks = opts.hooks;
     this.#metrics = opts.metrics;
-    this.#faults = opts.faults;
     this.#chainLabel = { chain: String(opts.chain.id) };
     this.#feeCap = opts.chain.maxFeePerGas === undefined ? undefined : BigInt(opts.chain.maxFeePerGas);
-    this.#log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
+    this.#log = this.log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
     // The confirm timer refreshes the head every poll interval; pricing only reads it itself when that lags.
     this.#fees = new FeeOracle(opts.publicClient, 2 * opts.chain.pollIntervalMs);
     this.#nonces = new NonceManager({ client: opts.publicClient, ledger: opts.ledger, chainId: opts.chain.id, address: this.address });
@@ -202,153 +280,36 @@ export class EvmSubmitter {
 
   // ------------------------------------------------------------------------------------------ lifecycle
 
-  // Reconciles what the ledger holds against the chain, ensures ERC-20 approvals, then starts sending.
-  async start(): Promise<void> {
-    if (this.#running) return;
-    this.#running = true;
-    try {
-      // An RPC hiccup while starting is retried (every step is safe to run again) rather than
-      // ending the process; a chain that stays unreachable still stops the start, with its error.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await this.#fees.refreshHead();
-          const next = await this.#nonces.init();
-          this.#log.info({ nextNonce: next }, 'submitter starting: reconciling ledger with chain');
-          await this.confirmNow();
-          if (!this.#running) return; // stopped while starting
-          this.#pollTimer ??= setInterval(() => this.#scheduleConfirm(), this.#chain.pollIntervalMs);
-          this.#pollTimer.unref();
-          await this.#ensureAllowances();
-          break;
-        } catch (err) {
-          if (attempt >= START_ATTEMPTS || !this.#running) throw err;
-          this.#log.warn({ attempt, err: errText(err) }, 'submitter start failed; retrying');
-          await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
-        }
-      }
-      if (!this.#running) return;
-      this.#ready = true;
-      this.#log.info({ nextNonce: this.#nonces.peek() }, 'submitter started');
-      this.#schedulePump();
-    } catch (err) {
-      await this.stop();
-      throw err;
-    }
+  /** The head and the next nonce, before the first confirm pass. */
+  async init(): Promise<void> {
+    await this.#fees.refreshHead();
+    const next = await this.#nonces.init();
+    this.#log.info({ nextNonce: next }, 'submitter starting: reconciling ledger with chain');
   }
 
-  // Stops taking work, waits for payouts being prepared or broadcast and for a running confirm pass.
-  async stop(): Promise<void> {
-    this.#running = false;
-    this.#ready = false;
-    if (this.#pollTimer) clearInterval(this.#pollTimer);
-    this.#pollTimer = undefined;
-    for (const t of this.#timers) clearTimeout(t);
-    this.#timers.clear();
-    await this.#queue.onIdle();
-    while (this.#confirming) await this.#confirming;
+  /** ERC-20 approvals of the filler, once the ledger is reconciled. */
+  async ready(): Promise<void> {
+    await this.#ensureAllowances();
+    this.#log.info({ nextNonce: this.#nonces.peek() }, 'submitter started');
   }
 
-  // New queued payouts exist in the ledger for this chain.
-  wake(): void {
-    this.#schedulePump();
-  }
-
-  // A new head from the chain's head tracker: drives fees, confirmation and replacement.
+  /** A new head: fees follow it. */
   onHead(blockNumber: bigint, baseFeePerGas: bigint): void {
     this.#fees.onHead(blockNumber, baseFeePerGas);
-    this.#scheduleConfirm();
   }
 
-  // Runs a confirm and reconcile pass now (or one more after the running one) and resolves when done.
-  confirmNow(): Promise<void> {
-    if (this.#confirming) {
-      this.#confirmAgain = true;
-      return this.#confirming;
-    }
-    const run = (async () => {
-      do {
-        this.#confirmAgain = false;
-        try {
-          await this.#confirmPass();
-        } catch (err) {
-          this.#log.warn({ err: errText(err) }, 'confirm pass failed; retrying on the next head');
-        }
-      } while (this.#confirmAgain && this.#running);
-    })();
-    this.#confirming = run.finally(() => {
-      this.#confirming = undefined;
-    });
-    return this.#confirming;
+  /** Fee-cap waits, the solver lacking native funds, or an RPC error. */
+  classify(err: unknown): PostponeReason {
+    if (err instanceof FeeCapError) return 'fee-cap';
+    return NO_FUNDS.test(fullText(err)) ? 'no-funds' : 'rpc';
   }
 
-  #scheduleConfirm(): void {
-    if (!this.#running) return;
-    void this.confirmNow();
+  /** A payout failed before sending: counted with the chain's outcomes. */
+  failed(payout: PayoutRow): void {
+    this.#outcome(payout, 'failed');
   }
 
   // ------------------------------------------------------------------------------------------ prepare + submit
-
-  #schedulePump(): void {
-    if (this.#pumpScheduled) return;
-    this.#pumpScheduled = true;
-    queueMicrotask(() => {
-      this.#pumpScheduled = false;
-      this.#pump();
-    });
-  }
-
-  #pump(): void {
-    if (!this.#running || !this.#ready) return;
-    let rows: PayoutRow[];
-    try {
-      rows = this.#ledger.payouts.queued(this.chainId, QUEUED_BATCH);
-    } catch (err) {
-      this.#log.error({ err: errText(err) }, 'cannot read queued payouts');
-      return;
-    }
-    const now = Date.now();
-    const truncated = rows.length === QUEUED_BATCH;
-    for (const row of rows) {
-      if (this.#inFlight.has(row.id)) continue;
-      const retry = this.#retry.get(row.id);
-      if (retry && retry.at > now) continue;
-      this.#inFlight.add(row.id);
-      if (this.#batchable(row)) {
-        this.#fillsWaiting.push(row.id);
-        continue;
-      }
-      // Work that never failed goes ahead of retries.
-      void this.#queue
-        .add(() => this.#process(row.id), { priority: retry ? 0 : 1 })
-        .catch((err) => this.#log.error({ payout: row.id, requestId: row.request_id, err: errText(err) }, 'unexpected error processing payout'))
-        .finally(() => {
-          this.#inFlight.delete(row.id);
-          if (truncated) this.#schedulePump();
-        });
-    }
-    this.#drainFills();
-  }
-
-  // A plain fill (native or ERC-20, no calls, no gas top-up) can ride in a batch.
-  #batchable(row: PayoutRow): boolean {
-    return row.kind === 'fill' && !row.calls && !(row.native_topup && BigInt(row.native_topup) > 0n) && !this.#alone.has(row.id);
-  }
-
-  // Sends waiting fills while a slot is free: alone when one waits, as a batch when several do.
-  #drainFills(): void {
-    while (this.#fillSlots < BATCH_SLOTS && this.#fillsWaiting.length > 0 && this.#running) {
-      const ids = this.#fillsWaiting.splice(0, BATCH_MAX_ORDERS);
-      this.#fillSlots++;
-      void this.#queue
-        .add(() => (ids.length === 1 ? this.#process(ids[0]!) : this.#processBatch(ids)))
-        .catch((err) => this.#log.error({ payouts: ids.length, err: errText(err) }, 'unexpected error processing fills'))
-        .finally(() => {
-          this.#fillSlots--;
-          for (const id of ids) this.#inFlight.delete(id);
-          this.#drainFills();
-        });
-    }
-  }
 
   // A payout's lines carry its id and its request's (requestId), whatever the caller's logger.
   #payoutLog(payout: string | Pick<PayoutRow, 'id' | 'request_id'>, base: Logger = this.#log): Logger {
@@ -360,55 +321,135 @@ export class EvmSubmitter {
     return payoutIds.flatMap((id) => this.#ledger.payouts.get(id)?.request_id ?? []);
   }
 
-  async #process(payoutId: string): Promise<void> {
-    if (!this.#running) return;
-    const payout = this.#ledger.payouts.get(payoutId);
-    if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) return;
-    const log = this.#log.child({ payout: payout.id, kind: payout.kind, requestId: payout.request_id });
-    try {
-      let call: PreparedCall;
-      try {
-        call = await this.#buildCall(payout);
-      } catch (err) {
-        if (err instanceof UnpayableError) return this.#fail(payout, 'TRANSACTION_SUBMISSION_FAILED', log, err.message);
-        throw err;
-      }
+  /** The call, its gas (estimate plus the chain's margin) and fees within the cap; or why not now, or never. */
+  async prepare(payout: PayoutRow, { log }: StepContext): Promise<PrepareResult<EvmPrepared>> {
+    const call = await this.#buildCall(payout);
+    const [estimate, market] = await Promise.all([
+      this.#client
+        .estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value, authorizationList: call.authorizationList })
+        .then((gas) => ({ gas }), (error: unknown) => ({ error })),
+      this.#fees.current(),
+    ]);
+    // Over the chain's fee cap the payout waits unsigned (no nonce is held behind it).
+    const fees = withinCap(market, this.#feeCap);
+    if (!fees) {
+      const cause = new FeeCapError(`the base fee asks ${market.maxFeePerGas - market.maxPriorityFeePerGas} wei x2; the cap is ${this.#feeCap} wei per gas`);
+      return { kind: 'retry', why: 'fee-cap', cause };
+    }
+    if ('error' in estimate) {
+      if (!isRevert(estimate.error)) throw estimate.error;
+      return await this.#onSimulationRevert(payout, call, estimate.error, log);
+    }
+    // Calls were priced at the gas the quote simulated them at; costlier now, they are not made.
+    if (payout.max_gas !== null && estimate.gas > BigInt(payout.max_gas)) {
+      return { kind: 'unpayable', reason: 'QUOTED_GAS_LIMIT_EXCEEDED', detail: `needs ${estimate.gas} gas, quoted ${payout.max_gas}` };
+    }
+    const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
+    return { kind: 'ready', prepared: { call, gas, fees } };
+  }
 
-      const [estimate, market] = await Promise.all([
-        this.#client
-          .estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value, authorizationList: call.authorizationList })
-          .then((gas) => ({ gas }), (error: unknown) => ({ error })),
-        this.#fees.current(),
-      ]);
-      // Over the chain's fee cap the payout waits unsigned (no nonce is held behind it).
-      const fees = withinCap(market, this.#feeCap);
-      if (!fees) throw new FeeCapError(`the base fee asks ${market.maxFeePerGas - market.maxPriorityFeePerGas} wei x2; the cap is ${this.#feeCap} wei per gas`);
-      if ('error' in estimate) {
-        if (!isRevert(estimate.error)) throw estimate.error;
-        return await this.#onSimulationRevert(payout, call, estimate.error, log);
-      }
-      // Calls were priced at the gas the quote simulated them at; costlier now, they are not made.
-      if (payout.max_gas !== null && estimate.gas > BigInt(payout.max_gas)) {
-        return this.#fail(payout, 'QUOTED_GAS_LIMIT_EXCEEDED', log, `needs ${estimate.gas} gas, quoted ${payout.max_gas}`);
-      }
-      const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
-
-      const recorded = await this.#nonces.withNonce(async (nonce) => {
-        const raw = await this.#account.signTransaction({
-          ...(call.authorizationList ? { type: 'eip7702' as const, authorizationList: call.authorizationList } : { type: 'eip1559' as const }),
-          chainId: this.chainId,
+  /** Takes the next nonce, signs, and records the transaction with the payout's `sent` state and `onSigned` in one ledger transaction. */
+  async submit(payout: PayoutRow, { call, gas, fees }: EvmPrepared, { log }: StepContext): Promise<SubmitResult<EvmSigned>> {
+    const recorded = await this.#nonces.withNonce(async (nonce) => {
+      const raw = await this.#account.signTransaction({
+        ...(call.authorizationList ? { type: 'eip7702' as const, authorizationList: call.authorizationList } : { type: 'eip1559' as const }),
+        chainId: this.chainId,
+        nonce,
+        to: call.to,
+        data: call.data,
+        value: call.value,
+        gas,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      });
+      const hash = keccak256(raw);
+      const ok = this.#ledger.tx(() => {
+        const cur = this.#ledger.payouts.get(payout.id);
+        if (!cur || cur.state !== 'queued') return false;
+        this.#ledger.payouts.insertTx({
+          hash,
+          payout_id: cur.id,
+          chain_id: this.chainId,
+          sender: this.address,
           nonce,
-          to: call.to,
-          data: call.data,
-          value: call.value,
-          gas,
-          maxFeePerGas: fees.maxFeePerGas,
-          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+          raw,
+          gas_limit: gas.toString(),
+          max_fee_per_gas: fees.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
+          created_at: Date.now(),
         });
-        const hash = keccak256(raw);
-        const ok = this.#ledger.tx(() => {
-          const cur = this.#ledger.payouts.get(payout.id);
-          if (!cur || cur.state !== 'queued') return false;
+        this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
+        this.#hooks.onSigned(cur, hash);
+        return true;
+      });
+      if (ok) this.#broadcasting.add(hash);
+      return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
+    });
+    if (!recorded) return { kind: 'stale' };
+    log.info({ txHash: recorded.hash, nonce: recorded.nonce, gas: gas.toString(), maxFeePerGas: fees.maxFeePerGas.toString() }, 'payout signed and recorded');
+    return { kind: 'recorded', txHash: recorded.hash, signed: { payoutId: payout.id, hash: recorded.hash, raw: recorded.raw } };
+  }
+
+  /** Broadcasts a recorded transaction; a refusal is left to the confirm pass. */
+  async broadcast(s: EvmSigned, { log }: StepContext): Promise<BroadcastResult> {
+    await this.#broadcast(s.payoutId, s.hash, s.raw, log);
+    return { kind: 'sent' };
+  }
+
+  /** Plain fills (native or ERC-20, no calls, no gas top-up) ride in OrderFiller.fillBatch transactions. */
+  readonly batch: BatchSending<EvmSigned> = {
+    maxPayouts: BATCH_MAX_ORDERS,
+    slots: BATCH_SLOTS,
+    batchable: (row) => row.kind === 'fill' && !row.calls && !(row.native_topup && BigInt(row.native_topup) > 0n) && !this.#alone.has(row.id),
+    check: (payout) => void this.#batchFill(payout),
+    submitBatch: (payouts, ctx) => this.#submitBatch(payouts, ctx.log),
+  };
+
+  // Several fills in one fillBatch transaction, recorded for every payout it carries before broadcast.
+  async #submitBatch(payouts: PayoutRow[], log: Logger): Promise<BatchResult<EvmSigned>> {
+    const fills = payouts.map((payout) => ({ payout, fill: this.#batchFill(payout) }));
+    const value = fills.reduce((sum, f) => (f.fill.token === zeroAddress ? sum + f.fill.amount : sum), 0n);
+    const data = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills.map((f) => f.fill)] });
+    const [estimate, market] = await Promise.all([
+      this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then((gas) => ({ gas }), (error: unknown) => ({ error })),
+      this.#fees.current(),
+    ]);
+    const fees = withinCap(market, this.#feeCap);
+    if (!fees) {
+      // Above the chain's fee cap: each fill goes the lone path, which waits on the cap unsigned.
+      for (const f of fills) this.#alone.add(f.payout.id);
+      return { kind: 'alone' };
+    }
+    if ('error' in estimate) {
+      if (!isRevert(estimate.error)) throw estimate.error;
+      // The batch skips bad orders rather than reverting; if it reverts anyway, each goes alone.
+      log.warn({ err: errText(estimate.error) }, 'batch simulation reverted; sending its fills one by one');
+      for (const f of fills) this.#alone.add(f.payout.id);
+      return { kind: 'alone' };
+    }
+    if (estimate.gas > BATCH_MAX_GAS) {
+      const half = Math.ceil(payouts.length / 2);
+      return { kind: 'split', parts: [payouts.slice(0, half), payouts.slice(half)] };
+    }
+    const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
+    const recorded = await this.#nonces.withNonce(async (nonce) => {
+      const raw = await this.#account.signTransaction({
+        type: 'eip1559',
+        chainId: this.chainId,
+        nonce,
+        to: this.#chain.filler,
+        data,
+        value,
+        gas,
+        maxFeePerGas: fees.maxFeePerGas,
+        maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+      });
+      const hash = keccak256(raw);
+      const ok = this.#ledger.tx(() => {
+        const current = fills.map((f) => this.#ledger.payouts.get(f.payout.id));
+        // All or none: a payout that moved on since it was read sends the batch back to the queue.
+        if (current.some((cur) => !cur || cur.state !== 'queued')) return false;
+        for (const cur of current as PayoutRow[]) {
           this.#ledger.payouts.insertTx({
             hash,
             payout_id: cur.id,
@@ -423,122 +464,15 @@ export class EvmSubmitter {
           });
           this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
           this.#hooks.onSigned(cur, hash);
-          return true;
-        });
-        if (ok) this.#broadcasting.add(hash);
-        return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
+        }
+        return true;
       });
-      if (!recorded) return;
-      this.#retry.delete(payout.id);
-      log.info({ txHash: recorded.hash, nonce: recorded.nonce, gas: gas.toString(), maxFeePerGas: fees.maxFeePerGas.toString() }, 'payout signed and recorded');
-
-      if (payout.kind === 'fill' && this.#faults.crashAfterFillRecorded) process.kill(process.pid, 'SIGKILL');
-      await this.#broadcast(payout.id, recorded.hash, recorded.raw, log);
-      if (payout.kind === 'fill' && this.#faults.crashAfterFillBroadcast) process.kill(process.pid, 'SIGKILL');
-    } catch (err) {
-      this.#backoff(payout.id, err, log);
-    }
-  }
-
-  // Several fills in one fillBatch transaction, recorded for every payout it carries before broadcast.
-  async #processBatch(ids: string[]): Promise<void> {
-    if (!this.#running) return;
-    // A batch's lines name every request it carries; each fill's own lines name its request alone.
-    const log = this.#log.child({ batch: ids.length, requestIds: this.#requestIds(ids) });
-    const fills: { payout: PayoutRow; fill: BatchFill }[] = [];
-    for (const id of ids) {
-      const payout = this.#ledger.payouts.get(id);
-      if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
-      try {
-        fills.push({ payout, fill: this.#batchFill(payout) });
-      } catch (err) {
-        if (!(err instanceof UnpayableError)) throw err;
-        this.#fail(payout, 'TRANSACTION_SUBMISSION_FAILED', this.#payoutLog(payout, log), err.message);
-      }
-    }
-    if (fills.length <= 1) {
-      if (fills[0]) await this.#process(fills[0].payout.id);
-      return;
-    }
-    const value = fills.reduce((sum, f) => (f.fill.token === zeroAddress ? sum + f.fill.amount : sum), 0n);
-    const data = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills.map((f) => f.fill)] });
-    try {
-      const [estimate, market] = await Promise.all([
-        this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then((gas) => ({ gas }), (error: unknown) => ({ error })),
-        this.#fees.current(),
-      ]);
-      const fees = withinCap(market, this.#feeCap);
-      if (!fees) {
-        // Above the chain's fee cap: each fill goes the lone path, which waits on the cap unsigned.
-        for (const f of fills) this.#alone.add(f.payout.id);
-        await Promise.all(fills.map((f) => this.#process(f.payout.id)));
-        return;
-      }
-      if ('error' in estimate) {
-        if (!isRevert(estimate.error)) throw estimate.error;
-        // The batch skips bad orders rather than reverting; if it reverts anyway, each goes alone.
-        log.warn({ err: errText(estimate.error) }, 'batch simulation reverted; sending its fills one by one');
-        for (const f of fills) this.#alone.add(f.payout.id);
-        await Promise.all(fills.map((f) => this.#process(f.payout.id)));
-        return;
-      }
-      if (estimate.gas > BATCH_MAX_GAS) {
-        const half = Math.ceil(fills.length / 2);
-        await this.#processBatch(fills.slice(0, half).map((f) => f.payout.id));
-        await this.#processBatch(fills.slice(half).map((f) => f.payout.id));
-        return;
-      }
-      const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
-      const recorded = await this.#nonces.withNonce(async (nonce) => {
-        const raw = await this.#account.signTransaction({
-          type: 'eip1559',
-          chainId: this.chainId,
-          nonce,
-          to: this.#chain.filler,
-          data,
-          value,
-          gas,
-          maxFeePerGas: fees.maxFeePerGas,
-          maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
-        });
-        const hash = keccak256(raw);
-        const ok = this.#ledger.tx(() => {
-          const current = fills.map((f) => this.#ledger.payouts.get(f.payout.id));
-          // All or none: a payout that moved on since it was read sends the batch back to the queue.
-          if (current.some((cur) => !cur || cur.state !== 'queued')) return false;
-          for (const cur of current as PayoutRow[]) {
-            this.#ledger.payouts.insertTx({
-              hash,
-              payout_id: cur.id,
-              chain_id: this.chainId,
-              sender: this.address,
-              nonce,
-              raw,
-              gas_limit: gas.toString(),
-              max_fee_per_gas: fees.maxFeePerGas.toString(),
-              max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
-              created_at: Date.now(),
-            });
-            this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
-            this.#hooks.onSigned(cur, hash);
-          }
-          return true;
-        });
-        if (ok) this.#broadcasting.add(hash);
-        return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
-      });
-      if (!recorded) {
-        this.#schedulePump();
-        return;
-      }
-      for (const f of fills) this.#retry.delete(f.payout.id);
-      log.info({ txHash: recorded.hash, nonce: recorded.nonce, fills: fills.length, gas: gas.toString() }, 'batch of fills signed and recorded');
-      if (this.#faults.crashAfterFillRecorded) process.kill(process.pid, 'SIGKILL');
-      await this.#broadcast(fills[0]!.payout.id, recorded.hash, recorded.raw, log);
-      if (this.#faults.crashAfterFillBroadcast) process.kill(process.pid, 'SIGKILL');
-    } catch (err) {
-      for (const f of fills) this.#backoff(f.payout.id, err, this.#payoutLog(f.payout, log));
-    }
+      if (ok) this.#broadcasting.add(hash);
+      return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
+    });
+    if (!recorded) return { kind: 'stale' };
+    log.info({ txHash: recorded.hash, nonce: recorded.nonce, fills: fills.length, gas: gas.toString() }, 'batch of fills signed and recorded');
+    return { kind: 'recorded', txHash: recorded.hash, signed: { payoutId: fills[0]!.payout.id, hash: recorded.hash, raw: recorded.raw } };
   }
 
   // The terms of a plain fill as one order of a batch (checked as #buildCall checks them).
@@ -563,30 +497,6 @@ export class EvmSubmitter {
     return { recipient: getAddress(payout.recipient), currency: getAddress(payout.currency), amount };
   }
 
-  // An RPC or network problem: the payout stays queued and is tried again later.
-  #backoff(payoutId: string, err: unknown, log: Logger): void {
-    const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
-    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.5);
-    this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
-    if (err instanceof FeeCapError) {
-      this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'send' });
-      log.warn({ err: err.message, attempts, retryInMs: Math.round(delay) }, 'payout waits on the fee cap');
-    } else {
-      const noFunds = NO_FUNDS.test(fullText(err));
-      if (!noFunds) this.#metrics.rpcErrors.inc({ ...this.#chainLabel, method: 'prepare' });
-      log.warn(
-        { err: errText(err), attempts, retryInMs: Math.round(delay) },
-        noFunds ? 'payout postponed: the solver lacks native funds for it' : 'payout postponed: RPC error',
-      );
-    }
-    if (!this.#running) return;
-    const t = setTimeout(() => {
-      this.#timers.delete(t);
-      this.#schedulePump();
-    }, delay);
-    t.unref();
-    this.#timers.add(t);
-  }
 
   async #buildCall(payout: PayoutRow): Promise<PreparedCall> {
     if (payout.kind === 'relay') return relayCall(payout);
@@ -598,7 +508,8 @@ export class EvmSubmitter {
       if (!isHex(orderId, { strict: true }) || size(orderId) !== 32) throw new UnpayableError(`order id ${orderId} is not 32 bytes`);
       if (payout.calls) {
         // The order's output is contract calls: the filler runs them (through its executor) with the payout as value.
-        const calls = (JSON.parse(payout.calls) as { to: Address; value: string; data: Hex }[]).map((c) => ({ to: c.to, value: BigInt(c.value), data: c.data }));
+        const parsed = JSON.parse(payout.calls) as { to: Address; value: string; data: Hex }[];
+        const calls = parsed.map((c) => ({ to: c.to, value: BigInt(c.value), data: c.data }));
         return {
           to: this.#chain.filler,
           data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillCalls', args: [orderId, recipient, calls] }),
@@ -673,7 +584,8 @@ export class EvmSubmitter {
     };
   }
 
-  async #onSimulationRevert(payout: PayoutRow, call: PreparedCall, err: unknown, log: Logger): Promise<void> {
+
+  async #onSimulationRevert(payout: PayoutRow, call: PreparedCall, err: unknown, log: Logger): Promise<PrepareResult<EvmPrepared>> {
     const revert = decodeRevert(err);
     // Paid already (by an earlier transaction of ours that the ledger lost track of, or by another node
     // with the same key): report it paid and never pay again.
@@ -681,35 +593,21 @@ export class EvmSubmitter {
     if (paid) {
       const done = this.#ledger.tx(() => this.#settlePaid(payout.id, paid));
       if (done) log.info({ txHash: paid.txHash, revert }, 'payout already paid on chain; reported paid without sending');
-      this.#retry.delete(payout.id);
-      return;
+      return { kind: 'settled' };
     }
     // A signed deposit that cannot go through names why, in the interface's words.
-    const deposit = () => (/InvalidSignature/.test(revert ?? '') ? 'INVALID_SIGNATURE' : /TransferFromFailed/.test(revert ?? '') ? 'TRANSFER_FROM_FAILED' : 'TRANSACTION_REVERTED');
+    const deposit = () =>
+      /InvalidSignature/.test(revert ?? '') ? 'INVALID_SIGNATURE' : /TransferFromFailed/.test(revert ?? '') ? 'TRANSFER_FROM_FAILED' : 'TRANSACTION_REVERTED';
     // The contract itself says the payment was made: a view that cannot find it is behind (a
     // lagging RPC). Failing here would refund a paid order; look again later instead.
     if (ALREADY_PAID.test(revert ?? '')) {
       log.warn({ revert }, 'the chain reports this payout made but its transaction is not found yet; looking again later');
-      this.#backoff(payout.id, new Error(`simulation says ${revert}`), log);
-      return;
+      return { kind: 'retry', why: 'unconfirmed', cause: new Error(`simulation says ${revert}`) };
     }
     const reason = payout.kind === 'fill' ? 'EXECUTION_REVERTED' : payout.kind === 'deposit' ? deposit() : 'TRANSACTION_REVERTED';
-    this.#fail(payout, reason, log, revert ?? errText(err), call.data);
+    return { kind: 'unpayable', reason, detail: revert ?? errText(err), callData: call.data };
   }
 
-  #fail(payout: PayoutRow, reason: string, log: Logger, detail: string, callData?: Hex): void {
-    const done = this.#ledger.tx(() => {
-      const cur = this.#ledger.payouts.get(payout.id);
-      if (!cur || cur.state !== 'queued') return false;
-      this.#ledger.payouts.setState(cur.id, 'failed', { failReason: reason });
-      this.#hooks.onFailed(cur, reason, undefined, callData);
-      return true;
-    });
-    this.#retry.delete(payout.id);
-    if (!done) return;
-    this.#outcome(payout, 'failed');
-    log.warn({ reason, detail }, 'payout failed before sending');
-  }
 
   // Broadcasts a recorded transaction. Returns whether the node has it now.
   async #broadcast(payoutId: string, hash: Hex, raw: Hex, log: Logger): Promise<boolean> {
@@ -747,15 +645,15 @@ export class EvmSubmitter {
     return accepted;
   }
 
+
   // ------------------------------------------------------------------------------------------ confirm
 
-  async #confirmPass(): Promise<void> {
-    // Safety net for queued payouts nobody woke us for.
-    this.#schedulePump();
+  /** One pass over the solver's open transactions on this chain, nonce by nonce. */
+  async confirm(): Promise<TxStatus[]> {
+    this.#requeued = [];
     const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
-    this.#updateQueueDepth();
     const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
-    if (open.length === 0) return;
+    if (open.length === 0) return [];
     // The chain's nonce is read before any receipt: a nonce past a transaction with no receipt then
     // really was taken by something else.
     const latestNonce = await this.#client.getTransactionCount({ address: this.address, blockTag: 'latest' });
@@ -774,12 +672,22 @@ export class EvmSubmitter {
         }
       }),
     );
+    return this.#requeued;
   }
+
+  // A payout can never land as it was sent and is queued again: the pipeline sends it.
+  #requeue(payoutId: string, txHash: string): void {
+    this.#requeued.push({ kind: 'requeued', payoutId, txHash });
+  }
+
 
   async #confirmGroup(nonce: number, open: TransactionRow[], head: bigint, latestNonce: number): Promise<void> {
     const payoutIds = [...new Set(open.map((t) => t.payout_id))];
     const payoutId = payoutIds[0]!;
-    const log = payoutIds.length === 1 ? this.#payoutLog(payoutId).child({ nonce }) : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: this.#requestIds(payoutIds) });
+    const log =
+      payoutIds.length === 1
+        ? this.#payoutLog(payoutId).child({ nonce })
+        : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: this.#requestIds(payoutIds) });
 
     // Only a nonce the account has used can have a receipt: pending ones cost no lookups (this
     // pass runs every block, over every open transaction).
@@ -886,7 +794,7 @@ export class EvmSubmitter {
     if (outcome === 'requeued') {
       this.#alone.add(payout.id);
       log.warn({ txHash: t.hash }, 'batch transaction reverted; its fill is sent again, alone');
-      this.#schedulePump();
+      this.#requeue(t.payout_id, t.hash);
     } else if (outcome === 'failed') {
       this.#outcome(payout, 'failed');
       log.warn({ txHash: t.hash, fee: fee.toString() }, 'payout failed: transaction reverted');
@@ -941,7 +849,9 @@ export class EvmSubmitter {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const requeued = this.#ledger.tx(() => {
       const mine = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
-      if (mine && isOpen(mine)) this.#ledger.payouts.setTxState(t.hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
+      if (mine && isOpen(mine)) {
+        this.#ledger.payouts.setTxState(t.hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
+      }
       this.#closeSiblings(t.payout_id, t.nonce, t.hash, 'replaced');
       const cur = this.#ledger.payouts.get(t.payout_id);
       if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return false;
@@ -951,7 +861,7 @@ export class EvmSubmitter {
     if (!requeued) return;
     this.#alone.add(t.payout_id);
     log.warn({ txHash: t.hash, reason }, 'fill skipped by its batch; sent again alone');
-    this.#schedulePump();
+    this.#requeue(t.payout_id, t.hash);
   }
 
   // The nonce is past this group and none of its transactions has a receipt: something else took it.
@@ -972,7 +882,7 @@ export class EvmSubmitter {
     });
     log.warn({ outcome, paidBy: paid?.txHash }, 'nonce taken by another transaction; transactions marked dropped');
     await this.#nonces.resync();
-    if (outcome === 'requeued') this.#schedulePump();
+    if (outcome === 'requeued') this.#requeue(payoutId, `nonce ${nonce}`);
   }
 
   async #replace(t: TransactionRow, head: bigint, log: Logger): Promise<void> {
@@ -984,7 +894,10 @@ export class EvmSubmitter {
       // Held at the cap (or out of bumps): the transaction stays as it is and lands when the base fee falls.
       this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'replace' });
       const level = this.#firstTime(`capped:${t.hash}`) ? 'warn' : 'debug';
-      log[level]({ txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps }, 'stuck transaction not replaced: fee cap or replacement limit reached');
+      log[level](
+        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps },
+        'stuck transaction not replaced: fee cap or replacement limit reached',
+      );
       return;
     }
     const gas = parsed.gas ?? BigInt(t.gas_limit);
@@ -1102,7 +1015,8 @@ export class EvmSubmitter {
     } else {
       if (!request) return null;
       const id = callRequestId(request);
-      const used = await this.#client.readContract({ address: this.#chain.depository, abi: RelayDepositoryAbi, functionName: 'callRequests', args: [id], ...at });
+      const depository = this.#chain.depository;
+      const used = await this.#client.readContract({ address: depository, abi: RelayDepositoryAbi, functionName: 'callRequests', args: [id], ...at });
       if (!used) return null;
       txHash = await this.#findLog(async (fromBlock, toBlock) => {
         const logs = await this.#client.getLogs({ address: this.#chain.depository, event: callExecutedEvent, fromBlock, toBlock });
@@ -1190,13 +1104,4 @@ export class EvmSubmitter {
     counter.inc({ ...this.#chainLabel, outcome });
   }
 
-  #updateQueueDepth(): void {
-    try {
-      const queued = this.#ledger.payouts.queued(this.chainId, 100_000).length;
-      const inFlight = new Set(this.#ledger.payouts.openTxs(this.chainId).map((t) => t.payout_id)).size;
-      this.#metrics.queueDepth.set(this.#chainLabel, queued + inFlight);
-    } catch {
-      // metrics never break the pipeline
-    }
-  }
 }

@@ -1,12 +1,12 @@
-// One submitter per SVM destination chain: fills and refunds as SOL or SPL transfers from the solver's
-// account, with the order id in a memo and the recipient's token account created when it is missing.
+// How an SVM destination chain pays (the payout pipeline's PayoutSender, src/submitter/): fills and refunds
+// as SOL or SPL transfers from the solver's account, with the order id in a memo and the recipient's token
+// account created when it is missing.
 //
 //   prepare  read the mint and the recipient's token account, price the compute unit from recent
-//            prioritization fees, size the compute-unit limit by simulation (plus a margin), check
-//            the 1,232-byte limit (TRANSACTION_TOO_LARGE);
-//   submit   sign with a recent blockhash, record the transaction (signature as hash, base64 wire
-//            bytes as raw, the blockhash's last valid block height as nonce) with the payout's new
-//            state in one ledger transaction, and only then send;
+//            prioritization fees, size the compute-unit limit by simulation (plus a margin);
+//   submit   sign with a recent blockhash, check the 1,232-byte limit (TRANSACTION_TOO_LARGE), record the
+//            transaction (signature as hash, base64 wire bytes as raw, the blockhash's last valid block
+//            height as nonce) with the payout's new state in one ledger transaction, and only then send;
 //   confirm  look the recorded signatures up (getSignatureStatuses, with history), settle what landed
 //            at the chain's commitment, resend the recorded bytes while their blockhash is valid,
 //            and only once the blockhash has expired at the finalized height AND the signature is
@@ -18,7 +18,6 @@
 // after the old one provably can never land (its blockhash is past the finalized block height, so no
 // block can include it any more, and the chain's history does not have it). On restart the confirm
 // pass runs before anything new is signed.
-import PQueue from 'p-queue';
 import { PublicKey, type Connection, type Keypair, type SignatureStatus, type TransactionInstruction } from '@solana/web3.js';
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
@@ -26,6 +25,10 @@ import type { Ledger } from '../../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
 import { forRequest, type Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
+import { errText } from '../../lib/errors.ts';
+import { UnpayableError } from '../../submitter/errors.ts';
+import { PayoutPipeline } from '../../submitter/pipeline.ts';
+import type { BroadcastResult, PayoutSender, PrepareResult, StepContext, SubmitResult, TxStatus } from '../../submitter/port.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { canonicalAddress } from '../address.ts';
 import {
@@ -41,7 +44,8 @@ import {
   type MintInfo,
 } from './transactions.ts';
 
-export interface SvmSubmitterOptions {
+/** What an SVM chain's payouts need: the chain, its connection and the solver's key, and the adapter's caches. */
+export interface SvmPayoutOptions {
   chain: SvmChainConfig;
   ledger: Ledger;
   conn: Connection;
@@ -63,23 +67,27 @@ const CU_MARGIN_MIN = 1_000;
 const CONCURRENCY = 4;
 const QUEUED_BATCH = 200;
 const REBROADCAST_MS = 2_000;
-const BACKOFF_BASE_MS = 250;
-const BACKOFF_MAX_MS = 30_000;
 const OPEN = new Set(['signed', 'broadcast']);
 const STATUS_BATCH = 256;
 const RANK = { processed: 0, confirmed: 1, finalized: 2 } as const;
 
-// A permanent problem: the payout can never be sent as it is.
-class Unpayable extends Error {
-  constructor(
-    readonly reason: string,
-    message: string,
-  ) {
-    super(message);
-  }
+/** A payout's instructions, priced and sized, with the blockhash to sign them at. */
+export interface SvmPrepared {
+  ixs: TransactionInstruction[];
+  price: bigint;
+  blockhash: string;
+  lastValidBlockHeight: number;
+  // Compute units the simulation used, and the limit set from it.
+  used: number;
+  limit: number;
 }
 
-const errText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+/** A recorded SVM transaction, ready to send. */
+export interface SvmSigned {
+  payoutId: string;
+  signature: string;
+  raw: string;
+}
 
 // Simulation errors that mean "the solver lacks funds now" (wait for inventory) rather than "this
 // transfer can never succeed". Custom 1 is the System program's ResultWithNegativeLamports and the
@@ -89,106 +97,51 @@ function lacksFunds(err: unknown): boolean {
   return /InsufficientFundsForFee|AccountNotFound|"Custom":1\b|"InsufficientFunds"/.test(s);
 }
 
-export class SvmSubmitter {
+/** The payout pipeline of an SVM chain, over its sender. */
+export function svmPayoutPipeline(o: SvmPayoutOptions): PayoutPipeline<SvmPrepared, SvmSigned> {
+  const sender = new SvmPayoutSender(o);
+  return new PayoutPipeline(sender, {
+    ledger: o.ledger,
+    hooks: o.hooks,
+    metrics: o.metrics,
+    log: sender.log,
+    faults: o.faults,
+    intervalMs: o.chain.pollIntervalMs,
+    concurrency: CONCURRENCY,
+    queuedBatch: QUEUED_BATCH,
+  });
+}
+
+/** Builds, signs, records, sends and confirms SVM payout transactions (the chain-specific half of the payout pipeline). */
+export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
   readonly chainId: number;
   readonly address: string;
-  readonly #o: SvmSubmitterOptions;
-  readonly #queue = new PQueue({ concurrency: CONCURRENCY });
-  readonly #inFlight = new Set<string>();
-  readonly #retry = new Map<string, { attempts: number; at: number }>();
+  readonly label = 'svm';
+  readonly log: Logger;
+  readonly #o: SvmPayoutOptions;
   readonly #lastSent = new Map<string, number>();
-  readonly #log: Logger;
-  #running = false;
-  #ready = false;
-  #timer: NodeJS.Timeout | undefined;
-  #confirming: Promise<void> | undefined;
-  #confirmAgain = false;
 
-  constructor(o: SvmSubmitterOptions) {
+  constructor(o: SvmPayoutOptions) {
     this.#o = o;
     this.chainId = o.chain.id;
     this.address = o.keypair.publicKey.toBase58();
-    this.#log = o.log.child({ component: 'svm-submitter', chainId: o.chain.id, solver: this.address });
-  }
-
-  async start(): Promise<void> {
-    if (this.#running) return;
-    this.#running = true;
-    // Reconcile what the ledger holds with the chain before anything new is signed.
-    await this.confirmNow();
-    if (!this.#running) return;
-    this.#ready = true;
-    this.#timer = setInterval(() => {
-      void this.confirmNow();
-      this.#pump();
-    }, this.#o.chain.pollIntervalMs);
-    this.#timer.unref();
-    this.#pump();
-  }
-
-  async stop(): Promise<void> {
-    this.#running = false;
-    this.#ready = false;
-    clearInterval(this.#timer);
-    await this.#queue.onIdle();
-    while (this.#confirming) await this.#confirming;
-  }
-
-  wake(): void {
-    queueMicrotask(() => this.#pump());
-  }
-
-  confirmNow(): Promise<void> {
-    if (this.#confirming) {
-      this.#confirmAgain = true;
-      return this.#confirming;
-    }
-    const run = (async () => {
-      do {
-        this.#confirmAgain = false;
-        try {
-          await this.#confirmPass();
-        } catch (e) {
-          this.#o.metrics.rpcErrors.inc({ chain: this.chainId, method: 'confirm' });
-          this.#log.warn({ err: errText(e) }, 'svm confirm pass failed; retrying');
-        }
-      } while (this.#confirmAgain && this.#running);
-    })();
-    this.#confirming = run.finally(() => {
-      this.#confirming = undefined;
-    });
-    return this.#confirming;
+    this.log = o.log.child({ component: 'svm-submitter', chainId: o.chain.id, solver: this.address });
   }
 
   // ------------------------------------------------------------------------------------------ prepare + submit
 
-  #pump(): void {
-    if (!this.#running || !this.#ready) return;
-    const now = Date.now();
-    for (const row of this.#o.ledger.payouts.queued(this.chainId, QUEUED_BATCH)) {
-      if (this.#inFlight.has(row.id)) continue;
-      const r = this.#retry.get(row.id);
-      if (r && r.at > now) continue;
-      this.#inFlight.add(row.id);
-      void this.#queue
-        .add(() => this.#process(row.id), { priority: r ? 0 : 1 })
-        .catch((e) => forRequest(this.#log, row.request_id).error({ payout: row.id, err: errText(e) }, 'unexpected error processing svm payout'))
-        .finally(() => this.#inFlight.delete(row.id));
-    }
-  }
-
   async #instructions(p: PayoutRow): Promise<{ ixs: TransactionInstruction[]; writable: PublicKey[] }> {
-    if (p.kind !== 'fill' && p.kind !== 'refund' && p.kind !== 'excess') throw new Unpayable('TRANSACTION_SUBMISSION_FAILED', `${p.kind} payouts are not made on SVM chains`);
-    if (p.calls) throw new Unpayable('TRANSACTION_SUBMISSION_FAILED', 'destination calls are not made on SVM chains');
+    if (p.kind !== 'fill' && p.kind !== 'refund' && p.kind !== 'excess') throw new UnpayableError(`${p.kind} payouts are not made on SVM chains`);
+    if (p.calls) throw new UnpayableError('destination calls are not made on SVM chains');
     const recipient = canonicalAddress('svm', p.recipient);
-    if (!recipient) throw new Unpayable('TRANSACTION_SUBMISSION_FAILED', `recipient ${p.recipient} is not a base58 public key`);
+    if (!recipient) throw new UnpayableError(`recipient ${p.recipient} is not a base58 public key`);
     let amount: bigint;
     try {
       amount = BigInt(p.amount);
     } catch {
-      throw new Unpayable('TRANSACTION_SUBMISSION_FAILED', `amount ${p.amount} is not an integer`);
+      throw new UnpayableError(`amount ${p.amount} is not an integer`);
     }
-    if (amount <= 0n) throw new Unpayable('TRANSACTION_SUBMISSION_FAILED', `amount ${p.amount} is not positive`);
+    if (amount <= 0n) throw new UnpayableError(`amount ${p.amount} is not positive`);
     const solver = this.#o.keypair.publicKey;
     const to = new PublicKey(recipient);
     const ixs: TransactionInstruction[] = [];
@@ -210,88 +163,89 @@ export class SvmSubmitter {
     return { ixs, writable };
   }
 
-  async #process(payoutId: string): Promise<void> {
-    if (!this.#running) return;
-    const { ledger, conn, keypair, hooks } = this.#o;
-    const payout = ledger.payouts.get(payoutId);
-    if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) return;
-    const log = this.#log.child({ payout: payout.id, kind: payout.kind, requestId: payout.request_id });
-    try {
-      const { ixs, writable } = await this.#instructions(payout);
-      const [price, { blockhash, lastValidBlockHeight }] = await Promise.all([this.#o.priorityFee(writable), conn.getLatestBlockhash('confirmed')]);
-      const payer = keypair.publicKey;
+  /** The payout's instructions, their compute-unit price and limit (by simulation), and a recent blockhash. */
+  async prepare(payout: PayoutRow): Promise<PrepareResult<SvmPrepared>> {
+    const { conn, keypair } = this.#o;
+    const { ixs, writable } = await this.#instructions(payout);
+    const [price, { blockhash, lastValidBlockHeight }] = await Promise.all([this.#o.priorityFee(writable), conn.getLatestBlockhash('confirmed')]);
+    const payer = keypair.publicKey;
 
-      // Size the compute budget by simulation of the same instructions.
-      const probe = budgetedTransaction({ payer, blockhash, instructions: ixs, computeUnitLimit: MAX_CU, microLamportsPerCu: price });
-      const sim = await conn.simulateTransaction(probe, { sigVerify: false, replaceRecentBlockhash: true, commitment: 'confirmed' });
-      if (sim.value.err) {
-        if (lacksFunds(sim.value.err)) throw new Error(`the solver lacks funds for the payout now: ${JSON.stringify(sim.value.err)}`);
-        throw new Unpayable(payout.kind === 'fill' ? 'EXECUTION_REVERTED' : 'TRANSACTION_REVERTED', `simulation failed: ${JSON.stringify(sim.value.err)}; ${(sim.value.logs ?? []).slice(-3).join(' | ')}`);
+    // Size the compute budget by simulation of the same instructions.
+    const probe = budgetedTransaction({ payer, blockhash, instructions: ixs, computeUnitLimit: MAX_CU, microLamportsPerCu: price });
+    const sim = await conn.simulateTransaction(probe, { sigVerify: false, replaceRecentBlockhash: true, commitment: 'confirmed' });
+    if (sim.value.err) {
+      if (lacksFunds(sim.value.err)) {
+        return { kind: 'retry', why: 'no-funds', cause: new Error(`the solver lacks funds for the payout now: ${JSON.stringify(sim.value.err)}`) };
       }
-      const used = sim.value.unitsConsumed ?? 200_000;
-      const limit = Math.min(MAX_CU, Math.ceil((used * Number(10_000n + CU_MARGIN_BPS)) / 10_000) + CU_MARGIN_MIN);
-
-      const tx = budgetedTransaction({ payer, blockhash, instructions: ixs, computeUnitLimit: limit, microLamportsPerCu: price });
-      tx.sign([keypair]);
-      const wire = wireBytes(tx);
-      if (!wire) throw new Unpayable('TRANSACTION_TOO_LARGE', 'the payout transaction exceeds the 1,232-byte packet limit');
-      const signature = base58Encode(tx.signatures[0]!);
-      const raw = Buffer.from(wire).toString('base64');
-
-      const recorded = ledger.tx(() => {
-        const cur = ledger.payouts.get(payout.id);
-        if (!cur || cur.state !== 'queued') return false;
-        ledger.payouts.insertTx({
-          hash: signature as `0x${string}`,
-          payout_id: cur.id,
-          chain_id: this.chainId,
-          sender: this.address,
-          // The transaction cannot land after this block height: the blockhash has expired.
-          nonce: lastValidBlockHeight,
-          raw: raw as `0x${string}`,
-          gas_limit: String(limit),
-          // SVM: the compute-unit price (micro-lamports) and the priority fee it makes (lamports).
-          max_fee_per_gas: price.toString(),
-          max_priority_fee_per_gas: priorityLamports(limit, price).toString(),
-          created_at: Date.now(),
-        });
-        ledger.payouts.setState(cur.id, 'sent', { txHash: signature });
-        hooks.onSigned(cur, signature);
-        return true;
-      });
-      if (!recorded) return;
-      this.#retry.delete(payout.id);
-      log.info({ signature, computeUnits: used, limit, microLamportsPerCu: price.toString(), bytes: wire.length, lastValidBlockHeight }, 'svm payout signed and recorded');
-      if (payout.kind === 'fill' && this.#o.faults.crashAfterFillRecorded) process.kill(process.pid, 'SIGKILL');
-      await this.#broadcast(payout.id, signature, raw, log);
-    } catch (e) {
-      if (e instanceof Unpayable) return this.#fail(payout, e.reason, log, e.message);
-      this.#backoff(payout.id, e, log);
+      return {
+        kind: 'unpayable',
+        reason: payout.kind === 'fill' ? 'EXECUTION_REVERTED' : 'TRANSACTION_REVERTED',
+        detail: `simulation failed: ${JSON.stringify(sim.value.err)}; ${(sim.value.logs ?? []).slice(-3).join(' | ')}`,
+      };
     }
+    const used = sim.value.unitsConsumed ?? 200_000;
+    const limit = Math.min(MAX_CU, Math.ceil((used * Number(10_000n + CU_MARGIN_BPS)) / 10_000) + CU_MARGIN_MIN);
+    return { kind: 'ready', prepared: { ixs, price, blockhash, lastValidBlockHeight, used, limit } };
   }
 
-  #backoff(payoutId: string, err: unknown, log: Logger): void {
-    const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
-    const delay = Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.5);
-    this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
-    this.#o.metrics.rpcErrors.inc({ chain: this.chainId, method: 'prepare' });
-    log.warn({ err: errText(err), attempts, retryInMs: Math.round(delay) }, 'svm payout postponed');
-  }
+  /** Signs, and records the transaction with the payout's `sent` state and `onSigned` in one ledger transaction. */
+  async submit(payout: PayoutRow, p: SvmPrepared, { log }: StepContext): Promise<SubmitResult<SvmSigned>> {
+    const { ledger, keypair, hooks } = this.#o;
+    const tx = budgetedTransaction({
+      payer: keypair.publicKey,
+      blockhash: p.blockhash,
+      instructions: p.ixs,
+      computeUnitLimit: p.limit,
+      microLamportsPerCu: p.price,
+    });
+    tx.sign([keypair]);
+    const wire = wireBytes(tx);
+    if (!wire) return { kind: 'unpayable', reason: 'TRANSACTION_TOO_LARGE', detail: 'the payout transaction exceeds the 1,232-byte packet limit' };
+    const signature = base58Encode(tx.signatures[0]!);
+    const raw = Buffer.from(wire).toString('base64');
 
-  #fail(payout: PayoutRow, reason: string, log: Logger, detail: string): void {
-    const { ledger, hooks } = this.#o;
-    const done = ledger.tx(() => {
+    const recorded = ledger.tx(() => {
       const cur = ledger.payouts.get(payout.id);
       if (!cur || cur.state !== 'queued') return false;
-      ledger.payouts.setState(cur.id, 'failed', { failReason: reason });
-      hooks.onFailed(cur, reason);
+      ledger.payouts.insertTx({
+        hash: signature as `0x${string}`,
+        payout_id: cur.id,
+        chain_id: this.chainId,
+        sender: this.address,
+        // The transaction cannot land after this block height: the blockhash has expired.
+        nonce: p.lastValidBlockHeight,
+        raw: raw as `0x${string}`,
+        gas_limit: String(p.limit),
+        // SVM: the compute-unit price (micro-lamports) and the priority fee it makes (lamports).
+        max_fee_per_gas: p.price.toString(),
+        max_priority_fee_per_gas: priorityLamports(p.limit, p.price).toString(),
+        created_at: Date.now(),
+      });
+      ledger.payouts.setState(cur.id, 'sent', { txHash: signature });
+      hooks.onSigned(cur, signature);
       return true;
     });
-    this.#retry.delete(payout.id);
-    if (done) log.warn({ reason, detail }, 'svm payout failed before sending');
+    if (!recorded) return { kind: 'stale' };
+    log.info(
+      {
+        signature,
+        computeUnits: p.used,
+        limit: p.limit,
+        microLamportsPerCu: p.price.toString(),
+        bytes: wire.length,
+        lastValidBlockHeight: p.lastValidBlockHeight,
+      },
+      'svm payout signed and recorded',
+    );
+    return { kind: 'recorded', txHash: signature, signed: { payoutId: payout.id, signature, raw } };
   }
 
-  // Sends recorded bytes (never anything else). A refusal is left to the confirm pass.
+  /** Sends recorded bytes (never anything else). A refusal is left to the confirm pass. */
+  async broadcast(s: SvmSigned, { log }: StepContext): Promise<BroadcastResult> {
+    await this.#broadcast(s.payoutId, s.signature, s.raw, log);
+    return { kind: 'sent' };
+  }
+
   async #broadcast(payoutId: string, signature: string, raw: string, log: Logger): Promise<void> {
     this.#lastSent.set(signature, Date.now());
     let error: string | undefined;
@@ -313,11 +267,11 @@ export class SvmSubmitter {
 
   // ------------------------------------------------------------------------------------------ confirm
 
-  async #confirmPass(): Promise<void> {
+  /** Looks the solver's open signatures up and settles, resends or requeues each. */
+  async confirm(): Promise<TxStatus[]> {
     const { ledger, conn } = this.#o;
     const open = ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
-    this.#o.metrics.queueDepth.set({ chain: String(this.chainId) }, open.length + ledger.payouts.queued(this.chainId, 10_000).length);
-    if (!open.length) return;
+    if (!open.length) return [];
     // The finalized height is read before the statuses: a signature absent from a later answer,
     // whose blockhash expired before that height, was never included and never will be. "Later"
     // is made sure of by slot, not by clock: the epoch info names the finalized block's slot, the
@@ -331,24 +285,27 @@ export class SvmSubmitter {
       );
       statuses.push(...r.value);
     }
+    const out: TxStatus[] = [];
     for (let i = 0; i < open.length; i++) {
       const t = open[i]!;
       try {
-        await this.#confirmOne(t, statuses[i] ?? null, finalizedHeight);
+        out.push({ kind: await this.#confirmOne(t, statuses[i] ?? null, finalizedHeight), payoutId: t.payout_id, txHash: t.hash });
       } catch (e) {
-        forRequest(this.#log, this.#o.ledger.payouts.get(t.payout_id)?.request_id).warn({ signature: t.hash, err: errText(e) }, 'svm confirm of a transaction failed; retrying');
+        const log = forRequest(this.log, this.#o.ledger.payouts.get(t.payout_id)?.request_id);
+        log.warn({ signature: t.hash, err: errText(e) }, 'svm confirm of a transaction failed; retrying');
       }
     }
+    return out;
   }
 
-  async #confirmOne(t: TransactionRow, st: SignatureStatus | null, finalizedHeight: number): Promise<void> {
+  async #confirmOne(t: TransactionRow, st: SignatureStatus | null, finalizedHeight: number): Promise<TxStatus['kind']> {
     const { ledger, hooks, conn } = this.#o;
-    const log = forRequest(this.#log, ledger.payouts.get(t.payout_id)?.request_id).child({ payout: t.payout_id, signature: t.hash });
+    const log = forRequest(this.log, ledger.payouts.get(t.payout_id)?.request_id).child({ payout: t.payout_id, signature: t.hash });
     if (st) {
       const level = st.confirmationStatus ? RANK[st.confirmationStatus] : st.confirmations === null ? RANK.finalized : RANK.confirmed;
-      if (level < RANK[this.#o.chain.commitment]) return; // landed; not yet at the chain's commitment
+      if (level < RANK[this.#o.chain.commitment]) return 'pending'; // landed; not yet at the chain's commitment
       const landed = await conn.getTransaction(t.hash, { commitment: this.#o.chain.commitment, maxSupportedTransactionVersion: 0 });
-      if (!landed) return;
+      if (!landed) return 'pending';
       const fee = BigInt(landed.meta?.fee ?? 0);
       const extra = { blockNumber: landed.slot, gasUsed: BigInt(landed.meta?.computeUnitsConsumed ?? 0), fee };
       if (!st.err && !landed.meta?.err) {
@@ -371,7 +328,7 @@ export class SvmSubmitter {
         });
         this.#lastSent.delete(t.hash);
         if (settled) log.info({ slot: landed.slot, fee: fee.toString(), computeUnits: landed.meta?.computeUnitsConsumed }, 'svm payout paid');
-        return;
+        return 'paid';
       }
       const failed = ledger.tx(() => {
         ledger.payouts.setTxState(t.hash, 'reverted', { ...extra, error: JSON.stringify(st.err ?? landed.meta?.err) });
@@ -383,12 +340,13 @@ export class SvmSubmitter {
       });
       this.#lastSent.delete(t.hash);
       if (failed) log.warn({ err: st.err }, 'svm payout failed: transaction failed on chain');
-      return;
+      return 'reverted';
     }
     if (finalizedHeight > t.nonce) {
       // Expired and absent: it can never land. Only now may the payout be signed again.
       const requeued = ledger.tx(() => {
-        ledger.payouts.setTxState(t.hash, 'dropped', { error: `blockhash expired at height ${t.nonce} (finalized ${finalizedHeight}) and the chain does not have it` });
+        const error = `blockhash expired at height ${t.nonce} (finalized ${finalizedHeight}) and the chain does not have it`;
+        ledger.payouts.setTxState(t.hash, 'dropped', { error });
         const cur = ledger.payouts.get(t.payout_id);
         if (!cur || cur.state !== 'sent' || ledger.payouts.txsOf(cur.id).some((x) => OPEN.has(x.state))) return false;
         ledger.payouts.setState(cur.id, 'queued');
@@ -396,11 +354,11 @@ export class SvmSubmitter {
       });
       this.#lastSent.delete(t.hash);
       log.warn({ lastValidBlockHeight: t.nonce, finalizedHeight, requeued }, 'svm transaction expired without landing; payout queued for a fresh blockhash');
-      if (requeued) this.wake();
-      return;
+      return requeued ? 'requeued' : 'dropped';
     }
     // Not seen yet and still valid: send the same bytes again now and then.
     const last = this.#lastSent.get(t.hash) ?? 0;
     if (Date.now() - last >= REBROADCAST_MS) await this.#broadcast(t.payout_id, t.hash, t.raw, log);
+    return 'pending';
   }
 }

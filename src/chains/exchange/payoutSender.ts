@@ -1,0 +1,282 @@
+// How the perpetuals exchange pays (the payout pipeline's PayoutSender, src/submitter/): a fill to the
+// exchange (or a refund on it) is the solver's signed sendAsset to the recipient.
+//
+//   prepare  check the payout can be made on the exchange and find its asset;
+//   submit   sign the sendAsset (nonce: ms-timestamp based, strictly increasing), record it in the ledger
+//            (tx id = keccak of the signed body) with the payout's new state, exactly like the EVM records a
+//            signed transaction before broadcasting it;
+//   send     post it: applied → paid; refused for funds → dropped and queued again (a new nonce later);
+//            refused otherwise → failed; no answer, or "nonce used" → left open for the confirm pass;
+//   confirm  a recorded action whose outcome is unknown (a crash, a lost answer) is paid when its nonce is in
+//            the solver's ledger updates; otherwise the same signed body is posted again (the same nonce:
+//            the exchange applies a nonce once).
+//
+// The pipeline runs it serially (confirm, then send, in one loop): a recorded action is never posted by
+// the confirm pass while its first post is under way.
+import { getAddress, hexToString, isAddress, keccak256, toHex, type Address, type LocalAccount } from 'viem';
+import type { Faults } from '../../config/load.ts';
+import type { ExchangeChainConfig } from '../../config/schema.ts';
+import type { Ledger } from '../../ledger/index.ts';
+import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
+import type { Logger } from '../../log.ts';
+import type { Metrics } from '../../metrics.ts';
+import { backoffMs } from '../../lib/backoff.ts';
+import { errText } from '../../lib/errors.ts';
+import { UnpayableError } from '../../submitter/errors.ts';
+import { PAYOUT_BACKOFF, PayoutPipeline } from '../../submitter/pipeline.ts';
+import type { BroadcastResult, PayoutSender, PrepareResult, StepContext, SubmitResult, TxStatus } from '../../submitter/port.ts';
+import type { PayoutHooks } from '../adapter.ts';
+import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
+import { ExchangeActionError, signSendAsset, type ExchangeClient, type LedgerUpdate, type SendLedgerDelta } from './client.ts';
+import { formatUnitsDecimal, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
+
+// Ledger updates are read back this far before the oldest open action when reconciling.
+const RECONCILE_MARGIN_MS = 10 * 60_000;
+const INSUFFICIENT = /insufficient/i;
+const NONCE_USED = /nonce.*(used|already)/i;
+const QUEUED_BATCH = 100;
+
+/** What the exchange's payouts need. */
+export interface ExchangePayoutOptions {
+  chain: ExchangeChainConfig;
+  ledger: Ledger;
+  client: ExchangeClient;
+  assets: ExchangeAssets;
+  // The solver's key: signs every sendAsset.
+  signer: LocalAccount;
+  hooks: PayoutHooks;
+  metrics: Metrics;
+  log: Logger;
+  faults: Faults;
+}
+
+/** An asset of the exchange, as a payout names it. */
+type Asset = { dex: string; token: string; decimals: number };
+
+/** A recorded sendAsset, ready to post. */
+export interface ExchangeSigned {
+  tx: TransactionRow;
+  body: SignedSendAsset;
+}
+
+/** The payout pipeline of the exchange, over its sender (serial: see above). */
+export function exchangePayoutPipeline(o: ExchangePayoutOptions): PayoutPipeline<Asset, ExchangeSigned> {
+  return new PayoutPipeline(new ExchangePayoutSender(o), {
+    ledger: o.ledger,
+    hooks: o.hooks,
+    metrics: o.metrics,
+    log: o.log,
+    faults: o.faults,
+    intervalMs: o.chain.pollIntervalMs,
+    concurrency: 1,
+    queuedBatch: QUEUED_BATCH,
+    serial: true,
+  });
+}
+
+/** Signs, records, posts and reconciles the exchange's sendAsset payouts (the chain-specific half of the payout pipeline). */
+export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned> {
+  readonly chainId: number;
+  readonly address: Address;
+  readonly label = 'exchange';
+  readonly #o: ExchangePayoutOptions;
+  readonly #log: Logger;
+  // Reposts of a recorded action, by its hash: spaced by the payout backoff.
+  readonly #reposts = new Map<string, { attempts: number; at: number }>();
+  #lastNonce = 0;
+
+  constructor(o: ExchangePayoutOptions) {
+    this.#o = o;
+    this.chainId = o.chain.id;
+    this.address = o.signer.address;
+    this.#log = o.log;
+  }
+
+  /** Nonces continue after the last one recorded. */
+  async init(): Promise<void> {
+    this.#lastNonce = this.#o.ledger.payouts.maxNonce(this.chainId, this.address) ?? 0;
+  }
+
+  #nextNonce(): number {
+    this.#lastNonce = Math.max(Date.now(), this.#lastNonce + 1);
+    return this.#lastNonce;
+  }
+
+  /** Checks the payout can be made on the exchange and finds its asset. */
+  async prepare(payout: PayoutRow): Promise<PrepareResult<Asset>> {
+    if (payout.kind === 'sweep' || payout.kind === 'deposit') throw new UnpayableError(`the exchange has no ${payout.kind} payouts`);
+    if (payout.calls || payout.native_topup) throw new UnpayableError('the exchange runs no calls and has no gas to top up');
+    if (!isAddress(payout.recipient, { strict: false })) throw new UnpayableError(`recipient ${payout.recipient} is not an exchange account`);
+    if (!/^[0-9]+$/.test(payout.amount) || BigInt(payout.amount) <= 0n) throw new UnpayableError(`amount ${payout.amount} is not a positive integer`);
+    try {
+      return { kind: 'ready', prepared: await this.#o.assets.asset(payout.currency) };
+    } catch (e) {
+      if (e instanceof UnknownAssetError) throw new UnpayableError(e.message, 'TRANSACTION_SUBMISSION_FAILED', { cause: e });
+      throw e;
+    }
+  }
+
+  #params(payout: PayoutRow, asset: Asset, nonce: number): SendAssetParameters {
+    return {
+      exchangeChain: this.#o.chain.exchangeChain,
+      destination: payout.recipient.toLowerCase(),
+      sourceDex: asset.dex,
+      destinationDex: asset.dex,
+      token: asset.token,
+      amount: formatUnitsDecimal(BigInt(payout.amount), asset.decimals),
+      fromSubAccount: '',
+      nonce,
+    };
+  }
+
+  /** Signs the sendAsset and records it with the payout's `sent` state and `onSigned` in one ledger transaction. */
+  async submit(payout: PayoutRow, asset: Asset, { log }: StepContext): Promise<SubmitResult<ExchangeSigned>> {
+    const { ledger, hooks } = this.#o;
+    const params = this.#params(payout, asset, this.#nextNonce());
+    const body = await signSendAsset(this.#o.signer, params, { signatureChainId: this.#o.chain.signatureChainId });
+    const raw = toHex(JSON.stringify(body));
+    const hash = keccak256(raw);
+    // Record first, then send: a crash from here on finds the action in the ledger.
+    const recorded = ledger.tx(() => {
+      const cur = ledger.payouts.get(payout.id);
+      if (!cur || cur.state !== 'queued') return false;
+      ledger.payouts.insertTx({
+        hash,
+        payout_id: cur.id,
+        chain_id: this.chainId,
+        sender: this.address,
+        nonce: params.nonce,
+        raw,
+        gas_limit: '0',
+        max_fee_per_gas: '0',
+        max_priority_fee_per_gas: '0',
+        created_at: Date.now(),
+      });
+      ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
+      hooks.onSigned(cur, hash);
+      return true;
+    });
+    if (!recorded) return { kind: 'stale' };
+    log.info(
+      { txHash: hash, nonce: params.nonce, amount: params.amount, token: params.token, to: params.destination },
+      'exchange sendAsset signed and recorded',
+    );
+    return { kind: 'recorded', txHash: hash, signed: { tx: ledger.payouts.txsOf(payout.id).find((t) => t.hash === hash)!, body } };
+  }
+
+  /** Posts a recorded action and settles what the answer decides. */
+  async broadcast(s: ExchangeSigned, { log }: StepContext): Promise<BroadcastResult> {
+    const outcome = await this.#send(s.tx, s.body, log);
+    return outcome.kind === 'requeued' ? { kind: 'requeued', payoutId: s.tx.payout_id, cause: outcome.cause, why: 'no-funds' } : { kind: 'sent' };
+  }
+
+  async #send(t: TransactionRow, body: SignedSendAsset, log: Logger): Promise<{ kind: TxStatus['kind']; cause?: unknown }> {
+    try {
+      await this.#o.client.submit(body);
+    } catch (e) {
+      if (e instanceof ExchangeActionError) return this.#onRejected(t, e.exchangeMessage, log);
+      // Unknown outcome: the action stays open and is reconciled from the exchange's ledger.
+      this.#o.ledger.payouts.setTxState(t.hash, 'broadcast', { broadcastAt: Date.now(), error: errText(e).slice(0, 300) });
+      log.warn({ txHash: t.hash, err: errText(e) }, 'exchange sendAsset outcome unknown; will reconcile');
+      return { kind: 'pending' };
+    }
+    if (this.#settlePaid(t)) log.info({ txHash: t.hash }, 'exchange payout paid');
+    return { kind: 'paid' };
+  }
+
+  // The exchange refused the action: it was not applied (or, for a used nonce, maybe applied before).
+  #onRejected(t: TransactionRow, message: string, log: Logger): { kind: TxStatus['kind']; cause?: unknown } {
+    const { ledger, hooks } = this.#o;
+    if (NONCE_USED.test(message)) {
+      // Applied by an earlier post whose answer was lost: the ledger updates will show it.
+      ledger.payouts.setTxState(t.hash, 'broadcast', { broadcastAt: Date.now(), error: message.slice(0, 300) });
+      log.warn({ txHash: t.hash, message }, 'exchange says the nonce is used; reconciling from its ledger');
+      return { kind: 'pending' };
+    }
+    if (INSUFFICIENT.test(message)) {
+      // Not applied; the payout is signed again (new nonce) once the solver holds enough.
+      ledger.tx(() => {
+        ledger.payouts.setTxState(t.hash, 'dropped', { error: message.slice(0, 300) });
+        const cur = ledger.payouts.get(t.payout_id);
+        if (cur?.state === 'sent') ledger.payouts.setState(cur.id, 'queued');
+      });
+      return { kind: 'requeued', cause: new Error(`exchange: ${message}`) };
+    }
+    const failed = ledger.tx(() => {
+      ledger.payouts.setTxState(t.hash, 'reverted', { error: message.slice(0, 300) });
+      const cur = ledger.payouts.get(t.payout_id);
+      if (!cur || cur.state !== 'sent') return false;
+      ledger.payouts.setState(cur.id, 'failed', { txHash: t.hash, failReason: 'TRANSACTION_REVERTED' });
+      hooks.onFailed(cur, 'TRANSACTION_REVERTED', t.hash);
+      return true;
+    });
+    if (failed) log.warn({ txHash: t.hash, message }, 'exchange payout failed: the exchange rejected the action');
+    return { kind: 'reverted' };
+  }
+
+  // Inside one ledger transaction: the action was applied. Returns whether this settled the payout now.
+  #settlePaid(t: TransactionRow): boolean {
+    const { ledger, hooks } = this.#o;
+    return ledger.tx(() => {
+      ledger.payouts.setTxState(t.hash, 'included', { gasUsed: 0n, fee: 0n, broadcastAt: Date.now() });
+      const cur = ledger.payouts.get(t.payout_id);
+      if (!cur || cur.state === 'success') return false;
+      if (cur.state === 'failed') {
+        this.#log.error({ payout: cur.id, requestId: cur.request_id ?? undefined, txHash: t.hash }, 'payout recorded failed was paid on the exchange');
+        return false;
+      }
+      ledger.payouts.setState(cur.id, 'success', { txHash: t.hash });
+      hooks.onPaid(cur, t.hash, 0n);
+      return true;
+    });
+  }
+
+  /**
+   * Recorded actions whose outcome is unknown (a crash after recording, a lost answer): paid when the
+   * solver's ledger shows their nonce; otherwise the same signed body is posted again.
+   */
+  async confirm({ stopped }: StepContext): Promise<TxStatus[]> {
+    const { ledger, client } = this.#o;
+    const open = ledger.payouts.openTxs(this.chainId);
+    if (!open.length) return [];
+    const since = Math.max(0, Math.min(...open.map((t) => t.created_at)) - RECONCILE_MARGIN_MS);
+    const updates: LedgerUpdate[] = await client.ledgerUpdates(this.address, since);
+    const sent = new Set<number>();
+    for (const u of updates) {
+      const d = u.delta as SendLedgerDelta;
+      const bySolver = d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address;
+      if (bySolver && typeof d.nonce === 'number') sent.add(d.nonce);
+    }
+    const now = Date.now();
+    const out: TxStatus[] = [];
+    for (const t of open) {
+      if (stopped()) break;
+      const log = this.#log.child({ payout: t.payout_id, requestId: ledger.payouts.get(t.payout_id)?.request_id ?? undefined, txHash: t.hash });
+      const status = { payoutId: t.payout_id, txHash: t.hash };
+      if (sent.has(t.nonce)) {
+        if (this.#settlePaid(t)) log.info({ nonce: t.nonce }, 'exchange payout found in the solver ledger: paid');
+        out.push({ kind: 'paid', ...status });
+        continue;
+      }
+      const repost = this.#reposts.get(t.hash);
+      if (repost && repost.at > now) {
+        out.push({ kind: 'pending', ...status });
+        continue;
+      }
+      const attempts = (repost?.attempts ?? 0) + 1;
+      // No jitter: one action's reposts, spaced by the ceiling of the payout backoff.
+      this.#reposts.set(t.hash, { attempts, at: now + backoffMs(attempts, PAYOUT_BACKOFF, () => 1) });
+      let body: SignedSendAsset;
+      try {
+        body = JSON.parse(hexToString(t.raw)) as SignedSendAsset;
+      } catch {
+        log.error('recorded exchange action is unreadable; manual action required');
+        continue;
+      }
+      log.info({ nonce: t.nonce }, 'recorded exchange action not in the solver ledger; posting the same signed action again');
+      const outcome = await this.#send(t, body, log);
+      out.push(outcome.kind === 'requeued' ? { kind: 'requeued', ...status, cause: outcome.cause, why: 'no-funds' } : { kind: outcome.kind, ...status });
+    }
+    return out;
+  }
+}

@@ -1,0 +1,18 @@
+import type { Faults } from '../config/load.ts';
+
+/** Where a test may kill the node in the middle of paying a fill (see `Faults`). */
+export type FaultPoint = 'afterFillRecorded' | 'afterFillBroadcast';
+
+const FLAG: Record<FaultPoint, keyof Faults> = {
+  afterFillRecorded: 'crashAfterFillRecorded',
+  afterFillBroadcast: 'crashAfterFillBroadcast',
+};
+
+/**
+ * Kills the process (SIGKILL: no cleanup, no flush) at `point` when the faults ask for it and the payouts
+ * just handled include a fill. Used by the crash tests and the chaos harness to prove a crash between
+ * recording and broadcasting (or after broadcasting) pays once.
+ */
+export function crashPoint(faults: Faults, point: FaultPoint, payouts: readonly { kind: string }[]): void {
+  if (faults[FLAG[point]] && payouts.some((p) => p.kind === 'fill')) process.kill(process.pid, 'SIGKILL');
+}

@@ -1,0 +1,238 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { PayoutRow } from '../ledger/types.ts';
+import { createLogger } from '../log.ts';
+import { createMetrics } from '../metrics.ts';
+import { PayoutPipeline, type PayoutPipelineOptions, type PipelineLedger } from './pipeline.ts';
+import type { BroadcastResult, PayoutSender, PrepareResult, SubmitResult, TxStatus } from './port.ts';
+
+const CHAIN = 7;
+
+function payout(id: string, kind: PayoutRow['kind'] = 'fill'): PayoutRow {
+  return {
+    id,
+    kind,
+    request_id: null,
+    deposit_id: null,
+    chain_id: CHAIN,
+    recipient: 'r',
+    currency: 'c',
+    amount: '1',
+    state: 'queued',
+    tx_hash: null,
+    fail_reason: null,
+    decided_at: 0,
+    updated_at: 0,
+    native_topup: null,
+    calls: null,
+    max_gas: null,
+    authorization: null,
+  };
+}
+
+/** The payouts table in memory, with the one write the pipeline makes itself (failing) and the sender's (sent). */
+function memoryLedger(rows: PayoutRow[]) {
+  const payouts = new Map(rows.map((r) => [r.id, { ...r }]));
+  const ledger = {
+    tx: <T>(fn: () => T): T => fn(),
+    payouts: {
+      queued: (chain: number, limit = 50) => [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').slice(0, limit),
+      get: (id: string) => payouts.get(id),
+      setState: (id: string, state: PayoutRow['state'], extra: { failReason?: string; txHash?: string } = {}) => {
+        const p = payouts.get(id)!;
+        payouts.set(id, { ...p, state, fail_reason: extra.failReason ?? p.fail_reason, tx_hash: (extra.txHash as PayoutRow['tx_hash']) ?? p.tx_hash });
+      },
+      openTxs: () => [],
+    },
+  };
+  return { ledger: ledger as unknown as PipelineLedger, payouts };
+}
+
+/** A sender whose prepare answers come from a script (one per call, the last repeated), and that records what it was asked. */
+function scriptedSender(ledger: ReturnType<typeof memoryLedger>, script: (id: string, call: number) => PrepareResult<string> | Promise<PrepareResult<string>>) {
+  const calls = { prepare: new Map<string, number>(), submitted: [] as string[], broadcast: [] as string[], confirm: 0, order: [] as string[] };
+  const sender: PayoutSender<string, string> = {
+    chainId: CHAIN,
+    address: 'solver',
+    label: 'test',
+    async prepare(p) {
+      const n = (calls.prepare.get(p.id) ?? 0) + 1;
+      calls.prepare.set(p.id, n);
+      calls.order.push(`prepare:${p.id}`);
+      return script(p.id, n);
+    },
+    async submit(p, prepared): Promise<SubmitResult<string>> {
+      calls.submitted.push(prepared);
+      ledger.ledger.payouts.setState(p.id, 'sent', { txHash: `tx-${p.id}` });
+      return { kind: 'recorded', txHash: `tx-${p.id}`, signed: p.id };
+    },
+    async broadcast(signed): Promise<BroadcastResult> {
+      calls.broadcast.push(signed);
+      return { kind: 'sent' };
+    },
+    async confirm(): Promise<TxStatus[]> {
+      calls.confirm++;
+      calls.order.push('confirm');
+      return [];
+    },
+  };
+  return { sender, calls };
+}
+
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((r) => (open = r));
+  return { open, opened };
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 1));
+  if (!cond()) throw new Error(`timed out waiting for: ${what}`);
+}
+
+const pipelines: PayoutPipeline<string, string>[] = [];
+afterEach(async () => {
+  await Promise.all(pipelines.splice(0).map((p) => p.stop()));
+  vi.restoreAllMocks();
+});
+
+function pipeline(
+  mem: ReturnType<typeof memoryLedger>,
+  sender: PayoutSender<string, string>,
+  o: Partial<PayoutPipelineOptions> = {},
+) {
+  const failed: { id: string; reason: string }[] = [];
+  const metrics = createMetrics();
+  const p = new PayoutPipeline(sender, {
+    ledger: mem.ledger,
+    hooks: { onFailed: (row, reason) => void failed.push({ id: row.id, reason }) },
+    metrics,
+    log: createLogger('silent'),
+    faults: {},
+    intervalMs: 60_000,
+    concurrency: 4,
+    queuedBatch: 100,
+    ...o,
+  });
+  pipelines.push(p);
+  return { p, failed, metrics };
+}
+
+describe('PayoutPipeline', () => {
+  it('postpones a payout whose prepare asks to retry, for its backoff, then sends it once', async () => {
+    const mem = memoryLedger([payout('a')]);
+    const retryOnce = (_id: string, n: number): PrepareResult<string> =>
+      n === 1 ? { kind: 'retry', cause: new Error('provider down'), why: 'rpc' } : { kind: 'ready', prepared: 'a!' };
+    const { sender, calls } = scriptedSender(mem, retryOnce);
+    // A backoff far longer than the test: wakes during it must not retry.
+    const held = pipeline(mem, sender, { backoff: { baseMs: 600_000, maxMs: 600_000 }, random: () => 1 });
+    await held.p.start();
+    await until(() => calls.prepare.get('a') === 1, 'first prepare');
+    for (let i = 0; i < 5; i++) {
+      held.p.wake();
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(calls.prepare.get('a')).toBe(1);
+    expect(mem.payouts.get('a')!.state).toBe('queued');
+    expect(await held.metrics.rpcErrors.get()).toMatchObject({ values: [{ labels: { chain: String(CHAIN), method: 'prepare' }, value: 1 }] });
+    await held.p.stop();
+
+    // With a backoff that elapses, the retry goes through by itself (its timer wakes the send loop).
+    const mem2 = memoryLedger([payout('a')]);
+    const again = scriptedSender(mem2, retryOnce);
+    const quick = pipeline(mem2, again.sender, { backoff: { baseMs: 5, maxMs: 5 } });
+    await quick.p.start();
+    await until(() => again.calls.broadcast.length === 1, 'retried and sent');
+    expect(again.calls.prepare.get('a')).toBe(2);
+    expect(again.calls.submitted).toEqual(['a!']);
+    expect(mem2.payouts.get('a')!.state).toBe('sent');
+  });
+
+  it('fails an unpayable payout once, with its reason, and never submits it', async () => {
+    const mem = memoryLedger([payout('u'), payout('ok')]);
+    const { sender, calls } = scriptedSender(mem, (id) =>
+      id === 'u' ? { kind: 'unpayable', reason: 'TRANSACTION_SUBMISSION_FAILED', detail: 'recipient is not an address' } : { kind: 'ready', prepared: id },
+    );
+    const { p, failed } = pipeline(mem, sender);
+    await p.start();
+    await until(() => calls.broadcast.length === 1 && failed.length === 1, 'one failed, one sent');
+    for (let i = 0; i < 5; i++) {
+      p.wake();
+      await p.confirmNow();
+    }
+    expect(failed).toEqual([{ id: 'u', reason: 'TRANSACTION_SUBMISSION_FAILED' }]);
+    expect(mem.payouts.get('u')).toMatchObject({ state: 'failed', fail_reason: 'TRANSACTION_SUBMISSION_FAILED' });
+    expect(calls.submitted).toEqual(['ok']);
+    expect(calls.prepare.get('u')).toBe(1);
+  });
+
+  it('never processes a payout in flight a second time, however often it is woken', async () => {
+    const mem = memoryLedger([payout('f')]);
+    const g = gate();
+    const { sender, calls } = scriptedSender(mem, async () => {
+      await g.opened;
+      return { kind: 'ready', prepared: 'f' };
+    });
+    const { p } = pipeline(mem, sender);
+    await p.start();
+    await until(() => calls.prepare.get('f') === 1, 'in flight');
+    for (let i = 0; i < 10; i++) {
+      p.wake();
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    expect(calls.prepare.get('f')).toBe(1);
+    g.open();
+    await until(() => calls.broadcast.length === 1, 'sent');
+    p.wake();
+    await p.confirmNow();
+    expect(calls.prepare.get('f')).toBe(1);
+    expect(calls.submitted).toEqual(['f']);
+  });
+
+  it('stop waits for the payout being handled, and nothing starts afterwards', async () => {
+    const mem = memoryLedger([payout('s'), payout('t')]);
+    const g = gate();
+    const { sender, calls } = scriptedSender(mem, async () => {
+      await g.opened;
+      return { kind: 'ready', prepared: 'x' };
+    });
+    const { p } = pipeline(mem, sender, { concurrency: 1 });
+    await p.start();
+    await until(() => calls.prepare.size === 1, 'one in flight');
+    let stopped = false;
+    const stopping = p.stop().then(() => (stopped = true));
+    await new Promise((r) => setTimeout(r, 5));
+    expect(stopped).toBe(false);
+    g.open();
+    await stopping;
+    // The payout under way finished its steps; the one behind it never started.
+    expect(calls.broadcast).toHaveLength(1);
+    expect(calls.prepare.size).toBe(1);
+    p.wake();
+    await new Promise((r) => setTimeout(r, 5));
+    expect(calls.prepare.size).toBe(1);
+  });
+
+  it('reconciles before sending anything, and crashes at the fault point between recording and broadcasting a fill', async () => {
+    const mem = memoryLedger([payout('c')]);
+    const { sender, calls } = scriptedSender(mem, () => ({ kind: 'ready', prepared: 'c' }));
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+      throw new Error('simulated crash');
+    });
+    const { p } = pipeline(mem, sender, { faults: { crashAfterFillRecorded: true }, random: () => 1, backoff: { baseMs: 600_000, maxMs: 600_000 } });
+    await p.start();
+    await until(() => kill.mock.calls.length === 1, 'crash point');
+    expect(kill).toHaveBeenCalledWith(process.pid, 'SIGKILL');
+    expect(calls.order.slice(0, 2)).toEqual(['confirm', 'prepare:c']);
+    expect(calls.submitted).toEqual(['c']);
+    expect(calls.broadcast).toEqual([]);
+  });
+
+  it('serial: each pass confirms, then sends to the end', async () => {
+    const mem = memoryLedger([payout('a'), payout('b')]);
+    const { sender, calls } = scriptedSender(mem, (id) => ({ kind: 'ready', prepared: id }));
+    const { p } = pipeline(mem, sender, { serial: true, concurrency: 1 });
+    await p.start();
+    await until(() => calls.broadcast.length === 2, 'both sent');
+    expect(calls.order).toEqual(['confirm', 'prepare:a', 'prepare:b']);
+  });
+});

@@ -1,0 +1,380 @@
+// The one payout pipeline: every destination chain pays through it, over its own PayoutSender.
+//
+//   send     read the chain's queued payouts from the ledger; each payout not in flight and not waiting on
+//            its backoff goes through prepare → submit → broadcast (at most `concurrency` at once, work that
+//            never failed ahead of retries), with the crash fault points between recording and broadcasting
+//            and after broadcasting;
+//   confirm  the sender's confirm pass over the chain's open transactions, on its own loop (or, `serial`,
+//            before each send pass in one loop), which also keeps the queue-depth metric.
+//
+// What a step returns decides what happens next: ready → submit; unpayable (or a thrown UnpayableError) → the payout fails (one ledger
+// transaction, onFailed once); retry (or a thrown error) → the payout stays queued and waits backoffMs.
+// The pipeline writes the ledger only to fail a payout that is still queued; every other write (recording
+// a signed transaction, settling) is the sender's, in the order the sender documents.
+import PQueue from 'p-queue';
+import type { Faults } from '../config/load.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { PayoutRow } from '../ledger/types.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { PayoutHooks } from '../chains/adapter.ts';
+import { backoffMs, type BackoffPolicy } from '../lib/backoff.ts';
+import { errText } from '../lib/errors.ts';
+import { Loop } from '../lib/loop.ts';
+import { UnpayableError } from './errors.ts';
+import { crashPoint } from './faults.ts';
+import type { BatchSending, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
+
+/** The retry policy of every payout step: 250 ms doubling up to 30 s, with full jitter. */
+export const PAYOUT_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 30_000 };
+
+/** What of the ledger the pipeline reads and writes. */
+export type PipelineLedger = Pick<Ledger, 'tx'> & { payouts: Pick<Ledger['payouts'], 'queued' | 'get' | 'setState' | 'openTxs'> };
+
+/** How a pipeline runs. */
+export interface PayoutPipelineOptions {
+  ledger: PipelineLedger;
+  hooks: Pick<PayoutHooks, 'onFailed'>;
+  metrics: Metrics;
+  log: Logger;
+  faults: Faults;
+  // How often the send and confirm passes run when nothing wakes them.
+  intervalMs: number;
+  // Payouts being prepared, submitted or broadcast at once.
+  concurrency: number;
+  // Queued payouts read per send pass.
+  queuedBatch: number;
+  // One loop running the confirm pass, then the send pass to its end (a chain whose confirm pass resends
+  // recorded actions and must never race the first send of one).
+  serial?: boolean;
+  backoff?: BackoffPolicy;
+  // Tries at starting (the sender's init and ready, which must be safe to run again) before giving up.
+  startAttempts?: number;
+  // For tests: the jitter's random source.
+  random?: () => number;
+}
+
+const POSTPONED: Record<PostponeReason, string> = {
+  rpc: 'payout postponed: RPC error',
+  'fee-cap': 'payout waits on the fee cap',
+  'no-funds': 'payout postponed: the solver lacks funds for it',
+  unconfirmed: 'payout postponed: the chain reports it made but its transaction is not found yet',
+};
+
+type StepOutcome = Exclude<PrepareResult<unknown>, { kind: 'ready' }> | Exclude<SubmitResult<unknown>, { kind: 'recorded' }>;
+
+/** A chain's payout pipeline as its adapter holds it. */
+export interface Payouts {
+  readonly chainId: number;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  wake(): void;
+  confirmSoon(): void;
+  confirmNow(): Promise<void>;
+}
+
+/**
+ * Drives one chain's payouts through its sender: pump, in-flight set, retry map with backoff, a send loop
+ * and a confirm loop, the crash fault points and the queue-depth metric, written once for every chain.
+ */
+export class PayoutPipeline<P, S> implements Payouts {
+  readonly chainId: number;
+  readonly #sender: PayoutSender<P, S>;
+  readonly #o: PayoutPipelineOptions;
+  readonly #log: Logger;
+  readonly #label: { chain: string };
+  readonly #queue: PQueue;
+  readonly #inFlight = new Set<string>();
+  readonly #retry = new Map<string, { attempts: number; at: number }>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  readonly #send: Loop;
+  readonly #confirm: Loop;
+  #started = false;
+  #ready = false;
+  // Batchable payouts waiting for a sending slot, and the slots in use.
+  #waiting: string[] = [];
+  #slots = 0;
+
+  constructor(sender: PayoutSender<P, S>, o: PayoutPipelineOptions) {
+    this.#sender = sender;
+    this.#o = o;
+    this.chainId = sender.chainId;
+    this.#label = { chain: String(sender.chainId) };
+    this.#log = o.log;
+    this.#queue = new PQueue({ concurrency: o.concurrency });
+    const onError = (err: unknown) => this.#log.error({ err: errText(err) }, `${sender.label} payout pass failed`);
+    if (o.serial) {
+      this.#send = this.#confirm = new Loop(
+        async () => {
+          await this.#confirmPass();
+          this.#pump();
+          await this.#queue.onIdle();
+        },
+        o.intervalMs,
+        onError,
+      );
+    } else {
+      this.#confirm = new Loop(() => this.#confirmPass(), o.intervalMs, onError);
+      this.#send = new Loop(async () => this.#pump(), o.intervalMs, onError);
+    }
+  }
+
+  /** Starts: the sender's init, a first confirm pass (what the ledger holds is reconciled before anything new is signed), then sending. */
+  async start(): Promise<void> {
+    if (this.#started) return;
+    this.#started = true;
+    try {
+      if (this.#o.serial) {
+        await this.#sender.init?.();
+        if (!this.#started) return;
+        this.#ready = true;
+        this.#confirm.start();
+        return;
+      }
+      // A provider hiccup while starting is retried (every step is safe to run again) rather than
+      // ending the process; a chain that stays unreachable still stops the start, with its error.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.#sender.init?.();
+          if (!this.#started) return;
+          this.#confirm.start();
+          await this.#confirm.settle();
+          if (!this.#started) return;
+          await this.#sender.ready?.();
+          break;
+        } catch (err) {
+          if (attempt >= (this.#o.startAttempts ?? 1) || !this.#started) throw err;
+          this.#log.warn({ attempt, err: errText(err) }, `${this.#sender.label} submitter start failed; retrying`);
+          await new Promise((r) => setTimeout(r, 250 * 2 ** attempt));
+        }
+      }
+      if (!this.#started) return;
+      this.#ready = true;
+      this.#send.start();
+    } catch (err) {
+      await this.stop();
+      throw err;
+    }
+  }
+
+  /** Stops taking work; resolves once the payouts being handled and the confirm pass under way have finished. */
+  async stop(): Promise<void> {
+    this.#started = false;
+    this.#ready = false;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    await this.#send.stop();
+    await this.#queue.onIdle();
+    await this.#confirm.stop();
+  }
+
+  /** New queued payouts exist in the ledger for this chain. */
+  wake(): void {
+    this.#send.wake();
+  }
+
+  /** Asks for a confirm pass soon (a new head). */
+  confirmSoon(): void {
+    this.#confirm.wake();
+  }
+
+  /** Runs a confirm pass now (or one more after the one under way) and resolves when it is done. */
+  async confirmNow(): Promise<void> {
+    this.#confirm.wake();
+    await this.#confirm.settle();
+  }
+
+  /** Whether the pipeline is started and sending. */
+  get ready(): boolean {
+    return this.#ready;
+  }
+
+  #pump(): void {
+    if (!this.#started || !this.#ready) return;
+    const { ledger, queuedBatch } = this.#o;
+    let rows: PayoutRow[];
+    try {
+      rows = ledger.payouts.queued(this.chainId, queuedBatch);
+    } catch (err) {
+      this.#log.error({ err: errText(err) }, 'cannot read queued payouts');
+      return;
+    }
+    const now = Date.now();
+    const truncated = rows.length === queuedBatch;
+    for (const row of rows) {
+      if (this.#inFlight.has(row.id)) continue;
+      const retry = this.#retry.get(row.id);
+      if (retry && retry.at > now) continue;
+      this.#inFlight.add(row.id);
+      if (this.#sender.batch?.batchable(row)) {
+        this.#waiting.push(row.id);
+        continue;
+      }
+      // Work that never failed goes ahead of retries.
+      void this.#queue
+        .add(() => this.#process(row.id), { priority: retry ? 0 : 1 })
+        .catch((err) => this.#log.error({ payout: row.id, requestId: row.request_id, err: errText(err) }, 'unexpected error processing payout'))
+        .finally(() => {
+          this.#inFlight.delete(row.id);
+          if (truncated) this.#send.wake();
+        });
+    }
+    this.#drain();
+  }
+
+  // Sends waiting batchable payouts while a slot is free: alone when one waits, together when several do.
+  #drain(): void {
+    const batch = this.#sender.batch;
+    if (!batch) return;
+    while (this.#slots < batch.slots && this.#waiting.length > 0 && this.#started) {
+      const ids = this.#waiting.splice(0, batch.maxPayouts);
+      this.#slots++;
+      void this.#queue
+        .add(() => (ids.length === 1 ? this.#process(ids[0]!) : this.#processBatch(batch, ids)))
+        .catch((err) => this.#log.error({ payouts: ids.length, err: errText(err) }, 'unexpected error processing a batch'))
+        .finally(() => {
+          this.#slots--;
+          for (const id of ids) this.#inFlight.delete(id);
+          this.#drain();
+        });
+    }
+  }
+
+  // Several payouts in one transaction, recorded for every payout it carries before broadcast.
+  async #processBatch(batch: BatchSending<S>, ids: string[]): Promise<void> {
+    if (!this.#started) return;
+    const { ledger } = this.#o;
+    const requestIds = ids.flatMap((id) => ledger.payouts.get(id)?.request_id ?? []);
+    // A batch's lines name every request it carries; each payout's own lines name its request alone.
+    const log = this.#log.child({ batch: ids.length, requestIds });
+    const logOf = (p: PayoutRow) => log.child({ payout: p.id, ...(p.request_id ? { requestId: p.request_id } : {}) });
+    const rows: PayoutRow[] = [];
+    for (const id of ids) {
+      const payout = ledger.payouts.get(id);
+      if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
+      try {
+        batch.check(payout);
+        rows.push(payout);
+      } catch (err) {
+        if (!(err instanceof UnpayableError)) throw err;
+        this.#fail(payout, err.reason, err.message, logOf(payout));
+      }
+    }
+    if (rows.length <= 1) {
+      if (rows[0]) await this.#process(rows[0].id);
+      return;
+    }
+    try {
+      const r = await batch.submitBatch(rows, { log, stopped: () => !this.#started });
+      if (r.kind === 'alone') {
+        await Promise.all(rows.map((p) => this.#process(p.id)));
+      } else if (r.kind === 'split') {
+        for (const part of r.parts) await this.#processBatch(batch, part.map((p) => p.id));
+      } else if (r.kind === 'stale') {
+        this.#send.wake();
+      } else if (r.kind === 'retry') {
+        for (const p of rows) this.#postpone(p.id, r.cause, r.why, logOf(p));
+      } else {
+        for (const p of rows) this.#retry.delete(p.id);
+        crashPoint(this.#o.faults, 'afterFillRecorded', rows);
+        await this.#sender.broadcast(r.signed, { log, stopped: () => !this.#started });
+        crashPoint(this.#o.faults, 'afterFillBroadcast', rows);
+      }
+    } catch (err) {
+      const why = this.#sender.classify?.(err) ?? 'rpc';
+      for (const p of rows) this.#postpone(p.id, err, why, logOf(p));
+    }
+  }
+
+  async #process(payoutId: string): Promise<void> {
+    if (!this.#started) return;
+    const payout = this.#o.ledger.payouts.get(payoutId);
+    if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) return;
+    const log = this.#log.child({ payout: payout.id, kind: payout.kind, requestId: payout.request_id });
+    const ctx: StepContext = { log, stopped: () => !this.#started };
+    try {
+      const prepared = await this.#sender.prepare(payout, ctx);
+      if (prepared.kind !== 'ready') return this.#outcome(payout, prepared, log);
+      const submitted = await this.#sender.submit(payout, prepared.prepared, ctx);
+      if (submitted.kind !== 'recorded') return this.#outcome(payout, submitted, log);
+      this.#retry.delete(payout.id);
+      crashPoint(this.#o.faults, 'afterFillRecorded', [payout]);
+      const sent = await this.#sender.broadcast(submitted.signed, ctx);
+      if (sent.kind === 'requeued') this.#postpone(sent.payoutId, sent.cause, sent.why, log);
+      crashPoint(this.#o.faults, 'afterFillBroadcast', [payout]);
+    } catch (err) {
+      if (err instanceof UnpayableError) return this.#fail(payout, err.reason, err.message, log);
+      this.#postpone(payout.id, err, this.#sender.classify?.(err) ?? 'rpc', log);
+    }
+  }
+
+  #outcome(payout: PayoutRow, r: StepOutcome, log: Logger): void {
+    if (r.kind === 'unpayable') this.#fail(payout, r.reason, r.detail, log, r.callData);
+    else if (r.kind === 'retry') this.#postpone(payout.id, r.cause, r.why, log);
+    else if (r.kind === 'settled') this.#retry.delete(payout.id);
+  }
+
+  // The payout stays queued and is tried again after its backoff.
+  #postpone(payoutId: string, cause: unknown, why: PostponeReason, log: Logger): void {
+    const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
+    const delay = backoffMs(attempts, this.#o.backoff ?? PAYOUT_BACKOFF, this.#o.random);
+    this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
+    if (why === 'rpc') this.#o.metrics.rpcErrors.inc({ ...this.#label, method: 'prepare' });
+    else if (why === 'fee-cap') this.#o.metrics.feeCapWaits.inc({ ...this.#label, stage: 'send' });
+    log.warn({ err: errText(cause), attempts, retryInMs: delay }, `${this.#sender.label} ${POSTPONED[why]}`);
+    if (!this.#started) return;
+    const t = setTimeout(() => {
+      this.#timers.delete(t);
+      this.#send.wake();
+    }, delay);
+    t.unref();
+    this.#timers.add(t);
+  }
+
+  // One ledger transaction: a payout still queued fails, and its hook fires once.
+  #fail(payout: PayoutRow, reason: string, detail: string, log: Logger, callData?: string): void {
+    const { ledger, hooks } = this.#o;
+    const done = ledger.tx(() => {
+      const cur = ledger.payouts.get(payout.id);
+      if (!cur || cur.state !== 'queued') return false;
+      ledger.payouts.setState(cur.id, 'failed', { failReason: reason });
+      hooks.onFailed(cur, reason, undefined, callData);
+      return true;
+    });
+    this.#retry.delete(payout.id);
+    if (!done) return;
+    this.#sender.failed?.(payout);
+    log.warn({ reason, detail }, `${this.#sender.label} payout failed before sending`);
+  }
+
+  async #confirmPass(): Promise<void> {
+    // Safety net for queued payouts nobody woke the send loop for (serial: the send pass follows anyway).
+    if (!this.#o.serial) this.#send.wake();
+    try {
+      this.#updateQueueDepth();
+      const statuses = await this.#sender.confirm({ log: this.#log, stopped: () => !this.#started });
+      let requeued = false;
+      for (const s of statuses) {
+        if (s.kind !== 'requeued') continue;
+        requeued = true;
+        if (s.cause !== undefined) this.#postpone(s.payoutId, s.cause, s.why ?? 'rpc', this.#log.child({ payout: s.payoutId }));
+      }
+      // Serial: the send pass follows anyway.
+      if (requeued && !this.#o.serial) this.#send.wake();
+    } catch (err) {
+      this.#o.metrics.rpcErrors.inc({ ...this.#label, method: 'confirm' });
+      this.#log.warn({ err: errText(err) }, `${this.#sender.label} confirm pass failed; retrying`);
+    }
+  }
+
+  #updateQueueDepth(): void {
+    try {
+      const { ledger } = this.#o;
+      const queued = ledger.payouts.queued(this.chainId, 100_000).length;
+      const inFlight = new Set(ledger.payouts.openTxs(this.chainId).map((t) => t.payout_id)).size;
+      this.#o.metrics.queueDepth.set(this.#label, queued + inFlight);
+    } catch {
+      // metrics never break the pipeline
+    }
+  }
+}
