@@ -177,7 +177,8 @@ describe('IndexerDriver', () => {
     // Block 5 with its 8 confirmations is final at head 12 (5, 6, ... 12).
     await until(() => deposits()[0]?.state === 'confirmed', 'the deposit confirmed');
     expect(confirmedEvents()).toBe(1);
-    const blocks = (ledger.db.prepare('SELECT number FROM chain_blocks WHERE chain_id = ? ORDER BY number').all(CHAIN) as { number: number }[]).map((b) => b.number);
+    const rows = ledger.db.prepare('SELECT number FROM chain_blocks WHERE chain_id = ? ORDER BY number').all(CHAIN) as { number: number }[];
+    const blocks = rows.map((b) => b.number);
     // Only the blocks a reorg may still replace are kept: head 12, depth 4 → 8 .. 12.
     expect(blocks).toEqual([8, 9, 10, 11, 12]);
   });
@@ -253,6 +254,53 @@ describe('IndexerDriver', () => {
     expect(violations).toEqual([]);
     expect(s.deposits()).toHaveLength(Math.floor(200 / 3));
     expect(s.driver.indexed()).toBe(200);
+  });
+
+  it('a final source: unbounded reads, the cursor held below what is not served yet, deposits confirmed as they are written', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(40, (n) => (n % 10 === 0 ? 1 : 0));
+    // Block 25's entry is not served yet: the source says it read completely up to 24.
+    let servedUpTo: number | undefined = 24;
+    const read = chain.deposits.bind(chain);
+    chain.deposits = async (from, to) => {
+      const r = await read(from, to);
+      const upTo = servedUpTo;
+      return upTo === undefined ? r : { ...r, deposits: r.deposits.filter((d) => d.block_number <= upTo), upTo };
+    };
+    const s = setup(chain, { finalityDepth: 0, maxRange: Infinity, confirmations: 1, final: true });
+    s.driver.start();
+    await until(() => s.driver.indexed() === 24, 'the cursor at 24');
+    expect(chain.reads[0]).toEqual({ from: 1, to: 40, ok: true });
+    expect(s.deposits().map((d) => [d.block_number, d.state])).toEqual([
+      [10, 'confirmed'],
+      [20, 'confirmed'],
+    ]);
+    await s.driver.nextPass();
+    expect(s.driver.indexed()).toBe(24);
+    servedUpTo = undefined;
+    await s.driver.waitFor(40);
+    expect(s.deposits().map((d) => [d.block_number, d.state])).toEqual([
+      [10, 'confirmed'],
+      [20, 'confirmed'],
+      [30, 'confirmed'],
+      [40, 'confirmed'],
+    ]);
+    // No unfinalized blocks are kept for a final source.
+    expect(s.ledger.indexer.tip(CHAIN)).toBeUndefined();
+    expect(s.confirmedEvents()).toBeGreaterThanOrEqual(2);
+  });
+
+  it('records a deposit read outside its passes once, confirmed, without moving the cursor', async () => {
+    const chain = new FakeChain(5);
+    const s = setup(chain, { finalityDepth: 0, maxRange: Infinity, final: true });
+    const hash = `0x${'ee'.repeat(32)}` as Hex;
+    const ref = `0x${'ab'.repeat(32)}` as Hex;
+    const d = { tx_hash: hash, log_index: 0, block_number: 9, block_hash: hash, depositor: '0x1', currency: '0x0', amount: '5', order_ref: ref };
+    expect(s.driver.recordConfirmed([d])).toBe(1);
+    expect(s.driver.recordConfirmed([d])).toBe(0);
+    expect(s.deposits().map((x) => x.state)).toEqual(['confirmed']);
+    expect(s.confirmedEvents()).toBe(1);
+    expect(s.driver.indexed()).toBe(0);
   });
 
   it('stops for good on a reorg deeper than its finality window', async () => {

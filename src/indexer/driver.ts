@@ -33,11 +33,16 @@ export interface DriverConfig {
   confirmations: number;
   // Blocks below the head a reorg can still replace: the unfinalized block list is this long.
   finalityDepth: number;
-  // The widest range one read may ask for.
+  // The widest range one read may ask for. Infinity: every read runs from the cursor to the head
+  // (a source whose reads are not bounded by a range, as SVM's signature lists); a refused read then
+  // fails the pass rather than narrowing the range.
   maxRange: number;
   pollIntervalMs: number;
   // Per deposit confirmations (confirmations by value); without it every deposit waits `confirmations`.
   confirmationsOf?: (d: DepositRow) => number;
+  // The source's reads are final (SVM at its commitment, the exchange's ledger): deposits are confirmed
+  // in the transaction that writes them, whatever block (slot, time) they carry.
+  final?: boolean;
 }
 
 // An answer with this many entries is dense enough: the range stops growing.
@@ -68,11 +73,21 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   #head = 0;
   #stopped = true;
   #waiters: { block: number; resolve: () => void }[] = [];
+  #passWaiters: (() => void)[] = [];
   // Whether deposits already acted on may sit in blocks a reorg replaced (see #pass).
   #checkHandled = true;
   #fatal: Error | undefined;
+  #lastReadAt = 0;
 
-  constructor(deps: { config: DriverConfig; source: DepositSource<H>; ledger: Ledger; events: IndexerEvents<H>; reorgs: ReorgDecider; metrics: Metrics; log: Logger }) {
+  constructor(deps: {
+    config: DriverConfig;
+    source: DepositSource<H>;
+    ledger: Ledger;
+    events: IndexerEvents<H>;
+    reorgs: ReorgDecider;
+    metrics: Metrics;
+    log: Logger;
+  }) {
     this.#cfg = deps.config;
     this.#source = deps.source;
     this.#ledger = deps.ledger;
@@ -83,7 +98,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     // Start narrow and widen while answers stay small: a failed oversized read costs the
     // provider (and us) the whole answer before it fails, so probing from the top is expensive.
     this.#range = Math.min(this.#cfg.maxRange, INITIAL_RANGE);
-    this.#loop = new Loop(() => this.#run(), this.#cfg.pollIntervalMs, (e) => this.#log.error({ chain: this.#cfg.chainId, err: errText(e) }, 'indexer pass failed'));
+    this.#loop = new Loop(
+      () => this.#run(),
+      this.#cfg.pollIntervalMs,
+      (e) => this.#log.error({ chain: this.#cfg.chainId, err: errText(e) }, 'indexer pass failed'),
+    );
   }
 
   /** The head block number read last (0 before the first pass). */
@@ -94,6 +113,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   /** The error that stopped the indexer for good (a reorg deeper than the finality window), if any. */
   get fatal(): Error | undefined {
     return this.#fatal;
+  }
+
+  /** When a pass last committed its read (ms; 0 before the first): a stalled or failing indexer stops moving it. */
+  get lastReadAt(): number {
+    return this.#lastReadAt;
   }
 
   /** The width of the next range read (adaptive). */
@@ -118,6 +142,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     await this.#loop.stop();
     for (const w of this.#waiters) w.resolve();
     this.#waiters = [];
+    for (const w of this.#passWaiters) w();
+    this.#passWaiters = [];
   }
 
   /** Reads now rather than at the next tick; wakes during a pass coalesce into one more pass. */
@@ -136,7 +162,35 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     });
   }
 
+  /** Resolves after a whole pass that starts after this call (or when the driver stops). */
+  nextPass(): Promise<void> {
+    if (this.#stopped || this.#fatal) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#passWaiters.push(resolve);
+      this.wake();
+    });
+  }
+
+  /**
+   * Records deposits read outside the driver's passes (a transaction the wallet reports right after
+   * sending it), confirmed at once: only for sources whose reads are final at their commitment.
+   * One ledger transaction; the cursor does not move. Returns how many are new.
+   */
+  recordConfirmed(deposits: ChainDeposit[]): number {
+    const chainId = this.#cfg.chainId;
+    const { fresh, confirmed } = this.#ledger.tx(() => {
+      const fresh = this.#store(deposits, Date.now()).length;
+      const top = deposits.reduce((m, d) => Math.max(m, d.block_number), -1);
+      return { fresh, confirmed: top >= 0 ? this.#ledger.deposits.confirmUpTo(chainId, top) : 0 };
+    });
+    if (fresh) this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);
+    if (confirmed) this.#events.onConfirmed();
+    return fresh;
+  }
+
   async #run(): Promise<void> {
+    const passWaiters = this.#passWaiters;
+    this.#passWaiters = [];
     try {
       // Catch up in as many passes as it takes; each pass commits its range.
       while (!this.#stopped && (await this.#pass())) {}
@@ -145,6 +199,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         this.#fatal = e;
         this.#log.fatal({ chain: this.#cfg.chainId, err: e.message }, 'indexer stopped: reorg deeper than the finality window');
         void this.#loop.stop();
+        for (const w of passWaiters) w();
         return;
       }
       this.#metrics.rpcErrors.inc({ chain: this.#cfg.chainId, method: 'indexer' });
@@ -152,6 +207,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     }
     const done = this.indexed();
     this.#waiters = this.#waiters.filter((w) => (w.block <= done ? (w.resolve(), false) : true));
+    for (const w of passWaiters) w();
   }
 
   // One step: returns true when there is more to read right away.
@@ -179,9 +235,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const from = this.indexed() + 1;
     if (from > head) {
       this.#confirm(head);
+      this.#lastReadAt = Date.now();
       return false;
     }
-    const to = Math.min(head, from + this.#range - 1);
+    const bounded = Number.isFinite(this.#cfg.maxRange);
+    let to = bounded ? Math.min(head, from + this.#range - 1) : head;
 
     let read: RangeRead;
     try {
@@ -191,7 +249,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       if (this.#range < this.#cfg.maxRange && read.entries < DENSE_RANGE_ENTRIES) this.#range = Math.min(this.#cfg.maxRange, this.#range * 2);
     } catch (e) {
       // Providers refuse wide ranges in many ways; narrow sharply and try again.
-      if (this.#range > 1) {
+      if (bounded && this.#range > 1) {
         this.#range = Math.max(1, Math.floor(this.#range / 4));
         this.#log.debug({ chain: chainId, range: this.#range, err: errText(e) }, 'range read failed; shrinking range');
         this.#metrics.rpcErrors.inc({ chain: chainId, method: this.#source.rangeMethod });
@@ -199,6 +257,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       }
       throw e;
     }
+
+    // Read completely only this far: the cursor stops there (the deposits found are written all the
+    // same), the rest is read on a later pass.
+    if (read.upTo !== undefined) to = Math.max(from - 1, Math.min(to, read.upTo));
+    const deposits = read.deposits;
 
     // Headers of the blocks inside the unfinalized window, linked by parent hash to the tip.
     const windowStart = Math.max(from, head - finalityDepth + 1);
@@ -215,27 +278,32 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       const expected = hashOf.get(n);
       if (expected && expected !== hash) return true; // entries from another fork than the headers
     }
-    const deposits = read.deposits;
 
     const gone = await this.#goneHandled(deposits, hashOf, head, to);
     if (gone === undefined) return true;
 
     const now = Date.now();
     let fresh = 0;
+    let final = 0;
     this.#ledger.tx(() => {
       fresh = this.#store(deposits, now).length;
       for (const d of gone) this.#reorgs.onDepositReorged(d, now);
       for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
       this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
       this.#ledger.indexer.pruneBelow(chainId, head - finalityDepth);
+      // What a final source lists is confirmed as it is written.
+      if (this.#cfg.final && deposits.length) final = this.#ledger.deposits.confirmUpTo(chainId, deposits.reduce((m, d) => Math.max(m, d.block_number), to));
     });
     if (fresh) {
       this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);
       this.#log.info({ chain: chainId, count: fresh, from, to }, 'deposits indexed');
     }
+    if (final) this.#events.onConfirmed();
     this.#confirm(head);
-    this.#metrics.indexerLag.set({ chain: chainId }, head - to);
-    return to < head;
+    this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
+    this.#lastReadAt = Date.now();
+    // A partial read waits for the next tick (what was not served yet is not served sooner by asking again at once).
+    return read.upTo === undefined && to < head;
   }
 
   // Deposits already acted on whose block a reorg replaced (their block hash is not the canonical
@@ -273,7 +341,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   // Writes deposits read from canonical blocks; returns the ids of those new to the ledger (or
   // revived after a reorg). A deposit already recorded is not written again; one acted on that a
   // reorg moved follows its block. Runs inside the caller's ledger transaction.
-  #store(deposits: ChainDeposit[], now: number): string[] {
+  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number): string[] {
     const chainId = this.#cfg.chainId;
     const fresh: string[] = [];
     for (const d of deposits) {
@@ -283,7 +351,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         continue;
       }
       const id = `${chainId}:${d.tx_hash}:${d.log_index}`;
-      if (this.#ledger.deposits.insert({ ...d, chain_id: chainId, id, seen_at: now })) fresh.push(id);
+      if (this.#ledger.deposits.insert({ seen_at: now, ...d, chain_id: chainId, id })) fresh.push(id);
     }
     return fresh;
   }
@@ -319,7 +387,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     if (result.recorded.length) {
       this.#metrics.depositsIndexed.inc({ chain: chainId }, result.recorded.length);
       for (const id of result.recorded) {
-        this.#log.warn({ chain: chainId, requestId: this.#ledger.deposits.get(id)?.order_ref, deposit: id, fromBlock, toBlock }, 're-index found a deposit the indexer had missed');
+        const requestId = this.#ledger.deposits.get(id)?.order_ref;
+        this.#log.warn({ chain: chainId, requestId, deposit: id, fromBlock, toBlock }, 're-index found a deposit the indexer had missed');
       }
     }
     this.#confirm(latest.number);
@@ -370,8 +439,12 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     this.#metrics.reorgs.inc({ chain: chainId });
     if (acted.length) this.#checkHandled = true;
     this.#log.warn({ chain: chainId, ancestor, from, dropped: dropped.length }, 'reorg: rewound to common ancestor');
-    for (const d of dropped) this.#log.warn({ chain: chainId, requestId: d.order_ref, deposit: d.id, ancestor }, 'reorg: deposit dropped until its block is read again');
+    for (const d of dropped) {
+      this.#log.warn({ chain: chainId, requestId: d.order_ref, deposit: d.id, ancestor }, 'reorg: deposit dropped until its block is read again');
+    }
     // These were confirmed and acted on; if they do not come back on the new chain, an operator must look.
-    for (const d of acted) this.#log.error({ chain: chainId, requestId: d.request_id ?? d.order_ref, deposit: d.id }, 'reorg removed a block holding a deposit already acted on');
+    for (const d of acted) {
+      this.#log.error({ chain: chainId, requestId: d.request_id ?? d.order_ref, deposit: d.id }, 'reorg removed a block holding a deposit already acted on');
+    }
   }
 }

@@ -8,10 +8,8 @@ import { spendable } from '../spendable.ts';
 //             crash, a lost answer) is reconciled by looking for its nonce in the solver's ledger
 //             updates, and only re-posted (the same signed body, the same nonce: the exchange
 //             applies a nonce once) when it is not there.
-//   deposits  a withdrawal is the user's sendAsset to the solver. The indexer reads the solver's
-//             non-funding ledger updates from a cursor kept in the ledger and associates a
-//             transfer to a request only through the nonce the user authorized (exchange_nonces);
-//             any other transfer is booked as an orphan deposit, which the solver refunds.
+//   deposits  a withdrawal is the user's sendAsset to the solver, read by the indexer driver
+//             (src/indexer) from the solver's ledger updates (depositSource.ts).
 //   quotes    the exchange charges no gas: fill, refund and deposit costs are zero.
 
 import { getAddress, hexToString, isAddress, keccak256, toHex, zeroAddress, type Address, type Hex, type LocalAccount } from 'viem';
@@ -26,6 +24,8 @@ import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, 
 import { ExchangeAssets, UnknownAssetError } from './assets.ts';
 import { ExchangeActionError, ExchangeClient, parseDecimalFloor, signSendAsset, type LedgerUpdate, type SendLedgerDelta } from './client.ts';
 import { ExchangeNonces } from './nonces.ts';
+import { depositId, ExchangeDepositSource } from './depositSource.ts';
+import { IndexerDriver } from '../../indexer/driver.ts';
 import {
   formatUnitsDecimal,
   NONCE_MAPPING_TYPES,
@@ -35,9 +35,6 @@ import {
   type SignedSendAsset,
 } from './typedData.ts';
 
-const SOURCE = 'exchange-ledger';
-// The order_ref of a transfer no authorization ties to a request: it matches no request.
-const NO_REQUEST = `0x${'0'.repeat(64)}` as Hex;
 // Ledger updates are read back this far before the oldest open action when reconciling.
 const RECONCILE_MARGIN_MS = 10 * 60_000;
 const BACKOFF_BASE_MS = 250;
@@ -64,11 +61,10 @@ export class ExchangeAdapter implements ChainAdapter {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #again = false;
-  #cycleWaiters: (() => void)[] = [];
   #lastNonce = 0;
   #lastDepositNonce = 0;
   #ready = false;
-  #lastPoll = 0;
+  readonly #indexer: IndexerDriver;
   readonly #retry = new Map<string, { attempts: number; at: number }>();
 
   constructor(
@@ -76,7 +72,7 @@ export class ExchangeAdapter implements ChainAdapter {
     config: Config,
     private ledger: Ledger,
     private hooks: PayoutHooks & ChainEvents,
-    private metrics: Metrics,
+    metrics: Metrics,
     log: Logger,
   ) {
     this.chainId = chain.id;
@@ -88,6 +84,25 @@ export class ExchangeAdapter implements ChainAdapter {
     this.nonces = new ExchangeNonces(ledger.db);
     this.assets = new ExchangeAssets(chain, this.client);
     this.#log = log.child({ chain: chain.id, component: 'exchange' });
+    this.#indexer = new IndexerDriver({
+      // The exchange's ledger is final: what it lists is confirmed at once; its cursor is exchange time.
+      config: {
+        chainId: chain.id,
+        cursor: 'exchange-ledger',
+        startBlock: 1,
+        confirmations: 1,
+        finalityDepth: 0,
+        maxRange: Infinity,
+        final: true,
+        pollIntervalMs: chain.pollIntervalMs,
+      },
+      source: new ExchangeDepositSource(chain, this.client, this.assets, this.nonces, this.solver, (id) => !!ledger.deposits.get(id), this.#log),
+      ledger,
+      events: { onConfirmed: () => hooks.wake(), onHead: () => {} },
+      reorgs: hooks.reorgs,
+      metrics,
+      log: this.#log,
+    });
   }
 
   // ------------------------------------------------------------------------------------ lifecycle
@@ -97,15 +112,15 @@ export class ExchangeAdapter implements ChainAdapter {
     this.#lastNonce = this.ledger.payouts.maxNonce(this.chainId, this.solver) ?? 0;
     this.#stopped = false;
     this.#ready = true;
+    this.#indexer.start();
     this.poke();
   }
 
   async stop(): Promise<void> {
+    await this.#indexer.stop();
     this.#stopped = true;
     clearTimeout(this.#timer);
     await this.#running;
-    for (const w of this.#cycleWaiters) w();
-    this.#cycleWaiters = [];
   }
 
   wake(): void {
@@ -132,25 +147,7 @@ export class ExchangeAdapter implements ChainAdapter {
     });
   }
 
-  // Resolves after a full cycle that started after this call.
-  #nextCycle(): Promise<void> {
-    return new Promise((resolve) => {
-      this.#cycleWaiters.push(resolve);
-      if (this.#running) this.#again = true;
-      else this.poke();
-    });
-  }
-
   async #cycle(): Promise<void> {
-    const waiters = this.#cycleWaiters;
-    this.#cycleWaiters = [];
-    try {
-      await this.#index();
-      this.#lastPoll = Date.now();
-    } catch (e) {
-      this.metrics.rpcErrors.inc({ chain: this.chainId, method: 'ledgerUpdates' });
-      this.#log.warn({ err: (e as Error).message }, 'exchange indexer pass failed; retrying');
-    }
     try {
       await this.#reconcile();
     } catch (e) {
@@ -161,13 +158,13 @@ export class ExchangeAdapter implements ChainAdapter {
     } catch (e) {
       this.#log.warn({ err: (e as Error).message }, 'exchange payout pass failed; retrying');
     }
-    for (const w of waiters) w();
   }
 
   progress() {
-    const indexed = this.ledger.indexer.cursor(this.chainId, SOURCE) ?? 0;
-    const head = this.#lastPoll || indexed;
-    return { head, indexed, ready: this.#ready && Date.now() - this.#lastPoll < Math.max(10_000, this.chain.pollIntervalMs * 10) };
+    const indexed = this.#indexer.indexed();
+    const lastRead = this.#indexer.lastReadAt;
+    const head = lastRead || indexed;
+    return { head, indexed, ready: this.#ready && Date.now() - lastRead < Math.max(10_000, this.chain.pollIntervalMs * 10) };
   }
 
   // ------------------------------------------------------------------------------------ quotes
@@ -177,7 +174,7 @@ export class ExchangeAdapter implements ChainAdapter {
   }
 
   async indexTransaction(txId: string): Promise<number> {
-    await this.#nextCycle();
+    await this.#indexer.nextPass();
     return this.ledger.deposits.get(depositId(this.chainId, txId as Hex)) ? 1 : 0;
   }
 
@@ -277,84 +274,6 @@ export class ExchangeAdapter implements ChainAdapter {
         check: 'status',
       },
     ];
-  }
-
-  // ------------------------------------------------------------------------------------ deposits
-
-  // Reads the solver's ledger updates from the cursor and books the transfers to the solver.
-  async #index(): Promise<void> {
-    const cursor = this.ledger.indexer.cursor(this.chainId, SOURCE) ?? 0;
-    const updates = await this.client.ledgerUpdates(this.solver, cursor);
-    const now = Date.now();
-    let next = cursor;
-    let waiting: number | undefined;
-    const rows: Parameters<Ledger['deposits']['insert']>[0][] = [];
-    for (const u of updates) {
-      // What the exchange answers is input too: an entry the ledger cannot hold is skipped, loudly.
-      if (typeof u?.time !== 'number' || !Number.isSafeInteger(u.time) || u.time < 0 || typeof u.hash !== 'string' || !/^0x[0-9a-fA-F]{64}$/.test(u.hash)) {
-        this.#log.error({ update: JSON.stringify(u).slice(0, 300) }, 'unreadable ledger update from the exchange; skipped');
-        continue;
-      }
-      if (u.time > next) next = u.time;
-      const d = u.delta as SendLedgerDelta;
-      if (d?.type !== 'send' || !isAddress(d.destination ?? '', { strict: false }) || !isAddress(d.user ?? '', { strict: false })) continue;
-      if (getAddress(d.destination) !== this.solver || getAddress(d.user) === this.solver) continue;
-      const id = depositId(this.chainId, u.hash);
-      if (this.ledger.deposits.get(id)) continue;
-      const sender = getAddress(d.user);
-      const mapping = typeof d.nonce === 'number' ? this.nonces.get(sender, d.nonce) : undefined;
-      if (!mapping && now - u.time < this.chain.orphanGraceMs) {
-        // Its authorization may still be on its way: read this transfer again next time.
-        waiting = Math.min(waiting ?? u.time, u.time);
-        continue;
-      }
-      // A failing spotMeta read throws (the pass is retried, the cursor stays); an unknown token does not.
-      const asset =
-        typeof d.token === 'string' && typeof d.destinationDex === 'string'
-          ? await this.assets.ofTransfer(d.token, d.destinationDex).catch((e) => {
-              if (e instanceof UnknownAssetError) return undefined;
-              throw e;
-            })
-          : undefined;
-      if (!asset) {
-        this.#log.error({ hash: u.hash, token: d.token, dex: d.destinationDex, from: sender }, 'transfer to the solver in a token the exchange does not list; manual action required');
-        continue;
-      }
-      let amount: bigint;
-      try {
-        amount = parseDecimalFloor(d.amount, asset.decimals);
-      } catch {
-        this.#log.error({ hash: u.hash, amount: d.amount }, 'transfer to the solver with an unreadable amount; manual action required');
-        continue;
-      }
-      if (!mapping) this.#log.warn({ hash: u.hash, from: sender, nonce: d.nonce }, 'transfer to the solver with no authorized nonce: booked as an orphan deposit');
-      rows.push({
-        id,
-        chain_id: this.chainId,
-        tx_hash: u.hash.toLowerCase() as Hex,
-        log_index: 0,
-        block_number: u.time,
-        block_hash: u.hash.toLowerCase() as Hex,
-        depositor: sender,
-        currency: asset.currency,
-        amount: amount.toString(),
-        order_ref: (mapping?.request_id ?? NO_REQUEST) as Hex,
-        seen_at: u.time,
-      });
-    }
-    const newCursor = waiting !== undefined ? Math.min(waiting, next) : next;
-    let fresh = 0;
-    this.ledger.tx(() => {
-      for (const r of rows) if (this.ledger.deposits.insert(r)) fresh++;
-      // The exchange's ledger is final: what it lists is confirmed at once.
-      if (fresh) this.ledger.deposits.confirmUpTo(this.chainId, Number.MAX_SAFE_INTEGER);
-      if (newCursor !== cursor || this.ledger.indexer.cursor(this.chainId, SOURCE) === undefined) this.ledger.indexer.setCursor(this.chainId, SOURCE, newCursor);
-    });
-    if (fresh) {
-      this.metrics.depositsIndexed.inc({ chain: this.chainId }, fresh);
-      this.#log.info({ count: fresh }, 'exchange deposits indexed');
-      this.hooks.wake();
-    }
   }
 
   // ------------------------------------------------------------------------------------ payouts
@@ -554,6 +473,4 @@ export class ExchangeAdapter implements ChainAdapter {
   }
 }
 
-export function depositId(chainId: number, hash: Hex | string): string {
-  return `${chainId}:${hash.toLowerCase()}:0`;
-}
+export { depositId };
