@@ -120,11 +120,6 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     return this.#lastReadAt;
   }
 
-  /** The width of the next range read (adaptive). */
-  get range(): number {
-    return this.#range;
-  }
-
   /** The newest block whose deposits are all committed (the ledger's cursor). */
   indexed(): number {
     return this.#ledger.indexer.cursor(this.#cfg.chainId, this.#cfg.cursor) ?? this.#cfg.startBlock - 1;
