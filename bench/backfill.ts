@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import { createPublicClient, createWalletClient, http, toHex, type PublicClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { BatchDepositorAbi, BatchDepositorBytecode } from '../contracts-abi/index.ts';
-import { EvmIndexer } from '../src/chains/evm/indexer.ts';
+import { EvmDepositSource } from '../src/chains/evm/depositSource.ts';
+import { IndexerDriver } from '../src/indexer/driver.ts';
 import type { EvmChainConfig } from '../src/config/schema.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
@@ -71,7 +72,15 @@ try {
     nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
     currencies: [],
   };
-  const indexer = new EvmIndexer(config, client, ledger, { onConfirmed() {}, onHead() {} }, createMetrics(), createLogger('silent'));
+  const indexer = new IndexerDriver({
+    config: { chainId: CHAIN_ID, cursor: 'depository', startBlock: config.startBlock, confirmations: config.confirmations, finalityDepth: config.finalityDepth, maxRange: config.maxLogRange, pollIntervalMs: config.pollIntervalMs },
+    source: new EvmDepositSource(config, client),
+    ledger,
+    events: { onConfirmed() {}, onHead() {} },
+    reorgs: { reorgDecided: () => false, onDepositReorged() {} },
+    metrics: createMetrics(),
+    log: createLogger('silent'),
+  });
   const started = performance.now();
   indexer.start();
   await indexer.waitFor(head);

@@ -84,6 +84,8 @@ export class RelayNode {
         onPaid: solver.onPaid.bind(solver),
         onFailed: solver.onFailed.bind(solver),
         onFunding: solver.onFunding.bind(solver),
+        reorgs: solver.reorgs,
+        onDepositAddressFunded: solver.onDepositAddressFunded.bind(solver),
         wake: () => solver.wake(),
       };
       this.quotePruner = new QuotePruner(this.ledger.db, {

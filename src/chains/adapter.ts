@@ -3,6 +3,8 @@ import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
+import type { ReorgDecider } from '../indexer/events.ts';
+import type { ReindexResult } from '../indexer/driver.ts';
 
 // What a submitter reports about a payout. Each hook runs inside the ledger transaction that
 // records the transaction's new state, so the request's status and the transaction never disagree.
@@ -53,14 +55,8 @@ export interface FundingTransfer {
   parts: FundingPart[];
 }
 
-/** What a re-index found: the deposit logs in the range, those newly recorded (ids), and those left to the indexer's own passes. */
-export interface ReindexResult {
-  fromBlock: number;
-  toBlock: number;
-  logs: number;
-  recorded: string[];
-  skipped: number;
-}
+/** What a re-index found (the indexer driver's answer, src/indexer/driver.ts). */
+export type { ReindexResult } from '../indexer/driver.ts';
 
 // What chains report to the rest of the node, besides payouts.
 export interface ChainEvents {
@@ -68,6 +64,25 @@ export interface ChainEvents {
   wake(): void;
   // A confirmed app balance funding transfer; resolves once it is booked.
   onFunding(t: FundingTransfer): Promise<void>;
+  // Decides what a reorg means for deposits already acted on (the solver, src/solver/reorgs.ts).
+  readonly reorgs: ReorgDecider;
+  // Funds worth sweeping reached a request's deposit address: the solver queues the sweep.
+  onDepositAddressFunded: DepositAddressSweeps['onDepositAddressFunded'];
+}
+
+/** Funds worth sweeping at a request's deposit address, as the chain's watcher read them. */
+export interface DepositAddressFunding {
+  requestId: string;
+  chainId: number;
+  currency: string;
+  // What the address holds of `currency` now, in its smallest unit.
+  amount: bigint;
+}
+
+/** The port the solver implements for deposit address watchers: it is the only writer of payouts. */
+export interface DepositAddressSweeps {
+  /** Queues a sweep of `f` (inside its own ledger transaction) unless one is open for the address and currency; returns whether it queued one. */
+  onDepositAddressFunded(f: DepositAddressFunding): boolean;
 }
 
 // What the user does to deposit, one quote step each, in the shape the chain's wallets take

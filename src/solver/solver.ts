@@ -1,5 +1,5 @@
 import { keccak256, toHex, type Hex } from 'viem';
-import type { ChainAdapter, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
+import type { ChainAdapter, DepositAddressFunding, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
 import type { Registry } from '../config/registry.ts';
 import { onRelayFailed, onRelayPaid, onRelaySigned } from './gaslessRelay.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -19,6 +19,8 @@ import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './money.ts';
+import { DepositReorgs } from './reorgs.ts';
+import { queueSweep } from './sweeps.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -62,6 +64,8 @@ export class Solver implements PayoutHooks {
   #stopped = false;
   #timer: NodeJS.Timeout | undefined;
   readonly risk: RiskPolicy;
+  /** What a reorg means for deposits already acted on: the indexers report, this decides. */
+  readonly reorgs: DepositReorgs;
   #breaker: LossBreaker | undefined;
 
   constructor(
@@ -77,6 +81,7 @@ export class Solver implements PayoutHooks {
     lossMeasure?: UnexplainedMovement,
   ) {
     this.risk = new RiskPolicy(riskConfig, ledger, registry);
+    this.reorgs = new DepositReorgs(ledger, metrics, log);
     if (riskConfig.lossBreaker) {
       const movement = lossMeasure ?? new BalanceDrift(ledger, registry, adapters, prices);
       this.#breaker = new LossBreaker(movement, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
@@ -591,6 +596,11 @@ export class Solver implements PayoutHooks {
       ),
     );
     if (booked) this.log.info({ wallet: t.credited, micro: micro.toString(), tx: t.txHash }, 'app balance credited');
+  }
+
+  /** Funds worth sweeping reached a deposit address (its chain's watcher reports them): queues the sweep, in one ledger transaction. */
+  onDepositAddressFunded(f: DepositAddressFunding): boolean {
+    return this.ledger.tx(() => queueSweep(this.ledger, f));
   }
 
   // ---- PayoutHooks: called by submitters inside their ledger transaction ----

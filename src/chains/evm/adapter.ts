@@ -26,8 +26,9 @@ import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
 import { AUDIT_OPENING } from '../../audit/evmAudit.ts';
-import { EvmIndexer } from './indexer.ts';
 import { EvmPayouts } from './payoutSender.ts';
+import { IndexerDriver } from '../../indexer/driver.ts';
+import { EvmDepositSource, type EvmHead } from './depositSource.ts';
 import { viemChain } from './viemChain.ts';
 import type { RelayTerms } from './relayTerms.ts';
 import { recoverAuthorizationAddress } from 'viem/utils';
@@ -72,7 +73,7 @@ export class EvmAdapter implements ChainAdapter {
   readonly decisionClient: PublicClient;
   readonly providers: ProviderPool;
   readonly solver: Address;
-  #indexer: EvmIndexer;
+  #indexer: IndexerDriver<EvmHead>;
   #submitter: EvmPayouts;
   #funding: FundingWatcher | undefined;
   #depositAddresses: DepositAddressWatcher | undefined;
@@ -116,28 +117,40 @@ export class EvmAdapter implements ChainAdapter {
         chain,
         this.decisionClient,
         ledger,
+        hooks,
         () => this.#submitter.wake(),
         clog,
         async () => GAS.sweep * (await this.#maxFeePerGas()),
         config.depositAddresses.watchHours * 3_600_000,
       );
     }
-    this.#indexer = new EvmIndexer(
-      chain,
-      this.decisionClient,
+    this.#indexer = new IndexerDriver<EvmHead>({
+      config: {
+        chainId: chain.id,
+        cursor: 'depository',
+        startBlock: chain.startBlock,
+        confirmations: chain.confirmations,
+        finalityDepth: chain.finalityDepth,
+        maxRange: chain.maxLogRange,
+        pollIntervalMs: chain.pollIntervalMs,
+        // Each deposit waits as many blocks as its value asks (confirmationsFor).
+        confirmationsOf: chain.confirmationsByValue?.length ? (d) => confirmationsFor(chain, d.currency, BigInt(d.amount)) : undefined,
+      },
+      source: new EvmDepositSource(chain, this.decisionClient),
       ledger,
-      {
+      events: {
         onConfirmed: () => hooks.wake(),
-        onHead: (n, baseFee) => {
-          this.#baseFee = baseFee;
-          this.#submitter.onHead(n, baseFee);
-          this.#funding?.onHead(n);
+        onHead: (head) => {
+          this.#baseFee = head.baseFeePerGas;
+          this.#submitter.onHead(BigInt(head.number), head.baseFeePerGas);
+          this.#funding?.onHead(BigInt(head.number));
           this.#depositAddresses?.poke();
         },
       },
+      reorgs: hooks.reorgs,
       metrics,
-      clog,
-    );
+      log: clog,
+    });
   }
 
   async start(): Promise<void> {
@@ -149,6 +162,8 @@ export class EvmAdapter implements ChainAdapter {
       this.ledger.tx(() => this.ledger.funding.setScanMark(this.chainId, AUDIT_OPENING, Number(head.number), head.hash!));
     }
     await this.#submitter.start();
+    this.#funding?.start();
+    this.#depositAddresses?.start();
     this.#indexer.start();
   }
 
@@ -170,7 +185,7 @@ export class EvmAdapter implements ChainAdapter {
   }
 
   progress() {
-    const head = Number(this.#indexer.head);
+    const head = this.#indexer.head;
     const indexed = this.#indexer.indexed();
     const providers = this.providers.health();
     return {
@@ -294,7 +309,7 @@ export class EvmAdapter implements ChainAdapter {
 
   // What a transaction sent now would pay per gas at most: twice the base fee plus the tip.
   async #maxFeePerGas(): Promise<bigint> {
-    const block = this.#indexer.head;
+    const block = BigInt(this.#indexer.head);
     if (this.#baseFee === undefined) {
       this.#baseFee = (await this.client.getBlock({ blockTag: 'latest' })).baseFeePerGas ?? 0n;
     }

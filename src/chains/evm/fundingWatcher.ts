@@ -4,12 +4,16 @@ import type { Ledger } from '../../ledger/index.ts';
 import type { FundingPart } from '../../ledger/funding.ts';
 import type { Logger } from '../../log.ts';
 import type { FundingTransfer } from '../adapter.ts';
+import { errText } from '../../lib/errors.ts';
+import { Loop } from '../../lib/loop.ts';
 
 // App balances are funded by a transfer to the solver whose calldata ends with
 // 012345abcdef + the 20-byte address to credit + 012345abcdef (the interface's format).
 const MARKER = /012345abcdef([0-9a-f]{40})012345abcdef$/i;
 const SOURCE = 'app-balance';
 const MAX_BLOCKS_PER_PASS = 50;
+// A pass runs on every head the indexer reads; this timer only backs that up.
+const BACKSTOP_MS = 30_000;
 // keccak256("Transfer(address,address,uint256)")
 const TRANSFER_TOPIC = '0xddf252ad1be2c89b69c2b068fc378daa952ba7f163c4a11628f55a4df523b3ef';
 
@@ -52,12 +56,16 @@ async function receiptOf(client: PublicClient, hash: Hex): Promise<TransactionRe
   });
 }
 
-// Reads confirmed blocks for marked transactions, and reports what each successful one moved to the
-// solver once; the cursor moves only after the report is booked. Credits whose block a reorg replaced
-// are checked against the new chain and reversed when their transfer is gone.
+/**
+ * Reads confirmed blocks for marked transactions, and reports what each successful one moved to the
+ * solver once; the cursor moves only after the report is booked. Credits whose block a reorg replaced
+ * are checked against the new chain and reversed when their transfer is gone.
+ */
 export class FundingWatcher {
-  #running: Promise<void> | undefined;
+  readonly #loop: Loop;
   #tokens: Set<string>;
+  // The newest head the indexer reported (0 before the first).
+  #head = 0;
 
   constructor(
     private chain: EvmChainConfig,
@@ -68,17 +76,29 @@ export class FundingWatcher {
     private log: Logger,
   ) {
     this.#tokens = new Set(chain.currencies.filter((c) => getAddress(c.address) !== zeroAddress).map((c) => getAddress(c.address)));
+    this.#loop = new Loop(
+      async () => {
+        if (this.#head > 0) await this.#pass(this.#head);
+      },
+      BACKSTOP_MS,
+      (e) => this.log.warn({ err: errText(e) }, 'app balance funding scan failed; retrying'),
+    );
   }
 
+  /** Starts scanning: a pass on every head the indexer reports, and on a backstop timer. */
+  start(): void {
+    this.#loop.start();
+  }
+
+  /** The indexer read a new head: scan up to its confirmed blocks (heads during a pass coalesce into one more pass). */
   onHead(head: bigint): void {
-    if (this.#running) return;
-    this.#running = this.#pass(Number(head))
-      .catch((e) => this.log.warn({ err: (e as Error).message }, 'app balance funding scan failed; retrying'))
-      .finally(() => (this.#running = undefined));
+    this.#head = Number(head);
+    this.#loop.wake();
   }
 
+  /** Stops scanning; resolves once the pass under way has finished. */
   async stop(): Promise<void> {
-    await this.#running;
+    await this.#loop.stop();
   }
 
   async #pass(head: number): Promise<void> {

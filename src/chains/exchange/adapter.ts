@@ -3,13 +3,11 @@ import { spendable } from '../spendable.ts';
 //
 //   payouts   a fill to the exchange (or a refund on it) is the solver's signed sendAsset to the
 //             recipient, paid through the payout pipeline: see payoutSender.ts.
-//   deposits  a withdrawal is the user's sendAsset to the solver. The indexer reads the solver's
-//             non-funding ledger updates from a cursor kept in the ledger and associates a
-//             transfer to a request only through the nonce the user authorized (exchange_nonces);
-//             any other transfer is booked as an orphan deposit, which the solver refunds.
+//   deposits  a withdrawal is the user's sendAsset to the solver, read by the indexer driver
+//             (src/indexer) from the solver's ledger updates (depositSource.ts).
 //   quotes    the exchange charges no gas: fill, refund and deposit costs are zero.
 
-import { getAddress, isAddress, zeroAddress, type Address, type Hex } from 'viem';
+import { getAddress, zeroAddress, type Address, type Hex } from 'viem';
 import type { Config } from '../../config/load.ts';
 import type { ExchangeChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -18,10 +16,12 @@ import type { Metrics } from '../../metrics.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
 import { ExchangeAssets, UnknownAssetError } from './assets.ts';
-import { ExchangeClient, parseDecimalFloor, type SendLedgerDelta } from './client.ts';
+import { ExchangeClient, parseDecimalFloor } from './client.ts';
 import { exchangePayoutPipeline } from './payoutSender.ts';
 import type { Payouts } from '../../submitter/pipeline.ts';
 import { ExchangeNonces } from './nonces.ts';
+import { depositId, ExchangeDepositSource } from './depositSource.ts';
+import { IndexerDriver } from '../../indexer/driver.ts';
 import {
   formatUnitsDecimal,
   NONCE_MAPPING_TYPES,
@@ -29,10 +29,6 @@ import {
   SEND_ASSET_TYPES,
   type SendAssetParameters,
 } from './typedData.ts';
-
-const SOURCE = 'exchange-ledger';
-// The order_ref of a transfer no authorization ties to a request: it matches no request.
-const NO_REQUEST = `0x${'0'.repeat(64)}` as Hex;
 
 export class ExchangeAdapter implements ChainAdapter {
   readonly chainId: number;
@@ -45,22 +41,17 @@ export class ExchangeAdapter implements ChainAdapter {
   readonly assets: ExchangeAssets;
 
   readonly #payouts: Payouts;
+  readonly #indexer: IndexerDriver;
   readonly #log: Logger;
-  #stopped = true;
-  #timer: NodeJS.Timeout | undefined;
-  #running: Promise<void> | undefined;
-  #again = false;
-  #cycleWaiters: (() => void)[] = [];
   #lastDepositNonce = 0;
   #ready = false;
-  #lastPoll = 0;
 
   constructor(
     private chain: ExchangeChainConfig,
     config: Config,
     private ledger: Ledger,
-    private hooks: PayoutHooks & ChainEvents,
-    private metrics: Metrics,
+    hooks: PayoutHooks & ChainEvents,
+    metrics: Metrics,
     log: Logger,
   ) {
     this.chainId = chain.id;
@@ -81,78 +72,50 @@ export class ExchangeAdapter implements ChainAdapter {
       log: this.#log,
       faults: config.faults,
     });
+    this.#indexer = new IndexerDriver({
+      // The exchange's ledger is final: what it lists is confirmed at once; its cursor is exchange time.
+      config: {
+        chainId: chain.id,
+        cursor: 'exchange-ledger',
+        startBlock: 1,
+        confirmations: 1,
+        finalityDepth: 0,
+        maxRange: Infinity,
+        final: true,
+        pollIntervalMs: chain.pollIntervalMs,
+      },
+      source: new ExchangeDepositSource(chain, this.client, this.assets, this.nonces, this.solver, (id) => !!ledger.deposits.get(id), this.#log),
+      ledger,
+      events: { onConfirmed: () => hooks.wake(), onHead: () => {} },
+      reorgs: hooks.reorgs,
+      metrics,
+      log: this.#log,
+    });
   }
 
   // ------------------------------------------------------------------------------------ lifecycle
 
   async start(): Promise<void> {
     await this.assets.check();
-    this.#stopped = false;
     this.#ready = true;
     await this.#payouts.start();
-    this.poke();
+    this.#indexer.start();
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    await this.#running;
-    for (const w of this.#cycleWaiters) w();
-    this.#cycleWaiters = [];
+    await this.#indexer.stop();
     await this.#payouts.stop();
   }
 
   wake(): void {
-    this.poke();
     this.#payouts.wake();
   }
 
-  // Runs an index cycle now, or one more after the running one.
-  poke(): void {
-    if (this.#stopped) return;
-    if (this.#running) {
-      this.#again = true;
-      return;
-    }
-    clearTimeout(this.#timer);
-    this.#running = this.#cycle().finally(() => {
-      this.#running = undefined;
-      if (this.#stopped) return;
-      if (this.#again) {
-        this.#again = false;
-        this.poke();
-      } else {
-        this.#timer = setTimeout(() => this.poke(), this.chain.pollIntervalMs);
-      }
-    });
-  }
-
-  // Resolves after a full cycle that started after this call.
-  #nextCycle(): Promise<void> {
-    return new Promise((resolve) => {
-      this.#cycleWaiters.push(resolve);
-      if (this.#running) this.#again = true;
-      else this.poke();
-    });
-  }
-
-  async #cycle(): Promise<void> {
-    const waiters = this.#cycleWaiters;
-    this.#cycleWaiters = [];
-    try {
-      await this.#index();
-      this.#lastPoll = Date.now();
-    } catch (e) {
-      this.metrics.rpcErrors.inc({ chain: this.chainId, method: 'ledgerUpdates' });
-      this.#log.warn({ err: (e as Error).message }, 'exchange indexer pass failed; retrying');
-    }
-    for (const w of waiters) w();
-  }
-
   progress() {
-    const indexed = this.ledger.indexer.cursor(this.chainId, SOURCE) ?? 0;
-    const head = this.#lastPoll || indexed;
-    return { head, indexed, ready: this.#ready && Date.now() - this.#lastPoll < Math.max(10_000, this.chain.pollIntervalMs * 10) };
+    const indexed = this.#indexer.indexed();
+    const lastRead = this.#indexer.lastReadAt;
+    const head = lastRead || indexed;
+    return { head, indexed, ready: this.#ready && Date.now() - lastRead < Math.max(10_000, this.chain.pollIntervalMs * 10) };
   }
 
   // ------------------------------------------------------------------------------------ quotes
@@ -162,7 +125,7 @@ export class ExchangeAdapter implements ChainAdapter {
   }
 
   async indexTransaction(txId: string): Promise<number> {
-    await this.#nextCycle();
+    await this.#indexer.nextPass();
     return this.ledger.deposits.get(depositId(this.chainId, txId as Hex)) ? 1 : 0;
   }
 
@@ -263,87 +226,6 @@ export class ExchangeAdapter implements ChainAdapter {
       },
     ];
   }
-
-  // ------------------------------------------------------------------------------------ deposits
-
-  // Reads the solver's ledger updates from the cursor and books the transfers to the solver.
-  async #index(): Promise<void> {
-    const cursor = this.ledger.indexer.cursor(this.chainId, SOURCE) ?? 0;
-    const updates = await this.client.ledgerUpdates(this.solver, cursor);
-    const now = Date.now();
-    let next = cursor;
-    let waiting: number | undefined;
-    const rows: Parameters<Ledger['deposits']['insert']>[0][] = [];
-    for (const u of updates) {
-      // What the exchange answers is input too: an entry the ledger cannot hold is skipped, loudly.
-      if (typeof u?.time !== 'number' || !Number.isSafeInteger(u.time) || u.time < 0 || typeof u.hash !== 'string' || !/^0x[0-9a-fA-F]{64}$/.test(u.hash)) {
-        this.#log.error({ update: JSON.stringify(u).slice(0, 300) }, 'unreadable ledger update from the exchange; skipped');
-        continue;
-      }
-      if (u.time > next) next = u.time;
-      const d = u.delta as SendLedgerDelta;
-      if (d?.type !== 'send' || !isAddress(d.destination ?? '', { strict: false }) || !isAddress(d.user ?? '', { strict: false })) continue;
-      if (getAddress(d.destination) !== this.solver || getAddress(d.user) === this.solver) continue;
-      const id = depositId(this.chainId, u.hash);
-      if (this.ledger.deposits.get(id)) continue;
-      const sender = getAddress(d.user);
-      const mapping = typeof d.nonce === 'number' ? this.nonces.get(sender, d.nonce) : undefined;
-      if (!mapping && now - u.time < this.chain.orphanGraceMs) {
-        // Its authorization may still be on its way: read this transfer again next time.
-        waiting = Math.min(waiting ?? u.time, u.time);
-        continue;
-      }
-      // A failing spotMeta read throws (the pass is retried, the cursor stays); an unknown token does not.
-      const asset =
-        typeof d.token === 'string' && typeof d.destinationDex === 'string'
-          ? await this.assets.ofTransfer(d.token, d.destinationDex).catch((e) => {
-              if (e instanceof UnknownAssetError) return undefined;
-              throw e;
-            })
-          : undefined;
-      if (!asset) {
-        this.#log.error({ hash: u.hash, token: d.token, dex: d.destinationDex, from: sender }, 'transfer to the solver in a token the exchange does not list; manual action required');
-        continue;
-      }
-      let amount: bigint;
-      try {
-        amount = parseDecimalFloor(d.amount, asset.decimals);
-      } catch {
-        this.#log.error({ hash: u.hash, amount: d.amount }, 'transfer to the solver with an unreadable amount; manual action required');
-        continue;
-      }
-      if (!mapping) this.#log.warn({ hash: u.hash, from: sender, nonce: d.nonce }, 'transfer to the solver with no authorized nonce: booked as an orphan deposit');
-      rows.push({
-        id,
-        chain_id: this.chainId,
-        tx_hash: u.hash.toLowerCase() as Hex,
-        log_index: 0,
-        block_number: u.time,
-        block_hash: u.hash.toLowerCase() as Hex,
-        depositor: sender,
-        currency: asset.currency,
-        amount: amount.toString(),
-        order_ref: (mapping?.request_id ?? NO_REQUEST) as Hex,
-        seen_at: u.time,
-      });
-    }
-    const newCursor = waiting !== undefined ? Math.min(waiting, next) : next;
-    let fresh = 0;
-    this.ledger.tx(() => {
-      for (const r of rows) if (this.ledger.deposits.insert(r)) fresh++;
-      // The exchange's ledger is final: what it lists is confirmed at once.
-      if (fresh) this.ledger.deposits.confirmUpTo(this.chainId, Number.MAX_SAFE_INTEGER);
-      if (newCursor !== cursor || this.ledger.indexer.cursor(this.chainId, SOURCE) === undefined) this.ledger.indexer.setCursor(this.chainId, SOURCE, newCursor);
-    });
-    if (fresh) {
-      this.metrics.depositsIndexed.inc({ chain: this.chainId }, fresh);
-      this.#log.info({ count: fresh }, 'exchange deposits indexed');
-      this.hooks.wake();
-    }
-  }
-
 }
 
-export function depositId(chainId: number, hash: Hex | string): string {
-  return `${chainId}:${hash.toLowerCase()}:0`;
-}
+export { depositId };

@@ -31,7 +31,8 @@ import type { Metrics } from '../../metrics.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
 import { recordSvmOpening } from '../../audit/svmAudit.ts';
-import { SvmIndexer } from './indexer.ts';
+import { IndexerDriver } from '../../indexer/driver.ts';
+import { SvmDepositSource } from './depositSource.ts';
 import { SvmRpcPool, svmConnection } from './rpcPool.ts';
 import { svmPayoutPipeline } from './payoutSender.ts';
 import type { Payouts } from '../../submitter/pipeline.ts';
@@ -61,6 +62,8 @@ const FEE_CACHE_MS = 2_000;
 const MAX_MICRO_LAMPORTS_PER_CU = 10_000_000n;
 // About how long the chain's commitments take (quote timeEstimate).
 const CONFIRM_SECONDS = { confirmed: 1, finalized: 13 } as const;
+// The indexer's cursor: the slot up to which the vault and every token account of it are read.
+const SVM_CURSOR = 'svm:vault';
 
 export class NotFoundError extends Error {
   // The API answers 404 for this name (routes/transactions.ts).
@@ -76,7 +79,10 @@ export class SvmAdapter implements ChainAdapter {
   readonly conn: Connection;
   readonly rpc: SvmRpcPool;
   readonly #vault: PublicKey;
-  readonly #indexer: SvmIndexer;
+  readonly #indexer: IndexerDriver;
+  readonly #deposits: SvmDepositSource;
+  // The per-address cursors of ledgers written before the indexer driver.
+  readonly #legacyCursors: string[];
   readonly #submitter: Payouts;
   readonly #mints = new Map<string, Promise<MintInfo>>();
   readonly #rent = new Map<number, Promise<bigint>>();
@@ -115,20 +121,28 @@ export class SvmAdapter implements ChainAdapter {
       mintInfo: (c) => this.mintInfo(c),
       priorityFee: (w) => this.#priorityFee(w),
     });
-    this.#indexer = new SvmIndexer(
-      chain,
-      this.conn,
-      ledger,
-      sources,
-      chain.vault,
-      new Set([this.solver]),
-      {
-        onConfirmed: () => hooks.wake(),
-        onHead: () => {},
+    this.#deposits = new SvmDepositSource(chain, this.conn, sources, chain.vault, new Set([this.solver]), (id) => !!ledger.deposits.get(id));
+    this.#indexer = new IndexerDriver({
+      // Slots read at the commitment are final: confirmed as soon as read, no unfinalized list,
+      // every read from the cursor to the head.
+      config: {
+        chainId: chain.id,
+        cursor: SVM_CURSOR,
+        startBlock: 0,
+        confirmations: 1,
+        finalityDepth: 0,
+        maxRange: Infinity,
+        final: true,
+        pollIntervalMs: chain.pollIntervalMs,
       },
+      source: this.#deposits,
+      ledger,
+      events: { onConfirmed: () => hooks.wake(), onHead: () => {} },
+      reorgs: hooks.reorgs,
       metrics,
-      clog,
-    );
+      log: clog,
+    });
+    this.#legacyCursors = sources.map((a) => `svm:${a.toBase58()}`);
   }
 
   async start(): Promise<void> {
@@ -136,6 +150,12 @@ export class SvmAdapter implements ChainAdapter {
     // anything (src/audit/svmAudit.ts): from there on, everything that moves them is in the books.
     await recordSvmOpening(this.chain, this.ledger, this.conn, new PublicKey(this.solver));
     await this.#submitter.start();
+    // A ledger from before the indexer driver kept one cursor per address: the driver starts at the
+    // lowest of them (reading a slot again writes nothing twice).
+    if (this.ledger.indexer.cursor(this.chainId, SVM_CURSOR) === undefined) {
+      const old = this.#legacyCursors.map((c) => this.ledger.indexer.cursor(this.chainId, c));
+      if (old.every((c) => c !== undefined)) this.ledger.tx(() => this.ledger.indexer.setCursor(this.chainId, SVM_CURSOR, Math.min(...(old as number[]))));
+    }
     this.#indexer.start();
   }
 
@@ -150,7 +170,7 @@ export class SvmAdapter implements ChainAdapter {
 
   progress() {
     const head = this.#indexer.head;
-    const indexed = this.#indexer.readUpTo;
+    const indexed = this.#indexer.indexed();
     const providers = this.rpc.health();
     return {
       head,
@@ -175,11 +195,22 @@ export class SvmAdapter implements ChainAdapter {
   async indexTransaction(txId: string): Promise<number> {
     const end = Date.now() + Math.max(5_000, this.confirmSeconds * 2_000);
     for (;;) {
-      const n = await this.#indexer.indexNow(txId);
+      const n = await this.#indexNow(txId);
       if (n !== undefined) return n;
       if (Date.now() > end) throw new NotFoundError(`transaction ${txId} is not ${this.chain.commitment} on chain ${this.chainId}`);
       await new Promise((r) => setTimeout(r, 200));
     }
+  }
+
+  // Reads one transaction now: the deposits it holds (recorded and confirmed at once), or undefined
+  // when the chain does not have it at the commitment yet.
+  async #indexNow(signature: string): Promise<number | undefined> {
+    const tx = await this.#deposits.fetch(signature);
+    if (!tx) return undefined;
+    const d = this.#deposits.parse(signature, tx);
+    if (!d) return 0;
+    this.#indexer.recordConfirmed([d]);
+    return 1;
   }
 
   // ---------------------------------------------------------------------------------------- currencies

@@ -1,0 +1,126 @@
+// Withdrawals from the perpetuals exchange to the solver, as a DepositSource. A withdrawal is the
+// user's sendAsset to the solver: the source reads the solver's non-funding ledger updates from the
+// driver's cursor (exchange time, ms) and associates a transfer to a request only through the nonce
+// the user authorized (exchange_nonces); any other transfer is booked as an orphan deposit, which the
+// solver refunds. The exchange's ledger is final: the driver confirms what it lists at once.
+import { getAddress, isAddress, type Address, type Hex } from 'viem';
+import type { ExchangeChainConfig } from '../../config/schema.ts';
+import type { ChainDeposit } from '../../ledger/deposits.ts';
+import type { DepositSource, Inclusion, RangeRead, SourceBlock } from '../../indexer/source.ts';
+import type { Logger } from '../../log.ts';
+import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
+import { parseDecimalFloor, type ExchangeClient, type SendLedgerDelta } from './client.ts';
+import type { ExchangeNonces } from './nonces.ts';
+
+// The order_ref of a transfer no authorization ties to a request: it matches no request.
+const NO_REQUEST = `0x${'0'.repeat(64)}` as Hex;
+
+/** The ledger id of the exchange deposit made by the ledger update `hash`. */
+export function depositId(chainId: number, hash: Hex | string): string {
+  return `${chainId}:${hash.toLowerCase()}:0`;
+}
+
+// A moment of the node's clock as a block: the exchange's ledger is final, nothing is replaced.
+const timeBlock = (ms: number): SourceBlock => ({ number: ms, hash: `time:${ms}`, parentHash: `time:${ms - 1}` });
+
+/** The exchange's transfers to the solver, read from its ledger updates. */
+export class ExchangeDepositSource implements DepositSource {
+  readonly rangeMethod = 'ledgerUpdates';
+
+  constructor(
+    private chain: ExchangeChainConfig,
+    private client: ExchangeClient,
+    private assets: ExchangeAssets,
+    private nonces: ExchangeNonces,
+    private solver: Address,
+    // Whether the ledger already holds this deposit id.
+    private known: (depositId: string) => boolean,
+    private log: Logger,
+  ) {}
+
+  /** Now, on the node's clock: the driver reads every update from its cursor on. */
+  async head(): Promise<SourceBlock> {
+    return timeBlock(Date.now());
+  }
+
+  /** A moment (final: never replaced). */
+  async block(n: number): Promise<SourceBlock> {
+    return timeBlock(n);
+  }
+
+  /**
+   * The transfers to the solver listed from the cursor (`from - 1`, read again inclusively: updates of
+   * the same millisecond may be listed late) on. `upTo` is the newest update time read, held back to the
+   * oldest transfer still waiting for its authorization (within the chain's orphan grace).
+   */
+  async deposits(from: number, _to: number): Promise<RangeRead> {
+    const cursor = from - 1;
+    const updates = await this.client.ledgerUpdates(this.solver, cursor);
+    const now = Date.now();
+    let next = cursor;
+    let waiting: number | undefined;
+    const deposits: (ChainDeposit & { seen_at: number })[] = [];
+    for (const u of updates) {
+      // What the exchange answers is input too: an entry the ledger cannot hold is skipped, loudly.
+      if (typeof u?.time !== 'number' || !Number.isSafeInteger(u.time) || u.time < 0 || typeof u.hash !== 'string' || !/^0x[0-9a-fA-F]{64}$/.test(u.hash)) {
+        this.log.error({ update: JSON.stringify(u).slice(0, 300) }, 'unreadable ledger update from the exchange; skipped');
+        continue;
+      }
+      if (u.time > next) next = u.time;
+      const d = u.delta as SendLedgerDelta;
+      if (d?.type !== 'send' || !isAddress(d.destination ?? '', { strict: false }) || !isAddress(d.user ?? '', { strict: false })) continue;
+      if (getAddress(d.destination) !== this.solver || getAddress(d.user) === this.solver) continue;
+      if (this.known(depositId(this.chain.id, u.hash))) continue;
+      const sender = getAddress(d.user);
+      const mapping = typeof d.nonce === 'number' ? this.nonces.get(sender, d.nonce) : undefined;
+      if (!mapping && now - u.time < this.chain.orphanGraceMs) {
+        // Its authorization may still be on its way: read this transfer again next time.
+        waiting = Math.min(waiting ?? u.time, u.time);
+        continue;
+      }
+      // A failing spotMeta read throws (the pass is retried, the cursor stays); an unknown token does not.
+      const asset =
+        typeof d.token === 'string' && typeof d.destinationDex === 'string'
+          ? await this.assets.ofTransfer(d.token, d.destinationDex).catch((e) => {
+              if (e instanceof UnknownAssetError) return undefined;
+              throw e;
+            })
+          : undefined;
+      if (!asset) {
+        this.log.error(
+          { hash: u.hash, token: d.token, dex: d.destinationDex, from: sender },
+          'transfer to the solver in a token the exchange does not list; manual action required',
+        );
+        continue;
+      }
+      let amount: bigint;
+      try {
+        amount = parseDecimalFloor(d.amount, asset.decimals);
+      } catch {
+        this.log.error({ hash: u.hash, amount: d.amount }, 'transfer to the solver with an unreadable amount; manual action required');
+        continue;
+      }
+      if (!mapping) {
+        this.log.warn({ hash: u.hash, from: sender, nonce: d.nonce }, 'transfer to the solver with no authorized nonce: booked as an orphan deposit');
+      }
+      deposits.push({
+        tx_hash: u.hash.toLowerCase() as Hex,
+        log_index: 0,
+        block_number: u.time,
+        block_hash: u.hash.toLowerCase() as Hex,
+        depositor: sender,
+        currency: asset.currency,
+        amount: amount.toString(),
+        order_ref: (mapping?.request_id ?? NO_REQUEST) as Hex,
+        // When the exchange applied it, not when the node read it.
+        seen_at: u.time,
+      });
+    }
+    return { deposits, entries: updates.length, blockHashes: new Map(), upTo: waiting !== undefined ? Math.min(waiting, next) : next };
+  }
+
+  /** Never asked: the exchange's ledger is final, so the driver keeps no unfinalized blocks to check deposits against. */
+  async inclusion(_txHash: string): Promise<Inclusion | undefined> {
+    throw new Error('the exchange ledger is final: no inclusion to check');
+  }
+}

@@ -1,0 +1,127 @@
+// Deposits to the vault as a DepositSource: the signatures of the vault (SOL) and of its token
+// accounts (SPL, one per configured currency), at the chain's commitment (`confirmed` or
+// `finalized`), each transaction parsed from its balances before and after.
+//
+// Nothing is visible at the commitment before its slot is complete and nothing read at it is
+// replaced, so slots are blocks without reorgs: the driver reads from its cursor to the head
+// (maxRange Infinity) and keeps no unfinalized block list. A deposit is written once per signature
+// (`${chainId}:${signature}:0`), so reading a slot again writes nothing.
+import type { Commitment, Connection, Finality, PublicKey, VersionedTransactionResponse } from '@solana/web3.js';
+import type { SvmChainConfig } from '../../config/schema.ts';
+import type { DepositSource, Inclusion, RangeRead, SourceBlock } from '../../indexer/source.ts';
+import { parseDepositTransaction, type ParsedDeposit } from './transactions.ts';
+
+const PAGE = 1000;
+// getTransaction calls in flight at once.
+const CHUNK = 20;
+
+/** One signature of an address's list. */
+export interface SvmSignature {
+  signature: string;
+  slot: number;
+  err: unknown;
+}
+
+/** The deposit id of a signature (one deposit per transaction). */
+export const svmDepositId = (chainId: number, signature: string): string => `${chainId}:${signature}:0`;
+
+// A slot as a block: slots at the commitment are final, so the hash is the slot's own name.
+const slotBlock = (slot: number): SourceBlock => ({ number: slot, hash: `slot:${slot}`, parentHash: `slot:${slot - 1}` });
+
+/** The vault's deposits on an SVM chain, read from the signature lists of the vault and its token accounts. */
+export class SvmDepositSource implements DepositSource {
+  readonly rangeMethod = 'getSignaturesForAddress';
+  readonly #commitment: Finality;
+
+  constructor(
+    private chain: SvmChainConfig,
+    private conn: Connection,
+    // The addresses deposits arrive at: the vault and its token accounts.
+    private sources: PublicKey[],
+    private vault: string,
+    // Transfers from these (the solver) are not deposits.
+    private ignoreFrom: Set<string>,
+    // Whether the ledger already holds this deposit id (a signature already read needs no second look).
+    private known: (depositId: string) => boolean,
+  ) {
+    this.#commitment = chain.commitment;
+  }
+
+  /** The newest slot at the chain's commitment. */
+  async head(): Promise<SourceBlock> {
+    return slotBlock(await this.conn.getSlot(this.#commitment as Commitment));
+  }
+
+  /** The slot `n` (final at the commitment: never replaced). */
+  async block(n: number): Promise<SourceBlock> {
+    return slotBlock(n);
+  }
+
+  /**
+   * The deposits of every address's signatures in slots [from, to], oldest first. When a transaction
+   * is not served yet, `upTo` stops below its slot: it is read again on a later pass.
+   */
+  async deposits(from: number, to: number): Promise<RangeRead> {
+    const sigs: SvmSignature[] = [];
+    for (const a of this.sources) sigs.push(...(await this.#signatures(a, from, to)));
+    sigs.sort((x, y) => x.slot - y.slot);
+    const deposits: ParsedDeposit[] = [];
+    let upTo: number | undefined;
+    for (let i = 0; i < sigs.length; i += CHUNK) {
+      const chunk = sigs.slice(i, i + CHUNK);
+      const results = await Promise.all(chunk.map((s) => this.#read(s)));
+      results.forEach((r, j) => {
+        if (r === undefined) upTo = Math.min(upTo ?? Number.MAX_SAFE_INTEGER, chunk[j]!.slot - 1);
+        else if (r !== null) deposits.push(r);
+      });
+      if (upTo !== undefined) break;
+    }
+    return { deposits: upTo === undefined ? deposits : deposits.filter((d) => d.block_number <= upTo!), entries: sigs.length, blockHashes: new Map(), upTo };
+  }
+
+  /** Where a signature's transaction is now, at the commitment. */
+  async inclusion(txHash: string): Promise<Inclusion | undefined> {
+    const tx = await this.fetch(txHash);
+    return tx ? { success: !tx.meta?.err, blockNumber: tx.slot } : undefined;
+  }
+
+  // Signatures of `address` in slots [from, to], newest first as the list pages.
+  async #signatures(address: PublicKey, from: number, to: number): Promise<SvmSignature[]> {
+    const out: SvmSignature[] = [];
+    let before: string | undefined;
+    for (;;) {
+      const page = await this.conn.getSignaturesForAddress(address, { before, limit: PAGE }, this.#commitment);
+      let done = page.length < PAGE;
+      for (const p of page) {
+        if (p.slot < from) {
+          done = true;
+          break;
+        }
+        if (p.slot <= to) out.push({ signature: p.signature, slot: p.slot, err: p.err });
+      }
+      if (done || page.length === 0) break;
+      before = page.at(-1)!.signature;
+    }
+    return out;
+  }
+
+  // The deposit of a signature; null when it holds none, undefined when it could not be read.
+  async #read(s: SvmSignature): Promise<ParsedDeposit | null | undefined> {
+    // A failed transaction moved nothing; a signature already in the ledger needs no second look.
+    if (s.err) return null;
+    if (this.known(svmDepositId(this.chain.id, s.signature))) return null;
+    const tx = await this.fetch(s.signature);
+    if (!tx) return undefined;
+    return this.parse(s.signature, tx) ?? null;
+  }
+
+  /** The transaction of a signature at the chain's commitment, or null when it is not there yet. */
+  fetch(signature: string): Promise<VersionedTransactionResponse | null> {
+    return this.conn.getTransaction(signature, { commitment: this.#commitment, maxSupportedTransactionVersion: 0 });
+  }
+
+  /** The deposit a transaction made to the vault, if any. */
+  parse(signature: string, tx: VersionedTransactionResponse): ParsedDeposit | undefined {
+    return parseDepositTransaction(signature, tx, this.vault, this.ignoreFrom);
+  }
+}

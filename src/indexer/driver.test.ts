@@ -1,0 +1,316 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Hex } from 'viem';
+import { Ledger } from '../ledger/index.ts';
+import type { ChainDeposit } from '../ledger/deposits.ts';
+import type { DepositRow } from '../ledger/types.ts';
+import { createLogger } from '../log.ts';
+import { createMetrics } from '../metrics.ts';
+import { IndexerDriver, type DriverConfig } from './driver.ts';
+import type { ReorgDecider } from './events.ts';
+import type { DepositSource, Inclusion, RangeRead, SourceBlock } from './source.ts';
+
+const CHAIN = 10;
+
+/**
+ * A scripted chain: blocks by height (each fork spells its hashes differently), deposits by block, a
+ * provider that refuses ranges wider than `cap`, and a record of every range read with the ledger's
+ * cursor at that moment (to check it against what the ledger holds).
+ */
+class FakeChain implements DepositSource {
+  readonly rangeMethod = 'fake_range';
+  blocks: SourceBlock[] = [];
+  #deposits = new Map<number, Omit<ChainDeposit, 'block_hash' | 'block_number'>[]>();
+  cap = Number.MAX_SAFE_INTEGER;
+  reads: { from: number; to: number; ok: boolean }[] = [];
+  #fork = 'a';
+  #tx = 0;
+  onRead: (from: number, to: number) => void = () => {};
+
+  constructor(blocks: number) {
+    this.blocks.push({ number: 0, hash: '0xa-0', parentHash: '0x' });
+    this.mine(blocks);
+  }
+
+  /** Adds `count` blocks; `deposits` gives how many deposits a new block holds (by height). */
+  mine(count: number, deposits: (n: number) => number = () => 0): void {
+    for (let i = 0; i < count; i++) {
+      const parent = this.blocks.at(-1)!;
+      const n = parent.number + 1;
+      this.blocks.push({ number: n, hash: `0x${this.#fork}-${n}`, parentHash: parent.hash });
+      this.#deposits.set(
+        n,
+        Array.from({ length: deposits(n) }, (_, j) => ({
+          tx_hash: `0x${(++this.#tx).toString(16).padStart(64, '0')}` as Hex,
+          log_index: j,
+          depositor: '0x1111111111111111111111111111111111111111',
+          currency: '0x0000000000000000000000000000000000000000',
+          amount: String(1000 + this.#tx),
+          order_ref: `0x${'ab'.repeat(32)}` as Hex,
+        })),
+      );
+    }
+  }
+
+  /** Replaces every block above `ancestor` with `count` blocks of a new fork. */
+  reorg(ancestor: number, count: number, fork: string, deposits?: (n: number) => number): void {
+    this.#fork = fork;
+    for (const b of this.blocks.splice(ancestor + 1)) this.#deposits.delete(b.number);
+    this.mine(count, deposits);
+  }
+
+  async head(): Promise<SourceBlock> {
+    return this.blocks.at(-1)!;
+  }
+
+  async block(n: number): Promise<SourceBlock> {
+    const b = this.blocks[n];
+    if (!b) throw new Error(`no block ${n}`);
+    return b;
+  }
+
+  async deposits(from: number, to: number): Promise<RangeRead> {
+    this.onRead(from, to);
+    if (to - from + 1 > this.cap) {
+      this.reads.push({ from, to, ok: false });
+      throw new Error(`range too wide: at most ${this.cap} blocks`);
+    }
+    this.reads.push({ from, to, ok: true });
+    const deposits: ChainDeposit[] = [];
+    const blockHashes = new Map<number, string>();
+    for (let n = from; n <= Math.min(to, this.blocks.length - 1); n++) {
+      const b = this.blocks[n]!;
+      for (const d of this.#deposits.get(n) ?? []) {
+        deposits.push({ ...d, block_number: n, block_hash: b.hash as Hex });
+        blockHashes.set(n, b.hash);
+      }
+    }
+    return { deposits, entries: deposits.length, blockHashes };
+  }
+
+  async inclusion(txHash: string): Promise<Inclusion | undefined> {
+    for (const [n, ds] of this.#deposits) if (ds.some((d) => d.tx_hash === txHash)) return { success: true, blockNumber: n };
+    return undefined;
+  }
+}
+
+class Decider implements ReorgDecider {
+  reported: { d: DepositRow; inTransaction: boolean }[] = [];
+  constructor(private ledger: Ledger) {}
+  reorgDecided(d: DepositRow): boolean {
+    return this.reported.some((r) => r.d.id === d.id);
+  }
+  onDepositReorged(d: DepositRow): void {
+    this.reported.push({ d, inTransaction: this.ledger.db.inTransaction });
+  }
+}
+
+const running: { driver: IndexerDriver; ledger: Ledger }[] = [];
+afterEach(async () => {
+  for (const r of running.splice(0)) {
+    await r.driver.stop();
+    r.ledger.close();
+  }
+});
+
+function setup(chain: FakeChain, config: Partial<DriverConfig> = {}) {
+  const ledger = Ledger.open(':memory:');
+  const decider = new Decider(ledger);
+  let confirmedEvents = 0;
+  const driver = new IndexerDriver({
+    config: { chainId: CHAIN, cursor: 'depository', startBlock: 1, confirmations: 1, finalityDepth: 16, maxRange: 1000, pollIntervalMs: 5, ...config },
+    source: chain,
+    ledger,
+    events: { onHead() {}, onConfirmed: () => void confirmedEvents++ },
+    reorgs: decider,
+    metrics: createMetrics(),
+    log: createLogger('silent'),
+  });
+  running.push({ driver, ledger });
+  const deposits = () => ledger.db.prepare('SELECT * FROM deposits WHERE chain_id = ? ORDER BY block_number, log_index').all(CHAIN) as DepositRow[];
+  return { ledger, driver, decider, deposits, confirmedEvents: () => confirmedEvents };
+}
+
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
+  if (!cond()) throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('IndexerDriver', () => {
+  it('widens its range while answers are small, and narrows it on a provider that refuses a wide range', async () => {
+    const chain = new FakeChain(600);
+    const { driver, deposits } = setup(chain);
+    driver.start();
+    await driver.waitFor(600);
+    // 32, 64, 128, 256 blocks: each read is twice the last, up to what is left.
+    expect(chain.reads.slice(0, 4).map((r) => r.to - r.from + 1)).toEqual([32, 64, 128, 256]);
+    expect(deposits()).toHaveLength(0);
+
+    const capped = new FakeChain(300);
+    capped.reorg(0, 300, 'b', (n) => (n % 7 === 0 ? 2 : 0));
+    capped.cap = 10;
+    const s = setup(capped);
+    s.driver.start();
+    await s.driver.waitFor(300);
+    const failed = capped.reads.filter((r) => !r.ok);
+    expect(failed.length).toBeGreaterThan(0);
+    // Every refused read is followed by a narrower one, and every answered read was within the cap.
+    for (let i = 0; i < capped.reads.length - 1; i++) {
+      const r = capped.reads[i]!;
+      if (!r.ok) expect(capped.reads[i + 1]!.to - capped.reads[i + 1]!.from).toBeLessThan(r.to - r.from);
+    }
+    expect(capped.reads.filter((r) => r.ok).every((r) => r.to - r.from + 1 <= 10)).toBe(true);
+    // Nothing lost or doubled across the refusals.
+    expect(s.deposits()).toHaveLength(2 * Math.floor(300 / 7));
+    expect(new Set(s.deposits().map((d) => d.id)).size).toBe(s.deposits().length);
+  });
+
+  it('confirms deposits once they have their confirmations, and keeps only the unfinalized blocks', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(10, (n) => (n === 5 ? 1 : 0));
+    const { driver, deposits, confirmedEvents, ledger } = setup(chain, { confirmations: 8, finalityDepth: 4 });
+    driver.start();
+    await driver.waitFor(10);
+    await until(() => deposits()[0]?.state === 'unconfirmed', 'the deposit written');
+    expect(confirmedEvents()).toBe(0);
+    chain.mine(2);
+    driver.wake();
+    // Block 5 with its 8 confirmations is final at head 12 (5, 6, ... 12).
+    await until(() => deposits()[0]?.state === 'confirmed', 'the deposit confirmed');
+    expect(confirmedEvents()).toBe(1);
+    const rows = ledger.db.prepare('SELECT number FROM chain_blocks WHERE chain_id = ? ORDER BY number').all(CHAIN) as { number: number }[];
+    const blocks = rows.map((b) => b.number);
+    // Only the blocks a reorg may still replace are kept: head 12, depth 4 → 8 .. 12.
+    expect(blocks).toEqual([8, 9, 10, 11, 12]);
+  });
+
+  it('detects a reorg, rewinds to the common ancestor, drops the unacted deposits of the old fork and reads the new one', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(20, (n) => (n >= 15 ? 1 : 0));
+    const { driver, deposits, ledger } = setup(chain, { confirmations: 30 });
+    driver.start();
+    await driver.waitFor(20);
+    const old = deposits();
+    expect(old).toHaveLength(6);
+    // Blocks 16.. replaced by a longer fork whose deposits sit elsewhere.
+    chain.reorg(15, 8, 'b', (n) => (n === 18 ? 1 : 0));
+    driver.wake();
+    await driver.waitFor(23);
+    await until(() => ledger.indexer.tip(CHAIN)?.hash === '0xb-23', 'the new fork read');
+    const now = deposits();
+    expect(now.filter((d) => d.state === 'reorged').map((d) => d.block_number)).toEqual([16, 17, 18, 19, 20]);
+    expect(now.filter((d) => d.state === 'unconfirmed').map((d) => [d.block_number, d.block_hash])).toEqual([
+      [15, '0xa-15'],
+      [18, '0xb-18'],
+    ]);
+    // The stored block list is the new fork's, linked by parent hash.
+    expect(ledger.indexer.block(CHAIN, 16)?.hash).toBe('0xb-16');
+    expect(ledger.indexer.block(CHAIN, 16)?.parent_hash).toBe('0xa-15');
+  });
+
+  it('reports a deposit acted on that the new chain does not hold to the solver, inside the range transaction, once', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(10, (n) => (n === 8 ? 1 : 0));
+    const { driver, deposits, decider, ledger } = setup(chain, { confirmations: 2 });
+    driver.start();
+    await until(() => deposits()[0]?.state === 'confirmed', 'the deposit confirmed');
+    // The solver acts on it.
+    ledger.db.prepare(`UPDATE deposits SET state = 'handled' WHERE id = ?`).run(deposits()[0]!.id);
+    chain.reorg(7, 6, 'b');
+    driver.wake();
+    await until(() => decider.reported.length === 1, 'the reorged deposit reported');
+    expect(decider.reported[0]!.d.id).toBe(deposits()[0]!.id);
+    expect(decider.reported[0]!.inTransaction).toBe(true);
+    chain.mine(3);
+    driver.wake();
+    await driver.waitFor(16);
+    expect(decider.reported).toHaveLength(1);
+  });
+
+  it('never moves its cursor past what was committed, even when a commit fails', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(200, (n) => (n % 3 === 0 ? 1 : 0));
+    const s = setup(chain, { confirmations: 1000 });
+    // At every read, every deposit of a block at or below the cursor is in the ledger.
+    const violations: string[] = [];
+    chain.onRead = () => {
+      const cursor = s.driver.indexed();
+      for (let n = 1; n <= cursor; n++) {
+        if (n % 3 === 0 && !s.ledger.db.prepare('SELECT 1 FROM deposits WHERE block_number = ?').get(n)) violations.push(`block ${n} below cursor ${cursor}`);
+      }
+    };
+    // The ledger write of one range fails once: nothing of it may stay, the cursor included.
+    let failOnce = true;
+    const insert = s.ledger.deposits.insert.bind(s.ledger.deposits);
+    s.ledger.deposits.insert = (d) => {
+      if (failOnce && d.block_number > 60) {
+        failOnce = false;
+        throw new Error('disk full');
+      }
+      return insert(d);
+    };
+    s.driver.start();
+    await s.driver.waitFor(200);
+    expect(failOnce).toBe(false);
+    expect(violations).toEqual([]);
+    expect(s.deposits()).toHaveLength(Math.floor(200 / 3));
+    expect(s.driver.indexed()).toBe(200);
+  });
+
+  it('a final source: unbounded reads, the cursor held below what is not served yet, deposits confirmed as they are written', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(40, (n) => (n % 10 === 0 ? 1 : 0));
+    // Block 25's entry is not served yet: the source says it read completely up to 24.
+    let servedUpTo: number | undefined = 24;
+    const read = chain.deposits.bind(chain);
+    chain.deposits = async (from, to) => {
+      const r = await read(from, to);
+      const upTo = servedUpTo;
+      return upTo === undefined ? r : { ...r, deposits: r.deposits.filter((d) => d.block_number <= upTo), upTo };
+    };
+    const s = setup(chain, { finalityDepth: 0, maxRange: Infinity, confirmations: 1, final: true });
+    s.driver.start();
+    await until(() => s.driver.indexed() === 24, 'the cursor at 24');
+    expect(chain.reads[0]).toEqual({ from: 1, to: 40, ok: true });
+    expect(s.deposits().map((d) => [d.block_number, d.state])).toEqual([
+      [10, 'confirmed'],
+      [20, 'confirmed'],
+    ]);
+    await s.driver.nextPass();
+    expect(s.driver.indexed()).toBe(24);
+    servedUpTo = undefined;
+    await s.driver.waitFor(40);
+    expect(s.deposits().map((d) => [d.block_number, d.state])).toEqual([
+      [10, 'confirmed'],
+      [20, 'confirmed'],
+      [30, 'confirmed'],
+      [40, 'confirmed'],
+    ]);
+    // No unfinalized blocks are kept for a final source.
+    expect(s.ledger.indexer.tip(CHAIN)).toBeUndefined();
+    expect(s.confirmedEvents()).toBeGreaterThanOrEqual(2);
+  });
+
+  it('records a deposit read outside its passes once, confirmed, without moving the cursor', async () => {
+    const chain = new FakeChain(5);
+    const s = setup(chain, { finalityDepth: 0, maxRange: Infinity, final: true });
+    const hash = `0x${'ee'.repeat(32)}` as Hex;
+    const ref = `0x${'ab'.repeat(32)}` as Hex;
+    const d = { tx_hash: hash, log_index: 0, block_number: 9, block_hash: hash, depositor: '0x1', currency: '0x0', amount: '5', order_ref: ref };
+    expect(s.driver.recordConfirmed([d])).toBe(1);
+    expect(s.driver.recordConfirmed([d])).toBe(0);
+    expect(s.deposits().map((x) => x.state)).toEqual(['confirmed']);
+    expect(s.confirmedEvents()).toBe(1);
+    expect(s.driver.indexed()).toBe(0);
+  });
+
+  it('stops for good on a reorg deeper than its finality window', async () => {
+    const chain = new FakeChain(30);
+    const { driver } = setup(chain, { finalityDepth: 4 });
+    driver.start();
+    await driver.waitFor(30);
+    chain.reorg(10, 25, 'b');
+    driver.wake();
+    await until(() => driver.fatal !== undefined, 'the indexer stopped');
+    expect(driver.fatal?.name).toBe('ReorgTooDeepError');
+  });
+});

@@ -1,0 +1,445 @@
+import type { Ledger } from '../ledger/index.ts';
+import type { ChainDeposit } from '../ledger/deposits.ts';
+import type { DepositRow } from '../ledger/types.ts';
+import { errText, RelayNodeError } from '../lib/errors.ts';
+import { Loop } from '../lib/loop.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { IndexerEvents, ReorgDecider } from './events.ts';
+import type { DepositSource, RangeRead, SourceBlock } from './source.ts';
+
+/** The chain's reorg is deeper than its finality window: the indexer stops (an operator must look). */
+export class ReorgTooDeepError extends RelayNodeError {
+  override name = 'ReorgTooDeepError';
+}
+
+/** What a re-index found: the deposit logs in the range, those newly recorded (ids), and those left to the indexer's own passes. */
+export interface ReindexResult {
+  fromBlock: number;
+  toBlock: number;
+  logs: number;
+  recorded: string[];
+  skipped: number;
+}
+
+/** How the driver reads one chain: where its cursor starts and is named, its confirmation and finality depths, its widest range. */
+export interface DriverConfig {
+  chainId: number;
+  // The cursor's name in the ledger's cursors table.
+  cursor: string;
+  // The first block that can hold deposits (the cursor starts just below it).
+  startBlock: number;
+  // Blocks a deposit waits before the solver acts on it (the block holding it counts as one).
+  confirmations: number;
+  // Blocks below the head a reorg can still replace: the unfinalized block list is this long.
+  finalityDepth: number;
+  // The widest range one read may ask for. Infinity: every read runs from the cursor to the head
+  // (a source whose reads are not bounded by a range, as SVM's signature lists); a refused read then
+  // fails the pass rather than narrowing the range.
+  maxRange: number;
+  pollIntervalMs: number;
+  // Per deposit confirmations (confirmations by value); without it every deposit waits `confirmations`.
+  confirmationsOf?: (d: DepositRow) => number;
+  // The source's reads are final (SVM at its commitment, the exchange's ledger): deposits are confirmed
+  // in the transaction that writes them, whatever block (slot, time) they carry.
+  final?: boolean;
+}
+
+// An answer with this many entries is dense enough: the range stops growing.
+const DENSE_RANGE_ENTRIES = 5_000;
+const INITIAL_RANGE = 32;
+
+/**
+ * One deposit indexer for every chain kind with blocks (in the shape of Ponder's sync layer): a cursor
+ * in the ledger, adaptive block ranges, the unfinalized block list, reorg detection and rewind, and
+ * confirmation, over a {@link DepositSource}.
+ *
+ * Each range is committed in one ledger transaction: its deposits, its blocks and the cursor moved
+ * past them, so the cursor never passes what was written. A deposit is written once per (chain, tx,
+ * log index); one in a block that a reorg removes before it was acted on is marked reorged and never
+ * reaches the solver. Deposits already acted on that a reorg removed are reported to the
+ * {@link ReorgDecider} (the solver), inside the range's transaction: the solver decides what it means.
+ */
+export class IndexerDriver<H extends SourceBlock = SourceBlock> {
+  readonly #cfg: DriverConfig;
+  readonly #source: DepositSource<H>;
+  readonly #ledger: Ledger;
+  readonly #events: IndexerEvents<H>;
+  readonly #reorgs: ReorgDecider;
+  readonly #metrics: Metrics;
+  readonly #log: Logger;
+  readonly #loop: Loop;
+  #range: number;
+  #head = 0;
+  #stopped = true;
+  #waiters: { block: number; resolve: () => void }[] = [];
+  #passWaiters: (() => void)[] = [];
+  // Whether deposits already acted on may sit in blocks a reorg replaced (see #pass).
+  #checkHandled = true;
+  #fatal: Error | undefined;
+  #lastReadAt = 0;
+
+  constructor(deps: {
+    config: DriverConfig;
+    source: DepositSource<H>;
+    ledger: Ledger;
+    events: IndexerEvents<H>;
+    reorgs: ReorgDecider;
+    metrics: Metrics;
+    log: Logger;
+  }) {
+    this.#cfg = deps.config;
+    this.#source = deps.source;
+    this.#ledger = deps.ledger;
+    this.#events = deps.events;
+    this.#reorgs = deps.reorgs;
+    this.#metrics = deps.metrics;
+    this.#log = deps.log;
+    // Start narrow and widen while answers stay small: a failed oversized read costs the
+    // provider (and us) the whole answer before it fails, so probing from the top is expensive.
+    this.#range = Math.min(this.#cfg.maxRange, INITIAL_RANGE);
+    this.#loop = new Loop(
+      () => this.#run(),
+      this.#cfg.pollIntervalMs,
+      (e) => this.#log.error({ chain: this.#cfg.chainId, err: errText(e) }, 'indexer pass failed'),
+    );
+  }
+
+  /** The head block number read last (0 before the first pass). */
+  get head(): number {
+    return this.#head;
+  }
+
+  /** The error that stopped the indexer for good (a reorg deeper than the finality window), if any. */
+  get fatal(): Error | undefined {
+    return this.#fatal;
+  }
+
+  /** When a pass last committed its read (ms; 0 before the first): a stalled or failing indexer stops moving it. */
+  get lastReadAt(): number {
+    return this.#lastReadAt;
+  }
+
+  /** The newest block whose deposits are all committed (the ledger's cursor). */
+  indexed(): number {
+    return this.#ledger.indexer.cursor(this.#cfg.chainId, this.#cfg.cursor) ?? this.#cfg.startBlock - 1;
+  }
+
+  /** Starts reading: a pass now, then on every wake and poll interval. */
+  start(): void {
+    this.#stopped = false;
+    this.#loop.start();
+  }
+
+  /** Stops reading; resolves once the pass under way has committed or given up. Pending waiters are released. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#loop.stop();
+    for (const w of this.#waiters) w.resolve();
+    this.#waiters = [];
+    for (const w of this.#passWaiters) w();
+    this.#passWaiters = [];
+  }
+
+  /** Reads now rather than at the next tick; wakes during a pass coalesce into one more pass. */
+  wake(): void {
+    if (this.#fatal) return;
+    this.#loop.wake();
+  }
+
+  /** Resolves once the indexer has committed up to `block` (or stops). */
+  waitFor(block: number | bigint): Promise<void> {
+    const n = Number(block);
+    if (this.indexed() >= n) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#waiters.push({ block: n, resolve });
+      this.wake();
+    });
+  }
+
+  /** Resolves after a whole pass that starts after this call (or when the driver stops). */
+  nextPass(): Promise<void> {
+    if (this.#stopped || this.#fatal) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.#passWaiters.push(resolve);
+      this.wake();
+    });
+  }
+
+  /**
+   * Records deposits read outside the driver's passes (a transaction the wallet reports right after
+   * sending it), confirmed at once: only for sources whose reads are final at their commitment.
+   * One ledger transaction; the cursor does not move. Returns how many are new.
+   */
+  recordConfirmed(deposits: ChainDeposit[]): number {
+    const chainId = this.#cfg.chainId;
+    const { fresh, confirmed } = this.#ledger.tx(() => {
+      const fresh = this.#store(deposits, Date.now()).length;
+      const top = deposits.reduce((m, d) => Math.max(m, d.block_number), -1);
+      return { fresh, confirmed: top >= 0 ? this.#ledger.deposits.confirmUpTo(chainId, top) : 0 };
+    });
+    if (fresh) this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);
+    if (confirmed) this.#events.onConfirmed();
+    return fresh;
+  }
+
+  async #run(): Promise<void> {
+    const passWaiters = this.#passWaiters;
+    this.#passWaiters = [];
+    try {
+      // Catch up in as many passes as it takes; each pass commits its range.
+      while (!this.#stopped && (await this.#pass())) {}
+    } catch (e) {
+      if (e instanceof ReorgTooDeepError) {
+        this.#fatal = e;
+        this.#log.fatal({ chain: this.#cfg.chainId, err: e.message }, 'indexer stopped: reorg deeper than the finality window');
+        void this.#loop.stop();
+        for (const w of passWaiters) w();
+        return;
+      }
+      this.#metrics.rpcErrors.inc({ chain: this.#cfg.chainId, method: 'indexer' });
+      this.#log.warn({ chain: this.#cfg.chainId, err: errText(e) }, 'indexer pass failed; retrying');
+    }
+    const done = this.indexed();
+    this.#waiters = this.#waiters.filter((w) => (w.block <= done ? (w.resolve(), false) : true));
+    for (const w of passWaiters) w();
+  }
+
+  // One step: returns true when there is more to read right away.
+  async #pass(): Promise<boolean> {
+    const { chainId, finalityDepth } = this.#cfg;
+    const latest = await this.#source.head();
+    const head = latest.number;
+    this.#head = head;
+    this.#metrics.headBlock.set({ chain: chainId }, head);
+    this.#events.onHead(latest);
+
+    const tip = this.#ledger.indexer.tip(chainId);
+    if (tip && tip.number <= head) {
+      const canonical = tip.number === head ? latest : await this.#source.block(tip.number);
+      if (canonical.hash !== tip.hash) {
+        await this.#rewind(tip.number);
+        return true;
+      }
+    } else if (tip && tip.number > head) {
+      // The chain is shorter than what we indexed: a reorg to a shorter fork (or a reset node).
+      await this.#rewind(head);
+      return true;
+    }
+
+    const from = this.indexed() + 1;
+    if (from > head) {
+      this.#confirm(head);
+      this.#lastReadAt = Date.now();
+      return false;
+    }
+    const bounded = Number.isFinite(this.#cfg.maxRange);
+    let to = bounded ? Math.min(head, from + this.#range - 1) : head;
+
+    let read: RangeRead;
+    try {
+      read = await this.#source.deposits(from, to);
+      // Widen again after a shrink, but only while answers stay small: a range dense with
+      // deposits keeps the width that worked.
+      if (this.#range < this.#cfg.maxRange && read.entries < DENSE_RANGE_ENTRIES) this.#range = Math.min(this.#cfg.maxRange, this.#range * 2);
+    } catch (e) {
+      // Providers refuse wide ranges in many ways; narrow sharply and try again.
+      if (bounded && this.#range > 1) {
+        this.#range = Math.max(1, Math.floor(this.#range / 4));
+        this.#log.debug({ chain: chainId, range: this.#range, err: errText(e) }, 'range read failed; shrinking range');
+        this.#metrics.rpcErrors.inc({ chain: chainId, method: this.#source.rangeMethod });
+        return true;
+      }
+      throw e;
+    }
+
+    // Read completely only this far: the cursor stops there (the deposits found are written all the
+    // same), the rest is read on a later pass.
+    if (read.upTo !== undefined) to = Math.max(from - 1, Math.min(to, read.upTo));
+    const deposits = read.deposits;
+
+    // Headers of the blocks inside the unfinalized window, linked by parent hash to the tip.
+    const windowStart = Math.max(from, head - finalityDepth + 1);
+    const headers: SourceBlock[] = await Promise.all(
+      Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => windowStart + i).map((n) => (n === head ? latest : this.#source.block(n))),
+    );
+    let parent = windowStart === from ? tip?.hash : undefined;
+    for (const h of headers) {
+      if (parent && h.parentHash !== parent) return true; // the chain moved under us; the next pass sees the reorg
+      parent = h.hash;
+    }
+    const hashOf = new Map(headers.map((h) => [h.number, h.hash]));
+    for (const [n, hash] of read.blockHashes) {
+      const expected = hashOf.get(n);
+      if (expected && expected !== hash) return true; // entries from another fork than the headers
+    }
+
+    const gone = await this.#goneHandled(deposits, hashOf, head, to);
+    if (gone === undefined) return true;
+
+    const now = Date.now();
+    let fresh = 0;
+    let final = 0;
+    this.#ledger.tx(() => {
+      fresh = this.#store(deposits, now).length;
+      for (const d of gone) this.#reorgs.onDepositReorged(d, now);
+      for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
+      this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
+      this.#ledger.indexer.pruneBelow(chainId, head - finalityDepth);
+      // What a final source lists is confirmed as it is written.
+      if (this.#cfg.final && deposits.length) final = this.#ledger.deposits.confirmUpTo(chainId, deposits.reduce((m, d) => Math.max(m, d.block_number), to));
+    });
+    if (fresh) {
+      this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);
+      this.#log.info({ chain: chainId, count: fresh, from, to }, 'deposits indexed');
+    }
+    if (final) this.#events.onConfirmed();
+    this.#confirm(head);
+    this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
+    this.#lastReadAt = Date.now();
+    // A partial read waits for the next tick (what was not served yet is not served sooner by asking again at once).
+    return read.upTo === undefined && to < head;
+  }
+
+  // Deposits already acted on whose block a reorg replaced (their block hash is not the canonical
+  // one any more). Back in this range's deposits, or included again later on the new chain, they are
+  // the same deposit (#store relocates them). Still absent once the new chain has gone as far past
+  // their old block as their confirmations: reported to the solver. Looked for after a rewind, and
+  // once after a start (a crash may have come between the two). Undefined: the chain moves under
+  // us, look again on the next pass.
+  async #goneHandled(deposits: ChainDeposit[], hashOf: Map<number, string>, head: number, to: number): Promise<DepositRow[] | undefined> {
+    const gone: DepositRow[] = [];
+    if (!this.#checkHandled) return gone;
+    const { chainId, confirmations, finalityDepth, startBlock } = this.#cfg;
+    let pending = false;
+    const windowFloor = Math.max(startBlock, head - finalityDepth + 1);
+    for (const h of this.#ledger.deposits.handledIn(chainId, windowFloor, to)) {
+      const canonical = hashOf.get(h.block_number) ?? this.#ledger.indexer.block(chainId, h.block_number)?.hash;
+      if (!canonical || canonical === h.block_hash) continue;
+      if (deposits.some((d) => d.tx_hash === h.tx_hash && d.order_ref === h.order_ref && d.amount === h.amount)) continue;
+      if (this.#reorgs.reorgDecided(h)) continue;
+      pending = true;
+      if (to < h.block_number + confirmations) continue;
+      const inclusion = await this.#source.inclusion(h.tx_hash);
+      if (inclusion?.success) {
+        // Included again at a later block: the insert relocates it when that block is read.
+        if (inclusion.blockNumber > to) continue;
+        return undefined;
+      }
+      // Not on the new chain (or included again but reverted: no deposit).
+      gone.push(h);
+    }
+    if (!pending) this.#checkHandled = false;
+    return gone;
+  }
+
+  // Writes deposits read from canonical blocks; returns the ids of those new to the ledger (or
+  // revived after a reorg). A deposit already recorded is not written again; one acted on that a
+  // reorg moved follows its block. Runs inside the caller's ledger transaction.
+  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number): string[] {
+    const chainId = this.#cfg.chainId;
+    const fresh: string[] = [];
+    for (const d of deposits) {
+      const earlier = this.#ledger.deposits.handledFromOtherFork({ ...d, chain_id: chainId });
+      if (earlier) {
+        this.#ledger.deposits.relocate(earlier.id, d.block_number, d.block_hash);
+        continue;
+      }
+      const id = `${chainId}:${d.tx_hash}:${d.log_index}`;
+      if (this.#ledger.deposits.insert({ seen_at: now, ...d, chain_id: chainId, id })) fresh.push(id);
+    }
+    return fresh;
+  }
+
+  /**
+   * Reads the deposits again over [fromBlock, toBlock], blocks the indexer has already passed (an
+   * operator's repair: a provider that answered a range without its logs, a cursor moved by hand).
+   * Idempotent: a deposit already recorded is left as it is; one missed is recorded and confirmed
+   * like any other, so the solver decides it as usual. Deposits of blocks the node has not read
+   * yet, or of a fork other than the canonical chain's, are left to the driver's own passes.
+   * `record` runs inside the ledger transaction that writes what was found (the admin entry).
+   */
+  async reindex(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult> {
+    const chainId = this.#cfg.chainId;
+    const { deposits: decoded } = await this.#source.deposits(fromBlock, toBlock);
+    const latest = await this.#source.head();
+    const windowFloor = latest.number - this.#cfg.finalityDepth + 1;
+    // Blocks still inside the unfinalized window: a deposit counts only if its block is the
+    // canonical one (the hash the ledger stored, or else the chain's own answer now).
+    const canonical = new Map<number, string>();
+    for (const n of new Set(decoded.map((d) => d.block_number).filter((n) => n >= windowFloor))) {
+      canonical.set(n, this.#ledger.indexer.block(chainId, n)?.hash ?? (await this.#source.block(n)).hash);
+    }
+    const result = this.#ledger.tx(() => {
+      // Read again inside the transaction: a pass may have rewound the cursor meanwhile.
+      const cursor = this.indexed();
+      const deposits = decoded.filter((d) => d.block_number <= cursor && (!canonical.has(d.block_number) || canonical.get(d.block_number) === d.block_hash));
+      const recorded = this.#store(deposits, Date.now());
+      const r: ReindexResult = { fromBlock, toBlock, logs: decoded.length, recorded, skipped: decoded.length - deposits.length };
+      record(r);
+      return r;
+    });
+    if (result.recorded.length) {
+      this.#metrics.depositsIndexed.inc({ chain: chainId }, result.recorded.length);
+      for (const id of result.recorded) {
+        const requestId = this.#ledger.deposits.get(id)?.order_ref;
+        this.#log.warn({ chain: chainId, requestId, deposit: id, fromBlock, toBlock }, 're-index found a deposit the indexer had missed');
+      }
+    }
+    this.#confirm(latest.number);
+    return result;
+  }
+
+  // Deposits that reached their confirmations are confirmed (in one transaction); the solver is told.
+  #confirm(head: number): void {
+    const { chainId, confirmations, confirmationsOf } = this.#cfg;
+    const upTo = Math.min(head - confirmations + 1, this.indexed());
+    const n = this.#ledger.tx(() => {
+      if (!confirmationsOf) return this.#ledger.deposits.confirmUpTo(chainId, upTo);
+      // Each deposit waits as many blocks as it asks.
+      let n = 0;
+      for (const d of this.#ledger.deposits.unconfirmed(chainId, upTo)) {
+        if (d.block_number <= head - confirmationsOf(d) + 1 && this.#ledger.deposits.confirmOne(d.id)) n++;
+      }
+      return n;
+    });
+    if (n) this.#events.onConfirmed();
+  }
+
+  // Walks back from `from` to the newest block whose stored hash the chain still has, drops what
+  // the ledger took from the blocks above it, and re-reads forward from there.
+  async #rewind(from: number): Promise<void> {
+    const { chainId, finalityDepth } = this.#cfg;
+    let n = from;
+    const floor = from - finalityDepth;
+    for (;;) {
+      if (n <= floor) throw new ReorgTooDeepError(`chain ${chainId}: no common ancestor within ${finalityDepth} blocks of ${from}`);
+      const stored = this.#ledger.indexer.block(chainId, n);
+      if (!stored) {
+        n--;
+        continue;
+      }
+      const onChain = await this.#source.block(n).catch(() => undefined);
+      if (onChain?.hash === stored.hash) break;
+      n--;
+    }
+    const ancestor = n;
+    const { dropped, acted } = this.#ledger.tx(() => {
+      const dropped = this.#ledger.deposits.reorgAbove(chainId, ancestor);
+      const acted = this.#ledger.deposits.handledAbove(chainId, ancestor);
+      this.#ledger.indexer.dropAbove(chainId, ancestor);
+      this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, ancestor);
+      return { dropped, acted };
+    });
+    this.#metrics.reorgs.inc({ chain: chainId });
+    if (acted.length) this.#checkHandled = true;
+    this.#log.warn({ chain: chainId, ancestor, from, dropped: dropped.length }, 'reorg: rewound to common ancestor');
+    for (const d of dropped) {
+      this.#log.warn({ chain: chainId, requestId: d.order_ref, deposit: d.id, ancestor }, 'reorg: deposit dropped until its block is read again');
+    }
+    // These were confirmed and acted on; if they do not come back on the new chain, an operator must look.
+    for (const d of acted) {
+      this.#log.error({ chain: chainId, requestId: d.request_id ?? d.order_ref, deposit: d.id }, 'reorg removed a block holding a deposit already acted on');
+    }
+  }
+}

@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { seedRequests } from '../../test/helpers/seedRequests.ts';
+import { Ledger } from '../ledger/index.ts';
+import type { DepositRow } from '../ledger/types.ts';
+import { createLogger } from '../log.ts';
+import { createMetrics } from '../metrics.ts';
+import { DepositReorgs } from './reorgs.ts';
+
+function setup() {
+  const ledger = Ledger.open(':memory:');
+  seedRequests(ledger.db, 40);
+  const reorgs = new DepositReorgs(ledger, createMetrics(), createLogger('silent'));
+  // A handled deposit of a request in the given status, with its fill payouts as the seed made them.
+  const deposit = (status: string): DepositRow =>
+    ledger.db
+      .prepare(`SELECT d.* FROM deposits d JOIN requests r ON r.id = d.request_id WHERE r.status = ? AND d.state = 'handled' LIMIT 1`)
+      .get(status) as DepositRow;
+  return { ledger, reorgs, deposit };
+}
+
+describe('DepositReorgs (the solver decides what a reorg means)', () => {
+  it('cancels the payouts not yet signed, gives the sponsor its money back, and fails the request with DEPOSIT_REORGED', () => {
+    const { ledger, reorgs, deposit } = setup();
+    const d = deposit('pending');
+    const r = ledger.requests.get(d.request_id!)!;
+    ledger.payouts.insert({
+      id: `fill:${r.id}`,
+      kind: 'fill',
+      request_id: r.id,
+      deposit_id: d.id,
+      chain_id: r.destination_chain_id,
+      recipient: r.recipient!,
+      currency: r.destination_currency,
+      amount: '1000',
+      decided_at: 1,
+    });
+    ledger.balances.post({ wallet: r.user!, kind: 'sponsorship', amount: -500n, request_id: r.id, ref: `sponsorship:${r.id}` });
+    expect(reorgs.reorgDecided(d)).toBe(false);
+
+    ledger.tx(() => reorgs.onDepositReorged(d, 2));
+
+    expect(ledger.payouts.get(`fill:${r.id}`)).toMatchObject({ state: 'failed', fail_reason: 'DEPOSIT_REORGED' });
+    expect(ledger.deposits.get(d.id)?.state).toBe('reorged');
+    expect(ledger.requests.get(r.id)).toMatchObject({ status: 'failure', fail_reason: 'DEPOSIT_REORGED' });
+    expect(ledger.balances.get(`sponsorship_reversal:${r.id}`)?.amount).toBe(500n);
+    expect(reorgs.reorgDecided(d)).toBe(true);
+    ledger.close();
+  });
+
+  it('leaves a request whose payout was already signed on its course, with the reason recorded, and its deposit handled', () => {
+    const { ledger, reorgs, deposit } = setup();
+    const d = deposit('success');
+    const [fill] = ledger.payouts.forDeposit(d.id);
+    expect(fill?.state).toBe('success');
+
+    ledger.tx(() => reorgs.onDepositReorged(d, 2));
+
+    expect(ledger.payouts.get(fill!.id)?.state).toBe('success');
+    expect(ledger.deposits.get(d.id)?.state).toBe('handled');
+    expect(ledger.requests.get(d.request_id!)).toMatchObject({ status: 'success', fail_reason: 'DEPOSIT_REORGED' });
+    expect(reorgs.reorgDecided(d)).toBe(true);
+    ledger.close();
+  });
+});
