@@ -3,6 +3,7 @@ import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
+import type { FailReason } from '../ledger/reasons.ts';
 
 // What a submitter reports about a payout. Each hook runs inside the ledger transaction that
 // records the transaction's new state, so the request's status and the transaction never disagree.
@@ -13,7 +14,7 @@ export interface PayoutHooks {
   onPaid(payout: PayoutRow, txHash: string, fee: bigint): void;
   // The payout cannot be made; reason is the interface's failReason.
   // callData: the calldata of the fill that reverted, for the request record.
-  onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void;
+  onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void;
 }
 
 /** Why a gasless relay (POST /execute rawCalls) is refused before anything is sent or charged. */

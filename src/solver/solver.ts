@@ -19,6 +19,7 @@ import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './money.ts';
+import type { FailReason, PostponeReason } from '../ledger/reasons.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -324,7 +325,10 @@ export class Solver implements PayoutHooks {
       },
     });
     // Left confirmed: decided again once the fast fill it waits for is paid or failed.
-    if (decision.kind === 'wait') return undefined;
+    if (decision.kind === 'wait') {
+      this.metrics.postponed.inc({ reason: 'FAST_FILL_PENDING' });
+      return undefined;
+    }
     return this.ledger.tx(() => {
       // The limits judge inside the decision's transaction: what earlier decisions of the batch
       // committed counts against them.
@@ -369,7 +373,7 @@ export class Solver implements PayoutHooks {
 
   // The gauge of deposits held back, by reason.
   #countWaiting(): void {
-    const counts = new Map<string, number>();
+    const counts = new Map<PostponeReason, number>();
     for (const p of this.ledger.operations.postponed()) counts.set(p.reason, (counts.get(p.reason) ?? 0) + 1);
     this.metrics.waiting.reset();
     for (const [reason, n] of counts) this.metrics.waiting.set({ reason }, n);
@@ -627,7 +631,7 @@ export class Solver implements PayoutHooks {
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
 
-  onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void {
+  onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void {
     const now = Date.now();
     const log = forRequest(this.log, payout.request_id);
     if (payout.kind === 'relay') {

@@ -58,6 +58,7 @@ import { FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fe
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
+import type { FailReason } from '../../ledger/reasons.ts';
 
 export interface EvmSubmitterOptions {
   chain: EvmChainConfig;
@@ -697,7 +698,7 @@ export class EvmSubmitter {
     this.#fail(payout, reason, log, revert ?? errText(err), call.data);
   }
 
-  #fail(payout: PayoutRow, reason: string, log: Logger, detail: string, callData?: Hex): void {
+  #fail(payout: PayoutRow, reason: FailReason, log: Logger, detail: string, callData?: Hex): void {
     const done = this.#ledger.tx(() => {
       const cur = this.#ledger.payouts.get(payout.id);
       if (!cur || cur.state !== 'queued') return false;

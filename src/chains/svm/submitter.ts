@@ -40,6 +40,7 @@ import {
   wireBytes,
   type MintInfo,
 } from './transactions.ts';
+import type { FailReason } from '../../ledger/reasons.ts';
 
 export interface SvmSubmitterOptions {
   chain: SvmChainConfig;
@@ -72,7 +73,7 @@ const RANK = { processed: 0, confirmed: 1, finalized: 2 } as const;
 // A permanent problem: the payout can never be sent as it is.
 class Unpayable extends Error {
   constructor(
-    readonly reason: string,
+    readonly reason: FailReason,
     message: string,
   ) {
     super(message);
@@ -278,7 +279,7 @@ export class SvmSubmitter {
     log.warn({ err: errText(err), attempts, retryInMs: Math.round(delay) }, 'svm payout postponed');
   }
 
-  #fail(payout: PayoutRow, reason: string, log: Logger, detail: string): void {
+  #fail(payout: PayoutRow, reason: FailReason, log: Logger, detail: string): void {
     const { ledger, hooks } = this.#o;
     const done = ledger.tx(() => {
       const cur = ledger.payouts.get(payout.id);
