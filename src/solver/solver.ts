@@ -20,6 +20,7 @@ import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './money.ts';
 import type { FailReason, PostponeReason } from '../ledger/reasons.ts';
+import { errText, RelayNodeError } from '../lib/errors.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -37,7 +38,8 @@ const SNAPSHOT_MAX_AGE_MS = 3000;
 const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
 
 /** An admin request the ledger's state refuses (status: the HTTP status that says why). */
-export class AdminRefusal extends Error {
+export class AdminRefusal extends RelayNodeError {
+  override name = 'AdminRefusal';
   constructor(
     readonly status: number,
     message: string,
@@ -102,12 +104,12 @@ export class Solver implements PayoutHooks {
       try {
         this.expireHolds();
       } catch (e) {
-        this.log.error({ err: (e as Error).message }, 'expiring fast-fill holds failed; retried on the next tick');
+        this.log.error({ err: errText(e) }, 'expiring fast-fill holds failed; retried on the next tick');
       }
-      this.#breaker?.check().catch((e) => this.log.error({ err: (e as Error).message }, 'loss breaker check failed'));
+      this.#breaker?.check().catch((e) => this.log.error({ err: errText(e) }, 'loss breaker check failed'));
       this.#countWaiting();
       // Inventory metrics and threshold withdrawals stay current when no deposit asks for a snapshot.
-      this.#fresh().catch((e) => this.log.error({ err: (e as Error).message }, 'inventory refresh failed'));
+      this.#fresh().catch((e) => this.log.error({ err: errText(e) }, 'inventory refresh failed'));
     }, 2000);
   }
 
@@ -150,7 +152,7 @@ export class Solver implements PayoutHooks {
       return;
     }
     this.#running = this.#pass()
-      .catch((e) => this.log.error({ err: (e as Error).message }, 'solver pass failed'))
+      .catch((e) => this.log.error({ err: errText(e) }, 'solver pass failed'))
       .finally(() => {
         this.#running = undefined;
         if (this.#again) {
@@ -178,7 +180,7 @@ export class Solver implements PayoutHooks {
             const chain = this.#decide(d, snap);
             if (chain !== undefined) woken.add(chain);
           } catch (e) {
-            this.log.error({ requestId: d.order_ref, deposit: d.id, err: (e as Error).message }, 'deposit decision failed; it stays confirmed and is retried');
+            this.log.error({ requestId: d.order_ref, deposit: d.id, err: errText(e) }, 'deposit decision failed; it stays confirmed and is retried');
           }
         }
       });
@@ -244,7 +246,7 @@ export class Solver implements PayoutHooks {
         for (const [k, amount] of spent) snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - amount);
         this.#snapshot = snap;
       })
-      .catch((e) => this.log.warn({ err: (e as Error).message }, 'reading inventory and prices failed; the last snapshot stays'))
+      .catch((e) => this.log.warn({ err: errText(e) }, 'reading inventory and prices failed; the last snapshot stays'))
       .finally(() => {
         this.#refreshing = undefined;
         this.#spentWhileReading = undefined;

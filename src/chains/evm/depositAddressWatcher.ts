@@ -3,6 +3,7 @@ import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import { conversionRate, mulRatioFloor } from '../../quote/money.ts';
+import { errText } from '../../lib/errors.ts';
 
 // A sweep is paid only for arrivals worth more than this many times its gas (chain config's
 // sweepMinCostMultiple overrides it).
@@ -47,7 +48,7 @@ export class DepositAddressWatcher {
     }
     this.#running = this.check()
       .then(() => undefined)
-      .catch((e) => this.log.warn({ err: (e as Error).message }, 'deposit address check failed; will retry'))
+      .catch((e) => this.log.warn({ err: errText(e) }, 'deposit address check failed; will retry'))
       .finally(() => {
         this.#running = undefined;
         if (this.#again) {

@@ -4,6 +4,7 @@ import type { Ledger } from '../../ledger/index.ts';
 import type { FundingPart } from '../../ledger/funding.ts';
 import type { Logger } from '../../log.ts';
 import type { FundingTransfer } from '../adapter.ts';
+import { errText } from '../../lib/errors.ts';
 
 // App balances are funded by a transfer to the solver whose calldata ends with
 // 012345abcdef + the 20-byte address to credit + 012345abcdef (the interface's format).
@@ -73,7 +74,7 @@ export class FundingWatcher {
   onHead(head: bigint): void {
     if (this.#running) return;
     this.#running = this.#pass(Number(head))
-      .catch((e) => this.log.warn({ err: (e as Error).message }, 'app balance funding scan failed; retrying'))
+      .catch((e) => this.log.warn({ err: errText(e) }, 'app balance funding scan failed; retrying'))
       .finally(() => (this.#running = undefined));
   }
 

@@ -47,6 +47,7 @@ import {
   transferInstructions,
   type MintInfo,
 } from './transactions.ts';
+import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 // Compute units the quote prices a payout at (the submitter simulates each real one and adds 20% and
 // 1,000). Measured on the devnet (litesvm 1.5, compute budget and memo included): a SOL payout 587
@@ -61,7 +62,7 @@ const MAX_MICRO_LAMPORTS_PER_CU = 10_000_000n;
 // About how long the chain's commitments take (quote timeEstimate).
 const CONFIRM_SECONDS = { confirmed: 1, finalized: 13 } as const;
 
-export class NotFoundError extends Error {
+export class NotFoundError extends RelayNodeError {
   // The API answers 404 for this name (routes/transactions.ts).
   override name = 'TransactionReceiptNotFoundError';
 }
@@ -299,7 +300,7 @@ export class SvmAdapter implements ChainAdapter {
     try {
       wire = tx.serialize({ requireAllSignatures: false, verifySignatures: false });
     } catch (e) {
-      throw new QuoteError(`the deposit transaction exceeds the 1,232-byte limit: ${(e as Error).message}`, 'TRANSACTION_TOO_LARGE');
+      throw new QuoteError(`the deposit transaction exceeds the 1,232-byte limit: ${errText(e)}`, 'TRANSACTION_TOO_LARGE');
     }
     const signers = feePayer.equals(user) ? [user.toBase58()] : [feePayer.toBase58(), user.toBase58()];
     return [

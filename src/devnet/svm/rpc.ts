@@ -41,6 +41,7 @@ import {
   getAssociatedTokenAddressSync,
   getMintLen,
 } from '@solana/spl-token';
+import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 // ---------------------------------------------------------------------------------------------------------
 // Constants
@@ -149,7 +150,8 @@ const fromB58 = (s: string): Uint8Array => new Uint8Array(b58enc.encode(s));
 const b64 = (bytes: Uint8Array): string => Buffer.from(bytes).toString('base64');
 const txDecoder = getTransactionDecoder();
 
-export class RpcError extends Error {
+export class RpcError extends RelayNodeError {
+  override name = 'RpcError';
   constructor(
     readonly code: number,
     message: string,
@@ -832,7 +834,7 @@ export async function startSvmRpc(opts: StartSvmRpcOptions = {}): Promise<SvmRpc
       vtx = VersionedTransaction.deserialize(wire);
       kitTx = txDecoder.decode(wire) as KitTransaction;
     } catch (e) {
-      throw invalidParams(`invalid transaction: failed to deserialize VersionedTransaction: ${(e as Error).message}`);
+      throw invalidParams(`invalid transaction: failed to deserialize VersionedTransaction: ${errText(e)}`);
     }
     const msg = vtx.message;
     const staticKeys = msg.staticAccountKeys.map((k) => k.toBase58());
@@ -1290,7 +1292,7 @@ export async function startSvmRpc(opts: StartSvmRpcOptions = {}): Promise<SvmRpc
             const result = handleWsRequest(conn, r);
             conn.send({ jsonrpc: '2.0', result, id: r.id });
           } catch (e) {
-            const err = e instanceof RpcError ? e : new RpcError(-32603, (e as Error).message);
+            const err = e instanceof RpcError ? e : new RpcError(-32603, errText(e));
             conn.send({ jsonrpc: '2.0', error: { code: err.code, message: err.message }, id: r.id });
           }
         }
@@ -1843,7 +1845,7 @@ export async function startSvmRpc(opts: StartSvmRpcOptions = {}): Promise<SvmRpc
         if (!Array.isArray(params)) throw invalidParams('Invalid params: expected an array');
         response = { jsonrpc: '2.0', result: fn(params), id };
       } catch (e) {
-        const err = e instanceof RpcError ? e : new RpcError(-32603, `Internal error: ${(e as Error).message}`);
+        const err = e instanceof RpcError ? e : new RpcError(-32603, `Internal error: ${errText(e)}`);
         response = {
           jsonrpc: '2.0',
           error: { code: err.code, message: err.message, ...(err.data !== undefined ? { data: err.data } : {}) },
