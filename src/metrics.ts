@@ -1,13 +1,14 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { FailReason, PostponeReason, RefundFailReason } from './ledger/reasons.ts';
 
+type LabelValues = Record<string, string | number>;
 /** A counter whose label values are typed: a reason label takes only its union's names. */
-type TypedCounter<L extends Record<string, string | number>> = Omit<Counter<Extract<keyof L, string>>, 'inc'> & { inc(labels: L, value?: number): void };
+type TypedCounter<L extends LabelValues> = Omit<Counter<Extract<keyof L, string>>, 'inc'> & { inc(labels: L, value?: number): void };
 /** A gauge whose label values are typed. */
-type TypedGauge<L extends Record<string, string | number>> = Omit<Gauge<Extract<keyof L, string>>, 'set'> & { set(labels: L, value: number): void };
+type TypedGauge<L extends LabelValues> = Omit<Gauge<Extract<keyof L, string>>, 'set'> & { set(labels: L, value: number): void };
 
 /** How a fill or refund payout ended; a refund that is never made is counted under its refundFailReason. */
-type PayoutOutcome = 'success' | 'failed' | RefundFailReason;
+type PayoutLabels = { chain: number | string; outcome: 'success' | 'failed' | RefundFailReason };
 
 // One registry per node instance, so tests can run several nodes in one process.
 export function createMetrics() {
@@ -17,12 +18,16 @@ export function createMetrics() {
   return {
     registry,
     depositsIndexed: new Counter({ name: 'relay_deposits_indexed_total', help: 'Depository deposits indexed', labelNames: ['chain'], registers: r }),
-    fills: new Counter({ name: 'relay_fills_total', help: 'Fills by outcome', labelNames: ['chain', 'outcome'], registers: r }) as TypedCounter<{ chain: number | string; outcome: PayoutOutcome }>,
-    refunds: new Counter({ name: 'relay_refunds_total', help: 'Refunds by outcome', labelNames: ['chain', 'outcome'], registers: r }) as TypedCounter<{ chain: number | string; outcome: PayoutOutcome }>,
-    decisions: new Counter({ name: 'relay_solver_decisions_total', help: 'Solver decisions by outcome and reason', labelNames: ['decision', 'reason'], registers: r }) as TypedCounter<{
-      decision: 'fill' | 'fail' | 'settle';
-      reason: FailReason | 'none';
-    }>,
+    fills: new Counter({ name: 'relay_fills_total', help: 'Fills by outcome', labelNames: ['chain', 'outcome'], registers: r }) as TypedCounter<PayoutLabels>,
+    refunds: new Counter({ name: 'relay_refunds_total', help: 'Refunds by outcome', labelNames: ['chain', 'outcome'], registers: r }) as TypedCounter<
+      PayoutLabels
+    >,
+    decisions: new Counter({
+      name: 'relay_solver_decisions_total',
+      help: 'Solver decisions by outcome and reason',
+      labelNames: ['decision', 'reason'],
+      registers: r,
+    }) as TypedCounter<{ decision: 'fill' | 'fail' | 'settle'; reason: FailReason | 'none' }>,
     depositToFill: new Histogram({
       name: 'relay_deposit_to_fill_seconds',
       help: 'From deposit confirmed by the indexer to fill broadcast',

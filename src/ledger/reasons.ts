@@ -79,7 +79,13 @@ export const FAIL_REASONS = [
 export type FailReason = (typeof FAIL_REASONS)[number];
 
 /** Every refundFailReason the interface names. */
-export const REFUND_FAIL_REASONS = ['AMOUNT_TOO_LOW_TO_REFUND', 'NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'SWAP_CURRENCY_NOT_ON_ORIGIN', 'REFUND_RECIPIENT_IS_VASP', 'MANUAL_REFUND_REQUIRED'] as const;
+export const REFUND_FAIL_REASONS = [
+  'AMOUNT_TOO_LOW_TO_REFUND',
+  'NEGATIVE_NEW_AMOUNT_AFTER_FEES',
+  'SWAP_CURRENCY_NOT_ON_ORIGIN',
+  'REFUND_RECIPIENT_IS_VASP',
+  'MANUAL_REFUND_REQUIRED',
+] as const;
 /** Why a failed order's deposit was not (or not automatically) refunded. */
 export type RefundFailReason = (typeof REFUND_FAIL_REASONS)[number];
 
