@@ -103,8 +103,11 @@ export const POSTPONE_REASONS = [
   'LOSS_BREAKER',
   'IN_FLIGHT_LIMIT',
   'OUTFLOW_BUDGET',
-  // The order was fast-filled and that payout is still in flight: the deposit is decided once it is paid or failed.
+  // Counted only (the deposit is not recorded as held back): the order was fast-filled and that payout
+  // is still in flight, so the deposit is decided once it is paid or failed;
   'FAST_FILL_PENDING',
+  // or the solver could not read inventory and prices, so nothing of the batch was decided.
+  'INVENTORY_UNREADABLE',
 ] as const;
 /** Why the solver holds a confirmed deposit back (it is decided again later). */
 export type PostponeReason = (typeof POSTPONE_REASONS)[number];

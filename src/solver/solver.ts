@@ -169,7 +169,11 @@ export class Solver implements PayoutHooks {
     for (;;) {
       const batch = this.ledger.deposits.nextConfirmed(200, skip);
       if (!batch.length || this.#stopped) return;
-      const snap = await this.#fresh();
+      const snap = await this.#fresh().catch((e: unknown) => {
+        // Nothing is decided without inventory and prices: the batch waits for a later pass.
+        this.metrics.postponed.inc({ reason: 'INVENTORY_UNREADABLE' }, batch.length);
+        throw e;
+      });
       const woken = new Set<number>();
       // One commit for the batch (each decision is its own savepoint inside it): a durable commit
       // costs a disk flush, and a burst of deposits should not pay one each. Submitters are woken
