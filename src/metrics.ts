@@ -10,7 +10,7 @@ type TypedGauge<L extends LabelValues> = Omit<Gauge<Extract<keyof L, string>>, '
 /** How a fill or refund payout ended; a refund that is never made is counted under its refundFailReason. */
 type PayoutLabels = { chain: number | string; outcome: 'success' | 'failed' | RefundFailReason };
 
-// One registry per node instance, so tests can run several nodes in one process.
+/** The node's metrics, in one registry per node instance, so tests can run several nodes in one process. */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'relay_node_' });
@@ -85,4 +85,5 @@ export function createMetrics() {
   };
 }
 
+/** The node's metrics (one registry per node instance). */
 export type Metrics = ReturnType<typeof createMetrics>;

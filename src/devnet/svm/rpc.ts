@@ -42,12 +42,14 @@ import type { CreateMintOptions } from './rpc/transactions.ts';
 // ---------------------------------------------------------------------------------------------------------
 // The server
 
+/** Where the stand-in listens and how fast its slots advance. */
 export interface StartSvmRpcOptions {
   host?: string;
   port?: number;
   slotIntervalMs?: number;
 }
 
+/** A running stand-in: its URLs, its litesvm, the devnet's helpers, and stop(). */
 export interface SvmRpc {
   /** HTTP JSON-RPC URL. */
   url: string;

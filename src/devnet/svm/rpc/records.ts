@@ -10,6 +10,7 @@ import { type TxErrJson } from './txErrors.ts';
 // ---------------------------------------------------------------------------------------------------------
 // Decoded transactions and records
 
+/** A wire transaction, decoded once: keys, signers, instructions, fee and memo. */
 export interface DecodedTx {
   wire: Uint8Array;
   vtx: VersionedTransaction;
@@ -31,6 +32,7 @@ export interface DecodedTx {
   memo: string | null;
 }
 
+/** A token account's balance in a transaction's pre/post token balances. */
 export interface TokenBalance {
   accountIndex: number;
   mint: string;
@@ -39,6 +41,7 @@ export interface TokenBalance {
   uiTokenAmount: UiTokenAmount;
 }
 
+/** An executed transaction as the history methods answer it. */
 export interface TxRecord {
   tx: DecodedTx;
   slot: number;
@@ -56,6 +59,7 @@ export interface TxRecord {
   returnData: { programId: string; data: [string, 'base64'] } | null;
 }
 
+/** The compute unit price and limit a transaction's ComputeBudget instructions set (or the default limits). */
 export function computeBudget(programIds: string[], instructions: DecodedTx['instructions']): { price: bigint; limit: number } {
   let price = 0n;
   let limit: number | null = null;
@@ -72,6 +76,7 @@ export function computeBudget(programIds: string[], instructions: DecodedTx['ins
   return { price, limit: Math.min(limit ?? defaultLimit, 1_400_000) };
 }
 
+/** The memos of a transaction, as getSignaturesForAddress answers them (`[len] text; ...`), or null. */
 export function memoOf(programIds: string[], instructions: DecodedTx['instructions']): string | null {
   const memos: string[] = [];
   instructions.forEach((ix, i) => {
@@ -83,7 +88,9 @@ export function memoOf(programIds: string[], instructions: DecodedTx['instructio
   return memos.length ? memos.join('; ') : null;
 }
 
+/** The DER prefix of an Ed25519 public key (SPKI), for node:crypto. */
 export const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+/** Whether `sig` is the key's Ed25519 signature of `msg`. */
 export function verifyEd25519(pubkey: Uint8Array, msg: Uint8Array, sig: Uint8Array): boolean {
   try {
     const key = crypto.createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, pubkey]), format: 'der', type: 'spki' });

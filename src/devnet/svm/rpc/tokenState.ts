@@ -5,6 +5,7 @@ import { isZero, type Json, readCOptionKey, readU16, readU32, readU64, toB58, TO
 // ---------------------------------------------------------------------------------------------------------
 // Token account / mint parsing
 
+/** An SPL token account's fields. */
 export interface TokenAccountState {
   mint: string;
   owner: string;
@@ -16,6 +17,7 @@ export interface TokenAccountState {
   closeAuthority: string | null;
   extensions: Uint8Array | null;
 }
+/** An SPL mint's fields. */
 export interface MintState {
   mintAuthority: string | null;
   supply: bigint;
@@ -25,10 +27,12 @@ export interface MintState {
   extensions: Uint8Array | null;
 }
 
+/** Whether a program is SPL Token or Token-2022. */
 export function isTokenProgram(owner: string): boolean {
   return owner === TOKEN_PROGRAM || owner === TOKEN_2022_PROGRAM;
 }
 
+/** A token account's fields from its data, or null when it is not one. */
 export function parseTokenAccount(owner: string, data: Uint8Array): TokenAccountState | null {
   if (!isTokenProgram(owner) || data.length < 165) return null;
   if (data.length > 165 && (owner !== TOKEN_2022_PROGRAM || data[165] !== 2)) return null;
@@ -47,6 +51,7 @@ export function parseTokenAccount(owner: string, data: Uint8Array): TokenAccount
   };
 }
 
+/** A mint's fields from its data, or null when it is not one. */
 export function parseMint(owner: string, data: Uint8Array): MintState | null {
   if (!isTokenProgram(owner)) return null;
   if (data.length !== 82 && !(owner === TOKEN_2022_PROGRAM && data.length > 165 && data[165] === 1)) return null;
@@ -60,6 +65,7 @@ export function parseMint(owner: string, data: Uint8Array): MintState | null {
   };
 }
 
+/** Token-2022 extension names by type, as jsonParsed spells them. */
 export const EXTENSION_NAMES: Record<number, string> = {
   1: 'transferFeeConfig', 2: 'transferFeeAmount', 3: 'mintCloseAuthority', 4: 'confidentialTransferMint',
   5: 'confidentialTransferAccount', 6: 'defaultAccountState', 7: 'immutableOwner', 8: 'memoTransfer',
@@ -68,10 +74,12 @@ export const EXTENSION_NAMES: Record<number, string> = {
   19: 'tokenMetadata', 20: 'groupPointer', 21: 'tokenGroup', 22: 'groupMemberPointer', 23: 'tokenGroupMember',
 };
 
+/** A key, or null when it is all zeros (an unset optional key). */
 export function optKey(d: Uint8Array): string | null {
   return isZero(d) ? null : toB58(d);
 }
 
+/** Token-2022 extensions (TLV) in the jsonParsed shape, or undefined when there are none. */
 export function parseExtensions(tlv: Uint8Array | null): Json[] | undefined {
   if (!tlv) return undefined;
   const out: Json[] = [];

@@ -2,7 +2,7 @@
 
 import { type Json } from './codec.ts';
 
-// The order of litesvm's `TransactionErrorFieldless` and `InstructionErrorFieldless` const enums.
+/** The names of litesvm's fieldless transaction errors, in the order of its `TransactionErrorFieldless` (and `InstructionErrorFieldless`) const enums. */
 export const TX_ERROR_NAMES = [
   'AccountInUse', 'AccountLoadedTwice', 'AccountNotFound', 'ProgramAccountNotFound', 'InsufficientFundsForFee',
   'InvalidAccountForFee', 'AlreadyProcessed', 'BlockhashNotFound', 'CallChainTooDeep', 'MissingSignatureForFee',
@@ -14,6 +14,7 @@ export const TX_ERROR_NAMES = [
   'WouldExceedAccountDataTotalLimit', 'MaxLoadedAccountsDataSizeExceeded', 'ResanitizationNeeded',
   'InvalidLoadedAccountsDataSizeLimit', 'UnbalancedTransaction', 'ProgramCacheHitMaxLimit', 'CommitCancelled',
 ];
+/** The names of litesvm's fieldless instruction errors, by their enum value. */
 export const IX_ERROR_NAMES = [
   'GenericError', 'InvalidArgument', 'InvalidInstructionData', 'InvalidAccountData', 'AccountDataTooSmall',
   'InsufficientFunds', 'IncorrectProgramId', 'MissingRequiredSignature', 'AccountAlreadyInitialized',
@@ -29,6 +30,7 @@ export const IX_ERROR_NAMES = [
   'IllegalOwner', 'MaxAccountsDataAllocationsExceeded', 'MaxAccountsExceeded', 'MaxInstructionTraceLengthExceeded',
   'BuiltinProgramsMustConsumeComputeUnits', 'BorshIoError',
 ];
+/** The text Solana prints for a transaction error. */
 export const TX_ERROR_TEXT: Record<string, string> = {
   AccountInUse: 'Account in use',
   AccountLoadedTwice: 'Account loaded twice',
@@ -44,6 +46,7 @@ export const TX_ERROR_TEXT: Record<string, string> = {
   UnsupportedVersion: 'Transaction version is unsupported',
   AddressLookupTableNotFound: 'Transaction loads an address table account that doesn\'t exist',
 };
+/** The text Solana prints for an instruction error. */
 export const IX_ERROR_TEXT: Record<string, string> = {
   GenericError: 'generic instruction error',
   InvalidArgument: 'invalid program argument',
@@ -62,8 +65,10 @@ export const IX_ERROR_TEXT: Record<string, string> = {
 // ---------------------------------------------------------------------------------------------------------
 // Transaction errors
 
+/** A transaction error in the RPC's JSON shape. */
 export type TxErrJson = string | Record<string, Json>;
 
+/** A litesvm instruction error in the RPC's JSON shape. */
 export function instructionErrorJson(e: unknown): Json {
   if (typeof e === 'number') return IX_ERROR_NAMES[e] ?? `InstructionError${e}`;
   const o = e as { code?: number; msg?: string };
@@ -72,6 +77,7 @@ export function instructionErrorJson(e: unknown): Json {
   return 'GenericError';
 }
 
+/** A litesvm transaction error in the RPC's JSON shape. */
 export function txErrorJson(err: unknown): TxErrJson {
   if (typeof err === 'number') return TX_ERROR_NAMES[err] ?? `TransactionError${err}`;
   const o = err as { index?: number; accountIndex?: number; err?: () => unknown; constructor?: { name?: string } };
@@ -84,6 +90,7 @@ export function txErrorJson(err: unknown): TxErrJson {
   return 'SanitizeFailure';
 }
 
+/** The text Solana prints for a transaction error (a preflight failure's message). */
 export function txErrorText(err: TxErrJson): string {
   if (typeof err === 'string') return TX_ERROR_TEXT[err] ?? err;
   if ('InstructionError' in err) {

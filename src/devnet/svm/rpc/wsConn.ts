@@ -6,6 +6,7 @@ import { type Commitment } from './codec.ts';
 // ---------------------------------------------------------------------------------------------------------
 // Minimal WebSocket server side (RFC 6455, text frames)
 
+/** The server side of one WebSocket connection: text frames in and out, pings answered. */
 export class WsConn {
   private buf = Buffer.alloc(0);
   private fragments: Buffer[] = [];
@@ -98,6 +99,7 @@ export class WsConn {
   }
 }
 
+/** A subscription a connection holds, by kind. */
 export type Subscription =
   | { kind: 'signature'; conn: WsConn; id: number; signature: string; commitment: Commitment }
   | { kind: 'slot'; conn: WsConn; id: number }
