@@ -7,10 +7,10 @@ const message = (r: { success: boolean; error?: { issues: { message: string }[] 
 
 describe('hashParam', () => {
   it('accepts a 32-byte hex hash in any case and lower-cases it', () => {
-    expect(hashParam.parse('0x' + 'AB'.repeat(32))).toBe('0x' + 'ab'.repeat(32));
+    expect(hashParam.parse(`0x${'AB'.repeat(32)}`)).toBe(`0x${'ab'.repeat(32)}`);
   });
   it('refuses what is not a 32-byte hash, naming the form', () => {
-    for (const bad of ['0x' + 'ab'.repeat(31), 'ab'.repeat(32), '0x' + 'zz'.repeat(32)]) {
+    for (const bad of [`0x${'ab'.repeat(31)}`, 'ab'.repeat(32), `0x${'zz'.repeat(32)}`]) {
       expect(message(hashParam.safeParse(bad))).toBe('must be a 0x-prefixed 32-byte hex string');
     }
     expect(message(hashParam.safeParse(undefined))).toBe('is required');

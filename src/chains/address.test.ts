@@ -21,13 +21,13 @@ describe('canonicalAddress', () => {
     expect(canonicalAddress('svm', SVM.toLowerCase())).not.toBe(SVM);
     expect(canonicalAddress('svm', EVM)).toBeUndefined();
     // 0, O, I and l are not base58.
-    expect(canonicalAddress('svm', 'O' + SVM.slice(1))).toBeUndefined();
+    expect(canonicalAddress('svm', `O${SVM.slice(1)}`)).toBeUndefined();
     expect(canonicalAddress('svm', 'abc')).toBeUndefined();
   });
 
   it('exchange: a 20-byte string is an account (EIP-55); a 16-byte token id (with a DEX name) is a currency, lower-cased', () => {
     expect(canonicalAddress('exchange', EVM)).toBe(getAddress(EVM));
-    const token = '0x' + 'AB'.repeat(16);
+    const token = `0x${'AB'.repeat(16)}`;
     expect(canonicalAddress('exchange', token)).toBe(token.toLowerCase());
     expect(canonicalAddress('exchange', token + hexName('xyz'))).toBe(token.toLowerCase() + hexName('xyz'));
     // DEX names are lower-case alphanumerics. (A 4-byte name would make 20 bytes: an account.)
@@ -35,7 +35,7 @@ describe('canonicalAddress', () => {
     expect(canonicalAddress('exchange', token + hexName('a-b'))).toBeUndefined();
     // Perps USD is the chain's native currency, never one of a named DEX.
     expect(canonicalAddress('exchange', EXCHANGE_PERPS_USD + hexName('xyz'))).toBeUndefined();
-    expect(canonicalAddress('exchange', '0x' + 'ab'.repeat(15))).toBeUndefined();
+    expect(canonicalAddress('exchange', `0x${'ab'.repeat(15)}`)).toBeUndefined();
   });
 });
 
@@ -51,7 +51,7 @@ describe('native currency, order bytes and API spelling', () => {
     const bytes = addressBytes('svm', SVM);
     expect(bytes).toMatch(/^0x[0-9a-f]{64}$/);
     expect(bytes).toBe(toHex(Buffer.from(bytes.slice(2), 'hex')));
-    expect(addressBytes('svm', SVM_NATIVE)).toBe('0x' + '00'.repeat(32));
+    expect(addressBytes('svm', SVM_NATIVE)).toBe(`0x${'00'.repeat(32)}`);
   });
 
   it('answers EVM and exchange addresses in lower case, SVM keys as they are', () => {

@@ -49,14 +49,22 @@ describe('RiskPolicy.judge', () => {
   });
 
   it('fails an order above the largest order with SOLVER_CAPACITY_EXCEEDED and refunds it; a route may allow more', () => {
-    expect(policy({ maxOrderUsd: '1' }).judge(deposit(1_000_001n), fill(1_000_001n), usd)).toEqual({ kind: 'fail', reason: 'SOLVER_CAPACITY_EXCEEDED', refund: true });
+    expect(policy({ maxOrderUsd: '1' }).judge(deposit(1_000_001n), fill(1_000_001n), usd)).toEqual({
+      kind: 'fail',
+      reason: 'SOLVER_CAPACITY_EXCEEDED',
+      refund: true,
+    });
     const route = { originChainId: 8453, destinationChainId: 10, maxOrderUsd: '2' };
     expect(policy({ maxOrderUsd: '1', routes: [route] }).judge(deposit(1_500_000n), fill(1_500_000n), usd)).toEqual({ kind: 'go' });
   });
 
   it('blocks a denied recipient (refunded) and a denied depositor (not refunded), whatever the address case', () => {
-    expect(policy({ denyRecipients: [RECIPIENT.toLowerCase()] }).judge(deposit(1n), fill(1n), usd)).toEqual({ kind: 'fail', reason: 'BLOCKED_WALLET', refund: true });
-    expect(policy({ denyDepositors: ['0x' + DEPOSITOR.slice(2).toUpperCase()] }).judge(deposit(1n), refund, usd)).toEqual({
+    expect(policy({ denyRecipients: [RECIPIENT.toLowerCase()] }).judge(deposit(1n), fill(1n), usd)).toEqual({
+      kind: 'fail',
+      reason: 'BLOCKED_WALLET',
+      refund: true,
+    });
+    expect(policy({ denyDepositors: [`0x${DEPOSITOR.slice(2).toUpperCase()}`] }).judge(deposit(1n), refund, usd)).toEqual({
       kind: 'fail',
       reason: 'BLOCKED_WALLET',
       refund: false,
@@ -82,7 +90,7 @@ describe('RiskPolicy.judge', () => {
     expect(p.judge(deposit(1n), fill(1n), usd)).toEqual({ kind: 'postpone', reason: 'DRY_RUN' });
   });
 
-  it("never holds back a deposit that settles a fast fill already paid", () => {
+  it('never holds back a deposit that settles a fast fill already paid', () => {
     ledger.operations.switchOn(switchName.dryRun, 'test', 'test');
     expect(policy().judge(deposit(1n), { kind: 'settle', request }, usd)).toEqual({ kind: 'go' });
   });

@@ -1,5 +1,5 @@
 import {
-  BaseError,
+  type BaseError,
   ContractFunctionRevertedError,
   encodeErrorResult,
   ExecutionRevertedError,
