@@ -11,6 +11,7 @@ import { formatAudit, recordAudit, runAudit } from './audit/audit.ts';
 import { adminCommands } from './admin/cli.ts';
 import { createKeystoreFile, readSecretArg } from './signers/keystoreFile.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
+import { errText } from './lib/errors.ts';
 
 // Ctrl-C or SIGTERM: a graceful stop (the node drains within its configured bound, then stops);
 // a second signal exits at once. Either way nothing recorded is lost: the ledger commits each
@@ -27,7 +28,7 @@ function onShutdown(stop: () => Promise<void>, boundMs: number): void {
     // A little beyond the drain's own bound for the closing of connections and the ledger.
     const deadline = new Promise<void>((resolve) => setTimeout(resolve, boundMs + 3000).unref());
     Promise.race([stop(), deadline])
-      .catch((e) => process.stderr.write(`error while stopping: ${(e as Error).message}\n`))
+      .catch((e) => process.stderr.write(`error while stopping: ${errText(e)}\n`))
       .finally(() => process.exit(0));
   };
   process.on('SIGINT', () => handler('SIGINT'));
@@ -39,7 +40,7 @@ function withOverrides(config: Config, argv: { port?: number; host?: string }): 
 }
 
 function fail(e: unknown): never {
-  const msg = e instanceof ConfigError ? e.message : `${(e as Error).message}`;
+  const msg = e instanceof ConfigError ? e.message : `${errText(e)}`;
   process.stderr.write(`relay-node: ${msg}\n`);
   process.exit(1);
 }

@@ -1,6 +1,16 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { FailReason, PostponeReason, RefundFailReason } from './ledger/reasons.ts';
 
-// One registry per node instance, so tests can run several nodes in one process.
+type LabelValues = Record<string, string | number>;
+/** A counter whose label values are typed: a reason label takes only its union's names. */
+type TypedCounter<L extends LabelValues> = Omit<Counter<Extract<keyof L, string>>, 'inc'> & { inc(labels: L, value?: number): void };
+/** A gauge whose label values are typed. */
+type TypedGauge<L extends LabelValues> = Omit<Gauge<Extract<keyof L, string>>, 'set'> & { set(labels: L, value: number): void };
+
+/** How a fill or refund payout ended; a refund that is never made is counted under its refundFailReason. */
+type PayoutLabels = { chain: number | string; outcome: 'success' | 'failed' | RefundFailReason };
+
+/** The node's metrics, in one registry per node instance, so tests can run several nodes in one process. */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'relay_node_' });
@@ -8,9 +18,16 @@ export function createMetrics() {
   return {
     registry,
     depositsIndexed: new Counter({ name: 'relay_deposits_indexed_total', help: 'Depository deposits indexed', labelNames: ['chain'], registers: r }),
-    fills: new Counter({ name: 'relay_fills_total', help: 'Fills by outcome', labelNames: ['chain', 'outcome'], registers: r }),
-    refunds: new Counter({ name: 'relay_refunds_total', help: 'Refunds by outcome', labelNames: ['chain', 'outcome'], registers: r }),
-    decisions: new Counter({ name: 'relay_solver_decisions_total', help: 'Solver decisions by outcome and reason', labelNames: ['decision', 'reason'], registers: r }),
+    fills: new Counter({ name: 'relay_fills_total', help: 'Fills by outcome', labelNames: ['chain', 'outcome'], registers: r }) as TypedCounter<PayoutLabels>,
+    refunds: new Counter({ name: 'relay_refunds_total', help: 'Refunds by outcome', labelNames: ['chain', 'outcome'], registers: r }) as TypedCounter<
+      PayoutLabels
+    >,
+    decisions: new Counter({
+      name: 'relay_solver_decisions_total',
+      help: 'Solver decisions by outcome and reason',
+      labelNames: ['decision', 'reason'],
+      registers: r,
+    }) as TypedCounter<{ decision: 'fill' | 'fail' | 'settle'; reason: FailReason | 'none' }>,
     depositToFill: new Histogram({
       name: 'relay_deposit_to_fill_seconds',
       help: 'From deposit confirmed by the indexer to fill broadcast',
@@ -42,8 +59,8 @@ export function createMetrics() {
     outboxDepth: new Gauge({ name: 'relay_events_outbox_depth', help: 'Webhook deliveries pending (due or waiting for a retry)', registers: r }),
     // Operating (src/solver/risk.ts, src/solver/lossBreaker.ts): deposits held back by typed reason,
     // the loss breaker's state and the unexplained loss it measures.
-    postponed: new Counter({ name: 'relay_solver_postponed_total', help: 'Deposit decisions postponed, by reason', labelNames: ['reason'], registers: r }),
-    waiting: new Gauge({ name: 'relay_payouts_waiting', help: 'Confirmed deposits held back, by reason', labelNames: ['reason'], registers: r }),
+    postponed: new Counter({ name: 'relay_solver_postponed_total', help: 'Deposit decisions postponed, by reason', labelNames: ['reason'], registers: r }) as TypedCounter<{ reason: PostponeReason }>,
+    waiting: new Gauge({ name: 'relay_payouts_waiting', help: 'Confirmed deposits held back, by reason', labelNames: ['reason'], registers: r }) as TypedGauge<{ reason: PostponeReason }>,
     breakerTripped: new Gauge({ name: 'relay_loss_breaker_tripped', help: '1 while the loss breaker holds payouts on the chain', labelNames: ['chain'], registers: r }),
     unexplainedLoss: new Gauge({ name: 'relay_unexplained_loss_usd', help: 'Solver balance loss the ledger does not explain, in USD', labelNames: ['chain'], registers: r }),
     // RPC providers (src/chains/providers), labelled by the provider's configured name, never its URL.
@@ -68,4 +85,5 @@ export function createMetrics() {
   };
 }
 
+/** The node's metrics (one registry per node instance). */
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { Argv } from 'yargs';
 import { loadConfigFile } from '../config/load.ts';
 import { Ledger } from '../ledger/index.ts';
+import { errText } from '../lib/errors.ts';
 
 // `relay-node admin …`: admin keys are made on the ledger directly (there is no admin yet to ask);
 // everything else asks the running node's admin API, so the node that holds the solver is the one
@@ -39,7 +40,7 @@ async function call(argv: ApiArgs, method: 'GET' | 'POST', path: string, body?: 
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (e) {
-    fail(`cannot reach the admin API at ${argv.url}: ${(e as Error).message}`);
+    fail(`cannot reach the admin API at ${argv.url}: ${errText(e)}`);
   }
   const json = (await res.json().catch(() => ({}))) as { message?: string };
   if (!res.ok) fail(`${res.status}: ${json.message ?? 'request failed'}`);

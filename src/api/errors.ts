@@ -5,10 +5,14 @@ import { isChainUnavailable } from '../chains/unavailable.ts';
 import type { Logger } from '../log.ts';
 import { PriceUnavailableError } from '../quote/prices.ts';
 import { QuoteError } from '../quote/quote.ts';
+import { RelayNodeError } from '../lib/errors.ts';
 
-// Every error the API answers has { message, errorCode }. Internals never leak: a 5xx says only
-// that something failed, and the detail goes to the log.
-export class ApiError extends Error {
+/**
+ * Every error the API answers has { message, errorCode }. Internals never leak: a 5xx says only
+ * that something failed, and the detail goes to the log.
+ */
+export class ApiError extends RelayNodeError {
+  override name = 'ApiError';
   constructor(
     readonly status: number,
     readonly errorCode: string,

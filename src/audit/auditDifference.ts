@@ -9,6 +9,7 @@ import type { Logger } from '../log.ts';
 import { usdMicro } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import type { UnexplainedMovement } from '../solver/lossBreaker.ts';
+import { errText } from '../lib/errors.ts';
 
 /** The admin action that accepts a chain's unexplained loss at a resume (detail: amount per currency). */
 export const LOSS_ACCEPTED = 'loss-accepted';
@@ -125,7 +126,7 @@ export class AuditDifference implements UnexplainedMovement {
     } catch (e) {
       if (!this.#warned.has(chainId)) {
         this.#warned.add(chainId);
-        this.log.warn({ chain: chainId, err: (e as Error).message }, 'loss breaker cannot read the audit balances; comparing balance drift instead');
+        this.log.warn({ chain: chainId, err: errText(e) }, 'loss breaker cannot read the audit balances; comparing balance drift instead');
       }
       return undefined;
     }

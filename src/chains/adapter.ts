@@ -5,6 +5,8 @@ import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 import type { ReorgDecider } from '../indexer/events.ts';
 import type { ReindexResult } from '../indexer/driver.ts';
+import type { FailReason } from '../ledger/reasons.ts';
+import { RelayNodeError } from '../lib/errors.ts';
 
 // What a submitter reports about a payout. Each hook runs inside the ledger transaction that
 // records the transaction's new state, so the request's status and the transaction never disagree.
@@ -15,11 +17,12 @@ export interface PayoutHooks {
   onPaid(payout: PayoutRow, txHash: string, fee: bigint): void;
   // The payout cannot be made; reason is the interface's failReason.
   // callData: the calldata of the fill that reverted, for the request record.
-  onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void;
+  onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void;
 }
 
 /** Why a gasless relay (POST /execute rawCalls) is refused before anything is sent or charged. */
-export class RelayRefusedError extends Error {
+export class RelayRefusedError extends RelayNodeError {
+  override name = 'RelayRefusedError';
   constructor(
     // SIMULATION_FAILED: the call reverts; INVALID_AUTHORIZATION: an authorization is for another
     // chain or unsigned; AUTHORIZATION_USED: its nonce is spent (a replay); RPC_UNAVAILABLE: 503.
@@ -87,8 +90,9 @@ export interface DepositAddressSweeps {
 
 // What the user does to deposit, one quote step each, in the shape the chain's wallets take
 // (`items[].data`). The chain's own adapter builds them; the quote adds ids, requestId and check.
-// Why a signed deposit is refused: the interface's failReason names where one applies.
-export class SignedDepositError extends Error {
+/** Why a signed deposit is refused: the interface's failReason names where one applies. */
+export class SignedDepositError extends RelayNodeError {
+  override name = 'SignedDepositError';
   constructor(
     // RPC_UNAVAILABLE: the chain could not be read to check the signature (503, retry).
     readonly errorCode: 'INVALID_SIGNATURE' | 'SIGNATURE_EXPIRED' | 'INVALID_NONCE' | 'INVALID_INPUT_PARAMETERS' | 'GASLESS_PERMIT_BALANCE_TOO_LOW' | 'RPC_UNAVAILABLE',

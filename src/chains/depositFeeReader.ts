@@ -1,6 +1,7 @@
 import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
 import type { ChainAdapter } from './adapter.ts';
+import { errText } from '../lib/errors.ts';
 
 // Deposits seen within this window get their fee read; older ones are left as they are.
 const WINDOW_MS = 24 * 60 * 60 * 1000;
@@ -40,7 +41,7 @@ export class DepositFeeReader {
           this.#attempts.delete(key);
         } catch (e) {
           this.#attempts.set(key, (this.#attempts.get(key) ?? 0) + 1);
-          this.log.debug({ chainId, txHash, err: (e as Error).message }, 'deposit fee not readable yet');
+          this.log.debug({ chainId, txHash, err: errText(e) }, 'deposit fee not readable yet');
         }
       }),
     );
@@ -49,7 +50,7 @@ export class DepositFeeReader {
   start(): void {
     const tick = () => {
       this.#running = this.runOnce()
-        .catch((e) => this.log.warn({ err: (e as Error).message }, 'reading deposit fees failed'))
+        .catch((e) => this.log.warn({ err: errText(e) }, 'reading deposit fees failed'))
         .finally(() => {
           this.#running = undefined;
           if (this.#timer) this.#timer = setTimeout(tick, this.opts.intervalMs).unref();

@@ -8,8 +8,9 @@ import { parseSvmSecretKey, svmKeypair } from '../chains/svm/transactions.ts';
 import type { EvmSignerSource, SvmSignerSource } from './signerSchema.ts';
 import { decryptKeystore, KeystoreError } from '../signers/keystore.ts';
 import { remoteAccount } from '../signers/remote.ts';
+import { errText, RelayNodeError } from '../lib/errors.ts';
 
-export class ConfigError extends Error {
+export class ConfigError extends RelayNodeError {
   override name = 'ConfigError';
 }
 
@@ -118,7 +119,7 @@ function resolveSvmKey(source: { env?: string; file?: string }, key: string, env
     parseSvmSecretKey(value);
   } catch (e) {
     // The message describes the problem, never the value.
-    throw new ConfigError(`${key}: ${(e as Error).message}`);
+    throw new ConfigError(`${key}: ${errText(e)}`);
   }
   return new Secret(value);
 }
@@ -131,7 +132,7 @@ function resolveSvmSigner(source: SvmSignerSource, key: string, env: NodeJS.Proc
   try {
     pub = svmKeypair(text).publicKey.toBase58();
   } catch (e) {
-    throw new ConfigError(`${key}: ${source.path}: the keystore does not hold an SVM secret key: ${(e as Error).message}`);
+    throw new ConfigError(`${key}: ${source.path}: the keystore does not hold an SVM secret key: ${errText(e)}`);
   }
   if (address && address !== pub) throw new ConfigError(`${key}: ${source.path}: the keystore's address field is not the public key of its key`);
   return new Secret(text);
@@ -231,7 +232,7 @@ export function loadConfigFile(path: string, env: NodeJS.ProcessEnv = process.en
   try {
     raw = JSON.parse(text);
   } catch (e) {
-    throw new ConfigError(`config file ${path} is not valid JSON: ${(e as Error).message}`);
+    throw new ConfigError(`config file ${path} is not valid JSON: ${errText(e)}`);
   }
   return buildConfig(raw, env, {}, opts);
 }

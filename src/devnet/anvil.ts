@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
+import { errText, RelayNodeError } from '../lib/errors.ts';
 
 export interface StartAnvilOptions {
   chainId: number;
@@ -28,7 +29,7 @@ const POLL_INTERVAL_MS = 10;
 const KILL_GRACE_MS = 3_000;
 const OUTPUT_TAIL_BYTES = 8_192;
 
-class AnvilStartError extends Error {
+class AnvilStartError extends RelayNodeError {
   constructor(
     message: string,
     readonly output: string,
@@ -56,7 +57,7 @@ export function anvilBinaryPath(): string {
   try {
     wrapperManifest = require.resolve('@foundry-rs/anvil/package.json');
   } catch (err) {
-    throw new Error(`@foundry-rs/anvil is not installed: ${(err as Error).message}`);
+    throw new Error(`@foundry-rs/anvil is not installed: ${errText(err)}`);
   }
   // Resolve the optional platform package from the wrapper's own location, as the wrapper does.
   try {

@@ -9,6 +9,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { BlockedTargetError, guardedLookup, ipLiteralHost, isNonPublicAddress } from './targetGuard.ts';
+import { errText } from '../lib/errors.ts';
 
 // Webhook deliveries: at least once, signed, in order per request and webhook, with retries on an
 // exponential backoff with full jitter, then dead. All state is in the ledger (event_deliveries),
@@ -139,7 +140,7 @@ export class Deliverer {
       }
       this.#metrics.outboxDepth.set(this.#ledger.events.pendingCount());
     } catch (e) {
-      this.#log.error({ err: (e as Error).message }, 'webhook delivery pass failed');
+      this.#log.error({ err: errText(e) }, 'webhook delivery pass failed');
     }
     this.#pollTimer = setTimeout(() => this.#tick(), this.#cfg.pollIntervalMs);
     this.#pollTimer.unref();
@@ -170,7 +171,7 @@ export class Deliverer {
       })
       .catch((e) => {
         this.#inFlight.delete(key);
-        this.#log.error({ err: (e as Error).message, event: d.event_id, webhook: d.webhook_id, requestId: d.request_id }, 'webhook delivery failed');
+        this.#log.error({ err: errText(e), event: d.event_id, webhook: d.webhook_id, requestId: d.request_id }, 'webhook delivery failed');
       })
       .finally(() => {
         // The next event of the request (or another due delivery) may go now.

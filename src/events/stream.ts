@@ -7,6 +7,7 @@ import type { ApiLimits } from '../api/limits.ts';
 import { statusRecord } from '../ledger/statusRecord.ts';
 import type { StreamEventRow } from '../ledger/events.ts';
 import type { RequestRow } from '../ledger/types.ts';
+import { errText } from '../lib/errors.ts';
 
 // GET /intents/status/ws: the status stream. A client subscribes to request ids, or (with an API
 // key) to a wallet; it gets the current status of each first, then every change in the order of
@@ -123,7 +124,7 @@ export class StatusStream {
       try {
         this.#onMessage(client, isBinary ? null : data.toString());
       } catch (e) {
-        this.#ctx.log.error({ err: (e as Error).message }, 'status stream message failed');
+        this.#ctx.log.error({ err: errText(e) }, 'status stream message failed');
         this.#send(client, { type: 'error', errorCode: 'INTERNAL_ERROR', message: 'internal error' });
       }
     });
@@ -175,7 +176,7 @@ export class StatusStream {
       }
       this.wake();
     } catch (e) {
-      this.#ctx.log.error({ err: (e as Error).message }, 'status stream pass failed');
+      this.#ctx.log.error({ err: errText(e) }, 'status stream pass failed');
     }
   }
 

@@ -1,5 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { RelayNodeError } from '../lib/errors.ts';
 
 // Webhook targets must be on the public internet: a key holder must not make the node POST to its
 // own loopback, the operator's private network or a cloud metadata service (SSRF). The check runs
@@ -86,7 +87,8 @@ export function ipLiteralHost(hostname: string): string | undefined {
 }
 
 /** The error a refused target fails with; its message names no address. */
-export class BlockedTargetError extends Error {
+export class BlockedTargetError extends RelayNodeError {
+  override name = 'BlockedTargetError';
   readonly code = 'ERR_WEBHOOK_TARGET_BLOCKED';
   constructor() {
     super('the target resolves to a private, loopback or link-local address');

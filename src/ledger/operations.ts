@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Db } from './db.ts';
 import { hashApiKey } from './apiKeys.ts';
+import type { PostponeReason } from './reasons.ts';
 
 export interface AdminActionRow {
   id: number;
@@ -21,7 +22,7 @@ export interface SwitchRow {
 
 export interface PostponementRow {
   deposit_id: string;
-  reason: string;
+  reason: PostponeReason;
   first_at: number;
   last_at: number;
 }
@@ -93,7 +94,7 @@ export class Operations {
   }
 
   /** A confirmed deposit the solver holds back, and the typed reason. */
-  postpone(depositId: string, reason: string, now = Date.now()): void {
+  postpone(depositId: string, reason: PostponeReason, now = Date.now()): void {
     this.#postpone.run(depositId, reason, now, now);
   }
   postponement(depositId: string): PostponementRow | undefined {

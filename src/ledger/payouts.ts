@@ -1,5 +1,6 @@
 import type { Db } from './db.ts';
 import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
+import type { FailReason } from './reasons.ts';
 
 export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup' | 'calls' | 'max_gas' | 'authorization'> & {
   authorization?: string | null;
@@ -69,7 +70,7 @@ export class Payouts {
   forRequest(requestId: string): PayoutRow[] {
     return this.#forRequest.all(requestId) as PayoutRow[];
   }
-  setState(id: string, state: PayoutState, extra: { txHash?: string; failReason?: string } = {}, now = Date.now()): void {
+  setState(id: string, state: PayoutState, extra: { txHash?: string; failReason?: FailReason } = {}, now = Date.now()): void {
     this.#setState.run({ id, state, tx_hash: extra.txHash ?? null, fail_reason: extra.failReason ?? null, now });
   }
   // Amounts promised but not yet paid, per currency (canonical address): the solver's inventory

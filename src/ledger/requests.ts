@@ -2,9 +2,10 @@ import type { Hex } from 'viem';
 import type { Db } from './db.ts';
 import type { Events } from './events.ts';
 import type { RequestRow, Status } from './types.ts';
+import type { FailReason, RefundFailReason } from './reasons.ts';
 
 // Set by the ledger as the request progresses, never by its creator.
-type StatusFields = { status: string; fail_reason: string | null; refund_fail_reason: string | null };
+type StatusFields = { status: string; fail_reason: FailReason | null; refund_fail_reason: RefundFailReason | null };
 type Progress = 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'fast_fill_deadline' | 'failed_call_data' | 'sender' | 'deposit_block' | 'fill_time_ms';
 type Optional = 'money' | 'features' | 'api_key_id' | 'referrer' | 'amount_usd' | 'app_fees_usd' | 'currency_in_symbol' | 'currency_out_symbol' | 'deposit_address';
 
@@ -106,7 +107,7 @@ export class Requests {
   setStatus(
     id: string,
     status: Status,
-    extra: { failReason?: string; refundFailReason?: string; details?: string } = {},
+    extra: { failReason?: FailReason; refundFailReason?: RefundFailReason; details?: string } = {},
     now = Date.now(),
   ): void {
     const args = {

@@ -1,4 +1,5 @@
 import type { Hex } from 'viem';
+import type { FailReason, RefundFailReason } from './reasons.ts';
 
 export const STATUSES = ['waiting', 'depositing', 'pending', 'submitted', 'success', 'failure', 'refund'] as const;
 export type Status = (typeof STATUSES)[number];
@@ -31,8 +32,8 @@ export interface RequestRow {
   kind: RequestKind;
   request_type: string;
   status: Status;
-  fail_reason: string | null;
-  refund_fail_reason: string | null;
+  fail_reason: FailReason | null;
+  refund_fail_reason: RefundFailReason | null;
   details: string | null;
   user: string | null;
   recipient: string | null;
@@ -108,7 +109,7 @@ export interface PayoutRow {
   amount: string;
   state: PayoutState;
   tx_hash: Hex | null;
-  fail_reason: string | null;
+  fail_reason: FailReason | null;
   decided_at: number;
   updated_at: number;
   native_topup: string | null;

@@ -1,5 +1,8 @@
-// A quote the node will not give, with the 4xx status and errorCode the API answers.
-export class QuoteError extends Error {
+import { RelayNodeError } from '../lib/errors.ts';
+
+/** A quote the node will not give, with the 4xx status and errorCode the API answers. */
+export class QuoteError extends RelayNodeError {
+  override name = 'QuoteError';
   constructor(
     message: string,
     readonly errorCode: string,

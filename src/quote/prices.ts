@@ -2,14 +2,15 @@ import { createPublicClient, formatUnits, http, type Address, type PublicClient 
 import { PriceFeedAbi } from '../../contracts-abi/index.ts';
 import type { Currency } from '../config/registry.ts';
 import type { ChainConfig } from '../config/schema.ts';
+import { errText, RelayNodeError } from '../lib/errors.ts';
 
 // USD prices as decimal strings.
 export interface PriceSource {
   usdPrice(currency: Currency): Promise<string>;
 }
 
-// No price the node can trust: it stops quoting (and postpones fills) rather than price wrong.
-export class PriceUnavailableError extends Error {
+/** No price the node can trust: it stops quoting (and postpones fills) rather than price wrong. */
+export class PriceUnavailableError extends RelayNodeError {
   override name = 'PriceUnavailableError';
 }
 
@@ -58,7 +59,7 @@ export class FeedPriceSource implements PriceSource {
         this.#cache.set(key, hit);
       } catch (e) {
         if (e instanceof PriceUnavailableError) throw e;
-        throw new PriceUnavailableError(`the price feed of ${c.symbol} cannot be read: ${(e as Error).message.split('\n')[0]}`);
+        throw new PriceUnavailableError(`the price feed of ${c.symbol} cannot be read: ${errText(e)}`);
       }
     }
     const age = BigInt(Math.floor(this.now() / 1000)) - hit.updatedAt;

@@ -5,8 +5,9 @@
 // The same container holds the node's SVM key (64 bytes instead of 32; `address` is its base58 public key).
 import { createCipheriv, createDecipheriv, pbkdf2Sync, randomBytes, randomUUID, scryptSync, timingSafeEqual } from 'node:crypto';
 import { keccak256 } from 'viem';
+import { RelayNodeError } from '../lib/errors.ts';
 
-export class KeystoreError extends Error {
+export class KeystoreError extends RelayNodeError {
   override name = 'KeystoreError';
 }
 

@@ -7,6 +7,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import type { Hex } from 'viem';
 import { parseSvmSecretKey, svmKeypair } from '../chains/svm/transactions.ts';
 import { encryptKeystore } from './keystore.ts';
+import { errText } from '../lib/errors.ts';
 
 export interface CreateKeystoreOptions {
   kind: 'evm' | 'svm';
@@ -33,7 +34,7 @@ export function createKeystoreFile(opts: CreateKeystoreOptions): string {
       secret = parseSvmSecretKey(key);
       address = svmKeypair(key).publicKey.toBase58();
     } catch (e) {
-      throw new Error(`keystore create: ${(e as Error).message}`);
+      throw new Error(`keystore create: ${errText(e)}`);
     }
   }
   const ks = encryptKeystore(secret, opts.passphrase, { scryptN: opts.scryptN, address: opts.kind === 'evm' ? address.slice(2).toLowerCase() : address });

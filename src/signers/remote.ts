@@ -17,8 +17,9 @@ import {
   type LocalAccount,
 } from 'viem';
 import { toAccount } from 'viem/accounts';
+import { RelayNodeError } from '../lib/errors.ts';
 
-export class RemoteSignerError extends Error {
+export class RemoteSignerError extends RelayNodeError {
   override name = 'RemoteSignerError';
 }
 

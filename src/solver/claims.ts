@@ -3,6 +3,7 @@ import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
 import { conversionRate, mulRatioFloor } from '../quote/money.ts';
+import { RelayNodeError } from '../lib/errors.ts';
 
 export interface ClaimRequest {
   wallet: string;
@@ -11,7 +12,9 @@ export interface ClaimRequest {
   recipient: string;
 }
 
-export class ClaimError extends Error {}
+export class ClaimError extends RelayNodeError {
+  override name = 'ClaimError';
+}
 
 // Pays a wallet's accrued app fees out on the chain and currency of its choice: every accrual of
 // the same currency (same symbol, any chain) is booked as claimed and one payout is queued, all in

@@ -19,6 +19,7 @@ import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
 import { formatUsd, usdMicroCeil } from '../quote/money.ts';
 import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './money.ts';
+import type { FailReason } from '../ledger/reasons.ts';
 
 /** Why a relay is not admitted; status is the HTTP status to answer. */
 export class GaslessRelayError extends Error {
@@ -173,7 +174,7 @@ export function onRelayPaid(ledger: Ledger, payout: PayoutRow, txHash: string, f
  * it burned was the node's on the sponsor's word, so that is charged (naming the tx). Never sent:
  * the hold is released and nothing is charged.
  */
-export function onRelayFailed(ledger: Ledger, payout: PayoutRow, reason: string, txHash?: string): void {
+export function onRelayFailed(ledger: Ledger, payout: PayoutRow, reason: FailReason, txHash?: string): void {
   const r = ledger.requests.get(payout.request_id!)!;
   const tx = txHash ? ledger.payouts.txsOf(payout.id).find((t) => t.hash === txHash) : undefined;
   if (tx?.fee) debitSponsor(ledger, r, chargeOf(r, BigInt(tx.fee)), txHash);

@@ -7,6 +7,7 @@ import type { Metrics } from '../metrics.ts';
 import { usdMicro } from '../quote/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { LOSS_BREAKER_ACTOR } from './risk.ts';
+import { errText } from '../lib/errors.ts';
 
 /**
  * How much of the solver's holdings on a chain went missing in a way the ledger does not explain
@@ -144,7 +145,7 @@ export class LossBreaker {
       try {
         await this.movement.rebase(chainId);
       } catch (e) {
-        this.log.warn({ chain: chainId, err: (e as Error).message }, 'loss breaker could not take the balance after the resume; trying again');
+        this.log.warn({ chain: chainId, err: errText(e) }, 'loss breaker could not take the balance after the resume; trying again');
         return;
       }
       this.#tripped.delete(chainId);
@@ -154,7 +155,7 @@ export class LossBreaker {
     try {
       loss = await this.movement.unexplainedLossUsd(chainId);
     } catch (e) {
-      this.log.warn({ chain: chainId, err: (e as Error).message }, 'loss breaker could not read the balance');
+      this.log.warn({ chain: chainId, err: errText(e) }, 'loss breaker could not read the balance');
       return;
     }
     this.metrics.unexplainedLoss.set({ chain: chainId }, Number(loss) / 1e6);

@@ -1,8 +1,10 @@
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown, type FeeBreakdown } from '../quote/fillAmount.ts';
 import type { Ratio } from '../quote/money.ts';
+import type { FailReasonOf } from '../ledger/reasons.ts';
 
-export type FailReason =
+/** The failReasons the matcher decides (the interface's names, checked against its list). */
+export type MatchFailReason = FailReasonOf<
   | 'ORPHANED_DEPOSIT_REFUND'
   | 'DOUBLE_SPEND'
   | 'DEPOSIT_CHAIN_MISMATCH'
@@ -18,14 +20,15 @@ export type FailReason =
   | 'EXECUTION_REVERTED'
   // Risk limits (src/solver/risk.ts).
   | 'SOLVER_CAPACITY_EXCEEDED'
-  | 'BLOCKED_WALLET';
+  | 'BLOCKED_WALLET'
+>;
 
 export type Decision =
   // `excess`: what a deposit address received beyond the quote, returned to refundTo.
   | { kind: 'fill'; request: RequestRow; amount: bigint; fees: FeeBreakdown; topUp: bigint; excess: bigint }
   // `request` is absent when the deposit matches no order the node quoted; `extra` when the order
   // already has its deposit: both get a request of their own.
-  | { kind: 'fail'; reason: FailReason; request?: RequestRow; extra?: boolean }
+  | { kind: 'fail'; reason: MatchFailReason; request?: RequestRow; extra?: boolean }
   // The order was fast-filled before its deposit, and the fast fill paid the user: the deposit
   // settles the hold, nothing is paid again.
   | { kind: 'settle'; request: RequestRow }
@@ -57,10 +60,10 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
     const outcome = ctx.fastFillOutcome(order.id);
     if (outcome === 'paid') return { kind: 'settle', request: order };
     if (outcome === 'pending') return { kind: 'wait', request: order };
-    return { kind: 'fail', reason: (order.fail_reason as FailReason | null) ?? 'EXECUTION_REVERTED', request: order };
+    return { kind: 'fail', reason: (order.fail_reason as MatchFailReason | null) ?? 'EXECUTION_REVERTED', request: order };
   }
   if (order.status !== 'waiting' && order.status !== 'depositing') return { kind: 'fail', reason: 'DOUBLE_SPEND', request: order, extra: true };
-  const fail = (reason: FailReason): Decision => ({ kind: 'fail', reason, request: order });
+  const fail = (reason: MatchFailReason): Decision => ({ kind: 'fail', reason, request: order });
   if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');
   // Both are canonical addresses (chains/address.ts), so equality is exact.
   if (deposit.currency !== order.origin_currency) return fail(order.deposit_address ? 'DEPOSIT_ADDRESS_MISMATCH' : 'INCORRECT_DEPOSIT_CURRENCY');

@@ -1,6 +1,7 @@
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, RequestRow } from '../ledger/types.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
+import type { FailReason } from '../ledger/reasons.ts';
 
 // What the quote fixed about money (requests.money, written by the quote).
 export interface RequestMoney {
@@ -76,7 +77,7 @@ export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefi
 }
 
 // A fast fill whose payout failed paid nothing: its hold is released whole, nothing is debited.
-export function releaseHold(ledger: Ledger, requestId: string, reason: string): void {
+export function releaseHold(ledger: Ledger, requestId: string, reason: FailReason): void {
   const hold = ledger.balances.get(`hold:${requestId}`);
   if (!hold) return;
   if (ledger.balances.get(`hold_release:${requestId}`)) {
@@ -105,7 +106,7 @@ export function sponsorHeld(ledger: Ledger, requestId: string): bigint {
 }
 
 /** Ends POST /execute's hold of a request's sponsored fees, once (it was charged, or nothing will be). */
-export function releaseSponsorHold(ledger: Ledger, requestId: string, reason: string): void {
+export function releaseSponsorHold(ledger: Ledger, requestId: string, reason: FailReason | 'charged'): void {
   const hold = ledger.balances.get(`sponsor_hold:${requestId}`);
   if (!hold || ledger.balances.get(`sponsor_hold_release:${requestId}`)) return;
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `sponsor_hold_release:${requestId}`, detail: reason });

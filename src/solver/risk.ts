@@ -4,25 +4,19 @@ import { canonicalAddress } from '../chains/address.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
 import type { DepositRow } from '../ledger/types.ts';
+import type { FailReasonOf, PostponeReason } from '../ledger/reasons.ts';
 import { usdMicro } from '../quote/money.ts';
 import type { Decision } from './match.ts';
 
-/** Why a confirmed deposit waits (it stays confirmed and is decided again later). */
-export type PostponeReason =
-  | 'DRY_RUN'
-  | 'PAUSED_ALL'
-  | 'PAUSED_CHAIN'
-  | 'PAUSED_ROUTE'
-  | 'LOSS_BREAKER'
-  | 'IN_FLIGHT_LIMIT'
-  | 'OUTFLOW_BUDGET';
+/** Why a limit, a pause or dry-run mode holds a confirmed deposit back (recorded in the postponements table). */
+export type RiskPostponeReason = Exclude<PostponeReason, 'FAST_FILL_PENDING' | 'INVENTORY_UNREADABLE'>;
 
 /** The failReasons a limit ends an order with (the interface's names). */
-export type RiskFailReason = 'SOLVER_CAPACITY_EXCEEDED' | 'BLOCKED_WALLET';
+export type RiskFailReason = FailReasonOf<'SOLVER_CAPACITY_EXCEEDED' | 'BLOCKED_WALLET'>;
 
 export type Verdict =
   | { kind: 'go' }
-  | { kind: 'postpone'; reason: PostponeReason }
+  | { kind: 'postpone'; reason: RiskPostponeReason }
   // refund: whether the deposit goes back automatically (not to a blocked depositor).
   | { kind: 'fail'; reason: RiskFailReason; refund: boolean };
 

@@ -21,6 +21,8 @@ import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './money.ts';
 import { DepositReorgs } from './reorgs.ts';
 import { queueSweep } from './sweeps.ts';
+import type { FailReason, PostponeReason } from '../ledger/reasons.ts';
+import { errText, RelayNodeError } from '../lib/errors.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -38,7 +40,8 @@ const SNAPSHOT_MAX_AGE_MS = 3000;
 const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
 
 /** An admin request the ledger's state refuses (status: the HTTP status that says why). */
-export class AdminRefusal extends Error {
+export class AdminRefusal extends RelayNodeError {
+  override name = 'AdminRefusal';
   constructor(
     readonly status: number,
     message: string,
@@ -106,12 +109,12 @@ export class Solver implements PayoutHooks {
       try {
         this.expireHolds();
       } catch (e) {
-        this.log.error({ err: (e as Error).message }, 'expiring fast-fill holds failed; retried on the next tick');
+        this.log.error({ err: errText(e) }, 'expiring fast-fill holds failed; retried on the next tick');
       }
-      this.#breaker?.check().catch((e) => this.log.error({ err: (e as Error).message }, 'loss breaker check failed'));
+      this.#breaker?.check().catch((e) => this.log.error({ err: errText(e) }, 'loss breaker check failed'));
       this.#countWaiting();
       // Inventory metrics and threshold withdrawals stay current when no deposit asks for a snapshot.
-      this.#fresh().catch((e) => this.log.error({ err: (e as Error).message }, 'inventory refresh failed'));
+      this.#fresh().catch((e) => this.log.error({ err: errText(e) }, 'inventory refresh failed'));
     }, 2000);
   }
 
@@ -154,7 +157,7 @@ export class Solver implements PayoutHooks {
       return;
     }
     this.#running = this.#pass()
-      .catch((e) => this.log.error({ err: (e as Error).message }, 'solver pass failed'))
+      .catch((e) => this.log.error({ err: errText(e) }, 'solver pass failed'))
       .finally(() => {
         this.#running = undefined;
         if (this.#again) {
@@ -171,7 +174,11 @@ export class Solver implements PayoutHooks {
     for (;;) {
       const batch = this.ledger.deposits.nextConfirmed(200, skip);
       if (!batch.length || this.#stopped) return;
-      const snap = await this.#fresh();
+      const snap = await this.#fresh().catch((e: unknown) => {
+        // Nothing is decided without inventory and prices: the batch waits for a later pass.
+        this.metrics.postponed.inc({ reason: 'INVENTORY_UNREADABLE' }, batch.length);
+        throw e;
+      });
       const woken = new Set<number>();
       // One commit for the batch (each decision is its own savepoint inside it): a durable commit
       // costs a disk flush, and a burst of deposits should not pay one each. Submitters are woken
@@ -182,7 +189,7 @@ export class Solver implements PayoutHooks {
             const chain = this.#decide(d, snap);
             if (chain !== undefined) woken.add(chain);
           } catch (e) {
-            this.log.error({ requestId: d.order_ref, deposit: d.id, err: (e as Error).message }, 'deposit decision failed; it stays confirmed and is retried');
+            this.log.error({ requestId: d.order_ref, deposit: d.id, err: errText(e) }, 'deposit decision failed; it stays confirmed and is retried');
           }
         }
       });
@@ -248,7 +255,7 @@ export class Solver implements PayoutHooks {
         for (const [k, amount] of spent) snap.spendable.set(k, (snap.spendable.get(k) ?? 0n) - amount);
         this.#snapshot = snap;
       })
-      .catch((e) => this.log.warn({ err: (e as Error).message }, 'reading inventory and prices failed; the last snapshot stays'))
+      .catch((e) => this.log.warn({ err: errText(e) }, 'reading inventory and prices failed; the last snapshot stays'))
       .finally(() => {
         this.#refreshing = undefined;
         this.#spentWhileReading = undefined;
@@ -329,7 +336,10 @@ export class Solver implements PayoutHooks {
       },
     });
     // Left confirmed: decided again once the fast fill it waits for is paid or failed.
-    if (decision.kind === 'wait') return undefined;
+    if (decision.kind === 'wait') {
+      this.metrics.postponed.inc({ reason: 'FAST_FILL_PENDING' });
+      return undefined;
+    }
     return this.ledger.tx(() => {
       // The limits judge inside the decision's transaction: what earlier decisions of the batch
       // committed counts against them.
@@ -374,7 +384,7 @@ export class Solver implements PayoutHooks {
 
   // The gauge of deposits held back, by reason.
   #countWaiting(): void {
-    const counts = new Map<string, number>();
+    const counts = new Map<PostponeReason, number>();
     for (const p of this.ledger.operations.postponed()) counts.set(p.reason, (counts.get(p.reason) ?? 0) + 1);
     this.metrics.waiting.reset();
     for (const [reason, n] of counts) this.metrics.waiting.set({ reason }, n);
@@ -637,7 +647,7 @@ export class Solver implements PayoutHooks {
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
 
-  onFailed(payout: PayoutRow, reason: string, txHash?: string, callData?: string): void {
+  onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void {
     const now = Date.now();
     const log = forRequest(this.log, payout.request_id);
     if (payout.kind === 'relay') {

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
+import { RelayNodeError } from '../lib/errors.ts';
 
 /** Who asks for a withdrawal and why (an operator, or the node's own threshold): recorded with it. */
 export interface WithdrawWho {
@@ -21,7 +22,8 @@ export interface WithdrawRequest {
 }
 
 /** A withdrawal the ledger does not allow: more than is owed, or a deposit still owed to a user. */
-export class WithdrawalRefused extends Error {
+export class WithdrawalRefused extends RelayNodeError {
+  override name = 'WithdrawalRefused';
   constructor(
     message: string,
     readonly errorCode: 'NOTHING_OWED' | 'AMOUNT_EXCEEDS_OWED' | 'DEPOSIT_NOT_OWED',

@@ -37,7 +37,7 @@ function memoryLedger(rows: PayoutRow[]) {
     payouts: {
       queued: (chain: number, limit = 50) => [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').slice(0, limit),
       get: (id: string) => payouts.get(id),
-      setState: (id: string, state: PayoutRow['state'], extra: { failReason?: string; txHash?: string } = {}) => {
+      setState: (id: string, state: PayoutRow['state'], extra: { failReason?: PayoutRow['fail_reason']; txHash?: string } = {}) => {
         const p = payouts.get(id)!;
         payouts.set(id, { ...p, state, fail_reason: extra.failReason ?? p.fail_reason, tx_hash: (extra.txHash as PayoutRow['tx_hash']) ?? p.tx_hash });
       },

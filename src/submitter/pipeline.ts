@@ -23,7 +23,7 @@ import { errText } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
 import { UnpayableError } from './errors.ts';
 import { crashPoint } from './faults.ts';
-import type { BatchSending, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
+import type { BatchSending, PayoutFailReason, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
 
 /** The retry policy of every payout step: 250 ms doubling up to 30 s, with full jitter. */
 export const PAYOUT_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 30_000 };
@@ -332,7 +332,7 @@ export class PayoutPipeline<P, S> implements Payouts {
   }
 
   // One ledger transaction: a payout still queued fails, and its hook fires once.
-  #fail(payout: PayoutRow, reason: string, detail: string, log: Logger, callData?: string): void {
+  #fail(payout: PayoutRow, reason: PayoutFailReason, detail: string, log: Logger, callData?: string): void {
     const { ledger, hooks } = this.#o;
     const done = ledger.tx(() => {
       const cur = ledger.payouts.get(payout.id);

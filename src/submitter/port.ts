@@ -1,15 +1,17 @@
 import type { PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
+import type { FailReasonOf } from '../ledger/reasons.ts';
 
 /** Why a payout failed before or after sending: the interface's `failReason` values a sender gives. */
-export type PayoutFailReason =
+export type PayoutFailReason = FailReasonOf<
   | 'TRANSACTION_SUBMISSION_FAILED'
   | 'TRANSACTION_REVERTED'
   | 'EXECUTION_REVERTED'
   | 'TRANSACTION_TOO_LARGE'
   | 'QUOTED_GAS_LIMIT_EXCEEDED'
   | 'INVALID_SIGNATURE'
-  | 'TRANSFER_FROM_FAILED';
+  | 'TRANSFER_FROM_FAILED'
+>;
 
 /**
  * Why a payout waits and is tried again later (its log line and metric):

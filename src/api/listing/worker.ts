@@ -5,6 +5,7 @@ import { Registry } from '../../config/registry.ts';
 import { Ledger } from '../../ledger/index.ts';
 import { ApiError } from '../errors.ts';
 import { runListing, type ListingJob, type ListingWorkerData } from './run.ts';
+import { errText } from '../../lib/errors.ts';
 
 // A listing worker: its own read-only connection to the ledger, so that a heavy listing query
 // blocks this thread only, never the node's event loop (indexers, solver, submitters, /health).
@@ -19,7 +20,7 @@ parentPort!.on('message', (msg: { id: number; job: ListingJob }) => {
   } catch (e) {
     // A refused query (400 naming the bound) goes back as the same answer; anything else is a failure.
     const refused = e instanceof ApiError ? { status: e.status, errorCode: e.errorCode } : {};
-    parentPort!.postMessage({ id: msg.id, ok: false, error: (e as Error).message, ...refused });
+    parentPort!.postMessage({ id: msg.id, ok: false, error: errText(e), ...refused });
   }
 });
 parentPort!.postMessage({ ready: true });

@@ -3,6 +3,7 @@
 // while the cache is fresh.
 
 import { hexToBigInt, type Hex, type PublicClient } from 'viem';
+import { RelayNodeError } from '../../lib/errors.ts';
 
 export interface Eip1559Fees {
   maxFeePerGas: bigint;
@@ -28,7 +29,7 @@ export function replacementFees(old: Eip1559Fees, market: Eip1559Fees): Eip1559F
 }
 
 /** A payout the chain's fee cap keeps from being sent now (it waits; nothing is signed). */
-export class FeeCapError extends Error {
+export class FeeCapError extends RelayNodeError {
   override name = 'FeeCapError';
 }
 

@@ -1,4 +1,17 @@
-import { BaseError, ContractFunctionRevertedError, decodeErrorResult, erc20Abi, ExecutionRevertedError, RpcRequestError, type Abi, type Hex } from 'viem';
+import {
+  BaseError,
+  ContractFunctionRevertedError,
+  decodeErrorResult,
+  erc20Abi,
+  ExecutionRevertedError,
+  FeeCapTooLowError,
+  InsufficientFundsError,
+  NonceTooLowError,
+  RpcRequestError,
+  type Abi,
+  type Hex,
+} from 'viem';
+import { getNodeError } from 'viem/utils';
 import { CallExecutorAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 
 // What an RPC error means for a transaction: a revert of the call itself, a transaction the node
@@ -6,11 +19,12 @@ import { CallExecutorAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../co
 
 export { errText } from '../../lib/errors.ts';
 
+/** The whole message of an error (viem's include the request): for matching, never for a log. */
 export function fullText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-// The call itself reverts (as opposed to the RPC failing, or the sender lacking funds for gas).
+/** The call itself reverts (as opposed to the RPC failing, or the sender lacking funds for gas). */
 export function isRevert(err: unknown): boolean {
   if (!(err instanceof BaseError)) return false;
   const found = err.walk(
@@ -20,8 +34,9 @@ export function isRevert(err: unknown): boolean {
       (e instanceof RpcRequestError && e.code === 3),
   );
   if (!found) return false;
-  // geth reports an out-of-funds estimate as "gas required exceeds allowance": not a revert.
-  return !/gas required exceeds allowance|insufficient funds/i.test(fullText(err));
+  // geth reports an out-of-funds estimate as "gas required exceeds allowance", which viem files
+  // under ExecutionRevertedError: not a revert.
+  return !isNoFunds(err);
 }
 
 function revertData(err: unknown): Hex | undefined {
@@ -30,6 +45,7 @@ function revertData(err: unknown): Hex | undefined {
   return (e as { data?: Hex } | null)?.data;
 }
 
+/** The revert's custom error, decoded against the node's contracts and ERC-20 (`Name(args)`), or its selector. */
 export function decodeRevert(err: unknown): string | undefined {
   const data = revertData(err);
   if (!data || data === '0x') return undefined;
@@ -45,8 +61,51 @@ export function decodeRevert(err: unknown): string | undefined {
 }
 
 
+// What the node answered about a transaction, as viem's error classes name it. Errors of viem's
+// sendTransaction, estimateGas and call already carry the class in their cause chain; those of
+// sendRawTransaction (the submitter's broadcast) carry only the node's message, which viem's own
+// getNodeError classifies as its sendTransaction would. A regex stays only where viem has no class.
+
+/** viem's node error for an RPC error (NonceTooLowError, InsufficientFundsError, FeeCapTooLowError...), or undefined. */
+export function nodeError(err: unknown): BaseError | undefined {
+  if (!(err instanceof BaseError)) return undefined;
+  const known = err.walk((e) => e instanceof NonceTooLowError || e instanceof InsufficientFundsError || e instanceof FeeCapTooLowError);
+  if (known instanceof BaseError) return known;
+  return getNodeError(err, {});
+}
+
+// viem has no class for a transaction the node already holds: its NonceTooLowError lumps "already
+// known" in with "nonce too low". Spellings: geth "already known"; "already imported" and "known
+// transaction" (Parity/OpenEthereum, Besu); "alreadyknown" (Nethermind's AlreadyKnown); "already exists".
 export const ALREADY_KNOWN = /already known|already imported|known transaction|alreadyknown|already exists/i;
+// Beyond viem's NonceTooLowError ("nonce too low"): Nethermind's NonceTooLow, and "nonce ... lower/less
+// than" (Besu, Erigon). Kept for the submitter, which matches the recorded error text.
 export const NONCE_TOO_LOW = /nonce too low|noncetoolow|nonce.*(lower|less) than/i;
-// The node refused the transaction over its fees: its replacement countdown starts anyway.
+// The node refused the transaction over its fees: its replacement countdown starts anyway. viem's
+// FeeCapTooLowError covers "fee cap less than block base fee"; it has no class for geth's
+// "(replacement) transaction underpriced" nor the other spellings below.
 export const FEE_REFUSED = /underpriced|fee too low|less than (the )?(block )?base fee|fee cap|feecap|max fee per gas less/i;
+// viem's InsufficientFundsError covers "insufficient funds"; geth's estimateGas says "gas required
+// exceeds allowance" when the sender cannot pay for the gas (viem files it as a revert).
 export const NO_FUNDS = /insufficient funds|gas required exceeds allowance/i;
+
+/** The node already has this transaction (a rebroadcast): it counts as accepted. */
+export function isAlreadyKnown(err: unknown): boolean {
+  return ALREADY_KNOWN.test(fullText(err));
+}
+
+/** The transaction's nonce is used already (by one of ours or something else); not a transaction the node already has. */
+export function isNonceTooLow(err: unknown): boolean {
+  if (isAlreadyKnown(err)) return false;
+  return nodeError(err) instanceof NonceTooLowError || NONCE_TOO_LOW.test(fullText(err));
+}
+
+/** The node refused the transaction's fees (under the base fee, or an underpriced replacement). */
+export function isFeeRefused(err: unknown): boolean {
+  return nodeError(err) instanceof FeeCapTooLowError || FEE_REFUSED.test(fullText(err));
+}
+
+/** The sender cannot pay for the transaction's value and gas. */
+export function isNoFunds(err: unknown): boolean {
+  return nodeError(err) instanceof InsufficientFundsError || NO_FUNDS.test(fullText(err));
+}

@@ -5,6 +5,7 @@ import { canonicalAddress, EXCHANGE_PERPS_USD } from '../address.ts';
 import type { ExchangeChainConfig } from '../../config/schema.ts';
 import type { ExchangeClient, SpotMeta, SpotMetaToken } from './client.ts';
 import { formatExchangeCurrency, parseExchangeCurrency, sendAssetDexFor, sendAssetToken } from './typedData.ts';
+import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 export interface ExchangeAsset {
   // Canonical currency address on the chain (chains/address.ts).
@@ -19,7 +20,9 @@ export interface ExchangeAsset {
   perps: boolean;
 }
 
-export class UnknownAssetError extends Error {}
+export class UnknownAssetError extends RelayNodeError {
+  override name = 'UnknownAssetError';
+}
 
 export class ExchangeAssets {
   #meta: SpotMeta | undefined;
@@ -64,7 +67,7 @@ export class ExchangeAssets {
     try {
       parsed = parseExchangeCurrency(currency);
     } catch (e) {
-      throw new UnknownAssetError((e as Error).message);
+      throw new UnknownAssetError(errText(e));
     }
     const canonical = canonicalAddress('exchange', formatExchangeCurrency(parsed));
     if (canonical === undefined) throw new UnknownAssetError(`currency ${currency}: not an exchange currency`);

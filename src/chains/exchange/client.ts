@@ -10,6 +10,7 @@ import {
   type SendAssetParameters,
   type SignedSendAsset,
 } from './typedData.ts';
+import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 export interface ClearinghouseState {
   marginSummary: { accountValue: string; totalNtlPos: string; totalRawUsd: string; totalMarginUsed: string };
@@ -90,7 +91,7 @@ export interface ExchangeClientOptions {
 }
 
 /** Transport failure or unexpected answer from an exchange endpoint. */
-export class ExchangeHttpError extends Error {
+export class ExchangeHttpError extends RelayNodeError {
   constructor(
     message: string,
     readonly endpoint: string,
@@ -102,7 +103,7 @@ export class ExchangeHttpError extends Error {
 }
 
 /** The exchange answered `{status: 'err', response}` to an action. */
-export class ExchangeActionError extends Error {
+export class ExchangeActionError extends RelayNodeError {
   constructor(
     readonly exchangeMessage: string,
     readonly endpoint: string,
@@ -171,7 +172,7 @@ export class ExchangeClient {
     try {
       text = await res.text();
     } catch (err) {
-      throw new ExchangeHttpError(`${label} failed reading the response: ${(err as Error).message}`, endpoint, res.status);
+      throw new ExchangeHttpError(`${label} failed reading the response: ${errText(err)}`, endpoint, res.status);
     }
     if (!res.ok) {
       throw new ExchangeHttpError(`${label} answered HTTP ${res.status}: ${text.slice(0, 300)}`, endpoint, res.status);
@@ -203,7 +204,7 @@ export class ExchangeClient {
       return parseDecimalFloor(state.withdrawable, 6);
     } catch (err) {
       throw new ExchangeHttpError(
-        `POST ${this.url}/info (clearinghouseState) answered a bad withdrawable: ${(err as Error).message}`,
+        `POST ${this.url}/info (clearinghouseState) answered a bad withdrawable: ${errText(err)}`,
         `${this.url}/info`,
       );
     }

@@ -2,9 +2,10 @@ import type { RpcProviderConfig } from '../../config/schema.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from './provider.ts';
+import { RelayNodeError } from '../../lib/errors.ts';
 
 /** A JSON-RPC error answer (a revert, "nonce too low"...): the chain's answer, not a provider failure. */
-export class RpcAnswerError extends Error {
+export class RpcAnswerError extends RelayNodeError {
   override name = 'RpcAnswerError';
   constructor(
     readonly provider: string,
@@ -15,7 +16,7 @@ export class RpcAnswerError extends Error {
 }
 
 /** No provider could answer in time; the message names the chain and each provider's last failure. */
-export class ProviderPoolError extends Error {
+export class ProviderPoolError extends RelayNodeError {
   override name = 'ProviderPoolError';
 }
 

@@ -1,4 +1,5 @@
 import type { RpcProviderConfig } from '../../config/schema.ts';
+import { RelayNodeError } from '../../lib/errors.ts';
 
 /** One JSON-RPC call as sent on the wire. */
 export interface RpcCall {
@@ -20,7 +21,7 @@ export type RpcAnswer = { result: unknown } | { error: { code: number; message: 
 export type ProviderFailureKind = 'rate_limited' | 'timeout' | 'network' | 'http' | 'behind' | 'internal';
 
 /** A provider failed to answer. Its message names the provider, never its URL. */
-export class ProviderFailure extends Error {
+export class ProviderFailure extends RelayNodeError {
   override name = 'ProviderFailure';
   constructor(
     readonly provider: string,

@@ -49,6 +49,7 @@ import {
   transferInstructions,
   type MintInfo,
 } from './transactions.ts';
+import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 // Compute units the quote prices a payout at (the submitter simulates each real one and adds 20% and
 // 1,000). Measured on the devnet (litesvm 1.5, compute budget and memo included): a SOL payout 587
@@ -65,7 +66,7 @@ const CONFIRM_SECONDS = { confirmed: 1, finalized: 13 } as const;
 // The indexer's cursor: the slot up to which the vault and every token account of it are read.
 const SVM_CURSOR = 'svm:vault';
 
-export class NotFoundError extends Error {
+export class NotFoundError extends RelayNodeError {
   // The API answers 404 for this name (routes/transactions.ts).
   override name = 'TransactionReceiptNotFoundError';
 }
@@ -331,7 +332,7 @@ export class SvmAdapter implements ChainAdapter {
     try {
       wire = tx.serialize({ requireAllSignatures: false, verifySignatures: false });
     } catch (e) {
-      throw new QuoteError(`the deposit transaction exceeds the 1,232-byte limit: ${(e as Error).message}`, 'TRANSACTION_TOO_LARGE');
+      throw new QuoteError(`the deposit transaction exceeds the 1,232-byte limit: ${errText(e)}`, 'TRANSACTION_TOO_LARGE');
     }
     const signers = feePayer.equals(user) ? [user.toBase58()] : [feePayer.toBase58(), user.toBase58()];
     return [

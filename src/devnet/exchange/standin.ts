@@ -24,6 +24,7 @@ import {
   type SendAssetAction,
   type SplitSignature,
 } from '../../chains/exchange/typedData.ts';
+import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 export const PERPS_DECIMALS = 6;
 const MAX_BODY_BYTES = 1 << 20;
@@ -202,7 +203,7 @@ export class ExchangeState {
       debit = parseUnitsStrict(action.amount, this.decimalsOf(action.sourceDex, token));
       credit = parseUnitsStrict(action.amount, this.decimalsOf(action.destinationDex, token));
     } catch (err) {
-      return `Invalid amount: ${(err as Error).message}`;
+      return `Invalid amount: ${errText(err)}`;
     }
     if (debit === 0n) return 'Amount must be positive';
     if (this.isNonceUsed(signer, action.nonce)) return `Nonce ${action.nonce} already used by ${signer}`;
@@ -258,7 +259,9 @@ export interface ExchangeStandin {
   stop(): Promise<void>;
 }
 
-class BadRequest extends Error {}
+class BadRequest extends RelayNodeError {
+  override name = 'BadRequest';
+}
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -393,7 +396,7 @@ async function handleExchange(
   try {
     chainId = chainIdFromHex(action.signatureChainId);
   } catch (e) {
-    return err((e as Error).message);
+    return err(errText(e));
   }
   if (opts.signatureChainIds && !opts.signatureChainIds.includes(chainId)) {
     return err(`signatureChainId ${action.signatureChainId} is not accepted`);
@@ -403,7 +406,7 @@ async function handleExchange(
   try {
     signer = await recoverSendAssetSigner(action, signature, domainName);
   } catch (e) {
-    return err(`Invalid signature: ${(e as Error).message.split('\n')[0]}`);
+    return err(`Invalid signature: ${errText(e)}`);
   }
   const result = state.applySend(signer, action);
   if (typeof result === 'string') return err(result);

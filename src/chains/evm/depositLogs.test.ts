@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { encodeAbiParameters, encodeEventTopics, getAddress, zeroAddress, type Hex } from 'viem';
-import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
-import { decodeDepositLog, type RpcLog } from '../../src/chains/evm/depositLogs.ts';
+import { RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import { decodeDepositLog, type RpcLog } from './depositLogs.ts';
 
 const from = getAddress('0x1111111111111111111111111111111111111111');
 const token = getAddress('0x2222222222222222222222222222222222222222');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { DepositRow, Pricing, RequestRow } from '../../src/ledger/types.ts';
-import { outputFor } from '../../src/quote/fillAmount.ts';
-import { match } from '../../src/solver/match.ts';
+import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
+import { outputFor } from '../quote/fillAmount.ts';
+import { match } from './match.ts';
 
 const USDC_A = '0x00000000000000000000000000000000000000a1';
 const USDC_B = '0x00000000000000000000000000000000000000b1';

@@ -2,11 +2,11 @@
 import Fastify from 'fastify';
 import { BaseError } from 'viem';
 import { describe, expect, it } from 'vitest';
-import { errorHandler } from '../../src/api/errors.ts';
-import { ProviderPoolError } from '../../src/chains/providers/pool.ts';
+import { errorHandler } from './errors.ts';
+import { ProviderPoolError } from '../chains/providers/pool.ts';
 import { PublicKey } from '@solana/web3.js';
-import { SvmRpcPool, svmConnection } from '../../src/chains/svm/rpcPool.ts';
-import { createLogger } from '../../src/log.ts';
+import { SvmRpcPool, svmConnection } from '../chains/svm/rpcPool.ts';
+import { createLogger } from '../log.ts';
 
 describe('API errors', () => {
   it('answers 503 CHAIN_UNAVAILABLE when no provider answered, however the client library wrapped it; 500 for anything else', async () => {

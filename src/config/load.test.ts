@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { buildConfig, loadConfigFile } from '../../src/config/load.ts';
+import { buildConfig, loadConfigFile } from './load.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 
 const KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';

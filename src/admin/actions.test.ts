@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { pause, resume } from '../../src/admin/actions.ts';
-import { Ledger } from '../../src/ledger/index.ts';
+import { pause, resume } from './actions.ts';
+import { Ledger } from '../ledger/index.ts';
 
 let dir: string | undefined;
 afterEach(() => {
