@@ -1,5 +1,5 @@
 import type { Address } from 'viem';
-import type { ChainAdapter } from '../chains/adapter.ts';
+import type { ChainPorts, ChainProfiles } from '../chains/ports.ts';
 import type { Config } from '../config/load.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -16,8 +16,10 @@ export interface ApiContext {
   log: Logger;
   prices: PriceSource;
   solver: Address;
-  // Absent on a read-only API replica: routes that write or speak to chains answer 503 there.
-  adapters?: Map<number, ChainAdapter>;
+  // Every chain's static profile (its codec, contracts, what it supports): on every replica.
+  chains: ChainProfiles;
+  // The chains' ports. Absent on a read-only API replica: routes that write or speak to chains answer 503 there.
+  ports?: ChainPorts;
   now: () => number;
   // Worker threads for the request listings (absent: they run inline, on this event loop).
   listings?: ListingPool;

@@ -1,4 +1,4 @@
-import type { ChainAdapter } from '../chains/adapter.ts';
+import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
@@ -39,7 +39,7 @@ export class FastFillError extends Error {
 export async function fastFill(
   ledger: Ledger,
   registry: Registry,
-  adapters: Map<number, ChainAdapter>,
+  chains: Pick<ChainPorts, 'costs' | 'wake'>,
   prices: PriceSource,
   input: FastFillInput,
   now = Date.now(),
@@ -68,8 +68,7 @@ export async function fastFill(
       throw new FastFillError(400, 'MAX_FILL_AMOUNT_EXCEEDED', `the fill is worth more than maxFillAmountUsd (${input.maxFillAmountUsd} USD); not filled`);
     }
   }
-  const adapter = adapters.get(r.destination_chain_id)!;
-  if ((await adapter.balance(r.destination_currency)) < fees.out) {
+  if ((await chains.costs(r.destination_chain_id)!.balance(r.destination_currency)) < fees.out) {
     throw new FastFillError(409, 'SOLVER_BALANCE_TOO_LOW', 'the solver cannot fill this request now');
   }
 
@@ -110,7 +109,7 @@ export async function fastFill(
     });
     debitSponsor(ledger, current, sponsoredMicro);
   });
-  adapter.wake();
+  chains.wake(r.destination_chain_id);
   return { amount: fees.out, valueMicro, holdMicro };
 }
 

@@ -59,12 +59,11 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
     const b = body.parse(req.body ?? {});
     const signature = query.parse(req.query ?? {}).signature ?? b.signature;
     if (!signature) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: signature: is required (query parameter)');
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const nonces = (table ??= new ExchangeNonces(ctx.ledger.db));
     const r = ctx.ledger.requests.get(b.id.toLowerCase());
     if (!r || r.kind !== 'order') throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.id}`);
-    const chain = ctx.registry.chain(r.origin_chain_id);
-    if (chain?.kind !== 'exchange') {
+    if (!ctx.chains.profile(r.origin_chain_id)?.nonceMappings) {
       throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `request ${r.id} is not a withdrawal from the exchange: nothing to authorize`);
     }
     if (b.walletChainId !== r.origin_chain_id) {
@@ -108,7 +107,7 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
     });
     ctx.log.info({ requestId: r.id, wallet, nonce: b.nonce }, 'exchange nonce mapping recorded');
     // A transfer already waiting for its authorization is associated now.
-    ctx.adapters.get(r.origin_chain_id)?.wake();
+    ctx.ports.wake(r.origin_chain_id);
     return { message: 'Success' };
   });
 }

@@ -71,10 +71,11 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
   if (b.executionOptions.destinationChainExecutionData !== undefined) {
     throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: executionOptions.destinationChainExecutionData: not supported by this node; relay the call on its own chain');
   }
-  if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+  if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+  const chains = ctx.ports;
   const chainId = b.data.chainId;
-  const adapter = ctx.adapters.get(chainId);
-  if (!adapter?.simulateRelay) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no gasless relay on this node`);
+  const relayer = chains.relay(chainId);
+  if (!relayer) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no gasless relay on this node`);
   const native = ctx.registry.currency(chainId, zeroAddress);
   if (!native) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no native currency configured to price gas`);
   const wallet = ctx.ledger.balances.sponsorOf(caller.id);
@@ -99,7 +100,7 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
 
   let simulation;
   try {
-    simulation = await adapter.simulateRelay(terms);
+    simulation = await relayer.simulateRelay(terms);
   } catch (e) {
     if (!(e instanceof RelayRefusedError)) throw e;
     const status = e.errorCode === 'RPC_UNAVAILABLE' ? 503 : e.errorCode === 'AUTHORIZATION_USED' ? 409 : 400;
@@ -118,7 +119,7 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
       nativeDecimals: native.decimals,
       now: ctx.now(),
     });
-    adapter.wake();
+    chains.wake(chainId);
     return { message: 'Transaction submitted', requestId };
   } catch (e) {
     if (e instanceof GaslessRelayError) throw new ApiError(e.status, e.errorCode, e.message);

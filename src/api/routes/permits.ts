@@ -35,7 +35,7 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     const b = body.parse(req.body ?? {});
     const signature = query.parse(req.query ?? {}).signature ?? b.signature;
     if (!signature) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: signature: is required (query or body)');
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const r = ctx.ledger.requests.get(b.requestId.toLowerCase());
     if (!r || r.kind !== 'order') throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.requestId}`);
     if (caller) {
@@ -49,14 +49,15 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!quotedWithPermit(r.money)) {
       throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: request ${r.id} was not quoted with usePermit; deposit it as its quote's steps say`);
     }
-    const adapter = ctx.adapters.get(r.origin_chain_id);
-    if (!adapter?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
+    const chains = ctx.ports;
+    const deposits = chains.deposits(r.origin_chain_id);
+    if (!deposits?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
     const id = `deposit:${r.id}`;
     const submitted = () => new ApiError(409, 'ALREADY_SUBMITTED', `request ${r.id} is ${ctx.ledger.requests.get(r.id)!.status}: its deposit was submitted already`);
     if (r.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
     let authorization: string;
     try {
-      authorization = await adapter.verifySignedDeposit(r, b, signature as Hex);
+      authorization = await deposits.verifySignedDeposit(r, b, signature as Hex);
     } catch (e) {
       if (e instanceof SignedDepositError) throw new ApiError(e.errorCode === 'RPC_UNAVAILABLE' ? 503 : 400, e.errorCode, e.message);
       throw e;
@@ -98,7 +99,7 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
       ctx.ledger.requests.setStatus(r.id, 'depositing');
       if (gasless) ctx.ledger.requests.addFeature(r.id, 'gasless_execution');
     });
-    adapter.wake();
+    chains.wake(r.origin_chain_id);
     return { message: 'Success', requestId: r.id };
   };
   app.post('/permits', (req) => submit(req, false));

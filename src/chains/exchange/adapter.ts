@@ -172,9 +172,6 @@ export class ExchangeAdapter implements ChainAdapter {
 
   // ------------------------------------------------------------------------------------ quotes
 
-  parseTxId(s: string): string | undefined {
-    return /^0x[0-9a-fA-F]{64}$/.test(s) ? s.toLowerCase() : undefined;
-  }
 
   async indexTransaction(txId: string): Promise<number> {
     await this.#nextCycle();

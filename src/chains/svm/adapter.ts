@@ -40,7 +40,6 @@ import {
   isSvmNative,
   memoInstruction,
   orderMemo,
-  parseSignature,
   priorityLamports,
   svmKeypair,
   tokenProgramId,
@@ -160,9 +159,6 @@ export class SvmAdapter implements ChainAdapter {
     };
   }
 
-  parseTxId(s: string): string | undefined {
-    return parseSignature(s);
-  }
 
   async txFee(txId: string): Promise<bigint> {
     const tx = await this.conn.getTransaction(txId, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 });
