@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
+import { SolverDesk } from './solver/desk.ts';
 import { registerAuditMetrics } from './audit/audit.ts';
 import { AuditDifference } from './audit/auditDifference.ts';
 import { BalanceDrift } from './solver/lossBreaker.ts';
@@ -43,6 +44,8 @@ export class RelayNode {
   // Every chain's profile and (unless read-only) its adapter, handed out as narrow ports.
   readonly chains: ChainRegistry;
   readonly solver: Solver | undefined;
+  // What the API asks of the solver (absent on a read-only replica).
+  readonly desk: SolverDesk | undefined;
   readonly api: FastifyInstance;
   // Worker threads (own read-only ledger connections) for the request listings.
   readonly listings: ListingPool;
@@ -96,6 +99,7 @@ export class RelayNode {
         : undefined;
       solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
       this.solver = solver;
+      this.desk = new SolverDesk(this.ledger, this.registry, this.chains, prices, config.risk);
       this.quotePruner = new QuotePruner(this.ledger.db, {
         graceMs: config.quote.pruneGraceSeconds * 1000,
         intervalMs: config.quote.pruneIntervalSeconds * 1000,
@@ -120,6 +124,7 @@ export class RelayNode {
       solver: this.solverAddress,
       chains: this.chains,
       ports: opts.readOnly ? undefined : this.chains,
+      solverPort: this.desk,
       now: opts.now ?? Date.now,
       listings: this.listings,
     };

@@ -6,6 +6,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { PriceSource } from '../quote/prices.ts';
+import type { SolverPort } from '../solver/port.ts';
 import type { ListingPool } from './listing/pool.ts';
 
 export interface ApiContext {
@@ -20,6 +21,9 @@ export interface ApiContext {
   chains: ChainProfiles;
   // The chains' ports. Absent on a read-only API replica: routes that write or speak to chains answer 503 there.
   ports?: ChainPorts;
+  // What the API asks of the solver (fast fills, claims, relays, signed deposits): the solver writes
+  // the payouts. Absent on a read-only API replica.
+  solverPort?: SolverPort;
   now: () => number;
   // Worker threads for the request listings (absent: they run inline, on this event loop).
   listings?: ListingPool;
