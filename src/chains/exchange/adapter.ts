@@ -25,7 +25,6 @@ import { QuoteError } from '../../quote/errors.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
 import { ExchangeAssets, UnknownAssetError } from './assets.ts';
 import { ExchangeActionError, ExchangeClient, parseDecimalFloor, signSendAsset, type LedgerUpdate, type SendLedgerDelta } from './client.ts';
-import { ExchangeNonces } from './nonces.ts';
 import {
   formatUnitsDecimal,
   NONCE_MAPPING_TYPES,
@@ -54,7 +53,7 @@ export class ExchangeAdapter implements ChainAdapter {
   readonly depositAddress: string;
   readonly confirmSeconds = 1;
   readonly client: ExchangeClient;
-  readonly nonces: ExchangeNonces;
+  readonly nonces: Ledger['exchangeNonces'];
   readonly assets: ExchangeAssets;
 
   readonly #signer: LocalAccount;
@@ -85,7 +84,7 @@ export class ExchangeAdapter implements ChainAdapter {
     this.solver = config.solverSigner.address;
     this.depositAddress = this.solver.toLowerCase();
     this.client = new ExchangeClient({ url: chain.exchangeUrl });
-    this.nonces = new ExchangeNonces(ledger.db);
+    this.nonces = ledger.exchangeNonces;
     this.assets = new ExchangeAssets(chain, this.client);
     this.#log = log.child({ chain: chain.id, component: 'exchange' });
   }
