@@ -25,7 +25,7 @@ import type { RelaySimulator } from '../ports.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
-import { AUDIT_OPENING } from '../../audit/evmAudit.ts';
+import { AUDIT_OPENING } from './auditOpening.ts';
 import { EvmIndexer } from './indexer.ts';
 import { EvmSubmitter } from './submitter.ts';
 import { viemChain } from './viemChain.ts';

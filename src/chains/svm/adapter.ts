@@ -30,7 +30,7 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
-import { recordSvmOpening } from '../../audit/svmAudit.ts';
+import { recordSvmOpening } from './auditOpening.ts';
 import { SvmIndexer } from './indexer.ts';
 import { SvmRpcPool, svmConnection } from './rpcPool.ts';
 import { SvmSubmitter } from './submitter.ts';
