@@ -33,7 +33,8 @@ describe('solver refusals in the API', () => {
       expect([r.statusCode, r.json()]).toEqual([status, { message: err.message, errorCode: (err as FastFillError).errorCode }]);
     }
     const execute = await app.inject({ method: 'POST', url: '/execute' });
-    expect([execute.statusCode, execute.json()]).toEqual([503, { error: 'not relaying on chain 1 now', message: 'not relaying on chain 1 now', errorCode: 'PAUSED' }]);
+    const message = 'not relaying on chain 1 now';
+    expect([execute.statusCode, execute.json()]).toEqual([503, { error: message, message, errorCode: 'PAUSED' }]);
     await app.close();
   });
 });

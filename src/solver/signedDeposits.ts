@@ -46,14 +46,17 @@ export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date
     // What is available (less every hold), not the balance: a fast fill's or another execute's hold
     // is money already promised.
     if (s.sponsor && ledger.balances.summary(s.sponsor.wallet).available < s.sponsor.micro) {
-      throw new SignedDepositRefusedError('SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the ${formatUsd(s.sponsor.micro)} USD of fees of request ${r.id} any more`);
+      const fees = formatUsd(s.sponsor.micro);
+      throw new SignedDepositRefusedError('SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the ${fees} USD of fees of request ${r.id} any more`);
     }
     // Checked again inside the transaction: two posts racing record one deposit.
     const current = ledger.requests.get(r.id)!;
     if (current.status !== 'waiting' || ledger.payouts.get(id)) {
       throw new SignedDepositRefusedError('ALREADY_SUBMITTED', `request ${r.id} is ${current.status}: its deposit was submitted already`);
     }
-    if (current.expires_at !== null && now > current.expires_at) throw new SignedDepositRefusedError('ORDER_EXPIRED', `the quote of request ${r.id} has expired`);
+    if (current.expires_at !== null && now > current.expires_at) {
+      throw new SignedDepositRefusedError('ORDER_EXPIRED', `the quote of request ${r.id} has expired`);
+    }
     ledger.payouts.insert({
       id,
       kind: 'deposit',

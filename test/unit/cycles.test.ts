@@ -31,7 +31,8 @@ describe('folder cycles', () => {
       mkdirSync(join(src, 'api'));
       mkdirSync(join(src, 'events'));
       mkdirSync(join(src, 'ledger'));
-      writeFileSync(join(src, 'api', 'server.ts'), "import { stream } from '../events/stream.ts';\nimport { db } from '../ledger/db.ts';\nexport const s = [stream, db];\n");
+      const server = "import { stream } from '../events/stream.ts';\nimport { db } from '../ledger/db.ts';\nexport const s = [stream, db];\n";
+      writeFileSync(join(src, 'api', 'server.ts'), server);
       writeFileSync(join(src, 'events', 'stream.ts'), "import type { Ctx } from '../api/context.ts';\nexport const stream = (c: Ctx) => c;\n");
       writeFileSync(join(src, 'api', 'context.ts'), 'export interface Ctx { a: number }\n');
       writeFileSync(join(src, 'ledger', 'db.ts'), 'export const db = 1;\n');
