@@ -5,7 +5,7 @@ import { createAdminApi } from './admin/server.ts';
 import { ListingPool } from './api/listing/pool.ts';
 import { createApi, createOperatorApi } from './api/server.ts';
 import type { ChainAdapter } from './chains/adapter.ts';
-import { createAdapter } from './chains/adapters.ts';
+import { ChainRegistry } from './chains/registry.ts';
 import type { Config } from './config/load.ts';
 import { Registry } from './config/registry.ts';
 import { Deliverer } from './events/deliverer.ts';
@@ -16,6 +16,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
+import { SolverDesk } from './solver/desk.ts';
 import { registerAuditMetrics } from './audit/audit.ts';
 import { AuditDifference } from './audit/auditDifference.ts';
 import { BalanceDrift } from './solver/lossBreaker.ts';
@@ -40,8 +41,11 @@ export class RelayNode {
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly registry: Registry;
-  readonly adapters = new Map<number, ChainAdapter>();
+  // Every chain's profile and (unless read-only) its adapter, handed out as narrow ports.
+  readonly chains: ChainRegistry;
   readonly solver: Solver | undefined;
+  // What the API asks of the solver (absent on a read-only replica).
+  readonly desk: SolverDesk | undefined;
   readonly api: FastifyInstance;
   // Worker threads (own read-only ledger connections) for the request listings.
   readonly listings: ListingPool;
@@ -71,23 +75,36 @@ export class RelayNode {
     registerAuditMetrics(this.metrics.registry, this.ledger);
     // From the config: a read-only replica may have the address without the key.
     this.solverAddress = config.solverAddress;
-    const prices = opts.prices ?? new FeedPriceSource(config.chains);
-    if (!opts.readOnly) {
+    let prices: PriceSource;
+    if (opts.readOnly) {
+      this.chains = new ChainRegistry(config.chains);
+      prices = opts.prices ?? new FeedPriceSource(this.chains);
+    } else {
+      // The chains first, then the solver they report to: their hooks reach the solver once it is
+      // built (nothing calls them before start()).
+      let solver: Solver | undefined;
+      const to = () => solver!;
+      const hooks = {
+        onSigned: (...a: Parameters<Solver['onSigned']>) => to().onSigned(...a),
+        onPaid: (...a: Parameters<Solver['onPaid']>) => to().onPaid(...a),
+        onFailed: (...a: Parameters<Solver['onFailed']>) => to().onFailed(...a),
+        onFunding: (...a: Parameters<Solver['onFunding']>) => to().onFunding(...a),
+        reorgs: {
+          reorgDecided: (...a: Parameters<Solver['reorgs']['reorgDecided']>) => to().reorgs.reorgDecided(...a),
+          onDepositReorged: (...a: Parameters<Solver['reorgs']['onDepositReorged']>) => to().reorgs.onDepositReorged(...a),
+        },
+        onDepositAddressFunded: (...a: Parameters<Solver['onDepositAddressFunded']>) => to().onDepositAddressFunded(...a),
+        wake: () => to().wake(),
+      };
+      this.chains = new ChainRegistry(config.chains, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log });
+      prices = opts.prices ?? new FeedPriceSource(this.chains);
       // The loss breaker's measure: the audit's difference (anchored at the audit's opening block) where it can be read, balance drift elsewhere.
       const lossMeasure = config.risk.lossBreaker
         ? new AuditDifference(this.ledger, this.registry, this.adapters, prices, new BalanceDrift(this.ledger, this.registry, this.adapters, prices), this.log)
         : undefined;
-      const solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
+      solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
       this.solver = solver;
-      const hooks = {
-        onSigned: solver.onSigned.bind(solver),
-        onPaid: solver.onPaid.bind(solver),
-        onFailed: solver.onFailed.bind(solver),
-        onFunding: solver.onFunding.bind(solver),
-        reorgs: solver.reorgs,
-        onDepositAddressFunded: solver.onDepositAddressFunded.bind(solver),
-        wake: () => solver.wake(),
-      };
+      this.desk = new SolverDesk(this.ledger, this.registry, this.chains, prices, config.risk);
       this.quotePruner = new QuotePruner(this.ledger.db, {
         graceMs: config.quote.pruneGraceSeconds * 1000,
         intervalMs: config.quote.pruneIntervalSeconds * 1000,
@@ -97,9 +114,6 @@ export class RelayNode {
       });
       this.depositFees = new DepositFeeReader(this.ledger, this.adapters, this.log);
       this.deliverer = new Deliverer({ ledger: this.ledger, config, metrics: this.metrics, log: this.log });
-      for (const chain of config.chains) {
-        this.adapters.set(chain.id, createAdapter(chain, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log }));
-      }
     }
     this.listings = new ListingPool(
       { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing, nice: config.api.listing.workerNice },
@@ -113,7 +127,9 @@ export class RelayNode {
       log: this.log,
       prices,
       solver: this.solverAddress,
-      adapters: opts.readOnly ? undefined : this.adapters,
+      chains: this.chains,
+      ports: opts.readOnly ? undefined : this.chains,
+      solverPort: this.desk,
       now: opts.now ?? Date.now,
       listings: this.listings,
     };
@@ -123,6 +139,11 @@ export class RelayNode {
     if (this.solver && config.admin.port !== undefined) {
       this.admin = createAdminApi({ ledger: this.ledger, registry: this.registry, adapters: this.adapters, solver: this.solver, log: this.log, reindexMaxBlocks: config.admin.reindexMaxBlocks });
     }
+  }
+
+  /** The adapters by chain id (empty on a read-only replica). */
+  get adapters(): Map<number, ChainAdapter> {
+    return this.chains.adapters;
   }
 
   get adminUrl(): string {

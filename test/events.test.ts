@@ -10,7 +10,7 @@ import { zeroAddress, type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { signature } from '../src/events/deliverer.ts';
-import { CLOSE_SLOW_CLIENT } from '../src/events/stream.ts';
+import { CLOSE_SLOW_CLIENT } from '../src/api/statusStream.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const A = 8453;

@@ -4,7 +4,7 @@ import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { join } from 'node:path';
 import axios from 'axios';
 import { convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
-import { ExchangeNonces } from '../src/chains/exchange/nonces.ts';
+import { ExchangeNonces } from '../src/ledger/exchangeNonces.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { ExchangeClient, signSendAsset } from '../src/chains/exchange/client.ts';
 import { Ledger } from '../src/ledger/index.ts';

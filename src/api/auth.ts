@@ -3,7 +3,7 @@ import './caller.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError } from './errors.ts';
 import type { ApiLimits } from './limits.ts';
-import { STREAM_PATH } from '../events/stream.ts';
+import { STREAM_PATH } from './statusStream.ts';
 
 // Probes and metrics have their own per-IP bucket (a load balancer probes from few addresses).
 const PROBES = new Set(['/health', '/ready', '/metrics']);

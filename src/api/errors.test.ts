@@ -1,12 +1,17 @@
-// The API's answer when a chain cannot be read: 503 naming it, not a 500 (the chain failed, not the request).
+// The API's error answers: a chain that cannot be read is a 503 naming it, not a 500 (the chain failed,
+// not the request); the solver's refusals carry codes, not statuses, and the API answers each code with
+// its status and the solver's message.
 import Fastify from 'fastify';
 import { BaseError } from 'viem';
 import { describe, expect, it } from 'vitest';
-import { errorHandler } from './errors.ts';
-import { ProviderPoolError } from '../chains/providers/pool.ts';
 import { PublicKey } from '@solana/web3.js';
+import { ProviderPoolError } from '../chains/providers/pool.ts';
 import { SvmRpcPool, svmConnection } from '../chains/svm/rpcPool.ts';
 import { createLogger } from '../log.ts';
+import { FastFillError } from '../solver/fastFill.ts';
+import { GaslessRelayError } from '../solver/gaslessRelay.ts';
+import { SignedDepositRefusedError } from '../solver/signedDeposits.ts';
+import { errorHandler } from './errors.ts';
 
 describe('API errors', () => {
   it('answers 503 CHAIN_UNAVAILABLE when no provider answered, however the client library wrapped it; 500 for anything else', async () => {
@@ -33,6 +38,37 @@ describe('API errors', () => {
     }
     const bug = await app.inject({ url: '/bug' });
     expect([bug.statusCode, bug.json().errorCode]).toEqual([500, 'INTERNAL_ERROR']);
+    await app.close();
+  });
+});
+
+describe('solver refusals in the API', () => {
+  it('answers each code with its status, message and errorCode (with the error field on /execute)', async () => {
+    const app = Fastify();
+    app.setErrorHandler(errorHandler(createLogger('silent')));
+    const cases: [Error, number][] = [
+      [new FastFillError('REQUEST_NOT_FOUND', 'no request with id 0x1'), 404],
+      [new FastFillError('NOT_QUOTED_BY_KEY', 'not quoted with this key'), 403],
+      [new FastFillError('BLOCKED_WALLET', 'blocked'), 403],
+      [new FastFillError('APP_BALANCE_TOO_LOW', 'short'), 402],
+      [new FastFillError('ALREADY_FILLED', 'filled'), 409],
+      [new FastFillError('PAUSED_CHAIN', 'held back'), 409],
+      [new FastFillError('SOLVER_CAPACITY_EXCEEDED', 'over the limit'), 400],
+      [new GaslessRelayError('DRY_RUN', 'not relaying now'), 503],
+      [new GaslessRelayError('AUTHORIZATION_USED', 'relayed already'), 409],
+      [new GaslessRelayError('INSUFFICIENT_APP_BALANCE', 'short'), 402],
+      [new SignedDepositRefusedError('ALREADY_SUBMITTED', 'submitted already'), 409],
+      [new SignedDepositRefusedError('ORDER_EXPIRED', 'expired'), 400],
+    ];
+    cases.forEach(([err], i) => app.get(`/${i}`, async () => Promise.reject(err)));
+    app.post('/execute', async () => Promise.reject(new GaslessRelayError('PAUSED', 'not relaying on chain 1 now')));
+    for (const [i, [err, status]] of cases.entries()) {
+      const r = await app.inject({ url: `/${i}` });
+      expect([r.statusCode, r.json()]).toEqual([status, { message: err.message, errorCode: (err as FastFillError).errorCode }]);
+    }
+    const execute = await app.inject({ method: 'POST', url: '/execute' });
+    const message = 'not relaying on chain 1 now';
+    expect([execute.statusCode, execute.json()]).toEqual([503, { error: message, message, errorCode: 'PAUSED' }]);
     await app.close();
   });
 });

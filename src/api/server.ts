@@ -15,7 +15,7 @@ import { requestRoutes } from './routes/requests.ts';
 import { statusRoutes } from './routes/status.ts';
 import { transactionRoutes } from './routes/transactions.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
-import { statusStreamRoutes, type StatusStream } from '../events/stream.ts';
+import { statusStreamRoutes, type StatusStream } from './statusStream.ts';
 
 // Fastify: a maintained HTTP server with body limits, JSON parsing that rejects prototype
 // poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.

@@ -40,7 +40,8 @@ export interface ChainAudit {
 // The block the audit's opening balances are read at: the head when the node first started on the
 // chain (written by the EVM adapter), so the devnet's own funding and anything before the node are
 // the opening balance, and everything after it must be in the books.
-export const AUDIT_OPENING = 'audit-opening';
+import { AUDIT_OPENING } from '../chains/evm/auditOpening.ts';
+export { AUDIT_OPENING };
 
 const FILLED = toEventSelector(getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' }));
 const CALL_EXECUTED = toEventSelector(getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' }));

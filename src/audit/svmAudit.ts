@@ -1,70 +1,13 @@
 import { SvmRpcPool, svmConnection } from '../chains/svm/rpcPool.ts';
 import { Connection, PublicKey, type ConfirmedSignatureInfo, type VersionedTransactionResponse } from '@solana/web3.js';
-import { unpackAccount } from '@solana/spl-token';
 import { SVM_NATIVE } from '../chains/address.ts';
-import { ataOf, tokenProgramId } from '../chains/svm/transactions.ts';
+import { auditedAccounts, readBalances } from '../chains/svm/auditOpening.ts';
 import type { SvmChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
 import { sum, type ChainAudit, type CurrencyAudit } from './evmAudit.ts';
 
 const PAGE = 1000;
-
-interface Audited {
-  owner: 'solver' | 'vault';
-  currency: string;
-  // The account that holds it: the owner itself (lamports) or its associated token account.
-  account: PublicKey;
-  programId?: PublicKey;
-}
-
-// The balances the audit explains: the solver's and the vault's lamports and each configured token.
-function auditedAccounts(chain: SvmChainConfig, solver: PublicKey): Audited[] {
-  const vault = new PublicKey(chain.vault);
-  const out: Audited[] = [
-    { owner: 'solver', currency: SVM_NATIVE, account: solver },
-    { owner: 'vault', currency: SVM_NATIVE, account: vault },
-  ];
-  for (const c of chain.currencies) {
-    if (c.address === SVM_NATIVE) continue;
-    const programId = tokenProgramId(c.tokenProgram);
-    const mint = new PublicKey(c.address);
-    out.push({ owner: 'solver', currency: c.address, account: ataOf(solver, mint, programId), programId });
-    out.push({ owner: 'vault', currency: c.address, account: ataOf(vault, mint, programId), programId });
-  }
-  return out;
-}
-
-// Every audited balance in one answer, so all are as of one slot (a token account absent: 0).
-async function readBalances(conn: Connection, list: Audited[]): Promise<{ slot: number; amounts: bigint[] }> {
-  const r = await conn.getMultipleAccountsInfoAndContext(
-    list.map((a) => a.account),
-    'confirmed',
-  );
-  const amounts = r.value.map((info, i) => {
-    const a = list[i]!;
-    if (!info) return 0n;
-    return a.programId ? unpackAccount(a.account, info, a.programId).amount : BigInt(info.lamports);
-  });
-  return { slot: r.context.slot, amounts };
-}
-
-/**
- * Records the SVM audit's opening balances (the solver's and the vault's, SOL and each configured
- * token, read at one slot) the first time the node starts on the chain, before it signs anything:
- * from that slot on, everything that moves them must be in the books. Written once.
- */
-export async function recordSvmOpening(chain: SvmChainConfig, ledger: Ledger, conn: Connection, solver: PublicKey): Promise<void> {
-  const has = () => ledger.db.prepare('SELECT 1 FROM svm_audit_openings WHERE chain_id = ? LIMIT 1').get(chain.id) !== undefined;
-  if (has()) return;
-  const list = auditedAccounts(chain, solver);
-  const { slot, amounts } = await readBalances(conn, list);
-  ledger.tx(() => {
-    if (has()) return;
-    const put = ledger.db.prepare('INSERT OR IGNORE INTO svm_audit_openings (chain_id, owner, currency, slot, amount) VALUES (?, ?, ?, ?, ?)');
-    list.forEach((a, i) => put.run(chain.id, a.owner, a.currency, slot, amounts[i]!.toString()));
-  });
-}
 
 // Lamports a successful transaction put into the token accounts it created (their rent-exempt
 // reserve): accounts with no lamports before and a token balance after.

@@ -1,12 +1,13 @@
 import type { RelayTerms } from './evm/relayTerms.ts';
 import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
-import type { PayoutRow, RequestRow } from '../ledger/types.ts';
+import type { PayoutRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 import type { ReorgDecider } from '../indexer/events.ts';
 import type { ReindexResult } from '../indexer/driver.ts';
 import type { FailReason } from '../ledger/reasons.ts';
 import { RelayNodeError } from '../lib/errors.ts';
+import type { ChainIntake, CostOracle, DepositSteps } from './ports.ts';
 
 // What a submitter reports about a payout. Each hook runs inside the ledger transaction that
 // records the transaction's new state, so the request's status and the transaction never disagree.
@@ -158,58 +159,22 @@ export interface FillCost {
   gasLimit?: bigint;
 }
 
-// One per configured chain. The solver and the API speak to chains only through this.
-export interface ChainAdapter {
+/**
+ * One per configured chain: the node starts and stops it, the solver wakes it. The API and the quote
+ * never see it whole: the chain registry (registry.ts) hands them the narrow ports it implements.
+ */
+export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake {
   readonly chainId: number;
   readonly kind: ChainKind;
-  // The solver's address on this chain.
-  readonly solver: string;
-  // Where deposits go on this chain (depository contract, vault account).
-  readonly depositAddress: string;
-  // About how long a deposit takes to be confirmed, in seconds (for the quote's timeEstimate).
-  readonly confirmSeconds: number;
-  // About how long a deposit of this amount takes to be confirmed (confirmations by value); confirmSeconds when absent.
-  confirmSecondsFor?(currency: string, amount: bigint): number;
   start(): Promise<void>;
   stop(): Promise<void>;
-  // A transaction id as the chain spells it, or undefined when `s` is not one.
-  parseTxId(s: string): string | undefined;
-  // Indexes a transaction at once (the SDK reports its deposit right after sending it).
-  // Resolves with the number of deposits the transaction holds.
-  indexTransaction(txId: string): Promise<number>;
-  // What the sender of an included transaction paid for it, in the native smallest unit.
-  txFee?(txId: string): Promise<bigint>;
-  // The solver's spendable inventory of a currency on this chain: what the chain says it holds,
-  // less the payouts the ledger has promised and not yet paid.
-  balance(currency: string): Promise<bigint>;
-  // Any address's balance (the quote reports the user's).
-  balanceOf(owner: string, currency: string): Promise<bigint>;
-  // What a fill of `amount` to `recipient` costs the solver now, in native units.
-  fillCost(req: FillCostRequest): Promise<FillCost>;
-  // What refunding a deposit of `currency` costs the solver now, in native units.
-  refundCost(currency: string): Promise<bigint>;
-  // What the user's own deposit transaction costs in fees, in native units (quoted, not charged).
-  depositCost(currency: string): Promise<bigint>;
-  // What submitting a depositor's signed deposit costs the node, in native units; absent where the
-  // chain has no such deposits.
-  relayedDepositCost?(currency: string): Promise<bigint>;
-  // The steps a user takes to deposit, in order (an approval first where the allowance is short).
-  // May throw QuoteError for a request the chain cannot take.
-  depositSteps(req: DepositRequest): Promise<DepositStep[]>;
-  // Checks a depositor's signed deposit (the body of the quote's signature step, and its signature)
-  // against the request; returns what authorizes the node to submit it. Throws SignedDepositError.
-  verifySignedDeposit?(request: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string>;
   // Simulates a user's call sent from the solver's key with its EIP-7702 authorizations (POST
   // /execute rawCalls); throws RelayRefusedError when it cannot be relayed. EVM chains only.
   simulateRelay?(terms: RelayTerms): Promise<RelaySimulation>;
-  // Looks at a request's deposit address now (the reindex operation); returns the sweeps queued.
-  checkDepositAddress?(requestId: string): Promise<number>;
   // Reads the chain's deposits again over blocks its indexer has passed (the admin re-index);
   // `record` runs in the ledger transaction that writes what was found. Absent where the indexer
   // cannot re-read a range cheaply (reindexUnsupported says why).
   reindex?(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult>;
   // New queued payouts exist in the ledger for this chain.
   wake(): void;
-  // Head block (or slot) as last seen and the indexer's position, for metrics and readiness.
-  progress(): { head: number; indexed: number; ready: boolean; providers?: { name: string; state: string; headLag: number }[]; heldBy?: string };
 }

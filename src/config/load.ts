@@ -4,7 +4,7 @@ import { getAddress, toHex, type Address, type Hex, type LocalAccount } from 'vi
 import type { ZodError } from 'zod';
 import { configSchema, type ParsedConfig } from './schema.ts';
 import { Secret } from './secret.ts';
-import { parseSvmSecretKey, svmKeypair } from '../chains/svm/transactions.ts';
+import { parseSvmSecretKey, svmKeypair } from '../kinds/svm.ts';
 import type { EvmSignerSource, SvmSignerSource } from './signerSchema.ts';
 import { decryptKeystore, KeystoreError } from '../signers/keystore.ts';
 import { remoteAccount } from '../signers/remote.ts';

@@ -1,10 +1,10 @@
-import { canonicalAddress, nativeAddress, type ChainKind } from '../chains/address.ts';
+import { canonicalAddress, nativeAddress, type ChainKind } from '../kinds/address.ts';
 import type { ChainConfig } from './schema.ts';
 
 export interface Currency {
   chainId: number;
   kind: ChainKind;
-  // Canonical spelling for the chain's kind (see chains/address.ts).
+  // Canonical spelling for the chain's kind (see kinds/address.ts).
   address: string;
   symbol: string;
   name: string;

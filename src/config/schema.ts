@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { evmSignerSource, svmSignerSource } from './signerSchema.ts';
 import type { Address } from 'viem';
-import { canonicalAddress, describeAddressKind, EXCHANGE_PERPS_USD } from '../chains/address.ts';
+import { canonicalAddress, describeAddressKind, EXCHANGE_PERPS_USD } from '../kinds/address.ts';
 
 const evmAddress = z
   .string()

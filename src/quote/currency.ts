@@ -1,5 +1,5 @@
 import { formatUnits } from 'viem';
-import { apiAddress } from '../chains/address.ts';
+import { apiAddress } from '../kinds/address.ts';
 import type { Currency } from '../config/registry.ts';
 import { usdValue } from './money.ts';
 

@@ -1,7 +1,6 @@
-import { createPublicClient, formatUnits, http, type Address, type PublicClient } from 'viem';
-import { PriceFeedAbi } from '../../contracts-abi/index.ts';
+import { formatUnits } from 'viem';
+import type { PriceFeeds } from '../chains/ports.ts';
 import type { Currency } from '../config/registry.ts';
-import type { ChainConfig } from '../config/schema.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 
 // USD prices as decimal strings.
@@ -24,19 +23,16 @@ export class StaticPriceSource implements PriceSource {
 const FEED_CACHE_MS = 1000;
 
 // Prices from Chainlink-style aggregators where a currency names one (its `priceFeed`), with a
-// staleness bound; fixed prices elsewhere.
+// staleness bound; fixed prices elsewhere. The chains' feed readers come from the chain registry.
 export class FeedPriceSource implements PriceSource {
-  #clients = new Map<number, PublicClient>();
   #decimals = new Map<string, number>();
   #cache = new Map<string, { at: number; price: string; updatedAt: bigint }>();
   #fallback = new StaticPriceSource();
 
   constructor(
-    chains: ChainConfig[],
+    private feeds: PriceFeeds,
     private now: () => number = Date.now,
-  ) {
-    for (const c of chains) if (c.kind === 'evm') this.#clients.set(c.id, createPublicClient({ transport: http(c.rpcUrl, { timeout: 5000 }) }) as PublicClient);
-  }
+  ) {}
 
   async usdPrice(c: Currency): Promise<string> {
     const feed = c.priceFeed;
@@ -44,16 +40,15 @@ export class FeedPriceSource implements PriceSource {
     const key = `${feed.chainId}:${feed.aggregator}`;
     let hit = this.#cache.get(key);
     if (!hit || this.now() - hit.at > FEED_CACHE_MS) {
-      const client = this.#clients.get(feed.chainId);
-      if (!client) throw new PriceUnavailableError(`no RPC for the price feed of ${c.symbol} on chain ${feed.chainId}`);
-      const address = feed.aggregator as Address;
+      const reader = this.feeds.priceFeed(feed.chainId);
+      if (!reader) throw new PriceUnavailableError(`no RPC for the price feed of ${c.symbol} on chain ${feed.chainId}`);
       let decimals = this.#decimals.get(key);
       try {
         if (decimals === undefined) {
-          decimals = await client.readContract({ address, abi: PriceFeedAbi, functionName: 'decimals' });
+          decimals = await reader.decimals(feed.aggregator);
           this.#decimals.set(key, decimals);
         }
-        const [, answer, , updatedAt] = await client.readContract({ address, abi: PriceFeedAbi, functionName: 'latestRoundData' });
+        const { answer, updatedAt } = await reader.latestRound(feed.aggregator);
         if (answer <= 0n) throw new PriceUnavailableError(`the price feed of ${c.symbol} answers ${answer}`);
         hit = { at: this.now(), price: formatUnits(answer, decimals), updatedAt };
         this.#cache.set(key, hit);

@@ -2,7 +2,7 @@ import type { FillCost } from '../chains/adapter.ts';
 import type { Pricing } from '../ledger/types.ts';
 import { QuoteError } from './errors.ts';
 import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, usdMicro, usdValue, type Ratio } from './money.ts';
-import { canonicalAddress } from '../chains/address.ts';
+import { evmCodec } from '../kinds/evm.ts';
 import { isSwap, type Route } from './route.ts';
 import { DEFAULT_MAX_TOPUP_USD, DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
 
@@ -32,8 +32,8 @@ export function swapRate(r: Ratio, spreadBps: number): Ratio {
 export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext): Promise<PricedRoute> {
   const { registry, config } = ctx;
   const { origin, dest, recipient, cin, cout } = route;
-  const originAdapter = ctx.adapters.get(origin.id)!;
-  const destAdapter = ctx.adapters.get(dest.id)!;
+  const originCosts = ctx.chains.costs(origin.id)!;
+  const destCosts = ctx.chains.costs(dest.id)!;
   const originNative = registry.native(origin.id);
   const destNative = registry.native(dest.id);
   // The fill's cost is priced for the quoted amount; it does not depend on the amount for bridges.
@@ -42,8 +42,8 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     ctx.prices.usdPrice(cout),
     ctx.prices.usdPrice(destNative),
     ctx.prices.usdPrice(originNative),
-    destAdapter.fillCost({ currency: cout.address, recipient, amount: callsValue(route) ?? q.amount, calls: route.calls }),
-    originAdapter.depositCost(cin.address),
+    destCosts.fillCost({ currency: cout.address, recipient, amount: callsValue(route) ?? q.amount, calls: route.calls }),
+    originCosts.depositCost(cin.address),
   ]);
   const spreadBps = isSwap(route.requestType) ? config.fees.swapSpreadBps : 0;
   const rate = swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), spreadBps);
@@ -52,8 +52,8 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
   let userDepositCost = depositCost;
   if (q.usePermit) {
     // The node submits the signed deposit and pays its gas: it is the relayer's, and the user's is none.
-    if (!originAdapter.relayedDepositCost) throw new QuoteError(`usePermit: chain ${origin.id} has no signed deposits`, 'INVALID_INPUT_PARAMETERS');
-    const relayed = await originAdapter.relayedDepositCost(cin.address);
+    if (!originCosts.relayedDepositCost) throw new QuoteError(`usePermit: chain ${origin.id} has no signed deposits`, 'INVALID_INPUT_PARAMETERS');
+    const relayed = await originCosts.relayedDepositCost(cin.address);
     gasFeeOut += mulRatioCeil(relayed, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
     userDepositCost = 0n;
   }
@@ -68,7 +68,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
   if (q.appFees?.length) {
     pricing.appFees = q.appFees.map((f, i) => {
       // App fees are claimed by an EVM wallet, whatever the route's chains.
-      const recipient = canonicalAddress('evm', f.recipient);
+      const recipient = evmCodec.canonical(f.recipient);
       if (!recipient) throw new QuoteError(`appFees.${i}.recipient: must be a 0x-prefixed 20-byte hex address`, 'INVALID_INPUT_PARAMETERS');
       return { recipient, bps: f.fee };
     });
@@ -76,7 +76,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     if (total + pricing.serviceBps >= 10_000) throw new QuoteError('appFees: the fees add up to the whole amount', 'INVALID_INPUT_PARAMETERS');
   }
   if (q.topupGas) {
-    if (dest.kind === 'exchange') throw new QuoteError(`topupGas: the exchange (chain ${dest.id}) has no gas`, 'INVALID_INPUT_PARAMETERS');
+    if (!route.destProfile.nativeIsGas) throw new QuoteError(`topupGas: the exchange (chain ${dest.id}) has no gas`, 'INVALID_INPUT_PARAMETERS');
     if (cout.native) throw new QuoteError('topupGas: the destination currency is already native', 'INVALID_INPUT_PARAMETERS');
     const micro = q.topupGasAmount ?? DEFAULT_TOPUP_MICRO_USD;
     const native = mulRatioFloor(micro, conversionRate('1', 6, destNativePrice, destNative.decimals));

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { encodeAbiParameters, formatUnits, type Hex } from 'viem';
-import { addressBytes, apiAddress } from '../chains/address.ts';
 import type { NewRequest } from '../ledger/requests.ts';
 import { amountObject } from './currency.ts';
 import { QuoteError } from './errors.ts';
@@ -24,10 +23,13 @@ export interface Quote {
 export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quote> {
   const { registry, config } = ctx;
   const now = ctx.now ?? Date.now();
-  const route = resolveRoute(q, registry);
+  const route = resolveRoute(q, registry, ctx.chains);
   const { origin, dest, user, recipient, refundTo, feePayer, cin, cout } = route;
-  const originAdapter = ctx.adapters.get(origin.id)!;
-  const destAdapter = ctx.adapters.get(dest.id)!;
+  const { codec: originCodec } = route.originProfile;
+  const { codec: destCodec } = route.destProfile;
+  const originCosts = ctx.chains.costs(origin.id)!;
+  const originDeposits = ctx.chains.deposits(origin.id)!;
+  const destCosts = ctx.chains.costs(dest.id)!;
   const originNative = registry.native(origin.id);
 
   if (q.useDepositAddress) {
@@ -97,7 +99,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       'SPONSOR_BALANCE_TOO_LOW',
     );
   }
-  const available = await destAdapter.balance(cout.address);
+  const available = await destCosts.balance(cout.address);
   if (amountOut > available) {
     throw new QuoteError(`the solver cannot fill ${formatUnits(amountOut, cout.decimals)} ${cout.symbol} on chain ${dest.id} now`, 'SOLVER_CAPACITY_EXCEEDED');
   }
@@ -111,7 +113,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const sponsoredIn = toIn(fees.sponsored);
 
   const deadline = Math.floor(now / 1000) + config.quote.fillDeadlineSeconds;
-  const inBytes = addressBytes(origin.kind, cin.address);
+  const inBytes = originCodec.bytes(cin.address);
   const orderData: OrderData = {
     version: 'v1',
     solverChainId: String(origin.id),
@@ -121,14 +123,14 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       {
         payment: { chainId: String(origin.id), currency: inBytes, amount: amountIn, weight: 1n },
         refunds: [
-          { chainId: String(origin.id), recipient: addressBytes(origin.kind, refundTo), currency: inBytes, minimumAmount: 0n, deadline, extraData: '0x' },
+          { chainId: String(origin.id), recipient: originCodec.bytes(refundTo), currency: inBytes, minimumAmount: 0n, deadline, extraData: '0x' },
         ],
       },
     ],
     output: {
       chainId: String(dest.id),
       payments: [
-        { recipient: addressBytes(dest.kind, recipient), currency: addressBytes(dest.kind, cout.address), minimumAmount: minAmountOut, expectedAmount: amountOut },
+        { recipient: destCodec.bytes(recipient), currency: destCodec.bytes(cout.address), minimumAmount: minAmountOut, expectedAmount: amountOut },
       ],
       deadline,
       calls: (route.calls ?? []).map((c) => encodeAbiParameters(CALL_PARAMS, [c.to as Hex, c.value, c.data])),
@@ -137,7 +139,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     fees: [
       {
         recipientChainId: String(origin.id),
-        recipient: addressBytes(origin.kind, originAdapter.solver),
+        recipient: originCodec.bytes(originDeposits.solver),
         currencyChainId: String(origin.id),
         currency: inBytes,
         amount: relayerGasIn + relayerServiceIn - sponsoredIn > 0n ? relayerGasIn + relayerServiceIn - sponsoredIn : 0n,
@@ -147,8 +149,8 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const id = orderId(orderData);
 
   const [deposit, userBalance] = await Promise.all([
-    originAdapter.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion, depositAddressFor: q.useDepositAddress ? refundTo : undefined, permitDeadline: q.usePermit ? Math.floor(now / 1000) + config.quote.ttlSeconds : undefined }),
-    originAdapter.balanceOf(user, cin.address),
+    originDeposits.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion, depositAddressFor: q.useDepositAddress ? refundTo : undefined, permitDeadline: q.usePermit ? Math.floor(now / 1000) + config.quote.ttlSeconds : undefined }),
+    originCosts.balanceOf(user, cin.address),
   ]);
   const checkPath = { status: '/intents/status', 'status-v3': '/intents/status/v3' };
   const steps = deposit.map((st) => ({
@@ -181,8 +183,8 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const noSlip = { usd: '0', value: '0', percent: '0' };
   const details = {
     operation: OPERATIONS[route.requestType],
-    sender: apiAddress(origin.kind, user),
-    recipient: apiAddress(dest.kind, recipient),
+    sender: originCodec.api(user),
+    recipient: destCodec.api(recipient),
     currencyIn,
     currencyOut,
     refundCurrency: currencyIn,
@@ -198,7 +200,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     rate: formatUnits((rate.num * 10n ** BigInt(18 + cin.decimals)) / (rate.den * 10n ** BigInt(cout.decimals)), 18),
     slippageTolerance: { origin: noSlip, destination: slip },
     // Seconds: the deposit's confirmation plus the fill's own block.
-    timeEstimate: (originAdapter.confirmSecondsFor?.(cin.address, amountIn) ?? originAdapter.confirmSeconds) + 1,
+    timeEstimate: (originDeposits.confirmSecondsFor?.(cin.address, amountIn) ?? originDeposits.confirmSeconds) + 1,
     userBalance: userBalance.toString(),
     isFixedRate: true,
     route: {
@@ -212,7 +214,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       v2: {
         orderId: id,
         orderData: jsonSafe(orderData),
-        paymentDetails: { chainId: String(origin.id), depository: originAdapter.depositAddress, currency: apiAddress(cin.kind, cin.address), amount: amountIn.toString() },
+        paymentDetails: { chainId: String(origin.id), depository: originDeposits.depositAddress, currency: originCodec.api(cin.address), amount: amountIn.toString() },
       },
     };
   }

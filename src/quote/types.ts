@@ -1,5 +1,5 @@
 import type { Hex } from 'viem';
-import type { ChainAdapter } from '../chains/adapter.ts';
+import type { ChainProfile, CostOracle, DepositSteps } from '../chains/ports.ts';
 import type { Config } from '../config/load.ts';
 import type { Registry } from '../config/registry.ts';
 import type { PriceSource } from './prices.ts';
@@ -56,10 +56,17 @@ export const DEFAULT_MAX_TOPUP_USD = '50';
 export const SPONSORABLE = ['execution', 'swap', 'platform'] as const;
 
 
+/** The chain ports a quote uses: each chain's profile, what things cost there, and how to deposit. */
+export interface QuoteChains {
+  profile(chainId: number): ChainProfile | undefined;
+  costs(chainId: number): CostOracle | undefined;
+  deposits(chainId: number): DepositSteps | undefined;
+}
+
 export interface QuoteContext {
   config: Config;
   registry: Registry;
-  adapters: Map<number, ChainAdapter>;
+  chains: QuoteChains;
   prices: PriceSource;
   // The solver's EVM address: the Order type's `solver` field is an address whatever the chains.
   solver: Hex;

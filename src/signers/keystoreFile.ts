@@ -5,7 +5,7 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { privateKeyToAccount } from 'viem/accounts';
 import type { Hex } from 'viem';
-import { parseSvmSecretKey, svmKeypair } from '../chains/svm/transactions.ts';
+import { parseSvmSecretKey, svmKeypair } from '../kinds/svm.ts';
 import { encryptKeystore } from './keystore.ts';
 import { errText } from '../lib/errors.ts';
 

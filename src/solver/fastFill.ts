@@ -1,11 +1,12 @@
-import type { ChainAdapter } from '../chains/adapter.ts';
+import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown } from '../quote/fillAmount.ts';
 import { parseDecimal, usdMicro, usdMicroCeil } from '../quote/money.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
-import type { RiskPolicy } from './risk.ts';
+import type { RiskFailReason, RiskPolicy, RiskPostponeReason } from './risk.ts';
+import { RelayNodeError } from '../lib/errors.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { debitSponsor, moneyOf, placeHold, sponsorHeld } from './money.ts';
 
@@ -22,14 +23,38 @@ export interface FastFillInput {
   risk?: RiskPolicy;
 }
 
-export class FastFillError extends Error {
+/** Why a fast fill is refused: the request, the caller's key or balance, or the solver's risk controls (their reasons). */
+export type FastFillCode =
+  | 'REQUEST_NOT_FOUND'
+  | 'NOT_QUOTED_BY_KEY'
+  | 'NO_APP_BALANCE'
+  | 'NEGATIVE_NEW_AMOUNT_AFTER_FEES'
+  | 'MAX_FILL_AMOUNT_EXCEEDED'
+  | 'SOLVER_BALANCE_TOO_LOW'
+  | 'ALREADY_FAST_FILLED'
+  | 'ALREADY_FILLED'
+  | 'SPONSOR_BALANCE_TOO_LOW'
+  | 'APP_BALANCE_TOO_LOW'
+  | RiskPostponeReason
+  | RiskFailReason;
+
+/** A fast fill the solver refuses; the API answers its code with a status (api/errors.ts). */
+export class FastFillError extends RelayNodeError {
+  override name = 'FastFillError';
+
   constructor(
-    readonly status: number,
-    readonly errorCode: string,
+    readonly errorCode: FastFillCode,
     message: string,
   ) {
     super(message);
   }
+}
+
+/** What a fast fill pays, and what it holds on the app balance (micro-USD). */
+export interface FastFillResult {
+  amount: bigint;
+  valueMicro: bigint;
+  holdMicro: bigint;
 }
 
 // Fills a request before its deposit is final, holding the fill's worth on the app balance of the
@@ -39,23 +64,23 @@ export class FastFillError extends Error {
 export async function fastFill(
   ledger: Ledger,
   registry: Registry,
-  adapters: Map<number, ChainAdapter>,
+  chains: Pick<ChainPorts, 'costs' | 'wake'>,
   prices: PriceSource,
   input: FastFillInput,
   now = Date.now(),
-): Promise<{ amount: bigint; valueMicro: bigint; holdMicro: bigint }> {
+): Promise<FastFillResult> {
   const r = ledger.requests.get(input.requestId);
-  if (!r || r.kind !== 'order') throw new FastFillError(404, 'REQUEST_NOT_FOUND', `no request with id ${input.requestId}`);
+  if (!r || r.kind !== 'order') throw new FastFillError('REQUEST_NOT_FOUND', `no request with id ${input.requestId}`);
   // A fast fill spends an app balance on a request: only the key that quoted the request, or the key
   // sponsoring it, may ask for one (any other key would charge a sponsor for a stranger's request).
   if (r.api_key_id !== input.apiKeyId && moneyOf(r)?.sponsor?.apiKeyId !== input.apiKeyId) {
-    throw new FastFillError(403, 'NOT_QUOTED_BY_KEY', `request ${r.id} was not quoted or sponsored with this API key`);
+    throw new FastFillError('NOT_QUOTED_BY_KEY', `request ${r.id} was not quoted or sponsored with this API key`);
   }
   const wallet = ledger.balances.sponsorOf(input.apiKeyId);
-  if (!wallet) throw new FastFillError(403, 'NO_APP_BALANCE', 'this API key has no linked app balance wallet: link one first');
+  if (!wallet) throw new FastFillError('NO_APP_BALANCE', 'this API key has no linked app balance wallet: link one first');
   const pricing = JSON.parse(r.pricing!) as Pricing;
   const fees = breakdown(input.solverInputCurrencyAmount ?? BigInt(r.amount_in), pricing);
-  if (fees.out <= 0n) throw new FastFillError(400, 'NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
+  if (fees.out <= 0n) throw new FastFillError('NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
   const cout = registry.currency(r.destination_chain_id, r.destination_currency)!;
   const cin = registry.currency(r.origin_chain_id, r.origin_currency)!;
   const [priceOut, priceIn] = await Promise.all([prices.usdPrice(cout), prices.usdPrice(cin)]);
@@ -65,19 +90,18 @@ export async function fastFill(
   if (input.maxFillAmountUsd !== undefined) {
     const max = parseDecimal(input.maxFillAmountUsd);
     if (valueMicro * max.den > max.num * 1_000_000n) {
-      throw new FastFillError(400, 'MAX_FILL_AMOUNT_EXCEEDED', `the fill is worth more than maxFillAmountUsd (${input.maxFillAmountUsd} USD); not filled`);
+      throw new FastFillError('MAX_FILL_AMOUNT_EXCEEDED', `the fill is worth more than maxFillAmountUsd (${input.maxFillAmountUsd} USD); not filled`);
     }
   }
-  const adapter = adapters.get(r.destination_chain_id)!;
-  if ((await adapter.balance(r.destination_currency)) < fees.out) {
-    throw new FastFillError(409, 'SOLVER_BALANCE_TOO_LOW', 'the solver cannot fill this request now');
+  if ((await chains.costs(r.destination_chain_id)!.balance(r.destination_currency)) < fees.out) {
+    throw new FastFillError('SOLVER_BALANCE_TOO_LOW', 'the solver cannot fill this request now');
   }
 
   ledger.tx(() => {
     const current = ledger.requests.get(r.id)!;
-    if (current.fast_fill_deadline !== null) throw new FastFillError(409, 'ALREADY_FAST_FILLED', `request ${r.id} was fast-filled already`);
+    if (current.fast_fill_deadline !== null) throw new FastFillError('ALREADY_FAST_FILLED', `request ${r.id} was fast-filled already`);
     if ((current.status !== 'waiting' && current.status !== 'depositing') || ledger.payouts.get(`fill:${r.id}`)) {
-      throw new FastFillError(409, 'ALREADY_FILLED', `request ${r.id} is ${current.status}: it is filled or being filled already`);
+      throw new FastFillError('ALREADY_FILLED', `request ${r.id} is ${current.status}: it is filled or being filled already`);
     }
     // The hold and, for a sponsored request, the fees charged with it: both leave the available
     // balance in this transaction, and neither may take it below zero. What POST /execute held for
@@ -85,12 +109,12 @@ export async function fastFill(
     const sponsoredMicro = usdMicroCeil(fees.sponsored, cout.decimals, priceOut);
     const sponsor = moneyOf(current)?.sponsor?.wallet;
     if (sponsor && sponsor !== wallet && ledger.balances.summary(sponsor).available + sponsorHeld(ledger, r.id) < sponsoredMicro) {
-      throw new FastFillError(402, 'SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the fees of request ${r.id}`);
+      throw new FastFillError('SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the fees of request ${r.id}`);
     }
     const charged = sponsor === wallet ? sponsoredMicro : 0n;
     const available = ledger.balances.summary(wallet).available + (charged > 0n ? sponsorHeld(ledger, r.id) : 0n);
     if (available < holdMicro + charged) {
-      throw new FastFillError(402, 'APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro + charged}`);
+      throw new FastFillError('APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro + charged}`);
     }
     if (input.risk) judgeRisk(input.risk, registry, current, fees, BigInt(pricing.topUpNative ?? 0), input.solverInputCurrencyAmount ?? BigInt(r.amount_in), { in: priceIn, out: priceOut });
     placeHold(ledger, wallet, current, holdMicro);
@@ -110,7 +134,7 @@ export async function fastFill(
     });
     debitSponsor(ledger, current, sponsoredMicro);
   });
-  adapter.wake();
+  chains.wake(r.destination_chain_id);
   return { amount: fees.out, valueMicro, holdMicro };
 }
 
@@ -129,7 +153,7 @@ function judgeRisk(risk: RiskPolicy, registry: Registry, r: RequestRow, fees: Fe
   };
   const verdict = risk.judge(deposit, { kind: 'fill', request: r, amount: fees.out, fees, topUp, excess: 0n }, usd);
   if (verdict.kind === 'go') return;
-  if (verdict.kind === 'postpone') throw new FastFillError(409, verdict.reason, `the fast fill is held back now (${verdict.reason}); not filled`);
-  if (verdict.reason === 'BLOCKED_WALLET') throw new FastFillError(403, 'BLOCKED_WALLET', 'the recipient or user of this request may not be paid by this solver');
-  throw new FastFillError(400, verdict.reason, `the fast fill exceeds the solver's limits (${verdict.reason}); not filled`);
+  if (verdict.kind === 'postpone') throw new FastFillError(verdict.reason, `the fast fill is held back now (${verdict.reason}); not filled`);
+  if (verdict.reason === 'BLOCKED_WALLET') throw new FastFillError('BLOCKED_WALLET', 'the recipient or user of this request may not be paid by this solver');
+  throw new FastFillError(verdict.reason, `the fast fill exceeds the solver's limits (${verdict.reason}); not filled`);
 }

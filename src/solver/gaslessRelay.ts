@@ -18,14 +18,19 @@ import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
 import { formatUsd, usdMicroCeil } from '../quote/money.ts';
+import { RelayNodeError } from '../lib/errors.ts';
 import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './money.ts';
 import type { FailReason } from '../ledger/reasons.ts';
 
-/** Why a relay is not admitted; status is the HTTP status to answer. */
-export class GaslessRelayError extends Error {
+/** Why a relay is not admitted: the operator's switches, a replay, or the sponsor's balance. */
+export type GaslessRelayCode = 'DRY_RUN' | 'PAUSED' | 'ALREADY_SUBMITTED' | 'AUTHORIZATION_USED' | 'INSUFFICIENT_APP_BALANCE';
+
+/** A relay the solver does not admit; the API answers its code with a status (api/errors.ts). */
+export class GaslessRelayError extends RelayNodeError {
+  override name = 'GaslessRelayError';
+
   constructor(
-    readonly status: number,
-    readonly errorCode: string,
+    readonly errorCode: GaslessRelayCode,
     message: string,
   ) {
     super(message);
@@ -81,11 +86,11 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
     // The operator's switches stop relays as they stop fills: the node sends nothing from its key.
     const on = new Set(ledger.operations.switches().map((x) => x.name));
     const stop = [switchName.all, switchName.chain(a.chainId), switchName.dryRun].find((n) => on.has(n));
-    if (stop) throw new GaslessRelayError(503, stop === switchName.dryRun ? 'DRY_RUN' : 'PAUSED', `the node is not relaying on chain ${a.chainId} now (${stop}); try again later`);
-    if (ledger.requests.get(id)) throw new GaslessRelayError(409, 'ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
+    if (stop) throw new GaslessRelayError(stop === switchName.dryRun ? 'DRY_RUN' : 'PAUSED', `the node is not relaying on chain ${a.chainId} now (${stop}); try again later`);
+    if (ledger.requests.get(id)) throw new GaslessRelayError('ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
     for (const [i, auth] of a.simulation.authorities.entries()) {
       const by = ledger.relayedAuthorizations.relayedBy(a.chainId, auth.address, auth.nonce);
-      if (by) throw new GaslessRelayError(409, 'AUTHORIZATION_USED', `authorizationList[${i}]: ${auth.address}'s authorization of nonce ${auth.nonce} was relayed already (request ${by})`);
+      if (by) throw new GaslessRelayError('AUTHORIZATION_USED', `authorizationList[${i}]: ${auth.address}'s authorization of nonce ${auth.nonce} was relayed already (request ${by})`);
     }
     // What is available (less every hold), not the balance: another relay's or a fast fill's hold is
     // money already promised. Checked in the transaction that writes the hold: two posts racing
@@ -93,7 +98,6 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
     const available = ledger.balances.summary(a.sponsor.wallet).available;
     if (available < holdMicro) {
       throw new GaslessRelayError(
-        402,
         'INSUFFICIENT_APP_BALANCE',
         `the sponsoring app balance has ${formatUsd(available > 0n ? available : 0n)} USD available; relaying this call may cost up to ${formatUsd(holdMicro)} USD`,
       );

@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { getAddress, isAddress, isHex, recoverTypedDataAddress, type Address, type Hex } from 'viem';
 import { z } from 'zod';
-import { ExchangeNonces } from '../../chains/exchange/nonces.ts';
 import { nonceMappingTypedData } from '../../chains/exchange/typedData.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -53,18 +52,15 @@ function quotedMapping(quote: string | null): QuotedMapping | undefined {
 // NonceMapping ties the nonce of its transfer to the solver on the exchange to the request; the
 // exchange indexer associates a transfer to a request only through this mapping.
 export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
-  // Prepared on first use: a read-only replica (which answers 503 here) may open an older ledger.
-  let table: ExchangeNonces | undefined;
   app.post('/authorize', async (req: FastifyRequest) => {
     const b = body.parse(req.body ?? {});
     const signature = query.parse(req.query ?? {}).signature ?? b.signature;
     if (!signature) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: signature: is required (query parameter)');
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
-    const nonces = (table ??= new ExchangeNonces(ctx.ledger.db));
+    if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const nonces = ctx.ledger.exchangeNonces;
     const r = ctx.ledger.requests.get(b.id.toLowerCase());
     if (!r || r.kind !== 'order') throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.id}`);
-    const chain = ctx.registry.chain(r.origin_chain_id);
-    if (chain?.kind !== 'exchange') {
+    if (!ctx.chains.profile(r.origin_chain_id)?.nonceMappings) {
       throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `request ${r.id} is not a withdrawal from the exchange: nothing to authorize`);
     }
     if (b.walletChainId !== r.origin_chain_id) {
@@ -108,7 +104,7 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
     });
     ctx.log.info({ requestId: r.id, wallet, nonce: b.nonce }, 'exchange nonce mapping recorded');
     // A transfer already waiting for its authorization is associated now.
-    ctx.adapters.get(r.origin_chain_id)?.wake();
+    ctx.ports.wake(r.origin_chain_id);
     return { message: 'Success' };
   });
 }

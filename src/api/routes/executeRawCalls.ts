@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { RelayRefusedError } from '../../chains/adapter.ts';
 import type { RelayTerms } from '../../chains/evm/relayTerms.ts';
 import { PriceUnavailableError } from '../../quote/prices.ts';
-import { admitRelay, GaslessRelayError, relayRequestId } from '../../solver/gaslessRelay.ts';
+import { relayRequestId } from '../../solver/gaslessRelay.ts';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -71,10 +71,12 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
   if (b.executionOptions.destinationChainExecutionData !== undefined) {
     throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: executionOptions.destinationChainExecutionData: not supported by this node; relay the call on its own chain');
   }
-  if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+  if (!ctx.ports || !ctx.solverPort) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+  const chains = ctx.ports;
+  const solver = ctx.solverPort;
   const chainId = b.data.chainId;
-  const adapter = ctx.adapters.get(chainId);
-  if (!adapter?.simulateRelay) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no gasless relay on this node`);
+  const relayer = chains.relay(chainId);
+  if (!relayer) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no gasless relay on this node`);
   const native = ctx.registry.currency(chainId, zeroAddress);
   if (!native) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no native currency configured to price gas`);
   const wallet = ctx.ledger.balances.sponsorOf(caller.id);
@@ -99,29 +101,24 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
 
   let simulation;
   try {
-    simulation = await adapter.simulateRelay(terms);
+    simulation = await relayer.simulateRelay(terms);
   } catch (e) {
     if (!(e instanceof RelayRefusedError)) throw e;
     const status = e.errorCode === 'RPC_UNAVAILABLE' ? 503 : e.errorCode === 'AUTHORIZATION_USED' ? 409 : 400;
     throw new ApiError(status, e.errorCode, e.message);
   }
   const nativeUsdPrice = await ctx.prices.usdPrice(native);
-  try {
-    const { requestId } = admitRelay(ctx.ledger, {
-      chainId,
-      terms,
-      simulation,
-      sponsor: { wallet, apiKeyId: caller.id },
-      referrer: b.executionOptions.referrer || null,
-      subsidizeFees: b.executionOptions.subsidizeFees,
-      nativeUsdPrice,
-      nativeDecimals: native.decimals,
-      now: ctx.now(),
-    });
-    adapter.wake();
-    return { message: 'Transaction submitted', requestId };
-  } catch (e) {
-    if (e instanceof GaslessRelayError) throw new ApiError(e.status, e.errorCode, e.message);
-    throw e;
-  }
+  // A refusal is a GaslessRelayError: its code's status is the API's (errors.ts).
+  const { requestId } = solver.admitRelay({
+    chainId,
+    terms,
+    simulation,
+    sponsor: { wallet, apiKeyId: caller.id },
+    referrer: b.executionOptions.referrer || null,
+    subsidizeFees: b.executionOptions.subsidizeFees,
+    nativeUsdPrice,
+    nativeDecimals: native.decimals,
+    now: ctx.now(),
+  });
+  return { message: 'Transaction submitted', requestId };
 }

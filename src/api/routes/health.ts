@@ -7,7 +7,7 @@ export function healthRoutes(app: FastifyInstance, ctx: ApiContext, opts: { oper
   if (!opts.operator) return;
   // Ready when every chain's indexer has caught up with its head.
   app.get('/ready', async (_req, reply) => {
-    const chains = [...(ctx.adapters?.values() ?? [])].map((a) => ({ chainId: a.chainId, ...a.progress() }));
+    const chains = (ctx.ports?.ids() ?? []).map((chainId) => ({ chainId, ...ctx.ports!.intake(chainId)!.progress() }));
     const ready = chains.every((c) => c.ready);
     return reply.status(ready ? 200 : 503).send({ ready, chains });
   });

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { apiAddress, canonicalAddress } from '../../chains/address.ts';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -60,7 +59,8 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
   // POST /transactions/index does.
   app.post('/transactions/single', async (req) => {
     const b = singleBody.parse(req.body ?? {});
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const chains = ctx.ports;
+    if (!chains) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const r = ledger.requests.get(b.requestId);
     if (!r) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.requestId}`);
     if (r.origin_chain_id !== b.chainId) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: chainId: request ${r.id} starts on chain ${r.origin_chain_id}`);
@@ -70,12 +70,12 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     } catch {
       throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: tx: must be the JSON of the sent transaction with its txHash');
     }
-    const adapter = ctx.adapters.get(b.chainId)!;
+    const intake = chains.intake(b.chainId)!;
     const hash = typeof tx?.replacementTxHash === 'string' ? tx.replacementTxHash : tx?.txHash;
-    const txId = typeof hash === 'string' ? adapter.parseTxId(hash) : undefined;
+    const txId = typeof hash === 'string' ? ctx.chains.profile(b.chainId)!.codec.parseTxId(hash) : undefined;
     if (!txId) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: tx: carries no transaction hash of chain ${b.chainId}`);
     try {
-      await adapter.indexTransaction(txId);
+      await intake.indexTransaction(txId);
     } catch (e) {
       if ((e as Error).name === 'TransactionReceiptNotFoundError') throw new ApiError(404, 'TRANSACTION_NOT_FOUND', `transaction ${hash} is not included on chain ${b.chainId} yet`);
       throw e;
@@ -86,19 +86,21 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
   // The hosted body of the deposit-address reindex (POST /deposit-address/reindex takes the node's).
   app.post('/transactions/deposit-address/reindex', async (req) => {
     const b = reindexBody.parse(req.body ?? {});
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const chains = ctx.ports;
+    if (!chains) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const chain = registry.chain(b.chainId);
     if (!chain) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${b.chainId} is not a supported chain`);
-    const address = canonicalAddress(chain.kind, b.depositAddress);
+    const { codec } = ctx.chains.profile(chain.id)!;
+    const address = codec.canonical(b.depositAddress);
     const r = address ? ledger.requests.byDepositAddress(address) : undefined;
     if (!r || r.origin_chain_id !== b.chainId) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `no deposit address ${b.depositAddress} on chain ${b.chainId}`);
-    const adapter = ctx.adapters.get(b.chainId)!;
+    const intake = chains.intake(b.chainId)!;
     const c = registry.currency(r.origin_chain_id, r.origin_currency);
-    const held = await adapter.balanceOf(r.deposit_address!, r.origin_currency);
-    const sweeps = (await adapter.checkDepositAddress?.(r.id)) ?? 0;
+    const held = await chains.costs(b.chainId)!.balanceOf(r.deposit_address!, r.origin_currency);
+    const sweeps = (await intake.checkDepositAddress?.(r.id)) ?? 0;
     return {
       message: 'Success',
-      triggeredCurrencies: sweeps > 0 ? [{ currency: apiAddress(chain.kind, r.origin_currency), symbol: c?.symbol ?? '', balance: held.toString() }] : [],
+      triggeredCurrencies: sweeps > 0 ? [{ currency: codec.api(r.origin_currency), symbol: c?.symbol ?? '', balance: held.toString() }] : [],
       checkedCurrencies: 1,
       failedCurrencies: 0,
     };
@@ -143,7 +145,7 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     let r = q.requestId ? ledger.requests.get(q.requestId) : undefined;
     if (!r && q.address) {
       for (const chain of registry.chains.values()) {
-        const a = canonicalAddress(chain.kind, q.address);
+        const a = ctx.chains.profile(chain.id)!.codec.canonical(q.address);
         r = a ? ledger.requests.byDepositAddress(a) : undefined;
         if (r) break;
       }
@@ -183,9 +185,9 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     const body: Record<string, unknown> = { status: ledgerOk ? 'ok' : 'error' };
     if (q.withReport === 'true') {
       const report: Record<string, unknown> = { version: VERSION, ledger: { status: ledgerOk ? 'ok' : 'error', reason: ledgerOk ? null : 'the ledger does not answer' } };
-      for (const a of ctx.adapters?.values() ?? []) {
-        const p = a.progress();
-        report[`chain-${a.chainId}`] = { status: p.ready ? 'ok' : 'syncing', reason: p.ready ? null : `indexed ${p.indexed} of ${p.head}` };
+      for (const chainId of ctx.ports?.ids() ?? []) {
+        const p = ctx.ports!.intake(chainId)!.progress();
+        report[`chain-${chainId}`] = { status: p.ready ? 'ok' : 'syncing', reason: p.ready ? null : `indexed ${p.indexed} of ${p.head}` };
       }
       body.report = report;
     }

@@ -2,13 +2,10 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { formatUnits, getAddress, isAddress, isHex, verifyMessage, type Address, type Hex } from 'viem';
 import { z } from 'zod';
-import { apiAddress, canonicalAddress } from '../../chains/address.ts';
 import { currencyObject } from '../../quote/quote.ts';
 import { formatUsd, usdValue } from '../../quote/money.ts';
 import type { SignedPurpose } from '../../ledger/signatureNonces.ts';
-import { ClaimError, claimAppFees } from '../../solver/claims.ts';
-import { FastFillError, fastFill } from '../../solver/fastFill.ts';
-import { RiskPolicy } from '../../solver/risk.ts';
+import { ClaimError } from '../../solver/claims.ts';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -107,15 +104,13 @@ function signedParts(b: { nonce?: string; expiresAt?: number }): { nonce: string
 
 export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
   const { ledger, registry } = ctx;
-  // The same risk controls the solver applies to fills, for the fills this API makes (fast fills).
-  const risk = new RiskPolicy(ctx.config.risk, ledger, registry);
 
   // The wallet's app balance (what sponsors its keys' requests and fast fills) and the app fees it
   // has accrued, each as an App balance record.
   app.get('/app-fees/:wallet/balances', async (req) => {
     const { wallet } = walletParams.parse(req.params);
     // App balances are kept in micro-USD: shown as the funding chain's 6-decimal stablecoin.
-    const funding = [...registry.chains.values()].find((c) => c.kind === 'evm' && c.appBalanceDeposits) ?? [...registry.chains.values()][0]!;
+    const funding = [...registry.chains.values()].find((c) => ctx.chains.profile(c.id)!.appBalanceDeposits) ?? [...registry.chains.values()][0]!;
     const usd = registry.currenciesOf(funding.id).find((c) => !c.native && c.decimals === 6 && c.usdPrice === '1') ?? registry.native(funding.id);
     const { balance, held, available } = ledger.balances.summary(wallet);
     const appBalance = {
@@ -203,10 +198,10 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
     const b = claimBody.parse(req.body ?? {});
     const target = registry.currency(b.chainId, b.currency);
     if (!target) throw new ApiError(400, 'UNSUPPORTED_CURRENCY', `currency ${b.currency} is not supported on chain ${b.chainId}`);
-    const chain = registry.chain(b.chainId)!;
-    const recipient = canonicalAddress(chain.kind, b.recipient ?? wallet);
+    const { codec } = ctx.chains.profile(b.chainId)!;
+    const recipient = codec.canonical(b.recipient ?? wallet);
     if (!recipient) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `recipient: is not an address on chain ${b.chainId}`);
-    const currency = apiAddress(target.kind, target.address);
+    const currency = codec.api(target.address);
     if (!signature) {
       const issuedAt = ctx.now();
       const nonce = newNonce();
@@ -225,15 +220,11 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (b.issuedAt > ctx.now() + CLOCK_SKEW_MS) throw new ApiError(400, 'SIGNATURE_EXPIRED', 'issuedAt: is in the future; ask for a new claim message');
     checkExpiry(expiresAt, ctx.now());
     await checkSignature(wallet, claimMessage(wallet, b.chainId, currency, recipient, b.issuedAt, b.nonce), signature, 401);
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const solver = ctx.solverPort;
+    if (!solver) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     try {
       // The claim and its nonce in one transaction: nothing owed books nothing and keeps the nonce.
-      const payout = ledger.tx(() => {
-        const p = claimAppFees(ledger, registry, { wallet, target, recipient });
-        useNonce(ctx, 'claim', wallet, b.nonce!, expiresAt);
-        return p;
-      });
-      ctx.adapters.get(b.chainId)?.wake();
+      const payout = solver.claimAppFees({ wallet, target, recipient }, () => useNonce(ctx, 'claim', wallet, b.nonce!, expiresAt));
       // steps: none left (the published answer of this path is the steps object).
       return { message: 'Success', steps: [], claimId: payout.id, amount: payout.amount, chainId: payout.chain_id, currency, recipient };
     } catch (e) {
@@ -245,20 +236,15 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/fast-fill', async (req) => {
     const caller = requireCaller(req);
     const b = fastFillBody.parse(req.body ?? {});
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
-    try {
-      const r = await fastFill(ledger, registry, ctx.adapters, ctx.prices, {
-        requestId: b.requestId.toLowerCase(),
-        apiKeyId: caller.id,
-        maxFillAmountUsd: b.maxFillAmountUsd,
-        solverInputCurrencyAmount: b.solverInputCurrencyAmount,
-        holdSeconds: ctx.config.fastFill.holdSeconds,
-        risk,
-      });
-      return { message: 'Success', requestId: b.requestId, amount: r.amount.toString(), amountUsd: formatUsd(r.valueMicro), hold: { amountUsd: formatUsd(r.holdMicro) } };
-    } catch (e) {
-      if (e instanceof FastFillError) throw new ApiError(e.status, e.errorCode, e.message);
-      throw e;
-    }
+    if (!ctx.solverPort) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    // A refusal is a FastFillError: its code's status is the API's (errors.ts).
+    const r = await ctx.solverPort.fastFill({
+      requestId: b.requestId.toLowerCase(),
+      apiKeyId: caller.id,
+      maxFillAmountUsd: b.maxFillAmountUsd,
+      solverInputCurrencyAmount: b.solverInputCurrencyAmount,
+      holdSeconds: ctx.config.fastFill.holdSeconds,
+    });
+    return { message: 'Success', requestId: b.requestId, amount: r.amount.toString(), amountUsd: formatUsd(r.valueMicro), hold: { amountUsd: formatUsd(r.holdMicro) } };
   });
 }

@@ -8,8 +8,9 @@ import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import type { Pricing } from '../../ledger/types.ts';
 import { breakdown } from '../../quote/fillAmount.ts';
-import { formatUsd, usdMicroCeil } from '../../quote/money.ts';
-import { holdSponsorship, moneyOf } from '../../solver/money.ts';
+import { usdMicroCeil } from '../../quote/money.ts';
+import { moneyOf } from '../../solver/money.ts';
+import { signedDepositPayoutId } from '../../solver/signedDeposits.ts';
 
 const signatureParam = z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature');
 const query = z.object({ signature: signatureParam.optional() });
@@ -35,7 +36,8 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     const b = body.parse(req.body ?? {});
     const signature = query.parse(req.query ?? {}).signature ?? b.signature;
     if (!signature) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: signature: is required (query or body)');
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    if (!ctx.ports || !ctx.solverPort) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const solver = ctx.solverPort;
     const r = ctx.ledger.requests.get(b.requestId.toLowerCase());
     if (!r || r.kind !== 'order') throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.requestId}`);
     if (caller) {
@@ -49,14 +51,15 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!quotedWithPermit(r.money)) {
       throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: request ${r.id} was not quoted with usePermit; deposit it as its quote's steps say`);
     }
-    const adapter = ctx.adapters.get(r.origin_chain_id);
-    if (!adapter?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
-    const id = `deposit:${r.id}`;
+    const chains = ctx.ports;
+    const deposits = chains.deposits(r.origin_chain_id);
+    if (!deposits?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
+    const id = signedDepositPayoutId(r.id);
     const submitted = () => new ApiError(409, 'ALREADY_SUBMITTED', `request ${r.id} is ${ctx.ledger.requests.get(r.id)!.status}: its deposit was submitted already`);
     if (r.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
     let authorization: string;
     try {
-      authorization = await adapter.verifySignedDeposit(r, b, signature as Hex);
+      authorization = await deposits.verifySignedDeposit(r, b, signature as Hex);
     } catch (e) {
       if (e instanceof SignedDepositError) throw new ApiError(e.errorCode === 'RPC_UNAVAILABLE' ? 503 : 400, e.errorCode, e.message);
       throw e;
@@ -71,34 +74,9 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
       const sponsored = r.pricing ? breakdown(BigInt(r.amount_in), JSON.parse(r.pricing) as Pricing).sponsored : 0n;
       sponsoredMicro = usdMicroCeil(sponsored, cout.decimals, await ctx.prices.usdPrice(cout));
     }
-    ctx.ledger.tx(() => {
-      // What is available (less every hold), not the balance: a fast fill's or another execute's hold
-      // is money already promised.
-      if (sponsorWallet && ctx.ledger.balances.summary(sponsorWallet).available < sponsoredMicro) {
-        throw new ApiError(400, 'SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the ${formatUsd(sponsoredMicro)} USD of fees of request ${r.id} any more`);
-      }
-      // Checked again inside the transaction: two posts racing record one deposit.
-      const current = ctx.ledger.requests.get(r.id)!;
-      if (current.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
-      if (current.expires_at !== null && Date.now() > current.expires_at) throw new ApiError(400, 'ORDER_EXPIRED', `the quote of request ${r.id} has expired`);
-      ctx.ledger.payouts.insert({
-        id,
-        kind: 'deposit',
-        request_id: r.id,
-        deposit_id: null,
-        chain_id: r.origin_chain_id,
-        recipient: r.user!,
-        currency: r.origin_currency,
-        amount: r.amount_in,
-        authorization,
-        decided_at: Date.now(),
-      });
-      // Held in this transaction with the check above: a second post racing this one sees it.
-      if (sponsorWallet) holdSponsorship(ctx.ledger, sponsorWallet, r.id, sponsoredMicro);
-      ctx.ledger.requests.setStatus(r.id, 'depositing');
-      if (gasless) ctx.ledger.requests.addFeature(r.id, 'gasless_execution');
-    });
-    adapter.wake();
+    // The solver records the deposit it will submit (its payout, the sponsor's hold, status
+    // depositing) in one ledger transaction that checks again what was checked above.
+    solver.submitSignedDeposit({ request: r, authorization, sponsor: sponsorWallet ? { wallet: sponsorWallet, micro: sponsoredMicro } : undefined, gasless });
     return { message: 'Success', requestId: r.id };
   };
   app.post('/permits', (req) => submit(req, false));

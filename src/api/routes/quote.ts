@@ -57,8 +57,8 @@ const quoteBody = z.object({
 
 export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
   const handler = async (req: FastifyRequest) => {
-    const adapters = ctx.adapters;
-    if (!adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only; quote through the node');
+    const chains = ctx.ports;
+    if (!chains) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only; quote through the node');
     const b = quoteBody.parse(req.body ?? {});
     const originChainId = b.originChainId ?? b.fromChainId;
     const destinationChainId = b.destinationChainId ?? b.toChainId;
@@ -69,7 +69,7 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
     const sponsor = wallet && req.apiCaller ? { wallet, apiKeyId: req.apiCaller.id, balance: ctx.ledger.balances.summary(wallet).available } : undefined;
     const quote = await buildQuote(
       { ...b, originChainId, destinationChainId },
-      { config: ctx.config, registry: ctx.registry, adapters, prices: ctx.prices, solver: ctx.solver, sponsor },
+      { config: ctx.config, registry: ctx.registry, chains, prices: ctx.prices, solver: ctx.solver, sponsor },
     );
     ctx.ledger.tx(() => ctx.ledger.requests.insert({ ...quote.request, api_key_id: req.apiCaller?.id ?? null, referrer: b.referrer ?? null }));
     ctx.log.info({ requestId: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');

@@ -1,7 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import { apiAddress, canonicalAddress } from '../../chains/address.ts';
-import type { ChainAdapter } from '../../chains/adapter.ts';
+import type { ChainIntake, ChainProfile, DepositSteps } from '../../chains/ports.ts';
 import { Registry, type Currency } from '../../config/registry.ts';
 import type { ChainConfig } from '../../config/schema.ts';
 import { usdValue } from '../../quote/money.ts';
@@ -14,21 +13,17 @@ import { amountParam, chainIdParam } from '../validate.ts';
 // The reference resources: what chains and currencies this node serves, each route's limits, and
 // prices. Read from the config and the chains' balances; nothing here writes.
 
-// The hosted chain type's vmType for each kind of chain the node serves: the perpetuals exchange
-// is the published "hypevm".
-const VM_TYPE: Record<ChainConfig['kind'], 'evm' | 'svm' | 'hypevm'> = { evm: 'evm', svm: 'svm', exchange: 'hypevm' };
-
 /** A currency's id in the hosted API's sense (`usdc`, `eth`): its symbol in lower case. */
 export const currencyId = (c: Currency) => c.symbol.toLowerCase();
 
-function currencyRecord(c: Currency) {
+function currencyRecord(c: Currency, profile: ChainProfile) {
   return {
     chainId: c.chainId,
-    address: apiAddress(c.kind, c.address),
+    address: profile.codec.api(c.address),
     symbol: c.symbol,
     name: c.name,
     decimals: c.decimals,
-    vmType: VM_TYPE[c.kind],
+    vmType: profile.vmType,
     // Every currency the node serves is one its operator configured: verified, and on the default list.
     metadata: { logoURI: c.logoURI ?? '', verified: true, isNative: c.native },
   };
@@ -83,14 +78,13 @@ const tokenPriceQuery = z.object({ chainId: chainIdParam, address: z.string().ma
 /**
  * One chain in the hosted API's published shape. The RPC URL shown is the chain's `publicRpcUrl`
  * (empty when not configured), never the node's own `rpcUrl` or exchange URL: provider URLs carry
- * API keys.
+ * API keys. `live`: the chain's deposit steps and indexing, absent on a read-only replica.
  */
-export function chainRecord(chain: ChainConfig, adapter: ChainAdapter | undefined) {
+export function chainRecord(chain: ChainConfig, profile: ChainProfile, live: { deposits: DepositSteps; intake: ChainIntake } | undefined) {
   const native = new Registry([chain]).native(chain.id);
   const currencies = new Registry([chain]).currenciesOf(chain.id);
-  const brief = (c: Currency) => ({ id: currencyId(c), symbol: c.symbol, name: c.name, address: apiAddress(c.kind, c.address), decimals: c.decimals });
-  const permits = new Set<string>(chain.kind === 'evm' ? chain.currencies.filter((c) => c.permit).map((c) => c.address) : []);
-  const depository = adapter?.depositAddress ?? (chain.kind === 'evm' ? chain.depository : chain.kind === 'svm' ? chain.vault : null);
+  const brief = (c: Currency) => ({ id: currencyId(c), symbol: c.symbol, name: c.name, address: profile.codec.api(c.address), decimals: c.decimals });
+  const depository = live?.deposits.depositAddress ?? profile.depository;
   return {
     id: chain.id,
     name: chain.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, ''),
@@ -102,7 +96,7 @@ export function chainRecord(chain: ChainConfig, adapter: ChainAdapter | undefine
     tokenSupport: 'Limited' as const,
     disabled: false,
     partialDisableLimit: 0,
-    blockProductionLagging: adapter ? !adapter.progress().ready : false,
+    blockProductionLagging: live ? !live.intake.progress().ready : false,
     currency: { ...brief(native), supportsBridging: true },
     withdrawalFee: 0,
     depositFee: 0,
@@ -110,18 +104,18 @@ export function chainRecord(chain: ChainConfig, adapter: ChainAdapter | undefine
     featuredTokens: [],
     erc20Currencies: currencies
       .filter((c) => !c.native)
-      .map((c) => ({ ...brief(c), supportsBridging: true, supportsPermit: permits.has(c.address), withdrawalFee: 0, depositFee: 0, surgeEnabled: false })),
+      .map((c) => ({ ...brief(c), supportsBridging: true, supportsPermit: profile.permitCurrencies.has(c.address), withdrawalFee: 0, depositFee: 0, surgeEnabled: false })),
     solverCurrencies: currencies.map(brief),
     iconUrl: null,
     logoUrl: null,
     brandColor: null,
     // relayReceiver: the contract deposits are sent to. depository and filler: the node's own names.
-    contracts: chain.kind === 'evm' ? { relayReceiver: chain.depository, depository: chain.depository, filler: chain.filler } : chain.kind === 'svm' ? { vault: chain.vault } : {},
-    vmType: VM_TYPE[chain.kind],
+    contracts: profile.contracts,
+    vmType: profile.vmType,
     explorerQueryParams: null,
     baseChainId: null,
     statusMessage: null,
-    solverAddresses: adapter ? [adapter.solver] : [],
+    solverAddresses: live ? [live.deposits.solver] : [],
     tags: [],
     protocol: { v2: { chainId: String(chain.id), depository, depositoryVault: null } },
   };
@@ -132,11 +126,18 @@ const liquidityQuery = z.object({ chainId: chainIdParam }).strict();
 
 export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
   const { registry } = ctx;
+  const profile = (chainId: number) => ctx.chains.profile(chainId)!;
+  const live = (chainId: number) => {
+    const deposits = ctx.ports?.deposits(chainId);
+    const intake = ctx.ports?.intake(chainId);
+    return deposits && intake ? { deposits, intake } : undefined;
+  };
+  const record = (c: Currency) => currencyRecord(c, profile(c.chainId));
 
   app.get('/chains', async (req) => {
     const q = chainsQuery.parse(req.query ?? {});
     const only = q.includeChains?.split(',').filter(Boolean).map(Number);
-    return { chains: [...registry.chains.values()].filter((c) => !only || only.includes(c.id)).map((c) => chainRecord(c, ctx.adapters?.get(c.id))) };
+    return { chains: [...registry.chains.values()].filter((c) => !only || only.includes(c.id)).map((c) => chainRecord(c, profile(c.id), live(c.id))) };
   });
 
   // The solver's spendable balance of each currency on a chain (what it can pay out there now).
@@ -144,17 +145,17 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
     const q = liquidityQuery.parse(req.query ?? {});
     const chain = registry.chain(q.chainId);
     if (!chain) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${q.chainId} is not a supported chain`);
-    const adapter = ctx.adapters?.get(chain.id);
-    if (!adapter) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const costs = ctx.ports?.costs(chain.id);
+    if (!costs) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const liquidity = await Promise.all(
       registry.currenciesOf(chain.id).map(async (c) => {
-        const held = await adapter.balance(c.address);
+        const held = await costs.balance(c.address);
         const balance = held > 0n ? held : 0n;
         return {
           chainId: chain.id,
           currencyId: currencyId(c),
           symbol: c.symbol,
-          address: apiAddress(c.kind, c.address),
+          address: profile(chain.id).codec.api(c.address),
           decimals: c.decimals,
           balance: balance.toString(),
           amountUsd: usdValue(balance, c.decimals, await ctx.prices.usdPrice(c)),
@@ -171,16 +172,16 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
       const [chainId, address] = t.split(':');
       const chain = registry.chain(Number(chainId));
       if (!chain || address === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: tokens: ${t} is not chainId:address of a supported chain`);
-      return `${chain.id}:${canonicalAddress(chain.kind, address)}`;
+      return `${chain.id}:${profile(chain.id).codec.canonical(address)}`;
     });
     const matches = (c: Currency, withAddress: boolean) => {
-      if (withAddress && q.address !== undefined && canonicalAddress(c.kind, q.address) !== c.address) return false;
+      if (withAddress && q.address !== undefined && profile(c.chainId).codec.canonical(q.address) !== c.address) return false;
       if (q.symbol !== undefined && c.symbol.toLowerCase() !== q.symbol.toLowerCase()) return false;
       if (q.currencyId !== undefined && currencyId(c) !== q.currencyId.toLowerCase()) return false;
       if (tokens && !tokens.includes(`${c.chainId}:${c.address}`)) return false;
       if (term !== undefined && !c.symbol.toLowerCase().includes(term) && !c.name.toLowerCase().includes(term)) return false;
-      // Only EVM chains with a deposit-address factory take deposit addresses.
-      if (q.depositAddressOnly && !(registry.chain(c.chainId)?.kind === 'evm' && (registry.chain(c.chainId) as { depositAddressFactory?: string }).depositAddressFactory)) return false;
+      // Only chains that offer deposit addresses (EVM chains with a deposit-address factory).
+      if (q.depositAddressOnly && !profile(c.chainId).depositAddresses) return false;
       // Every currency here is the operator's own (verified, on the default list): those flags narrow nothing.
       return true;
     };
@@ -191,7 +192,7 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
       const ids = new Set(out.map(currencyId));
       out = [...registry.chains.keys()].flatMap((id) => registry.currenciesOf(id).filter((c) => ids.has(currencyId(c)) && matches(c, false)));
     }
-    return out.slice(0, q.limit).map(currencyRecord);
+    return out.slice(0, q.limit).map(record);
   };
   app.get('/currencies/v2', (req) => searchCurrencies(req.query));
   app.post('/currencies/v2', (req) => searchCurrencies(req.body));
@@ -211,13 +212,13 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
         : (registry.currenciesOf(origin.id).find((c) => currencyId(c) === q.currency!.toLowerCase()) ?? registry.currency(origin.id, q.currency));
     if (!cin) throw new ApiError(400, 'UNSUPPORTED_CURRENCY', `currency ${q.currency} is not supported on chain ${origin.id}`);
     const cout = registry.currenciesOf(dest.id).find((c) => c.native === cin.native && c.symbol === cin.symbol);
-    const destAdapter = ctx.adapters?.get(dest.id);
-    const solverBalance = cout && destAdapter ? await destAdapter.balance(cout.address) : 0n;
-    const user = q.user !== undefined ? canonicalAddress(origin.kind, q.user) : undefined;
+    const destCosts = ctx.ports?.costs(dest.id);
+    const solverBalance = cout && destCosts ? await destCosts.balance(cout.address) : 0n;
+    const user = q.user !== undefined ? profile(origin.id).codec.canonical(q.user) : undefined;
     if (q.user !== undefined && user === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `user: is not an address on chain ${origin.id}`);
-    const userBalance = user && ctx.adapters ? await ctx.adapters.get(origin.id)!.balanceOf(user, cin.address) : undefined;
+    const userBalance = user && ctx.ports ? await ctx.ports.costs(origin.id)!.balanceOf(user, cin.address) : undefined;
     const max = solverBalance > 0n ? solverBalance : 0n;
-    const enabled = Boolean(cout && destAdapter && origin.depositEnabled && origin.id !== dest.id);
+    const enabled = Boolean(cout && destCosts && origin.depositEnabled && origin.id !== dest.id);
     const maxBridgeAmount = userBalance === undefined ? undefined : userBalance < max ? userBalance : max;
     // fee: the relayer fee (gas + service, in the currency) the node would charge for bridging the
     // user's maximum, or one whole unit without a user: priced exactly as /price prices it.
@@ -225,8 +226,8 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
     const fee = enabled && cout ? await bridgeFee(q.user, origin.id, dest.id, cin.address, cout.address, feeAmount) : undefined;
     return {
       enabled,
-      currency: currencyRecord(cin),
-      solver: { address: destAdapter?.solver ?? null, balance: max.toString(), capacityPerRequest: max.toString() },
+      currency: record(cin),
+      solver: { address: ctx.ports?.deposits(dest.id)?.solver ?? null, balance: max.toString(), capacityPerRequest: max.toString() },
       // Without a user, no user object (the published type has it optional, never null).
       ...(userBalance === undefined ? {} : { user: { balance: userBalance.toString(), maxBridgeAmount: maxBridgeAmount!.toString() } }),
       ...(fee === undefined ? {} : { fee }),
@@ -236,16 +237,17 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
 
   // A quote without steps: what the user would receive, and the fees, without creating a request.
   const price = async (input: unknown) => {
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    const chains = ctx.ports;
+    if (!chains) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const q = priceQuery.parse(input ?? {});
     const origin = registry.chain(q.originChainId);
     const dest = registry.chain(q.destinationChainId);
     // Without a user, price for the solver's own address on each side (any valid address will do).
-    const user = q.user ?? (origin && ctx.adapters.get(origin.id)?.solver) ?? '';
-    const recipient = q.recipient ?? (dest && origin && dest.kind !== origin.kind ? ctx.adapters.get(dest.id)?.solver : undefined);
+    const user = q.user ?? (origin && chains.deposits(origin.id)?.solver) ?? '';
+    const recipient = q.recipient ?? (dest && origin && profile(dest.id).vmType !== profile(origin.id).vmType ? chains.deposits(dest.id)?.solver : undefined);
     const quote = await buildQuote(
       { ...q, user, recipient },
-      { config: ctx.config, registry, adapters: ctx.adapters, prices: ctx.prices, solver: ctx.solver },
+      { config: ctx.config, registry, chains, prices: ctx.prices, solver: ctx.solver },
     );
     const { fees, details } = quote.response as { fees: unknown; details: unknown };
     return { fees, details };

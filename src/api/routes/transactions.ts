@@ -15,14 +15,14 @@ const body = z.object({
 export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/transactions/index', async (req) => {
     const { txHash, chainId } = body.parse(req.body ?? {});
-    const adapter = ctx.adapters?.get(chainId);
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
-    if (!adapter) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${chainId} is not a supported chain`);
-    const txId = adapter.parseTxId(txHash);
+    const intake = ctx.ports?.intake(chainId);
+    if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    if (!intake) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${chainId} is not a supported chain`);
+    const txId = ctx.chains.profile(chainId)!.codec.parseTxId(txHash);
     if (!txId) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: txHash: is not a transaction id on chain ${chainId}`);
     let deposits: number;
     try {
-      deposits = await adapter.indexTransaction(txId);
+      deposits = await intake.indexTransaction(txId);
     } catch (e) {
       if ((e as Error).name === 'TransactionReceiptNotFoundError') {
         throw new ApiError(404, 'TRANSACTION_NOT_FOUND', `transaction ${txHash} is not included on chain ${chainId} yet`);
@@ -44,7 +44,7 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
   };
   app.post('/deposit-address/reindex', async (req) => {
     const b = reindexBody.parse(req.body ?? {});
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const r = b.requestId ? ctx.ledger.requests.get(b.requestId.toLowerCase()) : b.depositAddress ? ctx.ledger.requests.byDepositAddress(canonicalEvm(b.depositAddress)) : undefined;
     if (!b.requestId && !b.depositAddress) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give depositAddress or requestId');
     if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no request with that deposit address');
@@ -53,7 +53,7 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
     }
     limited(perAddress.take(r.deposit_address), 'for this deposit address');
     limited(overall.take('all'), 'on this node');
-    const sweeps = (await ctx.adapters.get(r.origin_chain_id)?.checkDepositAddress?.(r.id)) ?? 0;
+    const sweeps = (await ctx.ports.intake(r.origin_chain_id)?.checkDepositAddress?.(r.id)) ?? 0;
     return { message: 'Success', requestId: r.id, depositAddress: r.deposit_address, sweeps };
   });
 }

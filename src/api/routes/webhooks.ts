@@ -33,7 +33,7 @@ function publicWebhook(w: WebhookRow) {
 
 export function webhookRoutes(app: FastifyInstance, ctx: ApiContext) {
   const writable = () => {
-    if (!ctx.adapters) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
   };
   const redeliveries = new RateLimiter(ctx.config.events.redeliverPerMinute);
   const own = (req: FastifyRequest, caller: ApiCaller): WebhookRow => {

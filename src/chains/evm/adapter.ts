@@ -4,7 +4,6 @@ import {
   erc20Abi,
   getAddress,
   isAddress,
-  isHash,
   keccak256,
   parseAbi,
   toHex,
@@ -22,10 +21,11 @@ import type { Ledger, RequestRow } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { RelayRefusedError, SignedDepositError, type ChainAdapter, type RelaySimulation, type ChainEvents, type DepositRequest, type DepositStep, type DestinationCall, type FillCost, type FillCostRequest, type PayoutHooks, type ReindexResult } from '../adapter.ts';
+import type { RelaySimulator } from '../ports.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
-import { AUDIT_OPENING } from '../../audit/evmAudit.ts';
+import { AUDIT_OPENING } from './auditOpening.ts';
 import { EvmPayouts } from './payoutSender.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';
 import { EvmDepositSource, type EvmHead } from './depositSource.ts';
@@ -62,7 +62,7 @@ export const PERMIT_TYPES = [
 ] as const;
 const permitAbi = parseAbi(['function name() view returns (string)', 'function version() view returns (string)', 'function nonces(address) view returns (uint256)']);
 
-export class EvmAdapter implements ChainAdapter {
+export class EvmAdapter implements ChainAdapter, RelaySimulator {
   readonly chainId: number;
   readonly kind = 'evm' as const;
   readonly depositAddress: string;
@@ -282,9 +282,6 @@ export class EvmAdapter implements ChainAdapter {
     return this.#indexer.reindex(fromBlock, toBlock, record);
   }
 
-  parseTxId(s: string): string | undefined {
-    return isHash(s) ? s.toLowerCase() : undefined;
-  }
 
   async indexTransaction(txId: string): Promise<number> {
     const receipt = await this.client.getTransactionReceipt({ hash: txId as Hex });

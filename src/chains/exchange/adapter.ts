@@ -19,7 +19,6 @@ import { ExchangeAssets, UnknownAssetError } from './assets.ts';
 import { ExchangeClient, parseDecimalFloor } from './client.ts';
 import { exchangePayoutPipeline } from './payoutSender.ts';
 import type { Payouts } from '../../submitter/pipeline.ts';
-import { ExchangeNonces } from './nonces.ts';
 import { depositId, ExchangeDepositSource } from './depositSource.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';
 import {
@@ -37,7 +36,7 @@ export class ExchangeAdapter implements ChainAdapter {
   readonly depositAddress: string;
   readonly confirmSeconds = 1;
   readonly client: ExchangeClient;
-  readonly nonces: ExchangeNonces;
+  readonly nonces: Ledger['exchangeNonces'];
   readonly assets: ExchangeAssets;
 
   readonly #payouts: Payouts;
@@ -58,7 +57,7 @@ export class ExchangeAdapter implements ChainAdapter {
     this.solver = config.solverSigner.address;
     this.depositAddress = this.solver.toLowerCase();
     this.client = new ExchangeClient({ url: chain.exchangeUrl });
-    this.nonces = new ExchangeNonces(ledger.db);
+    this.nonces = ledger.exchangeNonces;
     this.assets = new ExchangeAssets(chain, this.client);
     this.#log = log.child({ chain: chain.id, component: 'exchange' });
     this.#payouts = exchangePayoutPipeline({
@@ -120,9 +119,6 @@ export class ExchangeAdapter implements ChainAdapter {
 
   // ------------------------------------------------------------------------------------ quotes
 
-  parseTxId(s: string): string | undefined {
-    return /^0x[0-9a-fA-F]{64}$/.test(s) ? s.toLowerCase() : undefined;
-  }
 
   async indexTransaction(txId: string): Promise<number> {
     await this.#indexer.nextPass();

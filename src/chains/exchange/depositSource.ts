@@ -10,7 +10,7 @@ import type { DepositSource, Inclusion, RangeRead, SourceBlock } from '../../ind
 import type { Logger } from '../../log.ts';
 import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
 import { parseDecimalFloor, type ExchangeClient, type SendLedgerDelta } from './client.ts';
-import type { ExchangeNonces } from './nonces.ts';
+import type { Ledger } from '../../ledger/index.ts';
 
 // The order_ref of a transfer no authorization ties to a request: it matches no request.
 const NO_REQUEST = `0x${'0'.repeat(64)}` as Hex;
@@ -31,7 +31,7 @@ export class ExchangeDepositSource implements DepositSource {
     private chain: ExchangeChainConfig,
     private client: ExchangeClient,
     private assets: ExchangeAssets,
-    private nonces: ExchangeNonces,
+    private nonces: Ledger['exchangeNonces'],
     private solver: Address,
     // Whether the ledger already holds this deposit id.
     private known: (depositId: string) => boolean,

@@ -30,7 +30,7 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
-import { recordSvmOpening } from '../../audit/svmAudit.ts';
+import { recordSvmOpening } from './auditOpening.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';
 import { SvmDepositSource } from './depositSource.ts';
 import { SvmRpcPool, svmConnection } from './rpcPool.ts';
@@ -42,7 +42,6 @@ import {
   isSvmNative,
   memoInstruction,
   orderMemo,
-  parseSignature,
   priorityLamports,
   svmKeypair,
   tokenProgramId,
@@ -182,9 +181,6 @@ export class SvmAdapter implements ChainAdapter {
     };
   }
 
-  parseTxId(s: string): string | undefined {
-    return parseSignature(s);
-  }
 
   async txFee(txId: string): Promise<bigint> {
     const tx = await this.conn.getTransaction(txId, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 });

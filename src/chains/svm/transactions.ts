@@ -5,7 +5,6 @@
 //     instruction's claimed amount: a Token-2022 transfer fee leaves the vault less than it says).
 import {
   ComputeBudgetProgram,
-  Keypair,
   PublicKey,
   SystemProgram,
   TransactionInstruction,
@@ -22,7 +21,7 @@ import {
   getAssociatedTokenAddressSync,
 } from '@solana/spl-token';
 import type { Hex } from 'viem';
-import { SVM_NATIVE } from '../address.ts';
+import { SVM_NATIVE } from '../../kinds/svm.ts';
 import type { ChainDeposit } from '../../ledger/deposits.ts';
 
 export const MEMO_PROGRAM_ID = new PublicKey('MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr');
@@ -33,83 +32,8 @@ export const LAMPORTS_PER_SIGNATURE = 5000n;
 // The order ref of a transfer to the vault that names no order (refunded as an orphan).
 export const NO_ORDER: Hex = `0x${'0'.repeat(64)}`;
 
-// ------------------------------------------------------------------------------------------ base58
-
-const ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-const INDEX = new Map([...ALPHABET].map((c, i) => [c, i]));
-
-export function base58Encode(bytes: Uint8Array): string {
-  let n = 0n;
-  for (const b of bytes) n = n * 256n + BigInt(b);
-  let out = '';
-  while (n > 0n) {
-    out = ALPHABET[Number(n % 58n)] + out;
-    n /= 58n;
-  }
-  for (const b of bytes) {
-    if (b !== 0) break;
-    out = '1' + out;
-  }
-  return out;
-}
-
-export function base58Decode(s: string): Uint8Array | undefined {
-  let n = 0n;
-  for (const c of s) {
-    const v = INDEX.get(c);
-    if (v === undefined) return undefined;
-    n = n * 58n + BigInt(v);
-  }
-  const bytes: number[] = [];
-  while (n > 0n) {
-    bytes.unshift(Number(n % 256n));
-    n /= 256n;
-  }
-  for (const c of s) {
-    if (c !== '1') break;
-    bytes.unshift(0);
-  }
-  return Uint8Array.from(bytes);
-}
-
-// A transaction signature as the chain spells it (base58 of 64 bytes), or undefined.
-export function parseSignature(s: string): string | undefined {
-  if (!/^[1-9A-HJ-NP-Za-km-z]{64,88}$/.test(s)) return undefined;
-  return base58Decode(s)?.length === 64 ? s : undefined;
-}
-
-// ------------------------------------------------------------------------------------------ keys
-
-// The solver's SVM key: a base58 secret key (64 bytes, as wallets export it) or a JSON byte array
-// (as solana-keygen writes it). Errors never echo the value.
-export function parseSvmSecretKey(text: string): Uint8Array {
-  const s = text.trim();
-  let bytes: Uint8Array | undefined;
-  if (s.startsWith('[')) {
-    let arr: unknown;
-    try {
-      arr = JSON.parse(s);
-    } catch {
-      throw new Error('the key is not a valid JSON byte array');
-    }
-    if (!Array.isArray(arr) || !arr.every((x) => Number.isInteger(x) && x >= 0 && x <= 255)) throw new Error('the key is not a JSON array of bytes');
-    bytes = Uint8Array.from(arr as number[]);
-  } else {
-    bytes = base58Decode(s);
-    if (!bytes) throw new Error('the key is neither base58 nor a JSON byte array');
-  }
-  if (bytes.length !== 64) throw new Error(`the key has ${bytes.length} bytes; an ed25519 secret key has 64`);
-  try {
-    Keypair.fromSecretKey(bytes);
-  } catch {
-    throw new Error('the key is not a valid ed25519 secret key (its public half does not match)');
-  }
-  return bytes;
-}
-
-export function svmKeypair(secret: string): Keypair {
-  return Keypair.fromSecretKey(parseSvmSecretKey(secret));
-}
+// Base58, transaction signatures and the solver's key: what an SVM chain spells (src/kinds/svm.ts).
+export { base58Decode, base58Encode, parseSignature, parseSvmSecretKey, svmKeypair } from '../../kinds/svm.ts';
 
 // ------------------------------------------------------------------------------------------ currencies
 

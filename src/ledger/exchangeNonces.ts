@@ -1,5 +1,6 @@
-import type { Db } from '../../ledger/db.ts';
+import type { Db } from './db.ts';
 
+/** A wallet's exchange transfer nonce mapped to the request it pays for (POST /authorize). */
 export interface NonceMappingRow {
   nonce: number;
   wallet: string;
@@ -8,7 +9,7 @@ export interface NonceMappingRow {
   created_at: number;
 }
 
-// The exchange_nonces table (migration 4): which request a wallet's transfer nonce pays for.
+/** The exchange_nonces table (migration 4): which request a wallet's transfer nonce pays for. */
 export class ExchangeNonces {
   #insert;
   #get;

@@ -1,0 +1,129 @@
+import type { Hex } from 'viem';
+import type { RequestRow } from '../ledger/types.ts';
+import type { DepositRequest, DepositStep, FillCost, FillCostRequest, RelaySimulation } from './adapter.ts';
+import type { RelayTerms } from './evm/relayTerms.ts';
+import type { AddressCodec } from '../kinds/codec.ts';
+
+export type { AddressCodec } from '../kinds/codec.ts';
+
+// The narrow faces of a chain that the quote and the API speak to. Each is one job; an adapter
+// implements those it can, and the chain registry (registry.ts) hands each caller only what it uses.
+// Nothing here names a kind of chain: what differs between kinds is a method or a fact below.
+
+/** Static facts of one configured chain that the API and the quote need (from its config; no RPC). */
+export interface ChainProfile {
+  readonly chainId: number;
+  readonly codec: AddressCodec;
+  /** The hosted chain type's vmType (the perpetuals exchange is the published "hypevm"). */
+  readonly vmType: 'evm' | 'svm' | 'hypevm';
+  /** Whether the chain's native currency is a gas token (the exchange's is its perps USD: no gas, no top-up). */
+  readonly nativeIsGas: boolean;
+  /** Whether a fill can run destination calls on the chain (orders with `txs`). */
+  readonly destinationCalls: boolean;
+  /** Whether deposits from the chain are tied to requests by a signed nonce mapping (POST /authorize). */
+  readonly nonceMappings: boolean;
+  /** Whether per-order deposit addresses are offered on the chain. */
+  readonly depositAddresses: boolean;
+  /** Whether transfers to the solver on the chain fund app balances. */
+  readonly appBalanceDeposits: boolean;
+  /** Where deposits go as the config names it (depository contract, vault); null where there is none. */
+  readonly depository: string | null;
+  /** The chain's contracts by the hosted API's names. */
+  readonly contracts: Record<string, string>;
+  /** The currencies (canonical addresses) that take an EIP-2612 permit. */
+  readonly permitCurrencies: ReadonlySet<string>;
+}
+
+/** What things cost on a chain now, and what accounts hold there, in smallest units. */
+export interface CostOracle {
+  /** The solver's spendable inventory of a currency: what the chain says it holds, less the payouts promised and not yet paid. */
+  balance(currency: string): Promise<bigint>;
+  /** Any address's balance (the quote reports the user's). */
+  balanceOf(owner: string, currency: string): Promise<bigint>;
+  /** What a fill of `amount` to `recipient` costs the solver now, in native units. */
+  fillCost(req: FillCostRequest): Promise<FillCost>;
+  /** What refunding a deposit of `currency` costs the solver now, in native units. */
+  refundCost(currency: string): Promise<bigint>;
+  /** What the user's own deposit transaction costs in fees, in native units (quoted, not charged). */
+  depositCost(currency: string): Promise<bigint>;
+  /** What submitting a depositor's signed deposit costs the node, in native units; absent where the chain has no such deposits. */
+  relayedDepositCost?(currency: string): Promise<bigint>;
+  /** What the sender of an included transaction paid for it, in the native smallest unit. */
+  txFee?(txId: string): Promise<bigint>;
+}
+
+/** How a user deposits on a chain: the steps the quote hands out, and the check of a signed deposit. */
+export interface DepositSteps {
+  /** The solver's address on this chain. */
+  readonly solver: string;
+  /** Where deposits go on this chain (depository contract, vault account). */
+  readonly depositAddress: string;
+  /** About how long a deposit takes to be confirmed, in seconds (the quote's timeEstimate). */
+  readonly confirmSeconds: number;
+  /** About how long a deposit of this amount takes to be confirmed (confirmations by value); confirmSeconds when absent. */
+  confirmSecondsFor?(currency: string, amount: bigint): number;
+  /** The steps a user takes to deposit, in order. May throw QuoteError for a request the chain cannot take. */
+  depositSteps(req: DepositRequest): Promise<DepositStep[]>;
+  /**
+   * Checks a depositor's signed deposit (the body of the quote's signature step, and its signature)
+   * against the request; returns what authorizes the node to submit it. Throws SignedDepositError.
+   * Absent where the chain takes no signed deposits.
+   */
+  verifySignedDeposit?(request: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string>;
+}
+
+/** Simulates a user's call sent from the solver's key with its EIP-7702 authorizations (POST /execute rawCalls). */
+export interface RelaySimulator {
+  /** Throws RelayRefusedError when the call cannot be relayed. */
+  simulateRelay(terms: RelayTerms): Promise<RelaySimulation>;
+}
+
+/** What the API asks of a chain's indexing: a transaction now, a deposit address now, and how far it is. */
+export interface ChainIntake {
+  /** Indexes a transaction at once (the SDK reports its deposit right after sending it); resolves with the deposits it holds. */
+  indexTransaction(txId: string): Promise<number>;
+  /** Looks at a request's deposit address now; resolves with the sweeps queued. Absent where there are no deposit addresses. */
+  checkDepositAddress?(requestId: string): Promise<number>;
+  /** Head block (or slot) as last seen and the indexer's position, for readiness. */
+  progress(): ChainProgress;
+}
+
+/** A chain's head and indexing position, for metrics and readiness. */
+export interface ChainProgress {
+  head: number;
+  indexed: number;
+  ready: boolean;
+  providers?: { name: string; state: string; headLag: number }[];
+  heldBy?: string;
+}
+
+/** The static profiles of the chains a node serves (available on a read-only API replica too). */
+export interface ChainProfiles {
+  profile(chainId: number): ChainProfile | undefined;
+}
+
+/** The chain ports of a node that talks to chains (absent on a read-only API replica). */
+export interface ChainPorts extends ChainProfiles {
+  /** The chains the node serves, by id. */
+  ids(): number[];
+  costs(chainId: number): CostOracle | undefined;
+  deposits(chainId: number): DepositSteps | undefined;
+  relay(chainId: number): RelaySimulator | undefined;
+  intake(chainId: number): ChainIntake | undefined;
+  /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
+  wake(chainId: number): void;
+}
+
+/** Reads a Chainlink-style price aggregator on a chain (the quote's USD prices where a currency names a feed). */
+export interface PriceFeedReader {
+  /** The aggregator's answer decimals. */
+  decimals(aggregator: string): Promise<number>;
+  /** The aggregator's latest answer and when it was updated (seconds). */
+  latestRound(aggregator: string): Promise<{ answer: bigint; updatedAt: bigint }>;
+}
+
+/** The price feed readers of the chains a node serves. */
+export interface PriceFeeds {
+  /** The reader of a chain's aggregators; undefined where the chain has none the node can read. */
+  priceFeed(chainId: number): PriceFeedReader | undefined;
+}

@@ -1,0 +1,150 @@
+import type { Config } from '../config/load.ts';
+import type { ChainConfig } from '../config/schema.ts';
+import type { Ledger } from '../ledger/index.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import { codecOf } from '../kinds/index.ts';
+import type { ChainAdapter, ChainEvents, PayoutHooks } from './adapter.ts';
+import { EvmAdapter } from './evm/adapter.ts';
+import { ExchangeAdapter } from './exchange/adapter.ts';
+import type { ChainIntake, ChainPorts, ChainProfile, ChainProfiles, CostOracle, DepositSteps, PriceFeedReader, PriceFeeds, RelaySimulator } from './ports.ts';
+import { EvmPriceFeedReader } from './evm/priceFeed.ts';
+import { SvmAdapter } from './svm/adapter.ts';
+
+/** What an adapter is built with. */
+export interface AdapterDeps {
+  config: Config;
+  ledger: Ledger;
+  hooks: PayoutHooks & ChainEvents;
+  metrics: Metrics;
+  log: Logger;
+}
+
+// The one place that knows which kind of chain is which: its profile and its adapter. Everything
+// else asks the registry for a port (a cost oracle, deposit steps, a codec...) and never looks at
+// `kind` itself.
+
+/** The static profile of a configured chain, from its config alone. */
+export function profileOf(chain: ChainConfig): ChainProfile {
+  const base = { chainId: chain.id, codec: codecOf(chain.kind) };
+  switch (chain.kind) {
+    case 'evm':
+      return {
+        ...base,
+        vmType: 'evm',
+        nativeIsGas: true,
+        destinationCalls: true,
+        nonceMappings: false,
+        depositAddresses: Boolean(chain.depositAddressFactory),
+        appBalanceDeposits: chain.appBalanceDeposits,
+        depository: chain.depository,
+        contracts: { relayReceiver: chain.depository, depository: chain.depository, filler: chain.filler },
+        permitCurrencies: new Set(chain.currencies.filter((c) => c.permit).map((c) => c.address)),
+      };
+    case 'svm':
+      return {
+        ...base,
+        vmType: 'svm',
+        nativeIsGas: true,
+        destinationCalls: false,
+        nonceMappings: false,
+        depositAddresses: false,
+        appBalanceDeposits: false,
+        depository: chain.vault,
+        contracts: { vault: chain.vault },
+        permitCurrencies: new Set(),
+      };
+    case 'exchange':
+      // The exchange's native currency is its perps USD, not a gas token; deposits from it are tied
+      // to requests by a signed nonce mapping.
+      return {
+        ...base,
+        vmType: 'hypevm',
+        nativeIsGas: false,
+        destinationCalls: false,
+        nonceMappings: true,
+        depositAddresses: false,
+        appBalanceDeposits: false,
+        depository: null,
+        contracts: {},
+        permitCurrencies: new Set(),
+      };
+  }
+}
+
+/** The adapter that serves a configured chain. */
+export function createAdapter(chain: ChainConfig, d: AdapterDeps): ChainAdapter {
+  switch (chain.kind) {
+    case 'evm':
+      return new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+    case 'svm':
+      return new SvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+    case 'exchange':
+      return new ExchangeAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+  }
+}
+
+/** The price feed reader of a configured chain; undefined where the node reads no feeds (non-EVM chains). */
+export function priceFeedOf(chain: ChainConfig): PriceFeedReader | undefined {
+  switch (chain.kind) {
+    case 'evm':
+      return new EvmPriceFeedReader(chain.rpcUrl);
+    case 'svm':
+    case 'exchange':
+      return undefined;
+  }
+}
+
+/**
+ * The chains of a node: every chain's profile, and when built with adapter deps (a node that talks
+ * to chains, not a read-only API replica) its adapter, handed out as narrow ports.
+ */
+export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
+  /** The adapters by chain id (the node starts and stops them; the solver and the admin API drive them). */
+  readonly adapters = new Map<number, ChainAdapter>();
+  readonly #profiles = new Map<number, ChainProfile>();
+  readonly #feeds = new Map<number, PriceFeedReader>();
+
+  /** Builds every chain's profile and, with `deps`, its adapter (nothing starts here). */
+  constructor(chains: ChainConfig[], deps?: AdapterDeps) {
+    for (const chain of chains) {
+      this.#profiles.set(chain.id, profileOf(chain));
+      const feed = priceFeedOf(chain);
+      if (feed) this.#feeds.set(chain.id, feed);
+      if (deps) this.adapters.set(chain.id, createAdapter(chain, deps));
+    }
+  }
+
+  profile(chainId: number): ChainProfile | undefined {
+    return this.#profiles.get(chainId);
+  }
+
+  priceFeed(chainId: number): PriceFeedReader | undefined {
+    return this.#feeds.get(chainId);
+  }
+
+  ids(): number[] {
+    return [...this.adapters.keys()];
+  }
+
+  costs(chainId: number): CostOracle | undefined {
+    return this.adapters.get(chainId);
+  }
+
+  deposits(chainId: number): DepositSteps | undefined {
+    return this.adapters.get(chainId);
+  }
+
+  relay(chainId: number): RelaySimulator | undefined {
+    const a = this.adapters.get(chainId);
+    return a?.simulateRelay ? (a as RelaySimulator) : undefined;
+  }
+
+  intake(chainId: number): ChainIntake | undefined {
+    return this.adapters.get(chainId);
+  }
+
+  wake(chainId: number): void {
+    this.adapters.get(chainId)?.wake();
+  }
+}

@@ -1,0 +1,55 @@
+import type { ApiKeys } from './apiKeys.ts';
+import type { AppFees, Balances } from './balances.ts';
+import type { Db } from './db.ts';
+import type { Deposits } from './deposits.ts';
+import type { Events } from './events.ts';
+import type { ExchangeNonces } from './exchangeNonces.ts';
+import type { FundingCredits } from './funding.ts';
+import type { IndexerState } from './indexerState.ts';
+import type { Operations } from './operations.ts';
+import type { Payouts } from './payouts.ts';
+import type { RelayedAuthorizations } from './relays.ts';
+import type { Requests } from './requests.ts';
+import type { SignatureNonces } from './signatureNonces.ts';
+import type { Withdrawals } from './withdrawals.ts';
+
+/** The public face of a store: its methods, without the statements an implementation prepares (private fields). */
+export type Store<T> = { [K in keyof T]: T[K] };
+
+/**
+ * The ledger the rest of the node depends on: the hub every stage reads its work from and writes
+ * its result to, one transaction per state change. The SQLite implementation (sqlite.ts) is the
+ * one today; a second (PostgreSQL) implements this interface. Consumers import this type only;
+ * `Ledger.open` (index.ts) is where the implementation is chosen.
+ */
+export interface Ledger {
+  readonly requests: Store<Requests>;
+  readonly deposits: Store<Deposits>;
+  readonly payouts: Store<Payouts>;
+  readonly indexer: Store<IndexerState>;
+  readonly balances: Store<Balances>;
+  readonly appFees: Store<AppFees>;
+  readonly apiKeys: Store<ApiKeys>;
+  /** App balance credits and their on-chain evidence (funding.ts). */
+  readonly funding: Store<FundingCredits>;
+  /** The status events outbox and webhooks (events.ts). */
+  readonly events: Store<Events>;
+  /** Nonces of signed messages already acted on (links, unlinks, claims). */
+  readonly signatureNonces: Store<SignatureNonces>;
+  /** Admin actions, pauses, dry run, postponed deposits, admin keys (operations.ts). */
+  readonly operations: Store<Operations>;
+  /** Deposits owed to the solver and the withdrawals that took them (withdrawals.ts). */
+  readonly withdrawals: Store<Withdrawals>;
+  /** EIP-7702 authorizations relayed by POST /execute rawCalls, each once (relays.ts). */
+  readonly relayedAuthorizations: Store<RelayedAuthorizations>;
+  /** Which request an exchange wallet's transfer nonce pays for (exchangeNonces.ts); prepared on first use. */
+  readonly exchangeNonces: Store<ExchangeNonces>;
+  /**
+   * The SQLite connection, for the queries not yet behind a store (audits, risk, listings): what a
+   * second implementation must move into stores first.
+   */
+  readonly db: Db;
+  /** Runs fn in one transaction that takes the write lock up front; nested calls join it. */
+  tx<T>(fn: () => T): T;
+  close(): void;
+}

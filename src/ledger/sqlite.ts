@@ -1,0 +1,81 @@
+import { ApiKeys } from './apiKeys.ts';
+import { AppFees, Balances } from './balances.ts';
+import { openDb, migrate, type Db } from './db.ts';
+import { Deposits } from './deposits.ts';
+import { Events } from './events.ts';
+import { FundingCredits } from './funding.ts';
+import { IndexerState } from './indexerState.ts';
+import { Operations } from './operations.ts';
+import { Payouts } from './payouts.ts';
+import { Requests } from './requests.ts';
+import { RelayedAuthorizations } from './relays.ts';
+import { SignatureNonces } from './signatureNonces.ts';
+import { Withdrawals } from './withdrawals.ts';
+import { ExchangeNonces } from './exchangeNonces.ts';
+import type { Ledger } from './ledger.ts';
+
+
+/** The ledger in SQLite (better-sqlite3): every stage reads its work here and writes its result back in one SQLite transaction. */
+export class SqliteLedger implements Ledger {
+  readonly requests: Requests;
+  readonly deposits: Deposits;
+  readonly payouts: Payouts;
+  readonly indexer: IndexerState;
+  readonly balances: Balances;
+  readonly appFees: AppFees;
+  readonly apiKeys: ApiKeys;
+  // App balance credits and their on-chain evidence (src/ledger/funding.ts).
+  readonly funding: FundingCredits;
+  // The status events outbox and webhooks (src/ledger/events.ts).
+  readonly events: Events;
+  // Nonces of signed messages already acted on (links, unlinks, claims).
+  readonly signatureNonces: SignatureNonces;
+  // Admin actions, pauses, dry run, postponed deposits, admin keys (src/ledger/operations.ts).
+  readonly operations: Operations;
+  // Deposits owed to the solver and the withdrawals that took them (src/ledger/withdrawals.ts).
+  readonly withdrawals: Withdrawals;
+  // EIP-7702 authorizations relayed by POST /execute rawCalls, each once (src/ledger/relays.ts).
+  readonly relayedAuthorizations: RelayedAuthorizations;
+  #exchangeNonces: ExchangeNonces | undefined;
+
+  constructor(readonly db: Db) {
+    this.deposits = new Deposits(db);
+    this.payouts = new Payouts(db);
+    this.events = new Events(db, this);
+    this.requests = new Requests(db, this.events);
+    this.indexer = new IndexerState(db);
+    this.balances = new Balances(db);
+    this.appFees = new AppFees(db);
+    this.apiKeys = new ApiKeys(db);
+    this.funding = new FundingCredits(db, this.balances);
+    this.signatureNonces = new SignatureNonces(db);
+    this.operations = new Operations(db);
+    this.withdrawals = new Withdrawals(db);
+    this.relayedAuthorizations = new RelayedAuthorizations(db);
+  }
+
+  // Prepared on first use: a read-only replica may open an older ledger without the table.
+  get exchangeNonces(): ExchangeNonces {
+    return (this.#exchangeNonces ??= new ExchangeNonces(this.db));
+  }
+
+  /** Opens (and unless read-only, migrates) the SQLite ledger at `path`. */
+  static open(path: string, opts: { readonly?: boolean } = {}): SqliteLedger {
+    const db = openDb(path, opts);
+    if (!opts.readonly) migrate(db);
+    return new SqliteLedger(db);
+  }
+
+  // Runs fn in one transaction (IMMEDIATE: takes the write lock up front, so a concurrent API
+  // replica never sees half of it).
+  tx<T>(fn: () => T): T {
+    const result = this.db.transaction(fn).immediate();
+    // Committed: wake the status event deliverer and stream if the transaction appended events.
+    this.events.committed();
+    return result;
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

@@ -1,0 +1,77 @@
+import type { Ledger } from '../ledger/index.ts';
+import type { RequestRow } from '../ledger/types.ts';
+import { RelayNodeError } from '../lib/errors.ts';
+import { formatUsd } from '../quote/money.ts';
+import { holdSponsorship } from './money.ts';
+
+/** Why a signed deposit (usePermit) is not recorded; the API names each one's status (api/errors.ts). */
+export type SignedDepositRefusal = 'ALREADY_SUBMITTED' | 'SPONSOR_BALANCE_TOO_LOW' | 'ORDER_EXPIRED';
+
+/** A signed deposit the node will not submit: another post recorded it first, its quote expired, or its sponsor cannot pay. */
+export class SignedDepositRefusedError extends RelayNodeError {
+  override name = 'SignedDepositRefusedError';
+
+  constructor(
+    readonly errorCode: SignedDepositRefusal,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A depositor's signed deposit, checked against its request by the origin chain (DepositSteps.verifySignedDeposit). */
+export interface SignedDeposit {
+  request: RequestRow;
+  // What authorizes the node to submit it (the chain's encoding of the permit).
+  authorization: string;
+  // The sponsor whose app balance pays the request's fees, and how much of them (micro-USD).
+  sponsor?: { wallet: string; micro: bigint };
+  // Posted by an integrator's backend with its API key (POST /execute): the gasless flow.
+  gasless: boolean;
+}
+
+/** The payout id of a request's signed deposit: one per request. */
+export const signedDepositPayoutId = (requestId: string) => `deposit:${requestId}`;
+
+/**
+ * Records a signed deposit the node will submit: its payout (the submitter sends it), the sponsor's
+ * hold on the request's fees, and the request's status `depositing`, in one ledger transaction that
+ * checks again that nothing recorded it first (two posts racing record one deposit). Throws
+ * SignedDepositRefusedError.
+ */
+export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date.now()): void {
+  const r = s.request;
+  const id = signedDepositPayoutId(r.id);
+  ledger.tx(() => {
+    // What is available (less every hold), not the balance: a fast fill's or another execute's hold
+    // is money already promised.
+    if (s.sponsor && ledger.balances.summary(s.sponsor.wallet).available < s.sponsor.micro) {
+      const fees = formatUsd(s.sponsor.micro);
+      throw new SignedDepositRefusedError('SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the ${fees} USD of fees of request ${r.id} any more`);
+    }
+    // Checked again inside the transaction: two posts racing record one deposit.
+    const current = ledger.requests.get(r.id)!;
+    if (current.status !== 'waiting' || ledger.payouts.get(id)) {
+      throw new SignedDepositRefusedError('ALREADY_SUBMITTED', `request ${r.id} is ${current.status}: its deposit was submitted already`);
+    }
+    if (current.expires_at !== null && now > current.expires_at) {
+      throw new SignedDepositRefusedError('ORDER_EXPIRED', `the quote of request ${r.id} has expired`);
+    }
+    ledger.payouts.insert({
+      id,
+      kind: 'deposit',
+      request_id: r.id,
+      deposit_id: null,
+      chain_id: r.origin_chain_id,
+      recipient: r.user!,
+      currency: r.origin_currency,
+      amount: r.amount_in,
+      authorization: s.authorization,
+      decided_at: now,
+    });
+    // Held in this transaction with the check above: a second post racing this one sees it.
+    if (s.sponsor) holdSponsorship(ledger, s.sponsor.wallet, r.id, s.sponsor.micro);
+    ledger.requests.setStatus(r.id, 'depositing');
+    if (s.gasless) ledger.requests.addFeature(r.id, 'gasless_execution');
+  });
+}
