@@ -21,9 +21,6 @@ export const KNOWN_BACKWARD = {
   // Deposit steps throw QuoteError and confirmations/deposit addresses use the money math of quote/:
   // both belong below chains and quote (e.g. src/lib/money.ts).
   'chains → quote': 'QuoteError and quote/money.ts in chains/*',
-  // The EVM indexer reverses sponsorships on a reorg (solver/money.ts): the shared indexer emits
-  // reorg events and the solver decides (issue 15, part B).
-  'chains → solver': 'reverseSponsor in chains/evm/indexer.ts',
 };
 
 /** Every .ts file under `dir`, tests beside the sources excluded (they may import across freely). */

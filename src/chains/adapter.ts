@@ -1,25 +1,13 @@
 import type { RelayTerms } from './evm/relayTerms.ts';
 import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
-import type { PayoutRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 import type { ReorgDecider } from '../indexer/events.ts';
 import type { ReindexResult } from '../indexer/driver.ts';
-import type { FailReason } from '../ledger/reasons.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import type { ChainIntake, CostOracle, DepositSteps } from './ports.ts';
 
-// What a submitter reports about a payout. Each hook runs inside the ledger transaction that
-// records the transaction's new state, so the request's status and the transaction never disagree.
-export interface PayoutHooks {
-  // The payout's first transaction is signed and recorded; it is about to be broadcast.
-  onSigned(payout: PayoutRow, txHash: string): void;
-  // The payout's transaction is included and succeeded.
-  onPaid(payout: PayoutRow, txHash: string, fee: bigint): void;
-  // The payout cannot be made; reason is the interface's failReason.
-  // callData: the calldata of the fill that reverted, for the request record.
-  onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void;
-}
+export type { PayoutHooks } from '../submitter/port.ts';
 
 /** Why a gasless relay (POST /execute rawCalls) is refused before anything is sent or charged. */
 export class RelayRefusedError extends RelayNodeError {

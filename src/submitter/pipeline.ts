@@ -17,13 +17,12 @@ import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import type { PayoutHooks } from '../chains/adapter.ts';
 import { backoffMs, type BackoffPolicy } from '../lib/backoff.ts';
 import { errText } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
 import { UnpayableError } from './errors.ts';
 import { crashPoint } from './faults.ts';
-import type { BatchSending, PayoutFailReason, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
+import type { BatchSending, PayoutFailReason, PayoutHooks, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
 
 /** The retry policy of every payout step: 250 ms doubling up to 30 s, with full jitter. */
 export const PAYOUT_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 30_000 };

@@ -1,6 +1,20 @@
 import type { PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
-import type { FailReasonOf } from '../ledger/reasons.ts';
+import type { FailReason, FailReasonOf } from '../ledger/reasons.ts';
+
+/**
+ * What the pipeline reports about a payout (the solver implements it). Each hook runs inside the ledger
+ * transaction that records the transaction's new state, so the request's status and the transaction never disagree.
+ */
+export interface PayoutHooks {
+  // The payout's first transaction is signed and recorded; it is about to be broadcast.
+  onSigned(payout: PayoutRow, txHash: string): void;
+  // The payout's transaction is included and succeeded.
+  onPaid(payout: PayoutRow, txHash: string, fee: bigint): void;
+  // The payout cannot be made; reason is the interface's failReason.
+  // callData: the calldata of the fill that reverted, for the request record.
+  onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void;
+}
 
 /** Why a payout failed before or after sending: the interface's `failReason` values a sender gives. */
 export type PayoutFailReason = FailReasonOf<
