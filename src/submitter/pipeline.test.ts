@@ -32,10 +32,14 @@ function payout(id: string, kind: PayoutRow['kind'] = 'fill'): PayoutRow {
 /** The payouts table in memory, with the one write the pipeline makes itself (failing) and the sender's (sent). */
 function memoryLedger(rows: PayoutRow[]) {
   const payouts = new Map(rows.map((r) => [r.id, { ...r }]));
+  const reads = { queued: 0 };
   const ledger = {
     tx: <T>(fn: () => T): T => fn(),
     payouts: {
-      queued: (chain: number, limit = 50) => [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').slice(0, limit),
+      queued: (chain: number, limit = 50) => {
+        reads.queued++;
+        return [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').slice(0, limit);
+      },
       get: (id: string) => payouts.get(id),
       setState: (id: string, state: PayoutRow['state'], extra: { failReason?: PayoutRow['fail_reason']; txHash?: string } = {}) => {
         const p = payouts.get(id)!;
@@ -44,7 +48,7 @@ function memoryLedger(rows: PayoutRow[]) {
       openTxs: () => [],
     },
   };
-  return { ledger: ledger as unknown as PipelineLedger, payouts };
+  return { ledger: ledger as unknown as PipelineLedger, payouts, reads };
 }
 
 /** A sender whose prepare answers come from a script (one per call, the last repeated), and that records what it was asked. */
@@ -145,6 +149,28 @@ describe('PayoutPipeline', () => {
     expect(again.calls.prepare.get('a')).toBe(2);
     expect(again.calls.submitted).toEqual(['a!']);
     expect(mem2.payouts.get('a')!.state).toBe('sent');
+  });
+
+  it('a backoff timer that fires before the clock reaches the retry time wakes the send loop again (it used to wait for the interval)', async () => {
+    // Failed before the fix: the one timer of the backoff fired, the pump saw the retry not yet due
+    // (timers and Date.now() round differently) and nothing woke it again before the 60 s interval.
+    let clock = 1_000_000;
+    vi.spyOn(Date, 'now').mockImplementation(() => clock);
+    const mem = memoryLedger([payout('a')]);
+    const retryOnce = (_id: string, n: number): PrepareResult<string> =>
+      n === 1 ? { kind: 'retry', cause: new Error('provider down'), why: 'rpc' } : { kind: 'ready', prepared: 'a!' };
+    const { sender, calls } = scriptedSender(mem, retryOnce);
+    const { p } = pipeline(mem, sender, { backoff: { baseMs: 5, maxMs: 5 }, random: () => 1 });
+    await p.start();
+    await until(() => calls.prepare.get('a') === 1, 'first prepare');
+    // The backoff ends at clock + 5; the timer fires while the clock still reads 1 ms before it.
+    clock += 4;
+    const reads = mem.reads.queued;
+    await until(() => mem.reads.queued > reads, 'the backoff timer woke the send loop');
+    expect(calls.prepare.get('a')).toBe(1);
+    clock += 10;
+    await until(() => calls.broadcast.length === 1, 'retried once due');
+    expect(calls.prepare.get('a')).toBe(2);
   });
 
   it('fails an unpayable payout once, with its reason, and never submits it', async () => {

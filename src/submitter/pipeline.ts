@@ -85,7 +85,9 @@ export class PayoutPipeline<P, S> implements Payouts {
   readonly #queue: PQueue;
   readonly #inFlight = new Set<string>();
   readonly #retry = new Map<string, { attempts: number; at: number }>();
-  readonly #timers = new Set<NodeJS.Timeout>();
+  // One timer wakes the send loop when the earliest backoff ends.
+  #retryTimer: NodeJS.Timeout | undefined;
+  #retryAt = Infinity;
   readonly #send: Loop;
   readonly #confirm: Loop;
   #started = false;
@@ -160,8 +162,9 @@ export class PayoutPipeline<P, S> implements Payouts {
   async stop(): Promise<void> {
     this.#started = false;
     this.#ready = false;
-    for (const t of this.#timers) clearTimeout(t);
-    this.#timers.clear();
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    this.#retryAt = Infinity;
     await this.#send.stop();
     await this.#queue.onIdle();
     await this.#confirm.stop();
@@ -203,7 +206,11 @@ export class PayoutPipeline<P, S> implements Payouts {
     for (const row of rows) {
       if (this.#inFlight.has(row.id)) continue;
       const retry = this.#retry.get(row.id);
-      if (retry && retry.at > now) continue;
+      if (retry && retry.at > now) {
+        // Still waiting (a timer may fire a little before the clock says so): wake again when it ends.
+        this.#wakeAt(retry.at);
+        continue;
+      }
       this.#inFlight.add(row.id);
       if (this.#sender.batch?.batchable(row)) {
         this.#waiting.push(row.id);
@@ -321,13 +328,20 @@ export class PayoutPipeline<P, S> implements Payouts {
     if (why === 'rpc') this.#o.metrics.rpcErrors.inc({ ...this.#label, method: 'prepare' });
     else if (why === 'fee-cap') this.#o.metrics.feeCapWaits.inc({ ...this.#label, stage: 'send' });
     log.warn({ err: errText(cause), attempts, retryInMs: delay }, `${this.#sender.label} ${POSTPONED[why]}`);
-    if (!this.#started) return;
-    const t = setTimeout(() => {
-      this.#timers.delete(t);
+    this.#wakeAt(Date.now() + delay);
+  }
+
+  // Wakes the send loop at `at` (or earlier, for an earlier backoff already due).
+  #wakeAt(at: number): void {
+    if (!this.#started || at >= this.#retryAt) return;
+    clearTimeout(this.#retryTimer);
+    this.#retryAt = at;
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      this.#retryAt = Infinity;
       this.#send.wake();
-    }, delay);
-    t.unref();
-    this.#timers.add(t);
+    }, Math.max(1, at - Date.now() + 1));
+    this.#retryTimer.unref();
   }
 
   // One ledger transaction: a payout still queued fails, and its hook fires once.
