@@ -25,9 +25,9 @@ import { refuseWhileDraining, unsent } from './drain.ts';
 export interface NodeOptions {
   log?: Logger;
   prices?: PriceSource;
-  // Serve the API over the ledger without indexing, solving or submitting (`relay-node api`).
+  /** Serve the API over the ledger without indexing, solving or submitting (`relay-node api`). */
   readOnly?: boolean;
-  // The API's clock (tests move it to drive date-dependent behaviour such as the v2 retirement).
+  /** The API's clock (tests move it to drive date-dependent behaviour such as the v2 retirement). */
   now?: () => number;
 }
 
@@ -35,30 +35,30 @@ export function ledgerPath(config: Config): string {
   return join(config.dataDir, 'ledger.sqlite');
 }
 
-// One relay node: chains → indexers → ledger → solver → submitters → chains, and the API over the ledger.
+/** One relay node: chains → indexers → ledger → solver → submitters → chains, and the API over the ledger. */
 export class RelayNode {
   readonly ledger: Ledger;
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly registry: Registry;
-  // Every chain's profile and (unless read-only) its adapter, handed out as narrow ports.
+  /** Every chain's profile and (unless read-only) its adapter, handed out as narrow ports. */
   readonly chains: ChainRegistry;
   readonly solver: Solver | undefined;
-  // What the API asks of the solver (absent on a read-only replica).
+  /** What the API asks of the solver (absent on a read-only replica). */
   readonly desk: SolverDesk | undefined;
   readonly api: FastifyInstance;
-  // Worker threads (own read-only ledger connections) for the request listings.
+  /** Worker threads (own read-only ledger connections) for the request listings. */
   readonly listings: ListingPool;
-  // /ready and /metrics on api.metricsListen, when configured.
+  /** /ready and /metrics on api.metricsListen, when configured. */
   readonly operatorApi: FastifyInstance | undefined;
   readonly solverAddress: Address;
-  // Webhook deliveries of the status events outbox (absent on a read-only replica).
+  /** Webhook deliveries of the status events outbox (absent on a read-only replica). */
   readonly deliverer: Deliverer | undefined;
-  // The admin API, on its own listen address (config.admin.port; absent: not served).
+  /** The admin API, on its own listen address (config.admin.port; absent: not served). */
   readonly admin: FastifyInstance | undefined;
   #adminUrl: string | undefined;
   #draining: string | undefined;
-  // Deletes quotes nobody used, past their expiry (absent on a read-only replica).
+  /** Deletes quotes nobody used, past their expiry (absent on a read-only replica). */
   readonly quotePruner: QuotePruner | undefined;
   readonly depositFees: DepositFeeReader | undefined;
   #url: string | undefined;
@@ -156,7 +156,7 @@ export class RelayNode {
     return this.#url;
   }
 
-  // The operator listener's URL (api.metricsListen), once started.
+  /** The operator listener's URL (api.metricsListen), once started. */
   get operatorUrl(): string | undefined {
     return this.#operatorUrl;
   }

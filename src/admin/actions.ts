@@ -51,7 +51,7 @@ export function setDryRun(ledger: Ledger, on: boolean, who: Who): boolean {
 
 export interface StuckItem {
   state: 'waiting' | 'retrying' | 'failed';
-  // A typed reason: a postponement reason, a payout's or request's fail reason.
+  /** A typed reason: a postponement reason, a payout's or request's fail reason. */
   reason: string;
   requestId: string | null;
   depositId: string | null;

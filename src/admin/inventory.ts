@@ -5,13 +5,17 @@ import type { Ledger } from '../ledger/index.ts';
 export interface InventoryLine {
   currency: string;
   symbol: string;
-  // Smallest units, as decimal strings: what the solver's wallet holds, what payouts not yet made
-  // have promised of it, and the rest.
+  /**
+   * Smallest units, as decimal strings: what the solver's wallet holds, what payouts not yet made
+   * have promised of it, and the rest.
+   */
   held: string;
   reserved: string;
   spendable: string;
-  // What the depository holds for the solver (deposits of filled orders not withdrawn yet): counted
-  // as inventory, brought to the wallet by a withdrawal.
+  /**
+   * What the depository holds for the solver (deposits of filled orders not withdrawn yet): counted
+   * as inventory, brought to the wallet by a withdrawal.
+   */
   owedByDepository: string;
 }
 

@@ -18,7 +18,7 @@ export interface AdminContext {
   adapters: Map<number, ChainAdapter>;
   solver: Solver;
   log: Logger;
-  // The widest block range one re-index reads (config admin.reindexMaxBlocks).
+  /** The widest block range one re-index reads (config admin.reindexMaxBlocks). */
   reindexMaxBlocks: number;
 }
 

@@ -9,7 +9,7 @@ import { STREAM_PATH } from './statusStream.ts';
 const PROBES = new Set(['/health', '/ready', '/metrics']);
 const QUOTES = new Set(['/quote', '/quote/v2']);
 
-// The key from `x-api-key`, or from `Authorization: Bearer <key>`.
+/** The key from `x-api-key`, or from `Authorization: Bearer <key>`. */
 export function presentedKey(req: FastifyRequest): string | undefined {
   const header = req.headers['x-api-key'];
   const key = Array.isArray(header) ? header[0] : header;

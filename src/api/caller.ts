@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from './errors.ts';
 
-// Who is calling, as the API-key hook resolved it (undefined without a key).
+/** Who is calling, as the API-key hook resolved it (undefined without a key). */
 export interface ApiCaller {
   id: string;
   name: string | null;

@@ -17,14 +17,16 @@ export interface ApiContext {
   log: Logger;
   prices: PriceSource;
   solver: Address;
-  // Every chain's static profile (its codec, contracts, what it supports): on every replica.
+  /** Every chain's static profile (its codec, contracts, what it supports): on every replica. */
   chains: ChainProfiles;
-  // The chains' ports. Absent on a read-only API replica: routes that write or speak to chains answer 503 there.
+  /** The chains' ports. Absent on a read-only API replica: routes that write or speak to chains answer 503 there. */
   ports?: ChainPorts;
-  // What the API asks of the solver (fast fills, claims, relays, signed deposits): the solver writes
-  // the payouts. Absent on a read-only API replica.
+  /**
+   * What the API asks of the solver (fast fills, claims, relays, signed deposits): the solver writes
+   * the payouts. Absent on a read-only API replica.
+   */
   solverPort?: SolverPort;
   now: () => number;
-  // Worker threads for the request listings (absent: they run inline, on this event loop).
+  /** Worker threads for the request listings (absent: they run inline, on this event loop). */
   listings?: ListingPool;
 }

@@ -6,14 +6,14 @@ import { RateLimiter } from './rateLimit.ts';
  * server, so each replica limits on its own). Every bucket is a token bucket per minute.
  */
 export class ApiLimits {
-  // Calls per API key, and per client IP without one (a failed key lookup costs the IP bucket too).
+  /** Calls per API key, and per client IP without one (a failed key lookup costs the IP bucket too). */
   readonly perKey: RateLimiter;
   readonly perIp: RateLimiter;
-  // Quotes without a key, per IP: each is stored and costs RPC calls.
+  /** Quotes without a key, per IP: each is stored and costs RPC calls. */
   readonly anonymousQuotes: RateLimiter;
-  // /health, /ready, /metrics per IP.
+  /** /health, /ready, /metrics per IP. */
   readonly probes: RateLimiter;
-  // Status stream messages, per connection and per IP.
+  /** Status stream messages, per connection and per IP. */
   readonly wsPerConnection: RateLimiter;
   readonly wsPerIp: RateLimiter;
   readonly #wsConnections = new Map<string, number>();

@@ -1,5 +1,7 @@
-// Token buckets in memory, one per API key or client IP: up to `perMinute` calls in a burst,
-// refilled continuously at perMinute per minute. Per process: each API replica limits on its own.
+/**
+ * Token buckets in memory, one per API key or client IP: up to `perMinute` calls in a burst,
+ * refilled continuously at perMinute per minute. Per process: each API replica limits on its own.
+ */
 export class RateLimiter {
   #buckets = new Map<string, { tokens: number; at: number }>();
   readonly #perMs: number;
@@ -10,7 +12,7 @@ export class RateLimiter {
     this.#perMs = perMinute / 60_000;
   }
 
-  // Takes one token; when there is none, returns the milliseconds until there is.
+  /** Takes one token; when there is none, returns the milliseconds until there is. */
   take(id: string, now = Date.now()): { ok: true } | { ok: false; retryAfterMs: number } {
     let b = this.#buckets.get(id);
     if (!b) {

@@ -21,7 +21,7 @@ export interface ListingBounds {
 
 /** Who asks, and what the listing may cost. */
 export interface RequestQueryContext {
-  // The caller's API key id: the only value an apiKey filter may take.
+  /** The caller's API key id: the only value an apiKey filter may take. */
   callerKeyId: string | undefined;
   privateChains: number[];
   bounds: ListingBounds;

@@ -40,7 +40,7 @@ export interface RecordContext {
   ledger: Ledger;
   registry: Registry;
   solver: string;
-  // The caller's key id: authenticated fields are shown for the requests it created.
+  /** The caller's key id: authenticated fields are shown for the requests it created. */
   authenticatedFor?: string;
 }
 

@@ -16,7 +16,7 @@ const V2_STATUS: Record<string, string> = {
 const withHash = (txs: unknown) =>
   (txs as { txHash: string }[]).map(({ txHash, ...rest }) => ({ hash: txHash, ...rest }));
 
-// The v2 shape, derived from the v3 record by undoing the interface's "v2 to v3 changes".
+/** The v2 shape, derived from the v3 record by undoing the interface's "v2 to v3 changes". */
 export function toV2Record(r: V3) {
   const d = r.data as Record<string, any>;
   const quotedFees = d.fees?.quoted;

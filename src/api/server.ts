@@ -17,8 +17,10 @@ import { transactionRoutes } from './routes/transactions.ts';
 import { webhookRoutes } from './routes/webhooks.ts';
 import { statusStreamRoutes, type StatusStream } from './statusStream.ts';
 
-// Fastify: a maintained HTTP server with body limits, JSON parsing that rejects prototype
-// poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.
+/**
+ * Fastify: a maintained HTTP server with body limits, JSON parsing that rejects prototype
+ * poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.
+ */
 export function createApi(ctx: ApiContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 64 * 1024, logger: false, return503OnClosing: true });
   app.setErrorHandler(errorHandler(ctx.log));

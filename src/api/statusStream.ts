@@ -16,7 +16,7 @@ import { errText } from '../lib/errors.ts';
 
 export const STREAM_PATH = '/intents/status/ws';
 export const CLOSE_SLOW_CLIENT = 4008;
-// Closed for sending far more messages than its limit (policy violation).
+/** Closed for sending far more messages than its limit (policy violation). */
 export const CLOSE_TOO_MANY_MESSAGES = 1008;
 const MAX_REQUEST_SUBSCRIPTIONS = 1_000;
 const MAX_WALLET_SUBSCRIPTIONS = 10;
@@ -25,7 +25,7 @@ const POLL_MS = 500;
 
 interface Client {
   socket: WebSocket;
-  // Subscriptions, each with the last outbox seq the client's view already includes.
+  /** Subscriptions, each with the last outbox seq the client's view already includes. */
   requests: Map<string, number>;
   wallets: Map<string, number>;
   queue: string[];
@@ -33,9 +33,9 @@ interface Client {
   alive: boolean;
   apiKeyId: string | undefined;
   ip: string;
-  // Its own bucket in the per-connection limiter.
+  /** Its own bucket in the per-connection limiter. */
   limiterId: string;
-  // Messages dropped over the limit since the last one taken; the first gets one error answer.
+  /** Messages dropped over the limit since the last one taken; the first gets one error answer. */
   dropped: number;
   release: () => void;
 }
@@ -88,7 +88,7 @@ export class StatusStream {
     return this.#clients.size;
   }
 
-  // Whether the API still has this socket open (tests wait for slow clients to be dropped).
+  /** Whether the API still has this socket open (tests wait for slow clients to be dropped). */
   has(socket: WebSocket): boolean {
     for (const c of this.#clients) if (c.socket === socket) return true;
     return false;
@@ -399,7 +399,7 @@ export class StatusStream {
   }
 }
 
-// Registers the websocket plugin and the stream route. Returns the stream (its clients, for tests).
+/** Registers the websocket plugin and the stream route. Returns the stream (its clients, for tests). */
 export function statusStreamRoutes(app: FastifyInstance, ctx: ApiContext, limits: ApiLimits): StatusStream {
   const stream = new StatusStream(ctx, limits);
   app.register(websocket, { options: { maxPayload: 64 * 1024 } });

@@ -12,7 +12,7 @@ export const chainIdParam = z.coerce
   .positive('must be positive')
   .max(Number.MAX_SAFE_INTEGER);
 
-// Amounts are strings of base-10 digits in the smallest unit; at most uint256.
+/** Amounts are strings of base-10 digits in the smallest unit; at most uint256. */
 export const amountParam = z
   .string({ required_error: 'is required', invalid_type_error: 'must be a string of digits' })
   .regex(/^[0-9]+$/, 'must be a positive integer in the smallest unit, as a string of digits')

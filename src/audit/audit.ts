@@ -12,7 +12,7 @@ import { auditSvmChain } from './svmAudit.ts';
 export interface AuditResult {
   ranAt: number;
   chains: ChainAudit[];
-  // Chains the audit does not reconcile (an SVM chain without its key), named so the report says so.
+  /** Chains the audit does not reconcile (an SVM chain without its key), named so the report says so. */
   notCovered: { chainId: number; kind: string }[];
   differences: string[];
 }

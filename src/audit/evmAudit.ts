@@ -32,7 +32,7 @@ export interface ChainAudit {
   fromBlock: number;
   toBlock: number;
   currencies: CurrencyAudit[];
-  // Deposits a reorg removed after their payout went out (DEPOSIT_REORGED): recorded losses.
+  /** Deposits a reorg removed after their payout went out (DEPOSIT_REORGED): recorded losses. */
   writtenOff: string[];
   differences: string[];
 }
@@ -58,11 +58,13 @@ export const sum = (xs: bigint[]) => xs.reduce((a, b) => a + b, 0n);
 
 /** What the books say moved the solver's wallet in one currency since the audit's opening block. */
 export interface SolverBooks {
-  // In: app balance funding (standing credits) and withdrawals from the depository.
+  /** In: app balance funding (standing credits) and withdrawals from the depository. */
   funding: bigint;
   withdrawn: bigint;
-  // Out: fills (a fill with calls pays its output as native value; a gas top-up rides as native value), app fee claims,
-  // and the value a gasless relay sends with the user's call.
+  /**
+   * Out: fills (a fill with calls pays its output as native value; a gas top-up rides as native value), app fee claims,
+   * and the value a gasless relay sends with the user's call.
+   */
   fills: bigint;
   claims: bigint;
   relayed: bigint;

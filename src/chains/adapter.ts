@@ -25,40 +25,42 @@ export class RelayRefusedError extends RelayNodeError {
 
 /** What relaying a user's call costs the node, by simulation (with its EIP-7702 authorizations). */
 export interface RelaySimulation {
-  // Gas limit the node will send it with (the estimate plus the chain's margin).
+  /** Gas limit the node will send it with (the estimate plus the chain's margin). */
   gas: bigint;
-  // The most the node may pay per gas now, in wei.
+  /** The most the node may pay per gas now, in wei. */
   maxFeePerGas: bigint;
-  // The signer and nonce of each authorization, in order (each is relayed once).
+  /** The signer and nonce of each authorization, in order (each is relayed once). */
   authorities: { address: string; nonce: bigint }[];
 }
 
-// A successful transaction that funds an app balance (see the interface's "Funding the app
-// balance"): what the chain shows arrived at the solver in it, never what its calldata claims.
+/**
+ * A successful transaction that funds an app balance (see the interface's "Funding the app
+ * balance"): what the chain shows arrived at the solver in it, never what its calldata claims.
+ */
 export interface FundingTransfer {
   chainId: number;
   txHash: string;
   blockNumber: number;
   blockHash: string;
   from: string;
-  // The wallet whose app balance is credited.
+  /** The wallet whose app balance is credited. */
   credited: string;
-  // Each ERC-20 Transfer log to the solver (the logged amount) and the native value sent to it.
+  /** Each ERC-20 Transfer log to the solver (the logged amount) and the native value sent to it. */
   parts: FundingPart[];
 }
 
 /** What a re-index found (the indexer driver's answer, src/indexer/driver.ts). */
 export type { ReindexResult } from '../indexer/driver.ts';
 
-// What chains report to the rest of the node, besides payouts.
+/** What chains report to the rest of the node, besides payouts. */
 export interface ChainEvents {
-  // Deposits reached their confirmations: the solver has work.
+  /** Deposits reached their confirmations: the solver has work. */
   wake(): void;
-  // A confirmed app balance funding transfer; resolves once it is booked.
+  /** A confirmed app balance funding transfer; resolves once it is booked. */
   onFunding(t: FundingTransfer): Promise<void>;
-  // Decides what a reorg means for deposits already acted on (the solver, src/solver/reorgs.ts).
+  /** Decides what a reorg means for deposits already acted on (the solver, src/solver/reorgs.ts). */
   readonly reorgs: ReorgDecider;
-  // Funds worth sweeping reached a request's deposit address: the solver queues the sweep.
+  /** Funds worth sweeping reached a request's deposit address: the solver queues the sweep. */
   onDepositAddressFunded: DepositAddressSweeps['onDepositAddressFunded'];
 }
 
@@ -67,7 +69,7 @@ export interface DepositAddressFunding {
   requestId: string;
   chainId: number;
   currency: string;
-  // What the address holds of `currency` now, in its smallest unit.
+  /** What the address holds of `currency` now, in its smallest unit. */
   amount: bigint;
 }
 
@@ -97,9 +99,9 @@ export interface DepositStep {
   action: string;
   description: string;
   data: Record<string, unknown>;
-  // The status path the client polls after this step (the last step has one).
+  /** The status path the client polls after this step (the last step has one). */
   check?: 'status' | 'status-v3';
-  // A deposit address the user pays with a plain transfer (on the deposit step).
+  /** A deposit address the user pays with a plain transfer (on the deposit step). */
   depositAddress?: string;
 }
 
@@ -108,20 +110,22 @@ export interface DepositRequest {
   currency: string;
   amount: bigint;
   orderId: Hex;
-  // SVM: another address pays the deposit transaction's fees and signs it first.
+  /** SVM: another address pays the deposit transaction's fees and signs it first. */
   feePayer?: string;
-  // The quote's protocolVersion (some chains require v2 for deposits from them).
+  /** The quote's protocolVersion (some chains require v2 for deposits from them). */
   protocolVersion?: string;
-  // The wallet's active chain, for signatures that name one (defaults to the chain's own choice).
+  /** The wallet's active chain, for signatures that name one (defaults to the chain's own choice). */
   signatureChainId?: number;
-  // Pay a per-order deposit address instead of the depository; what arrives there is deposited for
-  // `refundTo` (refunds go back to it).
+  /**
+   * Pay a per-order deposit address instead of the depository; what arrives there is deposited for
+   * `refundTo` (refunds go back to it).
+   */
   depositAddressFor?: string;
-  // Ask for a signed deposit (EIP-2612 permit) valid until this time (seconds), which the node submits.
+  /** Ask for a signed deposit (EIP-2612 permit) valid until this time (seconds), which the node submits. */
   permitDeadline?: number;
 }
 
-// A destination call the fill runs (EVM): the order's output pays for it.
+/** A destination call the fill runs (EVM): the order's output pays for it. */
 export interface DestinationCall {
   to: string;
   value: bigint;
@@ -136,14 +140,16 @@ export interface FillCostRequest {
 }
 
 export interface FillCost {
-  // Everything the solver spends to pay out, in the chain's native smallest unit.
+  /** Everything the solver spends to pay out, in the chain's native smallest unit. */
   native: bigint;
-  // The part of `native` that is account rent (SVM account creation); 0 elsewhere.
+  /** The part of `native` that is account rent (SVM account creation); 0 elsewhere. */
   rent: bigint;
-  // The smallest payout the chain accepts for this recipient (SVM: a new SOL account must be
-  // left rent-exempt); 0 where there is none.
+  /**
+   * The smallest payout the chain accepts for this recipient (SVM: a new SOL account must be
+   * left rent-exempt); 0 where there is none.
+   */
   minimumAmount: bigint;
-  // With calls: the gas they were simulated at, the most the fill may use.
+  /** With calls: the gas they were simulated at, the most the fill may use. */
   gasLimit?: bigint;
 }
 
@@ -156,13 +162,17 @@ export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake {
   readonly kind: ChainKind;
   start(): Promise<void>;
   stop(): Promise<void>;
-  // Simulates a user's call sent from the solver's key with its EIP-7702 authorizations (POST
-  // /execute rawCalls); throws RelayRefusedError when it cannot be relayed. EVM chains only.
+  /**
+   * Simulates a user's call sent from the solver's key with its EIP-7702 authorizations (POST
+   * /execute rawCalls); throws RelayRefusedError when it cannot be relayed. EVM chains only.
+   */
   simulateRelay?(terms: RelayTerms): Promise<RelaySimulation>;
-  // Reads the chain's deposits again over blocks its indexer has passed (the admin re-index);
-  // `record` runs in the ledger transaction that writes what was found. Absent where the indexer
-  // cannot re-read a range cheaply (reindexUnsupported says why).
+  /**
+   * Reads the chain's deposits again over blocks its indexer has passed (the admin re-index);
+   * `record` runs in the ledger transaction that writes what was found. Absent where the indexer
+   * cannot re-read a range cheaply (reindexUnsupported says why).
+   */
   reindex?(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult>;
-  // New queued payouts exist in the ledger for this chain.
+  /** New queued payouts exist in the ledger for this chain. */
   wake(): void;
 }

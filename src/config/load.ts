@@ -15,23 +15,27 @@ export class ConfigError extends RelayNodeError {
 }
 
 export interface Faults {
-  // Test hooks: kill the process with SIGKILL at a precise point of the fill pipeline.
+  /** Test hooks: kill the process with SIGKILL at a precise point of the fill pipeline. */
   crashAfterFillRecorded?: boolean;
   crashAfterFillBroadcast?: boolean;
 }
 
 export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' | 'svmSolverKey' | 'solverAddress' | 'solverSigner' | 'allocatorSigner' | 'svmSolverSigner'> {
-  // Signs and pays for every EVM payout: a local key (solverKey, or solverSigner kind key/keystore) or
-  // a remote signer. On a read-only replica configured with solverAddress alone, a signer that throws.
+  /**
+   * Signs and pays for every EVM payout: a local key (solverKey, or solverSigner kind key/keystore) or
+   * a remote signer. On a read-only replica configured with solverAddress alone, a signer that throws.
+   */
   solverSigner: LocalAccount;
-  // The solver's EVM address: the signer's, or as configured for a replica without one.
+  /** The solver's EVM address: the signer's, or as configured for a replica without one. */
   solverAddress: Address;
-  // Signs the depository's call requests (refunds).
+  /** Signs the depository's call requests (refunds). */
   allocatorSigner: LocalAccount;
-  // The solver's key on SVM chains, as given (a base58 secret key or a JSON byte array).
+  /** The solver's key on SVM chains, as given (a base58 secret key or a JSON byte array). */
   svmSolverKey?: Secret<string>;
-  // Whether the config names an allocator (absent: the solver signs call requests, which only
-  // the read-only tools and the devnet accept; `start` refuses it, see checkStartKeys).
+  /**
+   * Whether the config names an allocator (absent: the solver signs call requests, which only
+   * the read-only tools and the devnet accept; `start` refuses it, see checkStartKeys).
+   */
   allocatorKeyConfigured: boolean;
   faults: Faults;
 }
@@ -156,7 +160,7 @@ function absentSigner(address: Address): LocalAccount {
 }
 
 export interface BuildOptions {
-  // `relay-node api`: solverAddress alone is enough, no private key is read.
+  /** `relay-node api`: solverAddress alone is enough, no private key is read. */
   readOnly?: boolean;
 }
 
@@ -204,7 +208,7 @@ export function checkStartKeys(config: Config): void {
   }
 }
 
-// Devnet and tests hand keys over in memory rather than through the environment.
+/** Devnet and tests hand keys over in memory rather than through the environment. */
 export function buildConfigWithKeys(raw: Record<string, unknown>, keys: { solver: Hex; allocator: Hex; svmSolver?: string }, faults: Faults = {}): Config {
   const env = { ...process.env, RELAY_DEVNET_SOLVER_KEY: keys.solver, RELAY_DEVNET_ALLOCATOR_KEY: keys.allocator, RELAY_DEVNET_SVM_SOLVER_KEY: keys.svmSolver };
   // A config that names its own signers (a test of keystores or remote signers) keeps them.

@@ -4,7 +4,7 @@ import type { ChainConfig } from './schema.ts';
 export interface Currency {
   chainId: number;
   kind: ChainKind;
-  // Canonical spelling for the chain's kind (see kinds/address.ts).
+  /** Canonical spelling for the chain's kind (see kinds/address.ts). */
   address: string;
   symbol: string;
   name: string;
@@ -15,7 +15,7 @@ export interface Currency {
   native: boolean;
 }
 
-// Chains and currencies by id and address, built once from the validated config.
+/** Chains and currencies by id and address, built once from the validated config. */
 export class Registry {
   readonly chains = new Map<number, ChainConfig>();
   #currencies = new Map<string, Currency>();
@@ -39,7 +39,7 @@ export class Registry {
     return this.chains.get(id);
   }
 
-  // Looks a currency up by any accepted spelling of its address.
+  /** Looks a currency up by any accepted spelling of its address. */
   currency(chainId: number, address: string): Currency | undefined {
     const chain = this.chains.get(chainId);
     const canonical = chain && canonicalAddress(chain.kind, address);

@@ -54,11 +54,11 @@ export interface NodeContracts {
   depository: Address;
   filler: Address;
   stablecoin: Address;
-  // WETH-style wrapped native currency (wrap and unwrap routes).
+  /** WETH-style wrapped native currency (wrap and unwrap routes). */
   wrappedNative: Address;
-  // A sample destination-call target (an NFT mint for 0.01 ETH).
+  /** A sample destination-call target (an NFT mint for 0.01 ETH). */
   testNft: Address;
-  // Deposit addresses: CREATE2 clones swept by the solver.
+  /** Deposit addresses: CREATE2 clones swept by the solver. */
   depositAddressFactory: Address;
   /** The EIP-7702 batch executor wallets delegate to for gasless batches (at Calibur's address). */
   batchExecutor: Address;

@@ -8,9 +8,9 @@ import { deployNodeContracts, type NodeContracts } from './deploy.ts';
 import { startSvmDevnet, svmChainConfig, svmDescription, type SvmDevnet } from './svmChain.ts';
 import { devnetExchangeConfig, devnetExchangeDescription, startDevnetExchange, type DevnetExchange } from './exchange/devnet.ts';
 
-// anvil's well-known test mnemonic: its accounts hold no real value anywhere.
+/** anvil's well-known test mnemonic: its accounts hold no real value anywhere. */
 export const ANVIL_MNEMONIC = 'test test test test test test test test test test test junk';
-// Devnet-only keys, derived from public strings so every devnet is the same.
+/** Devnet-only keys, derived from public strings so every devnet is the same. */
 export const DEVNET_SOLVER_KEY = keccak256(toHex('relay-node devnet solver'));
 export const DEVNET_ALLOCATOR_KEY = keccak256(toHex('relay-node devnet allocator'));
 
@@ -21,16 +21,16 @@ export const DEVNET_CHAINS = [
 
 export interface DevnetOptions {
   dataDir: string;
-  // Seconds per block; undefined mines each transaction at once.
+  /** Seconds per block; undefined mines each transaction at once. */
   blockTime?: number;
   confirmations?: number;
   chains?: { id: number; name: string }[];
   testAccounts?: number;
-  // The perpetuals exchange stand-in (chain 1337); on unless false.
+  /** The perpetuals exchange stand-in (chain 1337); on unless false. */
   exchange?: boolean;
-  // The SVM chain (792703809, litesvm behind a local JSON-RPC); off unless true.
+  /** The SVM chain (792703809, litesvm behind a local JSON-RPC); off unless true. */
   svm?: boolean;
-  // Milliseconds per SVM slot (default 200): shorter makes a blockhash expire sooner (150 slots).
+  /** Milliseconds per SVM slot (default 200): shorter makes a blockhash expire sooner (150 slots). */
   svmSlotIntervalMs?: number;
 }
 
@@ -52,11 +52,11 @@ export interface Devnet {
   accounts: DevnetAccount[];
   solver: Address;
   keys: { solver: Hex; allocator: Hex; svmSolver?: string };
-  // The perpetuals exchange stand-in (chain 1337), when started.
+  /** The perpetuals exchange stand-in (chain 1337), when started. */
   exchange?: DevnetExchange;
-  // The SVM chain (792703809), when started: its RPC, test mint, vault and funded test keypairs.
+  /** The SVM chain (792703809), when started: its RPC, test mint, vault and funded test keypairs. */
   svm?: SvmDevnet;
-  // The node's config for these chains (keys excluded: they are passed in memory).
+  /** The node's config for these chains (keys excluded: they are passed in memory). */
   nodeConfig(overrides?: { port?: number; host?: string; logLevel?: string; dataDir?: string }): Omit<ConfigFile, 'solverKey'>;
   stop(): Promise<void>;
 }
@@ -66,7 +66,7 @@ function account(i: number): DevnetAccount {
   return { address: a.address, privateKey: toHex(a.getHdKey().privateKey!) };
 }
 
-// Local EVM chains (anvil) with the node's contracts deployed and the solver and test accounts funded.
+/** Local EVM chains (anvil) with the node's contracts deployed and the solver and test accounts funded. */
 export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   const specs = opts.chains ?? DEVNET_CHAINS;
   const deployer = account(0);
@@ -156,7 +156,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   }
 }
 
-// What a developer needs to use the devnet from a wallet or a script. Test keys only.
+/** What a developer needs to use the devnet from a wallet or a script. Test keys only. */
 export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: string, apiKey?: string): void {
   mkdirSync(join(path, '..'), { recursive: true });
   const description = {
@@ -180,7 +180,7 @@ export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: str
   writeFileSync(path, JSON.stringify(description, null, 2) + '\n');
 }
 
-// The devnet's chains start empty every time, so its ledger must too.
+/** The devnet's chains start empty every time, so its ledger must too. */
 export function resetDevnetLedger(dataDir: string): void {
   for (const suffix of ['', '-wal', '-shm']) rmSync(join(dataDir, `ledger.sqlite${suffix}`), { force: true });
 }

@@ -7,13 +7,13 @@ import { SVM_NATIVE } from '../chains/address.ts';
 import { base58Encode } from '../chains/svm/transactions.ts';
 import { startSvmRpc, type SvmRpc } from './svm/rpc.ts';
 
-// The protocol's id for Solana.
+/** The protocol's id for Solana. */
 export const SVM_DEVNET_CHAIN_ID = 792703809;
 const LAMPORTS_PER_SOL = 1_000_000_000n;
 
 export interface SvmTestKeypair {
   publicKey: string;
-  // base58 of the 64-byte secret key, as wallets import it.
+  /** base58 of the 64-byte secret key, as wallets import it. */
   secretKey: string;
 }
 
@@ -23,11 +23,11 @@ export interface SvmDevnet {
   rpc: SvmRpc;
   rpcUrl: string;
   wsUrl: string;
-  // The 6-decimal SPL test token (symbol USDC on the devnet).
+  /** The 6-decimal SPL test token (symbol USDC on the devnet). */
   mint: string;
   vault: string;
   solver: string;
-  // base58 secret key of the solver (the node's svmSolverKey on the devnet).
+  /** base58 secret key of the solver (the node's svmSolverKey on the devnet). */
   solverKey: string;
   accounts: SvmTestKeypair[];
   keypair(i: number): Keypair;
@@ -82,7 +82,7 @@ export async function startSvmDevnet(opts: { testAccounts?: number; slotInterval
   }
 }
 
-// The node's config entry for the devnet's SVM chain.
+/** The node's config entry for the devnet's SVM chain. */
 export function svmChainConfig(d: SvmDevnet, o: { pollIntervalMs?: number } = {}) {
   return {
     id: d.id,
@@ -97,7 +97,7 @@ export function svmChainConfig(d: SvmDevnet, o: { pollIntervalMs?: number } = {}
   };
 }
 
-// What data/devnet.json says about the SVM chain.
+/** What data/devnet.json says about the SVM chain. */
 export function svmDescription(d: SvmDevnet) {
   return {
     id: d.id,

@@ -19,18 +19,18 @@ export const SIGNATURE_HEADER = 'x-relay-signature';
 export const TIMESTAMP_HEADER = 'x-relay-timestamp';
 export const EVENT_ID_HEADER = 'x-relay-event-id';
 
-// The body of a delivery: the event, with the Status record (already JSON in the outbox) as `data`.
+/** The body of a delivery: the event, with the Status record (already JSON in the outbox) as `data`. */
 export function deliveryBody(e: { event_id: string; type: string; request_id: string; status: string; created_at: number; payload: string }): string {
   return `{"id":${JSON.stringify(e.event_id)},"type":${JSON.stringify(e.type)},"requestId":${JSON.stringify(e.request_id)},"status":${JSON.stringify(e.status)},"timestamp":${e.created_at},"data":${e.payload}}`;
 }
 
-// v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>, timestamp in seconds since the epoch.
+/** v1=<hex HMAC-SHA256(secret, timestamp + "." + body)>, timestamp in seconds since the epoch. */
 export function signature(secret: string, timestamp: string, body: string): string {
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
 
-// A URL as logs may show it: no credentials, no query string, no fragment.
+/** A URL as logs may show it: no credentials, no query string, no fragment. */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
@@ -79,7 +79,7 @@ export class Deliverer {
     return this;
   }
 
-  // Runs a pass soon (coalesced): after commits that appended events, after a delivery ended.
+  /** Runs a pass soon (coalesced): after commits that appended events, after a delivery ended. */
   wake(): void {
     if (this.#stopped || this.#scheduled) return;
     this.#scheduled = true;

@@ -1,5 +1,7 @@
-// A webhook endpoint: an absolute http or https URL, without credentials (they would end up in
-// logs and listings), at most MAX_WEBHOOK_URL_LENGTH characters. Returns the reason it is not.
+/**
+ * A webhook endpoint: an absolute http or https URL, without credentials (they would end up in
+ * logs and listings), at most MAX_WEBHOOK_URL_LENGTH characters. Returns the reason it is not.
+ */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 
 export function webhookUrlProblem(url: unknown): string | undefined {

@@ -25,23 +25,27 @@ export interface ReindexResult {
 /** How the driver reads one chain: where its cursor starts and is named, its confirmation and finality depths, its widest range. */
 export interface DriverConfig {
   chainId: number;
-  // The cursor's name in the ledger's cursors table.
+  /** The cursor's name in the ledger's cursors table. */
   cursor: string;
-  // The first block that can hold deposits (the cursor starts just below it).
+  /** The first block that can hold deposits (the cursor starts just below it). */
   startBlock: number;
-  // Blocks a deposit waits before the solver acts on it (the block holding it counts as one).
+  /** Blocks a deposit waits before the solver acts on it (the block holding it counts as one). */
   confirmations: number;
-  // Blocks below the head a reorg can still replace: the unfinalized block list is this long.
+  /** Blocks below the head a reorg can still replace: the unfinalized block list is this long. */
   finalityDepth: number;
-  // The widest range one read may ask for. Infinity: every read runs from the cursor to the head
-  // (a source whose reads are not bounded by a range, as SVM's signature lists); a refused read then
-  // fails the pass rather than narrowing the range.
+  /**
+   * The widest range one read may ask for. Infinity: every read runs from the cursor to the head
+   * (a source whose reads are not bounded by a range, as SVM's signature lists); a refused read then
+   * fails the pass rather than narrowing the range.
+   */
   maxRange: number;
   pollIntervalMs: number;
-  // Per deposit confirmations (confirmations by value); without it every deposit waits `confirmations`.
+  /** Per deposit confirmations (confirmations by value); without it every deposit waits `confirmations`. */
   confirmationsOf?: (d: DepositRow) => number;
-  // The source's reads are final (SVM at its commitment, the exchange's ledger): deposits are confirmed
-  // in the transaction that writes them, whatever block (slot, time) they carry.
+  /**
+   * The source's reads are final (SVM at its commitment, the exchange's ledger): deposits are confirmed
+   * in the transaction that writes them, whatever block (slot, time) they carry.
+   */
   final?: boolean;
 }
 

@@ -9,14 +9,16 @@ export interface SourceBlock {
 
 /** What one read of a block range found: the deposits in it, and how many entries the answer held in all (its size). */
 export interface RangeRead {
-  // seen_at: when the chain says the deposit happened, where it says so (the exchange); the read's time otherwise.
+  /** seen_at: when the chain says the deposit happened, where it says so (the exchange); the read's time otherwise. */
   deposits: (ChainDeposit & { seen_at?: number })[];
-  // Every entry the provider returned (deposits and other events alike): the range stops widening on dense answers.
+  /** Every entry the provider returned (deposits and other events alike): the range stops widening on dense answers. */
   entries: number;
-  // The block hash of every entry's block, by height ('' where two entries disagreed): the driver checks them against the headers it links.
+  /** The block hash of every entry's block, by height ('' where two entries disagreed): the driver checks them against the headers it links. */
   blockHashes: Map<number, string>;
-  // Set when the source could read the range completely only up to this block (an entry not served
-  // yet): the driver commits that far and reads the rest again on a later pass.
+  /**
+   * Set when the source could read the range completely only up to this block (an entry not served
+   * yet): the driver commits that far and reads the rest again on a later pass.
+   */
   upTo?: number;
 }
 

@@ -1,8 +1,10 @@
 import type { Hex } from 'viem';
 import { codecOf, type ChainKind } from './index.ts';
 
-// Addresses by kind of chain, for code that holds a kind rather than a chain's profile (the config,
-// audits, a chain's own modules). Each function is its kind's codec (src/kinds/): no branch here.
+/**
+ * Addresses by kind of chain, for code that holds a kind rather than a chain's profile (the config,
+ * audits, a chain's own modules). Each function is its kind's codec (src/kinds/): no branch here.
+ */
 export type { ChainKind } from './index.ts';
 export { EXCHANGE_PERPS_USD, SVM_NATIVE } from './index.ts';
 

@@ -1,10 +1,12 @@
 import { getAddress, isAddress, type Hex } from 'viem';
 import type { AddressCodec } from './codec.ts';
 
-// The perpetuals exchange (chain 1337): accounts are EVM addresses (EIP-55 checksummed, as on EVM
-// chains); currencies are 16-byte token ids, 32 hex zeros for perps USD (the chain's native
-// currency), with the hex-encoded name of a non-spot DEX appended (lower-case). A 20-byte string is
-// always read as an account.
+/**
+ * The perpetuals exchange (chain 1337): accounts are EVM addresses (EIP-55 checksummed, as on EVM
+ * chains); currencies are 16-byte token ids, 32 hex zeros for perps USD (the chain's native
+ * currency), with the hex-encoded name of a non-spot DEX appended (lower-case). A 20-byte string is
+ * always read as an account.
+ */
 export const EXCHANGE_PERPS_USD = `0x${'0'.repeat(32)}`;
 
 function exchangeAddress(s: string): string | undefined {

@@ -5,7 +5,7 @@ import type { AddressCodec } from './codec.ts';
 // What an SVM chain spells: base58 public keys (case matters), base58 transaction signatures, and
 // the solver's secret key as wallets export it.
 
-// The System Program's id stands for native SOL, as the protocol does on SVM chains.
+/** The System Program's id stands for native SOL, as the protocol does on SVM chains. */
 export const SVM_NATIVE = '11111111111111111111111111111111';
 
 // ------------------------------------------------------------------------------------------ base58

@@ -28,7 +28,7 @@ export class ApiKeys {
     this.#revoke = db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
   }
 
-  // Returns the key itself once; the ledger keeps only its hash.
+  /** Returns the key itself once; the ledger keeps only its hash. */
   create(name: string, now = Date.now()): { id: string; key: string } {
     const id = `key_${randomBytes(8).toString('hex')}`;
     const key = `rn_${randomBytes(24).toString('base64url')}`;
@@ -50,7 +50,7 @@ export class ApiKeys {
     return this.#list.all() as ApiKeyRow[];
   }
 
-  // False when there is no such live key.
+  /** False when there is no such live key. */
   revoke(id: string, now = Date.now()): boolean {
     return this.#revoke.run(now, id).changes === 1;
   }

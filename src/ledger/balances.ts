@@ -5,7 +5,7 @@ export type BalanceKind = 'credit' | 'credit_reversal' | 'sponsorship' | 'sponso
 export interface BalanceEntry {
   wallet: string;
   kind: BalanceKind;
-  // micro-USD, signed: what the entry adds to the balance (or, for holds, to what is held).
+  /** micro-USD, signed: what the entry adds to the balance (or, for holds, to what is held). */
   amount: bigint;
   request_id: string | null;
   ref: string;
@@ -14,7 +14,7 @@ export interface BalanceEntry {
 
 const HELD: BalanceKind[] = ['hold', 'hold_release'];
 
-// App balances: sums of immutable entries (see migration 6). Never a number updated in place.
+/** App balances: sums of immutable entries (see migration 6). Never a number updated in place. */
 export class Balances {
   #post;
   #sums;
@@ -43,7 +43,7 @@ export class Balances {
     this.#unlink = db.prepare('DELETE FROM sponsor_links WHERE wallet = ? AND api_key_id = ?');
   }
 
-  // Books an entry once: returns false when an entry with the same ref exists already.
+  /** Books an entry once: returns false when an entry with the same ref exists already. */
   post(e: BalanceEntry, now = Date.now()): boolean {
     return this.#post.run({ ...e, detail: e.detail ?? null, now }).changes === 1;
   }
@@ -56,7 +56,7 @@ export class Balances {
     return this.#ofRequest.all(requestId) as BalanceEntry[];
   }
 
-  // balance: what the wallet has; held: what active fast-fill holds set aside of it.
+  /** balance: what the wallet has; held: what active fast-fill holds set aside of it. */
   summary(wallet: string): { balance: bigint; held: bigint; available: bigint } {
     let balance = 0n;
     let held = 0n;
@@ -101,7 +101,7 @@ export interface AppFeeEntry {
   ref: string;
 }
 
-// App fees owed to their recipients, per chain and currency: sums of immutable entries.
+/** App fees owed to their recipients, per chain and currency: sums of immutable entries. */
 export class AppFees {
   #post;
   #ofRecipient;
@@ -119,7 +119,7 @@ export class AppFees {
     return this.#post.run({ ...e, amount: e.amount.toString(), now }).changes === 1;
   }
 
-  // Amounts are token units (up to uint256), summed exactly here rather than by SQLite.
+  /** Amounts are token units (up to uint256), summed exactly here rather than by SQLite. */
   balances(recipient: string): { chainId: number; currency: string; amount: bigint }[] {
     const out = new Map<string, { chainId: number; currency: string; amount: bigint }>();
     for (const r of this.#ofRecipient.all(recipient) as { chain_id: number; currency: string; amount: string }[]) {
@@ -131,7 +131,7 @@ export class AppFees {
     return [...out.values()];
   }
 
-  // The entries a claim payout booked (their request_id is the payout's id).
+  /** The entries a claim payout booked (their request_id is the payout's id). */
   claimedBy(payoutId: string): { recipient: string; chain_id: number; currency: string; amount: string }[] {
     return this.#claimedBy.all(payoutId) as { recipient: string; chain_id: number; currency: string; amount: string }[];
   }

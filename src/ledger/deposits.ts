@@ -2,7 +2,7 @@ import type { Db } from './db.ts';
 import type { DepositRow } from './types.ts';
 
 export type NewDeposit = Omit<DepositRow, 'state' | 'request_id' | 'confirmed_at'>;
-// A deposit as a chain's indexer reads it, before the ledger names it.
+/** A deposit as a chain's indexer reads it, before the ledger names it. */
 export type ChainDeposit = Omit<NewDeposit, 'id' | 'chain_id' | 'seen_at'>;
 
 export class Deposits {
@@ -41,7 +41,7 @@ export class Deposits {
       FROM (SELECT depositor, block_number FROM deposits WHERE id = @id) AS d WHERE requests.id = @request_id`);
   }
 
-  // Returns true when the row is new (or revived after a reorg).
+  /** Returns true when the row is new (or revived after a reorg). */
   insert(d: NewDeposit): boolean {
     return this.#insert.run(d).changes === 1;
   }
@@ -59,7 +59,7 @@ export class Deposits {
   confirmOne(id: string, now = Date.now()): boolean {
     return this.#confirmOne.run({ id, now }).changes === 1;
   }
-  // skip: the first deposits of the queue the caller left confirmed (held back) and passes over.
+  /** skip: the first deposits of the queue the caller left confirmed (held back) and passes over. */
   nextConfirmed(limit = 100, skip = 0): DepositRow[] {
     return this.#nextConfirmed.all(limit, skip) as DepositRow[];
   }
@@ -70,15 +70,17 @@ export class Deposits {
   recentWithoutTxFee(since: number, limit: number): DepositRow[] {
     return this.db.prepare(`SELECT * FROM deposits WHERE tx_fee IS NULL AND seen_at >= ? AND state != 'reorged' ORDER BY seen_at LIMIT ?`).all(since, limit) as DepositRow[];
   }
-  // Every log of the transaction shares its fee.
+  /** Every log of the transaction shares its fee. */
   setTxFee(chainId: number, txHash: string, fee: bigint): void {
     this.db.prepare('UPDATE deposits SET tx_fee = ? WHERE chain_id = ? AND tx_hash = ? AND tx_fee IS NULL').run(fee.toString(), chainId, txHash);
   }
   forRequest(requestId: string): DepositRow[] {
     return this.#forRequest.all(requestId) as DepositRow[];
   }
-  // Deposits not yet acted on that sit in blocks a reorg removed. Handled deposits are left for
-  // the caller to look at: they were acted on and cannot be taken back.
+  /**
+   * Deposits not yet acted on that sit in blocks a reorg removed. Handled deposits are left for
+   * the caller to look at: they were acted on and cannot be taken back.
+   */
   reorgAbove(chainId: number, ancestor: number): DepositRow[] {
     return this.#reorgAbove.all(chainId, ancestor) as DepositRow[];
   }
@@ -87,26 +89,30 @@ export class Deposits {
       .prepare(`SELECT * FROM deposits WHERE chain_id = ? AND block_number > ? AND state = 'handled'`)
       .all(chainId, ancestor) as DepositRow[];
   }
-  // Deposits acted on whose blocks lie in [from, to]: a re-read of that range checks they are still there.
+  /** Deposits acted on whose blocks lie in [from, to]: a re-read of that range checks they are still there. */
   handledIn(chainId: number, from: number, to: number): DepositRow[] {
     return this.db
       .prepare(`SELECT * FROM deposits WHERE chain_id = ? AND state = 'handled' AND block_number BETWEEN ? AND ? ORDER BY block_number, log_index`)
       .all(chainId, from, to) as DepositRow[];
   }
-  // The deposit acted on that this log repeats from another fork (the same transaction, included
-  // again after a reorg, possibly at another log index): it is the same money, not a new deposit.
+  /**
+   * The deposit acted on that this log repeats from another fork (the same transaction, included
+   * again after a reorg, possibly at another log index): it is the same money, not a new deposit.
+   */
   handledFromOtherFork(d: Pick<DepositRow, 'chain_id' | 'tx_hash' | 'order_ref' | 'amount' | 'currency' | 'depositor' | 'block_hash'>): DepositRow | undefined {
     return this.db
       .prepare(`SELECT * FROM deposits WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND order_ref = @order_ref AND amount = @amount
         AND currency = @currency AND depositor = @depositor AND state = 'handled' AND block_hash != @block_hash LIMIT 1`)
       .get(d) as DepositRow | undefined;
   }
-  // A deposit acted on, found again on the new canonical chain: it follows its block.
+  /** A deposit acted on, found again on the new canonical chain: it follows its block. */
   relocate(id: string, blockNumber: number, blockHash: string): void {
     this.db.prepare(`UPDATE deposits SET block_number = ?, block_hash = ? WHERE id = ?`).run(blockNumber, blockHash, id);
   }
-  // A deposit acted on that a reorg removed, none of whose payouts was signed: as if never seen
-  // (it is revived, and decided afresh, if its transaction is included again).
+  /**
+   * A deposit acted on that a reorg removed, none of whose payouts was signed: as if never seen
+   * (it is revived, and decided afresh, if its transaction is included again).
+   */
   unhandleReorged(id: string): void {
     this.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE id = ? AND state = 'handled'`).run(id);
   }

@@ -21,7 +21,7 @@ export interface EventRow {
   created_at: number;
 }
 
-// An event with the wallet (the request's user) the websocket stream filters on.
+/** An event with the wallet (the request's user) the websocket stream filters on. */
 export interface StreamEventRow extends EventRow {
   user: string | null;
 }
@@ -50,7 +50,7 @@ export interface DeliveryRow {
   delivered_at: number | null;
 }
 
-// A delivery that may be attempted now, with what it takes to send it.
+/** A delivery that may be attempted now, with what it takes to send it. */
 export interface DueDelivery {
   event_id: string;
   webhook_id: string;
@@ -148,8 +148,10 @@ export class Events {
 
   // --- the outbox ------------------------------------------------------------------------------
 
-  // Appends the event of a change of `row` (already written) and its deliveries. Called by
-  // Requests inside the transaction of the change.
+  /**
+   * Appends the event of a change of `row` (already written) and its deliveries. Called by
+   * Requests inside the transaction of the change.
+   */
   record(row: RequestRow, now = Date.now()): EventRow {
     const payload = JSON.stringify(statusRecord(this.#sources, row));
     const ev = {
@@ -167,9 +169,11 @@ export class Events {
     return { seq, ...ev };
   }
 
-  // Called after a write that may have appended events: once nothing is left uncommitted, wakes
-  // the listeners (the deliverer, the websocket stream) outside the transaction. Inside an open
-  // transaction it waits for Ledger.tx to call it again after the commit.
+  /**
+   * Called after a write that may have appended events: once nothing is left uncommitted, wakes
+   * the listeners (the deliverer, the websocket stream) outside the transaction. Inside an open
+   * transaction it waits for Ledger.tx to call it again after the commit.
+   */
   committed(): void {
     if (!this.#dirty || this.#db.inTransaction) return;
     this.#dirty = false;
@@ -185,7 +189,7 @@ export class Events {
     });
   }
 
-  // Called right after commits that appended events. Returns the unsubscribe function.
+  /** Called right after commits that appended events. Returns the unsubscribe function. */
   onAppended(fn: () => void): () => void {
     this.#listeners.add(fn);
     return () => this.#listeners.delete(fn);
@@ -209,7 +213,7 @@ export class Events {
 
   // --- webhooks --------------------------------------------------------------------------------
 
-  // Returns the secret once; it is what signs the deliveries.
+  /** Returns the secret once; it is what signs the deliveries. */
   addWebhook(apiKeyId: string, url: string, now = Date.now()): { id: string; secret: string; created_at: number } {
     const id = `wh_${randomBytes(8).toString('hex')}`;
     const secret = `whsec_${randomBytes(32).toString('hex')}`;
@@ -221,12 +225,12 @@ export class Events {
     return this.#webhook.get(id) as WebhookRow | undefined;
   }
 
-  // Live webhooks, of one key or of all.
+  /** Live webhooks, of one key or of all. */
   webhooks(apiKeyId?: string): WebhookRow[] {
     return (apiKeyId === undefined ? this.#allWebhooks.all() : this.#webhooksOfKey.all(apiKeyId)) as WebhookRow[];
   }
 
-  // False when there is no such live webhook. Its pending deliveries end (dead, 'webhook removed').
+  /** False when there is no such live webhook. Its pending deliveries end (dead, 'webhook removed'). */
   removeWebhook(id: string, now = Date.now()): boolean {
     return this.#db.transaction(() => {
       if (this.#removeWebhook.run(now, id).changes !== 1) return false;
@@ -245,7 +249,7 @@ export class Events {
     return this.#delivered.run({ event_id: eventId, webhook_id: webhookId, status, now }).changes === 1;
   }
 
-  // A failed attempt: retried at `nextAttemptAt`, or dead when that is null.
+  /** A failed attempt: retried at `nextAttemptAt`, or dead when that is null. */
   markFailed(eventId: string, webhookId: string, f: { status: number | null; error: string; nextAttemptAt: number | null }): boolean {
     const dead = f.nextAttemptAt === null;
     const r = this.#failed.run({
@@ -274,9 +278,11 @@ export class Events {
     return this.#deliveries.all({ webhook_id: webhookId, state: opts.state ?? null, limit: opts.limit ?? 100 }) as (DeliveryRow & { type: string; status: string })[];
   }
 
-  // Manual redelivery: the event's deliveries (to one webhook, or to all of them), or every dead
-  // delivery (of one webhook, or of all), go back to pending with a fresh schedule. Scoped to a
-  // key's webhooks when apiKeyId is given. Returns how many deliveries were reset.
+  /**
+   * Manual redelivery: the event's deliveries (to one webhook, or to all of them), or every dead
+   * delivery (of one webhook, or of all), go back to pending with a fresh schedule. Scoped to a
+   * key's webhooks when apiKeyId is given. Returns how many deliveries were reset.
+   */
   redeliver(
     target: { eventId: string; webhookId?: string; apiKeyId?: string } | { dead: true; webhookId?: string; apiKeyId?: string },
     now = Date.now(),

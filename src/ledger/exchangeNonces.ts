@@ -21,11 +21,11 @@ export class ExchangeNonces {
     this.#ofRequest = db.prepare('SELECT * FROM exchange_nonces WHERE request_id = ?');
   }
 
-  // Returns false when (wallet, nonce) or the request is mapped already.
+  /** Returns false when (wallet, nonce) or the request is mapped already. */
   insert(row: NonceMappingRow): boolean {
     return this.#insert.run(row).changes === 1;
   }
-  // wallet: EIP-55 checksummed.
+  /** wallet: EIP-55 checksummed. */
   get(wallet: string, nonce: number): NonceMappingRow | undefined {
     return this.#get.get(wallet, nonce) as NonceMappingRow | undefined;
   }

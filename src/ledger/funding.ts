@@ -19,7 +19,7 @@ export interface FundingCredit {
   parts: FundingPart[];
   micro: bigint;
   created_at: number;
-  // Whether a reorg removed the transfer and the credit was reversed.
+  /** Whether a reorg removed the transfer and the credit was reversed. */
   reversed: boolean;
 }
 
@@ -36,8 +36,10 @@ function decode(r: Row): FundingCredit {
   return { ...r, block_number: Number(r.block_number), chain_id: Number(r.chain_id), created_at: Number(r.created_at), parts, micro: BigInt(r.micro), reversed: r.reversed !== 0n };
 }
 
-// App balance credits and the chain's evidence for each (migration 8). A credit is booked with its
-// evidence in one transaction; a reorg that removes the evidence books a reversal entry.
+/**
+ * App balance credits and the chain's evidence for each (migration 8). A credit is booked with its
+ * evidence in one transaction; a reorg that removes the evidence books a reversal entry.
+ */
 export class FundingCredits {
   #insert;
   #ofTx;

@@ -42,8 +42,10 @@ export const switchName = {
   dryRun: 'dry-run',
 } as const;
 
-// The operator's side of the ledger (migration 8): admin actions with who and why, the switches
-// they turn (pauses, dry run), deposits the solver holds back and why, dry-run decisions, admin keys.
+/**
+ * The operator's side of the ledger (migration 8): admin actions with who and why, the switches
+ * they turn (pauses, dry run), deposits the solver holds back and why, dry-run decisions, admin keys.
+ */
 export class Operations {
   #act;
   #switchOn;

@@ -73,8 +73,10 @@ export class Payouts {
   setState(id: string, state: PayoutState, extra: { txHash?: string; failReason?: FailReason } = {}, now = Date.now()): void {
     this.#setState.run({ id, state, tx_hash: extra.txHash ?? null, fail_reason: extra.failReason ?? null, now });
   }
-  // Amounts promised but not yet paid, per currency (canonical address): the solver's inventory
-  // must cover them too.
+  /**
+   * Amounts promised but not yet paid, per currency (canonical address): the solver's inventory
+   * must cover them too.
+   */
   reservedOn(chainId: number): Map<string, bigint> {
     const out = new Map<string, bigint>();
     for (const r of this.#pending.all(chainId) as { currency: string; amount: string }[]) {

@@ -1,6 +1,6 @@
 import type { Db } from './db.ts';
 
-// The signed EIP-7702 authorizations the node has relayed (migration 18): each one once.
+/** The signed EIP-7702 authorizations the node has relayed (migration 18): each one once. */
 export class RelayedAuthorizations {
   #claim;
   #of;

@@ -4,8 +4,10 @@ import type { RequestRow } from './types.ts';
 // The request listing's query, validated by the API and trusted here. Every value reaches SQLite
 // as a bound parameter; the SQL text is assembled only from the fixed fragments below.
 
-// Fields that can be matched for equality (a list is OR) or null-checked, at top level or in a
-// `filters` group.
+/**
+ * Fields that can be matched for equality (a list is OR) or null-checked, at top level or in a
+ * `filters` group.
+ */
 export const FILTER_FIELDS = [
   'term',
   'id',
@@ -36,7 +38,7 @@ export type FilterField = (typeof FILTER_FIELDS)[number];
 export interface FieldFilter {
   field: FilterField;
   negate: boolean;
-  // null: a null-check (empty; not empty when negated)
+  /** null: a null-check (empty; not empty when negated) */
   values: (string | number)[] | null;
 }
 
@@ -44,9 +46,9 @@ export type SortBy = 'createdAt' | 'updatedAt' | 'amountUsd';
 
 export interface RequestQuery {
   where: FieldFilter[];
-  // OR of groups, each an AND of its filters.
+  /** OR of groups, each an AND of its filters. */
   groups: FieldFilter[][];
-  // Inclusive bounds: milliseconds, block numbers, micro-USD.
+  /** Inclusive bounds: milliseconds, block numbers, micro-USD. */
   ranges: Partial<Record<'createdAt' | 'depositBlock' | 'amountUsd' | 'appFeesUsd' | 'fillTimeMs', { min?: number; max?: number }>>;
   features: string[];
   includeChildRequests: boolean;
@@ -56,7 +58,7 @@ export interface RequestQuery {
   limit: number;
   after?: { key: number; id: string };
   includeTotal: boolean;
-  // GET /requests/v2 only: the referrer the quote named.
+  /** GET /requests/v2 only: the referrer the quote named. */
   referrer?: string;
 }
 
@@ -174,7 +176,7 @@ function whereClause(q: RequestQuery, params: unknown[]): string {
 
 export interface SearchResult {
   rows: RequestRow[];
-  // The sort key and id of the last row, when there may be more.
+  /** The sort key and id of the last row, when there may be more. */
   next?: { key: number; id: string };
   total?: number;
 }

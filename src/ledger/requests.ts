@@ -127,7 +127,7 @@ export class Requests {
     this.#events.committed();
   }
 
-  // Deposit addresses on a chain quoted since `since`: what the chain's watcher checks.
+  /** Deposit addresses on a chain quoted since `since`: what the chain's watcher checks. */
   depositAddresses(chainId: number, since: number): { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[] {
     return this.#watched.all(chainId, since) as { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[];
   }
@@ -140,7 +140,7 @@ export class Requests {
     this.#failedCall.run(data, id);
   }
 
-  // The request was filled before its deposit: its hold runs until `deadline`.
+  /** The request was filled before its deposit: its hold runs until `deadline`. */
   markFastFilled(id: string, deadline: number, now = Date.now()): void {
     const r = this.get(id)!;
     const features = [...new Set([...(JSON.parse(r.features) as string[]), 'fast_fill'])];
@@ -153,8 +153,10 @@ export class Requests {
     this.#features.run(JSON.stringify(features), now, id);
   }
 
-  // A request id the node did not issue (orphan deposits, extra deposits) is derived from the
-  // deposit's own id, so indexing the same deposit twice finds the same request.
+  /**
+   * A request id the node did not issue (orphan deposits, extra deposits) is derived from the
+   * deposit's own id, so indexing the same deposit twice finds the same request.
+   */
   static derivedId(depositId: string, keccak: (s: string) => Hex): Hex {
     return keccak(`deposit:${depositId}`);
   }

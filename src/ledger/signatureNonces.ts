@@ -3,8 +3,10 @@ import type { Db } from './db.ts';
 /** What a wallet's signed message authorizes; each purpose has its own nonces. */
 export type SignedPurpose = 'link' | 'unlink' | 'claim';
 
-// The nonces of signed messages the node has acted on (see the migration of signature_nonces):
-// each signature authorizes one action, once, until its expiry.
+/**
+ * The nonces of signed messages the node has acted on (see the migration of signature_nonces):
+ * each signature authorizes one action, once, until its expiry.
+ */
 export class SignatureNonces {
   #use;
   constructor(db: Db) {

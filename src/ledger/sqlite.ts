@@ -24,17 +24,17 @@ export class SqliteLedger implements Ledger {
   readonly balances: Balances;
   readonly appFees: AppFees;
   readonly apiKeys: ApiKeys;
-  // App balance credits and their on-chain evidence (src/ledger/funding.ts).
+  /** App balance credits and their on-chain evidence (src/ledger/funding.ts). */
   readonly funding: FundingCredits;
-  // The status events outbox and webhooks (src/ledger/events.ts).
+  /** The status events outbox and webhooks (src/ledger/events.ts). */
   readonly events: Events;
-  // Nonces of signed messages already acted on (links, unlinks, claims).
+  /** Nonces of signed messages already acted on (links, unlinks, claims). */
   readonly signatureNonces: SignatureNonces;
-  // Admin actions, pauses, dry run, postponed deposits, admin keys (src/ledger/operations.ts).
+  /** Admin actions, pauses, dry run, postponed deposits, admin keys (src/ledger/operations.ts). */
   readonly operations: Operations;
-  // Deposits owed to the solver and the withdrawals that took them (src/ledger/withdrawals.ts).
+  /** Deposits owed to the solver and the withdrawals that took them (src/ledger/withdrawals.ts). */
   readonly withdrawals: Withdrawals;
-  // EIP-7702 authorizations relayed by POST /execute rawCalls, each once (src/ledger/relays.ts).
+  /** EIP-7702 authorizations relayed by POST /execute rawCalls, each once (src/ledger/relays.ts). */
   readonly relayedAuthorizations: RelayedAuthorizations;
   #exchangeNonces: ExchangeNonces | undefined;
 
@@ -54,7 +54,7 @@ export class SqliteLedger implements Ledger {
     this.relayedAuthorizations = new RelayedAuthorizations(db);
   }
 
-  // Prepared on first use: a read-only replica may open an older ledger without the table.
+  /** Prepared on first use: a read-only replica may open an older ledger without the table. */
   get exchangeNonces(): ExchangeNonces {
     return (this.#exchangeNonces ??= new ExchangeNonces(this.db));
   }
@@ -66,8 +66,10 @@ export class SqliteLedger implements Ledger {
     return new SqliteLedger(db);
   }
 
-  // Runs fn in one transaction (IMMEDIATE: takes the write lock up front, so a concurrent API
-  // replica never sees half of it).
+  /**
+   * Runs fn in one transaction (IMMEDIATE: takes the write lock up front, so a concurrent API
+   * replica never sees half of it).
+   */
   tx<T>(fn: () => T): T {
     const result = this.db.transaction(fn).immediate();
     // Committed: wake the status event deliverer and stream if the transaction appended events.

@@ -2,7 +2,7 @@ import type { Deposits } from './deposits.ts';
 import type { Payouts } from './payouts.ts';
 import type { RequestRow } from './types.ts';
 
-// What the builder reads: the ledger, or the parts of it the outbox has while a request changes.
+/** What the builder reads: the ledger, or the parts of it the outbox has while a request changes. */
 export interface StatusSources {
   deposits: Pick<Deposits, 'forRequest' | 'byOrderRef'>;
   payouts: Pick<Payouts, 'forRequest'>;
@@ -10,8 +10,10 @@ export interface StatusSources {
 
 export type StatusRecord = ReturnType<typeof statusRecord>;
 
-// The Status record of the interface, read from the ledger only. It lives in the ledger because
-// every status change writes it to the events outbox (src/ledger/events.ts).
+/**
+ * The Status record of the interface, read from the ledger only. It lives in the ledger because
+ * every status change writes it to the events outbox (src/ledger/events.ts).
+ */
 export function statusRecord(ledger: StatusSources, r: RequestRow) {
   const deposits = ledger.deposits.forRequest(r.id);
   // Before its deposit is confirmed, an order has no deposit assigned; show the ones seen for it.

@@ -6,23 +6,23 @@ export type Status = (typeof STATUSES)[number];
 
 export type RequestKind = 'order' | 'orphan' | 'extra';
 
-// What the quote fixed, so the solver can price whatever amount actually arrives the same way.
+/** What the quote fixed, so the solver can price whatever amount actually arrives the same way. */
 export interface Pricing {
-  // output = input * rateNum / rateDen, in smallest units
+  /** output = input * rateNum / rateDen, in smallest units */
   rateNum: string;
   rateDen: string;
   serviceBps: number;
-  // destination gas for the fill, already converted to output currency units
+  /** destination gas for the fill, already converted to output currency units */
   gasFeeOut: string;
   gasFeeUsd: string;
-  // App fees: each recipient's share of the output value, in basis points.
+  /** App fees: each recipient's share of the output value, in basis points. */
   appFees?: { recipient: string; bps: number }[];
-  // Gas top-up: the native amount delivered with the fill, and its price in output units.
+  /** Gas top-up: the native amount delivered with the fill, and its price in output units. */
   topUpNative?: string;
   topUpOut?: string;
-  // Swaps: the rate is re-read at fill time (prices move), less the node's spread.
+  /** Swaps: the rate is re-read at fill time (prices move), less the node's spread. */
   swap?: { spreadBps: number };
-  // Fee sponsorship: which components the sponsor pays, up to capOut (output units).
+  /** Fee sponsorship: which components the sponsor pays, up to capOut (output units). */
   sponsor?: { components: ('execution' | 'platform')[]; capOut: string };
 }
 
@@ -53,16 +53,16 @@ export interface RequestRow {
   fill_deadline: number | null;
   created_at: number;
   updated_at: number;
-  // JSON: what the quote fixed about sponsorship, app fees and top-up (migration 6).
+  /** JSON: what the quote fixed about sponsorship, app fees and top-up (migration 6). */
   money: string | null;
-  // JSON array of the interface's feature flags.
+  /** JSON array of the interface's feature flags. */
   features: string;
   fast_fill_deadline: number | null;
   failed_call_data: string | null;
-  // The API key that quoted the request, and the referrer the quote named (migration 2).
+  /** The API key that quoted the request, and the referrer the quote named (migration 2). */
   api_key_id: string | null;
   referrer: string | null;
-  // Search columns (migration 3).
+  /** Search columns (migration 3). */
   amount_usd: number | null;
   app_fees_usd: number | null;
   currency_in_symbol: string | null;
@@ -90,7 +90,7 @@ export interface DepositRow {
   request_id: Hex | null;
   seen_at: number;
   confirmed_at: number | null;
-  // The deposit transaction's fee in the origin chain's native smallest unit, once read.
+  /** The deposit transaction's fee in the origin chain's native smallest unit, once read. */
   tx_fee?: string | null;
 }
 
@@ -100,7 +100,7 @@ export type PayoutState = 'queued' | 'sent' | 'success' | 'failed';
 export interface PayoutRow {
   id: string;
   kind: PayoutKind;
-  // null for claims of app fees
+  /** null for claims of app fees */
   request_id: Hex | null;
   deposit_id: string | null;
   chain_id: number;
@@ -115,7 +115,7 @@ export interface PayoutRow {
   native_topup: string | null;
   calls: string | null;
   max_gas: string | null;
-  // JSON: what authorizes a node-submitted deposit (migration 7).
+  /** JSON: what authorizes a node-submitted deposit (migration 7). */
   authorization: string | null;
 }
 

@@ -5,7 +5,7 @@ export interface OwedDeposit {
   id: string;
   chain_id: number;
   currency: string;
-  // What of the deposit is the solver's: the deposit, less an excess already returned to the user.
+  /** What of the deposit is the solver's: the deposit, less an excess already returned to the user. */
   owed: bigint;
 }
 

@@ -3,7 +3,7 @@ import { apiAddress } from '../kinds/address.ts';
 import type { Currency } from '../config/registry.ts';
 import { usdValue } from './money.ts';
 
-// The interface's Currency and Amount objects.
+/** The interface's Currency and Amount objects. */
 export function currencyObject(c: Currency) {
   return {
     chainId: c.chainId,

@@ -3,20 +3,22 @@ import { QuoteError } from './errors.ts';
 import { bpsCeil, mulRatioFloor } from './money.ts';
 
 export interface FeeBreakdown {
-  // The deposit's worth in the output currency, before fees.
+  /** The deposit's worth in the output currency, before fees. */
   value: bigint;
   service: bigint;
   gas: bigint;
   topUp: bigint;
   app: { recipient: string; bps: number; amount: bigint }[];
-  // What the sponsor pays of service, gas and top-up (never more than they come to).
+  /** What the sponsor pays of service, gas and top-up (never more than they come to). */
   sponsored: bigint;
-  // What the recipient receives.
+  /** What the recipient receives. */
   out: bigint;
 }
 
-// How a deposit of `amount` is paid out, priced as the quote fixed it. The quote and the solver
-// both use this, so a deposit of exactly the quoted amount pays exactly the quote.
+/**
+ * How a deposit of `amount` is paid out, priced as the quote fixed it. The quote and the solver
+ * both use this, so a deposit of exactly the quoted amount pays exactly the quote.
+ */
 export function breakdown(amount: bigint, p: Pricing): FeeBreakdown {
   const value = mulRatioFloor(amount, { num: BigInt(p.rateNum), den: BigInt(p.rateDen) });
   const service = bpsCeil(value, p.serviceBps);

@@ -26,8 +26,10 @@ export function mulRatioCeil(x: bigint, r: Ratio): bigint {
   return ceilDiv(x * r.num, r.den);
 }
 
-// Converts an amount of one currency into another through their USD prices:
-// out = amount * priceIn * 10^decOut / (priceOut * 10^decIn).
+/**
+ * Converts an amount of one currency into another through their USD prices:
+ * out = amount * priceIn * 10^decOut / (priceOut * 10^decIn).
+ */
 export function conversionRate(priceIn: string, decIn: number, priceOut: string, decOut: number): Ratio {
   const a = parseDecimal(priceIn);
   const b = parseDecimal(priceOut);
@@ -37,13 +39,13 @@ export function conversionRate(priceIn: string, decIn: number, priceOut: string,
 
 const USD_DECIMALS = 6;
 
-// USD value of an amount in millionths of a dollar (truncated).
+/** USD value of an amount in millionths of a dollar (truncated). */
 export function usdMicro(amount: bigint, decimals: number, price: string): bigint {
   const p = parseDecimal(price);
   return (amount * p.num * 10n ** BigInt(USD_DECIMALS)) / (p.den * 10n ** BigInt(decimals));
 }
 
-// Rounded up: what a sponsor is charged never falls short of what it pays.
+/** Rounded up: what a sponsor is charged never falls short of what it pays. */
 export function usdMicroCeil(amount: bigint, decimals: number, price: string): bigint {
   const p = parseDecimal(price);
   return ceilDiv(amount * p.num * 10n ** BigInt(USD_DECIMALS), p.den * 10n ** BigInt(decimals));
@@ -53,7 +55,7 @@ export function formatUsd(micro: bigint): string {
   return formatUnits(micro, USD_DECIMALS);
 }
 
-// USD value of an amount as a decimal string with up to 6 places (truncated).
+/** USD value of an amount as a decimal string with up to 6 places (truncated). */
 export function usdValue(amount: bigint, decimals: number, price: string): string {
   return formatUsd(usdMicro(amount, decimals, price));
 }
@@ -62,7 +64,7 @@ export function bpsCeil(amount: bigint, bps: number): bigint {
   return ceilDiv(amount * BigInt(bps), 10_000n);
 }
 
-// Percentage with two decimals, as a string (e.g. "-0.35"), from exact integers.
+/** Percentage with two decimals, as a string (e.g. "-0.35"), from exact integers. */
 export function percent(part: bigint, whole: bigint): string {
   if (whole === 0n) return '0';
   const hundredths = (part * 10_000n) / whole;

@@ -1,7 +1,9 @@
 import { hashStruct, type Hex } from 'viem';
 
-// The protocol's v2 Order type. The order id is its EIP-712 struct hash, with no domain, so any
-// party holding orderData can recompute the id the deposit carries.
+/**
+ * The protocol's v2 Order type. The order id is its EIP-712 struct hash, with no domain, so any
+ * party holding orderData can recompute the id the deposit carries.
+ */
 export const orderTypes = {
   Order: [
     { name: 'version', type: 'string' },

@@ -3,7 +3,7 @@ import type { PriceFeeds } from '../chains/ports.ts';
 import type { Currency } from '../config/registry.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 
-// USD prices as decimal strings.
+/** USD prices as decimal strings. */
 export interface PriceSource {
   usdPrice(currency: Currency): Promise<string>;
 }
@@ -13,7 +13,7 @@ export class PriceUnavailableError extends RelayNodeError {
   override name = 'PriceUnavailableError';
 }
 
-// The config's fixed prices (the devnet's).
+/** The config's fixed prices (the devnet's). */
 export class StaticPriceSource implements PriceSource {
   async usdPrice(currency: Currency): Promise<string> {
     return currency.usdPrice;
@@ -22,8 +22,10 @@ export class StaticPriceSource implements PriceSource {
 
 const FEED_CACHE_MS = 1000;
 
-// Prices from Chainlink-style aggregators where a currency names one (its `priceFeed`), with a
-// staleness bound; fixed prices elsewhere. The chains' feed readers come from the chain registry.
+/**
+ * Prices from Chainlink-style aggregators where a currency names one (its `priceFeed`), with a
+ * staleness bound; fixed prices elsewhere. The chains' feed readers come from the chain registry.
+ */
 export class FeedPriceSource implements PriceSource {
   #decimals = new Map<string, number>();
   #cache = new Map<string, { at: number; price: string; updatedAt: bigint }>();

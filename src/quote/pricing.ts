@@ -10,25 +10,27 @@ export interface PricedRoute {
   pricing: Pricing;
   prices: { in: string; out: string; destNative: string; originNative: string };
   fillCost: FillCost;
-  // The user's own deposit transaction, in the origin's native units (quoted, not charged).
+  /** The user's own deposit transaction, in the origin's native units (quoted, not charged). */
   depositCost: bigint;
   rate: Ratio;
-  // Why sponsorship was asked for and not given (rule 2), if it was.
+  /** Why sponsorship was asked for and not given (rule 2), if it was. */
   fallback?: string;
 }
 
-// What the destination calls spend, when the order has any.
+/** What the destination calls spend, when the order has any. */
 export function callsValue(route: Route): bigint | undefined {
   return route.calls?.reduce((t, c) => t + c.value, 0n);
 }
 
-// The price ratio less the node's spread.
+/** The price ratio less the node's spread. */
 export function swapRate(r: Ratio, spreadBps: number): Ratio {
   return { num: r.num * BigInt(10_000 - spreadBps), den: r.den * 10_000n };
 }
 
-// Everything the quote fixes about price: the rate, the fill's cost, fees, app fees, top-up and
-// sponsorship, as a Pricing the solver applies to whatever amount the deposit brings.
+/**
+ * Everything the quote fixes about price: the rate, the fill's cost, fees, app fees, top-up and
+ * sponsorship, as a Pricing the solver applies to whatever amount the deposit brings.
+ */
 export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext): Promise<PricedRoute> {
   const { registry, config } = ctx;
   const { origin, dest, recipient, cin, cout } = route;

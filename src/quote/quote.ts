@@ -280,7 +280,7 @@ function signedUsd(micro: bigint): string {
   return micro < 0n ? `-${formatUsd(-micro)}` : formatUsd(micro);
 }
 
-// bigints as decimal strings, as the interface writes amounts.
+/** bigints as decimal strings, as the interface writes amounts. */
 export function jsonSafe<T>(v: T): unknown {
   return JSON.parse(JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? x.toString() : x)));
 }

@@ -5,11 +5,11 @@ import type { ChainConfig } from '../config/schema.ts';
 import { QuoteError } from './errors.ts';
 import type { QuoteChains, QuoteInput } from './types.ts';
 
-// Who sends what from where to whom, with every address checked against its chain's kind.
+/** Who sends what from where to whom, with every address checked against its chain's kind. */
 export interface Route {
   origin: ChainConfig;
   dest: ChainConfig;
-  // What the quote needs to know of each chain (codec, what it supports).
+  /** What the quote needs to know of each chain (codec, what it supports). */
   originProfile: ChainProfile;
   destProfile: ChainProfile;
   user: string;
@@ -41,7 +41,7 @@ function requestType(sameChain: boolean, cin: Currency, cout: Currency, nativeIs
   return 'Same-chain Swap';
 }
 
-// Wrapping and bridging move one asset: no swap, no spread, no price risk.
+/** Wrapping and bridging move one asset: no swap, no spread, no price risk. */
 export function isSwap(t: RequestType): boolean {
   return t === 'Crosschain Swap' || t === 'Same-chain Swap';
 }

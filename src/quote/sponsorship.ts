@@ -5,7 +5,7 @@ import type { FeeBreakdown } from './fillAmount.ts';
 import { usdValue } from './money.ts';
 import { currencyObject } from './currency.ts';
 
-// data.feeSponsorship.quoted of the request record, in the interface's shape.
+/** data.feeSponsorship.quoted of the request record, in the interface's shape. */
 export function feeSponsorshipQuoted(maxSubsidizationAmount: bigint | undefined, pricing: Pricing, f: FeeBreakdown, cout: Currency, price: string) {
   const selected = pricing.sponsor?.components ?? [];
   const usdAmt = (x: bigint) => ({ amount: x.toString(), amountUsd: usdValue(x, cout.decimals, price) });

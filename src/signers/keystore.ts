@@ -27,11 +27,11 @@ export interface KeystoreV3 {
 
 export interface EncryptOptions {
   kdf?: 'scrypt' | 'pbkdf2';
-  // scrypt cost (a power of two); geth's "standard" 262144 by default. Tests use a small one for speed.
+  /** scrypt cost (a power of two); geth's "standard" 262144 by default. Tests use a small one for speed. */
   scryptN?: number;
-  // pbkdf2 iterations.
+  /** pbkdf2 iterations. */
   pbkdf2Iterations?: number;
-  // Stored in clear beside the ciphertext (lower-case hex without 0x for EVM, base58 for SVM).
+  /** Stored in clear beside the ciphertext (lower-case hex without 0x for EVM, base58 for SVM). */
   address?: string;
 }
 

@@ -25,11 +25,11 @@ export class RemoteSignerError extends RelayNodeError {
 
 export interface RemoteSignerOptions {
   url: string;
-  // Per chain id, the endpoint that signs that chain's transactions (a signer bound to one chain).
+  /** Per chain id, the endpoint that signs that chain's transactions (a signer bound to one chain). */
   chainUrls?: Record<string, string>;
   address: Address;
   timeoutMs?: number;
-  // For the messages: which config field this signer is (e.g. "solverSigner").
+  /** For the messages: which config field this signer is (e.g. "solverSigner"). */
   label?: string;
 }
 

@@ -7,7 +7,7 @@ import { RelayNodeError } from '../lib/errors.ts';
 
 export interface ClaimRequest {
   wallet: string;
-  // Where the recipient wants the fees paid: a chain, a currency on it, an address.
+  /** Where the recipient wants the fees paid: a chain, a currency on it, an address. */
   target: Currency;
   recipient: string;
 }
@@ -16,9 +16,11 @@ export class ClaimError extends RelayNodeError {
   override name = 'ClaimError';
 }
 
-// Pays a wallet's accrued app fees out on the chain and currency of its choice: every accrual of
-// the same currency (same symbol, any chain) is booked as claimed and one payout is queued, all in
-// one ledger transaction. Returns the payout, or throws ClaimError when nothing is owed.
+/**
+ * Pays a wallet's accrued app fees out on the chain and currency of its choice: every accrual of
+ * the same currency (same symbol, any chain) is booked as claimed and one payout is queued, all in
+ * one ledger transaction. Returns the payout, or throws ClaimError when nothing is owed.
+ */
 export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, now = Date.now()): PayoutRow {
   return ledger.tx(() => {
     const payoutId = `claim:${randomUUID()}`;
@@ -54,8 +56,10 @@ export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimReque
   });
 }
 
-// The claim's payout failed: what it booked as claimed is owed again. Runs inside the submitter's
-// ledger transaction.
+/**
+ * The claim's payout failed: what it booked as claimed is owed again. Runs inside the submitter's
+ * ledger transaction.
+ */
 export function reverseClaim(ledger: Ledger, payout: PayoutRow): void {
   for (const e of ledger.appFees.claimedBy(payout.id)) {
     ledger.appFees.post({

@@ -13,13 +13,15 @@ import { debitSponsor, moneyOf, placeHold, sponsorHeld } from './money.ts';
 export interface FastFillInput {
   requestId: string;
   apiKeyId: string;
-  // Decimal USD: when the fill is worth more, it is not made.
+  /** Decimal USD: when the fill is worth more, it is not made. */
   maxFillAmountUsd?: string;
-  // The input amount to price the fill at, instead of the quoted one.
+  /** The input amount to price the fill at, instead of the quoted one. */
   solverInputCurrencyAmount?: bigint;
   holdSeconds: number;
-  // The operator's risk controls (deny lists, pauses, dry run, order and outflow limits): a fast fill
-  // is a fill, judged by them like one made from a deposit.
+  /**
+   * The operator's risk controls (deny lists, pauses, dry run, order and outflow limits): a fast fill
+   * is a fill, judged by them like one made from a deposit.
+   */
   risk?: RiskPolicy;
 }
 
@@ -57,10 +59,12 @@ export interface FastFillResult {
   holdMicro: bigint;
 }
 
-// Fills a request before its deposit is final, holding the fill's worth on the app balance of the
-// wallet linked to the caller's key. The decision and its effects (hold, payout, status) are one
-// ledger transaction that also checks nothing filled the request first, so a fast fill racing its
-// own deposit pays once.
+/**
+ * Fills a request before its deposit is final, holding the fill's worth on the app balance of the
+ * wallet linked to the caller's key. The decision and its effects (hold, payout, status) are one
+ * ledger transaction that also checks nothing filled the request first, so a fast fill racing its
+ * own deposit pays once.
+ */
 export async function fastFill(
   ledger: Ledger,
   registry: Registry,

@@ -49,7 +49,7 @@ export interface RelayAdmission {
   sponsor: { wallet: string; apiKeyId: string };
   referrer: string | null;
   subsidizeFees: boolean;
-  // The chain's native currency: its USD price now (the gas is charged at it) and decimals.
+  /** The chain's native currency: its USD price now (the gas is charged at it) and decimals. */
   nativeUsdPrice: string;
   nativeDecimals: number;
   now: number;

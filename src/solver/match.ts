@@ -37,20 +37,20 @@ export type Decision =
 
 export interface MatchContext {
   now: number;
-  // What the solver can still pay out of a currency on a chain.
+  /** What the solver can still pay out of a currency on a chain. */
   spendable(chainId: number, currency: string): bigint;
-  // Whether the request's sponsor can pay `sponsored` (output units) of its fees now.
+  /** Whether the request's sponsor can pay `sponsored` (output units) of its fees now. */
   sponsorCanPay(order: RequestRow, sponsored: bigint): boolean;
   native(chainId: number): string;
-  // A swap's rate now (prices less the spread), or undefined when no price is known.
+  /** A swap's rate now (prices less the spread), or undefined when no price is known. */
   currentRate(order: RequestRow, pricing: Pricing): Ratio | undefined;
-  // Whether a deposit was already assigned to the request.
+  /** Whether a deposit was already assigned to the request. */
   hasDeposit(requestId: string): boolean;
-  // Where the request's fast fill payout stands (requests that were fast-filled only).
+  /** Where the request's fast fill payout stands (requests that were fast-filled only). */
   fastFillOutcome(requestId: string): 'paid' | 'failed' | 'pending';
 }
 
-// Decides what a confirmed deposit leads to. Pure: the caller commits the decision.
+/** Decides what a confirmed deposit leads to. Pure: the caller commits the decision. */
 export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext): Decision {
   if (!order || order.kind !== 'order') return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
   const fastFilled = order.fast_fill_deadline !== null && !ctx.hasDeposit(order.id);

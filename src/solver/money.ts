@@ -3,7 +3,7 @@ import type { DepositRow, RequestRow } from '../ledger/types.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
 import type { FailReason } from '../ledger/reasons.ts';
 
-// What the quote fixed about money (requests.money, written by the quote).
+/** What the quote fixed about money (requests.money, written by the quote). */
 export interface RequestMoney {
   sponsor: { wallet: string; apiKeyId: string } | null;
   appFees: { recipient: string; bps: number }[];
@@ -11,7 +11,7 @@ export interface RequestMoney {
   feeSponsorship?: unknown;
   calls?: { to: string; value: string; data: string }[] | null;
   maxGas?: string | null;
-  // An open deposit address: every arrival becomes a request of its own, priced at its amount.
+  /** An open deposit address: every arrival becomes a request of its own, priced at its amount. */
   depositAddressType?: 'strict' | 'open';
 }
 
@@ -22,7 +22,7 @@ export function moneyOf(r: RequestRow): RequestMoney | undefined {
 // Each function below books ledger entries and must run inside a ledger transaction. Every entry
 // has a ref derived from the request, so a decision replayed after a crash books nothing twice.
 
-// txHash: the transaction the charge pays for, when it is one (a gasless relay's).
+/** txHash: the transaction the charge pays for, when it is one (a gasless relay's). */
 export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint, txHash?: string): void {
   // The charge replaces what POST /execute held for it.
   releaseSponsorHold(ledger, r.id, 'charged');
@@ -31,14 +31,14 @@ export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint, txHas
   ledger.balances.post({ wallet, kind: 'sponsorship', amount: -micro, request_id: r.id, ref: `sponsorship:${r.id}`, detail: txHash ?? null });
 }
 
-// The sponsored fill did not happen: the sponsor gets its money back.
+/** The sponsored fill did not happen: the sponsor gets its money back. */
 export function reverseSponsor(ledger: Ledger, requestId: string): void {
   const debit = ledger.balances.get(`sponsorship:${requestId}`);
   if (!debit) return;
   ledger.balances.post({ wallet: debit.wallet, kind: 'sponsorship_reversal', amount: -debit.amount, request_id: requestId, ref: `sponsorship_reversal:${requestId}` });
 }
 
-// App fees stay with the solver when it fills; they are owed to their recipients from then on.
+/** App fees stay with the solver when it fills; they are owed to their recipients from then on. */
 export function accrueAppFees(ledger: Ledger, r: RequestRow, fees: FeeBreakdown): void {
   fees.app.forEach((f, i) => {
     if (f.amount <= 0n) return;
@@ -54,13 +54,15 @@ export function accrueAppFees(ledger: Ledger, r: RequestRow, fees: FeeBreakdown)
   });
 }
 
-// A fast fill's hold, set aside of the sponsor's app balance until the deposit lands.
+/** A fast fill's hold, set aside of the sponsor's app balance until the deposit lands. */
 export function placeHold(ledger: Ledger, wallet: string, r: RequestRow, micro: bigint): void {
   ledger.balances.post({ wallet, kind: 'hold', amount: micro, request_id: r.id, ref: `hold:${r.id}` });
 }
 
-// The deposit of a fast-filled request landed: the hold is released; what the deposit is worth
-// less than the fill it paid for is a permanent debit (the sponsoring app bears the shortfall).
+/**
+ * The deposit of a fast-filled request landed: the hold is released; what the deposit is worth
+ * less than the fill it paid for is a permanent debit (the sponsoring app bears the shortfall).
+ */
 export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefined, depositMicro: bigint): void {
   const hold = ledger.balances.get(`hold:${r.id}`);
   if (!hold) return;
@@ -76,7 +78,7 @@ export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefi
   }
 }
 
-// A fast fill whose payout failed paid nothing: its hold is released whole, nothing is debited.
+/** A fast fill whose payout failed paid nothing: its hold is released whole, nothing is debited. */
 export function releaseHold(ledger: Ledger, requestId: string, reason: FailReason): void {
   const hold = ledger.balances.get(`hold:${requestId}`);
   if (!hold) return;
@@ -89,10 +91,12 @@ export function releaseHold(ledger: Ledger, requestId: string, reason: FailReaso
   ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `hold_release:${requestId}`, detail: `fast fill failed: ${reason}` });
 }
 
-// POST /execute: the node pays a gasless deposit's gas on the sponsor's word, so the sponsored fees
-// are set aside of the sponsor's available balance when the deposit is recorded (in the same ledger
-// transaction as the check), and two posts racing cannot both spend the same balance. The hold ends
-// when the request is charged (debitSponsor) or fails (releaseSponsorHold).
+/**
+ * POST /execute: the node pays a gasless deposit's gas on the sponsor's word, so the sponsored fees
+ * are set aside of the sponsor's available balance when the deposit is recorded (in the same ledger
+ * transaction as the check), and two posts racing cannot both spend the same balance. The hold ends
+ * when the request is charged (debitSponsor) or fails (releaseSponsorHold).
+ */
 export function holdSponsorship(ledger: Ledger, wallet: string, requestId: string, micro: bigint): void {
   if (micro <= 0n) return;
   ledger.balances.post({ wallet, kind: 'hold', amount: micro, request_id: requestId, ref: `sponsor_hold:${requestId}` });

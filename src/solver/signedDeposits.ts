@@ -22,11 +22,11 @@ export class SignedDepositRefusedError extends RelayNodeError {
 /** A depositor's signed deposit, checked against its request by the origin chain (DepositSteps.verifySignedDeposit). */
 export interface SignedDeposit {
   request: RequestRow;
-  // What authorizes the node to submit it (the chain's encoding of the permit).
+  /** What authorizes the node to submit it (the chain's encoding of the permit). */
   authorization: string;
-  // The sponsor whose app balance pays the request's fees, and how much of them (micro-USD).
+  /** The sponsor whose app balance pays the request's fees, and how much of them (micro-USD). */
   sponsor?: { wallet: string; micro: bigint };
-  // Posted by an integrator's backend with its API key (POST /execute): the gasless flow.
+  /** Posted by an integrator's backend with its API key (POST /execute): the gasless flow. */
   gasless: boolean;
 }
 

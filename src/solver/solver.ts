@@ -27,7 +27,7 @@ import { errText, RelayNodeError } from '../lib/errors.ts';
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
   at: number;
-  // What refunding a deposit of the currency costs, in the chain's native units.
+  /** What refunding a deposit of the currency costs, in the chain's native units. */
   refundCost: Map<string, bigint>;
   spendable: Map<string, bigint>;
   prices: Map<string, string>;
@@ -52,8 +52,10 @@ export class AdminRefusal extends RelayNodeError {
 
 const p = (row: PayoutRow) => `${row.kind} payout ${row.id} ${row.state}`;
 
-// Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
-// marks the deposit handled, moves the request and queues the payout; submitters do the rest.
+/**
+ * Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
+ * marks the deposit handled, moves the request and queues the payout; submitters do the rest.
+ */
 export class Solver implements PayoutHooks {
   #snapshot: Snapshot | undefined;
   #refreshing: Promise<void> | undefined;
@@ -118,9 +120,11 @@ export class Solver implements PayoutHooks {
     }, 2000);
   }
 
-  // A fast fill whose deposit did not land by the hold's deadline: the app bears the loss.
-  // Each pass looks at the deadlines passed since the last one (a hold is always placed with a
-  // deadline after the time it is placed): the first pass after a start looks at them all.
+  /**
+   * A fast fill whose deposit did not land by the hold's deadline: the app bears the loss.
+   * Each pass looks at the deadlines passed since the last one (a hold is always placed with a
+   * deadline after the time it is placed): the first pass after a start looks at them all.
+   */
   expireHolds(now = Date.now()): number {
     const since = now < this.#holdsCheckedTo ? 0 : this.#holdsCheckedTo;
     const ids = this.ledger.balances.expiredHolds(now, since);
@@ -144,7 +148,7 @@ export class Solver implements PayoutHooks {
     return this.#breaker?.checkNow() ?? Promise.resolve();
   }
 
-  // Re-read inventory and prices before the next decision (e.g. when a price feed moved).
+  /** Re-read inventory and prices before the next decision (e.g. when a price feed moved). */
   invalidate(): void {
     this.#snapshot = undefined;
     this.#generation++;
@@ -588,7 +592,7 @@ export class Solver implements PayoutHooks {
     return res;
   }
 
-  // What a confirmed funding transaction moved to the solver: credited once, at its USD worth.
+  /** What a confirmed funding transaction moved to the solver: credited once, at its USD worth. */
   async onFunding(t: FundingTransfer): Promise<void> {
     let micro = 0n;
     const what: string[] = [];

@@ -11,13 +11,13 @@ export interface WithdrawWho {
 
 export interface WithdrawRequest {
   chainId: number;
-  // The currency's address on the chain (the zero address for native).
+  /** The currency's address on the chain (the zero address for native). */
   currency: string;
-  // The solver's wallet on the chain: the only recipient a withdrawal ever has.
+  /** The solver's wallet on the chain: the only recipient a withdrawal ever has. */
   solver: string;
-  // At most this much (smallest units); all that is owed when absent. Whole deposits are taken.
+  /** At most this much (smallest units); all that is owed when absent. Whole deposits are taken. */
   amount?: bigint;
-  // Exactly these deposits; each must be owed to the solver.
+  /** Exactly these deposits; each must be owed to the solver. */
   depositIds?: string[];
 }
 

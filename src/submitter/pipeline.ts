@@ -37,19 +37,21 @@ export interface PayoutPipelineOptions {
   metrics: Metrics;
   log: Logger;
   faults: Faults;
-  // How often the send and confirm passes run when nothing wakes them.
+  /** How often the send and confirm passes run when nothing wakes them. */
   intervalMs: number;
-  // Payouts being prepared, submitted or broadcast at once.
+  /** Payouts being prepared, submitted or broadcast at once. */
   concurrency: number;
-  // Queued payouts read per send pass.
+  /** Queued payouts read per send pass. */
   queuedBatch: number;
-  // One loop running the confirm pass, then the send pass to its end (a chain whose confirm pass resends
-  // recorded actions and must never race the first send of one).
+  /**
+   * One loop running the confirm pass, then the send pass to its end (a chain whose confirm pass resends
+   * recorded actions and must never race the first send of one).
+   */
   serial?: boolean;
   backoff?: BackoffPolicy;
-  // Tries at starting (the sender's init and ready, which must be safe to run again) before giving up.
+  /** Tries at starting (the sender's init and ready, which must be safe to run again) before giving up. */
   startAttempts?: number;
-  // For tests: the jitter's random source.
+  /** For tests: the jitter's random source. */
   random?: () => number;
 }
 

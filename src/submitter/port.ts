@@ -7,12 +7,14 @@ import type { FailReason, FailReasonOf } from '../ledger/reasons.ts';
  * transaction that records the transaction's new state, so the request's status and the transaction never disagree.
  */
 export interface PayoutHooks {
-  // The payout's first transaction is signed and recorded; it is about to be broadcast.
+  /** The payout's first transaction is signed and recorded; it is about to be broadcast. */
   onSigned(payout: PayoutRow, txHash: string): void;
-  // The payout's transaction is included and succeeded.
+  /** The payout's transaction is included and succeeded. */
   onPaid(payout: PayoutRow, txHash: string, fee: bigint): void;
-  // The payout cannot be made; reason is the interface's failReason.
-  // callData: the calldata of the fill that reverted, for the request record.
+  /**
+   * The payout cannot be made; reason is the interface's failReason.
+   * callData: the calldata of the fill that reverted, for the request record.
+   */
   onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void;
 }
 
@@ -47,7 +49,7 @@ export interface Unpayable {
   kind: 'unpayable';
   reason: PayoutFailReason;
   detail: string;
-  // The calldata that reverted, for the request record.
+  /** The calldata that reverted, for the request record. */
   callData?: string;
 }
 
@@ -117,9 +119,9 @@ export interface StepContext {
  */
 export interface PayoutSender<P, S> {
   readonly chainId: number;
-  // The solver's address on the chain (the sender of its transactions).
+  /** The solver's address on the chain (the sender of its transactions). */
   readonly address: string;
-  // For log lines ('svm', 'exchange', ...).
+  /** For log lines ('svm', 'exchange', ...). */
   readonly label: string;
   /** Before anything else (nonces, caches). */
   init?(): Promise<void>;

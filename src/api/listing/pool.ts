@@ -13,8 +13,10 @@ interface Pending {
 
 interface Slot {
   worker: Worker;
-  // Set once the worker has opened its connection: its boot (loading the sources) is not a
-  // listing's time.
+  /**
+   * Set once the worker has opened its connection: its boot (loading the sources) is not a
+   * listing's time.
+   */
   ready: boolean;
   busy: Pending | undefined;
 }

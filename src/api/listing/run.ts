@@ -32,7 +32,7 @@ export interface ListingWorkerData {
   chains: ChainConfig[];
   solver: Address;
   bounds: ListingBounds;
-  // The workers' thread niceness (api.listing.workerNice).
+  /** The workers' thread niceness (api.listing.workerNice). */
   nice: number;
 }
 

@@ -48,9 +48,11 @@ function quotedMapping(quote: string | null): QuotedMapping | undefined {
   }
 }
 
-// POST /authorize?signature=0x...: the withdrawal quote's `authorize` step. The wallet's EIP-712
-// NonceMapping ties the nonce of its transfer to the solver on the exchange to the request; the
-// exchange indexer associates a transfer to a request only through this mapping.
+/**
+ * POST /authorize?signature=0x...: the withdrawal quote's `authorize` step. The wallet's EIP-712
+ * NonceMapping ties the nonce of its transfer to the solver on the exchange to the request; the
+ * exchange indexer associates a transfer to a request only through this mapping.
+ */
 export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/authorize', async (req: FastifyRequest) => {
     const b = body.parse(req.body ?? {});

@@ -18,8 +18,10 @@ const evmWallet = z
 const walletParams = z.object({ wallet: evmWallet });
 const signatureQuery = z.object({ signature: z.string().refine((s) => isHex(s) && s.length === 132, 'must be a 65-byte 0x-prefixed hex signature').optional() });
 
-// What a wallet signs: the exact request, with a nonce and an expiry, so that a signature
-// authorizes nothing else, once, for a short time (signature_nonces keeps the nonces used).
+/**
+ * What a wallet signs: the exact request, with a nonce and an expiry, so that a signature
+ * authorizes nothing else, once, for a short time (signature_nonces keeps the nonces used).
+ */
 export const linkMessage = (wallet: string, apiKeyId: string, nonce: string, expiresAt: number) =>
   `relay-node: use the app balance of ${wallet} for API key ${apiKeyId} (nonce ${nonce}, expires ${expiresAt})`;
 export const unlinkMessage = (wallet: string, apiKeyId: string | undefined, nonce: string, expiresAt: number) =>

@@ -11,7 +11,7 @@ const body = z.object({
   chainId: chainIdParam,
 });
 
-// The public SDK reports its deposit here right after sending it, so the node indexes it at once.
+/** The public SDK reports its deposit here right after sending it, so the node indexes it at once. */
 export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/transactions/index', async (req) => {
     const { txHash, chainId } = body.parse(req.body ?? {});

@@ -37,8 +37,10 @@ import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { confirmationsFor } from './confirmations.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
-// Gas the quote charges for the node's own transactions. Measured on the node's contracts (see
-// test/evm-adapter.test.ts); the submitter estimates each real transaction and adds a margin.
+/**
+ * Gas the quote charges for the node's own transactions. Measured on the node's contracts (see
+ * test/evm-adapter.test.ts); the submitter estimates each real transaction and adds a margin.
+ */
 export const GAS = {
   fill: { native: 60_000n, erc20: 75_000n },
   refund: { native: 80_000n, erc20: 95_000n },

@@ -7,8 +7,10 @@ import { errText } from '../../lib/errors.ts';
 import { Loop } from '../../lib/loop.ts';
 import type { DepositAddressSweeps } from '../adapter.ts';
 
-// A sweep is paid only for arrivals worth more than this many times its gas (chain config's
-// sweepMinCostMultiple overrides it).
+/**
+ * A sweep is paid only for arrivals worth more than this many times its gas (chain config's
+ * sweepMinCostMultiple overrides it).
+ */
 export const DEFAULT_SWEEP_MIN_COST_MULTIPLE = 3;
 
 // A pass runs on every head the indexer reads; this timer only backs that up.

@@ -36,7 +36,7 @@ function address(w: string): string {
   return a;
 }
 
-// Undefined for any other event, or a log whose shape is not the event's (never trusted).
+/** Undefined for any other event, or a log whose shape is not the event's (never trusted). */
 export function decodeDepositLog(l: RpcLog): DecodedDeposit | undefined {
   if (l.removed) return undefined;
   const topic = l.topics[0];

@@ -16,12 +16,12 @@ interface Head {
   seenAt: number;
 }
 
-// Replacement rule: each fee at least 12.5% above the replaced transaction's (rounded up, plus one wei).
+/** Replacement rule: each fee at least 12.5% above the replaced transaction's (rounded up, plus one wei). */
 export function bumped(fee: bigint): bigint {
   return (fee * 1125n + 999n) / 1000n + 1n;
 }
 
-// Fees for a same-nonce replacement: both bumped by 12.5% and at least what the market asks now.
+/** Fees for a same-nonce replacement: both bumped by 12.5% and at least what the market asks now. */
 export function replacementFees(old: Eip1559Fees, market: Eip1559Fees): Eip1559Fees {
   const maxPriorityFeePerGas = max(bumped(old.maxPriorityFeePerGas), market.maxPriorityFeePerGas);
   const maxFeePerGas = max(bumped(old.maxFeePerGas), market.maxFeePerGas, maxPriorityFeePerGas);
@@ -73,7 +73,7 @@ export class FeeOracle {
     private readonly maxHeadAgeMs: number,
   ) {}
 
-  // Latest head block number as known (undefined before the first head).
+  /** Latest head block number as known (undefined before the first head). */
   headNumber(): bigint | undefined {
     return this.#head?.number;
   }
@@ -85,7 +85,7 @@ export class FeeOracle {
     if (this.#priority?.block !== number) this.#priorityFor(number).catch(() => undefined);
   }
 
-  // Fetches the latest block now (deduplicated among concurrent callers).
+  /** Fetches the latest block now (deduplicated among concurrent callers). */
   async refreshHead(): Promise<bigint> {
     this.#headFetch ??= (async () => {
       try {
@@ -99,13 +99,13 @@ export class FeeOracle {
     return (await this.#headFetch).number;
   }
 
-  // The head block number, read from the chain when the last known head is stale.
+  /** The head block number, read from the chain when the last known head is stale. */
   async head(maxAgeMs = this.maxHeadAgeMs): Promise<bigint> {
     if (!this.#head || Date.now() - this.#head.seenAt > maxAgeMs) return this.refreshHead();
     return this.#head.number;
   }
 
-  // Market fees for a transaction sent now: maxFee = 2 * baseFee + priority.
+  /** Market fees for a transaction sent now: maxFee = 2 * baseFee + priority. */
   async current(): Promise<Eip1559Fees> {
     if (!this.#head || Date.now() - this.#head.seenAt > this.maxHeadAgeMs) await this.refreshHead();
     const head = this.#head!;

@@ -25,7 +25,7 @@ export class NonceManager {
     return this.#serial(async () => (this.#next = await this.#compute()));
   }
 
-  // After a nonce was taken by something else: recompute from the chain and the ledger.
+  /** After a nonce was taken by something else: recompute from the chain and the ledger. */
   resync(): Promise<number> {
     return this.#serial(async () => (this.#next = await this.#compute()));
   }
@@ -34,8 +34,10 @@ export class NonceManager {
     return this.#next;
   }
 
-  // Runs fn with the next nonce, exclusively. fn returns whether the nonce was consumed; only then does
-  // the next caller get the following one. If fn throws, the nonce is not consumed.
+  /**
+   * Runs fn with the next nonce, exclusively. fn returns whether the nonce was consumed; only then does
+   * the next caller get the following one. If fn throws, the nonce is not consumed.
+   */
   withNonce<T>(fn: (nonce: number) => Promise<{ consumed: boolean; value: T }>): Promise<T> {
     return this.#serial(async () => {
       if (this.#next === undefined) throw new Error('nonce manager used before init');

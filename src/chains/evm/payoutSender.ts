@@ -79,9 +79,9 @@ export interface EvmPayoutOptions {
   chain: EvmChainConfig;
   ledger: Ledger;
   publicClient: PublicClient;
-  // The solver key: signs and pays for every payout transaction.
+  /** The solver key: signs and pays for every payout transaction. */
   account: LocalAccount;
-  // Signs the depository's call requests (refunds): a local key or a remote signer.
+  /** Signs the depository's call requests (refunds): a local key or a remote signer. */
   allocator: LocalAccount;
   hooks: PayoutHooks;
   metrics: Metrics;
@@ -125,9 +125,9 @@ interface PreparedCall {
   to: Address;
   data: Hex;
   value: bigint;
-  // The depository call request of a refund (its struct hash is the single-use key).
+  /** The depository call request of a refund (its struct hash is the single-use key). */
   request?: CallRequest;
-  // A gasless relay's EIP-7702 authorizations: the call is sent as a type-4 transaction.
+  /** A gasless relay's EIP-7702 authorizations: the call is sent as a type-4 transaction. */
   authorizationList?: SignedAuthorizationList;
 }
 
@@ -136,9 +136,9 @@ interface PaidBy {
   txHash: Hex;
   blockNumber: bigint;
   gasUsed: bigint;
-  // What the solver paid for the transaction (0 when another sender made it).
+  /** What the solver paid for the transaction (0 when another sender made it). */
   fee: bigint;
-  // The payout's share of that fee when the transaction paid several orders (a batch).
+  /** The payout's share of that fee when the transaction paid several orders (a batch). */
   share?: bigint;
 }
 

@@ -5,7 +5,7 @@ export interface RelayTerms {
   to: Address;
   data: Hex;
   value: bigint;
-  // EIP-7702 authorizations the user signed (empty: a plain call).
+  /** EIP-7702 authorizations the user signed (empty: a plain call). */
   authorizationList: SignedAuthorization[];
 }
 

@@ -74,19 +74,27 @@ export function nodeError(err: unknown): BaseError | undefined {
   return getNodeError(err, {});
 }
 
-// viem has no class for a transaction the node already holds: its NonceTooLowError lumps "already
-// known" in with "nonce too low". Spellings: geth "already known"; "already imported" and "known
-// transaction" (Parity/OpenEthereum, Besu); "alreadyknown" (Nethermind's AlreadyKnown); "already exists".
+/**
+ * viem has no class for a transaction the node already holds: its NonceTooLowError lumps "already
+ * known" in with "nonce too low". Spellings: geth "already known"; "already imported" and "known
+ * transaction" (Parity/OpenEthereum, Besu); "alreadyknown" (Nethermind's AlreadyKnown); "already exists".
+ */
 export const ALREADY_KNOWN = /already known|already imported|known transaction|alreadyknown|already exists/i;
-// Beyond viem's NonceTooLowError ("nonce too low"): Nethermind's NonceTooLow, and "nonce ... lower/less
-// than" (Besu, Erigon). Kept for the submitter, which matches the recorded error text.
+/**
+ * Beyond viem's NonceTooLowError ("nonce too low"): Nethermind's NonceTooLow, and "nonce ... lower/less
+ * than" (Besu, Erigon). Kept for the submitter, which matches the recorded error text.
+ */
 export const NONCE_TOO_LOW = /nonce too low|noncetoolow|nonce.*(lower|less) than/i;
-// The node refused the transaction over its fees: its replacement countdown starts anyway. viem's
-// FeeCapTooLowError covers "fee cap less than block base fee"; it has no class for geth's
-// "(replacement) transaction underpriced" nor the other spellings below.
+/**
+ * The node refused the transaction over its fees: its replacement countdown starts anyway. viem's
+ * FeeCapTooLowError covers "fee cap less than block base fee"; it has no class for geth's
+ * "(replacement) transaction underpriced" nor the other spellings below.
+ */
 export const FEE_REFUSED = /underpriced|fee too low|less than (the )?(block )?base fee|fee cap|feecap|max fee per gas less/i;
-// viem's InsufficientFundsError covers "insufficient funds"; geth's estimateGas says "gas required
-// exceeds allowance" when the sender cannot pay for the gas (viem files it as a revert).
+/**
+ * viem's InsufficientFundsError covers "insufficient funds"; geth's estimateGas says "gas required
+ * exceeds allowance" when the sender cannot pay for the gas (viem files it as a revert).
+ */
 export const NO_FUNDS = /insufficient funds|gas required exceeds allowance/i;
 
 /** The node already has this transaction (a rebroadcast): it counts as accepted. */

@@ -8,11 +8,11 @@ import { formatExchangeCurrency, parseExchangeCurrency, sendAssetDexFor, sendAss
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 export interface ExchangeAsset {
-  // Canonical currency address on the chain (chains/address.ts).
+  /** Canonical currency address on the chain (chains/address.ts). */
   currency: string;
-  // sendAsset's sourceDex / destinationDex: '' perps, 'spot', or a named DEX.
+  /** sendAsset's sourceDex / destinationDex: '' perps, 'spot', or a named DEX. */
   dex: string;
-  // sendAsset's token: `NAME:0x<tokenId>`.
+  /** sendAsset's token: `NAME:0x<tokenId>`. */
   token: string;
   tokenName: string;
   tokenIndex: number;
@@ -40,8 +40,10 @@ export class ExchangeAssets {
     return this.#meta;
   }
 
-  // Checks the configured currencies against the exchange: each spot token must exist there with
-  // the configured decimals (amounts are converted with them).
+  /**
+   * Checks the configured currencies against the exchange: each spot token must exist there with
+   * the configured decimals (amounts are converted with them).
+   */
   async check(): Promise<void> {
     const meta = await this.meta(true);
     if (!usdToken(meta)) throw new Error(`chain ${this.chain.id}: the exchange's spotMeta lists no USDC token (index 0)`);
@@ -61,7 +63,7 @@ export class ExchangeAssets {
     return this.chain.currencies.find((c) => c.address === currency)?.decimals ?? token!.weiDecimals;
   }
 
-  // Throws UnknownAssetError for a currency the exchange does not list.
+  /** Throws UnknownAssetError for a currency the exchange does not list. */
   async asset(currency: string): Promise<ExchangeAsset> {
     let parsed;
     try {
@@ -87,8 +89,10 @@ export class ExchangeAssets {
     };
   }
 
-  // The currency a transfer credited, from a ledger update's token name and destination DEX;
-  // undefined when the exchange does not list the token.
+  /**
+   * The currency a transfer credited, from a ledger update's token name and destination DEX;
+   * undefined when the exchange does not list the token.
+   */
   async ofTransfer(tokenName: string, dex: string): Promise<ExchangeAsset | undefined> {
     if (dex === '') return this.asset(EXCHANGE_PERPS_USD);
     const ref = tokenName.includes(':') ? tokenName.slice(0, tokenName.indexOf(':')) : tokenName;

@@ -42,7 +42,7 @@ export interface ExchangePayoutOptions {
   ledger: Ledger;
   client: ExchangeClient;
   assets: ExchangeAssets;
-  // The solver's key: signs every sendAsset.
+  /** The solver's key: signs every sendAsset. */
   signer: LocalAccount;
   hooks: PayoutHooks;
   metrics: Metrics;

@@ -61,7 +61,7 @@ export interface SendAssetDomain {
 
 export const SEND_ASSET_DOMAIN_NAME = 'ExchangeSignTransaction';
 
-// `name`: the spec's name unless told (the public SDK signs under the production exchange's name).
+/** `name`: the spec's name unless told (the public SDK signs under the production exchange's name). */
 export function sendAssetDomain(chainId: number, name: string = SEND_ASSET_DOMAIN_NAME): SendAssetDomain {
   return { name, version: '1', chainId, verifyingContract: zeroAddress };
 }

@@ -55,7 +55,7 @@ const SEND_METHODS = new Set(['eth_sendRawTransaction']);
 
 interface Prepared {
   call: RpcCall;
-  // The provider must be at least at this block to answer.
+  /** The provider must be at least at this block to answer. */
   need: bigint;
   headCheck: boolean;
   latest: 'number' | 'block' | undefined;

@@ -50,11 +50,13 @@ import {
 } from './transactions.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 
-// Compute units the quote prices a payout at (the submitter simulates each real one and adds 20% and
-// 1,000). Measured on the devnet (litesvm 1.5, compute budget and memo included): a SOL payout 587
-// units, an SPL transferChecked 542, with the recipient's token account created 14,000-18,600. Public
-// clusters run costlier token programs (a transferChecked ~6,000, an account creation ~25,000), so the
-// quote keeps a margin over both.
+/**
+ * Compute units the quote prices a payout at (the submitter simulates each real one and adds 20% and
+ * 1,000). Measured on the devnet (litesvm 1.5, compute budget and memo included): a SOL payout 587
+ * units, an SPL transferChecked 542, with the recipient's token account created 14,000-18,600. Public
+ * clusters run costlier token programs (a transferChecked ~6,000, an account creation ~25,000), so the
+ * quote keeps a margin over both.
+ */
 export const CU = { sol: 5_000, spl: 15_000, createAta: 40_000 };
 // Quote-time prioritization fee: cached this long.
 const FEE_CACHE_MS = 2_000;
@@ -66,7 +68,7 @@ const CONFIRM_SECONDS = { confirmed: 1, finalized: 13 } as const;
 const SVM_CURSOR = 'svm:vault';
 
 export class NotFoundError extends RelayNodeError {
-  // The API answers 404 for this name (routes/transactions.ts).
+  /** The API answers 404 for this name (routes/transactions.ts). */
   override name = 'TransactionReceiptNotFoundError';
 }
 
@@ -188,7 +190,7 @@ export class SvmAdapter implements ChainAdapter {
     return BigInt(tx.meta.fee);
   }
 
-  // The wallet reports its deposit right after sending it: wait (briefly) for the commitment.
+  /** The wallet reports its deposit right after sending it: wait (briefly) for the commitment. */
   async indexTransaction(txId: string): Promise<number> {
     const end = Date.now() + Math.max(5_000, this.confirmSeconds * 2_000);
     for (;;) {

@@ -12,7 +12,7 @@ import { ataOf, tokenProgramId } from './transactions.ts';
 export interface Audited {
   owner: 'solver' | 'vault';
   currency: string;
-  // The account that holds it: the owner itself (lamports) or its associated token account.
+  /** The account that holds it: the owner itself (lamports) or its associated token account. */
   account: PublicKey;
   programId?: PublicKey;
 }

@@ -55,7 +55,7 @@ export interface SvmPayoutOptions {
   log: Logger;
   faults: Faults;
   mintInfo(currency: string): Promise<MintInfo>;
-  // Micro-lamports per compute unit, from recent prioritization fees of these writable accounts.
+  /** Micro-lamports per compute unit, from recent prioritization fees of these writable accounts. */
   priorityFee(writable: PublicKey[]): Promise<bigint>;
 }
 
@@ -77,7 +77,7 @@ export interface SvmPrepared {
   price: bigint;
   blockhash: string;
   lastValidBlockHeight: number;
-  // Compute units the simulation used, and the limit set from it.
+  /** Compute units the simulation used, and the limit set from it. */
   used: number;
   limit: number;
 }

@@ -26,10 +26,10 @@ import type { ChainDeposit } from '../../ledger/deposits.ts';
 
 export const MEMO_PROGRAM_ID = new PublicKey('MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr');
 const MEMO_V1_PROGRAM = 'Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo';
-// The largest transaction a Solana node accepts (IPv6 MTU less headers), signatures included.
+/** The largest transaction a Solana node accepts (IPv6 MTU less headers), signatures included. */
 export const PACKET_DATA_SIZE = 1232;
 export const LAMPORTS_PER_SIGNATURE = 5000n;
-// The order ref of a transfer to the vault that names no order (refunded as an orphan).
+/** The order ref of a transfer to the vault that names no order (refunded as an orphan). */
 export const NO_ORDER: Hex = `0x${'0'.repeat(64)}`;
 
 // Base58, transaction signatures and the solver's key: what an SVM chain spells (src/kinds/svm.ts).
@@ -55,7 +55,7 @@ export function memoInstruction(text: string): TransactionInstruction {
   return new TransactionInstruction({ programId: MEMO_PROGRAM_ID, keys: [], data: Buffer.from(text, 'utf8') });
 }
 
-// The memo a deposit or payout carries: the order id, 0x-prefixed lower-case hex.
+/** The memo a deposit or payout carries: the order id, 0x-prefixed lower-case hex. */
 export function orderMemo(orderId: string): string {
   return orderId.toLowerCase();
 }
@@ -71,12 +71,14 @@ export interface MintInfo {
   mint: PublicKey;
   programId: PublicKey;
   decimals: number;
-  // Bytes of a token account for this mint (165 for SPL Token; more with Token-2022 extensions).
+  /** Bytes of a token account for this mint (165 for SPL Token; more with Token-2022 extensions). */
   accountLen: number;
 }
 
-// The instructions that move `amount` of `currency` from `from` to `to` (an owner: SPL goes to its
-// associated token account, created first when `createAta`, paid for by `payer`).
+/**
+ * The instructions that move `amount` of `currency` from `from` to `to` (an owner: SPL goes to its
+ * associated token account, created first when `createAta`, paid for by `payer`).
+ */
 export function transferInstructions(p: {
   from: PublicKey;
   to: PublicKey;
@@ -95,7 +97,7 @@ export function transferInstructions(p: {
   return out;
 }
 
-// A v0 transaction with an explicit compute budget (limit and price), unsigned.
+/** A v0 transaction with an explicit compute budget (limit and price), unsigned. */
 export function budgetedTransaction(p: {
   payer: PublicKey;
   blockhash: string;
@@ -109,7 +111,7 @@ export function budgetedTransaction(p: {
   return new VersionedTransaction(message);
 }
 
-// The wire bytes of a signed transaction, or undefined when it exceeds the packet size.
+/** The wire bytes of a signed transaction, or undefined when it exceeds the packet size. */
 export function wireBytes(tx: VersionedTransaction): Uint8Array | undefined {
   let wire: Uint8Array;
   try {
@@ -120,7 +122,7 @@ export function wireBytes(tx: VersionedTransaction): Uint8Array | undefined {
   return wire.length > PACKET_DATA_SIZE ? undefined : wire;
 }
 
-// What the priority part of a transaction's fee is: limit × price, in lamports (rounded up).
+/** What the priority part of a transaction's fee is: limit × price, in lamports (rounded up). */
 export function priorityLamports(computeUnitLimit: number, microLamportsPerCu: bigint): bigint {
   return (BigInt(computeUnitLimit) * microLamportsPerCu + 999_999n) / 1_000_000n;
 }
@@ -129,11 +131,13 @@ export function priorityLamports(computeUnitLimit: number, microLamportsPerCu: b
 
 export type ParsedDeposit = ChainDeposit;
 
-// What a confirmed transaction deposited to the vault, or undefined when it deposited nothing (a
-// failed transaction, a transfer out of the vault, one from `ignoreFrom`). SPL: the increase of a
-// token account the vault owns, from the token balances before and after; SOL: the increase of the
-// vault's lamports. The depositor is whoever's balance of that currency fell the most (the fee
-// payer's fee left out, so a depositFeePayer is never taken for the depositor).
+/**
+ * What a confirmed transaction deposited to the vault, or undefined when it deposited nothing (a
+ * failed transaction, a transfer out of the vault, one from `ignoreFrom`). SPL: the increase of a
+ * token account the vault owns, from the token balances before and after; SOL: the increase of the
+ * vault's lamports. The depositor is whoever's balance of that currency fell the most (the fee
+ * payer's fee left out, so a depositFeePayer is never taken for the depositor).
+ */
 export function parseDepositTransaction(signature: string, tx: VersionedTransactionResponse, vault: string, ignoreFrom: Set<string> = new Set()): ParsedDeposit | undefined {
   const meta = tx.meta;
   if (!meta || meta.err) return undefined;

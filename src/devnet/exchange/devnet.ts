@@ -10,7 +10,7 @@ import { STANDIN_TOKENS, startExchangeStandin, type ExchangeStandin } from './st
 const usdc = STANDIN_TOKENS.find((t) => t.name === 'USDC')!;
 const hype = STANDIN_TOKENS.find((t) => t.name === 'HYPE')!;
 
-// Currency addresses on the devnet exchange, as the interface spells them.
+/** Currency addresses on the devnet exchange, as the interface spells them. */
 export const DEVNET_EXCHANGE_CURRENCIES = {
   // Perps USD (the chain's native currency; micro-USD, 6 decimals).
   perpsUSD: EXCHANGE_PERPS_USD,

@@ -52,7 +52,7 @@ export const STANDIN_TOKENS: readonly StandinToken[] = [
   },
 ];
 
-// The exchange's own wire shape, as the node's client reads it.
+/** The exchange's own wire shape, as the node's client reads it. */
 export type SendDelta = SendLedgerDelta;
 
 export interface LedgerUpdate {

@@ -10,7 +10,7 @@ import type { TxRecord } from './records.ts';
 
 /** The chain behind the RPC: one slot at a time, each with a fresh blockhash; the last 150 stay valid. */
 export class ChainState {
-  // Blockhashes are checked here (150-block window), not by litesvm, which only knows its latest one.
+  /** Blockhashes are checked here (150-block window), not by litesvm, which only knows its latest one. */
   readonly svm = new LiteSVM().withSigverify(true).withBlockhashCheck(false).withTransactionHistory(0n);
   readonly genesisHash = toB58(crypto.randomBytes(32));
   slot = 0;
