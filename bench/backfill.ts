@@ -40,13 +40,23 @@ try {
   for (let made = 0; made < N; made += PER_TX) {
     const count = BigInt(Math.min(PER_TX, N - made));
     hashes.push(
-      await wallet.writeContract({ address: batcher, abi: BatchDepositorAbi, functionName: 'depositMany', args: [contracts.depository, count, 1n, toHex(made, { size: 32 })], value: count, nonce: nonce++, gas: 25_000_000n }),
+      await wallet.writeContract({
+        address: batcher,
+        abi: BatchDepositorAbi,
+        functionName: 'depositMany',
+        args: [contracts.depository, count, 1n, toHex(made, { size: 32 })],
+        value: count,
+        nonce: nonce++,
+        gas: 25_000_000n,
+      }),
     );
   }
   const last = await client.waitForTransactionReceipt({ hash: hashes.at(-1)! });
   if (last.status !== 'success') throw new Error('a batch of deposits reverted');
   const head = await client.getBlockNumber();
-  console.log(`chain: ${N.toLocaleString()} deposits in ${hashes.length} transactions up to block ${head}, built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(
+    `chain: ${N.toLocaleString()} deposits in ${hashes.length} transactions up to block ${head}, built in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
 
   // A fresh ledger and the node's indexer, alone.
   const dir = mkdtempSync(join(tmpdir(), 'relay-bench-backfill-'));
@@ -73,7 +83,15 @@ try {
     currencies: [],
   };
   const indexer = new IndexerDriver({
-    config: { chainId: CHAIN_ID, cursor: 'depository', startBlock: config.startBlock, confirmations: config.confirmations, finalityDepth: config.finalityDepth, maxRange: config.maxLogRange, pollIntervalMs: config.pollIntervalMs },
+    config: {
+      chainId: CHAIN_ID,
+      cursor: 'depository',
+      startBlock: config.startBlock,
+      confirmations: config.confirmations,
+      finalityDepth: config.finalityDepth,
+      maxRange: config.maxLogRange,
+      pollIntervalMs: config.pollIntervalMs,
+    },
     source: new EvmDepositSource(config, client),
     ledger,
     events: { onConfirmed() {}, onHead() {} },
@@ -100,7 +118,12 @@ try {
     const res = await fetch(anvil.rpcUrl, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getLogs', params: [{ address: config.depository, fromBlock: toHex(from), toBlock: toHex(to) }] }),
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'eth_getLogs',
+        params: [{ address: config.depository, fromBlock: toHex(from), toBlock: toHex(to) }],
+      }),
     });
     rawLogs += ((await res.json()) as { result: unknown[] }).result.length;
   }
@@ -110,11 +133,30 @@ try {
   const rawRate = Math.round(N / rawSeconds);
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
   console.log(`backfill: ${indexed.toLocaleString()} deposits indexed in ${seconds.toFixed(2)} s = ${rate.toLocaleString()} deposits/s`);
-  console.log(`ceiling: raw eth_getLogs of the same range (${config.maxLogRange}-block windows): ${rawSeconds.toFixed(2)} s = ${rawRate.toLocaleString()} logs/s → the node reaches ${((100 * rate) / rawRate).toFixed(0)}%`);
+  console.log(
+    `ceiling: raw eth_getLogs of the same range (${config.maxLogRange}-block windows): ${rawSeconds.toFixed(2)} s = ${rawRate.toLocaleString()} logs/s → the node reaches ${((100 * rate) / rawRate).toFixed(0)}%`,
+  );
   console.log(`machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/backfill-${Date.now()}.json`;
-  writeFileSync(file, JSON.stringify({ deposits: N, perTransaction: PER_TX, blocks: Number(head), seconds, depositsPerSecond: rate, rawGetLogsSeconds: rawSeconds, rawGetLogsPerSecond: rawRate, ceilingRatio: rate / rawRate, machine }, null, 2));
+  writeFileSync(
+    file,
+    JSON.stringify(
+      {
+        deposits: N,
+        perTransaction: PER_TX,
+        blocks: Number(head),
+        seconds,
+        depositsPerSecond: rate,
+        rawGetLogsSeconds: rawSeconds,
+        rawGetLogsPerSecond: rawRate,
+        ceilingRatio: rate / rawRate,
+        machine,
+      },
+      null,
+      2,
+    ),
+  );
   console.log(`wrote ${file}`);
 } finally {
   await devnet.stop();

@@ -47,7 +47,17 @@ const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
 const key = ledger.apiKeys.create('bench');
 ledger.events.addWebhook(key.id, url);
 const config = {
-  events: { deliveryTimeoutMs: 10_000, maxAttempts: 20, backoffBaseMs: 1000, backoffMaxMs: 3_600_000, concurrency: 16, pollIntervalMs: 1000, heartbeatSeconds: 30, wsMaxBufferedMessages: 1000, wsMaxBufferedBytes: 1 << 20 },
+  events: {
+    deliveryTimeoutMs: 10_000,
+    maxAttempts: 20,
+    backoffBaseMs: 1000,
+    backoffMaxMs: 3_600_000,
+    concurrency: 16,
+    pollIntervalMs: 1000,
+    heartbeatSeconds: 30,
+    wsMaxBufferedMessages: 1000,
+    wsMaxBufferedBytes: 1 << 20,
+  },
 } as unknown as Config;
 const metrics = createMetrics();
 const log = createLogger('silent');
@@ -164,4 +174,4 @@ process.stdout.write(
   ].join('\n'),
 );
 mkdirSync(join(import.meta.dirname, 'results'), { recursive: true });
-writeFileSync(join(import.meta.dirname, 'results', 'events.json'), JSON.stringify(result, null, 2) + '\n');
+writeFileSync(join(import.meta.dirname, 'results', 'events.json'), `${JSON.stringify(result, null, 2)}\n`);

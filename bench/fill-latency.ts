@@ -25,9 +25,9 @@ const devnet = await startDevnet({ dataDir, testAccounts: 5 });
 const node = await new RelayNode(buildConfigWithKeys(devnet.nodeConfig({ port: 0 }), devnet.keys), { log: createLogger('silent') }).start();
 try {
   const origin = devnet.chains.find((c) => c.id === 8453)!;
-  const wallets = devnet.accounts.slice(1, 1 + CONCURRENCY).map((a) =>
-    createWalletClient({ account: privateKeyToAccount(a.privateKey), chain: devnetChain(8453, origin.rpcUrl), transport: http(origin.rpcUrl) }),
-  );
+  const wallets = devnet.accounts
+    .slice(1, 1 + CONCURRENCY)
+    .map((a) => createWalletClient({ account: privateKeyToAccount(a.privateKey), chain: devnetChain(8453, origin.rpcUrl), transport: http(origin.rpcUrl) }));
   const ids: Hex[] = [];
   const started = Date.now();
   let next = 0;
@@ -38,7 +38,15 @@ try {
         const q = await fetch(`${node.url}/quote`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ user: wallet.account.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' }),
+          body: JSON.stringify({
+            user: wallet.account.address,
+            originChainId: 8453,
+            destinationChainId: 10,
+            originCurrency: zeroAddress,
+            destinationCurrency: zeroAddress,
+            amount: '1000000000000000',
+            tradeType: 'EXACT_INPUT',
+          }),
         }).then((r) => r.json() as Promise<any>);
         const id = q.steps[0].requestId as Hex;
         ids.push(id);
@@ -47,7 +55,11 @@ try {
           value: 10n ** 15n,
           data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [wallet.account.address, id] }),
         });
-        await fetch(`${node.url}/transactions/index`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ txHash: hash, chainId: 8453 }) });
+        await fetch(`${node.url}/transactions/index`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ txHash: hash, chainId: 8453 }),
+        });
       }
     }),
   );
@@ -79,7 +91,7 @@ try {
   console.log(`  machine: ${result.machine.cpus} × ${result.machine.cpu}, ${result.machine.memGiB} GiB, node ${result.machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const out = join('bench/results', `fill-latency-${Date.now()}.json`);
-  writeFileSync(out, JSON.stringify(result, null, 2) + '\n');
+  writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
   console.log(`  written to ${out}`);
 } finally {
   await node.stop();

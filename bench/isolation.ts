@@ -53,19 +53,38 @@ try {
   await node.start();
   const { key } = node.ledger.apiKeys.create('bench');
   const origin = devnet.chains.find((c) => c.id === 8453)!;
-  const wallet = createWalletClient({ account: privateKeyToAccount(devnet.accounts[1]!.privateKey), chain: devnetChain(8453, origin.rpcUrl), transport: http(origin.rpcUrl) });
+  const wallet = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts[1]!.privateKey),
+    chain: devnetChain(8453, origin.rpcUrl),
+    transport: http(origin.rpcUrl),
+  });
   const post = (path: string, body: unknown) =>
-    fetch(`${node.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(body) }).then((r) => r.json() as Promise<any>);
-  const filled = (id: string) => (node.ledger.db.prepare(`SELECT status FROM requests WHERE id = ?`).get(id) as { status: string } | undefined)?.status === 'success';
+    fetch(`${node.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body: JSON.stringify(body) }).then(
+      (r) => r.json() as Promise<any>,
+    );
+  const filled = (id: string) =>
+    (node.ledger.db.prepare(`SELECT status FROM requests WHERE id = ?`).get(id) as { status: string } | undefined)?.status === 'success';
 
   // One deposit at a time, each waited for to its fill: the node's share of each.
   async function deposits(n: number): Promise<number[]> {
     const ids: Hex[] = [];
     for (let i = 0; i < n; i++) {
-      const q = await post('/quote', { user: wallet.account.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' });
+      const q = await post('/quote', {
+        user: wallet.account.address,
+        originChainId: 8453,
+        destinationChainId: 10,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '1000000000000000',
+        tradeType: 'EXACT_INPUT',
+      });
       const id = q.steps[0].requestId as Hex;
       ids.push(id);
-      const hash = await wallet.sendTransaction({ to: origin.contracts.depository, value: 10n ** 15n, data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [wallet.account.address, id] }) });
+      const hash = await wallet.sendTransaction({
+        to: origin.contracts.depository,
+        value: 10n ** 15n,
+        data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [wallet.account.address, id] }),
+      });
       await post('/transactions/index', { txHash: hash, chainId: 8453 });
       const end = Date.now() + 60_000;
       while (!filled(id) && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
@@ -74,7 +93,9 @@ try {
       .prepare(`SELECT p.request_id, d.confirmed_at, p.decided_at, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id JOIN transactions t ON t.payout_id = p.id
         WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL AND p.request_id IN (${ids.map(() => '?').join(',')})`)
       .all(...ids) as { confirmed_at: number; decided_at: number; created_at: number; broadcast_at: number }[];
-    if (process.env.BENCH_STAGES) for (const r of rows) console.log(`  stages: decide ${r.decided_at - r.confirmed_at} ms, sign ${r.created_at - r.decided_at} ms, send ${r.broadcast_at - r.created_at} ms`);
+    if (process.env.BENCH_STAGES)
+      for (const r of rows)
+        console.log(`  stages: decide ${r.decided_at - r.confirmed_at} ms, sign ${r.created_at - r.decided_at} ms, send ${r.broadcast_at - r.created_at} ms`);
     return rows.map((r) => r.broadcast_at - r.confirmed_at);
   }
 
@@ -125,20 +146,36 @@ try {
     rows: ROWS,
     listingClients: LISTINGS,
     listingWorkers: bounds.workers,
-    bounds: { maxGroups: bounds.maxGroups, maxValuesPerField: bounds.maxValuesPerField, maxFilterValues: bounds.maxFilterValues, maxFiltersLength: bounds.maxFiltersLength },
+    bounds: {
+      maxGroups: bounds.maxGroups,
+      maxValuesPerField: bounds.maxValuesPerField,
+      maxFilterValues: bounds.maxFilterValues,
+      maxFiltersLength: bounds.maxFiltersLength,
+    },
     ceiling: { healthMs: stats(ceiling.health), fillShareMs: stats(ceiling.result) },
-    underLoad: { healthMs: stats(loaded.health), fillShareMs: stats(loaded.result), listingMs: stats(listingMs), listingStatuses: Object.fromEntries(statuses) },
+    underLoad: {
+      healthMs: stats(loaded.health),
+      fillShareMs: stats(loaded.result),
+      listingMs: stats(listingMs),
+      listingStatuses: Object.fromEntries(statuses),
+    },
   };
   const f = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '-');
   console.log(`isolation: ${ROWS.toLocaleString()} requests, ${LISTINGS} clients running the heaviest allowed listing, ${DEPOSITS} deposits`);
   console.log(`                          /health p50   p99      deposit→fill p50   p99`);
-  console.log(`  without load (ceiling)  ${f(result.ceiling.healthMs.p50).padStart(8)} ${f(result.ceiling.healthMs.p99).padStart(6)}   ${f(result.ceiling.fillShareMs.p50).padStart(14)} ${f(result.ceiling.fillShareMs.p99).padStart(6)}`);
-  console.log(`  under listing load      ${f(result.underLoad.healthMs.p50).padStart(8)} ${f(result.underLoad.healthMs.p99).padStart(6)}   ${f(result.underLoad.fillShareMs.p50).padStart(14)} ${f(result.underLoad.fillShareMs.p99).padStart(6)}`);
-  console.log(`  listings: ${listingMs.length} answered (${JSON.stringify(result.underLoad.listingStatuses)}), p50 ${f(result.underLoad.listingMs.p50)} ms, p99 ${f(result.underLoad.listingMs.p99)} ms`);
+  console.log(
+    `  without load (ceiling)  ${f(result.ceiling.healthMs.p50).padStart(8)} ${f(result.ceiling.healthMs.p99).padStart(6)}   ${f(result.ceiling.fillShareMs.p50).padStart(14)} ${f(result.ceiling.fillShareMs.p99).padStart(6)}`,
+  );
+  console.log(
+    `  under listing load      ${f(result.underLoad.healthMs.p50).padStart(8)} ${f(result.underLoad.healthMs.p99).padStart(6)}   ${f(result.underLoad.fillShareMs.p50).padStart(14)} ${f(result.underLoad.fillShareMs.p99).padStart(6)}`,
+  );
+  console.log(
+    `  listings: ${listingMs.length} answered (${JSON.stringify(result.underLoad.listingStatuses)}), p50 ${f(result.underLoad.listingMs.p50)} ms, p99 ${f(result.underLoad.listingMs.p99)} ms`,
+  );
   console.log(`  machine: ${result.machine.cpus} × ${result.machine.cpu}, ${result.machine.memGiB} GiB, node ${result.machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const out = join('bench/results', `isolation-${Date.now()}.json`);
-  writeFileSync(out, JSON.stringify(result, null, 2) + '\n');
+  writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`);
   console.log(`  written to ${out}`);
 } finally {
   await node.stop();

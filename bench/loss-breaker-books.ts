@@ -18,22 +18,38 @@ const cnt = ledger.db.prepare(`SELECT COUNT(*) AS c FROM payouts WHERE chain_id 
 const sender = (ledger.db.prepare(`SELECT sender FROM transactions WHERE chain_id = ? LIMIT 1`).get(chain) as { sender: string }).sender;
 const currencies = (ledger.db.prepare(`SELECT DISTINCT currency FROM payouts WHERE chain_id = ?`).all(chain) as { currency: string }[]).map((r) => r.currency);
 function audit() {
-  const payouts = ledger.db.prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts WHERE chain_id = ? AND state IN ('success', 'sent')`).all(chain) as PayoutRow[];
+  const payouts = ledger.db
+    .prepare(
+      `SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts WHERE chain_id = ? AND state IN ('success', 'sent')`,
+    )
+    .all(chain) as PayoutRow[];
   const credits = ledger.funding.all().filter((c) => c.chain_id === chain);
-  const txs = ledger.db.prepare(`SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit, MAX(max_fee_per_gas) AS m FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`).all(chain, sender);
+  const txs = ledger.db
+    .prepare(
+      `SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit, MAX(max_fee_per_gas) AS m FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`,
+    )
+    .all(chain, sender);
   const paid = payouts.filter((p) => p.state === 'success');
   for (const c of currencies) solverBooks(paid, credits, c);
   return txs.length;
 }
 function drift() {
-  ledger.db.prepare(`SELECT currency, amount, native_topup, state FROM payouts WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent')`).all(chain);
-  return ledger.db.prepare(`SELECT state, fee, gas_limit, max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`).all(chain, sender).length;
+  ledger.db
+    .prepare(`SELECT currency, amount, native_topup, state FROM payouts WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent')`)
+    .all(chain);
+  return ledger.db.prepare(`SELECT state, fee, gas_limit, max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`).all(chain, sender)
+    .length;
 }
-for (const [name, f] of [['BalanceDrift ledger read', drift], ['AuditDifference books', audit]] as const) {
+for (const [name, f] of [
+  ['BalanceDrift ledger read', drift],
+  ['AuditDifference books', audit],
+] as const) {
   f();
   const t = performance.now();
   for (let i = 0; i < 10; i++) f();
-  console.log(`${name}: ${((performance.now() - t) / 10).toFixed(1)} ms per check of chain ${chain} (${cnt.c} payouts on it, ${n} requests seeded, ${currencies.length} currencies)`);
+  console.log(
+    `${name}: ${((performance.now() - t) / 10).toFixed(1)} ms per check of chain ${chain} (${cnt.c} payouts on it, ${n} requests seeded, ${currencies.length} currencies)`,
+  );
 }
 ledger.close();
 rmSync(dir, { recursive: true, force: true });

@@ -53,8 +53,29 @@ for (let b = 0; b < ROWS; b += BATCH) {
       const symIn = SYMBOLS[origin]![i % 3]!;
       const symOut = SYMBOLS[dest]![(i >> 1) % 3]!;
       const hasDeposit = status !== 'waiting';
-      insertReq.run(id, status, user, user, user, origin, dest, zeroAddress, zeroAddress, '1000', '990', '980', created, created + 5000, usd, symIn, symOut,
-        hasDeposit ? user : null, hasDeposit ? 1000 + i : null, status === 'success' ? 4000 + (i % 5000) : null, status === 'refund' || status === 'failure' ? 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' : null);
+      insertReq.run(
+        id,
+        status,
+        user,
+        user,
+        user,
+        origin,
+        dest,
+        zeroAddress,
+        zeroAddress,
+        '1000',
+        '990',
+        '980',
+        created,
+        created + 5000,
+        usd,
+        symIn,
+        symOut,
+        hasDeposit ? user : null,
+        hasDeposit ? 1000 + i : null,
+        status === 'success' ? 4000 + (i % 5000) : null,
+        status === 'refund' || status === 'failure' ? 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' : null,
+      );
       if (!hasDeposit) continue;
       const dep = `${origin}:dep${i}`;
       const depTx = h(`deptx${i}`);
@@ -95,7 +116,7 @@ writeFileSync(
   }),
 );
 const server = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'api', '--config', configPath, '--port', '0'], {
-  env: { ...process.env, BENCH_SOLVER_KEY: '0x' + '11'.repeat(32) },
+  env: { ...process.env, BENCH_SOLVER_KEY: `0x${'11'.repeat(32)}` },
   stdio: ['ignore', 'pipe', 'pipe'],
 });
 const url = await new Promise<string>((resolve, reject) => {
@@ -128,14 +149,21 @@ async function measure(path: string, withKey = true) {
 async function deepContinuation(): Promise<string> {
   let c = '';
   for (let i = 0; i < 200; i++) {
-    const r = (await (await fetch(`${url}/requests/v3?limit=50${c ? `&continuation=${c}` : ''}`, { headers: { 'x-api-key': key } })).json()) as { continuation: string };
+    const r = (await (await fetch(`${url}/requests/v3?limit=50${c ? `&continuation=${c}` : ''}`, { headers: { 'x-api-key': key } })).json()) as {
+      continuation: string;
+    };
     c = r.continuation;
   }
   return c;
 }
 
 try {
-  const twoGroups = encodeURIComponent(JSON.stringify([{ status: 'refund', originChainId: 10 }, { user: samples.user, 'not:status': 'failure' }]));
+  const twoGroups = encodeURIComponent(
+    JSON.stringify([
+      { status: 'refund', originChainId: 10 },
+      { user: samples.user, 'not:status': 'failure' },
+    ]),
+  );
   const queries: [string, string, boolean][] = [
     ['ceiling: GET /health (constant body)', '/health', false],
     ['status by id', `/intents/status/v3?requestId=${samples.id}`, false],
@@ -148,16 +176,27 @@ try {
   for (const [name, path, withKey] of queries) {
     results[name] = await measure(path, withKey);
     const ceiling = Object.values(results)[0]!.rps;
-    console.log(`${name.padEnd(45)} p50 ${String(results[name]!.p50).padStart(6)} ms  p99 ${String(results[name]!.p99).padStart(6)} ms  ${String(results[name]!.rps).padStart(6)} req/s  ${((100 * results[name]!.rps) / ceiling).toFixed(0).padStart(3)}% of the ceiling`);
+    console.log(
+      `${name.padEnd(45)} p50 ${String(results[name]!.p50).padStart(6)} ms  p99 ${String(results[name]!.p99).padStart(6)} ms  ${String(results[name]!.rps).padStart(6)} req/s  ${((100 * results[name]!.rps) / ceiling).toFixed(0).padStart(3)}% of the ceiling`,
+    );
   }
   const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1] ?? 0);
   const hwmKb = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1] ?? 0);
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
-  console.log(`server memory: ${(rssKb / 1024).toFixed(0)} MB resident, ${(hwmKb / 1024).toFixed(0)} MB peak; concurrency ${CONCURRENCY}, ${PER_QUERY} calls per query`);
+  console.log(
+    `server memory: ${(rssKb / 1024).toFixed(0)} MB resident, ${(hwmKb / 1024).toFixed(0)} MB peak; concurrency ${CONCURRENCY}, ${PER_QUERY} calls per query`,
+  );
   console.log(`machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/requests-api-${Date.now()}.json`;
-  writeFileSync(file, JSON.stringify({ rows: ROWS, perQuery: PER_QUERY, concurrency: CONCURRENCY, buildSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine }, null, 2));
+  writeFileSync(
+    file,
+    JSON.stringify(
+      { rows: ROWS, perQuery: PER_QUERY, concurrency: CONCURRENCY, buildSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
+      null,
+      2,
+    ),
+  );
   console.log(`wrote ${file}`);
 } finally {
   server.kill('SIGTERM');

@@ -37,7 +37,15 @@ try {
       await fetch(`${node.url}/quote`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ user: senders[sender]!.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' }),
+        body: JSON.stringify({
+          user: senders[sender]!.address,
+          originChainId: 8453,
+          destinationChainId: 10,
+          originCurrency: zeroAddress,
+          destinationCurrency: zeroAddress,
+          amount: '1000000000000000',
+          tradeType: 'EXACT_INPUT',
+        }),
       })
     ).json()) as { steps: { requestId: Hex }[] };
     orders.push({ id: q.steps[0]!.requestId, sender });
@@ -74,7 +82,11 @@ try {
     const now = Date.now();
     for (const b of batch) sentAt.set(b.id, now);
     const res = (await (
-      await fetch(origin.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch.map((b, k) => ({ jsonrpc: '2.0', id: k, method: 'eth_sendRawTransaction', params: [b.raw] }))) })
+      await fetch(origin.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(batch.map((b, k) => ({ jsonrpc: '2.0', id: k, method: 'eth_sendRawTransaction', params: [b.raw] }))),
+      })
     ).json()) as { error?: { message: string } }[];
     const failed = res.find((r) => r.error);
     if (failed) throw new Error(`a deposit was refused: ${failed.error!.message}`);
@@ -90,10 +102,17 @@ try {
   // The node runs in this process: its CPU (user + system) over the run, per fill. It covers the
   // whole path (indexing the deposit, deciding, pricing, signing, recording, broadcasting, receipts).
   const cpuMsPerFill = (cpu.user + cpu.system) / 1000 / Math.max(1, filled);
-  const txs = db.prepare(`SELECT COUNT(*) AS n, SUM(gas) AS gas FROM (SELECT DISTINCT t.hash, CAST(t.gas_used AS INTEGER) AS gas FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE p.kind = 'fill' AND t.state = 'included')`).get() as { n: number; gas: number | null };
+  const txs = db
+    .prepare(
+      `SELECT COUNT(*) AS n, SUM(gas) AS gas FROM (SELECT DISTINCT t.hash, CAST(t.gas_used AS INTEGER) AS gas FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE p.kind = 'fill' AND t.state = 'included')`,
+    )
+    .get() as { n: number; gas: number | null };
 
   // Latency: deposit sent → fill recorded as included on chain.
-  const paidAt = db.prepare(`SELECT request_id, updated_at FROM payouts WHERE kind = 'fill' AND state = 'success'`).all() as { request_id: Hex; updated_at: number }[];
+  const paidAt = db.prepare(`SELECT request_id, updated_at FROM payouts WHERE kind = 'fill' AND state = 'success'`).all() as {
+    request_id: Hex;
+    updated_at: number;
+  }[];
   const lat = paidAt.map((p) => p.updated_at - sentAt.get(p.request_id)!).sort((a, b) => a - b);
 
   // Nothing lost, nothing twice, checked on the destination chain itself.
@@ -112,17 +131,40 @@ try {
 
   const fillsPerSecond = filled / wallSeconds;
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
-  console.log(`throughput: ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (deposits sent in ${sentSeconds.toFixed(2)} s)`);
+  console.log(
+    `throughput: ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (deposits sent in ${sentSeconds.toFixed(2)} s)`,
+  );
   console.log(`  deposit → fill included: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat.at(-1)} ms`);
   console.log(`  on chain: ${fills.length} OrderFilled events, ${twice} orders filled twice, ${missing} orders not filled`);
-  console.log(`  ceiling (pre-signed fill transactions from one key, JSON-RPC batches of 50, same anvil): ${ceilingPerSecond.toFixed(0)} tx/s → the node reaches ${((100 * fillsPerSecond) / ceilingPerSecond).toFixed(0)}%`);
-  console.log(`  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`);
+  console.log(
+    `  ceiling (pre-signed fill transactions from one key, JSON-RPC batches of 50, same anvil): ${ceilingPerSecond.toFixed(0)} tx/s → the node reaches ${((100 * fillsPerSecond) / ceilingPerSecond).toFixed(0)}%`,
+  );
+  console.log(
+    `  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`,
+  );
   console.log(`  machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/throughput-${Date.now()}.json`;
   writeFileSync(
     file,
-    JSON.stringify({ orders: N, filled, wallSeconds, fillsPerSecond, latencyMs: { p50: pct(lat, 50), p90: pct(lat, 90), p99: pct(lat, 99), max: lat.at(-1) }, filledTwice: twice, missing, ceilingPerSecond, ceilingRatio: fillsPerSecond / ceilingPerSecond, fillTransactions: txs.n, cpuMsPerFill, machine }, null, 2),
+    JSON.stringify(
+      {
+        orders: N,
+        filled,
+        wallSeconds,
+        fillsPerSecond,
+        latencyMs: { p50: pct(lat, 50), p90: pct(lat, 90), p99: pct(lat, 99), max: lat.at(-1) },
+        filledTwice: twice,
+        missing,
+        ceilingPerSecond,
+        ceilingRatio: fillsPerSecond / ceilingPerSecond,
+        fillTransactions: txs.n,
+        cpuMsPerFill,
+        machine,
+      },
+      null,
+      2,
+    ),
   );
   console.log(`  wrote ${file}`);
   if (twice || missing) process.exitCode = 1;
@@ -150,7 +192,11 @@ async function fillIntake(chain: typeof dest, count: number): Promise<number> {
         gas: 100_000n,
         maxFeePerGas: fees.maxFeePerGas! * 4n,
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas!,
-        data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillNative', args: [keccak256(toHex(`ceiling ${i}`)), '0x000000000000000000000000000000000000dEaD'] }),
+        data: encodeFunctionData({
+          abi: OrderFillerAbi,
+          functionName: 'fillNative',
+          args: [keccak256(toHex(`ceiling ${i}`)), '0x000000000000000000000000000000000000dEaD'],
+        }),
       }),
     );
   }
@@ -158,7 +204,11 @@ async function fillIntake(chain: typeof dest, count: number): Promise<number> {
   for (let i = 0; i < raws.length; i += 50) {
     const batch = raws.slice(i, i + 50);
     const res = (await (
-      await fetch(chain.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(batch.map((raw, k) => ({ jsonrpc: '2.0', id: k, method: 'eth_sendRawTransaction', params: [raw] }))) })
+      await fetch(chain.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(batch.map((raw, k) => ({ jsonrpc: '2.0', id: k, method: 'eth_sendRawTransaction', params: [raw] }))),
+      })
     ).json()) as { error?: { message: string } }[];
     const failed = res.find((r) => r.error);
     if (failed) throw new Error(`a ceiling transaction was refused: ${failed.error!.message}`);

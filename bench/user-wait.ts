@@ -63,14 +63,20 @@ try {
     let broadcastAt = 0;
     let depositHash: Hex | undefined;
     const wallet = createWalletClient({ account, chain: devnetChain(origin.id, origin.rpcUrl), transport: http(origin.rpcUrl) });
-    const quote = await getClient().actions.getQuote({ chainId: origin.id, toChainId: dest.id, currency: zeroAddress, toCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT', wallet }, true);
+    const quote = await getClient().actions.getQuote(
+      { chainId: origin.id, toChainId: dest.id, currency: zeroAddress, toCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT', wallet },
+      true,
+    );
     // The deposit counts as broadcast when the SDK first reports its hash (the wallet has sent it).
     await getClient().actions.execute({
       quote,
       wallet,
       onProgress: ({ steps }) => {
         if (depositHash) return;
-        const tx = steps?.flatMap((st) => st.items ?? []).flatMap((it) => it.txHashes ?? []).find((t) => t.chainId === origin.id);
+        const tx = steps
+          ?.flatMap((st) => st.items ?? [])
+          .flatMap((it) => it.txHashes ?? [])
+          .find((t) => t.chainId === origin.id);
         if (tx) [depositHash, broadcastAt] = [tx.txHash as Hex, performance.now()];
       },
     });
@@ -88,7 +94,9 @@ try {
       const pay = node.ledger.payouts.forRequest(id).find((p) => p.kind === 'fill');
       const tx = pay ? node.ledger.payouts.txsOf(pay.id)[0] : undefined;
       const fillBlock = tx?.block_number != null ? arrivals[dest.id]!.get(BigInt(tx.block_number)) : undefined;
-      console.log(`  order ${i}: deposit block seen ${rel(arrivals[origin.id]!.get(receipt.blockNumber))}, indexed ${at(dep?.seen_at)}, confirmed ${at(dep?.confirmed_at)}, decided ${at(pay?.decided_at)}, fill sent ${at(tx?.broadcast_at)}, fill block seen ${rel(fillBlock)}, paid ${at(pay?.updated_at)}, SDK done ${rel(doneAt)}; floor ${rel(nextDest)}`);
+      console.log(
+        `  order ${i}: deposit block seen ${rel(arrivals[origin.id]!.get(receipt.blockNumber))}, indexed ${at(dep?.seen_at)}, confirmed ${at(dep?.confirmed_at)}, decided ${at(pay?.decided_at)}, fill sent ${at(tx?.broadcast_at)}, fill block seen ${rel(fillBlock)}, paid ${at(pay?.updated_at)}, SDK done ${rel(doneAt)}; floor ${rel(nextDest)}`,
+      );
     }
     waits.push(doneAt - broadcastAt);
     floors.push(nextDest - broadcastAt);
@@ -104,7 +112,22 @@ try {
   console.log(`  machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/user-wait-${Date.now()}.json`;
-  writeFileSync(file, JSON.stringify({ orders: N, confirmations, pollingMs: POLL_MS, waitMs: { p50: pct(w, 50), p99: pct(w, 99) }, floorMs: { p50: pct(f, 50), p99: pct(f, 99) }, aboveFloorMs: { p50: pct(gaps, 50), p99: pct(gaps, 99) }, machine }, null, 2));
+  writeFileSync(
+    file,
+    JSON.stringify(
+      {
+        orders: N,
+        confirmations,
+        pollingMs: POLL_MS,
+        waitMs: { p50: pct(w, 50), p99: pct(w, 99) },
+        floorMs: { p50: pct(f, 50), p99: pct(f, 99) },
+        aboveFloorMs: { p50: pct(gaps, 50), p99: pct(gaps, 99) },
+        machine,
+      },
+      null,
+      2,
+    ),
+  );
   console.log(`  wrote ${file}`);
 } finally {
   watching = false;

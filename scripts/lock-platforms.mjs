@@ -21,7 +21,7 @@ function platformOf(name) {
 let added = 0;
 for (const [path, entry] of Object.entries(pkgs)) {
   for (const [dep, spec] of Object.entries(entry.optionalDependencies ?? {})) {
-    const at = `${path ? path + '/' : ''}node_modules/${dep}`;
+    const at = `${path ? `${path}/` : ''}node_modules/${dep}`;
     if (pkgs[at] || pkgs[`node_modules/${dep}`]) continue;
     const { os, cpu, libc } = platformOf(dep);
     pkgs[at] = { version: spec, cpu: [cpu], ...(libc ? { libc: [libc] } : {}), optional: true, os: [os] };
@@ -29,5 +29,5 @@ for (const [path, entry] of Object.entries(pkgs)) {
   }
 }
 lock.packages = Object.fromEntries(Object.entries(pkgs).sort(([a], [b]) => (a === '' ? -1 : b === '' ? 1 : a < b ? -1 : a > b ? 1 : 0)));
-writeFileSync('package-lock.json', JSON.stringify(lock, null, 2) + '\n');
+writeFileSync('package-lock.json', `${JSON.stringify(lock, null, 2)}\n`);
 console.log(`added ${added} platform entries`);

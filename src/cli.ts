@@ -155,19 +155,23 @@ await yargs(hideBin(process.argv))
       const devKey = node.ledger.apiKeys.create('devnet');
       writeDevnetDescription(devnet, descPath, node.url, devKey.key);
       process.stdout.write(
-        [
+        `${[
           '',
           `relay-node devnet is up`,
           `  API      ${node.url}`,
           ...devnet.chains.map((c) => `  chain ${String(c.id).padEnd(5)} ${c.rpcUrl}  depository ${c.contracts.depository}  USDC ${c.contracts.stablecoin}`),
           ...(devnet.svm ? [`  chain ${devnet.svm.id} ${devnet.svm.rpcUrl}  vault ${devnet.svm.vault}  USDC ${devnet.svm.mint} (SVM)`] : []),
-          ...(devnet.exchange ? [`  chain ${String(devnet.exchange.id).padEnd(5)} ${devnet.exchange.url}  perps USD ${devnet.exchange.currencies.perpsUSD}  HYPE ${devnet.exchange.currencies.spotHYPE} (exchange)`] : []),
+          ...(devnet.exchange
+            ? [
+                `  chain ${String(devnet.exchange.id).padEnd(5)} ${devnet.exchange.url}  perps USD ${devnet.exchange.currencies.perpsUSD}  HYPE ${devnet.exchange.currencies.spotHYPE} (exchange)`,
+              ]
+            : []),
           `  solver   ${devnet.solver}`,
           `  API key  ${devKey.key} (x-api-key; \`relay-node keys create\` makes more)`,
           `  devnet   ${descPath} (chains, contracts, funded test accounts)`,
           `  Ctrl-C stops everything`,
           '',
-        ].join('\n') + '\n',
+        ].join('\n')}\n`,
       );
     },
   )
@@ -293,7 +297,9 @@ await yargs(hideBin(process.argv))
           withLedger(argv, (ledger) => {
             if (!ledger.events.webhook(argv.id)) fail(new Error(`webhooks deliveries: no webhook ${argv.id}`));
             for (const d of ledger.events.deliveries(argv.id, { state: argv.state as 'pending' | 'delivered' | 'dead' | undefined, limit: argv.limit })) {
-              process.stdout.write(`${d.event_id}\t${d.request_id}\t${d.status}\t${d.state}\tattempts ${d.attempts}\t${d.last_status ?? '-'}\t${d.last_error ?? ''}\n`);
+              process.stdout.write(
+                `${d.event_id}\t${d.request_id}\t${d.status}\t${d.state}\tattempts ${d.attempts}\t${d.last_status ?? '-'}\t${d.last_error ?? ''}\n`,
+              );
             }
           }),
       )

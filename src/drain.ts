@@ -12,7 +12,10 @@ export function refuseWhileDraining(api: FastifyInstance, draining: () => string
     if (!why || req.method !== 'POST') return;
     const path = req.url.split('?')[0]!;
     if (COMMITTING.some((r) => r.test(path))) {
-      return reply.status(503).header('retry-after', '30').send({ message: `not quoting: ${why}`, errorCode: 'NODE_DRAINING' });
+      return reply
+        .status(503)
+        .header('retry-after', '30')
+        .send({ message: `not quoting: ${why}`, errorCode: 'NODE_DRAINING' });
     }
   });
 }

@@ -5,8 +5,17 @@ export type { Logger };
 // Keys are wrapped in Secret (which prints as a placeholder); the redaction list is a second line of
 // defence for anything that carries a key under a conventional name.
 const REDACT = [
-  'privateKey', '*.privateKey', 'solverKey', '*.solverKey', 'allocatorKey', '*.allocatorKey',
-  'apiKey', '*.apiKey', 'headers["x-api-key"]', 'req.headers["x-api-key"]', 'req.headers.authorization',
+  'privateKey',
+  '*.privateKey',
+  'solverKey',
+  '*.solverKey',
+  'allocatorKey',
+  '*.allocatorKey',
+  'apiKey',
+  '*.apiKey',
+  'headers["x-api-key"]',
+  'req.headers["x-api-key"]',
+  'req.headers.authorization',
 ];
 
 /**

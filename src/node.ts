@@ -137,7 +137,14 @@ export class RelayNode {
     this.operatorApi = config.api.metricsListen ? createOperatorApi(apiContext) : undefined;
     refuseWhileDraining(this.api, () => this.#draining);
     if (this.solver && config.admin.port !== undefined) {
-      this.admin = createAdminApi({ ledger: this.ledger, registry: this.registry, adapters: this.adapters, solver: this.solver, log: this.log, reindexMaxBlocks: config.admin.reindexMaxBlocks });
+      this.admin = createAdminApi({
+        ledger: this.ledger,
+        registry: this.registry,
+        adapters: this.adapters,
+        solver: this.solver,
+        log: this.log,
+        reindexMaxBlocks: config.admin.reindexMaxBlocks,
+      });
     }
   }
 

@@ -40,7 +40,16 @@ const admin = (path: string, init: { method?: string; body?: unknown; key?: stri
 
 async function quoteAndDeposit(account: number, origin: number, dest: number, amount: bigint, recipient: Address = user(account)): Promise<Hex> {
   const q = await api(s.url, '/quote', {
-    body: { user: user(account), recipient, originChainId: origin, destinationChainId: dest, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: amount.toString(), tradeType: 'EXACT_INPUT' },
+    body: {
+      user: user(account),
+      recipient,
+      originChainId: origin,
+      destinationChainId: dest,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: amount.toString(),
+      tradeType: 'EXACT_INPUT',
+    },
   });
   expect(q.status, JSON.stringify(q.body)).toBe(200);
   const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
@@ -203,7 +212,10 @@ describe('dry run', () => {
     const nonceBefore = await s.publicClient(B).getTransactionCount({ address: s.devnet.solver });
     expect((await admin('/admin/dry-run', { body: { enabled: true, reason: 'rehearsal' } })).status).toBe(200);
     const id = await quoteAndDeposit(2, A, B, 10_000_000_000_000_000n);
-    const decision = await until(async () => (await admin('/admin/dry-run')).body.decisions.find((d: any) => JSON.parse(d.detail).request === id), 'a dry-run decision');
+    const decision = await until(
+      async () => (await admin('/admin/dry-run')).body.decisions.find((d: any) => JSON.parse(d.detail).request === id),
+      'a dry-run decision',
+    );
     expect(decision.decision).toBe('fill');
     expect(JSON.parse(decision.detail)).toMatchObject({ chain: B, recipient: user(2) });
     expect(s.node.ledger.payouts.forRequest(id)).toEqual([]);

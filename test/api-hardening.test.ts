@@ -100,12 +100,15 @@ async function quote(apiKey: string | undefined, account = 1) {
 // A read-only replica over the stack's ledger with the given API settings.
 async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
   const raw = s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' });
-  const config = buildConfigWithKeys({ ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides, rateLimit: { ...RATE_LIMIT, ...(apiOverrides.rateLimit as object) } } }, s.devnet.keys);
+  const config = buildConfigWithKeys(
+    { ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides, rateLimit: { ...RATE_LIMIT, ...(apiOverrides.rateLimit as object) } } },
+    s.devnet.keys,
+  );
   return new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
 }
 
 async function wsClient(url: string) {
-  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/intents/status/ws');
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/intents/status/ws`);
   sockets.push(ws);
   const msgs: any[] = [];
   ws.on('message', (d) => msgs.push(JSON.parse(d.toString())));
@@ -123,7 +126,28 @@ async function wsClient(url: string) {
 
 describe('webhook targets (SSRF)', () => {
   it('judges addresses: loopback, private, link-local, unique-local, CGNAT, metadata and IPv4-mapped are not public', () => {
-    for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '100.100.100.200', '0.0.0.0', '::1', '::', 'fe80::1', 'fd00:ec2::254', 'fc00::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', '64:ff9b::a00:1', '::127.0.0.1', 'ff02::1', 'not-an-ip']) {
+    for (const ip of [
+      '127.0.0.1',
+      '10.1.2.3',
+      '172.16.0.1',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '100.100.100.200',
+      '0.0.0.0',
+      '::1',
+      '::',
+      'fe80::1',
+      'fd00:ec2::254',
+      'fc00::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '::ffff:a9fe:a9fe',
+      '64:ff9b::a00:1',
+      '::127.0.0.1',
+      'ff02::1',
+      'not-an-ip',
+    ]) {
       expect([ip, isNonPublicAddress(ip)]).toEqual([ip, true]);
     }
     for (const ip of ['8.8.8.8', '1.1.1.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2a00:1450:4001:81c::200e']) {
@@ -379,7 +403,7 @@ describe('read-only replica', () => {
     child.stderr.on('data', (d) => (out += d));
     const exited = once(child, 'exit');
     try {
-      const started = await until(() => /"msg":"relay node started"/.exec(out) ? out : undefined, 'the replica to start', 90_000);
+      const started = await until(() => (/"msg":"relay node started"/.exec(out) ? out : undefined), 'the replica to start', 90_000);
       const line = JSON.parse(started.split('\n').find((l) => l.includes('relay node started'))!);
       expect(line.solver).toBe(solver);
       expect((await api(line.url, '/health')).status).toBe(200);
@@ -400,7 +424,10 @@ describe('listings isolated from the node', () => {
     const cases: [string, RegExp][] = [
       [`filters=${enc(Array.from({ length: b.maxGroups + 1 }, () => ({ status: 'success' })))}`, new RegExp(`at most ${b.maxGroups} groups`)],
       [`filters=${enc([{ user: Array.from({ length: b.maxValuesPerField + 1 }, (_, i) => addr(i)) }])}`, new RegExp(`1 to ${b.maxValuesPerField} values`)],
-      [`status=success&filters=${enc(Array.from({ length: b.maxGroups }, () => ({ status: Array(b.maxValuesPerField).fill('success') })))}`, new RegExp(`at most ${b.maxFilterValues} filter values in all`)],
+      [
+        `status=success&filters=${enc(Array.from({ length: b.maxGroups }, () => ({ status: Array(b.maxValuesPerField).fill('success') })))}`,
+        new RegExp(`at most ${b.maxFilterValues} filter values in all`),
+      ],
       [`filters=${enc([{ term: 'x'.repeat(b.maxFiltersLength) }])}`, new RegExp(`at most ${b.maxFiltersLength} characters`)],
     ];
     for (const [q, message] of cases) {

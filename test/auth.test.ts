@@ -45,7 +45,7 @@ describe('relay-node keys', () => {
     expect(again.out).toContain(`no active key ${id}`);
     const reopened = Ledger.open(join(dir, 'ledger.sqlite'));
     expect(reopened.apiKeys.lookup(key).state).toBe('revoked');
-    expect(reopened.apiKeys.lookup(key + 'x').state).toBe('unknown');
+    expect(reopened.apiKeys.lookup(`${key}x`).state).toBe('unknown');
     reopened.close();
   });
 });
@@ -63,7 +63,7 @@ describe('API key checks over HTTP', () => {
   });
 
   it('answers 401 with a message without a key where one is required', async () => {
-    const r = await api(stack.url, '/fast-fill', { body: { requestId: '0x' + '1'.repeat(64) } });
+    const r = await api(stack.url, '/fast-fill', { body: { requestId: `0x${'1'.repeat(64)}` } });
     expect(r.status).toBe(401);
     expect(r.body.message).toMatch(/API key/);
     expect(r.body.errorCode).toBe('MISSING_API_KEY');
@@ -90,7 +90,16 @@ describe('API key checks over HTTP', () => {
     const acct = stack.devnet.accounts[0]!.address;
     const q = await api(stack.url, '/quote/v2', {
       apiKey: key,
-      body: { user: acct, originChainId: 8453, destinationChainId: 10, originCurrency: '0x0000000000000000000000000000000000000000', destinationCurrency: '0x0000000000000000000000000000000000000000', amount: '1000000000000000', tradeType: 'EXACT_INPUT', referrer: 'acme.app' },
+      body: {
+        user: acct,
+        originChainId: 8453,
+        destinationChainId: 10,
+        originCurrency: '0x0000000000000000000000000000000000000000',
+        destinationCurrency: '0x0000000000000000000000000000000000000000',
+        amount: '1000000000000000',
+        tradeType: 'EXACT_INPUT',
+        referrer: 'acme.app',
+      },
     });
     expect(q.status).toBe(200);
     const id = q.body.steps[0].requestId;
@@ -111,7 +120,10 @@ describe('API key checks over HTTP', () => {
   it('limits calls per IP without a key and per key with one (429, Retry-After)', async () => {
     // A read-only replica over the same ledger, with small limits.
     const raw = stack.devnet.nodeConfig({ port: 0, dataDir: stack.dataDir, logLevel: 'silent' });
-    const config = buildConfigWithKeys({ ...raw, api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 8, unauthenticatedPerMinute: 3 } } }, stack.devnet.keys);
+    const config = buildConfigWithKeys(
+      { ...raw, api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 8, unauthenticatedPerMinute: 3 } } },
+      stack.devnet.keys,
+    );
     const replica = await new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
     try {
       const statuses: number[] = [];

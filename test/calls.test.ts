@@ -70,11 +70,25 @@ describe('contract calls', () => {
   it('ends in EXECUTION_REVERTED with failedCallData, then refunds, when a call reverts at fill time', async () => {
     // A mint with a supply of one: the quote simulates fine, then someone else takes the token.
     const deployer = s.wallet(0, B);
-    const hash = await deployer.deployContract({ account: deployer.account!, chain: deployer.chain, abi: TestNftAbi, bytecode: TestNftBytecode, args: [parseEther('0.01'), 1n] });
+    const hash = await deployer.deployContract({
+      account: deployer.account!,
+      chain: deployer.chain,
+      abi: TestNftAbi,
+      bytecode: TestNftBytecode,
+      args: [parseEther('0.01'), 1n],
+    });
     const scarce = (await s.publicClient(B).waitForTransactionReceipt({ hash })).contractAddress!;
     const q = await callQuote(2, scarce);
     expect(q.status).toBe(200);
-    const taken = await deployer.writeContract({ account: deployer.account!, chain: deployer.chain, address: scarce, abi: TestNftAbi, functionName: 'mint', args: [user(0)], value: parseEther('0.01') });
+    const taken = await deployer.writeContract({
+      account: deployer.account!,
+      chain: deployer.chain,
+      address: scarce,
+      abi: TestNftAbi,
+      functionName: 'mint',
+      args: [user(0)],
+      value: parseEther('0.01'),
+    });
     await s.publicClient(B).waitForTransactionReceipt({ hash: taken });
     const requestId = q.body.steps.at(-1).requestId as Hex;
     await executeSteps(s, q.body, 2);
@@ -93,7 +107,16 @@ describe('contract calls', () => {
     if (cfg.kind === 'evm') cfg.maxCallGas = 200_000;
     try {
       const r = await api(s.url, '/quote', {
-        body: { user: user(3), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.1').toString(), tradeType: 'EXACT_OUTPUT', txs },
+        body: {
+          user: user(3),
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: zeroAddress,
+          destinationCurrency: zeroAddress,
+          amount: parseEther('0.1').toString(),
+          tradeType: 'EXACT_OUTPUT',
+          txs,
+        },
       });
       expect(r.status).toBe(400);
       expect(r.body.errorCode).toBe('QUOTED_GAS_LIMIT_EXCEEDED');
@@ -105,7 +128,16 @@ describe('contract calls', () => {
   it('refuses calls paid in something else than the native currency', async () => {
     const usdc = s.devnet.chains.find((c) => c.id === B)!.contracts.stablecoin;
     const r = await api(s.url, '/quote', {
-      body: { user: user(1), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: usdc, amount: '1000000', tradeType: 'EXACT_OUTPUT', txs: [{ to: nft(B), value: '0', data: '0x' }] },
+      body: {
+        user: user(1),
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: usdc,
+        amount: '1000000',
+        tradeType: 'EXACT_OUTPUT',
+        txs: [{ to: nft(B), value: '0', data: '0x' }],
+      },
     });
     expect(r.status).toBe(400);
     expect(r.body.message).toMatch(/txs: destination calls are paid in the native currency/);

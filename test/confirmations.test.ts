@@ -13,7 +13,17 @@ beforeAll(async () => {
   // Chain A: deposits of $1000 or more wait 4 blocks, $100k or more wait for finality.
   s = await startStack({
     chains: async (_d, chains) =>
-      (chains as { id: number }[]).map((c) => (c.id === A ? { ...c, confirmationsByValue: [{ minUsd: '1000', confirmations: 4 }, { minUsd: '100000', confirmations: 'finalized' }] } : c)),
+      (chains as { id: number }[]).map((c) =>
+        c.id === A
+          ? {
+              ...c,
+              confirmationsByValue: [
+                { minUsd: '1000', confirmations: 4 },
+                { minUsd: '100000', confirmations: 'finalized' },
+              ],
+            }
+          : c,
+      ),
   });
 });
 afterAll(async () => {
@@ -22,7 +32,15 @@ afterAll(async () => {
 
 const quote = (account: number, amount: string) =>
   api(s.url, '/quote', {
-    body: { user: s.devnet.accounts[account]!.address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount, tradeType: 'EXACT_INPUT' },
+    body: {
+      user: s.devnet.accounts[account]!.address,
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount,
+      tradeType: 'EXACT_INPUT',
+    },
   });
 
 describe('confirmations by value', () => {
@@ -30,12 +48,15 @@ describe('confirmations by value', () => {
     const chain = {
       confirmations: 1,
       finalityDepth: 64,
-      confirmationsByValue: [{ minUsd: '1000', confirmations: 4 as const }, { minUsd: '100000', confirmations: 'finalized' as const }],
+      confirmationsByValue: [
+        { minUsd: '1000', confirmations: 4 as const },
+        { minUsd: '100000', confirmations: 'finalized' as const },
+      ],
       nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
       currencies: [],
     };
     expect(confirmationsFor(chain, zeroAddress, 10n ** 17n)).toBe(1); // $300
-    expect(confirmationsFor(chain, zeroAddress, (10n ** 18n) / 3n + 1n)).toBe(4); // just over $1000
+    expect(confirmationsFor(chain, zeroAddress, 10n ** 18n / 3n + 1n)).toBe(4); // just over $1000
     expect(confirmationsFor(chain, zeroAddress, 40n * 10n ** 18n)).toBe(64); // $120k: finalized
     expect(confirmationsFor({ ...chain, confirmationsByValue: [] }, zeroAddress, 40n * 10n ** 18n)).toBe(1);
   });
@@ -57,7 +78,13 @@ describe('confirmations by value', () => {
     expect((await api(s.url, `/intents/status/v3?requestId=${largeId}`)).body.status).toBe('waiting');
     const pc = s.publicClient(A);
     await pc.request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
-    await until(async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === A)?.head >= Number(await pc.getBlockNumber({ cacheTime: 0 })) ? true : undefined), 'the node to see the head');
+    await until(
+      async () =>
+        (await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === A)?.head >= Number(await pc.getBlockNumber({ cacheTime: 0 }))
+          ? true
+          : undefined,
+      'the node to see the head',
+    );
     expect((await api(s.url, `/intents/status/v3?requestId=${largeId}`)).body.status).toBe('waiting');
     await pc.request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
     expect((await waitForStatus(s.url, largeId, ['success', 'failure', 'refund'])).status).toBe('success');

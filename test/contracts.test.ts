@@ -20,13 +20,7 @@ import {
 } from 'viem';
 import { mnemonicToAccount, type HDAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  OrderFillerAbi,
-  OrderHashProbeAbi,
-  OrderHashProbeBytecode,
-  RelayDepositoryAbi,
-  TestStablecoinAbi,
-} from '../contracts-abi/index.ts';
+import { OrderFillerAbi, OrderHashProbeAbi, OrderHashProbeBytecode, RelayDepositoryAbi, TestStablecoinAbi } from '../contracts-abi/index.ts';
 import {
   callRequestDigest,
   callRequestId,
@@ -143,9 +137,7 @@ describe('devnet deployment', { timeout: 30_000 }, () => {
       for (const address of [deployed.depository, deployed.filler, deployed.stablecoin]) {
         expect((await slowClient.getCode({ address }))?.length ?? 0).toBeGreaterThan(2);
       }
-      expect(
-        await slowClient.readContract({ address: deployed.stablecoin, abi: TestStablecoinAbi, functionName: 'balanceOf', args: [user.address] }),
-      ).toBe(7n);
+      expect(await slowClient.readContract({ address: deployed.stablecoin, abi: TestStablecoinAbi, functionName: 'balanceOf', args: [user.address] })).toBe(7n);
       expect(await slowClient.getBalance({ address: user.address })).toBe(5n);
     } finally {
       await slow.stop();
@@ -479,9 +471,13 @@ describe('OrderFiller', { timeout: 30_000 }, () => {
 describe('OrderFiller.fillBatch', { timeout: 30_000 }, () => {
   it('pays each order on its own: a filled-before order, a repeat inside the batch and a refusing recipient are skipped, the rest paid', async () => {
     const wallet = walletFor(solver);
-    await mined(wallet.writeContract({ address: contracts.stablecoin, abi: TestStablecoinAbi, functionName: 'approve', args: [contracts.filler, 2n ** 256n - 1n] }));
+    await mined(
+      wallet.writeContract({ address: contracts.stablecoin, abi: TestStablecoinAbi, functionName: 'approve', args: [contracts.filler, 2n ** 256n - 1n] }),
+    );
     const earlier = id('batch-earlier');
-    await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [earlier, recipient.address], value: 5n }));
+    await mined(
+      wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [earlier, recipient.address], value: 5n }),
+    );
     const [n1, n2, e1, bad] = [id('batch-n1'), id('batch-n2'), id('batch-e1'), id('batch-bad')];
     const fills = [
       { orderId: n1, token: zeroAddress, recipient: recipient.address, amount: 100n },
@@ -494,7 +490,9 @@ describe('OrderFiller.fillBatch', { timeout: 30_000 }, () => {
     const nativeBefore = await publicClient.getBalance({ address: recipient.address });
     const userBefore = await publicClient.getBalance({ address: user.address });
     const stableBefore = await stableBalance(recipient.address);
-    const receipt = await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills], value: 418n }));
+    const receipt = await mined(
+      wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills], value: 418n }),
+    );
 
     const paid = parseEventLogs({ abi: OrderFillerAbi, eventName: 'OrderFilled', logs: receipt.logs }).map((e) => e.args.orderId);
     expect(paid).toEqual([n1, e1, n2]);
@@ -513,9 +511,18 @@ describe('OrderFiller.fillBatch', { timeout: 30_000 }, () => {
     expect(await filled(bad)).toBe(false);
     expect(await filled(n2)).toBe(true);
     // A skipped order can still be paid on its own later; a paid one never again.
-    await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [bad, recipient.address], value: 11n }));
+    await mined(
+      wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [bad, recipient.address], value: 11n }),
+    );
     await expectRevert(
-      publicClient.simulateContract({ account: solver, address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [n2, user.address], value: 1n }),
+      publicClient.simulateContract({
+        account: solver,
+        address: contracts.filler,
+        abi: OrderFillerAbi,
+        functionName: 'fillNative',
+        args: [n2, user.address],
+        value: 1n,
+      }),
       'OrderAlreadyFilled',
     );
   });
@@ -536,7 +543,15 @@ describe('OrderFiller.fillBatch', { timeout: 30_000 }, () => {
 
   it('costs at least 30% less gas per fill in a batch of 20 than a lone fill', async () => {
     const wallet = walletFor(solver);
-    const lone = await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [id('gas-lone'), recipient.address], value: 1n }));
+    const lone = await mined(
+      wallet.writeContract({
+        address: contracts.filler,
+        abi: OrderFillerAbi,
+        functionName: 'fillNative',
+        args: [id('gas-lone'), recipient.address],
+        value: 1n,
+      }),
+    );
     const fills = Array.from({ length: 20 }, (_, i) => ({ orderId: id(`gas-batch-${i}`), token: zeroAddress, recipient: recipient.address, amount: 1n }));
     const batch = await mined(wallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills], value: 20n }));
     expect(parseEventLogs({ abi: OrderFillerAbi, eventName: 'OrderFilled', logs: batch.logs })).toHaveLength(20);
@@ -546,8 +561,7 @@ describe('OrderFiller.fillBatch', { timeout: 30_000 }, () => {
 
 describe('TestStablecoin', { timeout: 30_000 }, () => {
   it('accepts an EIP-2612 permit signed by the holder, once', async () => {
-    const nonces = () =>
-      publicClient.readContract({ address: contracts.stablecoin, abi: TestStablecoinAbi, functionName: 'nonces', args: [user.address] });
+    const nonces = () => publicClient.readContract({ address: contracts.stablecoin, abi: TestStablecoinAbi, functionName: 'nonces', args: [user.address] });
     const nonce = await nonces();
     const deadline = (await latestTimestamp()) + 600n;
     const message = { owner: user.address, spender: stranger.address, value: 777n, nonce, deadline };
@@ -596,8 +610,7 @@ describe('OrderHashProbe', { timeout: 30_000 }, () => {
     probe = receipt.contractAddress!;
   });
 
-  const hashOnChain = (order: OrderData) =>
-    publicClient.readContract({ address: probe, abi: OrderHashProbeAbi, functionName: 'hashOrder', args: [order] });
+  const hashOnChain = (order: OrderData) => publicClient.readContract({ address: probe, abi: OrderHashProbeAbi, functionName: 'hashOrder', args: [order] });
 
   it('computes the same EIP-712 struct hash as orderId() for a non-trivial order', async () => {
     const order: OrderData = {
@@ -644,7 +657,12 @@ describe('OrderHashProbe', { timeout: 30_000 }, () => {
       output: {
         chainId: '10',
         payments: [
-          { recipient: recipient.address, currency: '0x0b2c639c533813f4aa9d7837caf62653d097ff85', minimumAmount: 3_400_000_000n, expectedAmount: 3_450_000_000n },
+          {
+            recipient: recipient.address,
+            currency: '0x0b2c639c533813f4aa9d7837caf62653d097ff85',
+            minimumAmount: 3_400_000_000n,
+            expectedAmount: 3_450_000_000n,
+          },
           { recipient: user.address, currency: '0x0000000000000000000000000000000000000000', minimumAmount: 1n, expectedAmount: 2n },
         ],
         deadline: 1_900_001_000,

@@ -41,7 +41,9 @@ async function startNode(fault?: string): Promise<{ child: ChildProcess; url: st
   children.add(child);
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => child.on('exit', (code, signal) => (children.delete(child), resolve(signal ?? code))));
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
+    child.on('exit', (code, signal) => (children.delete(child), resolve(signal ?? code))),
+  );
   const url = `http://127.0.0.1:${port}`;
   await until(async () => ((await api(url, '/health').catch(() => ({ status: 0 }))).status === 200 ? true : undefined), `node to start (${stderr})`, 60_000);
   return { child, url, exited };
@@ -58,7 +60,11 @@ beforeAll(async () => {
   configPath = join(dataDir, 'config.json');
   writeFileSync(
     configPath,
-    JSON.stringify({ ...devnet.nodeConfig({ port: 0, logLevel: 'warn' }), solverKey: { env: 'RELAY_SOLVER_KEY' }, allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' } }),
+    JSON.stringify({
+      ...devnet.nodeConfig({ port: 0, logLevel: 'warn' }),
+      solverKey: { env: 'RELAY_SOLVER_KEY' },
+      allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
+    }),
   );
 });
 afterAll(async () => {
@@ -68,12 +74,24 @@ afterAll(async () => {
 
 async function depositFor(url: string, account: number): Promise<Hex> {
   const q = await api(url, '/quote', {
-    body: { user: devnet.accounts[account]!.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '30000000000000000', tradeType: 'EXACT_INPUT' },
+    body: {
+      user: devnet.accounts[account]!.address,
+      originChainId: 8453,
+      destinationChainId: 10,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: '30000000000000000',
+      tradeType: 'EXACT_INPUT',
+    },
   });
   expect(q.status).toBe(200);
   const item = q.body.steps[0].items[0].data;
   const c = devnet.chains.find((x) => x.id === 8453)!;
-  const wallet = createWalletClient({ account: privateKeyToAccount(devnet.accounts[account]!.privateKey), chain: devnetChain(8453, c.rpcUrl), transport: http(c.rpcUrl) });
+  const wallet = createWalletClient({
+    account: privateKeyToAccount(devnet.accounts[account]!.privateKey),
+    chain: devnetChain(8453, c.rpcUrl),
+    transport: http(c.rpcUrl),
+  });
   await wallet.sendTransaction({ to: item.to, data: item.data, value: BigInt(item.value) });
   return q.body.steps[0].requestId;
 }

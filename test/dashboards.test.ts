@@ -31,7 +31,15 @@ describe('dashboards and alerts', () => {
 
   it('alert on what the issue names: indexer lag, waiting payouts, failures, provider errors, breaker, audit difference, dead letters', () => {
     const names = referenced(rules.map((r) => r.expr));
-    for (const m of ['relay_indexer_lag_blocks', 'relay_payouts_waiting', 'relay_fills_total', 'relay_rpc_errors_total', 'relay_loss_breaker_tripped', 'relay_unexplained_loss_usd', 'relay_webhook_deliveries_total']) {
+    for (const m of [
+      'relay_indexer_lag_blocks',
+      'relay_payouts_waiting',
+      'relay_fills_total',
+      'relay_rpc_errors_total',
+      'relay_loss_breaker_tripped',
+      'relay_unexplained_loss_usd',
+      'relay_webhook_deliveries_total',
+    ]) {
       expect(names).toContain(m);
     }
   });

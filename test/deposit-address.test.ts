@@ -23,7 +23,16 @@ afterAll(async () => {
 
 function quote(extra: Record<string, unknown>) {
   return api(s.url, '/quote/v2', {
-    body: { user: account(1).address, recipient: account(2).address, refundTo: account(3).address, originChainId: A, destinationChainId: B, tradeType: 'EXACT_INPUT', useDepositAddress: true, ...extra },
+    body: {
+      user: account(1).address,
+      recipient: account(2).address,
+      refundTo: account(3).address,
+      originChainId: A,
+      destinationChainId: B,
+      tradeType: 'EXACT_INPUT',
+      useDepositAddress: true,
+      ...extra,
+    },
   });
 }
 
@@ -32,13 +41,20 @@ async function pay(from: number, to: Address, currency: Address, amount: bigint)
   const hash =
     currency === zeroAddress
       ? await w.sendTransaction({ account: w.account!, chain: w.chain, to, value: amount })
-      : await w.sendTransaction({ account: w.account!, chain: w.chain, to: currency, data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }) });
+      : await w.sendTransaction({
+          account: w.account!,
+          chain: w.chain,
+          to: currency,
+          data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
+        });
   await s.publicClient(A).waitForTransactionReceipt({ hash });
   return hash;
 }
 
 const balance = (chainId: number, who: Address, currency: Address = zeroAddress) =>
-  currency === zeroAddress ? s.publicClient(chainId).getBalance({ address: who }) : s.publicClient(chainId).readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+  currency === zeroAddress
+    ? s.publicClient(chainId).getBalance({ address: who })
+    : s.publicClient(chainId).readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [who] });
 
 describe('strict deposit addresses', () => {
   it('pays out exactly the quote when exactly the quote arrives by plain transfer', async () => {
@@ -101,11 +117,26 @@ describe('strict deposit addresses', () => {
 
   it('needs refundTo, refuses sponsoredFeeComponents, and reindexes on request', async () => {
     const noRefund = await api(s.url, '/quote/v2', {
-      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT', useDepositAddress: true },
+      body: {
+        user: account(1).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '1000000000000000',
+        tradeType: 'EXACT_INPUT',
+        useDepositAddress: true,
+      },
     });
     expect(noRefund.status).toBe(400);
     expect(noRefund.body.message).toMatch(/refundTo: is required/);
-    const components = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', subsidizeFees: true, sponsoredFeeComponents: ['execution'] });
+    const components = await quote({
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: '1000000000000000',
+      subsidizeFees: true,
+      sponsoredFeeComponents: ['execution'],
+    });
     expect(components.status).toBe(400);
     expect(components.body.message).toMatch(/sponsoredFeeComponents/);
     expect((await api(s.url, '/deposit-address/reindex', { body: {} })).status).toBe(400);
@@ -123,7 +154,12 @@ describe('open deposit addresses', () => {
     expect(q.status).toBe(200);
     const template = q.body.steps.at(-1).requestId as Hex;
     const at = q.body.steps.at(-1).depositAddress as Address;
-    const children = () => s.node.ledger.db.prepare('SELECT id, status, amount_in FROM requests WHERE parent_id = ? ORDER BY created_at').all(template) as { id: Hex; status: string; amount_in: string }[];
+    const children = () =>
+      s.node.ledger.db.prepare('SELECT id, status, amount_in FROM requests WHERE parent_id = ? ORDER BY created_at').all(template) as {
+        id: Hex;
+        status: string;
+        amount_in: string;
+      }[];
     const recipientBefore = await balance(B, account(2).address);
 
     await pay(1, at, zeroAddress, parseEther('0.005'));
@@ -135,7 +171,10 @@ describe('open deposit addresses', () => {
     await waitForStatus(s.url, second.id, ['success']);
 
     expect(children().map((c) => c.amount_in)).toEqual([parseEther('0.005').toString(), parseEther('0.02').toString()]);
-    const paid = s.node.ledger.payouts.forRequest(first!.id).concat(s.node.ledger.payouts.forRequest(second.id)).filter((p) => p.kind === 'fill');
+    const paid = s.node.ledger.payouts
+      .forRequest(first!.id)
+      .concat(s.node.ledger.payouts.forRequest(second.id))
+      .filter((p) => p.kind === 'fill');
     expect(paid).toHaveLength(2);
     expect((await balance(B, account(2).address)) - recipientBefore).toBe(paid.reduce((t, p) => t + BigInt(p.amount), 0n));
     // Each was priced at its own amount: the larger arrival pays out about four times the smaller.
@@ -148,10 +187,18 @@ describe('open deposit addresses', () => {
 
   it('needs useDepositAddress', async () => {
     const r = await api(s.url, '/quote/v2', {
-      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT', depositAddressType: 'open' },
+      body: {
+        user: account(1).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '1000000000000000',
+        tradeType: 'EXACT_INPUT',
+        depositAddressType: 'open',
+      },
     });
     expect(r.status).toBe(400);
     expect(r.body.message).toMatch(/depositAddressType: needs useDepositAddress/);
   });
 });
-

@@ -30,7 +30,7 @@ function parseDockerfile(text: string): Stage[] {
     const trimmed = raw.trim();
     if (trimmed.startsWith('#')) continue;
     if (trimmed.endsWith('\\')) {
-      current += trimmed.slice(0, -1) + ' ';
+      current += `${trimmed.slice(0, -1)} `;
       continue;
     }
     current += trimmed;
@@ -131,7 +131,9 @@ function mounts(svc: ComposeService): Mount[] {
 function containerPorts(svc: ComposeService): { published?: number; target: number }[] {
   return (svc.ports ?? []).map((p) => {
     if (typeof p === 'object') return { target: Number(p.target), published: p.published === undefined ? undefined : Number(p.published) };
-    const parts = String(p).replace(/\/(tcp|udp)$/, '').split(':');
+    const parts = String(p)
+      .replace(/\/(tcp|udp)$/, '')
+      .split(':');
     const target = Number(parts.at(-1));
     return { target, published: parts.length > 1 ? Number(parts.at(-2)) : undefined };
   });
@@ -145,10 +147,12 @@ function commandArgv(cmd: string | string[] | undefined): string[] {
 function env(svc: ComposeService): Record<string, string | null> {
   const e = svc.environment ?? {};
   if (!Array.isArray(e)) return e;
-  return Object.fromEntries(e.map((kv) => {
-    const i = kv.indexOf('=');
-    return i < 0 ? [kv, null] : [kv.slice(0, i), kv.slice(i + 1)];
-  }));
+  return Object.fromEntries(
+    e.map((kv) => {
+      const i = kv.indexOf('=');
+      return i < 0 ? [kv, null] : [kv.slice(0, i), kv.slice(i + 1)];
+    }),
+  );
 }
 
 // ---------- prometheus ----------
@@ -190,7 +194,9 @@ describe('Dockerfile', () => {
     const build = stages.find((s) => instructions(s, 'RUN').some((r) => /\bnpm ci\b/.test(r.args)));
     expect(build, 'no stage runs npm ci').toBeDefined();
     expect(build).not.toBe(runtime);
-    const runs = instructions(build!, 'RUN').map((r) => r.args).join('\n');
+    const runs = instructions(build!, 'RUN')
+      .map((r) => r.args)
+      .join('\n');
     for (const pkgName of ['python3', 'make', 'g++']) expect(runs).toMatch(new RegExp(`apt-get install[^\\n]*\\s${pkgName.replace(/\+/g, '\\+')}(\\s|$)`));
     // npm ci needs the lockfile in the build stage.
     const copied = instructions(build!, 'COPY').flatMap((c) => parseCopy(c.args).sources.map(norm));

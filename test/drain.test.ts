@@ -19,7 +19,15 @@ afterAll(async () => {
 const user = (i: number) => s.devnet.accounts[i]!.address;
 const quote = (account: number) =>
   api(s.url, '/quote', {
-    body: { user: user(account), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+    body: {
+      user: user(account),
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: '10000000000000000',
+      tradeType: 'EXACT_INPUT',
+    },
   });
 
 async function fillsOnChain(id: Hex) {

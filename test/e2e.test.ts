@@ -63,7 +63,10 @@ describe('bridges end to end', () => {
         payment: { ...i.payment, amount: BigInt(i.payment.amount), weight: BigInt(i.payment.weight) },
         refunds: i.refunds.map((r: any) => ({ ...r, minimumAmount: BigInt(r.minimumAmount) })),
       })),
-      output: { ...od.output, payments: od.output.payments.map((p: any) => ({ ...p, minimumAmount: BigInt(p.minimumAmount), expectedAmount: BigInt(p.expectedAmount) })) },
+      output: {
+        ...od.output,
+        payments: od.output.payments.map((p: any) => ({ ...p, minimumAmount: BigInt(p.minimumAmount), expectedAmount: BigInt(p.expectedAmount) })),
+      },
       fees: od.fees.map((f: any) => ({ ...f, amount: BigInt(f.amount) })),
     });
     expect(rebuilt).toBe(requestId);
@@ -79,7 +82,18 @@ describe('bridges end to end', () => {
     expect(idx.status).toBe(200);
     const done = await waitForStatus(s.url, requestId, ['success', 'failure', 'refund']);
     expect(Object.keys(done).sort()).toEqual(
-      ['status', 'details', 'inTxHashes', 'txHashes', 'updatedAt', 'originChainId', 'destinationChainId', 'quoteCreatedAt', 'failReason', 'refundFailReason'].sort(),
+      [
+        'status',
+        'details',
+        'inTxHashes',
+        'txHashes',
+        'updatedAt',
+        'originChainId',
+        'destinationChainId',
+        'quoteCreatedAt',
+        'failReason',
+        'refundFailReason',
+      ].sort(),
     );
     expect(done.status).toBe('success');
     expect(done.inTxHashes).toEqual([txHash]);
@@ -98,7 +112,16 @@ describe('bridges end to end', () => {
     const recipient = user(3);
     const before = await tokenBalance(A, usdc(A), recipient);
     const q = await api(s.url, '/quote', {
-      body: { user: user(2), recipient, originChainId: B, destinationChainId: A, originCurrency: usdc(B), destinationCurrency: usdc(A), amount: '25000000', tradeType: 'EXACT_OUTPUT' },
+      body: {
+        user: user(2),
+        recipient,
+        originChainId: B,
+        destinationChainId: A,
+        originCurrency: usdc(B),
+        destinationCurrency: usdc(A),
+        amount: '25000000',
+        tradeType: 'EXACT_OUTPUT',
+      },
     });
     expect(q.status).toBe(200);
     expect(q.body.steps.map((x: any) => x.id)).toEqual(['approve', 'deposit']);
@@ -117,14 +140,27 @@ describe('bridges end to end', () => {
 
   it('refunds a short deposit, less the refund gas, with DEPOSITED_AMOUNT_TOO_LOW_TO_FILL', async () => {
     const q = await api(s.url, '/quote', {
-      body: { user: user(4), originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: user(4),
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '10000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
     const w = s.wallet(4, A);
     const pc = s.publicClient(A);
     await pc.waitForTransactionReceipt({
-      hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [chain(A).contracts.depository, 9_000_000n] }) }),
+      hash: await w.sendTransaction({
+        account: w.account!,
+        chain: w.chain,
+        to: usdc(A),
+        data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [chain(A).contracts.depository, 9_000_000n] }),
+      }),
     });
     const before = await tokenBalance(A, usdc(A), user(4));
     const hash = await w.sendTransaction({
@@ -163,7 +199,15 @@ describe('bridges end to end', () => {
 
   it('refunds a second deposit to a filled order (DOUBLE_SPEND) and never fills twice', async () => {
     const q = await api(s.url, '/quote', {
-      body: { user: user(1), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '50000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: user(1),
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '50000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     const requestId = q.body.steps[0].requestId;
     await executeSteps(s, q.body, 1);
@@ -181,7 +225,15 @@ describe('bridges end to end', () => {
 describe('deposits that do not match their order', () => {
   async function quoteA(account: number) {
     const q = await api(s.url, '/quote', {
-      body: { user: user(account), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: user(account),
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '10000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     return q.body.steps[0].requestId as Hex;
@@ -218,7 +270,12 @@ describe('deposits that do not match their order', () => {
     const w = s.wallet(4, A);
     const pc = s.publicClient(A);
     await pc.waitForTransactionReceipt({
-      hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [chain(A).contracts.depository, 5_000_000n] }) }),
+      hash: await w.sendTransaction({
+        account: w.account!,
+        chain: w.chain,
+        to: usdc(A),
+        data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [chain(A).contracts.depository, 5_000_000n] }),
+      }),
     });
     await pc.waitForTransactionReceipt({
       hash: await w.sendTransaction({
@@ -246,16 +303,24 @@ describe('deposits that do not match their order', () => {
 });
 
 describe('API input', () => {
-  const good = () => ({ user: user(1), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' });
+  const good = () => ({
+    user: user(1),
+    originChainId: A,
+    destinationChainId: B,
+    originCurrency: zeroAddress,
+    destinationCurrency: zeroAddress,
+    amount: '1000000000000000',
+    tradeType: 'EXACT_INPUT',
+  });
   it.each([
     [{ amount: '0' }, /amount: must be greater than zero/],
     [{ amount: '1.5' }, /amount: must be a positive integer/],
     [{ amount: 5 }, /amount: must be a string of digits/],
-    [{ amount: '1' + '0'.repeat(80) }, /amount: must fit in uint256/],
-    [{ user: "0x123" }, /user: must be a 0x-prefixed 20-byte hex address on chain 8453/],
+    [{ amount: `1${'0'.repeat(80)}` }, /amount: must fit in uint256/],
+    [{ user: '0x123' }, /user: must be a 0x-prefixed 20-byte hex address on chain 8453/],
     [{ originChainId: 999 }, /originChainId 999 is not a supported chain/],
     [{ destinationCurrency: '0x00000000000000000000000000000000000000ff' }, /destinationCurrency .* is not supported on chain 10/],
-    [{ tradeType: "SIDEWAYS" }, /tradeType: must be EXACT_INPUT, EXACT_OUTPUT or EXPECTED_OUTPUT/],
+    [{ tradeType: 'SIDEWAYS' }, /tradeType: must be EXACT_INPUT, EXACT_OUTPUT or EXPECTED_OUTPUT/],
     [{ destinationChainId: A, recipient: undefined }, /nothing to do/],
     [{ amount: '1' }, /too low to cover the fees/],
   ])('rejects a bad quote with 400 and a message (%#)', async (over, message) => {
@@ -277,7 +342,9 @@ describe('API input', () => {
     expect(unknown.body.message).toMatch(/no request with id/);
     expect((await api(s.url, '/intents/status/v3?requestId=nope')).status).toBe(400);
     expect((await api(s.url, '/intents/status/v3')).status).toBe(400);
-    expect((await api(s.url, '/transactions/index', { body: { txHash: '0x1', chainId: A } })).body.message).toMatch(/txHash: is not a transaction id on chain 8453/);
+    expect((await api(s.url, '/transactions/index', { body: { txHash: '0x1', chainId: A } })).body.message).toMatch(
+      /txHash: is not a transaction id on chain 8453/,
+    );
     expect((await api(s.url, '/transactions/index', { body: { txHash: `0x${'00'.repeat(32)}`, chainId: A } })).status).toBe(404);
     expect((await api(s.url, '/nowhere')).status).toBe(404);
   });
@@ -286,7 +353,15 @@ describe('API input', () => {
     expect((await api(s.url, '/health')).body).toEqual({ status: 'ok' });
     await until(async () => ((await api(s.url, '/ready')).status === 200 ? true : undefined), 'ready');
     const m = await api(s.url, '/metrics');
-    for (const name of ['relay_deposits_indexed_total', 'relay_fills_total', 'relay_deposit_to_fill_seconds', 'relay_indexer_lag_blocks', 'relay_solver_balance', 'relay_rpc_errors_total', 'relay_payout_queue_depth']) {
+    for (const name of [
+      'relay_deposits_indexed_total',
+      'relay_fills_total',
+      'relay_deposit_to_fill_seconds',
+      'relay_indexer_lag_blocks',
+      'relay_solver_balance',
+      'relay_rpc_errors_total',
+      'relay_payout_queue_depth',
+    ]) {
       expect(m.body).toContain(name);
     }
     expect(m.body).toMatch(/relay_fills_total\{chain="10",outcome="success"\} [1-9]/);

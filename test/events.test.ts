@@ -79,7 +79,7 @@ class Receiver {
 function verify(secret: string, headers: Received['headers'], raw: string): boolean {
   const timestamp = String(headers['x-relay-timestamp']);
   const given = String(headers['x-relay-signature']);
-  const expected = 'v1=' + createHmac('sha256', secret).update(`${timestamp}.${raw}`).digest('hex');
+  const expected = `v1=${createHmac('sha256', secret).update(`${timestamp}.${raw}`).digest('hex')}`;
   return given.length === expected.length && timingSafeEqual(Buffer.from(given), Buffer.from(expected));
 }
 
@@ -90,7 +90,7 @@ interface StreamClient {
 }
 
 async function streamClient(url: string, apiKey?: string): Promise<StreamClient> {
-  const ws = new WebSocket(url.replace(/^http/, 'ws') + '/intents/status/ws', { headers: apiKey ? { 'x-api-key': apiKey } : {} });
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/intents/status/ws`, { headers: apiKey ? { 'x-api-key': apiKey } : {} });
   const msgs: any[] = [];
   ws.on('message', (d) => msgs.push(JSON.parse(d.toString())));
   const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: reason.toString() })));
@@ -206,13 +206,22 @@ describe('webhooks', () => {
       expect(Number(c.headers['x-relay-timestamp'])).toBeGreaterThan(1_600_000_000);
       expect(c.headers['x-relay-signature']).toBe(signature(wa.secret, String(c.headers['x-relay-timestamp']), c.raw));
       expect(verify(wa.secret, c.headers, c.raw)).toBe(true);
-      expect(verify(wa.secret.replace(/.$/, (x) => (x === '0' ? '1' : '0')), c.headers, c.raw)).toBe(false);
+      expect(
+        verify(
+          wa.secret.replace(/.$/, (x) => (x === '0' ? '1' : '0')),
+          c.headers,
+          c.raw,
+        ),
+      ).toBe(false);
       expect(verify(wa.secret, c.headers, c.raw.replace('"request.status"', '"request.statuz"'))).toBe(false);
     }
 
     // The websocket streams: the same events in the same order.
     const ids = got.map((e) => e.id);
-    await until(() => (byWallet.msgs.filter((m) => m.type === 'request.status' && m.requestId === q.requestId).length >= FLOW.length ? true : undefined), 'the wallet stream');
+    await until(
+      () => (byWallet.msgs.filter((m) => m.type === 'request.status' && m.requestId === q.requestId).length >= FLOW.length ? true : undefined),
+      'the wallet stream',
+    );
     const walletEvents = byWallet.msgs.filter((m) => m.type === 'request.status' && m.requestId === q.requestId);
     expect(walletEvents.map((m) => m.id)).toEqual(ids);
     expect(walletEvents.map((m) => m.data)).toEqual(got.map((e) => e.data));
@@ -242,7 +251,7 @@ describe('webhooks', () => {
       ['ftp://example.com/x', 'http or https'],
       ['not a url', 'absolute'],
       ['https://user:pw@example.com/', 'credentials'],
-      ['https://example.com/' + 'x'.repeat(2100), 'at most 2048'],
+      [`https://example.com/${'x'.repeat(2100)}`, 'at most 2048'],
       [undefined, 'is required'],
     ] as const) {
       const r = await api(s.url, '/webhooks', { body: url === undefined ? {} : { url }, apiKey: a.key });
@@ -330,7 +339,10 @@ describe('webhooks', () => {
       expect(r.forRequest(q1.requestId)[0].id).toBe(ev1.id);
 
       // The CLI, against the ledger of the running node.
-      const cli = spawnSync(process.execPath, ['bin/relay-node.js', 'webhooks', 'redeliver', '--dead', '--webhook', w.id, '--data-dir', s.dataDir], { encoding: 'utf8', timeout: 30_000 });
+      const cli = spawnSync(process.execPath, ['bin/relay-node.js', 'webhooks', 'redeliver', '--dead', '--webhook', w.id, '--data-dir', s.dataDir], {
+        encoding: 'utf8',
+        timeout: 30_000,
+      });
       expect(cli.status).toBe(0);
       expect(cli.stdout).toContain('queued 1 delivery again');
       await until(() => (r.forRequest(q2.requestId).length === 1 ? true : undefined), 'the event redelivered from the CLI');
@@ -354,7 +366,14 @@ describe('websocket status stream', () => {
     c.ws.send(JSON.stringify({ type: 'subscribe', wallet: user(1) }));
     c.ws.send(JSON.stringify({ type: 'subscribe', wallet: user(1), apiKey: 'rn_wrong' }));
     await until(() => (c.msgs.filter((m) => m.type === 'error').length >= 6 ? true : undefined), 'six errors');
-    expect(c.msgs.map((m) => m.errorCode)).toEqual(['INVALID_MESSAGE', 'INVALID_MESSAGE', 'INVALID_MESSAGE', 'INVALID_MESSAGE', 'MISSING_API_KEY', 'INVALID_API_KEY']);
+    expect(c.msgs.map((m) => m.errorCode)).toEqual([
+      'INVALID_MESSAGE',
+      'INVALID_MESSAGE',
+      'INVALID_MESSAGE',
+      'INVALID_MESSAGE',
+      'MISSING_API_KEY',
+      'INVALID_API_KEY',
+    ]);
     expect(JSON.stringify(c.msgs)).not.toContain('rn_wrong');
     // The key in the message works where the upgrade had none.
     const k = s.node.ledger.apiKeys.create('events-ws');
@@ -382,16 +401,13 @@ describe('websocket status stream', () => {
       (c.ws as any)._socket.pause();
       const details = 'x'.repeat(32 * 1024);
       let changes = 0;
-      await until(
-        async () => {
-          for (let i = 0; i < 20; i++) {
-            s.node.ledger.tx(() => s.node.ledger.requests.setStatus(requestId, changes++ % 2 ? 'pending' : 'submitted', { details: `${details}${changes}` }));
-          }
-          await new Promise((resolve) => setImmediate(resolve));
-          return stream.clients < before ? true : changes > 20_000 ? false : undefined;
-        },
-        'the slow client to be dropped',
-      ).then((dropped) => expect(dropped).toBe(true));
+      await until(async () => {
+        for (let i = 0; i < 20; i++) {
+          s.node.ledger.tx(() => s.node.ledger.requests.setStatus(requestId, changes++ % 2 ? 'pending' : 'submitted', { details: `${details}${changes}` }));
+        }
+        await new Promise((resolve) => setImmediate(resolve));
+        return stream.clients < before ? true : changes > 20_000 ? false : undefined;
+      }, 'the slow client to be dropped').then((dropped) => expect(dropped).toBe(true));
       // Once it reads again, it finds the close frame after what was buffered.
       (c.ws as any)._socket.resume();
       const closed = await c.closed;

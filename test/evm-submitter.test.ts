@@ -344,7 +344,12 @@ describe('EvmSubmitter', () => {
       const receipt = await client.getTransactionReceipt({ hash });
       const shares = rec.paid.filter((x) => ids.includes(x.payout)).reduce((sum, x) => sum + x.fee, 0n);
       expect(shares).toBe(receipt.gasUsed * receipt.effectiveGasPrice);
-      expect(ledger.payouts.rowsOfTx(hash).map((t) => t.payout_id).sort()).toEqual([...ids].sort());
+      expect(
+        ledger.payouts
+          .rowsOfTx(hash)
+          .map((t) => t.payout_id)
+          .sort(),
+      ).toEqual([...ids].sort());
     }
     expect(rec.failed).toEqual([]);
   });
@@ -354,12 +359,20 @@ describe('EvmSubmitter', () => {
     // The order paid before, by this key outside the node's ledger (before the submitter takes its nonces).
     const paidBefore = insertRequest(ledger);
     const solverWallet = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: solver });
-    const earlierHash = await solverWallet.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName: 'fillNative', args: [paidBefore, freshAddress()], value: 7n });
+    const earlierHash = await solverWallet.writeContract({
+      address: contracts.filler,
+      abi: OrderFillerAbi,
+      functionName: 'fillNative',
+      args: [paidBefore, freshAddress()],
+      value: 7n,
+    });
     await client.waitForTransactionReceipt({ hash: earlierHash });
     const { sub, rec } = makeSubmitter(ledger);
     await sub.start();
 
-    const good = Array.from({ length: 4 }, () => ({ ...queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 1_000n }) }));
+    const good = Array.from({ length: 4 }, () => ({
+      ...queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 1_000n }),
+    }));
     const dup = queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 7n, requestId: paidBefore });
     // The stablecoin has no receive function: it refuses native value.
     const refusing = queuePayout(ledger, { kind: 'fill', recipient: contracts.stablecoin, currency: zeroAddress, amount: 11n });
@@ -380,8 +393,18 @@ describe('EvmSubmitter', () => {
     expect(ledger.payouts.get(refusing.id)).toMatchObject({ state: 'failed', fail_reason: 'EXECUTION_REVERTED' });
     expect(rec.failed.map((x) => [x.payout, x.reason])).toEqual([[refusing.id, 'EXECUTION_REVERTED']]);
     expect(await fillEvents(refusing.requestId)).toHaveLength(0);
-    const skipped = await client.getLogs({ address: contracts.filler, event: getAbiItem({ abi: OrderFillerAbi, name: 'FillSkipped' }), fromBlock: 0n, toBlock: 'latest' });
-    expect(skipped.filter((l) => l.transactionHash === batchHash).map((l) => l.args.orderId).sort()).toEqual([paidBefore, refusing.requestId].sort());
+    const skipped = await client.getLogs({
+      address: contracts.filler,
+      event: getAbiItem({ abi: OrderFillerAbi, name: 'FillSkipped' }),
+      fromBlock: 0n,
+      toBlock: 'latest',
+    });
+    expect(
+      skipped
+        .filter((l) => l.transactionHash === batchHash)
+        .map((l) => l.args.orderId)
+        .sort(),
+    ).toEqual([paidBefore, refusing.requestId].sort());
     expect(await client.getBalance({ address: contracts.filler })).toBe(0n);
   });
 
@@ -686,7 +709,10 @@ describe('EvmSubmitter', () => {
     const nonceBefore = await pendingNonce();
     const p = queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: parseEther('0.01') });
     sub.wake();
-    await waitFor(async () => (await counterValue(metrics.feeCapWaits, { chain: String(CHAIN_ID), stage: 'send' })) >= 2, 'the payout to wait on the cap twice');
+    await waitFor(
+      async () => (await counterValue(metrics.feeCapWaits, { chain: String(CHAIN_ID), stage: 'send' })) >= 2,
+      'the payout to wait on the cap twice',
+    );
     expect(ledger.payouts.txsOf(p.id)).toEqual([]);
     expect(ledger.payouts.get(p.id)!.state).toBe('queued');
     expect(await pendingNonce()).toBe(nonceBefore);

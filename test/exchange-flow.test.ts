@@ -56,7 +56,12 @@ async function withdrawalQuote(user: Address, amount: string, extra: Record<stri
 
 // The authorize step, signed on the wallet's active chain (domain.chainId and signatureChainId
 // overridden identically, as the spec says), posted to post.endpoint with ?signature=.
-async function authorize(quote: any, signer: PrivateKeyAccount, chainId: number, overrides: { sign?: Record<string, unknown>; body?: Record<string, unknown> } = {}) {
+async function authorize(
+  quote: any,
+  signer: PrivateKeyAccount,
+  chainId: number,
+  overrides: { sign?: Record<string, unknown>; body?: Record<string, unknown> } = {},
+) {
   const data = quote.steps.find((x: any) => x.id === 'authorize').items[0].data;
   const signature = await signer.signTypedData({
     domain: { ...data.sign.domain, chainId },
@@ -64,7 +69,10 @@ async function authorize(quote: any, signer: PrivateKeyAccount, chainId: number,
     primaryType: data.sign.primaryType,
     message: { ...data.sign.value, ...overrides.sign },
   } as never);
-  return api(s.url, `${data.post.endpoint}?signature=${signature}`, { method: data.post.method, body: { ...data.post.body, signatureChainId: chainId, ...overrides.body } });
+  return api(s.url, `${data.post.endpoint}?signature=${signature}`, {
+    method: data.post.method,
+    body: { ...data.post.body, signatureChainId: chainId, ...overrides.body },
+  });
 }
 
 // The deposit step as the spec's signing steps describe it, posted to {exchange_url}/exchange.
@@ -91,7 +99,16 @@ describe('deposits to the exchange (destination 1337)', () => {
     const recipient = account(2).address;
     const before = state().perpsUsd(recipient);
     const q = await api(s.url, '/quote/v2', {
-      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: PERPS, amount: '5000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: account(1).address,
+        recipient,
+        originChainId: BASE,
+        destinationChainId: EX,
+        originCurrency: usdc(BASE),
+        destinationCurrency: PERPS,
+        amount: '5000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     expect(q.body.details.operation).toBe('bridge');
@@ -117,7 +134,16 @@ describe('deposits to the exchange (destination 1337)', () => {
     const c = ex().currencies;
     const beforeSpot = state().spotBalance(recipient, 'USDC');
     const q = await api(s.url, '/quote/v2', {
-      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: c.spotUSDC, amount: '3000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: account(1).address,
+        recipient,
+        originChainId: BASE,
+        destinationChainId: EX,
+        originCurrency: usdc(BASE),
+        destinationCurrency: c.spotUSDC,
+        amount: '3000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     expect(q.body.details.currencyOut.currency).toMatchObject({ address: c.spotUSDC, decimals: 8 });
@@ -127,7 +153,16 @@ describe('deposits to the exchange (destination 1337)', () => {
 
     const beforeXyz = state().spotBalance(recipient, 'HYPE', 'xyz');
     const q2 = await api(s.url, '/quote/v2', {
-      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: zeroAddress, destinationCurrency: c.xyzHYPE, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: account(1).address,
+        recipient,
+        originChainId: BASE,
+        destinationChainId: EX,
+        originCurrency: zeroAddress,
+        destinationCurrency: c.xyzHYPE,
+        amount: '10000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q2.status).toBe(200);
     expect(q2.body.details.currencyOut.currency).toMatchObject({ address: c.xyzHYPE, symbol: 'HYPE' });
@@ -145,7 +180,10 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const recipient = account(4).address;
     const q = await withdrawalQuote(user.address, '20000000', { recipient });
     expect(q.status).toBe(200);
-    expect(q.body.steps.map((x: any) => [x.id, x.kind])).toEqual([['authorize', 'signature'], ['deposit', 'transaction']]);
+    expect(q.body.steps.map((x: any) => [x.id, x.kind])).toEqual([
+      ['authorize', 'signature'],
+      ['deposit', 'transaction'],
+    ]);
     const requestId = q.body.steps[0].requestId as Hex;
     const auth = q.body.steps[0].items[0].data;
     expect(auth.sign).toMatchObject({
@@ -159,14 +197,30 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     expect(auth.post).toEqual({
       endpoint: '/authorize',
       method: 'POST',
-      body: { type: 'nonce-mapping', walletChainId: EX, wallet: user.address.toLowerCase(), depositor: user.address.toLowerCase(), nonce, id: requestId, signatureChainId: 1 },
+      body: {
+        type: 'nonce-mapping',
+        walletChainId: EX,
+        wallet: user.address.toLowerCase(),
+        depositor: user.address.toLowerCase(),
+        nonce,
+        id: requestId,
+        signatureChainId: 1,
+      },
     });
     const dep = q.body.steps[1].items[0];
     expect(dep.check).toEqual({ endpoint: `/intents/status?requestId=${requestId}`, method: 'GET' });
     expect(dep.data).toMatchObject({
       action: {
         type: 'sendAsset',
-        parameters: { exchangeChain: 'Mainnet', destination: s.devnet.solver.toLowerCase(), sourceDex: '', destinationDex: '', amount: '20.0', fromSubAccount: '', nonce },
+        parameters: {
+          exchangeChain: 'Mainnet',
+          destination: s.devnet.solver.toLowerCase(),
+          sourceDex: '',
+          destinationDex: '',
+          amount: '20.0',
+          fromSubAccount: '',
+          nonce,
+        },
       },
       nonce,
       eip712PrimaryType: 'ExchangeTransaction:SendAsset',
@@ -222,7 +276,12 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const status = await api(s.url, `/intents/status/v3?requestId=${requestId}`);
     expect(status.body.status).toBe('waiting');
     expect(status.body.inTxHashes).toEqual([]);
-    const orphan = s.node.ledger.deposits.get(`${EX}:${state().ledger(user.address).find((u) => u.delta.nonce === nonce + 1)!.hash.toLowerCase()}:0`)!;
+    const orphan = s.node.ledger.deposits.get(
+      `${EX}:${state()
+        .ledger(user.address)
+        .find((u) => u.delta.nonce === nonce + 1)!
+        .hash.toLowerCase()}:0`,
+    )!;
     expect(orphan.request_id).not.toBe(requestId);
     expect(s.node.ledger.requests.get(orphan.request_id!)).toMatchObject({ kind: 'orphan', status: 'refund', fail_reason: 'ORPHANED_DEPOSIT_REFUND' });
   });
@@ -278,7 +337,16 @@ describe('POST /authorize', () => {
     expect(unknown.body.errorCode).toBe('REQUEST_NOT_FOUND');
 
     const evm = await api(s.url, '/quote/v2', {
-      body: { user: user.address, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: PERPS, amount: '2000000', tradeType: 'EXACT_INPUT', protocolVersion: 'v2' },
+      body: {
+        user: user.address,
+        originChainId: BASE,
+        destinationChainId: EX,
+        originCurrency: usdc(BASE),
+        destinationCurrency: PERPS,
+        amount: '2000000',
+        tradeType: 'EXACT_INPUT',
+        protocolVersion: 'v2',
+      },
     });
     expect(evm.status).toBe(200);
     const evmId = evm.body.steps.at(-1).requestId;
@@ -313,14 +381,44 @@ describe('crash safety of the solver sendAsset', () => {
       nonces.push(nonce);
       const body = await signSendAsset(
         s.devnet.keys.solver,
-        { exchangeChain: 'Mainnet', destination: recipient.toLowerCase(), sourceDex: '', destinationDex: '', token: 'USDC:0x6d1e7cde53ba9467b783cb7c530ce054', amount, fromSubAccount: '', nonce },
+        {
+          exchangeChain: 'Mainnet',
+          destination: recipient.toLowerCase(),
+          sourceDex: '',
+          destinationDex: '',
+          token: 'USDC:0x6d1e7cde53ba9467b783cb7c530ce054',
+          amount,
+          fromSubAccount: '',
+          nonce,
+        },
         { signatureChainId: 1 },
       );
       const raw = toHex(JSON.stringify(body));
       const hash = keccak256(raw);
       ledger.tx(() => {
-        ledger.payouts.insert({ id, kind: 'claim', request_id: null, deposit_id: null, chain_id: EX, recipient, currency: PERPS, amount: String(Number(amount) * 1e6), decided_at: Date.now() });
-        ledger.payouts.insertTx({ hash, payout_id: id, chain_id: EX, sender: s.devnet.solver, nonce, raw, gas_limit: '0', max_fee_per_gas: '0', max_priority_fee_per_gas: '0', created_at: Date.now() });
+        ledger.payouts.insert({
+          id,
+          kind: 'claim',
+          request_id: null,
+          deposit_id: null,
+          chain_id: EX,
+          recipient,
+          currency: PERPS,
+          amount: String(Number(amount) * 1e6),
+          decided_at: Date.now(),
+        });
+        ledger.payouts.insertTx({
+          hash,
+          payout_id: id,
+          chain_id: EX,
+          sender: s.devnet.solver,
+          nonce,
+          raw,
+          gas_limit: '0',
+          max_fee_per_gas: '0',
+          max_priority_fee_per_gas: '0',
+          created_at: Date.now(),
+        });
         ledger.payouts.setState(id, 'sent', { txHash: hash });
       });
       if (posted) expect(await client.submit(body)).toEqual({ ok: true });
@@ -332,15 +430,29 @@ describe('crash safety of the solver sendAsset', () => {
     expect(state().perpsUsd(recipient) - before).toBe(4_000_000n);
 
     await s.restartNode();
-    await until(() => (['claim:crash-a', 'claim:crash-b'].every((id) => s.node.ledger.payouts.get(id)?.state === 'success') ? true : undefined), 'both payouts settled');
+    await until(
+      () => (['claim:crash-a', 'claim:crash-b'].every((id) => s.node.ledger.payouts.get(id)?.state === 'success') ? true : undefined),
+      'both payouts settled',
+    );
     expect(s.node.ledger.payouts.get('claim:crash-a')!.tx_hash).toBe(a);
     expect(s.node.ledger.payouts.get('claim:crash-b')!.tx_hash).toBe(b);
     expect(state().perpsUsd(recipient) - before).toBe(7_000_000n);
-    const sends = state().ledger(s.devnet.solver).filter((u) => nonces.includes(u.delta.nonce));
+    const sends = state()
+      .ledger(s.devnet.solver)
+      .filter((u) => nonces.includes(u.delta.nonce));
     expect(sends.map((u) => u.delta.nonce).sort()).toEqual([...nonces].sort());
     // A new payout after the restart signs with a nonce above those recorded.
     const q = await api(s.url, '/quote/v2', {
-      body: { user: account(1).address, recipient, originChainId: BASE, destinationChainId: EX, originCurrency: usdc(BASE), destinationCurrency: PERPS, amount: '2000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: account(1).address,
+        recipient,
+        originChainId: BASE,
+        destinationChainId: EX,
+        originCurrency: usdc(BASE),
+        destinationCurrency: PERPS,
+        amount: '2000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     await executeSteps(s, q.body, 1);
     expect((await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['success', 'failure', 'refund'])).status).toBe('success');
@@ -350,7 +462,12 @@ describe('crash safety of the solver sendAsset', () => {
 
 describe('@relayprotocol/relay-sdk withdrawing from the exchange', () => {
   it('executes a withdrawal quote: its signature step posts to /authorize, its transfer is signed for the exchange', async () => {
-    const exchange = defineChain({ id: EX, name: 'Exchange (devnet)', nativeCurrency: { name: 'USD Coin', symbol: 'USDC', decimals: 6 }, rpcUrls: { default: { http: [ex().url] } } });
+    const exchange = defineChain({
+      id: EX,
+      name: 'Exchange (devnet)',
+      nativeCurrency: { name: 'USD Coin', symbol: 'USDC', decimals: 6 },
+      rpcUrls: { default: { http: [ex().url] } },
+    });
     createClient({
       baseApiUrl: s.url,
       source: 'relay-node-tests',
@@ -370,7 +487,17 @@ describe('@relayprotocol/relay-sdk withdrawing from the exchange', () => {
       const wallet = s.wallet(2, BASE);
       const user = wallet.account!.address;
       const quote = await getClient().actions.getQuote(
-        { chainId: EX, toChainId: BASE, currency: PERPS, toCurrency: usdc(BASE), amount: '6000000', tradeType: 'EXACT_INPUT', wallet, recipient: user, options: { protocolVersion: 'v2' } as any },
+        {
+          chainId: EX,
+          toChainId: BASE,
+          currency: PERPS,
+          toCurrency: usdc(BASE),
+          amount: '6000000',
+          tradeType: 'EXACT_INPUT',
+          wallet,
+          recipient: user,
+          options: { protocolVersion: 'v2' } as any,
+        },
         true,
       );
       expect(quote.steps!.map((x) => x.id)).toEqual(['authorize', 'deposit']);
@@ -380,7 +507,10 @@ describe('@relayprotocol/relay-sdk withdrawing from the exchange', () => {
       await getClient().actions.execute({ quote, wallet, onProgress: () => {} });
       expect(posted).toEqual([`post ${ex().url}/exchange`]);
       // The SDK signed the authorization on the wallet's chain and posted it to /authorize.
-      expect(new ExchangeNonces(s.node.ledger.db).ofRequest(requestId)).toMatchObject({ wallet: user, nonce: (quote.steps![0]!.items![0]!.data as any).post.body.nonce });
+      expect(new ExchangeNonces(s.node.ledger.db).ofRequest(requestId)).toMatchObject({
+        wallet: user,
+        nonce: (quote.steps![0]!.items![0]!.data as any).post.body.nonce,
+      });
       expect(beforeUser - state().perpsUsd(user)).toBe(6_000_000n);
       expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
       expect((await usdcBalance(user)) - beforeOut).toBe(BigInt(quote.details!.currencyOut!.amount!));
@@ -411,12 +541,23 @@ describe('relay-node audit of the exchange', () => {
     const stranger = account(0).address;
     await client.sendAsset(
       s.devnet.keys.solver,
-      { exchangeChain: 'Mainnet', destination: stranger.toLowerCase(), sourceDex: '', destinationDex: '', token: 'USDC:0x6d1e7cde53ba9467b783cb7c530ce054', amount: '1.5', fromSubAccount: '', nonce: Date.now() },
+      {
+        exchangeChain: 'Mainnet',
+        destination: stranger.toLowerCase(),
+        sourceDex: '',
+        destinationDex: '',
+        token: 'USDC:0x6d1e7cde53ba9467b783cb7c530ce054',
+        amount: '1.5',
+        fromSubAccount: '',
+        nonce: Date.now(),
+      },
       { signatureChainId: 1 },
     );
     const out = await auditCli(s);
     expect(out.code).toBe(1);
-    expect(out.out, out.out).toMatch(new RegExp(`exchange transfer 0x[0-9a-f]{64} of 1500000 ${PERPS} out of the solver to ${stranger} is not a ledger payout`));
+    expect(out.out, out.out).toMatch(
+      new RegExp(`exchange transfer 0x[0-9a-f]{64} of 1500000 ${PERPS} out of the solver to ${stranger} is not a ledger payout`),
+    );
     expect(out.out).toMatch(/solver USDC \(0x0{32}\): the exchange holds \d+, the books explain \d+ .*unexplained -1500000\b/);
   });
 });

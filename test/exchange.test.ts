@@ -19,13 +19,7 @@ import {
   splitSignature,
   type SendAssetParameters,
 } from '../src/chains/exchange/typedData.ts';
-import {
-  ExchangeActionError,
-  ExchangeClient,
-  ExchangeHttpError,
-  parseDecimalFloor,
-  signSendAsset,
-} from '../src/chains/exchange/client.ts';
+import { ExchangeActionError, ExchangeClient, ExchangeHttpError, parseDecimalFloor, signSendAsset } from '../src/chains/exchange/client.ts';
 import { STANDIN_TOKENS, startExchangeStandin, type ExchangeStandin } from '../src/devnet/exchange/standin.ts';
 
 const USDC = STANDIN_TOKENS.find((t) => t.name === 'USDC')!;
@@ -80,7 +74,10 @@ describe('typed data (spec: Exchange deposit and withdrawal through the quote)',
 
   it('sendAsset domain', () => {
     expect(sendAssetDomain(42161)).toEqual({
-      name: 'ExchangeSignTransaction', version: '1', chainId: 42161, verifyingContract: zeroAddress,
+      name: 'ExchangeSignTransaction',
+      version: '1',
+      chainId: 42161,
+      verifyingContract: zeroAddress,
     });
   });
 
@@ -98,7 +95,11 @@ describe('typed data (spec: Exchange deposit and withdrawal through the quote)',
     expect(td.domain).toEqual({ name: 'ServiceNonceMapping', version: '2', chainId: 10, verifyingContract: zeroAddress });
     expect(td.primaryType).toBe('NonceMapping');
     expect(NONCE_MAPPING_TYPES.NonceMapping.map((f) => [f.name, f.type])).toEqual([
-      ['chainId', 'string'], ['wallet', 'address'], ['depositor', 'address'], ['id', 'bytes32'], ['nonce', 'uint256'],
+      ['chainId', 'string'],
+      ['wallet', 'address'],
+      ['depositor', 'address'],
+      ['id', 'bytes32'],
+      ['nonce', 'uint256'],
     ]);
     expect(td.types).toBe(NONCE_MAPPING_TYPES);
     expect(td.message).toEqual({ chainId: 'exchange', wallet, depositor, nonce: 77n, id });
@@ -108,7 +109,11 @@ describe('typed data (spec: Exchange deposit and withdrawal through the quote)',
     const signer = privateKeyToAccount(generatePrivateKey());
     const other = privateKeyToAccount(generatePrivateKey());
     const td = nonceMappingTypedData({
-      chainId: 8453, wallet: signer.address, depositor: other.address, id: `0x${'01'.repeat(32)}`, nonce: 1234,
+      chainId: 8453,
+      wallet: signer.address,
+      depositor: other.address,
+      id: `0x${'01'.repeat(32)}`,
+      nonce: 1234,
     });
     const signature = await signer.signTypedData(td);
     expect(await verifyTypedData({ ...td, address: signer.address, signature })).toBe(true);
@@ -203,8 +208,16 @@ describe('exchange stand-in over HTTP', () => {
       expect(updates[0]!.hash).toMatch(/^0x[0-9a-f]{64}$/);
       expect(updates[0]!.time).toBeGreaterThanOrEqual(t0);
       expect(updates[0]!.delta).toMatchObject({
-        type: 'send', user: a.address, destination: b.address, sourceDex: '', destinationDex: '',
-        token: 'USDC', amount: '12.345678', usdcValue: '12.345678', fee: '0.0', nonce,
+        type: 'send',
+        user: a.address,
+        destination: b.address,
+        sourceDex: '',
+        destinationDex: '',
+        token: 'USDC',
+        amount: '12.345678',
+        usdcValue: '12.345678',
+        fee: '0.0',
+        nonce,
       });
     }
     // Time filter excludes older-than-startTime updates.
@@ -217,17 +230,13 @@ describe('exchange stand-in over HTTP', () => {
     ex.credit(a.address, { spot: { token: 'HYPE', dex: 'xyz', amount: '10' } });
     ex.credit(a.address, { spot: { token: 'HYPE', amount: '3' } });
     const nonce = nextNonce();
-    await client.sendAsset(
-      a.key,
-      params({ destination: b.address, sourceDex: 'xyz', destinationDex: 'xyz', token: HYPE_TOKEN, amount: '2.5', nonce }),
-      { signatureChainId: 1 },
-    );
+    await client.sendAsset(a.key, params({ destination: b.address, sourceDex: 'xyz', destinationDex: 'xyz', token: HYPE_TOKEN, amount: '2.5', nonce }), {
+      signatureChainId: 1,
+    });
     expect(ex.state.spotBalance(a.address, 'HYPE', 'xyz')).toBe(750_000_000n);
     expect(ex.state.spotBalance(b.address, 'HYPE', 'xyz')).toBe(250_000_000n);
     // the plain spot balance is untouched
-    expect(await client.spotBalances(a.address)).toEqual([
-      { coin: 'HYPE', token: HYPE.index, total: '3.0', hold: '0.0', entryNtl: '0.0' },
-    ]);
+    expect(await client.spotBalances(a.address)).toEqual([{ coin: 'HYPE', token: HYPE.index, total: '3.0', hold: '0.0', entryNtl: '0.0' }]);
     expect(await client.spotBalances(b.address)).toEqual([]);
     const [u] = await client.ledgerUpdates(b.address, t0);
     expect(u!.delta).toMatchObject({ type: 'send', sourceDex: 'xyz', destinationDex: 'xyz', token: 'HYPE', amount: '2.5', usdcValue: '62.5', nonce });
@@ -239,9 +248,7 @@ describe('exchange stand-in over HTTP', () => {
     ex.credit(a.address, { perpsUsd: '5' });
     await client.sendAsset(a.key, params({ destination: b.address, destinationDex: 'spot', amount: '1.25' }), { signatureChainId: 1 });
     expect(await client.withdrawable(a.address)).toBe(3_750_000n);
-    expect(await client.spotBalances(b.address)).toEqual([
-      { coin: 'USDC', token: 0, total: '1.25', hold: '0.0', entryNtl: '0.0' },
-    ]);
+    expect(await client.spotBalances(b.address)).toEqual([{ coin: 'USDC', token: 0, total: '1.25', hold: '0.0', entryNtl: '0.0' }]);
   });
 
   it('a reused nonce is rejected', async () => {
@@ -250,9 +257,7 @@ describe('exchange stand-in over HTTP', () => {
     ex.credit(a.address, { perpsUsd: '10' });
     const nonce = nextNonce();
     await client.sendAsset(a.key, params({ destination: b.address, amount: '1', nonce }), { signatureChainId: 1 });
-    const err = await client
-      .sendAsset(a.key, params({ destination: b.address, amount: '2', nonce }), { signatureChainId: 1 })
-      .catch((e: unknown) => e);
+    const err = await client.sendAsset(a.key, params({ destination: b.address, amount: '2', nonce }), { signatureChainId: 1 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ExchangeActionError);
     expect((err as Error).message).toMatch(/nonce .* already used/i);
     expect(await client.withdrawable(a.address)).toBe(9_000_000n);
@@ -289,7 +294,7 @@ describe('exchange stand-in over HTTP', () => {
     expect(r3.json.status).toBe('err');
     expect(r3.json.response).toContain(mallory.address);
     // garbage signature
-    const r4 = await postRaw(ex.url, { ...body, signature: { r: '0x' + '11'.repeat(32), s: '0x' + '22'.repeat(32), v: 5 } });
+    const r4 = await postRaw(ex.url, { ...body, signature: { r: `0x${'11'.repeat(32)}`, s: `0x${'22'.repeat(32)}`, v: 5 } });
     expect(r4.json.status).toBe('err');
     expect(await client.withdrawable(a.address)).toBe(50_000_000n);
     expect(await client.withdrawable(b.address)).toBe(0n);
@@ -321,9 +326,9 @@ describe('exchange stand-in over HTTP', () => {
     const a = newWallet();
     const b = newWallet();
     ex.credit(a.address, { perpsUsd: '1' });
-    await expect(
-      client.sendAsset(a.key, params({ destination: b.address, amount: '1.000001' }), { signatureChainId: 1 }),
-    ).rejects.toThrow(/Insufficient balance/);
+    await expect(client.sendAsset(a.key, params({ destination: b.address, amount: '1.000001' }), { signatureChainId: 1 })).rejects.toThrow(
+      /Insufficient balance/,
+    );
     expect(await client.withdrawable(a.address)).toBe(1_000_000n);
     expect(await client.withdrawable(b.address)).toBe(0n);
   });

@@ -29,7 +29,10 @@ const usdc = (chain: number) => s.devnet.chains.find((c) => c.id === chain)!.con
 const posted: unknown[] = [];
 
 function entries(wallet: string) {
-  return s.node.ledger.db.prepare('SELECT kind, amount, request_id, ref, detail FROM balance_entries WHERE wallet = ? ORDER BY id').safeIntegers(true).all(wallet) as {
+  return s.node.ledger.db
+    .prepare('SELECT kind, amount, request_id, ref, detail FROM balance_entries WHERE wallet = ? ORDER BY id')
+    .safeIntegers(true)
+    .all(wallet) as {
     kind: string;
     amount: bigint;
     request_id: string | null;
@@ -90,7 +93,10 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(await s.publicClient(A).getBalance({ address: user })).toBe(0n);
     const before = s.node.ledger.balances.summary(sponsorWallet());
 
-    const quote = await getClient().actions.getQuote({ chainId: A, toChainId: B, currency: usdc(A), toCurrency: usdc(B), amount: '5000000', tradeType: 'EXACT_INPUT', wallet }, true);
+    const quote = await getClient().actions.getQuote(
+      { chainId: A, toChainId: B, currency: usdc(A), toCurrency: usdc(B), amount: '5000000', tradeType: 'EXACT_INPUT', wallet },
+      true,
+    );
     expect(quote.steps!.map((x) => x.id)).toEqual(['approve', 'deposit']);
     const { requestId } = await getClient().actions.executeGaslessBatch({ quote, walletClient: wallet, subsidizeFees: true });
     expect(requestId).toMatch(/^0x[0-9a-f]{64}$/);
@@ -156,7 +162,11 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     // The wallet delegated above, called with a selector its executor does not have: it reverts.
     const res = await api(s.url, '/execute', {
       apiKey: app.key,
-      body: { executionKind: 'rawCalls', data: { chainId: A, to: relayed.user, data: '0xdeadbeef', value: '0' }, executionOptions: { referrer: 'tests', subsidizeFees: true } },
+      body: {
+        executionKind: 'rawCalls',
+        data: { chainId: A, to: relayed.user, data: '0xdeadbeef', value: '0' },
+        executionOptions: { referrer: 'tests', subsidizeFees: true },
+      },
     });
     expect(res.status).toBe(400);
     expect(res.body.errorCode).toBe('SIMULATION_FAILED');
@@ -174,11 +184,17 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     const attempts = [
       { to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [attacker, 1_000_000n] }) },
       { to: usdc(A), data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [attacker, 2n ** 255n] }) },
-      { to: chain.filler, data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillErc20', args: [`0x${'ab'.repeat(32)}`, usdc(A), attacker, 1_000_000n] }) },
+      {
+        to: chain.filler,
+        data: encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillErc20', args: [`0x${'ab'.repeat(32)}`, usdc(A), attacker, 1_000_000n] }),
+      },
       { to: chain.testNft, data: '0x' },
     ];
     for (const a of attempts) {
-      const res = await api(s.url, '/execute', { apiKey: app.key, body: { executionKind: 'rawCalls', data: { chainId: A, ...a, value: '0' }, executionOptions: { referrer: 'tests', subsidizeFees: true } } });
+      const res = await api(s.url, '/execute', {
+        apiKey: app.key,
+        body: { executionKind: 'rawCalls', data: { chainId: A, ...a, value: '0' }, executionOptions: { referrer: 'tests', subsidizeFees: true } },
+      });
       expect(res.status, a.to).toBe(400);
       expect(res.body.errorCode).toBe('TARGET_NOT_ALLOWED');
     }
@@ -205,7 +221,7 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(none.body.error).toBeTruthy();
   });
 
-  it("answers 503 while the operator pauses the chain, recording and holding nothing", async () => {
+  it('answers 503 while the operator pauses the chain, recording and holding nothing', async () => {
     const before = entries(sponsorWallet()).length;
     s.node.ledger.operations.switchOn(`pause:chain:${A}`, 'test', 'maintenance');
     try {

@@ -46,7 +46,15 @@ describe('inventory', () => {
     const quotes = [];
     for (let i = 0; i < 5; i++) {
       const q = await api(s.url, '/quote', {
-        body: { user: s.devnet.accounts[1]!.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: UNIT.toString(), tradeType: 'EXACT_INPUT' },
+        body: {
+          user: s.devnet.accounts[1]!.address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          amount: UNIT.toString(),
+          tradeType: 'EXACT_INPUT',
+        },
       });
       expect(q.status).toBe(200);
       quotes.push(q.body);

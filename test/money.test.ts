@@ -30,7 +30,13 @@ describe('app balances', () => {
     const funder = s.wallet(1, A);
     const credited = account(4).address;
     // 0.01 ETH at 3000 USD = 30 USD, credited to another wallet than the sender.
-    const hash = await funder.sendTransaction({ account: funder.account!, chain: funder.chain, to: s.devnet.solver, value: 10n ** 16n, data: `0x${marker(credited)}` });
+    const hash = await funder.sendTransaction({
+      account: funder.account!,
+      chain: funder.chain,
+      to: s.devnet.solver,
+      value: 10n ** 16n,
+      data: `0x${marker(credited)}`,
+    });
     await s.publicClient(A).waitForTransactionReceipt({ hash });
     const balances = await until(async () => {
       const b = await appBalance(credited);
@@ -121,10 +127,30 @@ describe('gas top-up', () => {
   it('delivers native currency with a stablecoin fill, priced in the fees', async () => {
     const recipient = '0x00000000000000000000000000000000000b0b00' as Address;
     const plain = await api(s.url, '/quote', {
-      body: { user: account(2).address, recipient, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '50000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: account(2).address,
+        recipient,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '50000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     const q = await api(s.url, '/quote', {
-      body: { user: account(2).address, recipient, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '50000000', tradeType: 'EXACT_INPUT', topupGas: true, topupGasAmount: '3000000' },
+      body: {
+        user: account(2).address,
+        recipient,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '50000000',
+        tradeType: 'EXACT_INPUT',
+        topupGas: true,
+        topupGasAmount: '3000000',
+      },
     });
     expect(q.status).toBe(200);
     // 3 USD of ETH at 3000 USD: 0.001 ETH; the user pays for it out of the output.
@@ -137,12 +163,24 @@ describe('gas top-up', () => {
     const usdcOut = await s.publicClient(B).readContract({ address: usdc(B), abi: erc20Abi, functionName: 'balanceOf', args: [recipient] });
     expect(usdcOut).toBe(BigInt(q.body.details.currencyOut.amount));
     const receipt = await s.publicClient(B).getTransactionReceipt({ hash: done.txHashes[0] });
-    expect(parseEventLogs({ abi: OrderFillerAbi, logs: receipt.logs, eventName: 'GasTopUp' })[0]!.args).toMatchObject({ orderId: requestId, amount: 10n ** 15n });
+    expect(parseEventLogs({ abi: OrderFillerAbi, logs: receipt.logs, eventName: 'GasTopUp' })[0]!.args).toMatchObject({
+      orderId: requestId,
+      amount: 10n ** 15n,
+    });
   });
 
   it('refuses a top-up on a native fill', async () => {
     const r = await api(s.url, '/quote', {
-      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT', topupGas: true },
+      body: {
+        user: account(2).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '10000000000000000',
+        tradeType: 'EXACT_INPUT',
+        topupGas: true,
+      },
     });
     expect(r.status).toBe(400);
     expect(r.body.message).toMatch(/topupGas: the destination currency is already native/);

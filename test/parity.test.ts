@@ -41,7 +41,15 @@ beforeAll(async () => {
 
   const q1 = await call('/quote/v2', {
     apiKey: key.key,
-    body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '30000000000000000', tradeType: 'EXACT_INPUT' },
+    body: {
+      user: account(1).address,
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: '30000000000000000',
+      tradeType: 'EXACT_INPUT',
+    },
   });
   expect(q1.status).toBe(200);
   const [depositTx] = await executeSteps(s, q1.body, 1);
@@ -51,7 +59,18 @@ beforeAll(async () => {
   const before = s.node.ledger.balances.summary(account(4).address).balance;
   const q2 = await call('/quote/v2', {
     apiKey: key.key,
-    body: { user: account(2).address, recipient: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', subsidizeFees: true, maxSubsidizationAmount: '5000000' },
+    body: {
+      user: account(2).address,
+      recipient: account(2).address,
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: usdc(A),
+      destinationCurrency: usdc(B),
+      amount: '10000000',
+      tradeType: 'EXACT_INPUT',
+      subsidizeFees: true,
+      maxSubsidizationAmount: '5000000',
+    },
   });
   expect(q2.status).toBe(200);
   const depositTxs = await executeSteps(s, q2.body, 2);
@@ -143,7 +162,21 @@ describe('units: one rule for every amount', () => {
       (await call(`/requests/v2?limit=50`)).body,
       (await call(`/app-fees/${account(4).address}/balances`)).body,
       (await call(`/price?originChainId=${A}&destinationChainId=${B}&originCurrency=${usdc(A)}&destinationCurrency=${usdc(B)}&amount=1000000`)).body,
-      (await call('/quote/v2', { apiKey: key.key, body: { user: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '2000000', tradeType: 'EXACT_INPUT', subsidizeFees: true } })).body,
+      (
+        await call('/quote/v2', {
+          apiKey: key.key,
+          body: {
+            user: account(3).address,
+            originChainId: A,
+            destinationChainId: B,
+            originCurrency: usdc(A),
+            destinationCurrency: usdc(B),
+            amount: '2000000',
+            tradeType: 'EXACT_INPUT',
+            subsidizeFees: true,
+          },
+        })
+      ).body,
     ];
     const found = answers.flatMap((a, i) => amounts(a, `answer${i}`));
     expect(found.length).toBeGreaterThan(50);
@@ -153,7 +186,7 @@ describe('units: one rule for every amount', () => {
 });
 
 describe('reference routes in the published shapes', () => {
-  it('GET /chains never shows the node\'s own RPC or exchange URLs, only a configured public RPC URL', async () => {
+  it("GET /chains never shows the node's own RPC or exchange URLs, only a configured public RPC URL", async () => {
     const r = await call('/chains');
     expect(r.status).toBe(200);
     const text = JSON.stringify(r.body);
@@ -202,7 +235,15 @@ describe('reference routes in the published shapes', () => {
     // The same bridge priced by /price: the fee is its relayer fee (gas + service), in USDC units.
     const amount = cfg.body.user.maxBridgeAmount;
     const priced = await call('/price', {
-      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount, tradeType: 'EXACT_INPUT' },
+      body: {
+        user: account(1).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount,
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(priced.status).toBe(200);
     expect(BigInt(cfg.body.fee)).toBeGreaterThan(0n);
@@ -238,7 +279,16 @@ describe('reference routes in the published shapes', () => {
 describe('operations at the hosted paths', () => {
   it('POST /execute/permits submits a permit as /permits does', async () => {
     const q = await call('/quote/v2', {
-      body: { user: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '3000000', tradeType: 'EXACT_INPUT', usePermit: true },
+      body: {
+        user: account(3).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '3000000',
+        tradeType: 'EXACT_INPUT',
+        usePermit: true,
+      },
     });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
@@ -265,7 +315,18 @@ describe('operations at the hosted paths', () => {
 
   it('deposit addresses: GET /deposit-addresses/v1 and POST /transactions/deposit-address/reindex (hosted body)', async () => {
     const q = await call('/quote/v2', {
-      body: { user: account(3).address, recipient: account(3).address, refundTo: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '4000000', tradeType: 'EXACT_INPUT', useDepositAddress: true },
+      body: {
+        user: account(3).address,
+        recipient: account(3).address,
+        refundTo: account(3).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '4000000',
+        tradeType: 'EXACT_INPUT',
+        useDepositAddress: true,
+      },
     });
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
@@ -284,11 +345,20 @@ describe('operations at the hosted paths', () => {
     expect((await call('/transactions/deposit-address/reindex', { body: { depositAddress: at } })).status).toBe(400);
   });
 
-  it('GET /app-fees/{wallet}/claims lists a wallet\'s claims, newest first, paged', async () => {
+  it("GET /app-fees/{wallet}/claims lists a wallet's claims, newest first, paged", async () => {
     const feeTo = account(2).address;
     for (const amount of ['20000000', '30000000']) {
       const q = await call('/quote/v2', {
-        body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount, tradeType: 'EXACT_INPUT', appFees: [{ recipient: feeTo, fee: 100 }] },
+        body: {
+          user: account(1).address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          amount,
+          tradeType: 'EXACT_INPUT',
+          appFees: [{ recipient: feeTo, fee: 100 }],
+        },
       });
       await executeSteps(s, q.body, 1);
       await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['success']);
@@ -302,7 +372,11 @@ describe('operations at the hosted paths', () => {
     expect(all.status).toBe(200);
     expect(all.body.claims).toHaveLength(2);
     expect(all.body.claims.map((c: any) => c.currency.amount)).toEqual(['300000', '200000']);
-    expect(all.body.claims[0]).toMatchObject({ wallet: feeTo, recipient: feeTo, currency: { currency: { chainId: B, symbol: 'USDC' }, amountFormatted: '0.3' } });
+    expect(all.body.claims[0]).toMatchObject({
+      wallet: feeTo,
+      recipient: feeTo,
+      currency: { currency: { chainId: B, symbol: 'USDC' }, amountFormatted: '0.3' },
+    });
     expect('continuation' in all.body).toBe(false);
     const first = await call(`/app-fees/${feeTo}/claims?limit=1`);
     expect(first.body.claims.map((c: any) => c.claimId)).toEqual([all.body.claims[0].claimId]);
@@ -326,11 +400,17 @@ describe('operations at the hosted paths', () => {
     const report = await call('/lives?withReport=true');
     expect(report.body.report).toMatchObject({ ledger: { status: 'ok' }, [`chain-${A}`]: { status: 'ok' } });
     const st = await call(`/intents/status/v2?requestId=${ethBridge.id}`);
-    expect(st.body).toMatchObject({ status: 'success', inTxHashes: [ethBridge.depositTx], txHashes: [ethBridge.fillTx], originChainId: A, destinationChainId: B });
+    expect(st.body).toMatchObject({
+      status: 'success',
+      inTxHashes: [ethBridge.depositTx],
+      txHashes: [ethBridge.fillTx],
+      originChainId: A,
+      destinationChainId: B,
+    });
     expect(typeof st.body.time).toBe('number');
   });
 
-  it('GET /metrics/usage counts the key\'s own calls per endpoint and status', async () => {
+  it("GET /metrics/usage counts the key's own calls per endpoint and status", async () => {
     const other = s.node.ledger.apiKeys.create('usage probe');
     for (let i = 0; i < 3; i++) await call(`/requests/v3?limit=1`, { apiKey: other.key });
     await call(`/requests/v3?limit=0`, { apiKey: other.key });
@@ -365,9 +445,31 @@ describe('the OpenAPI document', () => {
     await call(`/webhooks/${hook.body.id}/deliveries`, { apiKey: key.key });
     await call(`/webhooks/${hook.body.id}/redeliver`, { apiKey: key.key, body: {} });
     await call(`/webhooks/${hook.body.id}`, { apiKey: key.key, method: 'DELETE' });
-    for (const path of ['/health', '/ready', '/metrics', '/requests/v2/migration-guide', `/intents/status/v3?requestId=${ethBridge.id}`, `/intents/status?requestId=${ethBridge.id}`, '/currencies/v2?chainIds=10', `/currencies/v2?chainIds=10&bogus=1`]) await call(path);
-    await call('/price', { body: { originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000' } });
-    await call('/quote', { body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000', tradeType: 'EXACT_INPUT' } });
+    for (const path of [
+      '/health',
+      '/ready',
+      '/metrics',
+      '/requests/v2/migration-guide',
+      `/intents/status/v3?requestId=${ethBridge.id}`,
+      `/intents/status?requestId=${ethBridge.id}`,
+      '/currencies/v2?chainIds=10',
+      `/currencies/v2?chainIds=10&bogus=1`,
+    ])
+      await call(path);
+    await call('/price', {
+      body: { originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '1000000000000000' },
+    });
+    await call('/quote', {
+      body: {
+        user: account(1).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '1000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
+    });
     await call('/transactions/index', { body: { txHash: ethBridge.depositTx, chainId: A } });
     await call('/deposit-address/reindex', { body: { requestId: ethBridge.id } });
     await call('/fast-fill', { apiKey: key.key, body: { requestId: `0x${'cd'.repeat(32)}` } });
@@ -375,7 +477,11 @@ describe('the OpenAPI document', () => {
     await call(`/permits?signature=0x${'11'.repeat(65)}`, { body: { requestId: `0x${'ef'.repeat(32)}` } });
     await call('/execute', { apiKey: key.key, body: { requestId: ethBridge.id, signature: `0x${'11'.repeat(65)}` } });
     // The hosted gasless relay (test/gasless-relay.test.ts covers it in full): a relayed call, and a refusal.
-    const rawCalls = { executionKind: 'rawCalls', data: { chainId: A, to: account(2).address, data: '0x', value: '0' }, executionOptions: { referrer: 'parity', subsidizeFees: true } };
+    const rawCalls = {
+      executionKind: 'rawCalls',
+      data: { chainId: A, to: account(2).address, data: '0x', value: '0' },
+      executionOptions: { referrer: 'parity', subsidizeFees: true },
+    };
     const relayed = await call('/execute', { apiKey: key.key, body: rawCalls });
     expect(relayed.status).toBe(200);
     await waitForStatus(s.url, relayed.body.requestId, ['success']);
@@ -413,7 +519,9 @@ describe('the OpenAPI document', () => {
     }
     expect(failures).toEqual([]);
     // Every documented operation was answered here, but the websocket stream (test/events.test.ts).
-    const unanswered = operations.map((o) => `${o.method} ${o.path}`).filter((k) => !seen.has(k) && !k.startsWith('GET /documentation') && k !== 'GET /intents/status/ws');
+    const unanswered = operations
+      .map((o) => `${o.method} ${o.path}`)
+      .filter((k) => !seen.has(k) && !k.startsWith('GET /documentation') && k !== 'GET /intents/status/ws');
     expect(unanswered).toEqual([]);
   });
 });
@@ -422,21 +530,58 @@ describe('the OpenAPI document', () => {
 // interface document and those types disagree, the interface document wins"): these fields are
 // left out of the type check, each with its clause.
 const EXCEPTIONS: { route: string; path: RegExp; clause: string }[] = [
-  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.failedTxHash$/, clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"' },
-  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.failedTxBlockNumber$/, clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"' },
-  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.failedCallData$/, clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"' },
-  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.feeSponsorship\.quoted\.maxSubsidizationAmount$/, clause: 'interface, data.feeSponsorship: "maxSubsidizationAmount (nullable)"' },
-  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.(failReason|refundFailReason)$/, clause: 'interface, Request record data: "failReason | string or null | null instead of N/A"' },
+  {
+    route: 'GET /requests/v3',
+    path: /^requests\.\d+\.data\.failedTxHash$/,
+    clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"',
+  },
+  {
+    route: 'GET /requests/v3',
+    path: /^requests\.\d+\.data\.failedTxBlockNumber$/,
+    clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"',
+  },
+  {
+    route: 'GET /requests/v3',
+    path: /^requests\.\d+\.data\.failedCallData$/,
+    clause: 'interface, Request record data: "failedTxHash, failedTxBlockNumber, failedCallData | nullable"',
+  },
+  {
+    route: 'GET /requests/v3',
+    path: /^requests\.\d+\.data\.feeSponsorship\.quoted\.maxSubsidizationAmount$/,
+    clause: 'interface, data.feeSponsorship: "maxSubsidizationAmount (nullable)"',
+  },
+  {
+    route: 'GET /requests/v3',
+    path: /^requests\.\d+\.data\.(failReason|refundFailReason)$/,
+    clause: 'interface, Request record data: "failReason | string or null | null instead of N/A"',
+  },
   { route: 'GET /requests/v3', path: /^requests\.\d+\.refundTo$/, clause: 'interface, Request record: "refundTo | string or null"' },
   { route: 'GET /requests/v3', path: /^requests\.\d+\.depositAddress$/, clause: 'interface, Request record: "depositAddress | object or null"' },
   { route: 'GET /requests/v3', path: /^requests\.\d+\.supersededByRequestId$/, clause: 'interface, Request record: "supersededByRequestId | string or null"' },
-  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.(triggeredByFastFill|quoteOraclePrice|refundCurrencyData|platformFee|apiKeyName)$/, clause: 'interface, Request record data: "triggeredByFastFill | nullable", "quoteOraclePrice | object or null", "refundCurrencyData | nullable", "platformFee | nullable", "apiKeyName | string or null"' },
-  { route: 'GET /requests/v3', path: /^requests\.\d+\.data\.externalMetadata\.moonpayId$/, clause: 'interface, Request record data: "externalMetadata | moonpayId (nullable)"' },
-  { route: 'GET /requests/v2', path: /^requests\.\d+\.depositAddress$/, clause: 'issue 14 (the interface\'s v2 to v3 changes, 4: "depositAddress becomes an object"): v2\'s is a string' },
-  { route: 'GET /requests/v2', path: /^requests\.\d+\.data\.(failReason|refundFailReason)$/, clause: 'interface, v2 to v3 changes 5: v2 used "N/A" where v3 has null' },
+  {
+    route: 'GET /requests/v3',
+    path: /^requests\.\d+\.data\.(triggeredByFastFill|quoteOraclePrice|refundCurrencyData|platformFee|apiKeyName)$/,
+    clause:
+      'interface, Request record data: "triggeredByFastFill | nullable", "quoteOraclePrice | object or null", "refundCurrencyData | nullable", "platformFee | nullable", "apiKeyName | string or null"',
+  },
+  {
+    route: 'GET /requests/v3',
+    path: /^requests\.\d+\.data\.externalMetadata\.moonpayId$/,
+    clause: 'interface, Request record data: "externalMetadata | moonpayId (nullable)"',
+  },
+  {
+    route: 'GET /requests/v2',
+    path: /^requests\.\d+\.depositAddress$/,
+    clause: 'issue 14 (the interface\'s v2 to v3 changes, 4: "depositAddress becomes an object"): v2\'s is a string',
+  },
+  {
+    route: 'GET /requests/v2',
+    path: /^requests\.\d+\.data\.(failReason|refundFailReason)$/,
+    clause: 'interface, v2 to v3 changes 5: v2 used "N/A" where v3 has null',
+  },
 ];
 
-describe('the SDK\'s published types', () => {
+describe("the SDK's published types", () => {
   it('type-check the recorded answers of each route (tsc), but the listed exceptions', async () => {
     const published = readFileSync(SDK_TYPES, 'utf8');
     const templates = [...published.matchAll(/^ {4}"(\/[^"]*)": \{$/gm)].map((m) => m[1]!);
@@ -454,7 +599,11 @@ describe('the SDK\'s published types', () => {
         if (e) exempted.add(`${route} ${e.path.source}`);
         return Boolean(e);
       });
-      lines.push(`// ${r.method} ${r.path}`, `const v${n} = ${JSON.stringify(body)} as const;`, `export const c${n}: Ok<'${template}', '${r.method.toLowerCase()}'> = null as unknown as Mutable<typeof v${n}>;`);
+      lines.push(
+        `// ${r.method} ${r.path}`,
+        `const v${n} = ${JSON.stringify(body)} as const;`,
+        `export const c${n}: Ok<'${template}', '${r.method.toLowerCase()}'> = null as unknown as Mutable<typeof v${n}>;`,
+      );
       n++;
     }
     expect(n).toBeGreaterThan(40);
@@ -470,7 +619,15 @@ describe('the SDK\'s published types', () => {
         ...lines,
       ].join('\n'),
     );
-    const program = ts.createProgram([file], { strict: true, noEmit: true, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, skipLibCheck: true, types: [] });
+    const program = ts.createProgram([file], {
+      strict: true,
+      noEmit: true,
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      skipLibCheck: true,
+      types: [],
+    });
     const errors = ts.getPreEmitDiagnostics(program).map((d) => {
       const line = d.file ? d.file.getLineAndCharacterOfPosition(d.start ?? 0).line : 0;
       const src = d.file?.text.split('\n')[line - 1] ?? '';

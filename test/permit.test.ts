@@ -23,7 +23,17 @@ afterAll(async () => {
 
 const quote = (from: number, extra: Record<string, unknown> = {}) =>
   api(s.url, '/quote/v2', {
-    body: { user: account(from).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, ...extra },
+    body: {
+      user: account(from).address,
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: usdc(A),
+      destinationCurrency: usdc(B),
+      amount: '7000000',
+      tradeType: 'EXACT_INPUT',
+      usePermit: true,
+      ...extra,
+    },
   });
 
 async function sign(from: number, step: any): Promise<Hex> {
@@ -31,7 +41,8 @@ async function sign(from: number, step: any): Promise<Hex> {
   return signer(from).signTypedData({ domain, types, primaryType, message: value });
 }
 
-const usdcOf = (chainId: number, who: Address) => s.publicClient(chainId).readContract({ address: usdc(chainId), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+const usdcOf = (chainId: number, who: Address) =>
+  s.publicClient(chainId).readContract({ address: usdc(chainId), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
 
 describe('usePermit', () => {
   it('fills from a signed permit: no approval, no deposit transaction, no gas for the user', async () => {
@@ -40,7 +51,11 @@ describe('usePermit', () => {
     expect(q.body.steps.map((x: any) => x.id)).toEqual(['authorize']);
     const step = q.body.steps[0];
     expect(step.kind).toBe('signature');
-    expect(step.items[0].data.sign).toMatchObject({ signatureKind: 'eip712', primaryType: 'Permit', domain: { name: 'Test USD Coin', version: '1', chainId: A, verifyingContract: usdc(A) } });
+    expect(step.items[0].data.sign).toMatchObject({
+      signatureKind: 'eip712',
+      primaryType: 'Permit',
+      domain: { name: 'Test USD Coin', version: '1', chainId: A, verifyingContract: usdc(A) },
+    });
     expect(step.items[0].data.sign.value).toMatchObject({ owner: account(2).address, spender: chain(A).contracts.depository, value: '7000000' });
     expect(step.items[0].data.post).toMatchObject({ endpoint: '/execute/permits', method: 'POST' });
     expect(q.body.fees.gas.amount).toBe('0');
@@ -54,7 +69,9 @@ describe('usePermit', () => {
     await waitForStatus(s.url, id, ['success']);
     // The request showed depositing while the node's deposit was on its way (the status events
     // the outbox recorded, in order).
-    const statuses = (s.node.ledger.db.prepare('SELECT status FROM events WHERE request_id = ? ORDER BY seq').all(id) as { status: string }[]).map((e) => e.status);
+    const statuses = (s.node.ledger.db.prepare('SELECT status FROM events WHERE request_id = ? ORDER BY seq').all(id) as { status: string }[]).map(
+      (e) => e.status,
+    );
     expect(statuses.slice(0, 3)).toEqual(['waiting', 'depositing', 'pending']);
     expect(statuses.at(-1)).toBe('success');
     expect(await usdcOf(A, account(2).address)).toBe(usdcBefore - 7_000_000n);
@@ -73,7 +90,12 @@ describe('usePermit', () => {
     const wrong = await api(s.url, `/permits?signature=${await sign(4, step)}`, { body });
     expect(wrong.status).toBe(400);
     expect(wrong.body.errorCode).toBe('INVALID_SIGNATURE');
-    const staleNonce = { ...step, items: [{ ...step.items[0], data: { ...step.items[0].data, sign: { ...step.items[0].data.sign, value: { ...step.items[0].data.sign.value, nonce: '99' } } } }] };
+    const staleNonce = {
+      ...step,
+      items: [
+        { ...step.items[0], data: { ...step.items[0].data, sign: { ...step.items[0].data.sign, value: { ...step.items[0].data.sign.value, nonce: '99' } } } },
+      ],
+    };
     const nonce = await api(s.url, `/permits?signature=${await sign(3, staleNonce)}`, { body: { ...body, nonce: '99' } });
     expect(nonce.status).toBe(400);
     expect(nonce.body.errorCode).toBe('INVALID_NONCE');
@@ -97,7 +119,7 @@ describe('usePermit', () => {
     expect(addr.body.message).toMatch(/usePermit/);
   });
 
-  it('POST /execute: the gasless flow, paid from the sponsoring key\'s app balance', async () => {
+  it("POST /execute: the gasless flow, paid from the sponsoring key's app balance", async () => {
     const k = s.node.ledger.apiKeys.create('gasless app');
     const other = s.node.ledger.apiKeys.create('other app');
     const sponsor = signer(4);
@@ -105,13 +127,28 @@ describe('usePermit', () => {
     expect(link.status).toBe(200);
     const w = s.wallet(0, A);
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 50_000_000n] });
-    const fundTx = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    const fundTx = await w.sendTransaction({
+      account: w.account!,
+      chain: w.chain,
+      to: usdc(A),
+      data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex,
+    });
     await s.publicClient(A).waitForTransactionReceipt({ hash: fundTx });
     await until(() => (s.node.ledger.balances.summary(sponsor.address).balance > 0n ? true : undefined), 'the app balance credit');
 
     const q = await api(s.url, '/quote/v2', {
       apiKey: k.key,
-      body: { user: account(1).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true },
+      body: {
+        user: account(1).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '7000000',
+        tradeType: 'EXACT_INPUT',
+        usePermit: true,
+        subsidizeFees: true,
+      },
     });
     expect(q.status).toBe(200);
     expect(q.body.details.currencyOut.amount).toBe('7000000');
@@ -132,4 +169,3 @@ describe('usePermit', () => {
     expect(JSON.parse(s.node.ledger.requests.get(step.requestId)!.features)).toContain('gasless_execution');
   });
 });
-

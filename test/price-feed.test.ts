@@ -28,9 +28,10 @@ beforeAll(async () => {
   const hash = await wallet.deployContract({ abi: PriceFeedAbi, bytecode: PriceFeedBytecode, args: [8, 'ETH / USD', 300_000_000_000n] });
   feed = (await pc.waitForTransactionReceipt({ hash })).contractAddress!;
   post = async (answer, at) => {
-    const h = at === undefined
-      ? await wallet.writeContract({ address: feed, abi: PriceFeedAbi, functionName: 'post', args: [answer] })
-      : await wallet.writeContract({ address: feed, abi: PriceFeedAbi, functionName: 'postAt', args: [answer, at] });
+    const h =
+      at === undefined
+        ? await wallet.writeContract({ address: feed, abi: PriceFeedAbi, functionName: 'post', args: [answer] })
+        : await wallet.writeContract({ address: feed, abi: PriceFeedAbi, functionName: 'postAt', args: [answer, at] });
     await pc.waitForTransactionReceipt({ hash: h });
   };
   const raw = devnet.nodeConfig({ port: 0, dataDir: mkdtempSync(join(tmpdir(), 'relay-feed-node-')) });
@@ -59,14 +60,26 @@ describe('live price feed', () => {
   it('stops quoting when the feed is stale, rather than quote wrong', async () => {
     const longAgo = BigInt(Math.floor(Date.now() / 1000) - 3600);
     await post(300_000_000_000n, longAgo);
-    const r = await until(async () => {
-      const x = await api(node.url, `/currencies/token/price/v2?chainId=10&address=${zeroAddress}`);
-      return x.status === 503 ? x : undefined;
-    }, 'the node to notice the stale feed', 30_000);
+    const r = await until(
+      async () => {
+        const x = await api(node.url, `/currencies/token/price/v2?chainId=10&address=${zeroAddress}`);
+        return x.status === 503 ? x : undefined;
+      },
+      'the node to notice the stale feed',
+      30_000,
+    );
     expect(r.body).toMatchObject({ errorCode: 'PRICE_UNAVAILABLE' });
     expect(r.body.message).toMatch(/the price feed of ETH is stale: last updated \d+ s ago \(at most 600 s\)/);
     const q = await api(node.url, '/quote', {
-      body: { user: devnet.accounts[1]!.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: devnet.accounts[1]!.address,
+        originChainId: 8453,
+        destinationChainId: 10,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '10000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(503);
     expect(q.body.message).toMatch(/^not quoting: the price feed of ETH is stale/);

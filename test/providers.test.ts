@@ -16,7 +16,11 @@ let anvil: AnvilHandle;
 const proxies: RpcProxy[] = [];
 
 async function rpc(url: string, method: string, params: unknown[] = []): Promise<any> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
   const body = (await res.json()) as { result?: unknown; error?: { message: string } };
   if (body.error) throw new Error(body.error.message);
   return body.result;
@@ -78,7 +82,10 @@ describe('provider pool', () => {
     ]);
     await p.probeHeads();
     expect(p.floor).toBe(head); // two providers claim it
-    await until(async () => ((await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as any).number === `0x${head.toString(16)}` || undefined, 'a latest block');
+    await until(
+      async () => ((await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as any).number === `0x${head.toString(16)}` || undefined,
+      'a latest block',
+    );
     expect(p.floor).toBe(head);
     for (let i = 0; i < 20; i++) {
       const r = (await p.request({ method: 'eth_getTransactionReceipt', params: [hash] })) as { blockNumber: string } | null;
@@ -106,9 +113,14 @@ describe('provider pool', () => {
     await two.probeHeads();
     // One agreeing head is the laggy one's: the floor reaches the head once the honest provider
     // has served a latest block (the pool may route the first reads to either).
-    await until(async () => ((await two.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as any).number === `0x${head.toString(16)}` || undefined, 'a latest block from the honest provider');
+    await until(
+      async () => ((await two.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as any).number === `0x${head.toString(16)}` || undefined,
+      'a latest block from the honest provider',
+    );
     expect(two.floor).toBe(head);
-    await expect(two.quorum({ method: 'eth_getTransactionReceipt', params: [hash] })).rejects.toThrow(/no quorum of 2 for eth_getTransactionReceipt.*laggy: behind by/);
+    await expect(two.quorum({ method: 'eth_getTransactionReceipt', params: [hash] })).rejects.toThrow(
+      /no quorum of 2 for eth_getTransactionReceipt.*laggy: behind by/,
+    );
   });
 
   it('a provider lying ahead about latest does not move the floor past the real head', async () => {
@@ -212,7 +224,15 @@ describe('node behind several providers', () => {
             const honest = await proxy(c.rpcUrl);
             laggyUrl = laggy.url;
             // The lagging provider first: the single-URL node used it for everything.
-            return { ...c, rpcUrl: undefined, rpc: [{ url: laggy.url, name: 'laggy' }, { url: honest.url, name: 'honest' }], quorum: 1 };
+            return {
+              ...c,
+              rpcUrl: undefined,
+              rpc: [
+                { url: laggy.url, name: 'laggy' },
+                { url: honest.url, name: 'honest' },
+              ],
+              quorum: 1,
+            };
           }),
         ),
     });
@@ -229,7 +249,12 @@ describe('node behind several providers', () => {
     const pc = s.publicClient(B);
     const approve = async (amount: bigint) =>
       pc.waitForTransactionReceipt({
-        hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc, data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [chain.contracts.depository, amount] }) }),
+        hash: await w.sendTransaction({
+          account: w.account!,
+          chain: w.chain,
+          to: usdc,
+          data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [chain.contracts.depository, amount] }),
+        }),
       });
     // The node's own start-up transactions done (nothing else mines on this chain meanwhile).
     await until(async () => ((await api(s.url, '/ready')).status === 200 ? true : undefined), 'the node to be ready');
@@ -240,11 +265,29 @@ describe('node behind several providers', () => {
     // The lagging provider still shows the allowance the user took back.
     const plain = createPublicClient({ transport: http(laggyUrl) });
     // (Polled: the proxy reads the chain's head at most every 20 ms, so it may still be on a block before the approval.)
-    await until(async () => ((await plain.readContract({ address: usdc, abi: erc20Abi, functionName: 'allowance', args: [user, chain.contracts.depository] })) === 50_000_000n ? true : undefined), 'the lagging provider to show the old allowance', 5_000);
+    await until(
+      async () =>
+        (await plain.readContract({ address: usdc, abi: erc20Abi, functionName: 'allowance', args: [user, chain.contracts.depository] })) === 50_000_000n
+          ? true
+          : undefined,
+      'the lagging provider to show the old allowance',
+      5_000,
+    );
     // Once the node has seen the newest block, its quote needs the approval.
-    await until(async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === B)?.head >= head ? true : undefined), 'the node to see the head');
+    await until(
+      async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === B)?.head >= head ? true : undefined),
+      'the node to see the head',
+    );
     const q = await api(s.url, '/quote', {
-      body: { user, originChainId: B, destinationChainId: 8453, originCurrency: usdc, destinationCurrency: s.devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin, amount: '20000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user,
+        originChainId: B,
+        destinationChainId: 8453,
+        originCurrency: usdc,
+        destinationCurrency: s.devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin,
+        amount: '20000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     expect(q.body.steps.map((x: any) => x.id)).toEqual(['approve', 'deposit']);
@@ -253,7 +296,12 @@ describe('node behind several providers', () => {
   it('readiness names the chain and the provider holding it back', async () => {
     const ready = await api(s.url, '/ready');
     const b = ready.body.chains.find((c: any) => c.chainId === B);
-    expect(b.providers).toEqual(expect.arrayContaining([expect.objectContaining({ name: 'laggy', state: expect.stringMatching(/^behind by \d+ blocks$/) }), expect.objectContaining({ name: 'honest', state: 'ok' })]));
+    expect(b.providers).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ name: 'laggy', state: expect.stringMatching(/^behind by \d+ blocks$/) }),
+        expect.objectContaining({ name: 'honest', state: 'ok' }),
+      ]),
+    );
     expect(JSON.stringify(ready.body)).not.toContain('127.0.0.1');
   });
 
@@ -269,13 +317,17 @@ describe('node behind several providers', () => {
     const shorter = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
     expect(shorter).toBeLessThan(top);
     // Reads at `latest` recover within a bound and answer at the shorter chain's head.
-    const got = await until(async () => {
-      try {
-        return BigInt(((await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as { number: string }).number);
-      } catch {
-        return undefined;
-      }
-    }, 'a read on the shorter chain', 15_000);
+    const got = await until(
+      async () => {
+        try {
+          return BigInt(((await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as { number: string }).number);
+        } catch {
+          return undefined;
+        }
+      },
+      'a read on the shorter chain',
+      15_000,
+    );
     expect(got).toBe(shorter);
     expect(p.floor).toBe(shorter);
   });

@@ -17,7 +17,11 @@ describe('reference endpoints', () => {
     expect(r.status).toBe(200);
     expect(r.body.chains.map((c: any) => c.id)).toEqual([8453, 10, 1337]);
     // The devnet's perpetuals exchange: perps USD is its native currency (32 hex zeros).
-    expect(r.body.chains[2]).toMatchObject({ vmType: 'hypevm', currency: { symbol: 'USDC', decimals: 6, address: `0x${'0'.repeat(32)}` }, solverAddresses: [s.devnet.solver] });
+    expect(r.body.chains[2]).toMatchObject({
+      vmType: 'hypevm',
+      currency: { symbol: 'USDC', decimals: 6, address: `0x${'0'.repeat(32)}` },
+      solverAddresses: [s.devnet.solver],
+    });
     const base = r.body.chains[0];
     const devnetBase = s.devnet.chains.find((c) => c.id === 8453)!;
     expect(base).toMatchObject({
@@ -64,7 +68,10 @@ describe('reference endpoints', () => {
   it('GET /price quotes without steps and without creating a request', async () => {
     const count = () => (s.node.ledger.db.prepare('SELECT COUNT(*) AS n FROM requests').get() as { n: number }).n;
     const before = count();
-    const r = await api(s.url, `/price?originChainId=8453&destinationChainId=10&originCurrency=${zeroAddress}&destinationCurrency=${zeroAddress}&amount=1000000000000000000`);
+    const r = await api(
+      s.url,
+      `/price?originChainId=8453&destinationChainId=10&originCurrency=${zeroAddress}&destinationCurrency=${zeroAddress}&amount=1000000000000000000`,
+    );
     expect(r.status).toBe(200);
     expect(r.body.steps).toBeUndefined();
     expect(BigInt(r.body.details.currencyOut.amount)).toBeLessThan(10n ** 18n);

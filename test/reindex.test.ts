@@ -70,7 +70,16 @@ describe('admin re-index of a block range', () => {
 
     const user = s.devnet.accounts[1]!.address;
     const q = await api(s.url, '/quote', {
-      body: { user, recipient: user, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user,
+        recipient: user,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '10000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
@@ -131,13 +140,17 @@ describe('admin re-index of a block range', () => {
     expect(s.node.ledger.operations.actions(1000).length).toBe(before);
   });
 
-  it("refuses an SVM chain, naming why its indexer cannot re-read a slot range cheaply", async () => {
+  it('refuses an SVM chain, naming why its indexer cannot re-read a slot range cheaply', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'reindex-'));
     const ledger = Ledger.open(join(dir, 'ledger.db'));
     try {
       const svm = { chainId: 792703809, kind: 'svm', progress: () => ({ head: 100, indexed: 100, ready: true }) } as unknown as ChainAdapter;
       const refused = reindex(ledger, svm, { chainId: 792703809, fromBlock: 1, toBlock: 2 }, 10, { actor: 'ops', reason: 'x' });
-      await expect(refused).rejects.toMatchObject({ status: 400, errorCode: 'REINDEX_UNSUPPORTED', message: expect.stringContaining('signatures newest first') });
+      await expect(refused).rejects.toMatchObject({
+        status: 400,
+        errorCode: 'REINDEX_UNSUPPORTED',
+        message: expect.stringContaining('signatures newest first'),
+      });
       expect(ledger.operations.actions()).toEqual([]);
     } finally {
       ledger.close();

@@ -12,12 +12,19 @@ afterAll(async () => {
   await s?.stop();
 });
 
-const rpc = (chainId: number, method: string, params: unknown[] = []) =>
-  s.publicClient(chainId).request({ method: method as any, params: params as any });
+const rpc = (chainId: number, method: string, params: unknown[] = []) => s.publicClient(chainId).request({ method: method as any, params: params as any });
 
 async function quote(account: number) {
   const q = await api(s.url, '/quote', {
-    body: { user: s.devnet.accounts[account]!.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+    body: {
+      user: s.devnet.accounts[account]!.address,
+      originChainId: 8453,
+      destinationChainId: 10,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: '10000000000000000',
+      tradeType: 'EXACT_INPUT',
+    },
   });
   expect(q.status).toBe(200);
   return q.body;

@@ -20,7 +20,16 @@ afterAll(async () => {
 async function quoteAndDeposit(account: number, recipient: Address): Promise<{ requestId: Hex; depositTx: Hex }> {
   const user = s.devnet.accounts[account]!.address;
   const q = await api(s.url, '/quote', {
-    body: { user, recipient, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+    body: {
+      user,
+      recipient,
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: '10000000000000000',
+      tradeType: 'EXACT_INPUT',
+    },
   });
   expect(q.status, JSON.stringify(q.body)).toBe(200);
   const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
@@ -33,7 +42,13 @@ async function quoteAndDeposit(account: number, recipient: Address): Promise<{ r
 function namesOf(requestId: Hex, depositTx: Hex): string[] {
   const ledger = s.node.ledger;
   const payouts = ledger.payouts.forRequest(requestId);
-  const names = [requestId, depositTx, ...ledger.deposits.forRequest(requestId).map((d) => d.id), ...payouts.map((p) => p.id), ...payouts.flatMap((p) => ledger.payouts.txsOf(p.id).map((t) => t.hash))];
+  const names = [
+    requestId,
+    depositTx,
+    ...ledger.deposits.forRequest(requestId).map((d) => d.id),
+    ...payouts.map((p) => p.id),
+    ...payouts.flatMap((p) => ledger.payouts.txsOf(p.id).map((t) => t.hash)),
+  ];
   return [...new Set(names.map((n) => n.toLowerCase()))];
 }
 
@@ -55,7 +70,9 @@ describe('log lines about a request', () => {
       const lines = linesNaming(names);
       const messages = lines.map((l) => l.msg);
       // One field name (the old `request` field is gone). The pipeline's steps are logged: decided, signed, paid.
-      expect(messages).toEqual(expect.arrayContaining([expect.stringMatching(/fill queued|will not be filled/), expect.stringMatching(/signed and recorded/), 'payout paid']));
+      expect(messages).toEqual(
+        expect.arrayContaining([expect.stringMatching(/fill queued|will not be filled/), expect.stringMatching(/signed and recorded/), 'payout paid']),
+      );
       // Each offending line, with its fields, so that a failure names them all.
       const without = lines.filter((l) => l.requestId !== requestId || 'request' in l).map((l) => `${l.msg as string} {${Object.keys(l).join(',')}}`);
       expect(without).toEqual([]);

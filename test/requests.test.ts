@@ -24,7 +24,16 @@ let refunded: { id: Hex; depositTx: Hex; refundTx: Hex };
 const get = (path: string, apiKey: string | undefined = key) => api(s.url, path, { apiKey });
 
 function quoteBody(from: Address, amount: string, extra: Record<string, unknown> = {}) {
-  return { user: from, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount, tradeType: 'EXACT_INPUT', ...extra };
+  return {
+    user: from,
+    originChainId: A,
+    destinationChainId: B,
+    originCurrency: zeroAddress,
+    destinationCurrency: zeroAddress,
+    amount,
+    tradeType: 'EXACT_INPUT',
+    ...extra,
+  };
 }
 
 beforeAll(async () => {
@@ -69,7 +78,7 @@ function synth(over: Partial<NewRequest> & { status?: string; sender?: string } 
     parent_id: null,
     kind: 'order',
     request_type: 'Bridge',
-    user: getAddress(`0x${(seq % 5 + 1).toString(16).padStart(40, '7')}`),
+    user: getAddress(`0x${((seq % 5) + 1).toString(16).padStart(40, '7')}`),
     recipient: null,
     refund_to: null,
     origin_chain_id: A,
@@ -227,7 +236,9 @@ describe('GET /requests/v3 parameters', () => {
     const c = synth({ status: 'success', origin_chain_id: B, destination_chain_id: A, created_at: tag, currency_in_symbol: null, user: null });
     const mine = new Set([a, b, c]);
     const ids = async (filters: unknown, extra = '') => {
-      const r = await get(`/requests/v3?limit=50&startTimestamp=${Math.floor(tag / 1000)}&endTimestamp=${Math.ceil(tag / 1000)}&filters=${encodeURIComponent(JSON.stringify(filters))}${extra}`);
+      const r = await get(
+        `/requests/v3?limit=50&startTimestamp=${Math.floor(tag / 1000)}&endTimestamp=${Math.ceil(tag / 1000)}&filters=${encodeURIComponent(JSON.stringify(filters))}${extra}`,
+      );
       expect(r.status).toBe(200);
       return new Set(r.body.requests.map((x: any) => x.id).filter((x: Hex) => mine.has(x)));
     };
@@ -293,7 +304,7 @@ describe('GET /requests/v3 parameters', () => {
   });
 
   it('pages with a continuation that neither skips nor repeats while requests arrive', async () => {
-    const tagUser = getAddress('0x' + 'ab'.repeat(20));
+    const tagUser = getAddress(`0x${'ab'.repeat(20)}`);
     const base = Date.now() - 10_000;
     const original = new Set<Hex>();
     for (let i = 0; i < 23; i++) original.add(synth({ user: tagUser, created_at: base + (i % 5) }));
@@ -318,7 +329,7 @@ describe('GET /requests/v3 parameters', () => {
   });
 
   it('sorts by createdAt desc by default, amountUsd asc by default, and refuses a foreign continuation', async () => {
-    const u = getAddress('0x' + 'cd'.repeat(20));
+    const u = getAddress(`0x${'cd'.repeat(20)}`);
     for (const usd of [5_000_000, 1_000_000, 3_000_000]) synth({ user: u, amount_usd: usd, created_at: Date.now() + usd });
     const byTime = (await get(`/requests/v3?user=${u}`)).body.requests.map((r: any) => Date.parse(r.createdAt));
     expect(byTime).toEqual([...byTime].sort((x, y) => y - x));
@@ -336,7 +347,10 @@ describe('GET /requests/v3 parameters', () => {
 describe('private chains', () => {
   it('hides requests on a private chain unless privateChainsToInclude names it', async () => {
     const raw = s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' });
-    const config = buildConfigWithKeys({ ...raw, chains: (raw.chains as { id: number }[]).map((c) => (c.id === B ? { ...c, private: true } : c)) }, s.devnet.keys);
+    const config = buildConfigWithKeys(
+      { ...raw, chains: (raw.chains as { id: number }[]).map((c) => (c.id === B ? { ...c, private: true } : c)) },
+      s.devnet.keys,
+    );
     const replica = await new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
     try {
       const ids = async (q: string) => (await api(replica.url, `/requests/v3?id=${filled.id}${q}`, { apiKey: key })).body.requests.map((r: any) => r.id);
@@ -379,7 +393,11 @@ describe('GET /requests/v2, deprecated then retired', () => {
     const r = await v2(`?hash=${filled.fillTx}`);
     expect(r.status).toBe(200);
     expectHeaders(r.headers);
-    expect(r.body.deprecation).toMatchObject({ deprecatedAt: '2026-07-22T00:00:00.000Z', throttledFrom: '2026-09-01T00:00:00.000Z', sunsetAt: '2026-11-24T00:00:00.000Z' });
+    expect(r.body.deprecation).toMatchObject({
+      deprecatedAt: '2026-07-22T00:00:00.000Z',
+      throttledFrom: '2026-09-01T00:00:00.000Z',
+      sunsetAt: '2026-11-24T00:00:00.000Z',
+    });
     expect(r.body.deprecation.successor).toMatch(/\/requests\/v3$/);
     const rec = r.body.requests[0];
     expect(rec.id).toBe(filled.id);

@@ -35,7 +35,15 @@ const rpc = (chainId: number, method: string, params: unknown[]) => (s.publicCli
 
 async function quoteAndDeposit(account: number, origin: number, dest: number, amount: bigint): Promise<Hex> {
   const q = await api(s.url, '/quote', {
-    body: { user: user(account), originChainId: origin, destinationChainId: dest, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: amount.toString(), tradeType: 'EXACT_INPUT' },
+    body: {
+      user: user(account),
+      originChainId: origin,
+      destinationChainId: dest,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: amount.toString(),
+      tradeType: 'EXACT_INPUT',
+    },
   });
   expect(q.status, JSON.stringify(q.body)).toBe(200);
   const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
@@ -100,19 +108,29 @@ describe('loss breaker', () => {
     expect((await waitForStatus(s.url, id, ['success', 'refund', 'failure'])).status).toBe('success');
     // The balance after the resume is the new baseline: the same loss does not trip it again.
     const checks = s.node.metrics.unexplainedLoss;
-    await until(async () => ((await checks.get()).values.find((v) => String(v.labels.chain) === String(B))?.value === 0 ? true : undefined), 'a check after the resume');
+    await until(
+      async () => ((await checks.get()).values.find((v) => String(v.labels.chain) === String(B))?.value === 0 ? true : undefined),
+      'a check after the resume',
+    );
     expect(s.node.ledger.operations.switches()).toEqual([]);
   });
 
   // Money sent straight from the solver's key (a leaked key, a script run by hand): no payout, no
   // ledger entry explains it. 1 ETH (3000 USD) > 10 USD tolerance.
   const leak = async (chainId: number) => {
-    const w = createWalletClient({ account: privateKeyToAccount(s.devnet.keys.solver), chain: devnetChain(chainId, s.devnet.chains.find((c) => c.id === chainId)!.rpcUrl), transport: http(s.devnet.chains.find((c) => c.id === chainId)!.rpcUrl) });
+    const w = createWalletClient({
+      account: privateKeyToAccount(s.devnet.keys.solver),
+      chain: devnetChain(chainId, s.devnet.chains.find((c) => c.id === chainId)!.rpcUrl),
+      transport: http(s.devnet.chains.find((c) => c.id === chainId)!.rpcUrl),
+    });
     const hash = await w.sendTransaction({ to: THIEF, value: 10n ** 18n });
     expect((await s.publicClient(chainId).waitForTransactionReceipt({ hash })).status).toBe('success');
   };
   const tripped = (chainId: number) =>
-    until(() => s.node.ledger.operations.switches().find((x) => x.name === `pause:chain:${chainId}` && x.actor === 'loss-breaker'), `the breaker to trip on chain ${chainId}`);
+    until(
+      () => s.node.ledger.operations.switches().find((x) => x.name === `pause:chain:${chainId}` && x.actor === 'loss-breaker'),
+      `the breaker to trip on chain ${chainId}`,
+    );
   const lossChecked = (chainId: number, zero: boolean) =>
     until(async () => {
       const v = (await s.node.metrics.unexplainedLoss.get()).values.find((x) => String(x.labels.chain) === String(chainId))?.value;

@@ -24,15 +24,18 @@ afterAll(async () => {
 describe('@relayprotocol/relay-sdk against the node', () => {
   it('getQuote + execute a native bridge resolves with the fill transaction', async () => {
     const wallet = s.wallet(1, 8453);
-    const quote = await getClient().actions.getQuote({
-      chainId: 8453,
-      toChainId: 10,
-      currency: zeroAddress,
-      toCurrency: zeroAddress,
-      amount: '20000000000000000',
-      tradeType: 'EXACT_INPUT',
-      wallet,
-    }, true);
+    const quote = await getClient().actions.getQuote(
+      {
+        chainId: 8453,
+        toChainId: 10,
+        currency: zeroAddress,
+        toCurrency: zeroAddress,
+        amount: '20000000000000000',
+        tradeType: 'EXACT_INPUT',
+        wallet,
+      },
+      true,
+    );
     expect(quote.steps?.[0]?.id).toBe('deposit');
     const progress: string[] = [];
     const result = await getClient().actions.execute({
@@ -57,7 +60,10 @@ describe('@relayprotocol/relay-sdk against the node', () => {
     const usdcA = s.devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin;
     const usdcB = s.devnet.chains.find((c) => c.id === 10)!.contracts.stablecoin;
     const before = await s.publicClient(8453).readContract({ address: usdcA, abi: erc20Abi, functionName: 'balanceOf', args: [wallet.account!.address] });
-    const quote = await getClient().actions.getQuote({ chainId: 10, toChainId: 8453, currency: usdcB, toCurrency: usdcA, amount: '5000000', tradeType: 'EXACT_INPUT', wallet }, true);
+    const quote = await getClient().actions.getQuote(
+      { chainId: 10, toChainId: 8453, currency: usdcB, toCurrency: usdcA, amount: '5000000', tradeType: 'EXACT_INPUT', wallet },
+      true,
+    );
     expect(quote.steps!.map((x) => x.id)).toEqual(['approve', 'deposit']);
     await getClient().actions.execute({ quote, wallet, onProgress: () => {} });
     const after = await s.publicClient(8453).readContract({ address: usdcA, abi: erc20Abi, functionName: 'balanceOf', args: [wallet.account!.address] });
@@ -68,7 +74,10 @@ describe('@relayprotocol/relay-sdk against the node', () => {
     const wallet = s.wallet(3, 10);
     const usdcB = s.devnet.chains.find((c) => c.id === 10)!.contracts.stablecoin;
     const before = await s.publicClient(8453).getBalance({ address: wallet.account!.address });
-    const quote = await getClient().actions.getQuote({ chainId: 10, toChainId: 8453, currency: usdcB, toCurrency: zeroAddress, amount: '30000000', tradeType: 'EXACT_INPUT', wallet }, true);
+    const quote = await getClient().actions.getQuote(
+      { chainId: 10, toChainId: 8453, currency: usdcB, toCurrency: zeroAddress, amount: '30000000', tradeType: 'EXACT_INPUT', wallet },
+      true,
+    );
     expect(quote.details?.currencyOut?.currency?.symbol).toBe('ETH');
     await getClient().actions.execute({ quote, wallet, onProgress: () => {} });
     const received = (await s.publicClient(8453).getBalance({ address: wallet.account!.address })) - before;
@@ -81,7 +90,16 @@ describe('@relayprotocol/relay-sdk against the node', () => {
     const user = wallet.account!.address;
     const data = encodeFunctionData({ abi: TestNftAbi, functionName: 'mint', args: [user] });
     const quote = await getClient().actions.getQuote(
-      { chainId: 8453, toChainId: 10, currency: zeroAddress, toCurrency: zeroAddress, amount: parseEther('0.01').toString(), tradeType: 'EXACT_OUTPUT', wallet, txs: [{ to: nft, value: parseEther('0.01').toString(), data }] },
+      {
+        chainId: 8453,
+        toChainId: 10,
+        currency: zeroAddress,
+        toCurrency: zeroAddress,
+        amount: parseEther('0.01').toString(),
+        tradeType: 'EXACT_OUTPUT',
+        wallet,
+        txs: [{ to: nft, value: parseEther('0.01').toString(), data }],
+      },
       true,
     );
     const owned = () => s.publicClient(10).readContract({ address: nft, abi: TestNftAbi, functionName: 'balanceOf', args: [user] });
@@ -94,7 +112,19 @@ describe('@relayprotocol/relay-sdk against the node', () => {
     const wallet = s.wallet(1, 8453);
     const usdcA = s.devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin;
     const usdcB = s.devnet.chains.find((c) => c.id === 10)!.contracts.stablecoin;
-    const quote = await getClient().actions.getQuote({ chainId: 8453, toChainId: 10, currency: usdcA, toCurrency: usdcB, amount: '4000000', tradeType: 'EXACT_INPUT', wallet, options: { usePermit: true } as any }, true);
+    const quote = await getClient().actions.getQuote(
+      {
+        chainId: 8453,
+        toChainId: 10,
+        currency: usdcA,
+        toCurrency: usdcB,
+        amount: '4000000',
+        tradeType: 'EXACT_INPUT',
+        wallet,
+        options: { usePermit: true } as any,
+      },
+      true,
+    );
     expect(quote.steps!.map((x) => x.id)).toEqual(['authorize']);
     const gasBefore = await s.publicClient(8453).getBalance({ address: wallet.account!.address });
     const out = () => s.publicClient(10).readContract({ address: usdcB, abi: erc20Abi, functionName: 'balanceOf', args: [wallet.account!.address] });
@@ -104,4 +134,3 @@ describe('@relayprotocol/relay-sdk against the node', () => {
     expect(await s.publicClient(8453).getBalance({ address: wallet.account!.address })).toBe(gasBefore);
   });
 });
-

@@ -102,11 +102,21 @@ describe('signer config', () => {
       throw new Error('no error');
     };
     expect(err({ solverSigner: { kind: 'keystore', path: ks.path, passphraseEnv: 'PASS' } }, { PASS: 'not it' })).toMatch(/^solverSigner: .*wrong passphrase/);
-    expect(err({ solverSigner: { kind: 'keystore', path: ks.path, passphraseEnv: 'PASS' } })).toMatch(/solverSigner\.passphraseEnv: environment variable PASS is not set/);
-    expect(err({ solverSigner: { kind: 'keystore', path: ks.path, passphraseEnv: 'PASS', passphraseFile: ks.passphraseFile } })).toMatch(/solverSigner\.passphraseFile: give exactly one/);
-    expect(err({ solverSigner: { kind: 'keystore', path: join(dir, 'none.json'), passphraseFile: ks.passphraseFile } })).toMatch(/solverSigner\.path: cannot read .*ENOENT/);
-    expect(err({ solverKey: { env: 'K' }, solverSigner: { kind: 'keystore', ...ks } }, { K: DEVNET_SOLVER_KEY })).toMatch(/solverSigner: give solverKey or solverSigner, not both/);
-    expect(err({ solverSigner: { kind: 'remote', url: 'http://u:hunter2@127.0.0.1:1', address: 'nope' } })).toMatch(/solverSigner\.address: must be a 0x-prefixed/);
+    expect(err({ solverSigner: { kind: 'keystore', path: ks.path, passphraseEnv: 'PASS' } })).toMatch(
+      /solverSigner\.passphraseEnv: environment variable PASS is not set/,
+    );
+    expect(err({ solverSigner: { kind: 'keystore', path: ks.path, passphraseEnv: 'PASS', passphraseFile: ks.passphraseFile } })).toMatch(
+      /solverSigner\.passphraseFile: give exactly one/,
+    );
+    expect(err({ solverSigner: { kind: 'keystore', path: join(dir, 'none.json'), passphraseFile: ks.passphraseFile } })).toMatch(
+      /solverSigner\.path: cannot read .*ENOENT/,
+    );
+    expect(err({ solverKey: { env: 'K' }, solverSigner: { kind: 'keystore', ...ks } }, { K: DEVNET_SOLVER_KEY })).toMatch(
+      /solverSigner: give solverKey or solverSigner, not both/,
+    );
+    expect(err({ solverSigner: { kind: 'remote', url: 'http://u:hunter2@127.0.0.1:1', address: 'nope' } })).toMatch(
+      /solverSigner\.address: must be a 0x-prefixed/,
+    );
     const lying = writeKeystore('lying', bytes(DEVNET_SOLVER_KEY), PASSPHRASE, '00'.repeat(20));
     expect(err({ solverSigner: { kind: 'keystore', ...lying } })).toMatch(/address field is not the address of its key/);
   });
@@ -118,7 +128,9 @@ describe('signer config', () => {
     expect(Keypair.fromSecretKey(Uint8Array.from(JSON.parse(c.svmSolverKey!.reveal()))).publicKey.toBase58()).toBe(kp.publicKey.toBase58());
     expect(`${c.svmSolverKey}`).toBe('[secret]');
     const wrong = writeKeystore('svm-wrong', kp.secretKey, PASSPHRASE, Keypair.generate().publicKey.toBase58());
-    expect(() => buildConfig({ solverKey: { env: 'K' }, svmSolverSigner: { kind: 'keystore', ...wrong }, chains: [chain] }, { K: DEVNET_SOLVER_KEY })).toThrow(/svmSolverSigner: .*not the public key/);
+    expect(() => buildConfig({ solverKey: { env: 'K' }, svmSolverSigner: { kind: 'keystore', ...wrong }, chains: [chain] }, { K: DEVNET_SOLVER_KEY })).toThrow(
+      /svmSolverSigner: .*not the public key/,
+    );
   });
 
   it('relay-node keystore create encrypts an SVM key into a 0600 file the config reads; it never overwrites', () => {
@@ -128,17 +140,24 @@ describe('signer config', () => {
     writeFileSync(passFile, `${PASSPHRASE}\n`);
     const secret = JSON.stringify(Array.from(kp.secretKey));
     const run = () =>
-      spawnSync(process.execPath, ['bin/relay-node.js', 'keystore', 'create', '--kind', 'svm', '--key-env', 'SVM_KEY', '--passphrase-file', passFile, '--out', out, '--scrypt-n', '1024'], {
-        env: { ...process.env, SVM_KEY: secret },
-        encoding: 'utf8',
-        timeout: 90_000,
-      });
+      spawnSync(
+        process.execPath,
+        ['bin/relay-node.js', 'keystore', 'create', '--kind', 'svm', '--key-env', 'SVM_KEY', '--passphrase-file', passFile, '--out', out, '--scrypt-n', '1024'],
+        {
+          env: { ...process.env, SVM_KEY: secret },
+          encoding: 'utf8',
+          timeout: 90_000,
+        },
+      );
     const r = run();
     expect(r.stderr).toBe('');
     expect(r.stdout).toBe(`wrote ${out} for ${kp.publicKey.toBase58()}\n`);
     expect(statSync(out).mode & 0o777).toBe(0o600);
     expect(readFileSync(out, 'utf8')).not.toContain(secret);
-    const c = buildConfig({ solverKey: { env: 'K' }, svmSolverSigner: { kind: 'keystore', path: out, passphraseFile: passFile }, chains: [chain] }, { K: DEVNET_SOLVER_KEY });
+    const c = buildConfig(
+      { solverKey: { env: 'K' }, svmSolverSigner: { kind: 'keystore', path: out, passphraseFile: passFile }, chains: [chain] },
+      { K: DEVNET_SOLVER_KEY },
+    );
     expect(Keypair.fromSecretKey(Uint8Array.from(JSON.parse(c.svmSolverKey!.reveal()))).publicKey.toBase58()).toBe(kp.publicKey.toBase58());
     const again = run();
     expect(again.status).toBe(1);
@@ -148,7 +167,15 @@ describe('signer config', () => {
   it('relay-node start refuses a wrong passphrase with a clear error and exits', () => {
     const ks = writeKeystore('start', bytes(DEVNET_SOLVER_KEY));
     const path = join(dir, 'start-config.json');
-    writeFileSync(path, JSON.stringify({ dataDir: join(dir, 'data'), solverSigner: { kind: 'keystore', path: ks.path, passphraseEnv: 'RELAY_PASS' }, allocatorKey: { env: 'A' }, chains: [chain] }));
+    writeFileSync(
+      path,
+      JSON.stringify({
+        dataDir: join(dir, 'data'),
+        solverSigner: { kind: 'keystore', path: ks.path, passphraseEnv: 'RELAY_PASS' },
+        allocatorKey: { env: 'A' },
+        chains: [chain],
+      }),
+    );
     const r = spawnSync(process.execPath, ['bin/relay-node.js', 'start', '--config', path], {
       env: { ...process.env, RELAY_PASS: 'guess', A: '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a' },
       encoding: 'utf8',
@@ -164,7 +191,17 @@ describe('signer config', () => {
 
 describe('a remote signer that signs something else', () => {
   it('is refused: another key, or another nonce than asked', async () => {
-    const asked = { type: 'eip1559' as const, chainId: 10, nonce: 7, to: '0x000000000000000000000000000000000000dEaD' as Address, value: 1n, gas: 21_000n, maxFeePerGas: 2n, maxPriorityFeePerGas: 1n, data: '0x' as Hex };
+    const asked = {
+      type: 'eip1559' as const,
+      chainId: 10,
+      nonce: 7,
+      to: '0x000000000000000000000000000000000000dEaD' as Address,
+      value: 1n,
+      gas: 21_000n,
+      maxFeePerGas: 2n,
+      maxPriorityFeePerGas: 1n,
+      data: '0x' as Hex,
+    };
     const solver = privateKeyToAccount(DEVNET_SOLVER_KEY);
     const other = privateKeyToAccount(`0x${'11'.repeat(32)}`);
     let answer: Hex = '0x';
@@ -210,7 +247,16 @@ describe('signers fill orders on the devnet', () => {
 
   async function bridge(account: number, recipient: Address): Promise<{ status: string; txHashes: Hex[] }> {
     const q = await api(s.url, '/quote/v2', {
-      body: { user: s.devnet.accounts[account]!.address, recipient, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '100000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: s.devnet.accounts[account]!.address,
+        recipient,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '100000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     const [txHash] = await executeSteps(s, q.body, account);
@@ -234,7 +280,12 @@ describe('signers fill orders on the devnet', () => {
     const account = remoteAccount({ url: s.devnet.chains.find((c) => c.id === B)!.rpcUrl, address: remote.address });
     const typedData = {
       domain: { name: 'Probe', version: '1', chainId: B, verifyingContract: '0x0000000000000000000000000000000000000002' as Address },
-      types: { Probe: [{ name: 'amount', type: 'uint256' }, { name: 'who', type: 'address' }] },
+      types: {
+        Probe: [
+          { name: 'amount', type: 'uint256' },
+          { name: 'who', type: 'address' },
+        ],
+      },
       primaryType: 'Probe' as const,
       message: { amount: 12345678901234567890n, who: remote.address },
     };
@@ -244,8 +295,15 @@ describe('signers fill orders on the devnet', () => {
     const msg = await account.signMessage({ message: 'relay-node' });
     expect(await verifyMessage({ address: remote.address, message: 'relay-node', signature: msg })).toBe(true);
     // An account the signer does not hold: refused by the signer, with the reason and without the URL.
-    const stranger = remoteAccount({ url: s.devnet.chains.find((c) => c.id === B)!.rpcUrl.replace('http://', 'http://op:hunter2@'), address: privateKeyToAccount(DEVNET_SOLVER_KEY).address, label: 'solverSigner' });
-    const e = await stranger.signMessage({ message: 'x' }).then(() => undefined, (x: Error) => x);
+    const stranger = remoteAccount({
+      url: s.devnet.chains.find((c) => c.id === B)!.rpcUrl.replace('http://', 'http://op:hunter2@'),
+      address: privateKeyToAccount(DEVNET_SOLVER_KEY).address,
+      label: 'solverSigner',
+    });
+    const e = await stranger.signMessage({ message: 'x' }).then(
+      () => undefined,
+      (x: Error) => x,
+    );
     expect(e?.message).toMatch(/^solverSigner: personal_sign refused/);
     expect(e?.message).not.toContain('hunter2');
   });
@@ -253,7 +311,11 @@ describe('signers fill orders on the devnet', () => {
   it('a remote signer (anvil, eth_signTransaction) fills an order', async () => {
     const b = s.devnet.chains.find((c) => c.id === B)!;
     // The remote account becomes a solver of B's filler (the deployer owns it).
-    const owner = createWalletClient({ account: privateKeyToAccount(s.devnet.accounts[0]!.privateKey), chain: devnetChain(B, b.rpcUrl), transport: http(b.rpcUrl) });
+    const owner = createWalletClient({
+      account: privateKeyToAccount(s.devnet.accounts[0]!.privateKey),
+      chain: devnetChain(B, b.rpcUrl),
+      transport: http(b.rpcUrl),
+    });
     const hash = await owner.writeContract({ address: b.contracts.filler, abi: OrderFillerAbi, functionName: 'addSolver', args: [remote.address] });
     await s.publicClient(B).waitForTransactionReceipt({ hash });
     // Credentials in the signer's URL go as Basic auth (anvil ignores them) and never into the log.

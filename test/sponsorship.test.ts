@@ -38,7 +38,10 @@ async function link(k: { key: string; id: string }, wallet: number) {
 
 // The ledger's own proof: a balance is the sum of its entries.
 function entriesSum(wallet: string): bigint {
-  const row = s.node.ledger.db.prepare(`SELECT COALESCE(SUM(amount), 0) AS n FROM balance_entries WHERE wallet = ? AND kind NOT IN ('hold', 'hold_release')`).safeIntegers(true).get(wallet) as { n: bigint };
+  const row = s.node.ledger.db
+    .prepare(`SELECT COALESCE(SUM(amount), 0) AS n FROM balance_entries WHERE wallet = ? AND kind NOT IN ('hold', 'hold_release')`)
+    .safeIntegers(true)
+    .get(wallet) as { n: bigint };
   return row.n;
 }
 
@@ -123,7 +126,10 @@ describe('fee sponsorship', () => {
   });
 
   it('rule 7: app fees and origin gas are never sponsored', async () => {
-    const q = await api(s.url, '/quote/v2', { apiKey: rich.key, body: usdcQuote({ subsidizeFees: true, appFees: [{ recipient: account(0).address, fee: 100 }] }) });
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: rich.key,
+      body: usdcQuote({ subsidizeFees: true, appFees: [{ recipient: account(0).address, fee: 100 }] }),
+    });
     expect(q.status).toBe(200);
     // 1% app fee of 10 USDC stays with the user; everything else is sponsored.
     expect(q.body.fees.app.amount).toBe('100000');
@@ -177,7 +183,9 @@ describe('fee sponsorship', () => {
     await fund(1, account(0).address, 1_000_000n);
     const q = await api(s.url, '/quote/v2', { apiKey: k.key, body: usdcQuote({ subsidizeFees: true }, 1) });
     expect(q.status).toBe(200);
-    s.node.ledger.tx(() => s.node.ledger.balances.post({ wallet: account(0).address, kind: 'permanent_debit', amount: -1_000_000n, request_id: null, ref: 'test:drain' }));
+    s.node.ledger.tx(() =>
+      s.node.ledger.balances.post({ wallet: account(0).address, kind: 'permanent_debit', amount: -1_000_000n, request_id: null, ref: 'test:drain' }),
+    );
     await executeSteps(s, q.body, 1);
     const done = await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['refund', 'success']);
     expect(done).toMatchObject({ status: 'refund', failReason: 'SPONSOR_BALANCE_TOO_LOW' });
@@ -272,7 +280,10 @@ describe('POST /fast-fill', () => {
     for (const q of quotes) await waitForStatus(s.url, q.body.steps[0].requestId, ['success']);
     const { balance, held } = s.node.ledger.balances.summary(wallet);
     expect(balance).toBe(entriesSum(wallet));
-    const heldSum = s.node.ledger.db.prepare(`SELECT COALESCE(SUM(amount), 0) AS n FROM balance_entries WHERE wallet = ? AND kind IN ('hold', 'hold_release')`).safeIntegers(true).get(wallet) as { n: bigint };
+    const heldSum = s.node.ledger.db
+      .prepare(`SELECT COALESCE(SUM(amount), 0) AS n FROM balance_entries WHERE wallet = ? AND kind IN ('hold', 'hold_release')`)
+      .safeIntegers(true)
+      .get(wallet) as { n: bigint };
     expect(held).toBe(heldSum.n);
     expect(held).toBeGreaterThan(0n);
   });

@@ -67,12 +67,26 @@ describe('SVM chain', () => {
   it('bridges SOL from SVM to native ETH on 8453, the deposit parsed from balances and memo', async () => {
     const user = svm().keypair(0);
     const recipient = evmUser(1);
-    const q = await quote({ user: user.publicKey.toBase58(), recipient, originChainId: SVM, destinationChainId: A, originCurrency: SVM_NATIVE, destinationCurrency: zeroAddress, amount: '1000000000' });
+    const q = await quote({
+      user: user.publicKey.toBase58(),
+      recipient,
+      originChainId: SVM,
+      destinationChainId: A,
+      originCurrency: SVM_NATIVE,
+      destinationCurrency: zeroAddress,
+      amount: '1000000000',
+    });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const step = q.body.steps[0];
     expect(step.id).toBe('deposit');
     const data = step.items[0].data;
-    expect(data).toMatchObject({ chainId: SVM, encoding: 'base64', feePayer: user.publicKey.toBase58(), signers: [user.publicKey.toBase58()], depository: svm().vault });
+    expect(data).toMatchObject({
+      chainId: SVM,
+      encoding: 'base64',
+      feePayer: user.publicKey.toBase58(),
+      signers: [user.publicKey.toBase58()],
+      depository: svm().vault,
+    });
     expect(typeof data.transaction).toBe('string');
     expect(typeof data.recentBlockhash).toBe('string');
     const requestId = step.requestId as Hex;
@@ -97,7 +111,15 @@ describe('SVM chain', () => {
 
   it('bridges ETH from 8453 to SOL on SVM (a new account, left rent-exempt)', async () => {
     const recipient = Keypair.generate().publicKey;
-    const q = await quote({ user: evmUser(1), recipient: recipient.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: zeroAddress, destinationCurrency: SVM_NATIVE, amount: '100000000000000000' });
+    const q = await quote({
+      user: evmUser(1),
+      recipient: recipient.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '100000000000000000',
+    });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
     const out = BigInt(q.body.details.currencyOut.amount);
@@ -116,7 +138,15 @@ describe('SVM chain', () => {
   it('bridges the SPL test token both ways', async () => {
     // SVM USDC -> 8453 USDC.
     const user = svm().keypair(1);
-    const q1 = await quote({ user: user.publicKey.toBase58(), recipient: evmUser(2), originChainId: SVM, destinationChainId: A, originCurrency: svm().mint, destinationCurrency: usdc(A), amount: '25000000' });
+    const q1 = await quote({
+      user: user.publicKey.toBase58(),
+      recipient: evmUser(2),
+      originChainId: SVM,
+      destinationChainId: A,
+      originCurrency: svm().mint,
+      destinationCurrency: usdc(A),
+      amount: '25000000',
+    });
     expect(q1.status, JSON.stringify(q1.body)).toBe(200);
     const id1 = q1.body.steps[0].requestId;
     const evmBefore = await evmTokens(A, evmUser(2));
@@ -130,7 +160,15 @@ describe('SVM chain', () => {
 
     // 8453 USDC -> SVM USDC, to a recipient that has a token account.
     const to = svm().keypair(2).publicKey;
-    const q2 = await quote({ user: evmUser(2), recipient: to.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: usdc(A), destinationCurrency: svm().mint, amount: '30000000' });
+    const q2 = await quote({
+      user: evmUser(2),
+      recipient: to.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: usdc(A),
+      destinationCurrency: svm().mint,
+      amount: '30000000',
+    });
     expect(q2.status, JSON.stringify(q2.body)).toBe(200);
     const id2 = q2.body.steps.at(-1).requestId;
     const before = await tokens(to);
@@ -144,7 +182,15 @@ describe('SVM chain', () => {
   it('fills SPL to a recipient without a token account: the rent is charged in the quote', async () => {
     const to = Keypair.generate().publicKey;
     const existing = svm().keypair(2).publicKey;
-    const body = (recipient: PublicKey) => ({ user: evmUser(3), recipient: recipient.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: usdc(A), destinationCurrency: svm().mint, amount: '20000000' });
+    const body = (recipient: PublicKey) => ({
+      user: evmUser(3),
+      recipient: recipient.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: usdc(A),
+      destinationCurrency: svm().mint,
+      amount: '20000000',
+    });
     const [qNew, qOld] = await Promise.all([quote(body(to)), quote(body(existing))]);
     expect(qNew.status).toBe(200);
     // The token account's rent (2,039,280 lamports at 150 USD/SOL = 0.306 USD) is in the relayer's gas fee.
@@ -173,7 +219,16 @@ describe('SVM chain', () => {
     await until(() => (s.node.ledger.balances.get(`credit:${A}:${fund}`) ? true : undefined), 'the app balance credit');
 
     const to = Keypair.generate().publicKey;
-    const body = { user: evmUser(3), recipient: to.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: usdc(A), destinationCurrency: svm().mint, amount: '20000000', subsidizeFees: true };
+    const body = {
+      user: evmUser(3),
+      recipient: to.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: usdc(A),
+      destinationCurrency: svm().mint,
+      amount: '20000000',
+      subsidizeFees: true,
+    };
     const fallback = await quote(body, k.key);
     expect(fallback.status).toBe(200);
     expect(BigInt(fallback.body.fees.subsidized.amount)).toBe(0n);
@@ -192,7 +247,15 @@ describe('SVM chain', () => {
 
   it('refunds a short SVM deposit on SVM, less the refund fee', async () => {
     const user = svm().keypair(3);
-    const q = await quote({ user: user.publicKey.toBase58(), recipient: evmUser(3), originChainId: SVM, destinationChainId: A, originCurrency: svm().mint, destinationCurrency: usdc(A), amount: '10000000' });
+    const q = await quote({
+      user: user.publicKey.toBase58(),
+      recipient: evmUser(3),
+      originChainId: SVM,
+      destinationChainId: A,
+      originCurrency: svm().mint,
+      destinationCurrency: usdc(A),
+      amount: '10000000',
+    });
     expect(q.status).toBe(200);
     const requestId = q.body.steps[0].requestId as Hex;
     // The user sends less than the quote asks for, with the order id in the memo.
@@ -227,7 +290,15 @@ describe('SVM chain', () => {
   it('takes a deposit whose fees another account pays (depositFeePayer signs first); equal to user is refused', async () => {
     const user = svm().keypair(4);
     const payer = svm().keypair(0);
-    const body = { user: user.publicKey.toBase58(), recipient: evmUser(4), originChainId: SVM, destinationChainId: A, originCurrency: SVM_NATIVE, destinationCurrency: zeroAddress, amount: '500000000' };
+    const body = {
+      user: user.publicKey.toBase58(),
+      recipient: evmUser(4),
+      originChainId: SVM,
+      destinationChainId: A,
+      originCurrency: SVM_NATIVE,
+      destinationCurrency: zeroAddress,
+      amount: '500000000',
+    };
     const same = await quote({ ...body, depositFeePayer: user.publicKey.toBase58() });
     expect(same.status).toBe(400);
     expect(same.body.errorCode).toBe('INVALID_INPUT_PARAMETERS');
@@ -253,13 +324,37 @@ describe('SVM chain', () => {
   it('refuses at quote time a SOL payout that would leave a new account below the rent-exempt minimum', async () => {
     const to = Keypair.generate().publicKey;
     // 0.0005 ETH = 1.5 USD = 0.01 SOL: above the minimum. 0.00001 ETH = 0.0002 SOL: below 0.00089088.
-    const ok = await quote({ user: evmUser(1), recipient: to.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: zeroAddress, destinationCurrency: SVM_NATIVE, amount: '500000000000000' });
+    const ok = await quote({
+      user: evmUser(1),
+      recipient: to.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '500000000000000',
+    });
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
-    const low = await quote({ user: evmUser(1), recipient: to.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: zeroAddress, destinationCurrency: SVM_NATIVE, amount: '10000000000000' });
+    const low = await quote({
+      user: evmUser(1),
+      recipient: to.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '10000000000000',
+    });
     expect(low.status).toBe(400);
     expect(low.body.errorCode).toBe('INSUFFICIENT_FUNDS_FOR_RENT');
     // An existing account takes any amount.
-    const existing = await quote({ user: evmUser(1), recipient: svm().keypair(2).publicKey.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: zeroAddress, destinationCurrency: SVM_NATIVE, amount: '10000000000000' });
+    const existing = await quote({
+      user: evmUser(1),
+      recipient: svm().keypair(2).publicKey.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '10000000000000',
+    });
     expect(existing.status, JSON.stringify(existing.body)).toBe(200);
   });
 
@@ -268,7 +363,9 @@ describe('SVM chain', () => {
     // A transfer out of a test account to someone else touches no vault account.
     const a = svm().keypair(0);
     const { blockhash } = await conn.getLatestBlockhash('confirmed');
-    const tx = new Transaction({ feePayer: a.publicKey, recentBlockhash: blockhash }).add(SystemProgram.transfer({ fromPubkey: a.publicKey, toPubkey: svm().keypair(1).publicKey, lamports: 1000 }));
+    const tx = new Transaction({ feePayer: a.publicKey, recentBlockhash: blockhash }).add(
+      SystemProgram.transfer({ fromPubkey: a.publicKey, toPubkey: svm().keypair(1).publicKey, lamports: 1000 }),
+    );
     tx.sign(a);
     await conn.sendRawTransaction(tx.serialize());
     // A transfer to the vault that fails on chain (more than the sender has) moves nothing.
@@ -287,7 +384,10 @@ describe('SVM chain', () => {
     }, 'the failed transfer to be confirmed');
     // Rewind the cursors: the next passes read everything again.
     s.node.ledger.db.prepare(`UPDATE cursors SET block_number = -1 WHERE chain_id = ?`).run(SVM);
-    await until(() => ((s.node.ledger.db.prepare('SELECT MIN(block_number) AS m FROM cursors WHERE chain_id = ?').get(SVM) as { m: number }).m > 0 ? true : undefined), 'the indexer to read the vault again');
+    await until(
+      () => ((s.node.ledger.db.prepare('SELECT MIN(block_number) AS m FROM cursors WHERE chain_id = ?').get(SVM) as { m: number }).m > 0 ? true : undefined),
+      'the indexer to read the vault again',
+    );
     expect((s.node.ledger.db.prepare('SELECT COUNT(*) AS n FROM deposits WHERE chain_id = ?').get(SVM) as { n: number }).n).toBe(n);
     expect(s.node.ledger.deposits.get(`${SVM}:${failed}:0`)).toBeUndefined();
   });
@@ -307,14 +407,25 @@ describe('SVM chain', () => {
     );
     tx.sign(user);
     const sig = await conn.sendRawTransaction(tx.serialize());
-    const got = await until(() => conn.getTransaction(sig, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 }).then((t) => t ?? undefined), 'the transaction');
+    const got = await until(
+      () => conn.getTransaction(sig, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 }).then((t) => t ?? undefined),
+      'the transaction',
+    );
     const d = parseDepositTransaction(sig, got, svm().vault);
     expect(d).toMatchObject({ currency: mint.toBase58(), amount: '9900000', depositor: user.publicKey.toBase58(), order_ref: id });
   });
 
   it('after a restart, sends a recorded but unsent payout as its recorded bytes, never as a second transaction', async () => {
     const recipient = Keypair.generate().publicKey;
-    const q = await quote({ user: evmUser(1), recipient: recipient.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: zeroAddress, destinationCurrency: SVM_NATIVE, amount: '10000000000000000' });
+    const q = await quote({
+      user: evmUser(1),
+      recipient: recipient.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '10000000000000000',
+    });
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);
@@ -329,8 +440,29 @@ describe('SVM chain', () => {
     const ledger = s.node.ledger;
     ledger.tx(() => {
       ledger.requests.setStatus(id, 'pending');
-      ledger.payouts.insert({ id: `fill:${id}`, kind: 'fill', request_id: id, deposit_id: null, chain_id: SVM, recipient: recipient.toBase58(), currency: SVM_NATIVE, amount: amount.toString(), decided_at: Date.now() });
-      ledger.payouts.insertTx({ hash: sig as Hex, payout_id: `fill:${id}`, chain_id: SVM, sender: solver.publicKey.toBase58(), nonce: lastValidBlockHeight, raw: tx.serialize().toString('base64') as Hex, gas_limit: '0', max_fee_per_gas: '0', max_priority_fee_per_gas: '0', created_at: Date.now() });
+      ledger.payouts.insert({
+        id: `fill:${id}`,
+        kind: 'fill',
+        request_id: id,
+        deposit_id: null,
+        chain_id: SVM,
+        recipient: recipient.toBase58(),
+        currency: SVM_NATIVE,
+        amount: amount.toString(),
+        decided_at: Date.now(),
+      });
+      ledger.payouts.insertTx({
+        hash: sig as Hex,
+        payout_id: `fill:${id}`,
+        chain_id: SVM,
+        sender: solver.publicKey.toBase58(),
+        nonce: lastValidBlockHeight,
+        raw: tx.serialize().toString('base64') as Hex,
+        gas_limit: '0',
+        max_fee_per_gas: '0',
+        max_priority_fee_per_gas: '0',
+        created_at: Date.now(),
+      });
       ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: sig });
     });
     await s.restartNode();
@@ -345,7 +477,15 @@ describe('SVM chain', () => {
     // A fill the node recorded (as if signed just before a crash) but never broadcast, with a
     // blockhash that then expires: the node must find it absent and expired, and only then re-sign.
     const recipient = Keypair.generate().publicKey;
-    const q = await quote({ user: evmUser(1), recipient: recipient.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: zeroAddress, destinationCurrency: SVM_NATIVE, amount: '10000000000000000' });
+    const q = await quote({
+      user: evmUser(1),
+      recipient: recipient.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '10000000000000000',
+    });
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);
@@ -360,8 +500,29 @@ describe('SVM chain', () => {
     const ledger = s.node.ledger;
     ledger.tx(() => {
       ledger.requests.setStatus(id, 'pending');
-      ledger.payouts.insert({ id: `fill:${id}`, kind: 'fill', request_id: id, deposit_id: null, chain_id: SVM, recipient: recipient.toBase58(), currency: SVM_NATIVE, amount: amount.toString(), decided_at: Date.now() });
-      ledger.payouts.insertTx({ hash: staleSig as Hex, payout_id: `fill:${id}`, chain_id: SVM, sender: solver.publicKey.toBase58(), nonce: lastValidBlockHeight, raw: stale.serialize().toString('base64') as Hex, gas_limit: '0', max_fee_per_gas: '0', max_priority_fee_per_gas: '0', created_at: Date.now() });
+      ledger.payouts.insert({
+        id: `fill:${id}`,
+        kind: 'fill',
+        request_id: id,
+        deposit_id: null,
+        chain_id: SVM,
+        recipient: recipient.toBase58(),
+        currency: SVM_NATIVE,
+        amount: amount.toString(),
+        decided_at: Date.now(),
+      });
+      ledger.payouts.insertTx({
+        hash: staleSig as Hex,
+        payout_id: `fill:${id}`,
+        chain_id: SVM,
+        sender: solver.publicKey.toBase58(),
+        nonce: lastValidBlockHeight,
+        raw: stale.serialize().toString('base64') as Hex,
+        gas_limit: '0',
+        max_fee_per_gas: '0',
+        max_priority_fee_per_gas: '0',
+        created_at: Date.now(),
+      });
       ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: staleSig });
     });
     // ... but its blockhash expires before the node can send it (the rebroadcast is refused).
@@ -387,7 +548,7 @@ describe('svmSolverKey', () => {
     expect(b58.svmSolverKey!.reveal()).toBe(key);
     const json = buildConfig(raw, { K: k, S: JSON.stringify([...base58Decode(key)!]) });
     expect(JSON.stringify(json)).not.toContain(key);
-    const bad = 'x'.repeat(20) + 'notakey';
+    const bad = `${'x'.repeat(20)}notakey`;
     expect(() => buildConfig(raw, { K: k, S: bad })).toThrow(/svmSolverKey: /);
     try {
       buildConfig(raw, { K: k, S: bad });
@@ -428,16 +589,31 @@ describe('relay-node audit of the SVM chain', () => {
     const tx = new Transaction().add(SystemProgram.transfer({ fromPubkey: solverKey.publicKey, toPubkey: Keypair.generate().publicKey, lamports: 5_000_000 }));
     const sig = await conn.sendTransaction(tx, [solverKey]);
     // Confirmed, as the audit reads the chain (processed is not yet in its signature lists).
-    await until(async () => (['confirmed', 'finalized'].includes((await conn.getSignatureStatus(sig)).value?.confirmationStatus ?? '') ? true : undefined), 'the transfer confirmed');
+    await until(
+      async () => (['confirmed', 'finalized'].includes((await conn.getSignatureStatus(sig)).value?.confirmationStatus ?? '') ? true : undefined),
+      'the transfer confirmed',
+    );
     const ledger = s.node.ledger;
     const forged = base58Encode(new Uint8Array(64).fill(7));
     ledger.tx(() => {
-      ledger.payouts.insert({ id: 'claim:forged-svm', kind: 'claim', request_id: null, deposit_id: null, chain_id: SVM, recipient: solverKey.publicKey.toBase58(), currency: SVM_NATIVE, amount: '1000', decided_at: Date.now() });
+      ledger.payouts.insert({
+        id: 'claim:forged-svm',
+        kind: 'claim',
+        request_id: null,
+        deposit_id: null,
+        chain_id: SVM,
+        recipient: solverKey.publicKey.toBase58(),
+        currency: SVM_NATIVE,
+        amount: '1000',
+        decided_at: Date.now(),
+      });
       ledger.payouts.setState('claim:forged-svm', 'success', { txHash: forged as Hex });
     });
     const r = await runAudit(s.node.config, ledger);
     expect(r.differences).toContain(`chain ${SVM}: solver transaction ${sig} is not in the ledger`);
-    expect(r.differences).toContain(`chain ${SVM}: payout claim:forged-svm is paid in the ledger but its transaction ${forged} is not a successful one on chain`);
+    expect(r.differences).toContain(
+      `chain ${SVM}: payout claim:forged-svm is paid in the ledger but its transaction ${forged} is not a successful one on chain`,
+    );
     // The transfer out of the solver is in no book: its amount and fee are named as unexplained.
     expect(r.differences.filter((d) => d.startsWith(`chain ${SVM}: solver SOL`))).toEqual([expect.stringMatching(/unexplained -5005000$/)]);
     expect(r.differences.filter((d) => /vault|solver USDC/.test(d))).toEqual([]);

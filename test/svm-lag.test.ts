@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Connection, Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
 import { zeroAddress, type Hex } from 'viem';
 import { SVM_NATIVE } from '../src/chains/address.ts';
-import { SvmAdapter } from '../src/chains/svm/adapter.ts';
+import type { SvmAdapter } from '../src/chains/svm/adapter.ts';
 import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
 import { base58Decode, base58Encode, memoInstruction } from '../src/chains/svm/transactions.ts';
 import { SvmLagProxy } from './helpers/svmLagProxy.ts';
@@ -46,7 +46,16 @@ describe('SVM reads pinned to the newest slot seen', () => {
     const svm = s.devnet.svm!;
     const recipient = Keypair.generate().publicKey;
     const q = await api(s.url, '/quote/v2', {
-      body: { tradeType: 'EXACT_INPUT', user: s.devnet.accounts[1]!.address, recipient: recipient.toBase58(), originChainId: A, destinationChainId: SVM, originCurrency: zeroAddress, destinationCurrency: SVM_NATIVE, amount: '10000000000000000' },
+      body: {
+        tradeType: 'EXACT_INPUT',
+        user: s.devnet.accounts[1]!.address,
+        recipient: recipient.toBase58(),
+        originChainId: A,
+        destinationChainId: SVM,
+        originCurrency: zeroAddress,
+        destinationCurrency: SVM_NATIVE,
+        amount: '10000000000000000',
+      },
     });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
@@ -66,8 +75,29 @@ describe('SVM reads pinned to the newest slot seen', () => {
     const ledger = s.node.ledger;
     ledger.tx(() => {
       ledger.requests.setStatus(id, 'pending');
-      ledger.payouts.insert({ id: `fill:${id}`, kind: 'fill', request_id: id, deposit_id: null, chain_id: SVM, recipient: recipient.toBase58(), currency: SVM_NATIVE, amount: amount.toString(), decided_at: Date.now() });
-      ledger.payouts.insertTx({ hash: sig as Hex, payout_id: `fill:${id}`, chain_id: SVM, sender: solver.publicKey.toBase58(), nonce: lastValidBlockHeight, raw: tx.serialize().toString('base64') as Hex, gas_limit: '0', max_fee_per_gas: '0', max_priority_fee_per_gas: '0', created_at: Date.now() });
+      ledger.payouts.insert({
+        id: `fill:${id}`,
+        kind: 'fill',
+        request_id: id,
+        deposit_id: null,
+        chain_id: SVM,
+        recipient: recipient.toBase58(),
+        currency: SVM_NATIVE,
+        amount: amount.toString(),
+        decided_at: Date.now(),
+      });
+      ledger.payouts.insertTx({
+        hash: sig as Hex,
+        payout_id: `fill:${id}`,
+        chain_id: SVM,
+        sender: solver.publicKey.toBase58(),
+        nonce: lastValidBlockHeight,
+        raw: tx.serialize().toString('base64') as Hex,
+        gas_limit: '0',
+        max_fee_per_gas: '0',
+        max_priority_fee_per_gas: '0',
+        created_at: Date.now(),
+      });
       ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: sig });
     });
     await conn.sendRawTransaction(tx.serialize());
@@ -80,7 +110,11 @@ describe('SVM reads pinned to the newest slot seen', () => {
     // The node's confirm pass met the lagging backend after the expiry: it either took its answer
     // (the transaction dropped) or refused it (the read failed and is retried).
     await until(
-      () => (ledger.payouts.txsOf(`fill:${id}`).some((t) => t.state === 'dropped') || (lagged() > before && logLines.slice(from).some((l) => l.includes('svm confirm pass failed'))) ? true : undefined),
+      () =>
+        ledger.payouts.txsOf(`fill:${id}`).some((t) => t.state === 'dropped') ||
+        (lagged() > before && logLines.slice(from).some((l) => l.includes('svm confirm pass failed')))
+          ? true
+          : undefined,
       'a confirm pass against the lagging backend',
     );
     proxy.catchUp();
@@ -100,7 +134,10 @@ describe('SVM reads pinned to the newest slot seen', () => {
     proxy.lagAt(svm.rpc.slot(), ['getBalance'], { getBalance: Number(held) });
     try {
       const key = Keypair.fromSecretKey(base58Decode(s.devnet.keys.svmSolver!)!);
-      const sig = await conn.sendTransaction(new Transaction().add(SystemProgram.transfer({ fromPubkey: solver, toPubkey: Keypair.generate().publicKey, lamports: 1_000_000_000 })), [key]);
+      const sig = await conn.sendTransaction(
+        new Transaction().add(SystemProgram.transfer({ fromPubkey: solver, toPubkey: Keypair.generate().publicKey, lamports: 1_000_000_000 })),
+        [key],
+      );
       await until(async () => ((await conn.getSignatureStatus(sig)).value?.confirmationStatus ? true : undefined), 'the transfer confirmed');
       svm.rpc.advanceSlots(5);
       await adapter.conn.getSlot('confirmed'); // the node has seen a slot past the transfer
@@ -122,7 +159,18 @@ describe('SVM reads pinned to the newest slot seen', () => {
     const svm = s.devnet.svm!;
     const laggy = await new SvmLagProxy(svm.rpcUrl).start();
     try {
-      const pool = new SvmRpcPool({ chain: { id: SVM, rpcUrl: laggy.url, rpc: [{ url: laggy.url, name: 'laggy', weight: 1000, maxRps: 0, maxConcurrent: 32, role: 'any' }, { url: svm.rpcUrl, name: 'honest', weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' }] }, maxWaitMs: 60_000, maxLagSlots: 1 });
+      const pool = new SvmRpcPool({
+        chain: {
+          id: SVM,
+          rpcUrl: laggy.url,
+          rpc: [
+            { url: laggy.url, name: 'laggy', weight: 1000, maxRps: 0, maxConcurrent: 32, role: 'any' },
+            { url: svm.rpcUrl, name: 'honest', weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' },
+          ],
+        },
+        maxWaitMs: 60_000,
+        maxLagSlots: 1,
+      });
       const c = svmConnection(pool, 'confirmed');
       const solver = new PublicKey((s.node.adapters.get(SVM) as SvmAdapter).solver);
       const held = await lamports(solver);
@@ -147,4 +195,3 @@ describe('SVM reads pinned to the newest slot seen', () => {
     }
   });
 });
-

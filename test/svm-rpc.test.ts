@@ -74,7 +74,12 @@ describe('svm rpc (litesvm behind JSON-RPC)', () => {
     expect(typeof v['solana-core']).toBe('string');
     expect(typeof (await conn.getGenesisHash())).toBe('string');
     const s1 = await conn.getSlot('processed');
-    await until(() => conn.getSlot('processed'), (s) => s > s1, 5_000, 'slot to advance');
+    await until(
+      () => conn.getSlot('processed'),
+      (s) => s > s1,
+      5_000,
+      'slot to advance',
+    );
     const info = await conn.getEpochInfo();
     expect(info.absoluteSlot).toBeGreaterThanOrEqual(0);
     // The chain moves on between calls: the blockhash's height lies between the heights read around it.
@@ -286,7 +291,12 @@ describe('svm rpc (litesvm behind JSON-RPC)', () => {
 
     // Skipping preflight lands it on chain as failed, with the fee charged.
     const sig = await conn.sendRawTransaction(tx.serialize(), { skipPreflight: true });
-    const st = await until(() => conn.getSignatureStatus(sig), (s) => s.value?.confirmationStatus === 'confirmed', 10_000, 'failed tx status');
+    const st = await until(
+      () => conn.getSignatureStatus(sig),
+      (s) => s.value?.confirmationStatus === 'confirmed',
+      10_000,
+      'failed tx status',
+    );
     expect(st.value!.err).toEqual({ InstructionError: [0, { Custom: 1 }] });
     const got = await conn.getTransaction(sig, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 });
     expect(got!.meta!.err).toEqual({ InstructionError: [0, { Custom: 1 }] });
@@ -399,11 +409,26 @@ describe('svm rpc (litesvm behind JSON-RPC)', () => {
     const subAcct = conn.onAccountChange(payer.publicKey, (a) => balances.push(a.lamports), { commitment: 'processed' });
     const subLogs = conn.onLogs(payer.publicKey, (l) => logs.push(l.signature), 'confirmed');
     try {
-      await until(async () => slots.length, (n) => n >= 2, 10_000, 'slot notifications');
+      await until(
+        async () => slots.length,
+        (n) => n >= 2,
+        10_000,
+        'slot notifications',
+      );
       // Subscriptions are set up asynchronously; send only once the slot stream shows the socket is live.
       const sig = await sendAndConfirmTransaction(conn, new Transaction().add(memoIx('ws')), [payer], { commitment: 'confirmed' });
-      await until(async () => logs, (l) => l.includes(sig), 10_000, 'logs notification');
-      await until(async () => balances, (b) => b.includes(10 * LAMPORTS_PER_SOL - 5000), 10_000, 'account notification');
+      await until(
+        async () => logs,
+        (l) => l.includes(sig),
+        10_000,
+        'logs notification',
+      );
+      await until(
+        async () => balances,
+        (b) => b.includes(10 * LAMPORTS_PER_SOL - 5000),
+        10_000,
+        'account notification',
+      );
       expect(slots[1]! > slots[0]!).toBe(true);
     } finally {
       await conn.removeSlotChangeListener(subSlot);

@@ -15,13 +15,23 @@ const A = 8453;
 const B = 10;
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const user = (i: number) => s.devnet.accounts[i]!.address;
-const usdcOf = (chainId: number, who: Address) => s.publicClient(chainId).readContract({ address: usdc(chainId), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+const usdcOf = (chainId: number, who: Address) =>
+  s.publicClient(chainId).readContract({ address: usdc(chainId), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
 
 describe('swaps', () => {
   it('quotes and fills a cross-chain swap (ETH → USDC) at the price less the spread', async () => {
     const recipient = '0x00000000000000000000000000000000005a1e01' as Address;
     const q = await api(s.url, '/quote', {
-      body: { user: user(1), recipient, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: usdc(B), amount: '100000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: user(1),
+        recipient,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: usdc(B),
+        amount: '100000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     // 0.1 ETH at 3000 = 300 USDC, less 30 bps spread (0.9), 10 bps service and gas.
@@ -42,7 +52,16 @@ describe('swaps', () => {
   it('fills a same-chain swap (USDC → ETH) from the same inventory', async () => {
     const recipient = '0x00000000000000000000000000000000005a1e02' as Address;
     const q = await api(s.url, '/quote', {
-      body: { user: user(2), recipient, originChainId: A, destinationChainId: A, originCurrency: usdc(A), destinationCurrency: zeroAddress, amount: '30000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: user(2),
+        recipient,
+        originChainId: A,
+        destinationChainId: A,
+        originCurrency: usdc(A),
+        destinationCurrency: zeroAddress,
+        amount: '30000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps.at(-1).requestId;
@@ -53,7 +72,15 @@ describe('swaps', () => {
   });
 
   it('EXPECTED_OUTPUT aims at the amount and tolerates the slippage below it; EXACT_OUTPUT never pays less', async () => {
-    const base = { user: user(1), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: usdc(B), amount: '100000000', slippageTolerance: '100' };
+    const base = {
+      user: user(1),
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: zeroAddress,
+      destinationCurrency: usdc(B),
+      amount: '100000000',
+      slippageTolerance: '100',
+    };
     const expected = await api(s.url, '/quote', { body: { ...base, tradeType: 'EXPECTED_OUTPUT' } });
     expect(BigInt(expected.body.details.currencyOut.amount)).toBeGreaterThanOrEqual(100_000_000n);
     expect(expected.body.details.currencyOut.minimumAmount).toBe('99000000');
@@ -65,7 +92,16 @@ describe('swaps', () => {
 
   it('refunds a swap whose price fell past the tolerance before the fill (SLIPPAGE)', async () => {
     const q = await api(s.url, '/quote', {
-      body: { user: user(3), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: usdc(B), amount: '50000000000000000', tradeType: 'EXACT_INPUT', slippageTolerance: 50 },
+      body: {
+        user: user(3),
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: usdc(B),
+        amount: '50000000000000000',
+        tradeType: 'EXACT_INPUT',
+        slippageTolerance: 50,
+      },
     });
     const requestId = q.body.steps.at(-1).requestId;
     prices.set('ETH', '2970'); // -1%: past the 0.5% tolerance
@@ -82,7 +118,16 @@ describe('swaps', () => {
   it('sends the same currency on the same chain to someone else', async () => {
     const recipient = '0x00000000000000000000000000000000005e0d01' as Address;
     const q = await api(s.url, '/quote', {
-      body: { user: user(4), recipient, originChainId: B, destinationChainId: B, originCurrency: usdc(B), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: user(4),
+        recipient,
+        originChainId: B,
+        destinationChainId: B,
+        originCurrency: usdc(B),
+        destinationCurrency: usdc(B),
+        amount: '10000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     expect(q.body.details.operation).toBe('send');
@@ -99,7 +144,15 @@ describe('wrap and unwrap', () => {
   it('wraps native into the wrapped token and unwraps it back, without a spread', async () => {
     const me = user(2);
     const wrap = await api(s.url, '/quote', {
-      body: { user: me, originChainId: A, destinationChainId: A, originCurrency: zeroAddress, destinationCurrency: weth(A), amount: '1000000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: me,
+        originChainId: A,
+        destinationChainId: A,
+        originCurrency: zeroAddress,
+        destinationCurrency: weth(A),
+        amount: '1000000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(wrap.status).toBe(200);
     expect(wrap.body.details.operation).toBe('wrap');
@@ -115,7 +168,16 @@ describe('wrap and unwrap', () => {
     expect(s.node.ledger.requests.get(wrap.body.steps.at(-1).requestId)!.request_type).toBe('Wrap');
 
     const unwrap = await api(s.url, '/quote', {
-      body: { user: me, recipient: '0x0000000000000000000000000000000000bAbE01', originChainId: A, destinationChainId: A, originCurrency: weth(A), destinationCurrency: zeroAddress, amount: got.toString(), tradeType: 'EXACT_INPUT' },
+      body: {
+        user: me,
+        recipient: '0x0000000000000000000000000000000000bAbE01',
+        originChainId: A,
+        destinationChainId: A,
+        originCurrency: weth(A),
+        destinationCurrency: zeroAddress,
+        amount: got.toString(),
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(unwrap.body.details.operation).toBe('unwrap');
     expect(unwrap.body.steps.map((x: any) => x.id)).toEqual(['approve', 'deposit']);
@@ -137,4 +199,3 @@ describe('wrap and unwrap', () => {
     }
   });
 });
-

@@ -16,7 +16,12 @@ beforeAll(async () => {
     config: {
       admin: { port: 0 },
       // Chain A: a target (skew metric); chain B: anything owed is withdrawn by the node on its own.
-      inventory: { targets: [{ chainId: A, currency: zeroAddress, target: '20000000000000000000000' }, { chainId: B, currency: zeroAddress, withdrawAbove: '0' }] },
+      inventory: {
+        targets: [
+          { chainId: A, currency: zeroAddress, target: '20000000000000000000000' },
+          { chainId: B, currency: zeroAddress, withdrawAbove: '0' },
+        ],
+      },
     },
   });
   adminKey = s.node.ledger.operations.createAdminKey('ops-bob').key;
@@ -26,11 +31,21 @@ afterAll(async () => {
 });
 
 const user = (i: number) => s.devnet.accounts[i]!.address;
-const admin = (path: string, body?: unknown) => api(s.node.adminUrl, path, { method: body === undefined ? 'GET' : 'POST', body, headers: { authorization: `Bearer ${adminKey}` } });
+const admin = (path: string, body?: unknown) =>
+  api(s.node.adminUrl, path, { method: body === undefined ? 'GET' : 'POST', body, headers: { authorization: `Bearer ${adminKey}` } });
 
 async function quoteAndDeposit(account: number, amount: bigint): Promise<Hex> {
   const q = await api(s.url, '/quote', {
-    body: { user: user(account), recipient: user(account), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: amount.toString(), tradeType: 'EXACT_INPUT' },
+    body: {
+      user: user(account),
+      recipient: user(account),
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: amount.toString(),
+      tradeType: 'EXACT_INPUT',
+    },
   });
   expect(q.status, JSON.stringify(q.body)).toBe(200);
   const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
@@ -39,10 +54,18 @@ async function quoteAndDeposit(account: number, amount: bigint): Promise<Hex> {
 }
 
 const depositOf = (requestId: Hex) =>
-  until(() => s.node.ledger.db.prepare('SELECT id, amount FROM deposits WHERE request_id = ? OR order_ref = ?').get(requestId, requestId) as { id: string; amount: string } | undefined, `deposit of ${requestId} indexed`);
+  until(
+    () =>
+      s.node.ledger.db.prepare('SELECT id, amount FROM deposits WHERE request_id = ? OR order_ref = ?').get(requestId, requestId) as
+        | { id: string; amount: string }
+        | undefined,
+    `deposit of ${requestId} indexed`,
+  );
 
 describe('withdrawals from the depository', () => {
-  it("brings a filled order's deposit back to the solver; refuses more than is owed and a deposit still owed to a user; the audit still balances", { timeout: 180_000 }, async () => {
+  it("brings a filled order's deposit back to the solver; refuses more than is owed and a deposit still owed to a user; the audit still balances", {
+    timeout: 180_000,
+  }, async () => {
     const depository = s.devnet.chains.find((c) => c.id === A)!.contracts.depository;
     const client = s.publicClient(A);
     const filled = await quoteAndDeposit(1, 40_000_000_000_000_000n);
@@ -58,7 +81,12 @@ describe('withdrawals from the depository', () => {
     const refusedUser = await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, depositIds: [heldDeposit.id], reason: 'try the user deposit' });
     expect(refusedUser.status).toBe(409);
     expect(refusedUser.body.errorCode).toBe('DEPOSIT_NOT_OWED');
-    const tooMuch = await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, amount: (BigInt(filledDeposit.amount) + 1n).toString(), reason: 'more than owed' });
+    const tooMuch = await admin('/admin/withdrawals', {
+      chainId: A,
+      currency: zeroAddress,
+      amount: (BigInt(filledDeposit.amount) + 1n).toString(),
+      reason: 'more than owed',
+    });
     expect(tooMuch.status).toBe(409);
     expect(tooMuch.body.errorCode).toBe('AMOUNT_EXCEEDS_OWED');
     expect((await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, reason: 'x', amount: '-1' })).status).toBe(400);
@@ -87,7 +115,9 @@ describe('withdrawals from the depository', () => {
     expect(action.actor).toContain('ops-bob');
 
     // Taken once: nothing more is owed until another order fills.
-    expect((await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, depositIds: [filledDeposit.id], reason: 'again' })).body.errorCode).toBe('DEPOSIT_NOT_OWED');
+    expect((await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, depositIds: [filledDeposit.id], reason: 'again' })).body.errorCode).toBe(
+      'DEPOSIT_NOT_OWED',
+    );
     expect((await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, reason: 'again' })).body.errorCode).toBe('NOTHING_OWED');
 
     await admin('/admin/resume', { scope: 'chain', chainId: B, reason: 'release' });
@@ -100,7 +130,16 @@ describe('withdrawals from the depository', () => {
 
   it('withdraws on its own above the configured threshold, recorded as the node; reports inventory against its target', { timeout: 180_000 }, async () => {
     const q = await api(s.url, '/quote', {
-      body: { user: user(3), recipient: user(3), originChainId: B, destinationChainId: A, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '25000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: user(3),
+        recipient: user(3),
+        originChainId: B,
+        destinationChainId: A,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '25000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const id = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
@@ -108,7 +147,9 @@ describe('withdrawals from the depository', () => {
     expect((await waitForStatus(s.url, id, ['success', 'refund', 'failure'])).status).toBe('success');
     const dep = await depositOf(id);
     const w = await until(() => {
-      const row = s.node.ledger.db.prepare(`SELECT p.* FROM payouts p JOIN withdrawn_deposits w ON w.payout_id = p.id WHERE w.deposit_id = ?`).get(dep.id) as any;
+      const row = s.node.ledger.db
+        .prepare(`SELECT p.* FROM payouts p JOIN withdrawn_deposits w ON w.payout_id = p.id WHERE w.deposit_id = ?`)
+        .get(dep.id) as any;
       return row?.state === 'success' ? row : undefined;
     }, 'the threshold withdrawal paid');
     expect(w).toMatchObject({ kind: 'withdrawal', chain_id: B, amount: dep.amount });

@@ -19,7 +19,17 @@ describe('payouts on a paused chain', () => {
     const ledger = Ledger.open(join(dir, 'ledger.db'));
     try {
       const who = { actor: 'test', reason: 'incident' };
-      ledger.payouts.insert({ id: 'refund:x', kind: 'refund', request_id: null, deposit_id: null, chain_id: 10, recipient: '0x0000000000000000000000000000000000000001', currency: '0x0000000000000000000000000000000000000000', amount: '1', decided_at: 1 });
+      ledger.payouts.insert({
+        id: 'refund:x',
+        kind: 'refund',
+        request_id: null,
+        deposit_id: null,
+        chain_id: 10,
+        recipient: '0x0000000000000000000000000000000000000001',
+        currency: '0x0000000000000000000000000000000000000000',
+        amount: '1',
+        decided_at: 1,
+      });
       expect(ledger.payouts.queued(10).map((p) => p.id)).toEqual(['refund:x']);
       pause(ledger, { scope: 'chain', chainId: 10 }, who);
       expect(ledger.payouts.queued(10)).toEqual([]);

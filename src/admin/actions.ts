@@ -70,15 +70,45 @@ export interface StuckItem {
 export function stuck(ledger: Ledger, now = Date.now()): StuckItem[] {
   const out: StuckItem[] = [];
   for (const p of ledger.operations.postponed()) {
-    out.push({ state: 'waiting', reason: p.reason, requestId: p.order_ref, depositId: p.deposit_id, payoutId: null, chainId: p.chain_id, amount: p.amount, currency: p.currency, ageMs: now - p.first_at });
+    out.push({
+      state: 'waiting',
+      reason: p.reason,
+      requestId: p.order_ref,
+      depositId: p.deposit_id,
+      payoutId: null,
+      chainId: p.chain_id,
+      amount: p.amount,
+      currency: p.currency,
+      ageMs: now - p.first_at,
+    });
   }
   const switches = new Set(ledger.operations.switches().map((s) => s.name));
   const rows = ledger.db
     .prepare(`SELECT p.*, (SELECT COUNT(*) FROM transactions t WHERE t.payout_id = p.id) AS txs FROM payouts p
       WHERE p.state IN ('queued', 'sent', 'failed') ORDER BY p.decided_at`)
-    .all() as { id: string; kind: string; request_id: string | null; deposit_id: string | null; chain_id: number; currency: string; amount: string; state: string; fail_reason: string | null; decided_at: number; txs: number }[];
+    .all() as {
+    id: string;
+    kind: string;
+    request_id: string | null;
+    deposit_id: string | null;
+    chain_id: number;
+    currency: string;
+    amount: string;
+    state: string;
+    fail_reason: string | null;
+    decided_at: number;
+    txs: number;
+  }[];
   for (const p of rows) {
-    const base = { requestId: p.request_id, depositId: p.deposit_id, payoutId: p.id, chainId: p.chain_id, amount: p.amount, currency: p.currency, ageMs: now - p.decided_at };
+    const base = {
+      requestId: p.request_id,
+      depositId: p.deposit_id,
+      payoutId: p.id,
+      chainId: p.chain_id,
+      amount: p.amount,
+      currency: p.currency,
+      ageMs: now - p.decided_at,
+    };
     if (p.state === 'failed') out.push({ state: 'failed', reason: p.fail_reason ?? 'UNKNOWN', ...base });
     else if (p.state === 'queued' && switches.has(switchName.dryRun)) out.push({ state: 'waiting', reason: 'DRY_RUN', ...base });
     else if (p.state === 'queued' && switches.has(switchName.all)) out.push({ state: 'waiting', reason: 'PAUSED_ALL', ...base });
@@ -93,7 +123,17 @@ export function stuck(ledger: Ledger, now = Date.now()): StuckItem[] {
     .all() as { id: string; fail_reason: string | null; updated_at: number; deposit_id: string; chain_id: number; amount: string; currency: string }[];
   for (const r of manual) {
     if (out.some((o) => o.requestId === r.id && o.state === 'failed')) continue;
-    out.push({ state: 'failed', reason: r.fail_reason ?? 'MANUAL_REFUND_REQUIRED', requestId: r.id, depositId: r.deposit_id, payoutId: null, chainId: r.chain_id, amount: r.amount, currency: r.currency, ageMs: now - r.updated_at });
+    out.push({
+      state: 'failed',
+      reason: r.fail_reason ?? 'MANUAL_REFUND_REQUIRED',
+      requestId: r.id,
+      depositId: r.deposit_id,
+      payoutId: null,
+      chainId: r.chain_id,
+      amount: r.amount,
+      currency: r.currency,
+      ageMs: now - r.updated_at,
+    });
   }
   return out;
 }
@@ -124,7 +164,11 @@ export async function reindex(
   if (!adapter) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chainId ${chainId} is not a chain of this node`);
   if (toBlock < fromBlock) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `toBlock ${toBlock} is below fromBlock ${fromBlock}`);
   if (toBlock - fromBlock + 1 > maxBlocks) {
-    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `the range holds ${toBlock - fromBlock + 1} blocks; at most ${maxBlocks} are re-indexed at once (admin.reindexMaxBlocks)`);
+    throw new ApiError(
+      400,
+      'INVALID_INPUT_PARAMETERS',
+      `the range holds ${toBlock - fromBlock + 1} blocks; at most ${maxBlocks} are re-indexed at once (admin.reindexMaxBlocks)`,
+    );
   }
   if (!adapter.reindex) {
     const why = reindexUnsupported[adapter.kind] ?? 'its indexer cannot re-read a range';
@@ -132,7 +176,11 @@ export async function reindex(
   }
   const indexed = adapter.progress().indexed;
   if (toBlock > indexed) {
-    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${chainId} is indexed up to block ${indexed}; blocks above it are read by the indexer itself (toBlock ${toBlock})`);
+    throw new ApiError(
+      400,
+      'INVALID_INPUT_PARAMETERS',
+      `chain ${chainId} is indexed up to block ${indexed}; blocks above it are read by the indexer itself (toBlock ${toBlock})`,
+    );
   }
   return adapter.reindex(fromBlock, toBlock, (r) => {
     ledger.operations.record({ action: 'reindex', target: `chain:${chainId}`, actor: who.actor, reason: who.reason, detail: r });

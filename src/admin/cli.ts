@@ -53,7 +53,11 @@ const print = (v: unknown): void => {
 
 function apiOptions<T>(y: Argv<T>) {
   return y
-    .option('url', { type: 'string', default: process.env.RELAY_ADMIN_URL ?? 'http://127.0.0.1:4001', describe: "the node's admin API (config admin.host/port)" })
+    .option('url', {
+      type: 'string',
+      default: process.env.RELAY_ADMIN_URL ?? 'http://127.0.0.1:4001',
+      describe: "the node's admin API (config admin.host/port)",
+    })
     .option('key-env', { type: 'string', default: 'RELAY_ADMIN_KEY', describe: 'environment variable holding the admin key' });
 }
 
@@ -80,7 +84,9 @@ const reasonOption = { type: 'string', demandOption: true, describe: 'why (recor
 /** The `admin` command tree of the CLI. */
 export function adminCommands(y: Argv): Argv {
   const ledgerOptions = <U>(c: Argv<U>) =>
-    c.option('data-dir', { type: 'string', default: './data', describe: 'the ledger directory' }).option('config', { type: 'string', describe: 'take the ledger directory from this config file' });
+    c
+      .option('data-dir', { type: 'string', default: './data', describe: 'the ledger directory' })
+      .option('config', { type: 'string', describe: 'take the ledger directory from this config file' });
   return y
     .command('keys', 'admin keys (create, list, revoke): distinct from integrator API keys', (k) =>
       k
@@ -96,12 +102,16 @@ export function adminCommands(y: Argv): Argv {
               process.stdout.write(`created ${id} (${argv.name.trim()})\n${key}\nkeep it now: it is not shown again\n`);
             }),
         )
-        .command('list', 'list admin keys (never the keys)', (c) => ledgerOptions(c), (argv) =>
-          withLedger(argv, (ledger) => {
-            for (const k of ledger.operations.adminKeys()) {
-              process.stdout.write(`${k.id}\t${new Date(k.created_at).toISOString()}\t${k.revoked_at ? 'revoked' : 'active'}\t${k.name}\n`);
-            }
-          }),
+        .command(
+          'list',
+          'list admin keys (never the keys)',
+          (c) => ledgerOptions(c),
+          (argv) =>
+            withLedger(argv, (ledger) => {
+              for (const k of ledger.operations.adminKeys()) {
+                process.stdout.write(`${k.id}\t${new Date(k.created_at).toISOString()}\t${k.revoked_at ? 'revoked' : 'active'}\t${k.name}\n`);
+              }
+            }),
         )
         .command(
           'revoke <id>',
@@ -116,12 +126,25 @@ export function adminCommands(y: Argv): Argv {
         )
         .demandCommand(1, 'name an admin keys command: create, list or revoke'),
     )
-    .command('pause', 'pause payouts: --all, --chain <id> or --route <origin:destination>', (c) => scopeOptions(c), async (argv) => print(await call(argv, 'POST', '/admin/pause', scopeOf(argv))))
-    .command('resume', 'resume payouts (also after the loss breaker tripped)', (c) => scopeOptions(c), async (argv) => print(await call(argv, 'POST', '/admin/resume', scopeOf(argv))))
+    .command(
+      'pause',
+      'pause payouts: --all, --chain <id> or --route <origin:destination>',
+      (c) => scopeOptions(c),
+      async (argv) => print(await call(argv, 'POST', '/admin/pause', scopeOf(argv))),
+    )
+    .command(
+      'resume',
+      'resume payouts (also after the loss breaker tripped)',
+      (c) => scopeOptions(c),
+      async (argv) => print(await call(argv, 'POST', '/admin/resume', scopeOf(argv))),
+    )
     .command(
       'dry-run <mode>',
       'dry-run mode on or off: index, decide and record, send nothing',
-      (c) => apiOptions(c).positional('mode', { choices: ['on', 'off'] as const, demandOption: true }).option('reason', reasonOption),
+      (c) =>
+        apiOptions(c)
+          .positional('mode', { choices: ['on', 'off'] as const, demandOption: true })
+          .option('reason', reasonOption),
       async (argv) => print(await call(argv, 'POST', '/admin/dry-run', { enabled: argv.mode === 'on', reason: argv.reason })),
     )
     .command(
@@ -174,7 +197,12 @@ export function adminCommands(y: Argv): Argv {
           .option('reason', reasonOption),
       async (argv) => print(await call(argv, 'POST', '/admin/reindex', { chainId: argv.chain, fromBlock: argv.from, toBlock: argv.to, reason: argv.reason })),
     )
-    .command('inventory', "the solver's inventory per chain", (c) => apiOptions(c), async (argv) => print(await call(argv, 'GET', '/admin/inventory')))
+    .command(
+      'inventory',
+      "the solver's inventory per chain",
+      (c) => apiOptions(c),
+      async (argv) => print(await call(argv, 'GET', '/admin/inventory')),
+    )
     .command(
       'actions',
       'the admin action log, newest first',

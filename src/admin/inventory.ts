@@ -35,7 +35,14 @@ export async function inventory(
           registry.currenciesOf(a.chainId).map(async (c) => {
             const held = await a.balanceOf(a.solver, c.address);
             const r = reserved.get(c.address) ?? 0n;
-            return { currency: c.address, symbol: c.symbol, held: held.toString(), reserved: r.toString(), spendable: (held - r).toString(), owedByDepository: (owed.get(c.address.toLowerCase()) ?? 0n).toString() };
+            return {
+              currency: c.address,
+              symbol: c.symbol,
+              held: held.toString(),
+              reserved: r.toString(),
+              spendable: (held - r).toString(),
+              owedByDepository: (owed.get(c.address.toLowerCase()) ?? 0n).toString(),
+            };
           }),
         );
         return { chainId: a.chainId, name, currencies };

@@ -106,7 +106,13 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
     const held = ctx.ledger.operations.postponement(id);
     if (!held || ctx.ledger.deposits.get(id)?.state !== 'confirmed') throw new AdminRefusal(409, `deposit ${id} is not waiting`);
     ctx.ledger.tx(() => {
-      ctx.ledger.operations.record({ action: 'retry', target: `deposit:${id}`, actor: who(req, b.reason).actor, reason: b.reason, detail: { heldFor: held.reason } });
+      ctx.ledger.operations.record({
+        action: 'retry',
+        target: `deposit:${id}`,
+        actor: who(req, b.reason).actor,
+        reason: b.reason,
+        detail: { heldFor: held.reason },
+      });
       ctx.ledger.operations.release(id);
     });
     ctx.solver.invalidate();
@@ -124,7 +130,10 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
       .object({
         chainId,
         currency: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be the currency address (0x + 40 hex; the zero address for native)'),
-        amount: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit, as a decimal string').optional(),
+        amount: z
+          .string()
+          .regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit, as a decimal string')
+          .optional(),
         depositIds: z.array(z.string().min(1)).min(1).max(1000).optional(),
         reason,
       })
@@ -136,16 +145,33 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
     if (!currency) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `currency ${b.currency} is not configured on chain ${b.chainId}`);
     const payout = queueWithdrawal(
       ctx.ledger,
-      { chainId: b.chainId, currency: currency.address, solver: adapter.solver, amount: b.amount === undefined ? undefined : BigInt(b.amount), depositIds: b.depositIds },
+      {
+        chainId: b.chainId,
+        currency: currency.address,
+        solver: adapter.solver,
+        amount: b.amount === undefined ? undefined : BigInt(b.amount),
+        depositIds: b.depositIds,
+      },
       who(req, b.reason),
     );
     adapter.wake();
-    return { withdrawal: { payoutId: payout.id, chainId: payout.chain_id, currency: payout.currency, amount: payout.amount, deposits: ctx.ledger.withdrawals.depositsOf(payout.id) } };
+    return {
+      withdrawal: {
+        payoutId: payout.id,
+        chainId: payout.chain_id,
+        currency: payout.currency,
+        amount: payout.amount,
+        deposits: ctx.ledger.withdrawals.depositsOf(payout.id),
+      },
+    };
   });
   // Read a chain's deposits again over a block range its indexer has passed (a missed deposit).
   app.post('/admin/reindex', async (req) => {
     const block = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
-    const b = z.object({ chainId, fromBlock: block, toBlock: block, reason }).strict().parse(req.body ?? {});
+    const b = z
+      .object({ chainId, fromBlock: block, toBlock: block, reason })
+      .strict()
+      .parse(req.body ?? {});
     const r = await reindex(ctx.ledger, ctx.adapters.get(b.chainId), b, ctx.reindexMaxBlocks, who(req, b.reason));
     ctx.solver.wake();
     return { reindex: { chainId: b.chainId, ...r } };

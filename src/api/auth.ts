@@ -50,10 +50,20 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
       req.apiCaller = { id: found.key.id, name: found.key.name };
     }
     const taken = req.apiCaller ? limits.perKey.take(req.apiCaller.id) : limits.perIp.take(req.ip);
-    if (!taken.ok) throw limited(reply, taken.retryAfterMs, req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit');
+    if (!taken.ok)
+      throw limited(
+        reply,
+        taken.retryAfterMs,
+        req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit',
+      );
     if (!req.apiCaller && QUOTES.has(path) && req.method === 'POST') {
       const q = limits.anonymousQuotes.take(req.ip);
-      if (!q.ok) throw limited(reply, q.retryAfterMs, `at most ${limits.config.anonymousQuotesPerMinute} quotes per minute without an API key; an API key has a higher limit`);
+      if (!q.ok)
+        throw limited(
+          reply,
+          q.retryAfterMs,
+          `at most ${limits.config.anonymousQuotesPerMinute} quotes per minute without an API key; an API key has a higher limit`,
+        );
     }
     if (path === STREAM_PATH && !limits.wsConnectionAllowed(req.ip)) {
       throw limited(reply, 1000, `at most ${limits.config.wsConnectionsPerIp} status stream connections per address`);

@@ -24,24 +24,69 @@ const nullable = (s: S): S => ({ ...s, type: [s.type as string, 'null'] });
 const orNull = (s: S): S => ({ anyOf: [s, { type: 'null' }] });
 const arr = (items: S): S => ({ type: 'array', items });
 // Objects allow fields beyond those listed: a client reads what it knows.
-const obj = (properties: Record<string, S>, required: string[] = Object.keys(properties)): S => ({ type: 'object', properties, required, additionalProperties: true });
+const obj = (properties: Record<string, S>, required: string[] = Object.keys(properties)): S => ({
+  type: 'object',
+  properties,
+  required,
+  additionalProperties: true,
+});
 const opt = (properties: Record<string, S>): S => obj(properties, []);
 
-const currency = obj({ chainId: int, address: str, symbol: str, name: str, decimals: int, metadata: opt({ logoURI: str, verified: bool, isNative: bool }) }, ['chainId', 'address', 'symbol', 'name', 'decimals']);
+const currency = obj({ chainId: int, address: str, symbol: str, name: str, decimals: int, metadata: opt({ logoURI: str, verified: bool, isNative: bool }) }, [
+  'chainId',
+  'address',
+  'symbol',
+  'name',
+  'decimals',
+]);
 const looseCurrency = obj({ chainId: int, address: str, symbol: nullable(str), name: nullable(str), decimals: nullable(int) }, ['chainId', 'address']);
-const amount = obj({ currency, amount: digits, amountFormatted: str, amountUsd: nullable(decimal), minimumAmount: digits }, ['currency', 'amount', 'amountFormatted', 'minimumAmount']);
-const recordAmount = obj({ currency: looseCurrency, amount: digits, amountFormatted: nullable(str), amountUsd: nullable(decimal), minimumAmount: digits }, ['currency', 'amount', 'minimumAmount']);
+const amount = obj({ currency, amount: digits, amountFormatted: str, amountUsd: nullable(decimal), minimumAmount: digits }, [
+  'currency',
+  'amount',
+  'amountFormatted',
+  'minimumAmount',
+]);
+const recordAmount = obj({ currency: looseCurrency, amount: digits, amountFormatted: nullable(str), amountUsd: nullable(decimal), minimumAmount: digits }, [
+  'currency',
+  'amount',
+  'minimumAmount',
+]);
 const usdOnly = obj({ usd: decimal });
 const feeComponent = obj({ usd: decimal, amount: digits, amountFormatted: str });
 // `error`: the published field of POST /execute's errors (rawCalls answers carry it too).
 const error = obj({ message: str, errorCode: str, error: str }, ['message']);
 const statusEnum = { type: 'string', enum: ['refund', 'waiting', 'depositing', 'failure', 'pending', 'submitted', 'success'] };
 const message = obj({ message: str });
-const step = obj({ id: str, action: str, description: str, kind: { type: 'string', enum: ['transaction', 'signature'] }, requestId: str, items: arr(obj({ status: str, data: anyValue }, ['status'])) }, ['id', 'kind', 'items']);
+const step = obj(
+  {
+    id: str,
+    action: str,
+    description: str,
+    kind: { type: 'string', enum: ['transaction', 'signature'] },
+    requestId: str,
+    items: arr(obj({ status: str, data: anyValue }, ['status'])),
+  },
+  ['id', 'kind', 'items'],
+);
 const fees = opt({ gas: amount, relayer: amount, relayerGas: amount, relayerService: amount, app: amount, subsidized: amount });
-const quoteDetails = opt({ operation: str, sender: str, recipient: str, currencyIn: amount, currencyOut: amount, totalImpact: opt({ usd: str, percent: str }), swapImpact: opt({ usd: str, percent: str }), rate: str, slippageTolerance: anyValue, timeEstimate: num, userBalance: digits });
+const quoteDetails = opt({
+  operation: str,
+  sender: str,
+  recipient: str,
+  currencyIn: amount,
+  currencyOut: amount,
+  totalImpact: opt({ usd: str, percent: str }),
+  swapImpact: opt({ usd: str, percent: str }),
+  rate: str,
+  slippageTolerance: anyValue,
+  timeEstimate: num,
+  userBalance: digits,
+});
 const quote = obj({ steps: arr(step), fees, details: quoteDetails }, ['steps', 'fees', 'details']);
-const txSummary = obj({ txHash: str, fee: digits, block: nullable(int), type: str, chainId: int, timestamp: int, status: str, data: anyValue, stateChanges: arr(anyValue) }, ['txHash', 'chainId', 'status']);
+const txSummary = obj(
+  { txHash: str, fee: digits, block: nullable(int), type: str, chainId: int, timestamp: int, status: str, data: anyValue, stateChanges: arr(anyValue) },
+  ['txHash', 'chainId', 'status'],
+);
 const feeSponsorshipAmount = obj({ amount: digits, amountUsd: decimal });
 const sponsorshipComponent = obj({ selected: bool, total: feeSponsorshipAmount, sponsored: feeSponsorshipAmount, userPays: feeSponsorshipAmount });
 const sponsorshipQuoted = obj({
@@ -59,7 +104,15 @@ const requestV3 = obj({
   sender: nullable(str),
   recipient: nullable(str),
   refundTo: nullable(str),
-  depositAddress: orNull(obj({ address: str, type: { type: 'string', enum: ['strict', 'open'] }, depositor: nullable(str), depositTxHash: nullable(str), recoveryAddress: nullable(str) })),
+  depositAddress: orNull(
+    obj({
+      address: str,
+      type: { type: 'string', enum: ['strict', 'open'] },
+      depositor: nullable(str),
+      depositTxHash: nullable(str),
+      recoveryAddress: nullable(str),
+    }),
+  ),
   requestType: { type: 'string', enum: ['Bridge', 'Crosschain Swap', 'Same-chain Swap', 'Send', 'Wrap', 'Unwrap', 'Call'] },
   supersededByRequestId: nullable(str),
   data: obj({
@@ -74,10 +127,24 @@ const requestV3 = obj({
     triggeredByFastFill: nullable(bool),
     inTxs: arr(txSummary),
     outTxs: arr(txSummary),
-    appFees: obj({ quoted: arr(obj({ recipient: str, bps: str, amount: digits, amountFormatted: nullable(str) })), actual: arr(obj({ recipient: str, bps: nullable(str), amount: digits, amountFormatted: nullable(str), amountUsd: nullable(decimal) })), currency: orNull(currency) }),
+    appFees: obj({
+      quoted: arr(obj({ recipient: str, bps: str, amount: digits, amountFormatted: nullable(str) })),
+      actual: arr(obj({ recipient: str, bps: nullable(str), amount: digits, amountFormatted: nullable(str), amountUsd: nullable(decimal) })),
+      currency: orNull(currency),
+    }),
     fees: obj({
-      quoted: orNull(obj({ swap: feeComponent, execution: orNull(feeComponent), platform: orNull(feeComponent), app: orNull(feeComponent), sponsored: orNull(feeComponent) })),
-      actual: orNull(obj({ swap: feeComponent, execution: feeComponent, platform: orNull(feeComponent), app: orNull(feeComponent), sponsored: orNull(feeComponent) })),
+      quoted: orNull(
+        obj({
+          swap: feeComponent,
+          execution: orNull(feeComponent),
+          platform: orNull(feeComponent),
+          app: orNull(feeComponent),
+          sponsored: orNull(feeComponent),
+        }),
+      ),
+      actual: orNull(
+        obj({ swap: feeComponent, execution: feeComponent, platform: orNull(feeComponent), app: orNull(feeComponent), sponsored: orNull(feeComponent) }),
+      ),
       currency: orNull(currency),
     }),
     feeSponsorship: orNull(
@@ -87,12 +154,25 @@ const requestV3 = obj({
         currency,
       }),
     ),
-    route: obj({ includedSwapSources: arr(str), includedOriginSwapSources: arr(str), includedDestinationSwapSources: arr(str), quoted: orNull(obj({ origin: route, destination: route })), actual: orNull(obj({ origin: route, destination: route })) }),
+    route: obj({
+      includedSwapSources: arr(str),
+      includedOriginSwapSources: arr(str),
+      includedDestinationSwapSources: arr(str),
+      quoted: orNull(obj({ origin: route, destination: route })),
+      actual: orNull(obj({ origin: route, destination: route })),
+    }),
     quoteOraclePrice: anyValue,
     refundCurrencyData: orNull(recordAmount),
     externalMetadata: obj({ moonpayId: nullable(str) }),
   }),
-  protocol: obj({ orderId: nullable(str), hubType: str, isWithdrawable: bool, solver: obj({ address: str, protocolChainId: str, chainId: int }), deposit: anyValue, settlement: anyValue }),
+  protocol: obj({
+    orderId: nullable(str),
+    hubType: str,
+    isWithdrawable: bool,
+    solver: obj({ address: str, protocolChainId: str, chainId: int }),
+    deposit: anyValue,
+    settlement: anyValue,
+  }),
   features: arr(str),
   createdAt: { type: 'string', format: 'date-time' },
   updatedAt: { type: 'string', format: 'date-time' },
@@ -116,8 +196,27 @@ const requestV2 = obj({
   createdAt: str,
   updatedAt: str,
 });
-const statusV3 = obj({ status: statusEnum, details: str, inTxHashes: arr(str), txHashes: arr(str), updatedAt: int, originChainId: int, destinationChainId: int, quoteCreatedAt: int, failReason: nullable(str), refundFailReason: nullable(str) });
-const listedCurrency = obj({ chainId: int, address: str, symbol: str, name: str, decimals: int, vmType: { type: 'string', enum: ['evm', 'svm', 'hypevm'] }, metadata: obj({ logoURI: str, verified: bool, isNative: bool }) });
+const statusV3 = obj({
+  status: statusEnum,
+  details: str,
+  inTxHashes: arr(str),
+  txHashes: arr(str),
+  updatedAt: int,
+  originChainId: int,
+  destinationChainId: int,
+  quoteCreatedAt: int,
+  failReason: nullable(str),
+  refundFailReason: nullable(str),
+});
+const listedCurrency = obj({
+  chainId: int,
+  address: str,
+  symbol: str,
+  name: str,
+  decimals: int,
+  vmType: { type: 'string', enum: ['evm', 'svm', 'hypevm'] },
+  metadata: obj({ logoURI: str, verified: bool, isNative: bool }),
+});
 const briefCurrency = obj({ id: str, symbol: str, name: str, address: str, decimals: int });
 const chain = obj({
   id: int,
@@ -162,13 +261,33 @@ interface RouteDoc {
 }
 const chainIdQ = { chainId: int };
 const hashQ = { requestId: { type: 'string', pattern: '^0x[0-9a-fA-F]{64}$' } };
-const quoteBody = opt({ user: str, recipient: str, originChainId: int, destinationChainId: int, originCurrency: str, destinationCurrency: str, amount: digits, tradeType: { type: 'string', enum: ['EXACT_INPUT', 'EXACT_OUTPUT', 'EXPECTED_OUTPUT'] }, referrer: str, useDepositAddress: bool, usePermit: bool, subsidizeFees: bool, maxSubsidizationAmount: digits, appFees: arr(obj({ recipient: str, fee: anyValue })) });
+const quoteBody = opt({
+  user: str,
+  recipient: str,
+  originChainId: int,
+  destinationChainId: int,
+  originCurrency: str,
+  destinationCurrency: str,
+  amount: digits,
+  tradeType: { type: 'string', enum: ['EXACT_INPUT', 'EXACT_OUTPUT', 'EXPECTED_OUTPUT'] },
+  referrer: str,
+  useDepositAddress: bool,
+  usePermit: bool,
+  subsidizeFees: bool,
+  maxSubsidizationAmount: digits,
+  appFees: arr(obj({ recipient: str, fee: anyValue })),
+});
 const priceAnswer = obj({ fees, details: quoteDetails });
 const authorizationItem = obj({ chainId: int, address: str, nonce: int, yParity: int, r: str, s: str });
 const rawCallsBody = obj(
   {
     executionKind: { type: 'string', enum: ['rawCalls'] },
-    data: obj({ chainId: int, to: str, data: str, value: digits, authorizationList: { ...arr(authorizationItem), minItems: 1 } }, ['chainId', 'to', 'data', 'value']),
+    data: obj({ chainId: int, to: str, data: str, value: digits, authorizationList: { ...arr(authorizationItem), minItems: 1 } }, [
+      'chainId',
+      'to',
+      'data',
+      'value',
+    ]),
     executionOptions: obj({ referrer: str, subsidizeFees: bool, destinationChainExecutionData: anyValue }, ['referrer', 'subsidizeFees']),
     requestId: str,
   },
@@ -176,55 +295,295 @@ const rawCallsBody = obj(
 );
 
 export const ROUTE_DOCS: Record<string, RouteDoc> = {
-  'POST /quote/v2': { summary: 'Quote a cross-chain or same-chain request: fees, details and the steps to execute it', tags: ['Quote'], body: quoteBody, headers: opt(apiKey), ok: quote },
-  'POST /quote': { summary: 'Quote (the interface\'s unversioned path; same as /quote/v2)', tags: ['Quote'], body: quoteBody, headers: opt(apiKey), ok: quote },
-  'GET /price': { summary: 'Fees and details of a quote, without steps and without creating a request', tags: ['Quote'], querystring: quoteBody, ok: priceAnswer },
+  'POST /quote/v2': {
+    summary: 'Quote a cross-chain or same-chain request: fees, details and the steps to execute it',
+    tags: ['Quote'],
+    body: quoteBody,
+    headers: opt(apiKey),
+    ok: quote,
+  },
+  'POST /quote': { summary: "Quote (the interface's unversioned path; same as /quote/v2)", tags: ['Quote'], body: quoteBody, headers: opt(apiKey), ok: quote },
+  'GET /price': {
+    summary: 'Fees and details of a quote, without steps and without creating a request',
+    tags: ['Quote'],
+    querystring: quoteBody,
+    ok: priceAnswer,
+  },
   'POST /price': { summary: 'Fees and details of a quote (body form)', tags: ['Quote'], body: quoteBody, ok: priceAnswer },
   'GET /intents/status/v3': { summary: 'Status record of a request', tags: ['Status'], querystring: obj(hashQ), ok: statusV3 },
   'GET /intents/status': { summary: 'Status record of a request (unversioned path)', tags: ['Status'], querystring: obj(hashQ), ok: statusV3 },
-  'GET /intents/status/v2': { summary: 'Status of a request in the v2 shape (no `submitted`)', tags: ['Status'], querystring: obj(hashQ), ok: obj({ status: { type: 'string', enum: ['refund', 'waiting', 'depositing', 'failure', 'pending', 'success'] }, details: str, inTxHashes: arr(str), txHashes: arr(str), time: int, originChainId: int, destinationChainId: int, quoteCreatedAt: int }) },
-  'GET /requests/v3': { summary: 'Request records, filtered and paged (x-api-key required)', tags: ['Requests'], headers: obj(apiKey), querystring: opt({ id: str, user: str, limit: int, continuation: str, includeAuthenticatedData: bool, includeTotal: bool }), ok: obj({ requests: arr(requestV3), continuation: str, total: int }, ['requests']) },
-  'GET /requests/v2': { summary: 'Request records in the deprecated v2 shape', tags: ['Requests'], querystring: opt({ user: str, hash: str, referrer: str, limit: int, continuation: str }), ok: obj({ requests: arr(requestV2), continuation: str, deprecation: obj({ message: str, deprecatedAt: str, throttledFrom: str, sunsetAt: str, successor: str, migrationGuide: str }) }, ['requests', 'deprecation']) },
-  'GET /requests/v2/migration-guide': { summary: 'How to move from /requests/v2 to /requests/v3 (text)', tags: ['Requests'], ok: str, contentType: 'text/plain' },
-  'POST /transactions/index': { summary: 'Index a deposit transaction now', tags: ['Transactions'], body: obj({ txHash: str, chainId: int }), ok: obj({ message: str, deposits: int }) },
-  'POST /transactions/single': { summary: 'Report a same-chain transaction the client sent (indexed at once)', tags: ['Transactions'], body: obj({ requestId: str, chainId: str, tx: str }), ok: message },
-  'POST /transactions/deposit-address/reindex': { summary: 'Look at a deposit address now (hosted body)', tags: ['Transactions'], body: obj({ chainId: int, depositAddress: str, sweep: bool, targetChainId: int, currency: str }, ['chainId', 'depositAddress']), ok: obj({ message: str, triggeredCurrencies: arr(obj({ currency: str, symbol: str, balance: digits })), checkedCurrencies: int, failedCurrencies: int }) },
-  'POST /deposit-address/reindex': { summary: 'Look at a deposit address now (the node\'s body)', tags: ['Transactions'], body: opt({ depositAddress: str, requestId: str }), ok: obj({ message: str, requestId: str, depositAddress: str, sweeps: int }) },
-  'GET /deposit-addresses/v1': { summary: 'A deposit address and the request it was made for', tags: ['Transactions'], headers: obj(apiKey), querystring: opt({ address: str, requestId: str }), ok: obj({ depositAddress: str, type: { type: 'string', enum: ['open', 'strict'] }, requestId: str, chainId: int, createdAt: str, currency: nullable(str), refundTo: nullable(str) }) },
-  'POST /permits': { summary: 'Submit the permit signature of a usePermit quote (the node submits the deposit)', tags: ['Execute'], querystring: opt({ signature: str }), body: opt({ requestId: str, signature: str }), ok: obj({ message: str, requestId: str }) },
-  'POST /execute/permits': { summary: 'Submit a permit signature (hosted path; same as /permits)', tags: ['Execute'], querystring: opt({ signature: str }), body: opt({ kind: str, requestId: str, api: str }), ok: obj({ message: str, requestId: str }) },
+  'GET /intents/status/v2': {
+    summary: 'Status of a request in the v2 shape (no `submitted`)',
+    tags: ['Status'],
+    querystring: obj(hashQ),
+    ok: obj({
+      status: { type: 'string', enum: ['refund', 'waiting', 'depositing', 'failure', 'pending', 'success'] },
+      details: str,
+      inTxHashes: arr(str),
+      txHashes: arr(str),
+      time: int,
+      originChainId: int,
+      destinationChainId: int,
+      quoteCreatedAt: int,
+    }),
+  },
+  'GET /requests/v3': {
+    summary: 'Request records, filtered and paged (x-api-key required)',
+    tags: ['Requests'],
+    headers: obj(apiKey),
+    querystring: opt({ id: str, user: str, limit: int, continuation: str, includeAuthenticatedData: bool, includeTotal: bool }),
+    ok: obj({ requests: arr(requestV3), continuation: str, total: int }, ['requests']),
+  },
+  'GET /requests/v2': {
+    summary: 'Request records in the deprecated v2 shape',
+    tags: ['Requests'],
+    querystring: opt({ user: str, hash: str, referrer: str, limit: int, continuation: str }),
+    ok: obj(
+      {
+        requests: arr(requestV2),
+        continuation: str,
+        deprecation: obj({ message: str, deprecatedAt: str, throttledFrom: str, sunsetAt: str, successor: str, migrationGuide: str }),
+      },
+      ['requests', 'deprecation'],
+    ),
+  },
+  'GET /requests/v2/migration-guide': {
+    summary: 'How to move from /requests/v2 to /requests/v3 (text)',
+    tags: ['Requests'],
+    ok: str,
+    contentType: 'text/plain',
+  },
+  'POST /transactions/index': {
+    summary: 'Index a deposit transaction now',
+    tags: ['Transactions'],
+    body: obj({ txHash: str, chainId: int }),
+    ok: obj({ message: str, deposits: int }),
+  },
+  'POST /transactions/single': {
+    summary: 'Report a same-chain transaction the client sent (indexed at once)',
+    tags: ['Transactions'],
+    body: obj({ requestId: str, chainId: str, tx: str }),
+    ok: message,
+  },
+  'POST /transactions/deposit-address/reindex': {
+    summary: 'Look at a deposit address now (hosted body)',
+    tags: ['Transactions'],
+    body: obj({ chainId: int, depositAddress: str, sweep: bool, targetChainId: int, currency: str }, ['chainId', 'depositAddress']),
+    ok: obj({ message: str, triggeredCurrencies: arr(obj({ currency: str, symbol: str, balance: digits })), checkedCurrencies: int, failedCurrencies: int }),
+  },
+  'POST /deposit-address/reindex': {
+    summary: "Look at a deposit address now (the node's body)",
+    tags: ['Transactions'],
+    body: opt({ depositAddress: str, requestId: str }),
+    ok: obj({ message: str, requestId: str, depositAddress: str, sweeps: int }),
+  },
+  'GET /deposit-addresses/v1': {
+    summary: 'A deposit address and the request it was made for',
+    tags: ['Transactions'],
+    headers: obj(apiKey),
+    querystring: opt({ address: str, requestId: str }),
+    ok: obj({
+      depositAddress: str,
+      type: { type: 'string', enum: ['open', 'strict'] },
+      requestId: str,
+      chainId: int,
+      createdAt: str,
+      currency: nullable(str),
+      refundTo: nullable(str),
+    }),
+  },
+  'POST /permits': {
+    summary: 'Submit the permit signature of a usePermit quote (the node submits the deposit)',
+    tags: ['Execute'],
+    querystring: opt({ signature: str }),
+    body: opt({ requestId: str, signature: str }),
+    ok: obj({ message: str, requestId: str }),
+  },
+  'POST /execute/permits': {
+    summary: 'Submit a permit signature (hosted path; same as /permits)',
+    tags: ['Execute'],
+    querystring: opt({ signature: str }),
+    body: opt({ kind: str, requestId: str, api: str }),
+    ok: obj({ message: str, requestId: str }),
+  },
   'POST /execute': {
     summary:
-      'Gasless execution with the caller\'s API key. executionKind rawCalls: the node relays the call (EIP-7702 authorizations included) from its own key and charges the gas to the key\'s app balance (402 when it cannot cover it, 400 when the call reverts in simulation, 409 for a replay; errors carry `error`). Without executionKind: a signed deposit of a request quoted with usePermit.',
+      "Gasless execution with the caller's API key. executionKind rawCalls: the node relays the call (EIP-7702 authorizations included) from its own key and charges the gas to the key's app balance (402 when it cannot cover it, 400 when the call reverts in simulation, 409 for a replay; errors carry `error`). Without executionKind: a signed deposit of a request quoted with usePermit.",
     tags: ['Execute'],
     headers: obj(apiKey),
     body: { anyOf: [rawCallsBody, obj({ requestId: str, signature: str }, ['requestId'])] },
     ok: obj({ message: str, requestId: str }),
   },
-  'POST /authorize': { summary: 'Authorize an exchange withdrawal with the wallet\'s signature', tags: ['Execute'], body: anyValue, ok: message },
-  'POST /fast-fill': { summary: 'Fill before the deposit lands, held on the key\'s app balance', tags: ['App balance'], headers: obj(apiKey), body: opt({ requestId: str }), ok: obj({ message: str, requestId: str, amount: digits, amountUsd: decimal, hold: obj({ amountUsd: decimal }) }) },
-  'GET /app-fees/:wallet/balances': { summary: 'App balance and accrued app fees of a wallet', tags: ['App balance'], params: obj({ wallet: str }), ok: obj({ balances: arr({ allOf: [amount, obj({ type: { type: 'string', enum: ['app-balance', 'app-fees'] } })] }) }) },
-  'POST /app-fees/:wallet/claim': { summary: 'Claim accrued app fees (first call: a signature step; second: with the signature, pays)', tags: ['App balance'], params: obj({ wallet: str }), body: opt({ chainId: int, currency: str, recipient: str }), ok: { anyOf: [obj({ steps: arr(step) }), obj({ message: str, steps: arr(step), claimId: str, amount: digits, chainId: int, currency: str, recipient: str })] } },
-  'GET /app-fees/:wallet/claims': { summary: 'The claims a wallet made, newest first', tags: ['App balance'], params: obj({ wallet: str }), querystring: opt({ limit: int, continuation: str }), ok: obj({ claims: arr(obj({ claimId: str, wallet: str, recipient: str, currency: obj({ amount: digits, minimumAmount: digits }, ['amount']), txHash: nullable(str), status: str, createdAt: str })), continuation: str }, ['claims']) },
-  'POST /app-balance/link': { summary: 'Link a sponsor wallet to the caller\'s key by the wallet\'s signature', tags: ['App balance'], headers: obj(apiKey), body: obj({ wallet: str, signature: str }), ok: obj({ message: str, wallet: str, apiKeyId: str }) },
-  'GET /chains': { summary: 'Chains the node serves, in the published chain shape', tags: ['Reference'], querystring: opt({ includeChains: str }), ok: obj({ chains: arr(chain) }) },
-  'GET /chains/liquidity': { summary: 'The solver\'s spendable balance per currency on a chain', tags: ['Reference'], querystring: obj(chainIdQ), ok: obj({ liquidity: arr(obj({ chainId: int, currencyId: str, symbol: str, address: str, decimals: int, balance: digits, amountUsd: decimal })) }) },
-  'GET /currencies/v2': { summary: 'Search the currencies the node serves', tags: ['Reference'], querystring: opt({ chainIds: str, term: str, address: str, limit: int }), ok: arr(listedCurrency) },
-  'POST /currencies/v2': { summary: 'Search the currencies the node serves (body form)', tags: ['Reference'], body: opt({ defaultList: bool, chainIds: arr(int), term: str, address: str, currencyId: str, tokens: arr(str), verified: bool, limit: int, includeAllChains: bool }), ok: arr(listedCurrency) },
-  'GET /currencies/token/price': { summary: 'USD price of a currency (a number, as published)', tags: ['Reference'], querystring: obj({ chainId: int, address: str }), ok: obj({ price: num }) },
-  'GET /currencies/token/price/v2': { summary: 'USD price of a currency (a decimal string)', tags: ['Reference'], querystring: obj({ chainId: int, address: str }), ok: obj({ price: decimal }) },
-  'GET /config/v2': { summary: 'Whether a route is open, and how much the solver can carry', tags: ['Reference'], querystring: obj({ originChainId: int, destinationChainId: int, currency: str, user: str }, ['originChainId', 'destinationChainId']), ok: obj({ enabled: bool, currency: listedCurrency, solver: obj({ address: nullable(str), balance: digits, capacityPerRequest: digits }), user: obj({ balance: digits, maxBridgeAmount: digits }), fee: digits, supportsExternalLiquidity: bool }, ['enabled', 'solver']) },
+  'POST /authorize': { summary: "Authorize an exchange withdrawal with the wallet's signature", tags: ['Execute'], body: anyValue, ok: message },
+  'POST /fast-fill': {
+    summary: "Fill before the deposit lands, held on the key's app balance",
+    tags: ['App balance'],
+    headers: obj(apiKey),
+    body: opt({ requestId: str }),
+    ok: obj({ message: str, requestId: str, amount: digits, amountUsd: decimal, hold: obj({ amountUsd: decimal }) }),
+  },
+  'GET /app-fees/:wallet/balances': {
+    summary: 'App balance and accrued app fees of a wallet',
+    tags: ['App balance'],
+    params: obj({ wallet: str }),
+    ok: obj({ balances: arr({ allOf: [amount, obj({ type: { type: 'string', enum: ['app-balance', 'app-fees'] } })] }) }),
+  },
+  'POST /app-fees/:wallet/claim': {
+    summary: 'Claim accrued app fees (first call: a signature step; second: with the signature, pays)',
+    tags: ['App balance'],
+    params: obj({ wallet: str }),
+    body: opt({ chainId: int, currency: str, recipient: str }),
+    ok: {
+      anyOf: [obj({ steps: arr(step) }), obj({ message: str, steps: arr(step), claimId: str, amount: digits, chainId: int, currency: str, recipient: str })],
+    },
+  },
+  'GET /app-fees/:wallet/claims': {
+    summary: 'The claims a wallet made, newest first',
+    tags: ['App balance'],
+    params: obj({ wallet: str }),
+    querystring: opt({ limit: int, continuation: str }),
+    ok: obj(
+      {
+        claims: arr(
+          obj({
+            claimId: str,
+            wallet: str,
+            recipient: str,
+            currency: obj({ amount: digits, minimumAmount: digits }, ['amount']),
+            txHash: nullable(str),
+            status: str,
+            createdAt: str,
+          }),
+        ),
+        continuation: str,
+      },
+      ['claims'],
+    ),
+  },
+  'POST /app-balance/link': {
+    summary: "Link a sponsor wallet to the caller's key by the wallet's signature",
+    tags: ['App balance'],
+    headers: obj(apiKey),
+    body: obj({ wallet: str, signature: str }),
+    ok: obj({ message: str, wallet: str, apiKeyId: str }),
+  },
+  'GET /chains': {
+    summary: 'Chains the node serves, in the published chain shape',
+    tags: ['Reference'],
+    querystring: opt({ includeChains: str }),
+    ok: obj({ chains: arr(chain) }),
+  },
+  'GET /chains/liquidity': {
+    summary: "The solver's spendable balance per currency on a chain",
+    tags: ['Reference'],
+    querystring: obj(chainIdQ),
+    ok: obj({ liquidity: arr(obj({ chainId: int, currencyId: str, symbol: str, address: str, decimals: int, balance: digits, amountUsd: decimal })) }),
+  },
+  'GET /currencies/v2': {
+    summary: 'Search the currencies the node serves',
+    tags: ['Reference'],
+    querystring: opt({ chainIds: str, term: str, address: str, limit: int }),
+    ok: arr(listedCurrency),
+  },
+  'POST /currencies/v2': {
+    summary: 'Search the currencies the node serves (body form)',
+    tags: ['Reference'],
+    body: opt({
+      defaultList: bool,
+      chainIds: arr(int),
+      term: str,
+      address: str,
+      currencyId: str,
+      tokens: arr(str),
+      verified: bool,
+      limit: int,
+      includeAllChains: bool,
+    }),
+    ok: arr(listedCurrency),
+  },
+  'GET /currencies/token/price': {
+    summary: 'USD price of a currency (a number, as published)',
+    tags: ['Reference'],
+    querystring: obj({ chainId: int, address: str }),
+    ok: obj({ price: num }),
+  },
+  'GET /currencies/token/price/v2': {
+    summary: 'USD price of a currency (a decimal string)',
+    tags: ['Reference'],
+    querystring: obj({ chainId: int, address: str }),
+    ok: obj({ price: decimal }),
+  },
+  'GET /config/v2': {
+    summary: 'Whether a route is open, and how much the solver can carry',
+    tags: ['Reference'],
+    querystring: obj({ originChainId: int, destinationChainId: int, currency: str, user: str }, ['originChainId', 'destinationChainId']),
+    ok: obj(
+      {
+        enabled: bool,
+        currency: listedCurrency,
+        solver: obj({ address: nullable(str), balance: digits, capacityPerRequest: digits }),
+        user: obj({ balance: digits, maxBridgeAmount: digits }),
+        fee: digits,
+        supportsExternalLiquidity: bool,
+      },
+      ['enabled', 'solver'],
+    ),
+  },
   'GET /swap-sources': { summary: 'Where the node sources swaps', tags: ['Reference'], querystring: opt(chainIdQ), ok: obj({ sources: arr(str) }) },
-  'GET /metrics/usage': { summary: 'The caller\'s own calls per endpoint, status and error code', tags: ['Operations'], headers: obj(apiKey), querystring: opt({ granularity: { type: 'string', enum: ['minutely', 'hourly', 'daily'] }, startTimestamp: int, endTimestamp: int }), ok: obj({ metrics: arr(obj({ apiKey: str, timestamp: str, endpoint: str, statusCode: int, errorCode: str, count: int }, ['apiKey', 'timestamp', 'endpoint', 'statusCode', 'count'])) }) },
-  'GET /lives': { summary: 'Liveness (withReport=true: the ledger and each chain\'s indexer)', tags: ['Operations'], querystring: opt({ withReport: str }), ok: obj({ status: str, report: anyValue }, ['status']) },
+  'GET /metrics/usage': {
+    summary: "The caller's own calls per endpoint, status and error code",
+    tags: ['Operations'],
+    headers: obj(apiKey),
+    querystring: opt({ granularity: { type: 'string', enum: ['minutely', 'hourly', 'daily'] }, startTimestamp: int, endTimestamp: int }),
+    ok: obj({
+      metrics: arr(
+        obj({ apiKey: str, timestamp: str, endpoint: str, statusCode: int, errorCode: str, count: int }, [
+          'apiKey',
+          'timestamp',
+          'endpoint',
+          'statusCode',
+          'count',
+        ]),
+      ),
+    }),
+  },
+  'GET /lives': {
+    summary: "Liveness (withReport=true: the ledger and each chain's indexer)",
+    tags: ['Operations'],
+    querystring: opt({ withReport: str }),
+    ok: obj({ status: str, report: anyValue }, ['status']),
+  },
   'GET /health': { summary: 'The process answers', tags: ['Operations'], ok: obj({ status: str }) },
-  'GET /ready': { summary: 'Every chain\'s indexer has caught up (503 until then)', tags: ['Operations'], ok: obj({ ready: bool, chains: arr(obj({ chainId: int, head: int, indexed: int, ready: bool })) }) },
+  'GET /ready': {
+    summary: "Every chain's indexer has caught up (503 until then)",
+    tags: ['Operations'],
+    ok: obj({ ready: bool, chains: arr(obj({ chainId: int, head: int, indexed: int, ready: bool })) }),
+  },
   'GET /metrics': { summary: 'Prometheus metrics (text)', tags: ['Operations'], ok: str, contentType: 'text/plain' },
-  'POST /webhooks': { summary: 'Add a webhook for the caller\'s requests (its secret is shown once)', tags: ['Events'], headers: obj(apiKey), body: obj({ url: str }), ok: obj({ id: str, url: str, secret: str, createdAt: int }), okStatus: 201 },
-  'GET /webhooks': { summary: 'The caller\'s webhooks', tags: ['Events'], headers: obj(apiKey), ok: obj({ webhooks: arr(webhook) }) },
-  'DELETE /webhooks/:id': { summary: 'Remove a webhook', tags: ['Events'], headers: obj(apiKey), params: obj({ id: str }), ok: obj({ id: str, removed: bool }) },
-  'GET /webhooks/:id/deliveries': { summary: 'A webhook\'s deliveries', tags: ['Events'], headers: obj(apiKey), params: obj({ id: str }), ok: anyValue },
-  'POST /webhooks/:id/redeliver': { summary: 'Deliver a webhook\'s dead events again', tags: ['Events'], headers: obj(apiKey), params: obj({ id: str }), ok: obj({ redelivered: int }) },
+  'POST /webhooks': {
+    summary: "Add a webhook for the caller's requests (its secret is shown once)",
+    tags: ['Events'],
+    headers: obj(apiKey),
+    body: obj({ url: str }),
+    ok: obj({ id: str, url: str, secret: str, createdAt: int }),
+    okStatus: 201,
+  },
+  'GET /webhooks': { summary: "The caller's webhooks", tags: ['Events'], headers: obj(apiKey), ok: obj({ webhooks: arr(webhook) }) },
+  'DELETE /webhooks/:id': {
+    summary: 'Remove a webhook',
+    tags: ['Events'],
+    headers: obj(apiKey),
+    params: obj({ id: str }),
+    ok: obj({ id: str, removed: bool }),
+  },
+  'GET /webhooks/:id/deliveries': { summary: "A webhook's deliveries", tags: ['Events'], headers: obj(apiKey), params: obj({ id: str }), ok: anyValue },
+  'POST /webhooks/:id/redeliver': {
+    summary: "Deliver a webhook's dead events again",
+    tags: ['Events'],
+    headers: obj(apiKey),
+    params: obj({ id: str }),
+    ok: obj({ redelivered: int }),
+  },
   'GET /intents/status/ws': { summary: 'Websocket stream of status events', tags: ['Events'], ok: anyValue },
 };
 
@@ -258,7 +617,11 @@ export function registerOpenApi(app: FastifyInstance): void {
   app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'relay-node API', version: '0.1.0', description: 'A self-hosted solver and relayer for cross-chain intents, at the hosted service\'s paths.' },
+      info: {
+        title: 'relay-node API',
+        version: '0.1.0',
+        description: "A self-hosted solver and relayer for cross-chain intents, at the hosted service's paths.",
+      },
       components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } } },
     },
     hideUntagged: false,

@@ -101,7 +101,18 @@ const RANGES = {
   fillTimeMax: ['fillTimeMs', 'max'],
 } as const;
 
-const OTHER = new Set(['features', 'includeChildRequests', 'filters', 'sortBy', 'sortDirection', 'includeAuthenticatedData', 'includeTotal', 'limit', 'continuation', 'privateChainsToInclude']);
+const OTHER = new Set([
+  'features',
+  'includeChildRequests',
+  'filters',
+  'sortBy',
+  'sortDirection',
+  'includeAuthenticatedData',
+  'includeTotal',
+  'limit',
+  'continuation',
+  'privateChainsToInclude',
+]);
 
 function single(query: Record<string, unknown>, param: string): string | undefined {
   const v = query[param];
@@ -171,8 +182,8 @@ function filterGroup(group: unknown, index: number, ctx: RequestQueryContext): F
 function ownKeyOnly(field: FilterField, v: string | number, param: string, ctx: RequestQueryContext): string | number {
   if (field !== 'apiKey') return v;
   if (typeof v === 'string' && v.startsWith('rn_')) throw bad(param, 'takes an API key id (key_…), never the key itself');
-  if (ctx.callerKeyId === undefined) throw bad(param, 'needs an API key: it filters by the caller\'s own key only');
-  if (v !== ctx.callerKeyId) throw bad(param, 'may only name the caller\'s own API key id');
+  if (ctx.callerKeyId === undefined) throw bad(param, "needs an API key: it filters by the caller's own key only");
+  if (v !== ctx.callerKeyId) throw bad(param, "may only name the caller's own API key id");
   return v;
 }
 
@@ -194,7 +205,8 @@ function decodeContinuation(v: string, sortBy: SortBy, dir: 'asc' | 'desc'): { k
   } catch {
     throw bad('continuation', 'is not a continuation this API returned');
   }
-  if (!c || typeof c !== 'object' || typeof c.k !== 'number' || typeof c.i !== 'string' || c.i.length > 100) throw bad('continuation', 'is not a continuation this API returned');
+  if (!c || typeof c !== 'object' || typeof c.k !== 'number' || typeof c.i !== 'string' || c.i.length > 100)
+    throw bad('continuation', 'is not a continuation this API returned');
   if (c.s !== sortBy || c.d !== dir) throw bad('continuation', 'belongs to a different sortBy or sortDirection');
   return { key: c.k, id: c.i };
 }
@@ -237,7 +249,8 @@ export function parseRequestQuery(query: Record<string, unknown>, ctx: RequestQu
     groups = parsed.map((g, i) => filterGroup(g, i, ctx));
   }
   const values = [...where, ...groups.flat()].reduce((n, f) => n + (f.values?.length ?? 1), 0);
-  if (values > bounds.maxFilterValues) throw bad('filters', `at most ${bounds.maxFilterValues} filter values in all (the listing's cost bound); this query has ${values}`);
+  if (values > bounds.maxFilterValues)
+    throw bad('filters', `at most ${bounds.maxFilterValues} filter values in all (the listing's cost bound); this query has ${values}`);
 
   const features = query.features === undefined ? [] : list(query.features);
   for (const f of features) if (!/^[a-z0-9_]{1,40}$/.test(f)) throw bad('features', `${f} is not a feature name`);

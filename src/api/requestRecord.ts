@@ -127,7 +127,14 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
         chainId: t.chain_id,
         timestamp: Math.floor((t.broadcast_at ?? t.created_at) / 1000),
         status: txStatus(t),
-        data: { kind: p.kind, from: t.sender, to: p.recipient, amount: p.amount, currency: apiAddress(registry.chain(p.chain_id)?.kind ?? 'evm', p.currency), gasUsed: t.gas_used },
+        data: {
+          kind: p.kind,
+          from: t.sender,
+          to: p.recipient,
+          amount: p.amount,
+          currency: apiAddress(registry.chain(p.chain_id)?.kind ?? 'evm', p.currency),
+          gasUsed: t.gas_used,
+        },
         stateChanges: [],
       })),
   );
@@ -190,11 +197,21 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
   const fs = money?.feeSponsorship ?? null;
   const feeSponsorship = fs
     ? (() => {
-        const { currency, maxSubsidizationAmount, ...stored } = fs as Record<string, unknown> & { currency: { chainId: number; address: string; decimals: number } };
+        const { currency, maxSubsidizationAmount, ...stored } = fs as Record<string, unknown> & {
+          currency: { chainId: number; address: string; decimals: number };
+        };
         // Rent (SVM account rent) is never sponsored here; the published type lists it always.
         const zero = { amount: '0', amountUsd: '0' };
         const components = stored.components as Record<string, unknown> | undefined;
-        const quoted = components ? { ...stored, components: { rent: { selected: false, total: { ...zero, amountFormatted: '0', minimumAmount: '0' }, sponsored: zero, userPays: zero }, ...components } } : stored;
+        const quoted = components
+          ? {
+              ...stored,
+              components: {
+                rent: { selected: false, total: { ...zero, amountFormatted: '0', minimumAmount: '0' }, sponsored: zero, userPays: zero },
+                ...components,
+              },
+            }
+          : stored;
         return {
           quoted: { ...quoted, maxSubsidizationAmount },
           actual: sponsorEntries.length
@@ -202,7 +219,11 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
                 ...quoted,
                 // In the sponsorship currency's smallest unit, like every other amount: the app
                 // balance paid USD micro-units, converted back at the price the quote recorded.
-                sponsorPayment: { amount: usdToUnits(quote.details?.currencyOut, cout, sponsorPaid).toString(), address: currency.address, chainId: currency.chainId },
+                sponsorPayment: {
+                  amount: usdToUnits(quote.details?.currencyOut, cout, sponsorPaid).toString(),
+                  address: currency.address,
+                  chainId: currency.chainId,
+                },
               }
             : null,
           currency,
@@ -217,15 +238,36 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
   const actualRoute =
     deposited && paidOut !== undefined && quote.details
       ? {
-          rate: BigInt(deposited.amount) > 0n && cin && cout ? formatUnits((paidOut * 10n ** BigInt(18 + cin.decimals)) / (BigInt(deposited.amount) * 10n ** BigInt(cout.decimals)), 18) : null,
+          rate:
+            BigInt(deposited.amount) > 0n && cin && cout
+              ? formatUnits((paidOut * 10n ** BigInt(18 + cin.decimals)) / (BigInt(deposited.amount) * 10n ** BigInt(cout.decimals)), 18)
+              : null,
           origin: {
-            inputCurrency: amountJson(cin, r.origin_chain_id, apiAddress(originKind, r.origin_currency), BigInt(deposited.amount), scaledUsd(quote.details.currencyIn, BigInt(deposited.amount))),
-            outputCurrency: amountJson(cin, r.origin_chain_id, apiAddress(originKind, r.origin_currency), BigInt(deposited.amount), scaledUsd(quote.details.currencyIn, BigInt(deposited.amount))),
+            inputCurrency: amountJson(
+              cin,
+              r.origin_chain_id,
+              apiAddress(originKind, r.origin_currency),
+              BigInt(deposited.amount),
+              scaledUsd(quote.details.currencyIn, BigInt(deposited.amount)),
+            ),
+            outputCurrency: amountJson(
+              cin,
+              r.origin_chain_id,
+              apiAddress(originKind, r.origin_currency),
+              BigInt(deposited.amount),
+              scaledUsd(quote.details.currencyIn, BigInt(deposited.amount)),
+            ),
             router: 'relay-node',
           },
           destination: {
             inputCurrency: quote.details.currencyOut,
-            outputCurrency: amountJson(cout, r.destination_chain_id, apiAddress(destKind, r.destination_currency), paidOut, scaledUsd(quote.details.currencyOut, paidOut)),
+            outputCurrency: amountJson(
+              cout,
+              r.destination_chain_id,
+              apiAddress(destKind, r.destination_currency),
+              paidOut,
+              scaledUsd(quote.details.currencyOut, paidOut),
+            ),
             router: 'relay-node',
           },
         }
@@ -249,7 +291,15 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
     feeSponsorship,
     route: { includedSwapSources: [], includedOriginSwapSources: [], includedDestinationSwapSources: [], quoted: quotedRoute, actual: actualRoute },
     quoteOraclePrice: null,
-    refundCurrencyData: refund ? amountJson(registry.currency(refund.chain_id, refund.currency), refund.chain_id, refund.currency, BigInt(refund.amount), scaledUsd(quote.details?.currencyIn, BigInt(refund.amount))) : null,
+    refundCurrencyData: refund
+      ? amountJson(
+          registry.currency(refund.chain_id, refund.currency),
+          refund.chain_id,
+          refund.currency,
+          BigInt(refund.amount),
+          scaledUsd(quote.details?.currencyIn, BigInt(refund.amount)),
+        )
+      : null,
     externalMetadata: { moonpayId: null },
   };
   if (ctx.authenticatedFor && r.api_key_id === ctx.authenticatedFor) {
@@ -266,7 +316,13 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
     recipient: r.recipient,
     refundTo: r.refund_to,
     depositAddress: r.deposit_address
-      ? { address: r.deposit_address, type: (money as { depositAddressType?: string } | null)?.depositAddressType ?? 'strict', depositor: r.refund_to ?? r.user, depositTxHash: deposits[0]?.tx_hash ?? null, recoveryAddress: null }
+      ? {
+          address: r.deposit_address,
+          type: (money as { depositAddressType?: string } | null)?.depositAddressType ?? 'strict',
+          depositor: r.refund_to ?? r.user,
+          depositTxHash: deposits[0]?.tx_hash ?? null,
+          recoveryAddress: null,
+        }
       : null,
     requestType: r.request_type,
     supersededByRequestId: null,

@@ -13,11 +13,11 @@ const V2_STATUS: Record<string, string> = {
   refund: 'refund',
 };
 
-const withHash = (txs: unknown) =>
-  (txs as { txHash: string }[]).map(({ txHash, ...rest }) => ({ hash: txHash, ...rest }));
+const withHash = (txs: unknown) => (txs as { txHash: string }[]).map(({ txHash, ...rest }) => ({ hash: txHash, ...rest }));
 
 /** The v2 shape, derived from the v3 record by undoing the interface's "v2 to v3 changes". */
 export function toV2Record(r: V3) {
+  // biome-ignore lint/suspicious/noExplicitAny: the v3 record's data is the published open shape; each field read is checked below.
   const d = r.data as Record<string, any>;
   const quotedFees = d.fees?.quoted;
   const currency = d.fees?.currency ?? null;

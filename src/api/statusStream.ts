@@ -66,7 +66,9 @@ export class StatusStream {
   constructor(ctx: ApiContext, limits: ApiLimits) {
     this.#ctx = ctx;
     this.#limits = limits;
-    this.#walletRequests = ctx.ledger.db.prepare(`SELECT * FROM (SELECT * FROM requests WHERE user = ? ORDER BY created_at DESC, id DESC LIMIT ${WALLET_SNAPSHOT_LIMIT}) ORDER BY created_at, id`);
+    this.#walletRequests = ctx.ledger.db.prepare(
+      `SELECT * FROM (SELECT * FROM requests WHERE user = ? ORDER BY created_at DESC, id DESC LIMIT ${WALLET_SNAPSHOT_LIMIT}) ORDER BY created_at, id`,
+    );
     this.#unsubscribe = ctx.ledger.events.onAppended(() => this.wake());
     // Also polls: a read-only replica sees the node's commits only through the database.
     this.#poll = setInterval(() => this.wake(), POLL_MS);
@@ -222,7 +224,11 @@ export class StatusStream {
       case 'ping':
         return this.#send(c, { type: 'pong', timestamp: Date.now() });
       default:
-        return this.#error(c, 'INVALID_MESSAGE', `unknown message type ${JSON.stringify(String(m.type ?? '')).slice(0, 40)}: use subscribe, unsubscribe or ping`);
+        return this.#error(
+          c,
+          'INVALID_MESSAGE',
+          `unknown message type ${JSON.stringify(String(m.type ?? '')).slice(0, 40)}: use subscribe, unsubscribe or ping`,
+        );
     }
   }
 
@@ -241,7 +247,8 @@ export class StatusStream {
   }
 
   #subscribe(c: Client, m: Record<string, unknown>): void {
-    if (m.requestIds !== undefined && m.wallet !== undefined) return this.#error(c, 'INVALID_MESSAGE', 'subscribe to requestIds or to a wallet, one per message');
+    if (m.requestIds !== undefined && m.wallet !== undefined)
+      return this.#error(c, 'INVALID_MESSAGE', 'subscribe to requestIds or to a wallet, one per message');
     if (m.wallet !== undefined) return this.#subscribeWallet(c, m);
     const ids = this.#requestIds(c, m);
     if (!ids) return;
@@ -270,14 +277,16 @@ export class StatusStream {
       const found = typeof m.apiKey === 'string' && m.apiKey.length <= 200 ? this.#ctx.ledger.apiKeys.lookup(m.apiKey) : { state: 'unknown' as const };
       // A failed lookup costs the address's HTTP bucket too: guessing keys here is no cheaper than over HTTP.
       if (found.state !== 'valid' && !this.#limits.perIp.take(c.ip).ok) return this.#error(c, 'RATE_LIMITED', 'too many requests from this address');
-      if (found.state !== 'valid') return this.#error(c, 'INVALID_API_KEY', found.state === 'revoked' ? 'the API key has been revoked' : 'the API key is not valid');
+      if (found.state !== 'valid')
+        return this.#error(c, 'INVALID_API_KEY', found.state === 'revoked' ? 'the API key has been revoked' : 'the API key is not valid');
       keyId = found.key.id;
       c.apiKeyId = keyId;
     }
     if (!keyId) return this.#error(c, 'MISSING_API_KEY', 'a wallet subscription needs an API key: send x-api-key on the upgrade or "apiKey" in the message');
     const wallet = normalizeWallet(m.wallet);
     if (c.wallets.has(wallet)) return this.#send(c, { type: 'subscribed', wallet });
-    if (c.wallets.size >= MAX_WALLET_SUBSCRIPTIONS) return this.#error(c, 'TOO_MANY_SUBSCRIPTIONS', `at most ${MAX_WALLET_SUBSCRIPTIONS} wallets per connection`);
+    if (c.wallets.size >= MAX_WALLET_SUBSCRIPTIONS)
+      return this.#error(c, 'TOO_MANY_SUBSCRIPTIONS', `at most ${MAX_WALLET_SUBSCRIPTIONS} wallets per connection`);
     const ledger = this.#ctx.ledger;
     const { seq, rows } = ledger.db.transaction(() => ({ seq: ledger.events.maxSeq(), rows: this.#walletRequests.all(wallet) as RequestRow[] }))();
     c.wallets.set(wallet, seq);

@@ -23,7 +23,10 @@ export class UsageRecorder {
   #pending = new Map<string, number>();
   #timer: NodeJS.Timeout;
   #upsert;
-  constructor(private db: Db, flushMs = 5_000) {
+  constructor(
+    private db: Db,
+    flushMs = 5_000,
+  ) {
     this.#upsert = db.prepare(`INSERT INTO api_usage (api_key_id, minute, endpoint, status_code, error_code, count) VALUES (?, ?, ?, ?, ?, ?)
       ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = count + excluded.count`);
     this.#timer = setInterval(() => this.flush(), flushMs);
@@ -56,7 +59,13 @@ export class UsageRecorder {
     const rows = this.db
       .prepare(`SELECT (minute / @size) * @size AS bucket, endpoint, status_code, error_code, SUM(count) AS n FROM api_usage
         WHERE api_key_id = @key AND minute >= @from AND minute < @to GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`)
-      .all({ size, key: apiKeyId, from: Math.floor(from / size) * size, to }) as { bucket: number; endpoint: string; status_code: number; error_code: string; n: number }[];
+      .all({ size, key: apiKeyId, from: Math.floor(from / size) * size, to }) as {
+      bucket: number;
+      endpoint: string;
+      status_code: number;
+      error_code: string;
+      n: number;
+    }[];
     return rows.map((r) => ({
       apiKey: apiKeyId,
       timestamp: new Date(r.bucket).toISOString(),

@@ -36,7 +36,9 @@ export async function runAudit(config: Config, ledger: Ledger, clients: Map<numb
       notCovered.push({ chainId: chain.id, kind: chain.kind });
       continue;
     }
-    const client = clients.get(chain.id) ?? (createPublicClient({ chain: viemChain(chain), transport: http(chain.rpcUrl, { batch: { batchSize: 50, wait: 0 } }) }) as PublicClient);
+    const client =
+      clients.get(chain.id) ??
+      (createPublicClient({ chain: viemChain(chain), transport: http(chain.rpcUrl, { batch: { batchSize: 50, wait: 0 } }) }) as PublicClient);
     chains.push(await auditEvmChain(chain, client, ledger, solver));
   }
   return { ranAt: Date.now(), chains, notCovered, differences: [...unevidencedCredits(ledger), ...chains.flatMap((c) => c.differences)] };
@@ -55,7 +57,8 @@ export function formatAudit(r: AuditResult): string {
       );
     }
   }
-  for (const c of r.chains) for (const id of c.writtenOff) lines.push(`chain ${c.chainId}: deposit ${id} written off (a reorg removed it after its payout: DEPOSIT_REORGED)`);
+  for (const c of r.chains)
+    for (const id of c.writtenOff) lines.push(`chain ${c.chainId}: deposit ${id} written off (a reorg removed it after its payout: DEPOSIT_REORGED)`);
   for (const n of r.notCovered) lines.push(`chain ${n.chainId} (${n.kind}): not reconciled by this audit`);
   lines.push(r.differences.length ? `${r.differences.length} difference(s):` : 'no differences: the books reconcile with the chains');
   for (const d of r.differences) lines.push(`  - ${d}`);
@@ -72,7 +75,9 @@ export function recordAudit(ledger: Ledger, r: AuditResult): void {
 export function registerAuditMetrics(registry: PromRegistry, ledger: Ledger): void {
   const last = () => {
     try {
-      return ledger.db.prepare('SELECT ran_at, differences FROM audit_runs ORDER BY id DESC LIMIT 1').get() as { ran_at: number; differences: number } | undefined;
+      return ledger.db.prepare('SELECT ran_at, differences FROM audit_runs ORDER BY id DESC LIMIT 1').get() as
+        | { ran_at: number; differences: number }
+        | undefined;
     } catch {
       return undefined; // a closed ledger at shutdown
     }

@@ -79,7 +79,10 @@ export class AuditDifference implements UnexplainedMovement {
       if (!r || r.blockNumber > head) continue;
       add(left, native, r.gasUsed * r.effectiveGasPrice);
       if (r.status !== 'success') continue;
-      const carried = this.ledger.payouts.rowsOfTx(hash).flatMap((t) => this.ledger.payouts.get(t.payout_id) ?? []).filter((p) => !books.paid.has(p.id));
+      const carried = this.ledger.payouts
+        .rowsOfTx(hash)
+        .flatMap((t) => this.ledger.payouts.get(t.payout_id) ?? [])
+        .filter((p) => !books.paid.has(p.id));
       for (const c of currencies) {
         const m = solverBooks(carried, [], c.address);
         add(left, getAddress(c.address), m.fills + m.claims + m.relayed - m.withdrawn);
@@ -167,7 +170,8 @@ export class AuditDifference implements UnexplainedMovement {
     }
     const accepted: Amounts = new Map();
     for (const act of this.ledger.operations.actionsOf(LOSS_ACCEPTED, `chain:${chainId}`)) {
-      for (const [k, v] of Object.entries((JSON.parse(act.detail ?? '{}') as { amounts?: Record<string, string> }).amounts ?? {})) add(accepted, getAddress(k), BigInt(v));
+      for (const [k, v] of Object.entries((JSON.parse(act.detail ?? '{}') as { amounts?: Record<string, string> }).amounts ?? {}))
+        add(accepted, getAddress(k), BigInt(v));
     }
     const paid = payouts.filter((p) => p.state === 'success');
     const sent = payouts.filter((p) => p.state === 'sent');
@@ -185,7 +189,11 @@ export class AuditDifference implements UnexplainedMovement {
   }
 
   #txHashes(chainId: number, solver: string): string[] {
-    return (this.ledger.db.prepare('SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)').all(chainId, solver) as { hash: string }[]).map((r) => r.hash);
+    return (
+      this.ledger.db.prepare('SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)').all(chainId, solver) as {
+        hash: string;
+      }[]
+    ).map((r) => r.hash);
   }
 
   async #openingBalance(a: EvmAdapter, c: Currency, block: number): Promise<bigint> {
@@ -205,4 +213,6 @@ async function readBalance(a: EvmAdapter, owner: string, currency: string, block
   return a.client.readContract({ address: currency as Address, abi: erc20BalanceAbi, functionName: 'balanceOf', args: [owner as Address], ...at });
 }
 
-const erc20BalanceAbi = [{ type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ type: 'uint256' }] }] as const;
+const erc20BalanceAbi = [
+  { type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ type: 'uint256' }] },
+] as const;

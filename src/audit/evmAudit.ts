@@ -1,4 +1,16 @@
-import { decodeFunctionData, erc20Abi, getAbiItem, getAddress, toEventSelector, toHex, zeroAddress, type Address, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
+import {
+  decodeFunctionData,
+  erc20Abi,
+  getAbiItem,
+  getAddress,
+  toEventSelector,
+  toHex,
+  zeroAddress,
+  type Address,
+  type Hex,
+  type PublicClient,
+  type TransactionReceipt,
+} from 'viem';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { decodeDepositLog, type RpcLog } from '../chains/evm/depositLogs.ts';
 import { fundingParts } from '../chains/evm/fundingWatcher.ts';
@@ -75,13 +87,18 @@ export interface SolverBooks {
  * state, `credits` its standing (not reversed) funding credits after the opening block. Shared by the
  * audit and the loss breaker, so both explain the wallet the same way.
  */
-export function solverBooks(payouts: Pick<PayoutRow, 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls'>[], credits: FundingCredit[], currency: string): SolverBooks {
+export function solverBooks(
+  payouts: Pick<PayoutRow, 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls'>[],
+  credits: FundingCredit[],
+  currency: string,
+): SolverBooks {
   // Compared lowercased: a checksum per payout would cost more than the rest of the loss breaker's check.
   const cur = currency.toLowerCase();
   const is = (c: string) => c.toLowerCase() === cur;
   const native = cur === zeroAddress;
-  const fills = sum(payouts.filter((p) => p.kind === 'fill' && (p.calls ? native : is(p.currency))).map((p) => BigInt(p.amount)))
-    + (native ? sum(payouts.filter((p) => p.kind === 'fill' && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n);
+  const fills =
+    sum(payouts.filter((p) => p.kind === 'fill' && (p.calls ? native : is(p.currency))).map((p) => BigInt(p.amount))) +
+    (native ? sum(payouts.filter((p) => p.kind === 'fill' && p.native_topup).map((p) => BigInt(p.native_topup!))) : 0n);
   return {
     funding: sum(credits.flatMap((c) => c.parts.filter((p) => is(p.currency)).map((p) => p.amount))),
     withdrawn: sum(payouts.filter((p) => p.kind === 'withdrawal' && is(p.currency)).map((p) => BigInt(p.amount))),
@@ -126,8 +143,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   const txs = ledger.db.prepare('SELECT * FROM transactions WHERE chain_id = ?').all(chain.id) as TransactionRow[];
   const txsOf = new Map<string, TransactionRow[]>();
   for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
-  const receiptOf = async (hash: string) =>
-    receipts.get(hash) ?? (await client.getTransactionReceipt({ hash: hash as Hex }).catch(() => undefined));
+  const receiptOf = async (hash: string) => receipts.get(hash) ?? (await client.getTransactionReceipt({ hash: hash as Hex }).catch(() => undefined));
   // A batched fill pays several payouts in one transaction: each hash maps to every payout it paid.
   const paidTx = new Map<string, PayoutRow[]>();
   for (const p of payouts) {
@@ -136,13 +152,16 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     for (const t of own) {
       const r = await receiptOf(t.hash);
       if (r?.status === 'success') successes.push(t.hash);
-      if (r && t.fee !== null && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice) diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${r.gasUsed * r.effectiveGasPrice}`);
+      if (r && t.fee !== null && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice)
+        diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${r.gasUsed * r.effectiveGasPrice}`);
     }
     if (p.state === 'success') {
       const r = p.tx_hash ? await receiptOf(p.tx_hash) : undefined;
-      if (!p.tx_hash || r?.status !== 'success') diff(`payout ${p.id} is paid in the ledger but its transaction ${p.tx_hash ?? '(none)'} is not a successful one on chain`);
+      if (!p.tx_hash || r?.status !== 'success')
+        diff(`payout ${p.id} is paid in the ledger but its transaction ${p.tx_hash ?? '(none)'} is not a successful one on chain`);
       // Another sender may have landed it (a refund's signed request is anyone's to submit): then none of ours succeeded.
-      if (successes.length > 1 || (successes.length === 1 && successes[0] !== p.tx_hash)) diff(`payout ${p.id} has ${successes.length} successful transactions of ours (${successes.join(', ')}); exactly one is ${p.tx_hash}`);
+      if (successes.length > 1 || (successes.length === 1 && successes[0] !== p.tx_hash))
+        diff(`payout ${p.id} has ${successes.length} successful transactions of ours (${successes.join(', ')}); exactly one is ${p.tx_hash}`);
       if (p.tx_hash) paidTx.set(p.tx_hash, [...(paidTx.get(p.tx_hash) ?? []), p]);
     } else if (p.state === 'failed') {
       if (successes.length) diff(`payout ${p.id} failed in the ledger but its transaction ${successes[0]} succeeded on chain`);
@@ -171,17 +190,27 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     if (l.topics[0] !== FILLED) continue;
     events++;
     const paid = paidTx.get(l.transactionHash) ?? [];
-    if (!paid.some((p) => p.kind === 'fill' && p.request_id?.toLowerCase() === l.topics[1]?.toLowerCase())) diff(`OrderFilled ${l.topics[1]} in ${l.transactionHash} matches no paid fill in the ledger`);
+    if (!paid.some((p) => p.kind === 'fill' && p.request_id?.toLowerCase() === l.topics[1]?.toLowerCase()))
+      diff(`OrderFilled ${l.topics[1]} in ${l.transactionHash} matches no paid fill in the ledger`);
   }
   const inRange = ledger.db
     .prepare(
       `SELECT d.id, d.tx_hash, d.order_ref, d.currency, d.amount, d.state, r.fail_reason FROM deposits d LEFT JOIN requests r ON r.id = d.request_id
        WHERE d.chain_id = ? AND d.state != 'reorged' AND d.block_number > ? AND d.block_number <= ?`,
     )
-    .all(chain.id, opening, head) as { id: string; tx_hash: string; order_ref: string; currency: string; amount: string; state: string; fail_reason: string | null }[];
+    .all(chain.id, opening, head) as {
+    id: string;
+    tx_hash: string;
+    order_ref: string;
+    currency: string;
+    amount: string;
+    state: string;
+    fail_reason: string | null;
+  }[];
   // A deposit is matched by what it is, not by its log index: one included again at another index
   // after a reorg keeps its ledger id (the indexer relocates it).
-  const what = (d: { tx_hash: string; order_ref: string; currency: string; amount: string }) => `${d.tx_hash.toLowerCase()}:${d.order_ref.toLowerCase()}:${getAddress(d.currency)}:${d.amount}`;
+  const what = (d: { tx_hash: string; order_ref: string; currency: string; amount: string }) =>
+    `${d.tx_hash.toLowerCase()}:${d.order_ref.toLowerCase()}:${getAddress(d.currency)}:${d.amount}`;
   // A deposit a reorg removed after its payout was signed stays handled, with DEPOSIT_REORGED on its
   // request: a loss the books already record (written off), not a deposit the depository holds.
   const writtenOff = new Set<string>();
@@ -193,7 +222,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     if (l.topics[0] === CALL_EXECUTED) {
       events++;
       const paid = paidTx.get(l.transactionHash) ?? [];
-      if (!paid.some((p) => p.kind === 'refund' || p.kind === 'excess' || p.kind === 'withdrawal')) diff(`RelayCallExecuted in ${l.transactionHash} matches no paid refund or withdrawal in the ledger`);
+      if (!paid.some((p) => p.kind === 'refund' || p.kind === 'excess' || p.kind === 'withdrawal'))
+        diff(`RelayCallExecuted in ${l.transactionHash} matches no paid refund or withdrawal in the ledger`);
       continue;
     }
     const d = decodeDepositLog(l);
@@ -226,19 +256,29 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     }
     const tx = await client.getTransaction({ hash: c.tx_hash as Hex });
     const now = fundingParts(tx, r, solver, tokens);
-    const key = (ps: { currency: string; amount: bigint }[]) => ps.map((p) => `${getAddress(p.currency)}:${p.amount}`).sort().join(',');
+    const key = (ps: { currency: string; amount: bigint }[]) =>
+      ps
+        .map((p) => `${getAddress(p.currency)}:${p.amount}`)
+        .sort()
+        .join(',');
     if (key(now) !== key(c.parts)) diff(`credit ${c.credit_ref}: the ledger booked ${key(c.parts)}, the chain moved ${key(now)}`);
   }
 
   // ---- balances per currency: opening + what the books say moved = what the chain holds
   const out: CurrencyAudit[] = [];
   const balanceOf = (currency: Address, who: Address, at?: { blockNumber: bigint }) =>
-    currency === zeroAddress ? client.getBalance({ address: who, ...at }) : client.readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [who], ...at });
+    currency === zeroAddress
+      ? client.getBalance({ address: who, ...at })
+      : client.readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [who], ...at });
   for (const cur of all) {
     const is = (c: string) => getAddress(c) === cur.address;
     const paid = payouts.filter((p) => p.state === 'success');
     // A withdrawal moves depository funds owed to the solver into the solver's wallet.
-    const { fills, claims, withdrawn, funding, relayed } = solverBooks(paid, credits.filter((c) => !c.reversed), cur.address);
+    const { fills, claims, withdrawn, funding, relayed } = solverBooks(
+      paid,
+      credits.filter((c) => !c.reversed),
+      cur.address,
+    );
     const refunds = sum(paid.filter((p) => (p.kind === 'refund' || p.kind === 'excess') && is(p.currency)).map((p) => BigInt(p.amount)));
     const deposited = sum(deposits.filter((d) => is(d.currency)).map((d) => BigInt(d.amount)));
     const gasHere = cur.address === zeroAddress ? gas : 0n;
@@ -251,8 +291,14 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     ]);
     const sExpected = sOpen + funding + withdrawn - fills - claims - relayed - gasHere;
     const dExpected = dOpen + deposited - refunds - withdrawn;
-    if (sNow !== sExpected) diff(`solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} + withdrawals ${withdrawn} − fills ${fills} − claims ${claims} − relayed ${relayed} − gas ${gasHere}); unexplained ${sNow - sExpected}`);
-    if (dNow !== dExpected) diff(`depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds} − withdrawals ${withdrawn}); unexplained ${dNow - dExpected}`);
+    if (sNow !== sExpected)
+      diff(
+        `solver ${cur.symbol}: the chain holds ${sNow}, the books explain ${sExpected} (opening ${sOpen} + funding ${funding} + withdrawals ${withdrawn} − fills ${fills} − claims ${claims} − relayed ${relayed} − gas ${gasHere}); unexplained ${sNow - sExpected}`,
+      );
+    if (dNow !== dExpected)
+      diff(
+        `depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds} − withdrawals ${withdrawn}); unexplained ${dNow - dExpected}`,
+      );
     out.push({
       chainId: chain.id,
       currency: cur.address,

@@ -7,7 +7,6 @@ import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
 import { sum, type ChainAudit, type CurrencyAudit } from './evmAudit.ts';
 
-
 /**
  * Reconciles the exchange chain's books with what the exchange's own API reports: its ledger of
  * the solver's account (userNonFundingLedgerUpdates) against the ledger's deposits and payouts, both
@@ -18,7 +17,12 @@ import { sum, type ChainAudit, type CurrencyAudit } from './evmAudit.ts';
  * matched by its update hash, a payout by the nonce of its signed action. The solver's account is
  * also the deposit address: the depository balance is the solver's (reported as zero).
  */
-export async function auditExchangeChain(chain: ExchangeChainConfig, ledger: Ledger, solver: Address, client = new ExchangeClient({ url: chain.exchangeUrl })): Promise<ChainAudit> {
+export async function auditExchangeChain(
+  chain: ExchangeChainConfig,
+  ledger: Ledger,
+  solver: Address,
+  client = new ExchangeClient({ url: chain.exchangeUrl }),
+): Promise<ChainAudit> {
   const differences: string[] = [];
   const diff = (s: string) => differences.push(`chain ${chain.id}: ${s}`);
   const assets = new ExchangeAssets(chain, client);
@@ -26,7 +30,17 @@ export async function auditExchangeChain(chain: ExchangeChainConfig, ledger: Led
   const until = updates.reduce((m, u) => Math.max(m, u.time), 0);
 
   // ---- the exchange's transfers of the solver's account, each read in the currency it moved
-  interface Move { hash: string; time: number; out: boolean; nonce: number | undefined; currency: string; amount: bigint; fee: bigint; feeCurrency: string | undefined; to: string }
+  interface Move {
+    hash: string;
+    time: number;
+    out: boolean;
+    nonce: number | undefined;
+    currency: string;
+    amount: bigint;
+    fee: bigint;
+    feeCurrency: string | undefined;
+    to: string;
+  }
   const moves: Move[] = [];
   for (const u of updates) {
     const d = u.delta as SendLedgerDelta;
@@ -47,20 +61,37 @@ export async function auditExchangeChain(chain: ExchangeChainConfig, ledger: Led
       continue;
     }
     const fee = out && d.fee && Number(d.fee) !== 0 ? parseDecimalFloor(d.fee, chain.nativeCurrency.decimals) : 0n;
-    moves.push({ hash: u.hash.toLowerCase(), time: u.time, out, nonce: typeof d.nonce === 'number' ? d.nonce : undefined, currency: asset.currency, amount: parseDecimalFloor(d.amount, asset.decimals), fee, feeCurrency: fee ? EXCHANGE_PERPS_USD : undefined, to: getAddress(d.destination) });
+    moves.push({
+      hash: u.hash.toLowerCase(),
+      time: u.time,
+      out,
+      nonce: typeof d.nonce === 'number' ? d.nonce : undefined,
+      currency: asset.currency,
+      amount: parseDecimalFloor(d.amount, asset.decimals),
+      fee,
+      feeCurrency: fee ? EXCHANGE_PERPS_USD : undefined,
+      to: getAddress(d.destination),
+    });
   }
 
   // ---- deposits: every transfer to the solver is a ledger deposit, and every ledger deposit is one of them
-  const deposits = ledger.db.prepare(`SELECT id, tx_hash, currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged'`).all(chain.id) as { id: string; tx_hash: string; currency: string; amount: string }[];
+  const deposits = ledger.db.prepare(`SELECT id, tx_hash, currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged'`).all(chain.id) as {
+    id: string;
+    tx_hash: string;
+    currency: string;
+    amount: string;
+  }[];
   const depositOf = new Map(deposits.map((d) => [d.tx_hash.toLowerCase(), d]));
   const ins = moves.filter((m) => !m.out);
   for (const m of ins) {
     const d = depositOf.get(m.hash);
     if (!d) diff(`exchange transfer ${m.hash} of ${m.amount} ${m.currency} to the solver is not a ledger deposit`);
-    else if (d.currency !== m.currency || BigInt(d.amount) !== m.amount) diff(`ledger deposit ${d.id} books ${d.amount} of ${d.currency}; the exchange moved ${m.amount} of ${m.currency}`);
+    else if (d.currency !== m.currency || BigInt(d.amount) !== m.amount)
+      diff(`ledger deposit ${d.id} books ${d.amount} of ${d.currency}; the exchange moved ${m.amount} of ${m.currency}`);
   }
   const inHashes = new Set(ins.map((m) => m.hash));
-  for (const d of deposits) if (!inHashes.has(d.tx_hash.toLowerCase())) diff(`ledger deposit ${d.id} (${d.amount} of ${d.currency}) is not in the exchange's ledger`);
+  for (const d of deposits)
+    if (!inHashes.has(d.tx_hash.toLowerCase())) diff(`ledger deposit ${d.id} (${d.amount} of ${d.currency}) is not in the exchange's ledger`);
 
   // ---- payouts: each paid one is exactly one transfer out (by its action's nonce), a failed one none
   const payouts = ledger.db.prepare('SELECT * FROM payouts WHERE chain_id = ?').all(chain.id) as PayoutRow[];
@@ -74,9 +105,11 @@ export async function auditExchangeChain(chain: ExchangeChainConfig, ledger: Led
     for (const { m } of landed) matched.add(m);
     if (p.state === 'success') {
       const mine = landed.filter(({ t }) => t.hash === p.tx_hash);
-      if (mine.length !== 1 || landed.length !== 1) diff(`payout ${p.id} is paid in the ledger by ${p.tx_hash ?? '(none)'}, but the exchange reports ${landed.length} transfer(s) of its actions`);
+      if (mine.length !== 1 || landed.length !== 1)
+        diff(`payout ${p.id} is paid in the ledger by ${p.tx_hash ?? '(none)'}, but the exchange reports ${landed.length} transfer(s) of its actions`);
       for (const { m } of mine) {
-        if (m.currency !== p.currency || m.amount !== BigInt(p.amount) || m.to !== getAddress(p.recipient)) diff(`payout ${p.id} books ${p.amount} of ${p.currency} to ${p.recipient}; the exchange moved ${m.amount} of ${m.currency} to ${m.to} (${m.hash})`);
+        if (m.currency !== p.currency || m.amount !== BigInt(p.amount) || m.to !== getAddress(p.recipient))
+          diff(`payout ${p.id} books ${p.amount} of ${p.currency} to ${p.recipient}; the exchange moved ${m.amount} of ${m.currency} to ${m.to} (${m.hash})`);
       }
     } else if (p.state === 'failed') {
       if (landed.length) diff(`payout ${p.id} failed in the ledger but the exchange applied its action (${landed[0]!.m.hash})`);
@@ -84,7 +117,8 @@ export async function auditExchangeChain(chain: ExchangeChainConfig, ledger: Led
       diff(`payout ${p.id} (${p.kind}) is still ${p.state}: the books are not settled`);
     }
   }
-  for (const m of moves) if (m.out && !matched.has(m)) diff(`exchange transfer ${m.hash} of ${m.amount} ${m.currency} out of the solver to ${m.to} is not a ledger payout`);
+  for (const m of moves)
+    if (m.out && !matched.has(m)) diff(`exchange transfer ${m.hash} of ${m.amount} ${m.currency} out of the solver to ${m.to} is not a ledger payout`);
 
   // ---- balances per currency: opening (what no transfer reports) + deposits − fills − refunds − fees
   const all = [{ address: EXCHANGE_PERPS_USD, symbol: chain.nativeCurrency.symbol }, ...chain.currencies.filter((c) => c.address !== EXCHANGE_PERPS_USD)];
@@ -94,7 +128,9 @@ export async function auditExchangeChain(chain: ExchangeChainConfig, ledger: Led
     const asset = await assets.asset(c.address);
     const is = (x: string) => x === asset.currency;
     const actual = await balanceOf(client, solver, asset);
-    const reported = sum(moves.filter((m) => is(m.currency)).map((m) => (m.out ? -m.amount : m.amount))) - sum(moves.filter((m) => m.feeCurrency && is(m.feeCurrency)).map((m) => m.fee));
+    const reported =
+      sum(moves.filter((m) => is(m.currency)).map((m) => (m.out ? -m.amount : m.amount))) -
+      sum(moves.filter((m) => m.feeCurrency && is(m.feeCurrency)).map((m) => m.fee));
     const opening = actual - reported;
     const paid = payouts.filter((p) => p.state === 'success' && is(p.currency));
     const fills = sum(paid.filter((p) => p.kind === 'fill').map((p) => BigInt(p.amount)));
@@ -104,7 +140,10 @@ export async function auditExchangeChain(chain: ExchangeChainConfig, ledger: Led
     // The exchange's fees (none on the devnet) are evidence only its ledger holds: they are the books' gas.
     const fees = sum(moves.filter((m) => m.feeCurrency && is(m.feeCurrency)).map((m) => m.fee));
     const expected = opening + deposited - fills - refunds - claims - fees;
-    if (actual !== expected) diff(`solver ${c.symbol} (${asset.currency}): the exchange holds ${actual}, the books explain ${expected} (opening ${opening} + deposits ${deposited} − fills ${fills} − refunds ${refunds} − claims ${claims} − fees ${fees}); unexplained ${actual - expected}`);
+    if (actual !== expected)
+      diff(
+        `solver ${c.symbol} (${asset.currency}): the exchange holds ${actual}, the books explain ${expected} (opening ${opening} + deposits ${deposited} − fills ${fills} − refunds ${refunds} − claims ${claims} − fees ${fees}); unexplained ${actual - expected}`,
+      );
     out.push({
       chainId: chain.id,
       currency: asset.currency,

@@ -1,5 +1,5 @@
 import { SvmRpcPool, svmConnection } from '../chains/svm/rpcPool.ts';
-import { Connection, PublicKey, type ConfirmedSignatureInfo, type VersionedTransactionResponse } from '@solana/web3.js';
+import type { Connection, PublicKey, ConfirmedSignatureInfo, VersionedTransactionResponse } from '@solana/web3.js';
 import { SVM_NATIVE } from '../chains/address.ts';
 import { auditedAccounts, readBalances } from '../chains/svm/auditOpening.ts';
 import type { SvmChainConfig } from '../config/schema.ts';
@@ -33,7 +33,12 @@ function rentOf(tx: VersionedTransactionResponse | null): bigint {
  * − gas top-ups − transaction fees − rent of the token accounts its payouts created. Each unexplained
  * amount is named in `differences`.
  */
-export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solver: PublicKey, conn: Connection = svmConnection(new SvmRpcPool({ chain }), 'confirmed')): Promise<ChainAudit> {
+export async function auditSvmChain(
+  chain: SvmChainConfig,
+  ledger: Ledger,
+  solver: PublicKey,
+  conn: Connection = svmConnection(new SvmRpcPool({ chain }), 'confirmed'),
+): Promise<ChainAudit> {
   const differences: string[] = [];
   const diff = (s: string) => differences.push(`chain ${chain.id}: ${s}`);
   const txCache = new Map<string, Awaited<ReturnType<Connection['getTransaction']>>>();
@@ -60,8 +65,10 @@ export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solve
       if (t.fee !== null && BigInt(t.fee) !== BigInt(fee)) diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${fee}`);
     }
     if (p.state === 'success') {
-      if (!p.tx_hash || !(await succeeded(p.tx_hash))) diff(`payout ${p.id} is paid in the ledger but its transaction ${p.tx_hash ?? '(none)'} is not a successful one on chain`);
-      if (successes.length > 1 || (successes.length === 1 && successes[0] !== p.tx_hash)) diff(`payout ${p.id} has ${successes.length} successful transactions of ours (${successes.join(', ')}); exactly one is ${p.tx_hash}`);
+      if (!p.tx_hash || !(await succeeded(p.tx_hash)))
+        diff(`payout ${p.id} is paid in the ledger but its transaction ${p.tx_hash ?? '(none)'} is not a successful one on chain`);
+      if (successes.length > 1 || (successes.length === 1 && successes[0] !== p.tx_hash))
+        diff(`payout ${p.id} has ${successes.length} successful transactions of ours (${successes.join(', ')}); exactly one is ${p.tx_hash}`);
     } else if (p.state === 'failed') {
       if (successes.length) diff(`payout ${p.id} failed in the ledger but its transaction ${successes[0]} succeeded on chain`);
     } else {
@@ -78,7 +85,6 @@ export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solve
     if (page.length < PAGE) break;
     before = page.at(-1)!.signature;
   }
-  let events = 0;
   for (const s of sigs) {
     if (s.err !== null || ours.has(s.signature)) continue;
     const t = await txOf(s.signature);
@@ -87,15 +93,24 @@ export async function auditSvmChain(chain: SvmChainConfig, ledger: Ledger, solve
   }
 
   // ---- every ledger deposit is a successful transaction on chain
-  const deposits = ledger.db.prepare(`SELECT id, tx_hash FROM deposits WHERE chain_id = ? AND state != 'reorged'`).all(chain.id) as { id: string; tx_hash: string }[];
+  const deposits = ledger.db.prepare(`SELECT id, tx_hash FROM deposits WHERE chain_id = ? AND state != 'reorged'`).all(chain.id) as {
+    id: string;
+    tx_hash: string;
+  }[];
   for (const d of deposits) {
-    events++;
     if (!(await succeeded(d.tx_hash))) diff(`ledger deposit ${d.id} has no successful transaction on chain`);
   }
   const slots = sigs.map((s) => s.slot);
   const currencies = await auditBalances(chain, ledger, conn, solver, payouts, txs, txOf, diff);
   if (currencies) return { chainId: chain.id, ...currencies.range, currencies: currencies.out, writtenOff: [], differences };
-  return { chainId: chain.id, fromBlock: slots.length ? Math.min(...slots) : 0, toBlock: slots.length ? Math.max(...slots) : 0, currencies: [], writtenOff: [], differences };
+  return {
+    chainId: chain.id,
+    fromBlock: slots.length ? Math.min(...slots) : 0,
+    toBlock: slots.length ? Math.max(...slots) : 0,
+    currencies: [],
+    writtenOff: [],
+    differences,
+  };
 }
 
 // The balances, explained by the books from the opening slot to the slot they are read at now.
@@ -109,7 +124,12 @@ async function auditBalances(
   txOf: (sig: string) => Promise<VersionedTransactionResponse | null>,
   diff: (s: string) => void,
 ): Promise<{ out: CurrencyAudit[]; range: { fromBlock: number; toBlock: number } } | undefined> {
-  const opening = ledger.db.prepare('SELECT owner, currency, slot, amount FROM svm_audit_openings WHERE chain_id = ?').all(chain.id) as { owner: string; currency: string; slot: number; amount: string }[];
+  const opening = ledger.db.prepare('SELECT owner, currency, slot, amount FROM svm_audit_openings WHERE chain_id = ?').all(chain.id) as {
+    owner: string;
+    currency: string;
+    slot: number;
+    amount: string;
+  }[];
   if (!opening.length) {
     diff('no opening balances recorded (the node records them when it first starts on the chain): balances not explained');
     return undefined;
@@ -153,9 +173,13 @@ async function auditBalances(
     const sExpected = s.opening + withdrawn - fills - refunds - topups - gas - rentHere;
     const vExpected = v.opening + deposited - withdrawn;
     if (s.actual !== sExpected)
-      diff(`solver ${cur.symbol}: the chain holds ${s.actual}, the books explain ${sExpected} (opening ${s.opening} at slot ${from} + withdrawals ${withdrawn} − fills ${fills} − refunds ${refunds} − top-ups ${topups} − fees ${gas} − rent ${rentHere}); unexplained ${s.actual - sExpected}`);
+      diff(
+        `solver ${cur.symbol}: the chain holds ${s.actual}, the books explain ${sExpected} (opening ${s.opening} at slot ${from} + withdrawals ${withdrawn} − fills ${fills} − refunds ${refunds} − top-ups ${topups} − fees ${gas} − rent ${rentHere}); unexplained ${s.actual - sExpected}`,
+      );
     if (v.actual !== vExpected)
-      diff(`vault ${cur.symbol}: the chain holds ${v.actual}, the books explain ${vExpected} (opening ${v.opening} at slot ${from} + deposits ${deposited} − withdrawals ${withdrawn}); unexplained ${v.actual - vExpected}`);
+      diff(
+        `vault ${cur.symbol}: the chain holds ${v.actual}, the books explain ${vExpected} (opening ${v.opening} at slot ${from} + deposits ${deposited} − withdrawals ${withdrawn}); unexplained ${v.actual - vExpected}`,
+      );
     out.push({
       chainId: chain.id,
       currency: cur.address,

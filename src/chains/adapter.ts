@@ -86,7 +86,13 @@ export class SignedDepositError extends RelayNodeError {
   override name = 'SignedDepositError';
   constructor(
     // RPC_UNAVAILABLE: the chain could not be read to check the signature (503, retry).
-    readonly errorCode: 'INVALID_SIGNATURE' | 'SIGNATURE_EXPIRED' | 'INVALID_NONCE' | 'INVALID_INPUT_PARAMETERS' | 'GASLESS_PERMIT_BALANCE_TOO_LOW' | 'RPC_UNAVAILABLE',
+    readonly errorCode:
+      | 'INVALID_SIGNATURE'
+      | 'SIGNATURE_EXPIRED'
+      | 'INVALID_NONCE'
+      | 'INVALID_INPUT_PARAMETERS'
+      | 'GASLESS_PERMIT_BALANCE_TOO_LOW'
+      | 'RPC_UNAVAILABLE',
     message: string,
   ) {
     super(message);

@@ -77,7 +77,12 @@ describe('config', () => {
   it('loads the annotated example, comments and all', () => {
     const c = loadConfigFile('config/example.json', { RELAY_SOLVER_KEY: KEY, RELAY_ALLOCATOR_KEY: KEY });
     expect(c.chains.map((x) => x.id)).toEqual([8453, 10, 1337]);
-    expect(c.chains[2]).toMatchObject({ kind: 'exchange', exchangeChain: 'Mainnet', signatureChainId: 42161, currencies: [{ address: '0x0d01dc56dcaaca66ad901c959b4011ec' }] });
+    expect(c.chains[2]).toMatchObject({
+      kind: 'exchange',
+      exchangeChain: 'Mainnet',
+      signatureChainId: 42161,
+      currencies: [{ address: '0x0d01dc56dcaaca66ad901c959b4011ec' }],
+    });
   });
 
   it('reports a file that is not JSON', () => {

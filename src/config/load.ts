@@ -20,7 +20,8 @@ export interface Faults {
   crashAfterFillBroadcast?: boolean;
 }
 
-export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' | 'svmSolverKey' | 'solverAddress' | 'solverSigner' | 'allocatorSigner' | 'svmSolverSigner'> {
+export interface Config
+  extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' | 'svmSolverKey' | 'solverAddress' | 'solverSigner' | 'allocatorSigner' | 'svmSolverSigner'> {
   /**
    * Signs and pays for every EVM payout: a local key (solverKey, or solverSigner kind key/keystore) or
    * a remote signer. On a read-only replica configured with solverAddress alone, a signer that throws.
@@ -41,9 +42,7 @@ export interface Config extends Omit<ParsedConfig, 'solverKey' | 'allocatorKey' 
 }
 
 export function formatZodError(err: ZodError, prefix = ''): string {
-  return err.issues
-    .map((i) => `${prefix}${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`)
-    .join('; ');
+  return err.issues.map((i) => `${prefix}${i.path.length ? i.path.join('.') : '(root)'}: ${i.message}`).join('; ');
 }
 
 const PRIVATE_KEY = /^0x[0-9a-fA-F]{64}$/;
@@ -75,7 +74,11 @@ function resolveKey(source: { env?: string; file?: string }, key: string, env: N
 }
 
 // A keystore file's content, decrypted with its passphrase (the passphrase file's one trailing newline is not part of it).
-function openKeystore(source: { path: string; passphraseFile?: string; passphraseEnv?: string }, key: string, env: NodeJS.ProcessEnv): { secret: Uint8Array; address?: string } {
+function openKeystore(
+  source: { path: string; passphraseFile?: string; passphraseEnv?: string },
+  key: string,
+  env: NodeJS.ProcessEnv,
+): { secret: Uint8Array; address?: string } {
   const passphrase = readSource({ env: source.passphraseEnv, file: source.passphraseFile }, key, env, 'passphraseEnv', 'passphraseFile').replace(/\r?\n$/, '');
   let json: unknown;
   try {
@@ -113,7 +116,9 @@ function resolveSigner(source: EvmSignerSource, key: string, env: NodeJS.Process
     }
     return { account, key: new Secret(toHex(secret)) };
   }
-  return { account: remoteAccount({ url: source.url, chainUrls: source.chainUrls, address: source.address as Address, timeoutMs: source.timeoutMs, label: key }) };
+  return {
+    account: remoteAccount({ url: source.url, chainUrls: source.chainUrls, address: source.address as Address, timeoutMs: source.timeoutMs, label: key }),
+  };
 }
 
 // The SVM solver key (base58 secret key or JSON byte array), read like solverKey and checked.
@@ -146,7 +151,11 @@ function resolveSvmSigner(source: SvmSignerSource, key: string, env: NodeJS.Proc
 function stripComments(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(stripComments);
   if (v && typeof v === 'object') {
-    return Object.fromEntries(Object.entries(v).filter(([k]) => k !== '//').map(([k, x]) => [k, stripComments(x)]));
+    return Object.fromEntries(
+      Object.entries(v)
+        .filter(([k]) => k !== '//')
+        .map(([k, x]) => [k, stripComments(x)]),
+    );
   }
   return v;
 }
@@ -168,15 +177,28 @@ export interface BuildOptions {
 export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, faults: Faults = {}, opts: BuildOptions = {}): Config {
   const parsed = configSchema.safeParse(stripComments(raw));
   if (!parsed.success) throw new ConfigError(`invalid config: ${formatZodError(parsed.error)}`);
-  const { solverKey, allocatorKey, svmSolverKey, solverAddress, solverSigner: solverSource, allocatorSigner: allocatorSource, svmSolverSigner, ...rest } = parsed.data;
+  const {
+    solverKey,
+    allocatorKey,
+    svmSolverKey,
+    solverAddress,
+    solverSigner: solverSource,
+    allocatorSigner: allocatorSource,
+    svmSolverSigner,
+    ...rest
+  } = parsed.data;
   if (!solverKey && !solverSource) {
-    if (!opts.readOnly) throw new ConfigError('invalid config: solverKey: is required to run the node (or solverSigner; only the read-only `relay-node api` runs with solverAddress alone)');
+    if (!opts.readOnly)
+      throw new ConfigError(
+        'invalid config: solverKey: is required to run the node (or solverSigner; only the read-only `relay-node api` runs with solverAddress alone)',
+      );
     const absent = absentSigner(solverAddress!);
     return { ...rest, solverSigner: absent, solverAddress: solverAddress!, allocatorSigner: absent, allocatorKeyConfigured: false, faults };
   }
   const solver = solverSource ? resolveSigner(solverSource, 'solverSigner', env) : resolveSigner({ kind: 'key', ...solverKey! }, 'solverKey', env);
   const derived = solver.account.address;
-  if (solverAddress && getAddress(solverAddress) !== derived) throw new ConfigError(`invalid config: solverAddress: is not the address of ${solverSource ? 'solverSigner' : 'solverKey'}`);
+  if (solverAddress && getAddress(solverAddress) !== derived)
+    throw new ConfigError(`invalid config: solverAddress: is not the address of ${solverSource ? 'solverSigner' : 'solverKey'}`);
   const allocator = allocatorSource
     ? resolveSigner(allocatorSource, 'allocatorSigner', env)
     : allocatorKey
@@ -201,7 +223,9 @@ export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
  */
 export function checkStartKeys(config: Config): void {
   if (!config.allocatorKeyConfigured) {
-    throw new ConfigError('allocatorKey: is required by start: give the key that signs refund call requests ({"env": NAME} or {"file": PATH}, or allocatorSigner), another key than solverKey');
+    throw new ConfigError(
+      'allocatorKey: is required by start: give the key that signs refund call requests ({"env": NAME} or {"file": PATH}, or allocatorSigner), another key than solverKey',
+    );
   }
   if (config.allocatorSigner.address === config.solverSigner.address) {
     throw new ConfigError('allocatorKey: must not be the solver key: give the allocator a key of its own');

@@ -91,7 +91,10 @@ const chainFields = {
   // The most native currency a quote's gas top-up (topupGasAmount) delivers on this chain: in USD
   // (absent: 50), and in the smallest unit when given; the lower of the two applies.
   maxTopupGasUsd: positiveUsd.optional(),
-  maxTopupGasAmount: z.string().regex(/^\d{1,78}$/, 'must be an integer string (the smallest unit)').optional(),
+  maxTopupGasAmount: z
+    .string()
+    .regex(/^\d{1,78}$/, 'must be an integer string (the smallest unit)')
+    .optional(),
 };
 
 const evmChain = z
@@ -108,9 +111,7 @@ const evmChain = z
     // Confirmations by value: a deposit worth at least minUsd (at the currency's configured
     // usdPrice) waits this many blocks, or for finality ("finalized": finalityDepth blocks) instead
     // of `confirmations`. The quote's timeEstimate follows the same table.
-    confirmationsByValue: z
-      .array(z.object({ minUsd: usd, confirmations: z.union([z.number().int().min(1), z.literal('finalized')]) }).strict())
-      .optional(),
+    confirmationsByValue: z.array(z.object({ minUsd: usd, confirmations: z.union([z.number().int().min(1), z.literal('finalized')]) }).strict()).optional(),
     // Blocks kept for reorg detection; a reorg deeper than this stops the chain's indexer.
     finalityDepth: z.number().int().min(1).default(64),
     maxLogRange: z.number().int().min(1).default(2000),
@@ -119,7 +120,10 @@ const evmChain = z
     // Fee limits: the most the node pays per gas (wei, a decimal string) and the same-nonce fee bumps
     // a transaction gets at most. A payout the market prices above the cap waits (unsigned: no nonce
     // is held behind it); a stuck transaction at the cap or out of bumps waits for the base fee to fall.
-    maxFeePerGas: z.string().regex(/^[0-9]{1,40}$/, 'must be an integer number of wei, as a string').optional(),
+    maxFeePerGas: z
+      .string()
+      .regex(/^[0-9]{1,40}$/, 'must be an integer number of wei, as a string')
+      .optional(),
     maxReplacements: z.number().int().min(0).optional(),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
@@ -222,7 +226,10 @@ const riskSchema = z
       .default([]),
     // Pauses payouts on a chain when the solver's balance there moves in a way the ledger does
     // not explain by more than toleranceUsd, until an operator resumes the chain.
-    lossBreaker: z.object({ toleranceUsd: usd.default('10') }).strict().optional(),
+    lossBreaker: z
+      .object({ toleranceUsd: usd.default('10') })
+      .strict()
+      .optional(),
     // Wallets (any chain's address form). A deposit from a denied depositor (or not allowed, when
     // an allow list is given) fails with BLOCKED_WALLET and is not refunded automatically; a fill
     // to a denied recipient fails with BLOCKED_WALLET and is refunded.
@@ -396,7 +403,10 @@ export const configSchema = z
       .strict()
       .default({}),
     // SIGTERM: drain (stop quoting, sign and broadcast what is recorded) for at most this long.
-    shutdown: z.object({ drainTimeoutMs: z.number().int().min(0).max(600_000).default(30_000) }).strict().default({}),
+    shutdown: z
+      .object({ drainTimeoutMs: z.number().int().min(0).max(600_000).default(30_000) })
+      .strict()
+      .default({}),
     risk: riskSchema,
     admin: adminSchema,
     // Inventory that comes back (src/solver/withdrawals.ts): per chain and currency, the inventory
@@ -411,8 +421,14 @@ export const configSchema = z
               .object({
                 chainId: z.number().int().positive(),
                 currency: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be the currency address (the zero address for native)'),
-                target: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit').optional(),
-                withdrawAbove: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit').optional(),
+                target: z
+                  .string()
+                  .regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit')
+                  .optional(),
+                withdrawAbove: z
+                  .string()
+                  .regex(/^[0-9]{1,78}$/, 'must be an integer in the smallest unit')
+                  .optional(),
               })
               .strict(),
           )
@@ -430,7 +446,8 @@ export const configSchema = z
     cfg.chains.forEach((c, i) => {
       const names = (c.rpc ?? []).map((p, j) => p.name ?? `p${j}`);
       if (new Set(names).size !== names.length) ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'provider names must be unique' });
-      if (c.rpc && !c.rpc.some((p) => p.role !== 'send')) ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'needs a provider that can read (role other than "send")' });
+      if (c.rpc && !c.rpc.some((p) => p.role !== 'send'))
+        ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'needs a provider that can read (role other than "send")' });
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
       seen.add(c.id);
     });
@@ -440,8 +457,13 @@ export const configSchema = z
       if (!seen.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `chain ${c.chainId} is not configured` });
       limited.add(c.chainId);
     });
-    if (!cfg.solverKey && !cfg.solverSigner && !cfg.solverAddress) ctx.addIssue({ code: 'custom', path: ['solverKey'], message: 'is required (or solverSigner; a read-only API replica may give solverAddress instead)' });
-    for (const [key, signer] of [['solverKey', 'solverSigner'], ['allocatorKey', 'allocatorSigner'], ['svmSolverKey', 'svmSolverSigner']] as const) {
+    if (!cfg.solverKey && !cfg.solverSigner && !cfg.solverAddress)
+      ctx.addIssue({ code: 'custom', path: ['solverKey'], message: 'is required (or solverSigner; a read-only API replica may give solverAddress instead)' });
+    for (const [key, signer] of [
+      ['solverKey', 'solverSigner'],
+      ['allocatorKey', 'allocatorSigner'],
+      ['svmSolverKey', 'svmSolverSigner'],
+    ] as const) {
       if (cfg[key] && cfg[signer]) ctx.addIssue({ code: 'custom', path: [signer], message: `give ${key} or ${signer}, not both` });
     }
     if (cfg.chains.some((c) => c.kind === 'svm') && !cfg.svmSolverKey && !cfg.svmSolverSigner) {

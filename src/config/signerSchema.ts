@@ -18,26 +18,28 @@ const keyKind = z
   .refine((k) => Boolean(k.env) !== Boolean(k.file), 'give exactly one of "env" or "file"');
 
 /** An EVM signer: a raw key, an encrypted keystore file, or a remote JSON-RPC signer (web3signer, clef). */
-export const evmSignerSource = z.discriminatedUnion('kind', [
-  keyKind.innerType(),
-  z.object(keystoreFields).strict(),
-  z
-    .object({
-      kind: z.literal('remote'),
-      // The signer's JSON-RPC endpoint; credentials in it (https://user:pass@host) are sent as Basic auth.
-      url: z.string().url(),
-      // The account the signer signs for: every signature is checked against it.
-      address: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address'),
-      // Per chain id, another endpoint for that chain's transactions: for signers bound to one chain
-      // (clef --chainid, anvil). Typed data and messages always go to url.
-      chainUrls: z.record(z.string().regex(/^[1-9][0-9]*$/, 'keys must be chain ids'), z.string().url()).optional(),
-      timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
-    })
-    .strict(),
-]).superRefine((s, ctx) => {
-  if (s.kind === 'key' && Boolean(s.env) === Boolean(s.file)) ctx.addIssue({ code: 'custom', message: 'give exactly one of "env" or "file"' });
-  if (s.kind === 'keystore' && !onePassphrase(s)) ctx.addIssue({ code: 'custom', ...onePassphraseMessage });
-});
+export const evmSignerSource = z
+  .discriminatedUnion('kind', [
+    keyKind.innerType(),
+    z.object(keystoreFields).strict(),
+    z
+      .object({
+        kind: z.literal('remote'),
+        // The signer's JSON-RPC endpoint; credentials in it (https://user:pass@host) are sent as Basic auth.
+        url: z.string().url(),
+        // The account the signer signs for: every signature is checked against it.
+        address: z.string().regex(/^0x[0-9a-fA-F]{40}$/, 'must be a 0x-prefixed 20-byte hex address'),
+        // Per chain id, another endpoint for that chain's transactions: for signers bound to one chain
+        // (clef --chainid, anvil). Typed data and messages always go to url.
+        chainUrls: z.record(z.string().regex(/^[1-9][0-9]*$/, 'keys must be chain ids'), z.string().url()).optional(),
+        timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+      })
+      .strict(),
+  ])
+  .superRefine((s, ctx) => {
+    if (s.kind === 'key' && Boolean(s.env) === Boolean(s.file)) ctx.addIssue({ code: 'custom', message: 'give exactly one of "env" or "file"' });
+    if (s.kind === 'keystore' && !onePassphrase(s)) ctx.addIssue({ code: 'custom', ...onePassphraseMessage });
+  });
 
 /** The SVM solver's signer: its key encrypted in a keystore v3 file (see src/signers/keystore.ts). */
 export const svmSignerSource = z

@@ -63,9 +63,7 @@ export function anvilBinaryPath(): string {
   try {
     cachedBinary = createRequire(wrapperManifest).resolve(`${pkg}/bin/${exe}`);
   } catch {
-    throw new Error(
-      `no anvil binary for ${process.platform}/${process.arch}: ${pkg} is not installed (an optional dependency of @foundry-rs/anvil)`,
-    );
+    throw new Error(`no anvil binary for ${process.platform}/${process.arch}: ${pkg} is not installed (an optional dependency of @foundry-rs/anvil)`);
   }
   return cachedBinary;
 }
@@ -202,9 +200,7 @@ async function startOnce(opts: StartAnvilOptions, port: number): Promise<AnvilHa
   for (;;) {
     if (spawnError || child.exitCode !== null || child.signalCode !== null) {
       liveChildren.delete(child);
-      const why = spawnError
-        ? spawnError.message
-        : `exited with ${child.exitCode !== null ? `code ${child.exitCode}` : child.signalCode}`;
+      const why = spawnError ? spawnError.message : `exited with ${child.exitCode !== null ? `code ${child.exitCode}` : child.signalCode}`;
       throw new AnvilStartError(`anvil (chain ${opts.chainId}, port ${port}) ${why}: ${output.toString() || '(no output)'}`, output.toString());
     }
     const id = await rpcChainId(rpcUrl);

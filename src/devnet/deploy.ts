@@ -118,7 +118,12 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   // Deposit addresses: clones of a forwarder, swept by the solver into the depository.
   const all = [
     ...deployments,
-    { name: 'DepositAddressFactory', abi: DepositAddressFactoryAbi, bytecode: DepositAddressFactoryBytecode, args: [getContractAddress({ from: account.address, nonce: BigInt(nonce) }), opts.solver] },
+    {
+      name: 'DepositAddressFactory',
+      abi: DepositAddressFactoryAbi,
+      bytecode: DepositAddressFactoryBytecode,
+      args: [getContractAddress({ from: account.address, nonce: BigInt(nonce) }), opts.solver],
+    },
   ] as const;
   const deployData = all.map((d) => encodeDeployData({ abi: d.abi as Abi, bytecode: d.bytecode, args: [...d.args] }));
   const deployGas = await Promise.all(deployData.map((data) => publicClient.estimateGas({ account, data })));
@@ -159,15 +164,42 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   // The solver's inventory of the wrapped native currency: wrapped by the deployer, sent over.
   const next = nonce + all.length + (opts.fund.stablecoinUnits > 0n ? funded.length : 0);
   sent.push(
-    { label: 'wrap native', hash: walletClient.writeContract({ address: wrappedNative, abi: WrappedNativeAbi, functionName: 'deposit', value: SOLVER_WRAPPED, nonce: next, gas: WRAP_GAS, ...feeFields }) },
+    {
+      label: 'wrap native',
+      hash: walletClient.writeContract({
+        address: wrappedNative,
+        abi: WrappedNativeAbi,
+        functionName: 'deposit',
+        value: SOLVER_WRAPPED,
+        nonce: next,
+        gas: WRAP_GAS,
+        ...feeFields,
+      }),
+    },
     {
       label: 'send wrapped native to the solver',
-      hash: walletClient.writeContract({ address: wrappedNative, abi: WrappedNativeAbi, functionName: 'transfer', args: [opts.solver, SOLVER_WRAPPED], nonce: next + 1, gas: WRAP_GAS, ...feeFields }),
+      hash: walletClient.writeContract({
+        address: wrappedNative,
+        abi: WrappedNativeAbi,
+        functionName: 'transfer',
+        args: [opts.solver, SOLVER_WRAPPED],
+        nonce: next + 1,
+        gas: WRAP_GAS,
+        ...feeFields,
+      }),
     },
     {
       // The solver submits users' permit deposits.
       label: 'make the solver a relayer of the depository',
-      hash: walletClient.writeContract({ address: depository, abi: RelayDepositoryAbi, functionName: 'setRelayer', args: [opts.solver, true], nonce: next + 2, gas: WRAP_GAS, ...feeFields }),
+      hash: walletClient.writeContract({
+        address: depository,
+        abi: RelayDepositoryAbi,
+        functionName: 'setRelayer',
+        args: [opts.solver, true],
+        nonce: next + 2,
+        gas: WRAP_GAS,
+        ...feeFields,
+      }),
     },
   );
 

@@ -78,7 +78,11 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
   let svm: SvmDevnet | undefined;
   try {
     if (opts.svm) svm = await startSvmDevnet({ testAccounts: opts.testAccounts, slotIntervalMs: opts.svmSlotIntervalMs });
-    if (opts.exchange !== false) exchange = await startDevnetExchange(solver, accounts.map((a) => a.address));
+    if (opts.exchange !== false)
+      exchange = await startDevnetExchange(
+        solver,
+        accounts.map((a) => a.address),
+      );
     const chains = await Promise.all(
       specs.map(async (spec) => {
         const anvil = await startAnvil({ chainId: spec.id, blockTime: opts.blockTime });
@@ -123,27 +127,33 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
         log: { level: (o.logLevel ?? 'info') as 'info' },
         fees: { relayerServiceBps: 10 },
         quote: { ttlSeconds: 600, fillDeadlineSeconds: 3600 },
-        chains: chains.map((c) => ({
-          id: c.id,
-          name: c.name,
-          kind: 'evm' as const,
-          rpcUrl: c.rpcUrl,
-          depository: c.contracts.depository,
-          filler: c.contracts.filler,
-          depositAddressFactory: c.contracts.depositAddressFactory,
-          startBlock: Number(c.contracts.deployBlock),
-          confirmations,
-          finalityDepth: 64,
-          pollIntervalMs: opts.blockTime === undefined ? 50 : 100,
-          replaceAfterBlocks: 3,
-          // The interface's app balance funding chain.
-          appBalanceDeposits: c.id === 8453,
-          nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
-          currencies: [
-            { address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1', permit: true },
-            { address: c.contracts.wrappedNative, symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, usdPrice: '3000' },
-          ],
-        }) as ConfigFile['chains'][number]).concat(exchange ? [devnetExchangeConfig(exchange, { pollIntervalMs: opts.blockTime === undefined ? 50 : 100 })] : []).concat(svm ? [svmChainConfig(svm)] : []),
+        chains: chains
+          .map(
+            (c) =>
+              ({
+                id: c.id,
+                name: c.name,
+                kind: 'evm' as const,
+                rpcUrl: c.rpcUrl,
+                depository: c.contracts.depository,
+                filler: c.contracts.filler,
+                depositAddressFactory: c.contracts.depositAddressFactory,
+                startBlock: Number(c.contracts.deployBlock),
+                confirmations,
+                finalityDepth: 64,
+                pollIntervalMs: opts.blockTime === undefined ? 50 : 100,
+                replaceAfterBlocks: 3,
+                // The interface's app balance funding chain.
+                appBalanceDeposits: c.id === 8453,
+                nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
+                currencies: [
+                  { address: c.contracts.stablecoin, symbol: 'USDC', name: 'Test USD Coin', decimals: 6, usdPrice: '1', permit: true },
+                  { address: c.contracts.wrappedNative, symbol: 'WETH', name: 'Wrapped Ether', decimals: 18, usdPrice: '3000' },
+                ],
+              }) as ConfigFile['chains'][number],
+          )
+          .concat(exchange ? [devnetExchangeConfig(exchange, { pollIntervalMs: opts.blockTime === undefined ? 50 : 100 })] : [])
+          .concat(svm ? [svmChainConfig(svm)] : []),
       }),
       stop: async () => {
         await Promise.all([...anvils.map((a) => a.stop()), exchange?.standin.stop(), svm?.stop()]);
@@ -177,7 +187,7 @@ export function writeDevnetDescription(devnet: Devnet, path: string, apiUrl: str
     ...(devnet.svm ? { svm: svmDescription(devnet.svm) } : {}),
     testAccounts: devnet.accounts,
   };
-  writeFileSync(path, JSON.stringify(description, null, 2) + '\n');
+  writeFileSync(path, `${JSON.stringify(description, null, 2)}\n`);
 }
 
 /** The devnet's chains start empty every time, so its ledger must too. */

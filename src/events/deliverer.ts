@@ -29,7 +29,6 @@ export function signature(secret: string, timestamp: string, body: string): stri
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
 }
 
-
 /** A URL as logs may show it: no credentials, no query string, no fragment. */
 export function redactUrl(url: string): string {
   try {
@@ -191,7 +190,12 @@ export class Deliverer {
     return new Promise<number>((resolve, reject) => {
       const req = (https ? httpsRequest : httpRequest)(
         u,
-        { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, agent: https ? this.#agents.https : this.#agents.http, signal },
+        {
+          method: 'POST',
+          headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+          agent: https ? this.#agents.https : this.#agents.http,
+          signal,
+        },
         (res: IncomingMessage) => {
           res.on('error', () => {});
           res.resume();

@@ -291,7 +291,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
       this.#ledger.indexer.pruneBelow(chainId, head - finalityDepth);
       // What a final source lists is confirmed as it is written.
-      if (this.#cfg.final && deposits.length) final = this.#ledger.deposits.confirmUpTo(chainId, deposits.reduce((m, d) => Math.max(m, d.block_number), to));
+      if (this.#cfg.final && deposits.length)
+        final = this.#ledger.deposits.confirmUpTo(
+          chainId,
+          deposits.reduce((m, d) => Math.max(m, d.block_number), to),
+        );
     });
     if (fresh) {
       this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);

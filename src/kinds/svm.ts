@@ -24,7 +24,7 @@ export function base58Encode(bytes: Uint8Array): string {
   }
   for (const b of bytes) {
     if (b !== 0) break;
-    out = '1' + out;
+    out = `1${out}`;
   }
   return out;
 }

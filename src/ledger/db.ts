@@ -20,9 +20,7 @@ export function openDb(path: string, opts: { readonly?: boolean } = {}): Db {
 
 export function migrate(db: Db): number[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
-  const applied = new Set(
-    (db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version),
-  );
+  const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
   const ran: number[] = [];
   // Versions are applied in order whatever order they were written in.
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {

@@ -26,7 +26,9 @@ export class Deposits {
       ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', block_number = excluded.block_number,
       block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`);
     this.#get = db.prepare('SELECT * FROM deposits WHERE id = ?');
-    this.#unconfirmed = db.prepare(`SELECT * FROM deposits WHERE chain_id = ? AND state = 'unconfirmed' AND block_number <= ? ORDER BY block_number, log_index`);
+    this.#unconfirmed = db.prepare(
+      `SELECT * FROM deposits WHERE chain_id = ? AND state = 'unconfirmed' AND block_number <= ? ORDER BY block_number, log_index`,
+    );
     this.#confirmOne = db.prepare(`UPDATE deposits SET state = 'confirmed', confirmed_at = @now WHERE id = @id AND state = 'unconfirmed'`);
     this.#confirm = db.prepare(`UPDATE deposits SET state = 'confirmed', confirmed_at = @now
       WHERE chain_id = @chain AND state = 'unconfirmed' AND block_number <= @upTo`);
@@ -68,7 +70,9 @@ export class Deposits {
   }
   /** Deposits seen since `since` (ms) whose transaction fee is not read yet (for the request records). */
   recentWithoutTxFee(since: number, limit: number): DepositRow[] {
-    return this.db.prepare(`SELECT * FROM deposits WHERE tx_fee IS NULL AND seen_at >= ? AND state != 'reorged' ORDER BY seen_at LIMIT ?`).all(since, limit) as DepositRow[];
+    return this.db
+      .prepare(`SELECT * FROM deposits WHERE tx_fee IS NULL AND seen_at >= ? AND state != 'reorged' ORDER BY seen_at LIMIT ?`)
+      .all(since, limit) as DepositRow[];
   }
   /** Every log of the transaction shares its fee. */
   setTxFee(chainId: number, txHash: string, fee: bigint): void {
@@ -85,9 +89,7 @@ export class Deposits {
     return this.#reorgAbove.all(chainId, ancestor) as DepositRow[];
   }
   handledAbove(chainId: number, ancestor: number): DepositRow[] {
-    return this.db
-      .prepare(`SELECT * FROM deposits WHERE chain_id = ? AND block_number > ? AND state = 'handled'`)
-      .all(chainId, ancestor) as DepositRow[];
+    return this.db.prepare(`SELECT * FROM deposits WHERE chain_id = ? AND block_number > ? AND state = 'handled'`).all(chainId, ancestor) as DepositRow[];
   }
   /** Deposits acted on whose blocks lie in [from, to]: a re-read of that range checks they are still there. */
   handledIn(chainId: number, from: number, to: number): DepositRow[] {

@@ -275,7 +275,10 @@ export class Events {
   }
 
   deliveries(webhookId: string, opts: { state?: DeliveryState; limit?: number } = {}): (DeliveryRow & { type: string; status: string })[] {
-    return this.#deliveries.all({ webhook_id: webhookId, state: opts.state ?? null, limit: opts.limit ?? 100 }) as (DeliveryRow & { type: string; status: string })[];
+    return this.#deliveries.all({ webhook_id: webhookId, state: opts.state ?? null, limit: opts.limit ?? 100 }) as (DeliveryRow & {
+      type: string;
+      status: string;
+    })[];
   }
 
   /**
@@ -288,10 +291,7 @@ export class Events {
     now = Date.now(),
   ): number {
     const common = { webhook_id: target.webhookId ?? null, api_key_id: target.apiKeyId ?? null, now };
-    const n =
-      'eventId' in target
-        ? this.#redeliverEvent.run({ ...common, event_id: target.eventId }).changes
-        : this.#redeliverDead.run(common).changes;
+    const n = 'eventId' in target ? this.#redeliverEvent.run({ ...common, event_id: target.eventId }).changes : this.#redeliverDead.run(common).changes;
     if (n > 0) {
       this.#dirty = true;
       this.committed();

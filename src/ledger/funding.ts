@@ -33,7 +33,15 @@ const SELECT = `SELECT f.*, EXISTS (SELECT 1 FROM balance_entries b WHERE b.ref 
 
 function decode(r: Row): FundingCredit {
   const parts = (JSON.parse(r.parts) as { currency: string; amount: string; logIndex: number }[]).map((p) => ({ ...p, amount: BigInt(p.amount) }));
-  return { ...r, block_number: Number(r.block_number), chain_id: Number(r.chain_id), created_at: Number(r.created_at), parts, micro: BigInt(r.micro), reversed: r.reversed !== 0n };
+  return {
+    ...r,
+    block_number: Number(r.block_number),
+    chain_id: Number(r.chain_id),
+    created_at: Number(r.created_at),
+    parts,
+    micro: BigInt(r.micro),
+    reversed: r.reversed !== 0n,
+  };
 }
 
 /**
@@ -84,7 +92,10 @@ export class FundingCredits {
 
   /** Reverses a credit whose transfer a reorg removed: a new entry, never an edit. Inside a ledger transaction. */
   reverse(c: FundingCredit, reason: string, now = Date.now()): boolean {
-    return this.balances.post({ wallet: c.wallet, kind: 'credit_reversal', amount: -c.micro, request_id: null, ref: `credit_reversal:${c.credit_ref}`, detail: reason }, now);
+    return this.balances.post(
+      { wallet: c.wallet, kind: 'credit_reversal', amount: -c.micro, request_id: null, ref: `credit_reversal:${c.credit_ref}`, detail: reason },
+      now,
+    );
   }
 
   ofTx(chainId: number, txHash: string): FundingCredit[] {

@@ -6,8 +6,9 @@ import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 const SRC = join(import.meta.dirname, '..');
-const STORES = ['apiKeys', 'balances', 'deposits', 'events', 'exchangeNonces', 'funding', 'indexerState', 'operations', 'payouts', 'relays', 'requests']
-  .concat(['signatureNonces', 'withdrawals', 'sqlite']);
+const STORES = ['apiKeys', 'balances', 'deposits', 'events', 'exchangeNonces', 'funding', 'indexerState', 'operations', 'payouts', 'relays', 'requests'].concat(
+  ['signatureNonces', 'withdrawals', 'sqlite'],
+);
 
 // Value imports still to go: the solver derives child request ids with Requests.derivedId (a pure
 // static function, to become a free function of requests.ts).

@@ -8,10 +8,7 @@ export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'u
   calls?: string | null;
   max_gas?: string | null;
 };
-export type NewTransaction = Omit<
-  TransactionRow,
-  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block'
->;
+export type NewTransaction = Omit<TransactionRow, 'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block'>;
 
 export class Payouts {
   #insert;
@@ -52,7 +49,9 @@ export class Payouts {
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
     // Sweeps and signed deposits move the user's funds, not the solver's, and withdrawals bring funds
     // to the solver: they reserve nothing.
-    this.#pending = db.prepare(`SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`);
+    this.#pending = db.prepare(
+      `SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`,
+    );
   }
 
   insert(p: NewPayout): void {

@@ -194,9 +194,7 @@ export function searchRequests(db: Db, q: RequestQuery): SearchResult {
     page = `${where ? `${where} AND` : 'WHERE'} (${key}, r.id) ${dir === 'ASC' ? '>' : '<'} (?, ?)`;
     pageParams.push(q.after.key, q.after.id);
   }
-  const rows = db
-    .prepare(`SELECT r.* FROM requests r ${page} ORDER BY ${key} ${dir}, r.id ${dir} LIMIT ?`)
-    .all(...pageParams, q.limit + 1) as RequestRow[];
+  const rows = db.prepare(`SELECT r.* FROM requests r ${page} ORDER BY ${key} ${dir}, r.id ${dir} LIMIT ?`).all(...pageParams, q.limit + 1) as RequestRow[];
   const more = rows.length > q.limit;
   if (more) rows.length = q.limit;
   const last = rows[rows.length - 1];

@@ -6,8 +6,27 @@ import type { FailReason, RefundFailReason } from './reasons.ts';
 
 // Set by the ledger as the request progresses, never by its creator.
 type StatusFields = { status: string; fail_reason: FailReason | null; refund_fail_reason: RefundFailReason | null };
-type Progress = 'status' | 'fail_reason' | 'refund_fail_reason' | 'details' | 'updated_at' | 'fast_fill_deadline' | 'failed_call_data' | 'sender' | 'deposit_block' | 'fill_time_ms';
-type Optional = 'money' | 'features' | 'api_key_id' | 'referrer' | 'amount_usd' | 'app_fees_usd' | 'currency_in_symbol' | 'currency_out_symbol' | 'deposit_address';
+type Progress =
+  | 'status'
+  | 'fail_reason'
+  | 'refund_fail_reason'
+  | 'details'
+  | 'updated_at'
+  | 'fast_fill_deadline'
+  | 'failed_call_data'
+  | 'sender'
+  | 'deposit_block'
+  | 'fill_time_ms';
+type Optional =
+  | 'money'
+  | 'features'
+  | 'api_key_id'
+  | 'referrer'
+  | 'amount_usd'
+  | 'app_fees_usd'
+  | 'currency_in_symbol'
+  | 'currency_out_symbol'
+  | 'deposit_address';
 
 export type NewRequest = Omit<RequestRow, Progress | Optional> & {
   [K in Exclude<Optional, 'money' | 'features'>]?: RequestRow[K];

@@ -14,7 +14,6 @@ import { Withdrawals } from './withdrawals.ts';
 import { ExchangeNonces } from './exchangeNonces.ts';
 import type { Ledger } from './ledger.ts';
 
-
 /** The ledger in SQLite (better-sqlite3): every stage reads its work here and writes its result back in one SQLite transaction. */
 export class SqliteLedger implements Ledger {
   readonly requests: Requests;

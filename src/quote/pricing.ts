@@ -86,10 +86,16 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     // balance (or the solver's inventory) as native currency.
     const capUsd = dest.maxTopupGasUsd ?? DEFAULT_MAX_TOPUP_USD;
     if (micro > usdMicro(1n, 0, capUsd)) {
-      throw new QuoteError(`topupGasAmount: ${formatUsd(micro)} USD is above the top-up cap of ${capUsd} USD on chain ${dest.id} (maxTopupGasUsd)`, 'INVALID_INPUT_PARAMETERS');
+      throw new QuoteError(
+        `topupGasAmount: ${formatUsd(micro)} USD is above the top-up cap of ${capUsd} USD on chain ${dest.id} (maxTopupGasUsd)`,
+        'INVALID_INPUT_PARAMETERS',
+      );
     }
     if (dest.maxTopupGasAmount !== undefined && native > BigInt(dest.maxTopupGasAmount)) {
-      throw new QuoteError(`topupGasAmount: ${native} of ${destNative.symbol}'s smallest unit is above the top-up cap of ${dest.maxTopupGasAmount} on chain ${dest.id} (maxTopupGasAmount)`, 'INVALID_INPUT_PARAMETERS');
+      throw new QuoteError(
+        `topupGasAmount: ${native} of ${destNative.symbol}'s smallest unit is above the top-up cap of ${dest.maxTopupGasAmount} on chain ${dest.id} (maxTopupGasAmount)`,
+        'INVALID_INPUT_PARAMETERS',
+      );
     }
     pricing.topUpNative = native.toString();
     pricing.topUpOut = mulRatioCeil(native, nativeToOut).toString();
@@ -108,8 +114,12 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     if (fillCost.rent > 0n && !q.subsidizeRent) {
       fallback = 'the fill creates an account and subsidizeRent is not set';
     } else {
-      const capOut = q.maxSubsidizationAmount === undefined ? 2n ** 255n : mulRatioFloor(q.maxSubsidizationAmount, conversionRate('1', 6, priceOut, cout.decimals));
-      pricing.sponsor = { components: components.filter((c): c is 'execution' | 'platform' => c === 'execution' || c === 'platform'), capOut: capOut.toString() };
+      const capOut =
+        q.maxSubsidizationAmount === undefined ? 2n ** 255n : mulRatioFloor(q.maxSubsidizationAmount, conversionRate('1', 6, priceOut, cout.decimals));
+      pricing.sponsor = {
+        components: components.filter((c): c is 'execution' | 'platform' => c === 'execution' || c === 'platform'),
+        capOut: capOut.toString(),
+      };
     }
   }
 

@@ -82,7 +82,10 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   }
   const spent = callsValue(route);
   if (spent !== undefined && minAmountOut < spent) {
-    throw new QuoteError(`amount: the output of ${formatUnits(minAmountOut, cout.decimals)} ${cout.symbol} does not cover the ${formatUnits(spent, cout.decimals)} the txs spend`, 'INSUFFICIENT_FUNDS_FOR_CALLS');
+    throw new QuoteError(
+      `amount: the output of ${formatUnits(minAmountOut, cout.decimals)} ${cout.symbol} does not cover the ${formatUnits(spent, cout.decimals)} the txs spend`,
+      'INSUFFICIENT_FUNDS_FOR_CALLS',
+    );
   }
   if (amountOut < fillCost.minimumAmount) {
     throw new QuoteError(
@@ -122,16 +125,12 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     inputs: [
       {
         payment: { chainId: String(origin.id), currency: inBytes, amount: amountIn, weight: 1n },
-        refunds: [
-          { chainId: String(origin.id), recipient: originCodec.bytes(refundTo), currency: inBytes, minimumAmount: 0n, deadline, extraData: '0x' },
-        ],
+        refunds: [{ chainId: String(origin.id), recipient: originCodec.bytes(refundTo), currency: inBytes, minimumAmount: 0n, deadline, extraData: '0x' }],
       },
     ],
     output: {
       chainId: String(dest.id),
-      payments: [
-        { recipient: destCodec.bytes(recipient), currency: destCodec.bytes(cout.address), minimumAmount: minAmountOut, expectedAmount: amountOut },
-      ],
+      payments: [{ recipient: destCodec.bytes(recipient), currency: destCodec.bytes(cout.address), minimumAmount: minAmountOut, expectedAmount: amountOut }],
       deadline,
       calls: (route.calls ?? []).map((c) => encodeAbiParameters(CALL_PARAMS, [c.to as Hex, c.value, c.data])),
       extraData: '0x',
@@ -149,7 +148,16 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   const id = orderId(orderData);
 
   const [deposit, userBalance] = await Promise.all([
-    originDeposits.depositSteps({ user, currency: cin.address, amount: amountIn, orderId: id, feePayer, protocolVersion: q.protocolVersion, depositAddressFor: q.useDepositAddress ? refundTo : undefined, permitDeadline: q.usePermit ? Math.floor(now / 1000) + config.quote.ttlSeconds : undefined }),
+    originDeposits.depositSteps({
+      user,
+      currency: cin.address,
+      amount: amountIn,
+      orderId: id,
+      feePayer,
+      protocolVersion: q.protocolVersion,
+      depositAddressFor: q.useDepositAddress ? refundTo : undefined,
+      permitDeadline: q.usePermit ? Math.floor(now / 1000) + config.quote.ttlSeconds : undefined,
+    }),
     originCosts.balanceOf(user, cin.address),
   ]);
   const checkPath = { status: '/intents/status', 'status-v3': '/intents/status/v3' };
@@ -214,7 +222,12 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       v2: {
         orderId: id,
         orderData: jsonSafe(orderData),
-        paymentDetails: { chainId: String(origin.id), depository: originDeposits.depositAddress, currency: originCodec.api(cin.address), amount: amountIn.toString() },
+        paymentDetails: {
+          chainId: String(origin.id),
+          depository: originDeposits.depositAddress,
+          currency: originCodec.api(cin.address),
+          amount: amountIn.toString(),
+        },
       },
     };
   }
@@ -258,7 +271,11 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       // A signed deposit the node submits (POST /execute/permits or /permits, /execute): only for such quotes.
       ...(q.usePermit ? { permit: true } : {}),
     }),
-    features: JSON.stringify([...(pricing.appFees ? ['app_fees'] : []), ...(pricing.topUpNative ? ['gas_top_up'] : []), ...(q.useDepositAddress ? ['deposit_address'] : [])]),
+    features: JSON.stringify([
+      ...(pricing.appFees ? ['app_fees'] : []),
+      ...(pricing.topUpNative ? ['gas_top_up'] : []),
+      ...(q.useDepositAddress ? ['deposit_address'] : []),
+    ]),
   };
   return { response, request };
 }

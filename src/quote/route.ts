@@ -69,7 +69,8 @@ export function resolveRoute(q: QuoteInput, registry: Registry, chains: Pick<Quo
         ? address(destProfile, 'recipient', user)
         : undefined
       : address(destProfile, 'recipient', q.recipient);
-  if (recipient === undefined) throw new QuoteError(`recipient: is required when the destination chain ${dest.id} is of another kind than the origin`, 'INVALID_INPUT_PARAMETERS');
+  if (recipient === undefined)
+    throw new QuoteError(`recipient: is required when the destination chain ${dest.id} is of another kind than the origin`, 'INVALID_INPUT_PARAMETERS');
   const refundTo = q.refundTo === undefined ? user : address(originProfile, 'refundTo', q.refundTo);
   const feePayer = q.depositFeePayer === undefined ? undefined : address(originProfile, 'depositFeePayer', q.depositFeePayer);
   if (feePayer !== undefined && feePayer === user) throw new QuoteError('depositFeePayer: must differ from user', 'INVALID_INPUT_PARAMETERS');
@@ -82,7 +83,8 @@ export function resolveRoute(q: QuoteInput, registry: Registry, chains: Pick<Quo
   }
   let calls: DestinationCall[] | undefined;
   if (q.txs?.length) {
-    if (!destProfile.destinationCalls || !cout.native) throw new QuoteError('txs: destination calls are paid in the native currency of an EVM destination', 'UNSUPPORTED_ROUTE');
+    if (!destProfile.destinationCalls || !cout.native)
+      throw new QuoteError('txs: destination calls are paid in the native currency of an EVM destination', 'UNSUPPORTED_ROUTE');
     calls = q.txs.map((t, i) => ({ to: address(destProfile, `txs.${i}.to`, t.to), value: t.value, data: t.data }));
   }
   const type = calls ? 'Call' : requestType(origin.id === dest.id, cin, cout, originProfile.nativeIsGas && destProfile.nativeIsGas);

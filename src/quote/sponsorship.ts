@@ -19,7 +19,12 @@ export function feeSponsorshipQuoted(maxSubsidizationAmount: bigint | undefined,
   };
   const execSponsored = take(selected.includes('execution'), execution);
   const platSponsored = take(selected.includes('platform'), f.service);
-  const comp = (on: boolean, total: bigint, sponsored: bigint) => ({ selected: on, total: { ...usdAmt(total), amountFormatted: formatUnits(total, cout.decimals), minimumAmount: total.toString() }, sponsored: usdAmt(sponsored), userPays: usdAmt(total - sponsored) });
+  const comp = (on: boolean, total: bigint, sponsored: bigint) => ({
+    selected: on,
+    total: { ...usdAmt(total), amountFormatted: formatUnits(total, cout.decimals), minimumAmount: total.toString() },
+    sponsored: usdAmt(sponsored),
+    userPays: usdAmt(total - sponsored),
+  });
   const appTotal = f.app.reduce((t, a) => t + a.amount, 0n);
   const all = execution + f.service;
   return {
@@ -37,4 +42,3 @@ export function feeSponsorshipQuoted(maxSubsidizationAmount: bigint | undefined,
     currency: currencyObject(cout),
   };
 }
-

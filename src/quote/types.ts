@@ -57,7 +57,6 @@ export const DEFAULT_TOPUP_MICRO_USD = 2_000_000n;
 export const DEFAULT_MAX_TOPUP_USD = '50';
 export const SPONSORABLE = ['execution', 'swap', 'platform'] as const;
 
-
 /** The chain ports a quote uses: each chain's profile, what things cost there, and how to deposit. */
 export interface QuoteChains {
   profile(chainId: number): ChainProfile | undefined;
@@ -75,4 +74,3 @@ export interface QuoteContext {
   sponsor?: Sponsor;
   now?: number;
 }
-

@@ -43,7 +43,8 @@ function fromHex(s: unknown, what: string): Buffer {
 }
 
 function int(v: unknown, what: string, min: number, max: number): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) throw new KeystoreError(`keystore: kdfparams.${what} must be an integer in [${min}, ${max}]`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+    throw new KeystoreError(`keystore: kdfparams.${what} must be an integer in [${min}, ${max}]`);
   return v;
 }
 
@@ -97,6 +98,7 @@ export function encryptKeystore(secret: Uint8Array, passphrase: string, opts: En
  */
 export function decryptKeystore(json: unknown, passphrase: string): Uint8Array {
   if (!json || typeof json !== 'object') throw new KeystoreError('keystore: not a JSON object');
+  // biome-ignore lint/suspicious/noExplicitAny: a keystore file is untrusted JSON; every field read is checked before use.
   const ks = json as Record<string, any>;
   if (ks.version !== 3) throw new KeystoreError('keystore: version must be 3');
   // geth writes "crypto"; some old tools wrote "Crypto".

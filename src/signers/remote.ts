@@ -70,7 +70,9 @@ export function remoteAccount(opts: RemoteSignerOptions): LocalAccount {
       });
     } catch (e) {
       // The cause's message may carry the URL: only its kind is kept.
-      throw new RemoteSignerError(`${label}: ${method} to ${endpoint.shown} failed: ${(e as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : 'cannot connect'}`);
+      throw new RemoteSignerError(
+        `${label}: ${method} to ${endpoint.shown} failed: ${(e as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : 'cannot connect'}`,
+      );
     }
     if (!res.ok) throw new RemoteSignerError(`${label}: ${method} to ${endpoint.shown} answered HTTP ${res.status}`);
     let body: { result?: unknown; error?: { code?: number; message?: string } };
@@ -79,7 +81,8 @@ export function remoteAccount(opts: RemoteSignerOptions): LocalAccount {
     } catch {
       throw new RemoteSignerError(`${label}: ${method} to ${endpoint.shown} answered something that is not JSON`);
     }
-    if (body.error) throw new RemoteSignerError(`${label}: ${method} refused: ${String(body.error.message ?? 'error').slice(0, 200)} (code ${body.error.code ?? '?'})`);
+    if (body.error)
+      throw new RemoteSignerError(`${label}: ${method} refused: ${String(body.error.message ?? 'error').slice(0, 200)} (code ${body.error.code ?? '?'})`);
     if (typeof body.result !== 'string' || !isHex(body.result)) throw new RemoteSignerError(`${label}: ${method} answered no hex result`);
     return body.result;
   }
@@ -99,8 +102,16 @@ export function remoteAccount(opts: RemoteSignerOptions): LocalAccount {
       const parsed = parseTransaction(raw);
       const signer = await recoverTransactionAddress({ serializedTransaction: raw as never });
       if (getAddress(signer) !== address) throw new RemoteSignerError(`${label}: eth_signTransaction was signed by ${signer}, not ${address}`);
-      const same = (a: unknown, b: unknown) => (a === undefined || a === null ? b === undefined || b === null : String(a).toLowerCase() === String(b).toLowerCase());
-      if (!same(parsed.to, tx.to) || parsed.nonce !== tx.nonce || parsed.chainId !== tx.chainId || (parsed.value ?? 0n) !== (tx.value ?? 0n) || (parsed.data ?? '0x') !== (tx.data ?? '0x') || parsed.gas !== tx.gas) {
+      const same = (a: unknown, b: unknown) =>
+        a === undefined || a === null ? b === undefined || b === null : String(a).toLowerCase() === String(b).toLowerCase();
+      if (
+        !same(parsed.to, tx.to) ||
+        parsed.nonce !== tx.nonce ||
+        parsed.chainId !== tx.chainId ||
+        (parsed.value ?? 0n) !== (tx.value ?? 0n) ||
+        (parsed.data ?? '0x') !== (tx.data ?? '0x') ||
+        parsed.gas !== tx.gas
+      ) {
         throw new RemoteSignerError(`${label}: eth_signTransaction returned another transaction than the one asked for`);
       }
       return raw as never;

@@ -120,7 +120,11 @@ export async function fastFill(
     if (available < holdMicro + charged) {
       throw new FastFillError('APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro + charged}`);
     }
-    if (input.risk) judgeRisk(input.risk, registry, current, fees, BigInt(pricing.topUpNative ?? 0), input.solverInputCurrencyAmount ?? BigInt(r.amount_in), { in: priceIn, out: priceOut });
+    if (input.risk)
+      judgeRisk(input.risk, registry, current, fees, BigInt(pricing.topUpNative ?? 0), input.solverInputCurrencyAmount ?? BigInt(r.amount_in), {
+        in: priceIn,
+        out: priceOut,
+      });
     placeHold(ledger, wallet, current, holdMicro);
     ledger.requests.markFastFilled(r.id, now + input.holdSeconds * 1000, now);
     ledger.requests.setStatus(r.id, 'pending', {}, now);
@@ -146,13 +150,33 @@ export async function fastFill(
 // recipient (or user) is refused, a pause, dry run or limit that would hold the fill back refuses it
 // now (the caller may try again), an order above the limit is refused. Runs inside the fast fill's
 // ledger transaction, so the in-flight and outflow limits count what committed before it.
-function judgeRisk(risk: RiskPolicy, registry: Registry, r: RequestRow, fees: FeeBreakdown, topUp: bigint, input: bigint, prices: { in: string; out: string }): void {
-  const deposit = { id: `fast-fill:${r.id}`, chain_id: r.origin_chain_id, currency: r.origin_currency, amount: input.toString(), depositor: r.user, order_ref: r.id } as unknown as DepositRow;
+function judgeRisk(
+  risk: RiskPolicy,
+  registry: Registry,
+  r: RequestRow,
+  fees: FeeBreakdown,
+  topUp: bigint,
+  input: bigint,
+  prices: { in: string; out: string },
+): void {
+  const deposit = {
+    id: `fast-fill:${r.id}`,
+    chain_id: r.origin_chain_id,
+    currency: r.origin_currency,
+    amount: input.toString(),
+    depositor: r.user,
+    order_ref: r.id,
+  } as unknown as DepositRow;
   const usd = (chainId: number, currency: string, amount: bigint): bigint => {
     if (amount === 0n) return 0n;
     const cur = registry.currency(chainId, currency);
     if (!cur) return 0n;
-    const price = chainId === r.origin_chain_id && currency === r.origin_currency ? prices.in : chainId === r.destination_chain_id && currency === r.destination_currency ? prices.out : cur.usdPrice;
+    const price =
+      chainId === r.origin_chain_id && currency === r.origin_currency
+        ? prices.in
+        : chainId === r.destination_chain_id && currency === r.destination_currency
+          ? prices.out
+          : cur.usdPrice;
     return usdMicro(amount, cur.decimals, price);
   };
   const verdict = risk.judge(deposit, { kind: 'fill', request: r, amount: fees.out, fees, topUp, excess: 0n }, usd);

@@ -86,11 +86,19 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
     // The operator's switches stop relays as they stop fills: the node sends nothing from its key.
     const on = new Set(ledger.operations.switches().map((x) => x.name));
     const stop = [switchName.all, switchName.chain(a.chainId), switchName.dryRun].find((n) => on.has(n));
-    if (stop) throw new GaslessRelayError(stop === switchName.dryRun ? 'DRY_RUN' : 'PAUSED', `the node is not relaying on chain ${a.chainId} now (${stop}); try again later`);
+    if (stop)
+      throw new GaslessRelayError(
+        stop === switchName.dryRun ? 'DRY_RUN' : 'PAUSED',
+        `the node is not relaying on chain ${a.chainId} now (${stop}); try again later`,
+      );
     if (ledger.requests.get(id)) throw new GaslessRelayError('ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
     for (const [i, auth] of a.simulation.authorities.entries()) {
       const by = ledger.relayedAuthorizations.relayedBy(a.chainId, auth.address, auth.nonce);
-      if (by) throw new GaslessRelayError('AUTHORIZATION_USED', `authorizationList[${i}]: ${auth.address}'s authorization of nonce ${auth.nonce} was relayed already (request ${by})`);
+      if (by)
+        throw new GaslessRelayError(
+          'AUTHORIZATION_USED',
+          `authorizationList[${i}]: ${auth.address}'s authorization of nonce ${auth.nonce} was relayed already (request ${by})`,
+        );
     }
     // What is available (less every hold), not the balance: another relay's or a fast fill's hold is
     // money already promised. Checked in the transaction that writes the hold: two posts racing

@@ -10,7 +10,7 @@ const pricing: Pricing = { rateNum: '1', rateDen: '1', serviceBps: 10, gasFeeOut
 
 function order(over: Partial<RequestRow> = {}): RequestRow {
   return {
-    id: '0x' + '11'.repeat(32),
+    id: `0x${'11'.repeat(32)}`,
     parent_id: null,
     kind: 'order',
     request_type: 'Bridge',
@@ -54,7 +54,7 @@ function deposit(over: Partial<DepositRow> = {}): DepositRow {
     depositor: '0xuser',
     currency: USDC_A,
     amount: '10000000',
-    order_ref: ('0x' + '11'.repeat(32)) as `0x${string}`,
+    order_ref: `0x${'11'.repeat(32)}` as `0x${string}`,
     state: 'confirmed',
     request_id: null,
     seen_at: 1_500,
@@ -63,7 +63,13 @@ function deposit(over: Partial<DepositRow> = {}): DepositRow {
   } as DepositRow;
 }
 
-const base = { currentRate: () => undefined, sponsorCanPay: () => true, native: () => '0x0000000000000000000000000000000000000000', hasDeposit: () => false, fastFillOutcome: () => 'paid' as const };
+const base = {
+  currentRate: () => undefined,
+  sponsorCanPay: () => true,
+  native: () => '0x0000000000000000000000000000000000000000',
+  hasDeposit: () => false,
+  fastFillOutcome: () => 'paid' as const,
+};
 const plenty = { ...base, now: 1_500, spendable: () => 10n ** 30n };
 
 describe('match', () => {
@@ -120,7 +126,11 @@ describe('match', () => {
 
   it('settles a fast fill only when it paid: a failed one has its deposit refunded, one in flight makes the deposit wait', () => {
     const failed = order({ status: 'failure', fail_reason: 'EXECUTION_REVERTED', fast_fill_deadline: 9_999 });
-    expect(match(deposit(), failed, { ...plenty, fastFillOutcome: () => 'failed' })).toMatchObject({ kind: 'fail', reason: 'EXECUTION_REVERTED', request: failed });
+    expect(match(deposit(), failed, { ...plenty, fastFillOutcome: () => 'failed' })).toMatchObject({
+      kind: 'fail',
+      reason: 'EXECUTION_REVERTED',
+      request: failed,
+    });
     const inFlight = order({ status: 'submitted', fast_fill_deadline: 9_999 });
     expect(match(deposit(), inFlight, { ...plenty, fastFillOutcome: () => 'pending' })).toMatchObject({ kind: 'wait' });
   });

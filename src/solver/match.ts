@@ -88,4 +88,3 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
   if (fees.sponsored > 0n && !ctx.sponsorCanPay(order, fees.sponsored)) return fail('SPONSOR_BALANCE_TOO_LOW');
   return { kind: 'fill', request: order, amount, fees, topUp, excess };
 }
-

@@ -35,7 +35,13 @@ export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint, txHas
 export function reverseSponsor(ledger: Ledger, requestId: string): void {
   const debit = ledger.balances.get(`sponsorship:${requestId}`);
   if (!debit) return;
-  ledger.balances.post({ wallet: debit.wallet, kind: 'sponsorship_reversal', amount: -debit.amount, request_id: requestId, ref: `sponsorship_reversal:${requestId}` });
+  ledger.balances.post({
+    wallet: debit.wallet,
+    kind: 'sponsorship_reversal',
+    amount: -debit.amount,
+    request_id: requestId,
+    ref: `sponsorship_reversal:${requestId}`,
+  });
 }
 
 /** App fees stay with the solver when it fills; they are owed to their recipients from then on. */
@@ -71,10 +77,24 @@ export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefi
     if (d) undoExpiryDebit(ledger, r.id, depositMicro, `deposit ${d.id} landed after the hold expired`);
     return;
   }
-  ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: r.id, ref: `hold_release:${r.id}`, detail: d?.id ?? 'expired' });
+  ledger.balances.post({
+    wallet: hold.wallet,
+    kind: 'hold_release',
+    amount: -hold.amount,
+    request_id: r.id,
+    ref: `hold_release:${r.id}`,
+    detail: d?.id ?? 'expired',
+  });
   const shortfall = hold.amount - depositMicro;
   if (shortfall > 0n) {
-    ledger.balances.post({ wallet: hold.wallet, kind: 'permanent_debit', amount: -shortfall, request_id: r.id, ref: `permanent_debit:${r.id}`, detail: d ? 'deposit short of the fill' : 'deposit never landed' });
+    ledger.balances.post({
+      wallet: hold.wallet,
+      kind: 'permanent_debit',
+      amount: -shortfall,
+      request_id: r.id,
+      ref: `permanent_debit:${r.id}`,
+      detail: d ? 'deposit short of the fill' : 'deposit never landed',
+    });
   }
 }
 
@@ -88,7 +108,14 @@ export function releaseHold(ledger: Ledger, requestId: string, reason: FailReaso
     undoExpiryDebit(ledger, requestId, BigInt(hold.amount), `fast fill failed after its hold expired: ${reason}`);
     return;
   }
-  ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `hold_release:${requestId}`, detail: `fast fill failed: ${reason}` });
+  ledger.balances.post({
+    wallet: hold.wallet,
+    kind: 'hold_release',
+    amount: -hold.amount,
+    request_id: requestId,
+    ref: `hold_release:${requestId}`,
+    detail: `fast fill failed: ${reason}`,
+  });
 }
 
 /**
@@ -113,7 +140,14 @@ export function sponsorHeld(ledger: Ledger, requestId: string): bigint {
 export function releaseSponsorHold(ledger: Ledger, requestId: string, reason: FailReason | 'charged'): void {
   const hold = ledger.balances.get(`sponsor_hold:${requestId}`);
   if (!hold || ledger.balances.get(`sponsor_hold_release:${requestId}`)) return;
-  ledger.balances.post({ wallet: hold.wallet, kind: 'hold_release', amount: -hold.amount, request_id: requestId, ref: `sponsor_hold_release:${requestId}`, detail: reason });
+  ledger.balances.post({
+    wallet: hold.wallet,
+    kind: 'hold_release',
+    amount: -hold.amount,
+    request_id: requestId,
+    ref: `sponsor_hold_release:${requestId}`,
+    detail: reason,
+  });
 }
 
 // An expired hold's permanent debit, taken back (up to `micro`) by a new entry, once: the deposit
@@ -126,5 +160,12 @@ function undoExpiryDebit(ledger: Ledger, requestId: string, micro: bigint, reaso
   if (release?.detail !== 'expired' || !debit || micro <= 0n) return;
   const charged = -BigInt(debit.amount);
   const back = micro < charged ? micro : charged;
-  ledger.balances.post({ wallet: debit.wallet, kind: 'permanent_debit', amount: back, request_id: requestId, ref: `permanent_debit_reversal:${requestId}`, detail: reason });
+  ledger.balances.post({
+    wallet: debit.wallet,
+    kind: 'permanent_debit',
+    amount: back,
+    request_id: requestId,
+    ref: `permanent_debit_reversal:${requestId}`,
+    detail: reason,
+  });
 }

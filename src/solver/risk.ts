@@ -120,7 +120,9 @@ export class RiskPolicy {
     }
     const dest = this.#chain(r.destination_chain_id);
     if (dest?.outflowUsdPerHour !== undefined) {
-      const out = usd(r.destination_chain_id, r.destination_currency, decision.amount) + usd(r.destination_chain_id, this.registry.native(r.destination_chain_id).address, decision.topUp);
+      const out =
+        usd(r.destination_chain_id, r.destination_currency, decision.amount) +
+        usd(r.destination_chain_id, this.registry.native(r.destination_chain_id).address, decision.topUp);
       if (this.outflowUsd(r.destination_chain_id, usd, now) + out > micro(dest.outflowUsdPerHour)) return { kind: 'postpone', reason: 'OUTFLOW_BUDGET' };
     }
     return { kind: 'go' };
@@ -133,7 +135,8 @@ export class RiskPolicy {
     // Chains without blocks the ledger keeps (SVM, the exchange): in flight until the fill is made.
     const final = chain && 'finalityDepth' in chain && tip !== undefined ? tip - chain.finalityDepth : Number.MAX_SAFE_INTEGER;
     let total = 0n;
-    for (const row of this.#inFlight.all({ chain: chainId, final }) as { currency: string; amount: string }[]) total += usd(chainId, row.currency, BigInt(row.amount));
+    for (const row of this.#inFlight.all({ chain: chainId, final }) as { currency: string; amount: string }[])
+      total += usd(chainId, row.currency, BigInt(row.amount));
     return total;
   }
 

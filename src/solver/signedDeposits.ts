@@ -47,7 +47,10 @@ export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date
     // is money already promised.
     if (s.sponsor && ledger.balances.summary(s.sponsor.wallet).available < s.sponsor.micro) {
       const fees = formatUsd(s.sponsor.micro);
-      throw new SignedDepositRefusedError('SPONSOR_BALANCE_TOO_LOW', `the sponsor's app balance cannot pay the ${fees} USD of fees of request ${r.id} any more`);
+      throw new SignedDepositRefusedError(
+        'SPONSOR_BALANCE_TOO_LOW',
+        `the sponsor's app balance cannot pay the ${fees} USD of fees of request ${r.id} any more`,
+      );
     }
     // Checked again inside the transaction: two posts racing record one deposit.
     const current = ledger.requests.get(r.id)!;

@@ -222,7 +222,11 @@ export class Solver implements PayoutHooks {
       .get(a.chainId, c.address);
     if (open) return;
     try {
-      const p = queueWithdrawal(this.ledger, { chainId: a.chainId, currency: c.address, solver: a.solver }, { actor: 'node', reason: `owed ${owed} above inventory.withdrawAbove ${conf.withdrawAbove}` });
+      const p = queueWithdrawal(
+        this.ledger,
+        { chainId: a.chainId, currency: c.address, solver: a.solver },
+        { actor: 'node', reason: `owed ${owed} above inventory.withdrawAbove ${conf.withdrawAbove}` },
+      );
       this.log.info({ payout: p.id, chain: a.chainId, amount: p.amount }, 'withdrawal queued: depository funds owed above the threshold');
       queueMicrotask(() => a.wake());
     } catch (err) {
@@ -336,7 +340,11 @@ export class Solver implements PayoutHooks {
         const wallet = moneyOf(r)?.sponsor?.wallet;
         // What fast-fill holds set aside is not there to spend: it covers fills already paid.
         // What POST /execute held for this very request is there for it.
-        return wallet !== undefined && this.ledger.balances.summary(wallet).available + sponsorHeld(this.ledger, r.id) >= this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap);
+        return (
+          wallet !== undefined &&
+          this.ledger.balances.summary(wallet).available + sponsorHeld(this.ledger, r.id) >=
+            this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap)
+        );
       },
     });
     // Left confirmed: decided again once the fast fill it waits for is paid or failed.
@@ -375,7 +383,12 @@ export class Solver implements PayoutHooks {
     if (verdict.reason === 'DRY_RUN') {
       const detail =
         decision.kind === 'fill'
-          ? { request: decision.request.id, chain: decision.request.destination_chain_id, recipient: decision.request.recipient, amount: decision.amount.toString() }
+          ? {
+              request: decision.request.id,
+              chain: decision.request.destination_chain_id,
+              recipient: decision.request.recipient,
+              amount: decision.amount.toString(),
+            }
           : decision.kind === 'fail'
             ? { request: decision.request?.id ?? null, refundChain: d.chain_id, amount: d.amount }
             : { request: decision.request.id };
@@ -569,7 +582,10 @@ export class Solver implements PayoutHooks {
         this.ledger.operations.release(held.id);
       }
       this.ledger.requests.setStatus(requestId, 'failure', { failReason: 'MANUAL_ADMIN_REFUND' }, now);
-      const actionId = this.ledger.operations.record({ action: 'refund', target: `request:${requestId}`, actor: who.actor, reason: who.reason, detail: { deposit: d.id } }, now);
+      const actionId = this.ledger.operations.record(
+        { action: 'refund', target: `request:${requestId}`, actor: who.actor, reason: who.reason, detail: { deposit: d.id } },
+        now,
+      );
       const cost = this.#refundCost(d.chain_id, d.currency, snap);
       const amount = cost === undefined ? undefined : BigInt(d.amount) - cost;
       if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the deposit of ${requestId} cannot pay its own refund`);

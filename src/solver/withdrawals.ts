@@ -45,18 +45,30 @@ export function queueWithdrawal(ledger: Ledger, req: WithdrawRequest, who: Withd
     if (req.depositIds) {
       const byId = new Map(owed.map((d) => [d.id, d]));
       const bad = req.depositIds.find((id) => !byId.has(id));
-      if (bad) throw new WithdrawalRefused(`deposit ${bad} is not owed to the solver in ${req.currency} on chain ${req.chainId} (not filled, owed to a user, or withdrawn already)`, 'DEPOSIT_NOT_OWED');
+      if (bad)
+        throw new WithdrawalRefused(
+          `deposit ${bad} is not owed to the solver in ${req.currency} on chain ${req.chainId} (not filled, owed to a user, or withdrawn already)`,
+          'DEPOSIT_NOT_OWED',
+        );
       take = [...new Set(req.depositIds)].map((id) => byId.get(id)!);
     }
     const total = take.reduce((s, d) => s + d.owed, 0n);
     if (total === 0n) throw new WithdrawalRefused(`nothing in ${req.currency} on chain ${req.chainId} is owed to the solver`, 'NOTHING_OWED');
     if (req.amount !== undefined) {
-      if (req.amount > total) throw new WithdrawalRefused(`${req.amount} asked, but the depository owes the solver ${total} in ${req.currency} on chain ${req.chainId}`, 'AMOUNT_EXCEEDS_OWED');
+      if (req.amount > total)
+        throw new WithdrawalRefused(
+          `${req.amount} asked, but the depository owes the solver ${total} in ${req.currency} on chain ${req.chainId}`,
+          'AMOUNT_EXCEEDS_OWED',
+        );
       // Whole deposits, oldest first, as long as they fit in the amount asked.
       const fit: typeof take = [];
       let sum = 0n;
-      for (const d of take) if (sum + d.owed <= req.amount) (fit.push(d), (sum += d.owed));
-      if (sum === 0n) throw new WithdrawalRefused(`no whole deposit fits in ${req.amount}; the smallest owed is ${take.reduce((m, d) => (d.owed < m ? d.owed : m), total)}`, 'AMOUNT_EXCEEDS_OWED');
+      for (const d of take) if (sum + d.owed <= req.amount) fit.push(d), (sum += d.owed);
+      if (sum === 0n)
+        throw new WithdrawalRefused(
+          `no whole deposit fits in ${req.amount}; the smallest owed is ${take.reduce((m, d) => (d.owed < m ? d.owed : m), total)}`,
+          'AMOUNT_EXCEEDS_OWED',
+        );
       take = fit;
     }
     const amount = take.reduce((s, d) => s + d.owed, 0n);
@@ -72,9 +84,18 @@ export function queueWithdrawal(ledger: Ledger, req: WithdrawRequest, who: Withd
       amount: amount.toString(),
       decided_at: now,
     });
-    ledger.withdrawals.take(take.map((d) => d.id), id);
+    ledger.withdrawals.take(
+      take.map((d) => d.id),
+      id,
+    );
     ledger.operations.record(
-      { action: 'withdraw', target: `chain:${req.chainId}`, actor: who.actor, reason: who.reason, detail: { payout: id, currency: req.currency, amount: amount.toString(), deposits: take.map((d) => d.id) } },
+      {
+        action: 'withdraw',
+        target: `chain:${req.chainId}`,
+        actor: who.actor,
+        reason: who.reason,
+        detail: { payout: id, currency: req.currency, amount: amount.toString(), deposits: take.map((d) => d.id) },
+      },
       now,
     );
     return ledger.payouts.get(id)!;

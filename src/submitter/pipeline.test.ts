@@ -99,11 +99,7 @@ afterEach(async () => {
   vi.restoreAllMocks();
 });
 
-function pipeline(
-  mem: ReturnType<typeof memoryLedger>,
-  sender: PayoutSender<string, string>,
-  o: Partial<PayoutPipelineOptions> = {},
-) {
+function pipeline(mem: ReturnType<typeof memoryLedger>, sender: PayoutSender<string, string>, o: Partial<PayoutPipelineOptions> = {}) {
   const failed: { id: string; reason: string }[] = [];
   const metrics = createMetrics();
   const p = new PayoutPipeline(sender, {

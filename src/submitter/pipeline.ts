@@ -277,7 +277,11 @@ export class PayoutPipeline<P, S> implements Payouts {
       if (r.kind === 'alone') {
         await Promise.all(rows.map((p) => this.#process(p.id)));
       } else if (r.kind === 'split') {
-        for (const part of r.parts) await this.#processBatch(batch, part.map((p) => p.id));
+        for (const part of r.parts)
+          await this.#processBatch(
+            batch,
+            part.map((p) => p.id),
+          );
       } else if (r.kind === 'stale') {
         this.#send.wake();
       } else if (r.kind === 'retry') {
@@ -338,11 +342,14 @@ export class PayoutPipeline<P, S> implements Payouts {
     if (!this.#started || at >= this.#retryAt) return;
     clearTimeout(this.#retryTimer);
     this.#retryAt = at;
-    this.#retryTimer = setTimeout(() => {
-      this.#retryTimer = undefined;
-      this.#retryAt = Infinity;
-      this.#send.wake();
-    }, Math.max(1, at - Date.now() + 1));
+    this.#retryTimer = setTimeout(
+      () => {
+        this.#retryTimer = undefined;
+        this.#retryAt = Infinity;
+        this.#send.wake();
+      },
+      Math.max(1, at - Date.now() + 1),
+    );
     this.#retryTimer.unref();
   }
 

@@ -142,4 +142,3 @@ export interface PayoutSender<P, S> {
   /** A payout failed before sending (after its ledger transaction): for the sender's own metrics. */
   failed?(payout: PayoutRow): void;
 }
-

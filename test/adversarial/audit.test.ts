@@ -38,9 +38,36 @@ describe('relay-node audit', () => {
     // A native fill A→B, an ERC-20 fill B→A with a gas top-up, and a refund (a native fill to a
     // recipient that rejects ETH reverts: the deposit is refunded on A).
     const quotes = [
-      { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
-      { user: account(3).address, originChainId: B, destinationChainId: A, originCurrency: usdc(B), destinationCurrency: usdc(A), amount: '20000000', tradeType: 'EXACT_INPUT', topupGas: true, topupGasAmount: '1000000' },
-      { user: account(2).address, recipient: usdc(B), originChainId: A, destinationChainId: B, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '10000000000000000', tradeType: 'EXACT_INPUT' },
+      {
+        user: account(2).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '10000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
+      {
+        user: account(3).address,
+        originChainId: B,
+        destinationChainId: A,
+        originCurrency: usdc(B),
+        destinationCurrency: usdc(A),
+        amount: '20000000',
+        tradeType: 'EXACT_INPUT',
+        topupGas: true,
+        topupGasAmount: '1000000',
+      },
+      {
+        user: account(2).address,
+        recipient: usdc(B),
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '10000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
     ];
     const ids: Hex[] = [];
     for (const [i, body] of quotes.entries()) {

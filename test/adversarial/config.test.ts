@@ -26,7 +26,11 @@ function start(config: Record<string, unknown>, env: Record<string, string>) {
   const dir = mkdtempSync(join(tmpdir(), 'relay-adv-config-'));
   const path = join(dir, 'config.json');
   writeFileSync(path, JSON.stringify({ dataDir: join(dir, 'data'), ...config }));
-  const r = spawnSync(process.execPath, ['bin/relay-node.js', 'start', '--config', path], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 90_000 });
+  const r = spawnSync(process.execPath, ['bin/relay-node.js', 'start', '--config', path], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 90_000,
+  });
   return { code: r.status, out: r.stdout + r.stderr };
 }
 
@@ -47,7 +51,9 @@ describe('relay-node start and the allocator key', () => {
   }, 120_000);
 
   it('still builds the config of the read-only tools and the devnet with their own keys', () => {
-    expect(buildConfig({ solverKey: { env: 'S' }, allocatorKey: { env: 'A' }, chains: [chain] }, { S: SOLVER, A: ALLOCATOR }).allocatorSigner.address).toBe(privateKeyToAccount(ALLOCATOR).address);
+    expect(buildConfig({ solverKey: { env: 'S' }, allocatorKey: { env: 'A' }, chains: [chain] }, { S: SOLVER, A: ALLOCATOR }).allocatorSigner.address).toBe(
+      privateKeyToAccount(ALLOCATOR).address,
+    );
   });
 });
 
@@ -55,7 +61,10 @@ describe('prices must be positive', () => {
   it.each([['0'], ['0.0'], ['0.000000']])('refuses usdPrice "%s", naming the key', (price) => {
     const native = { ...chain, nativeCurrency: { ...chain.nativeCurrency, usdPrice: price } };
     expect(() => buildConfig({ solverKey: { env: 'S' }, chains: [native] }, { S: SOLVER })).toThrow(/chains\.0\.nativeCurrency\.usdPrice: must be a positive/);
-    const token = { ...chain, currencies: [{ address: '0x0000000000000000000000000000000000000003', symbol: 'USDC', name: 'USD Coin', decimals: 6, usdPrice: price }] };
+    const token = {
+      ...chain,
+      currencies: [{ address: '0x0000000000000000000000000000000000000003', symbol: 'USDC', name: 'USD Coin', decimals: 6, usdPrice: price }],
+    };
     expect(() => buildConfig({ solverKey: { env: 'S' }, chains: [token] }, { S: SOLVER })).toThrow(/chains\.0\.currencies\.0\.usdPrice: must be a positive/);
   });
 

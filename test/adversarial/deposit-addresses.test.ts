@@ -22,7 +22,19 @@ afterAll(async () => {
 
 const quote = (extra: Record<string, unknown> = {}) =>
   api(s.url, '/quote/v2', {
-    body: { user: account(1).address, recipient: account(2).address, refundTo: account(3).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', useDepositAddress: true, ...extra },
+    body: {
+      user: account(1).address,
+      recipient: account(2).address,
+      refundTo: account(3).address,
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: usdc(A),
+      destinationCurrency: usdc(B),
+      amount: '10000000',
+      tradeType: 'EXACT_INPUT',
+      useDepositAddress: true,
+      ...extra,
+    },
   });
 
 async function pay(to: Address, currency: Address, amount: bigint): Promise<void> {
@@ -30,7 +42,12 @@ async function pay(to: Address, currency: Address, amount: bigint): Promise<void
   const hash =
     currency === zeroAddress
       ? await w.sendTransaction({ account: w.account!, chain: w.chain, to, value: amount })
-      : await w.sendTransaction({ account: w.account!, chain: w.chain, to: currency, data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }) });
+      : await w.sendTransaction({
+          account: w.account!,
+          chain: w.chain,
+          to: currency,
+          data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
+        });
   await s.publicClient(A).waitForTransactionReceipt({ hash });
 }
 

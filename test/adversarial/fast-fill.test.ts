@@ -130,7 +130,16 @@ describe('fast fill under attack', () => {
     // A sponsored quote against the held money is refused: the balance is spoken for.
     const sponsored = await api(s.url, '/quote/v2', {
       apiKey: k.key,
-      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', subsidizeFees: true },
+      body: {
+        user: account(2).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '10000000',
+        tradeType: 'EXACT_INPUT',
+        subsidizeFees: true,
+      },
     });
     expect(sponsored.status).toBe(400);
     expect(sponsored.body.errorCode).toBe('SPONSOR_BALANCE_TOO_LOW');
@@ -148,7 +157,7 @@ describe('fast fill under attack', () => {
     expect(s.node.ledger.payouts.forRequest(requestId)).toEqual([]);
     expect(s.node.ledger.balances.ofRequest(requestId)).toEqual([]);
   });
-  it('a deposit landing after its fast fill\'s hold expired settles the debit: the app is credited back, the user is paid once', async () => {
+  it("a deposit landing after its fast fill's hold expired settles the debit: the app is credited back, the user is paid once", async () => {
     const wallet = account(4).address;
     const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
     const requestId = q.body.steps[0].requestId as Hex;
@@ -171,7 +180,7 @@ describe('fast fill under attack', () => {
     expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
   });
 
-  it('a fast fill still in flight when its hold expires, whose payout then fails: the expiry\'s debit is taken back', async () => {
+  it("a fast fill still in flight when its hold expires, whose payout then fails: the expiry's debit is taken back", async () => {
     const wallet = account(4).address;
     const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, usdc(B)) });
     const requestId = q.body.steps[0].requestId as Hex;
@@ -225,7 +234,12 @@ describe('fast fill under attack', () => {
     const { requestId, before } = await depositWhileInFlight(1, usdc(B));
     const done = await waitForStatus(s.url, requestId, ['refund'], 60_000);
     expect(done.failReason).toBe('EXECUTION_REVERTED');
-    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`).sort()).toEqual(['fill:failed', 'refund:success']);
+    expect(
+      s.node.ledger.payouts
+        .forRequest(requestId)
+        .map((p) => `${p.kind}:${p.state}`)
+        .sort(),
+    ).toEqual(['fill:failed', 'refund:success']);
     expect(s.node.ledger.payouts.get(`refund:${requestId}`)!.recipient).toBe(account(1).address);
     expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
     expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
@@ -242,7 +256,16 @@ describe('fast fill under attack', () => {
     await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
     const q = await api(s.url, '/quote/v2', {
       apiKey: k.key,
-      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', subsidizeFees: true },
+      body: {
+        user: account(2).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '10000000',
+        tradeType: 'EXACT_INPUT',
+        subsidizeFees: true,
+      },
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;

@@ -21,12 +21,25 @@ beforeAll(async () => {
     confirmations: 3,
     configure: (c) =>
       deployed
-        ? { ...c, chains: c.chains.map((ch: any) => (ch.id === 8453 ? { ...ch, currencies: [...ch.currencies, { address: fot, symbol: 'FOT', name: 'Fee On Transfer', decimals: 6, usdPrice: '1' }] } : ch)) }
+        ? {
+            ...c,
+            chains: c.chains.map((ch: any) =>
+              ch.id === 8453
+                ? { ...ch, currencies: [...ch.currencies, { address: fot, symbol: 'FOT', name: 'Fee On Transfer', decimals: 6, usdPrice: '1' }] }
+                : ch,
+            ),
+          }
         : c,
   });
   await rpc('anvil_setBalance', [fotDeployer.address, '0xde0b6b3a7640000']);
   const w = s.wallet(0, A);
-  const hash = await w.deployContract({ account: fotDeployer, chain: w.chain, abi: FeeOnTransferTokenAbi, bytecode: FeeOnTransferTokenBytecode, args: [s.devnet.accounts[1]!.address, 10n ** 12n] });
+  const hash = await w.deployContract({
+    account: fotDeployer,
+    chain: w.chain,
+    abi: FeeOnTransferTokenAbi,
+    bytecode: FeeOnTransferTokenBytecode,
+    args: [s.devnet.accounts[1]!.address, 10n ** 12n],
+  });
   await rpc('anvil_mine', ['0x1']);
   expect((await s.publicClient(A).waitForTransactionReceipt({ hash })).contractAddress?.toLowerCase()).toBe(fot.toLowerCase());
   deployed = true;
@@ -41,7 +54,8 @@ const B = 10;
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const marker = (credited: Address) => `012345abcdef${credited.slice(2).toLowerCase()}012345abcdef`;
 const rpc = (method: string, params: unknown[] = []) => s.publicClient(A).request({ method: method as any, params: params as any });
-const scanned = (block: bigint) => until(() => ((s.node.ledger.indexer.cursor(A, 'app-balance') ?? 0) >= Number(block) ? true : undefined), `the funding scan past block ${block}`);
+const scanned = (block: bigint) =>
+  until(() => ((s.node.ledger.indexer.cursor(A, 'app-balance') ?? 0) >= Number(block) ? true : undefined), `the funding scan past block ${block}`);
 
 // A fresh wallet with gas and no tokens, as an attacker would use.
 async function attacker() {
@@ -78,7 +92,16 @@ describe('app balance funding under attack', () => {
     const key = await linkedKey(evil);
     const q = await api(s.url, '/quote/v2', {
       apiKey: key.key,
-      body: { user: evil.address, recipient: evil.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '500000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: evil.address,
+        recipient: evil.address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '500000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
@@ -133,12 +156,25 @@ describe('app balance funding under attack', () => {
     await until(() => (s.node.ledger.balances.get(`credit_reversal:credit:${A}:${hash}`) ? true : undefined), 'the credit reversal');
     // The credit is still there, answered by a reversal entry: nothing was edited.
     expect(s.node.ledger.balances.get(`credit:${A}:${hash}`)).toMatchObject({ kind: 'credit', amount: 50_000_000n });
-    expect(s.node.ledger.balances.get(`credit_reversal:credit:${A}:${hash}`)).toMatchObject({ kind: 'credit_reversal', amount: -50_000_000n, wallet: wallet.address });
+    expect(s.node.ledger.balances.get(`credit_reversal:credit:${A}:${hash}`)).toMatchObject({
+      kind: 'credit_reversal',
+      amount: -50_000_000n,
+      wallet: wallet.address,
+    });
     expect(s.node.ledger.balances.summary(wallet.address).balance).toBe(0n);
 
     const q = await api(s.url, '/quote/v2', {
       apiKey: key.key,
-      body: { user: wallet.address, recipient: wallet.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: wallet.address,
+        recipient: wallet.address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '10000000',
+        tradeType: 'EXACT_INPUT',
+      },
     });
     const ff = await api(s.url, '/fast-fill', { apiKey: key.key, body: { requestId: q.body.steps.at(-1).requestId } });
     expect(ff.status).toBe(402);
@@ -150,7 +186,17 @@ describe('app balance funding under attack', () => {
     const quote = (extra: Record<string, unknown> = {}) =>
       api(s.url, '/quote/v2', {
         apiKey: key.key,
-        body: { user: wallet.address, recipient: wallet.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000', tradeType: 'EXACT_INPUT', ...extra },
+        body: {
+          user: wallet.address,
+          recipient: wallet.address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          amount: '10000000',
+          tradeType: 'EXACT_INPUT',
+          ...extra,
+        },
       });
     const snapshot = (await rpc('evm_snapshot')) as Hex;
     const hash = await sendMarkedTransfer(funder, 20_000_000n, wallet.address);

@@ -24,7 +24,9 @@ afterAll(async () => {
 });
 
 const quote = (from: number, extra: Record<string, unknown>) =>
-  api(s.url, '/quote/v2', { body: { user: account(from).address, originChainId: A, destinationChainId: B, amount: '7000000', tradeType: 'EXACT_INPUT', ...extra } });
+  api(s.url, '/quote/v2', {
+    body: { user: account(from).address, originChainId: A, destinationChainId: B, amount: '7000000', tradeType: 'EXACT_INPUT', ...extra },
+  });
 
 // A permit the user really signed, for exactly the request's owner, token, depository and amount.
 async function validPermit(from: number | PrivateKeyAccount, token: Address, value: string) {
@@ -32,8 +34,16 @@ async function validPermit(from: number | PrivateKeyAccount, token: Address, val
   const nonce = await s.publicClient(A).readContract({ address: token, abi: noncesAbi, functionName: 'nonces', args: [owner.address] });
   const deadline = BigInt(Math.floor(Date.now() / 1000) + 600);
   const message = { owner: owner.address, spender: chain(A).contracts.depository, value: BigInt(value), nonce, deadline };
-  const signature = await owner.signTypedData({ domain: { name: 'Test USD Coin', version: '1', chainId: A, verifyingContract: token }, types: { Permit: PERMIT_TYPES }, primaryType: 'Permit', message });
-  return { body: { kind: 'eip2612', chainId: A, token, owner: owner.address, spender: message.spender, value, nonce: nonce.toString(), deadline: deadline.toString() }, signature };
+  const signature = await owner.signTypedData({
+    domain: { name: 'Test USD Coin', version: '1', chainId: A, verifyingContract: token },
+    types: { Permit: PERMIT_TYPES },
+    primaryType: 'Permit',
+    message,
+  });
+  return {
+    body: { kind: 'eip2612', chainId: A, token, owner: owner.address, spender: message.spender, value, nonce: nonce.toString(), deadline: deadline.toString() },
+    signature,
+  };
 }
 
 describe('POST /permits', () => {
@@ -65,7 +75,17 @@ describe('POST /permits', () => {
         const q = await quote(3, { originCurrency: currency, destinationCurrency: currency === zeroAddress ? zeroAddress : weth(B), amount });
         expect(q.status).toBe(200);
         const id = q.body.steps.at(-1).requestId as Hex;
-        const body = { kind: 'eip2612', requestId: id, chainId: A, token: currency, owner: account(3).address, spender: chain(A).contracts.depository, value: q.body.details.currencyIn.amount, nonce: '0', deadline: String(Math.floor(Date.now() / 1000) + 600) };
+        const body = {
+          kind: 'eip2612',
+          requestId: id,
+          chainId: A,
+          token: currency,
+          owner: account(3).address,
+          spender: chain(A).contracts.depository,
+          value: q.body.details.currencyIn.amount,
+          nonce: '0',
+          deadline: String(Math.floor(Date.now() / 1000) + 600),
+        };
         reads = 0;
         const r = await api(s.url, `/permits?signature=0x${'11'.repeat(65)}`, { body });
         expect(r.status).toBe(400);
@@ -80,7 +100,16 @@ describe('POST /permits', () => {
   it('refuses a permit from a wallet that lacks the amount (GASLESS_PERMIT_BALANCE_TOO_LOW), before recording a deposit the node would pay gas for', async () => {
     const broke = privateKeyToAccount(generatePrivateKey());
     const q = await api(s.url, '/quote/v2', {
-      body: { user: broke.address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true },
+      body: {
+        user: broke.address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '7000000',
+        tradeType: 'EXACT_INPUT',
+        usePermit: true,
+      },
     });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
@@ -92,27 +121,46 @@ describe('POST /permits', () => {
     expect(s.node.ledger.requests.get(step.requestId)!.status).toBe('waiting');
   });
 
-  it("POST /execute refuses a gasless deposit the sponsor can no longer pay for, before the node pays its gas", async () => {
+  it('POST /execute refuses a gasless deposit the sponsor can no longer pay for, before the node pays its gas', async () => {
     const k = s.node.ledger.apiKeys.create('gasless app');
     const sponsor = privateKeyToAccount(generatePrivateKey());
     expect((await linkWallet(s.url, k.key, sponsor)).status).toBe(200);
     // 0.50 USD of app balance; each quote's sponsorship is capped at 0.30 USD: each quote alone is covered, both are not.
     const w = s.wallet(0, A);
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 500_000n] });
-    const fund = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    const fund = await w.sendTransaction({
+      account: w.account!,
+      chain: w.chain,
+      to: usdc(A),
+      data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex,
+    });
     await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
     await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 500_000n ? true : undefined), 'the app balance credit');
     // Two users: each permit has its own token nonce.
     const gasless = (user: number) =>
       api(s.url, '/quote/v2', {
         apiKey: k.key,
-        body: { user: account(user).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true, maxSubsidizationAmount: '300000' },
+        body: {
+          user: account(user).address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          amount: '7000000',
+          tradeType: 'EXACT_INPUT',
+          usePermit: true,
+          subsidizeFees: true,
+          maxSubsidizationAmount: '300000',
+        },
       });
     const [q1, q2] = [await gasless(1), await gasless(2)];
     expect([q1.status, q2.status]).toEqual([200, 200]);
     const post = async (q: any, user: number) => {
       const step = q.body.steps[0];
-      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({
+        ...step.items[0].data.sign,
+        message: step.items[0].data.sign.value,
+      });
       return api(s.url, '/execute', { apiKey: k.key, body: { ...step.items[0].data.post.body, signature } });
     };
     expect((await post(q1, 1)).status).toBe(200);
@@ -130,19 +178,38 @@ describe('POST /permits', () => {
     // 0.50 USD of app balance; each quote's sponsorship is capped at 0.30 USD: one fits, two do not.
     const w = s.wallet(0, A);
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 500_000n] });
-    const fund = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    const fund = await w.sendTransaction({
+      account: w.account!,
+      chain: w.chain,
+      to: usdc(A),
+      data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex,
+    });
     await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
     await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 500_000n ? true : undefined), 'the app balance credit');
     const gasless = (user: number) =>
       api(s.url, '/quote/v2', {
         apiKey: k.key,
-        body: { user: account(user).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true, maxSubsidizationAmount: '300000' },
+        body: {
+          user: account(user).address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          amount: '7000000',
+          tradeType: 'EXACT_INPUT',
+          usePermit: true,
+          subsidizeFees: true,
+          maxSubsidizationAmount: '300000',
+        },
       });
     const [q1, q2] = [await gasless(3), await gasless(4)];
     expect([q1.status, q2.status]).toEqual([200, 200]);
     const signed = async (q: any, user: number) => {
       const step = q.body.steps[0];
-      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({
+        ...step.items[0].data.sign,
+        message: step.items[0].data.sign.value,
+      });
       return { ...step.items[0].data.post.body, signature };
     };
     const [b1, b2] = [await signed(q1, 3), await signed(q2, 4)];
@@ -165,12 +232,28 @@ describe('POST /permits', () => {
     expect((await linkWallet(s.url, k.key, sponsor)).status).toBe(200);
     const w = s.wallet(0, A);
     const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 500_000n] });
-    const fund = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+    const fund = await w.sendTransaction({
+      account: w.account!,
+      chain: w.chain,
+      to: usdc(A),
+      data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex,
+    });
     await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
     await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 500_000n ? true : undefined), 'the app balance credit');
     const q = await api(s.url, '/quote/v2', {
       apiKey: k.key,
-      body: { user: account(2).address, originChainId: A, destinationChainId: B, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '7000000', tradeType: 'EXACT_INPUT', usePermit: true, subsidizeFees: true, maxSubsidizationAmount: '300000' },
+      body: {
+        user: account(2).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '7000000',
+        tradeType: 'EXACT_INPUT',
+        usePermit: true,
+        subsidizeFees: true,
+        maxSubsidizationAmount: '300000',
+      },
     });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
@@ -186,7 +269,14 @@ describe('POST /permits', () => {
       expect(held.available).toBe(500_000n - held.held);
       const user = s.wallet(2, A);
       const balance = await s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [account(2).address] });
-      const away = await user.writeContract({ account: user.account!, chain: user.chain, address: usdc(A), abi: erc20Abi, functionName: 'transfer', args: [account(0).address, balance] });
+      const away = await user.writeContract({
+        account: user.account!,
+        chain: user.chain,
+        address: usdc(A),
+        abi: erc20Abi,
+        functionName: 'transfer',
+        args: [account(0).address, balance],
+      });
       await s.publicClient(A).waitForTransactionReceipt({ hash: away });
     } finally {
       payouts.queued = queued;

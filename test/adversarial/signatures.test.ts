@@ -27,7 +27,16 @@ afterAll(async () => {
 const sponsorQuote = (apiKey: string) =>
   api(s.url, '/quote/v2', {
     apiKey,
-    body: { user: s.devnet.accounts[1]!.address, originChainId: A, destinationChainId: 10, originCurrency: usdc(A), destinationCurrency: usdc(10), amount: '5000000', tradeType: 'EXACT_INPUT', subsidizeFees: true },
+    body: {
+      user: s.devnet.accounts[1]!.address,
+      originChainId: A,
+      destinationChainId: 10,
+      originCurrency: usdc(A),
+      destinationCurrency: usdc(10),
+      amount: '5000000',
+      tradeType: 'EXACT_INPUT',
+      subsidizeFees: true,
+    },
   });
 
 describe('app-balance links', () => {
@@ -59,13 +68,19 @@ describe('app-balance links', () => {
     for (const expiresAt of [Date.now() - 1000, Date.now() + 365 * 24 * 3600 * 1000]) {
       const message = d.sign.message.replace(String(d.post.body.expiresAt), String(expiresAt));
       expect(message).not.toBe(d.sign.message);
-      const r = await api(s.url, '/app-balance/link', { apiKey: k.key, body: { ...d.post.body, expiresAt, signature: await signer(4).signMessage({ message }) } });
+      const r = await api(s.url, '/app-balance/link', {
+        apiKey: k.key,
+        body: { ...d.post.body, expiresAt, signature: await signer(4).signMessage({ message }) },
+      });
       expect(r.status).toBe(400);
       expect(r.body.errorCode).toBe('SIGNATURE_EXPIRED');
     }
     // A signature for another key does not link this one.
     const other = s.node.ledger.apiKeys.create('other');
-    const r = await api(s.url, '/app-balance/link', { apiKey: other.key, body: { ...d.post.body, signature: await signer(4).signMessage({ message: d.sign.message }) } });
+    const r = await api(s.url, '/app-balance/link', {
+      apiKey: other.key,
+      body: { ...d.post.body, signature: await signer(4).signMessage({ message: d.sign.message }) },
+    });
     expect(r.status).toBe(400);
     expect(r.body.errorCode).toBe('INVALID_SIGNATURE');
     expect(s.node.ledger.balances.sponsorOf(other.id)).toBeUndefined();
@@ -134,7 +149,9 @@ describe('app-fee claims', () => {
     accrue(w.address, 100_000n, 'adv-claim-3');
     const issuedAt = Date.now();
     const message = `relay-node: claim the app fees of ${w.address} as ${usdc(A).toLowerCase()} on chain ${A} to ${w.address} (issued ${issuedAt})`;
-    const r = await api(s.url, `/app-fees/${w.address}/claim?signature=${await w.signMessage({ message })}`, { body: { chainId: A, currency: usdc(A), recipient: w.address, issuedAt } });
+    const r = await api(s.url, `/app-fees/${w.address}/claim?signature=${await w.signMessage({ message })}`, {
+      body: { chainId: A, currency: usdc(A), recipient: w.address, issuedAt },
+    });
     expect(r.status).toBe(400);
     expect(s.node.ledger.appFees.balances(w.address).find((b) => b.chainId === A)?.amount).toBe(100_000n);
   });

@@ -22,7 +22,12 @@ beforeAll(async () => {
   expect((await linkWallet(s.url, key.key, sponsor)).status).toBe(200);
   const w = s.wallet(1, A);
   const data = encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver, 5_000_000_000n] });
-  const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: usdc(A), data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex });
+  const hash = await w.sendTransaction({
+    account: w.account!,
+    chain: w.chain,
+    to: usdc(A),
+    data: `${data}012345abcdef${sponsor.address.slice(2).toLowerCase()}012345abcdef` as Hex,
+  });
   await s.publicClient(A).waitForTransactionReceipt({ hash });
   await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the app balance credit');
 }, 90_000);

@@ -113,7 +113,15 @@ describe('hostile input and secrets', () => {
 
   it('survives a seeded fuzzer over every endpoint: no 5xx, stays up, rejected calls write nothing', async () => {
     const secrets = [s.devnet.keys.solver, s.devnet.keys.solver.slice(2), s.devnet.keys.allocator, s.devnet.keys.allocator.slice(2), valid.key, revoked.key];
-    const total = { sent: 0, fiveHundreds: [] as unknown[], ledgerChanged: [] as unknown[], healthFailures: 0, healthAnswers: [] as string[], byStatus: [] as unknown[], leaked: [] as unknown[] };
+    const total = {
+      sent: 0,
+      fiveHundreds: [] as unknown[],
+      ledgerChanged: [] as unknown[],
+      healthFailures: 0,
+      healthAnswers: [] as string[],
+      byStatus: [] as unknown[],
+      leaked: [] as unknown[],
+    };
     for (const seed of [1, 2, 3]) {
       const rep = await fuzz({ url: () => s.url, ledger: s.node.ledger, routes, key: valid.key, user: s.devnet.accounts[1]!.address, secrets }, seed, 3);
       total.sent += rep.sent;
@@ -144,9 +152,16 @@ describe('hostile input and secrets', () => {
       if (a.status === 401) found.set(`${r.method} ${r.path}`, r);
     }
     const authed = [...found.values()];
-    expect(authed.map((r) => `${r.method} ${r.path}`)).toEqual(expect.arrayContaining(['GET /requests/v3', 'POST /fast-fill', 'POST /app-balance/link', 'POST /execute']));
+    expect(authed.map((r) => `${r.method} ${r.path}`)).toEqual(
+      expect.arrayContaining(['GET /requests/v3', 'POST /fast-fill', 'POST /app-balance/link', 'POST /execute']),
+    );
     const before = ledgerDigest(s.node.ledger);
-    const rows = await authMatrix(s.url, authed, { valid: valid.key, revoked: revoked.key }, { wallet: s.devnet.accounts[1]!.address, id: 'wh_does_not_exist' });
+    const rows = await authMatrix(
+      s.url,
+      authed,
+      { valid: valid.key, revoked: revoked.key },
+      { wallet: s.devnet.accounts[1]!.address, id: 'wh_does_not_exist' },
+    );
     expect(rows.filter((r) => !r.ok)).toEqual([]);
     // The refused calls wrote nothing; the accepted ones had empty bodies and were refused too (4xx).
     expect(ledgerDigest(s.node.ledger).hash).toBe(before.hash);
@@ -155,13 +170,29 @@ describe('hostile input and secrets', () => {
   it('never writes a secret it used to the log or an answer, at debug level', async () => {
     // A fill, both ways, native and stablecoin.
     const q1 = await call('/quote', {
-      body: { user: s.devnet.accounts[1]!.address, originChainId: 8453, destinationChainId: 10, originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: '20000000000000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: s.devnet.accounts[1]!.address,
+        originChainId: 8453,
+        destinationChainId: 10,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '20000000000000000',
+        tradeType: 'EXACT_INPUT',
+      },
       apiKey: valid.key,
     });
     expect(q1.status).toBe(200);
     const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
     const q2 = await call('/quote', {
-      body: { user: s.devnet.accounts[2]!.address, originChainId: 10, destinationChainId: 8453, originCurrency: usdc(10), destinationCurrency: usdc(8453), amount: '20000000', tradeType: 'EXACT_INPUT' },
+      body: {
+        user: s.devnet.accounts[2]!.address,
+        originChainId: 10,
+        destinationChainId: 8453,
+        originCurrency: usdc(10),
+        destinationCurrency: usdc(8453),
+        amount: '20000000',
+        tradeType: 'EXACT_INPUT',
+      },
       headers: { authorization: `Bearer ${valid.key}` },
     });
     expect(q2.status).toBe(200);
@@ -175,7 +206,11 @@ describe('hostile input and secrets', () => {
       chain: w.chain,
       to: s.devnet.chains.find((c) => c.id === 8453)!.contracts.depository,
       value: 10n ** 16n,
-      data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [s.devnet.accounts[3]!.address, keccak256(toHex('chaos secrets orphan'))] }),
+      data: encodeFunctionData({
+        abi: RelayDepositoryAbi,
+        functionName: 'depositNative',
+        args: [s.devnet.accounts[3]!.address, keccak256(toHex('chaos secrets orphan'))],
+      }),
     });
     const receipt = await s.publicClient(8453).waitForTransactionReceipt({ hash: orphan });
     const orphanId = keccak256(toHex(`deposit:8453:${orphan}:${receipt.logs[0]!.logIndex}`)) as Hex;
@@ -197,7 +232,8 @@ describe('hostile input and secrets', () => {
     expect((await call('/requests/v3', { apiKey: late.key })).status).toBe(200);
     s.node.ledger.apiKeys.revoke(late.id);
     expect((await call('/requests/v3', { apiKey: late.key })).status).toBe(403);
-    for (const path of ['/chains', '/metrics', '/config/v2?originChainId=8453&destinationChainId=10', '/ready']) answers.push(JSON.stringify((await call(path)).body));
+    for (const path of ['/chains', '/metrics', '/config/v2?originChainId=8453&destinationChainId=10', '/ready'])
+      answers.push(JSON.stringify((await call(path)).body));
 
     const log = logLines.join('').toLowerCase();
     const everything = answers.join('\n').toLowerCase();

@@ -130,6 +130,7 @@ const HOSTILE_STRINGS = [
   "'; DROP TABLE requests; --",
   '" OR ""="',
   '1; SELECT * FROM api_keys',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a template-injection probe, sent as the literal text.
   '${7*7}',
   '{{7*7}}',
   '<script>alert(1)</script>',
@@ -146,10 +147,10 @@ const HOSTILE_STRINGS = [
   '-0',
   '0x',
   '0xZZ',
-  '0x' + 'f'.repeat(40),
-  '0x' + 'ab'.repeat(32),
-  '0x' + '00'.repeat(65),
-  '1' + '0'.repeat(400),
+  `0x${'f'.repeat(40)}`,
+  `0x${'ab'.repeat(32)}`,
+  `0x${'00'.repeat(65)}`,
+  `1${'0'.repeat(400)}`,
   '115792089237316195423570985008687907853269984665640564039457584007913129639936',
   '9'.repeat(5000),
   'ｆｕｌｌｗｉｄｔｈ',
@@ -177,7 +178,7 @@ const HOSTILE_VALUES: unknown[] = [
   {},
   { $gt: '' },
   { __proto__: { polluted: true } },
-  ['0x' + 'ab'.repeat(32)],
+  [`0x${'ab'.repeat(32)}`],
 ];
 
 const FIELD_NAMES = [
@@ -220,7 +221,15 @@ const FIELD_NAMES = [
 
 // A structurally plausible quote body, to mutate one field at a time (reaching deeper validation).
 export function goodQuote(user: string, originCurrency = '0x0000000000000000000000000000000000000000'): Record<string, unknown> {
-  return { user, originChainId: 8453, destinationChainId: 10, originCurrency, destinationCurrency: originCurrency, amount: '1000000000000000', tradeType: 'EXACT_INPUT' };
+  return {
+    user,
+    originChainId: 8453,
+    destinationChainId: 10,
+    originCurrency,
+    destinationCurrency: originCurrency,
+    amount: '1000000000000000',
+    tradeType: 'EXACT_INPUT',
+  };
 }
 
 function deepNest(depth: number): string {
@@ -256,7 +265,7 @@ export function fuzzCase(rng: Rng, route: Route, ctx: { key: string; user: strin
       parts.push(`${enc(name)}=${rng.chance(0.15) ? v.replace(/[\s#]/g, '+') : enc(v)}`);
       if (rng.chance(0.15)) parts.push(`${enc(name)}=${enc(rng.pick(HOSTILE_STRINGS.slice(0, 20)))}`);
     }
-    path += '?' + parts.join('&');
+    path += `?${parts.join('&')}`;
   }
   const headers: Record<string, string | string[]> = {};
   const h = rng.next();
@@ -268,7 +277,16 @@ export function fuzzCase(rng: Rng, route: Route, ctx: { key: string; user: strin
     headers['x-api-key'] = 'k'.repeat(rng.pick([201, 4000, 12_000]));
     label += 'long-key ';
   } else if (h < 0.35) {
-    headers.authorization = rng.pick(['Bearer', 'Bearer ', 'Bearer  x y', 'Basic dXNlcjpwYXNz', 'Bearer ' + 'z'.repeat(300), 'bearer \u00ff\u00fe', `Bearer ${ctx.key}extra`, 'Bearer ' + "' OR 1=1 --"]);
+    headers.authorization = rng.pick([
+      'Bearer',
+      'Bearer ',
+      'Bearer  x y',
+      'Basic dXNlcjpwYXNz',
+      `Bearer ${'z'.repeat(300)}`,
+      'bearer \u00ff\u00fe',
+      `Bearer ${ctx.key}extra`,
+      'Bearer ' + "' OR 1=1 --",
+    ]);
     label += 'bearer-garbage ';
   } else if (h < 0.4) {
     headers['x-filler'] = 'f'.repeat(rng.pick([8_000, 20_000, 70_000]));
@@ -284,9 +302,31 @@ export function fuzzCase(rng: Rng, route: Route, ctx: { key: string; user: strin
     headers['content-type'] =
       ct < 0.7
         ? 'application/json'
-        : rng.pick(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=utf-7', 'application/xml', '', 'application/json, text/plain', '*/*']);
+        : rng.pick([
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            'multipart/form-data; boundary=x',
+            'application/json; charset=utf-7',
+            'application/xml',
+            '',
+            'application/json, text/plain',
+            '*/*',
+          ]);
     if (b < 0.15) {
-      body = rng.pick(['{"user": ', '[', '{', '}', '{"a":1,}', "{'a':1}", 'nul', '"\\ud800"', '{"a":"\\u0000"}', '\u0000\u0001\u0002', '{"amount": 1e999999}', '{"a":' + '9'.repeat(5000) + '}']);
+      body = rng.pick([
+        '{"user": ',
+        '[',
+        '{',
+        '}',
+        '{"a":1,}',
+        "{'a':1}",
+        'nul',
+        '"\\ud800"',
+        '{"a":"\\u0000"}',
+        '\u0000\u0001\u0002',
+        '{"amount": 1e999999}',
+        `{"a":${'9'.repeat(5000)}}`,
+      ]);
       label += 'malformed ';
     } else if (b < 0.25) {
       body = JSON.stringify({ pad: 'x'.repeat(rng.pick([65 * 1024, 200 * 1024, 1024 * 1024])) });
@@ -346,7 +386,10 @@ export async function fuzz(t: FuzzTarget, seed: number, perRoute: number, batch 
   const cases: FuzzCase[] = [];
   for (const r of t.routes) for (let i = 0; i < perRoute; i++) cases.push(fuzzCase(rng.fork(`${r.method} ${r.path} ${i}`), r, { key: t.key, user: t.user }));
   // Interleave routes, so a batch mixes endpoints.
-  const order = cases.map((c, i) => ({ c, k: rng.next() + i * 0 })).sort((a, b) => a.k - b.k).map((x) => x.c);
+  const order = cases
+    .map((c, i) => ({ c, k: rng.next() + i * 0 }))
+    .sort((a, b) => a.k - b.k)
+    .map((x) => x.c);
   const secrets = (t.secrets ?? []).map((s) => s.toLowerCase());
   for (let i = 0; i < order.length; i++) {
     const c = order[i]!;
@@ -358,7 +401,12 @@ export async function fuzz(t: FuzzTarget, seed: number, perRoute: number, batch 
     if (a.status >= 400 || a.status === 0) {
       const after = ledgerDigest(t.ledger);
       if (after.hash !== before.hash) {
-        report.ledgerChanged.push({ label: c.label, path: c.path.slice(0, 200), status: a.status, tables: Object.keys(after.rows).filter((k) => after.rows[k] !== before.rows[k]) });
+        report.ledgerChanged.push({
+          label: c.label,
+          path: c.path.slice(0, 200),
+          status: a.status,
+          tables: Object.keys(after.rows).filter((k) => after.rows[k] !== before.rows[k]),
+        });
       }
     }
     const lower = a.body.toLowerCase();

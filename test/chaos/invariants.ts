@@ -33,7 +33,10 @@ export async function takeBaseline(devnet: Devnet, client: (chainId: number) => 
     const block = await pc.getBlockNumber();
     chains.set(c.id, {
       block,
-      solver: { native: await pc.getBalance({ address: devnet.solver, blockNumber: block }), usdc: await erc20Balance(pc, c.contracts.stablecoin, devnet.solver, block) },
+      solver: {
+        native: await pc.getBalance({ address: devnet.solver, blockNumber: block }),
+        usdc: await erc20Balance(pc, c.contracts.stablecoin, devnet.solver, block),
+      },
       depository: {
         native: await pc.getBalance({ address: c.contracts.depository, blockNumber: block }),
         usdc: await erc20Balance(pc, c.contracts.stablecoin, c.contracts.depository, block),
@@ -111,15 +114,24 @@ export async function scanChains(devnet: Devnet, client: (chainId: number) => Pu
     const fillerLogs = await pc.getLogs({ address: c.contracts.filler, fromBlock: from, toBlock: to });
     for (const l of parseEventLogs({ abi: OrderFillerAbi, logs: fillerLogs })) {
       if (l.eventName === 'OrderFilled') {
-        scan.fills.push({ chainId: c.id, orderId: l.args.orderId, token: l.args.token, amount: l.args.amount, recipient: l.args.recipient, txHash: l.transactionHash });
+        scan.fills.push({
+          chainId: c.id,
+          orderId: l.args.orderId,
+          token: l.args.token,
+          amount: l.args.amount,
+          recipient: l.args.recipient,
+          txHash: l.transactionHash,
+        });
       } else if (l.eventName === 'GasTopUp') {
         scan.topUps.push({ chainId: c.id, orderId: l.args.orderId, amount: l.args.amount, txHash: l.transactionHash });
       }
     }
     const depLogs = await pc.getLogs({ address: c.contracts.depository, fromBlock: from, toBlock: to });
     for (const l of parseEventLogs({ abi: RelayDepositoryAbi, logs: depLogs })) {
-      if (l.eventName === 'RelayNativeDeposit') scan.deposits.push({ chainId: c.id, token: zeroAddress, amount: l.args.amount, id: l.args.id, txHash: l.transactionHash });
-      else if (l.eventName === 'RelayErc20Deposit') scan.deposits.push({ chainId: c.id, token: l.args.token, amount: l.args.amount, id: l.args.id, txHash: l.transactionHash });
+      if (l.eventName === 'RelayNativeDeposit')
+        scan.deposits.push({ chainId: c.id, token: zeroAddress, amount: l.args.amount, id: l.args.id, txHash: l.transactionHash });
+      else if (l.eventName === 'RelayErc20Deposit')
+        scan.deposits.push({ chainId: c.id, token: l.args.token, amount: l.args.amount, id: l.args.id, txHash: l.transactionHash });
       else if (l.eventName === 'RelayCallExecuted') {
         const call = l.args.call;
         const ev: CallEvent = { chainId: c.id, id: l.args.id, to: call.to, value: call.value, txHash: l.transactionHash };
@@ -223,7 +235,9 @@ export async function checkInvariants(o: {
     else if (s?.status === 'refund') refund++;
     else {
       notTerminal++;
-      fail(`deposit ${d.index} (${d.kind}, ${d.txHash} on ${d.originChainId}) ended ${s ? `${s.status} ${s.failReason ?? ''} ${s.refundFailReason ?? ''}` : 'with no status'}`);
+      fail(
+        `deposit ${d.index} (${d.kind}, ${d.txHash} on ${d.originChainId}) ended ${s ? `${s.status} ${s.failReason ?? ''} ${s.refundFailReason ?? ''}` : 'with no status'}`,
+      );
       continue;
     }
     if (d.expect === 'refund' && s.status === 'success') fail(`deposit ${d.index} (${d.kind}) should have been refunded but is success`);
@@ -242,19 +256,23 @@ export async function checkInvariants(o: {
   }
   // A request's payouts by the solver on the SVM chain or the exchange: one at most (a fill there, or
   // a refund of a deposit made there), never both.
-  for (const [id, n] of others.paidPerRequest) if (n > 1) {
-    doubleFills++;
-    fail(`request ${id} was paid ${n} times on ${others.chainOf.get(id)}`);
-  }
+  for (const [id, n] of others.paidPerRequest)
+    if (n > 1) {
+      doubleFills++;
+      fail(`request ${id} was paid ${n} times on ${others.chainOf.get(id)}`);
+    }
   // Fills of an order: OrderFilled events on EVM, the solver's transfers on SVM and the exchange.
   const fillsOf = (d: DepositRecord, id: Hex): { chainId: number }[] =>
-    evmIds.has(d.destinationChainId) ? (fillsByOrder.get(lc(id)) ?? []) : Array.from({ length: others.fills.get(lc(id)) ?? 0 }, () => ({ chainId: d.destinationChainId }));
+    evmIds.has(d.destinationChainId)
+      ? (fillsByOrder.get(lc(id)) ?? [])
+      : Array.from({ length: others.fills.get(lc(id)) ?? 0 }, () => ({ chainId: d.destinationChainId }));
   for (const d of o.deposits) {
     const fills = fillsOf(d, d.requestId);
     if (d.kind !== 'normal' && fillsOf(d, d.orderRef).length) fail(`deposit ${d.index} (${d.kind}) was filled on chain`);
     const s = o.outcomes.get(d.requestId);
     if (s?.status === 'success' && fills.length !== 1) fail(`deposit ${d.index} (${d.route}) is success but has ${fills.length} fills on chain`);
-    if (s?.status === 'success' && fills.length === 1 && fills[0]!.chainId !== d.destinationChainId) fail(`deposit ${d.index} filled on ${fills[0]!.chainId}, not ${d.destinationChainId}`);
+    if (s?.status === 'success' && fills.length === 1 && fills[0]!.chainId !== d.destinationChainId)
+      fail(`deposit ${d.index} filled on ${fills[0]!.chainId}, not ${d.destinationChainId}`);
     // A refund of a deposit made on SVM or the exchange is paid there, once.
     if (s?.status === 'refund' && !evmIds.has(d.originChainId) && (others.refunds.get(lc(d.requestId)) ?? 0) !== 1) {
       fail(`deposit ${d.index} (${d.route}) is refund but has ${others.refunds.get(lc(d.requestId)) ?? 0} refunds on ${d.originChainId}`);
@@ -283,12 +301,18 @@ export async function checkInvariants(o: {
     for (const f of scan.fills) fillsIn.set(lc(f.txHash), [...(fillsIn.get(lc(f.txHash)) ?? []), f]);
     // Whether a successful transaction paid this payout: for a fill, it emitted the order's OrderFilled
     // (a batch skips an order it cannot pay, which then goes alone).
-    const paysIt = (p: PayoutRow, hash: string) =>
-      p.kind !== 'fill' || (fillsIn.get(lc(hash)) ?? []).some((f) => lc(f.orderId) === lc(p.request_id ?? ''));
+    const paysIt = (p: PayoutRow, hash: string) => p.kind !== 'fill' || (fillsIn.get(lc(hash)) ?? []).some((f) => lc(f.orderId) === lc(p.request_id ?? ''));
     const receipts = new Map<string, TransactionReceipt | null>();
     const receipt = async (chainId: number, hash: Hex) => {
       const k = `${chainId}:${lc(hash)}`;
-      if (!receipts.has(k)) receipts.set(k, await o.client(chainId).getTransactionReceipt({ hash }).catch(() => null));
+      if (!receipts.has(k))
+        receipts.set(
+          k,
+          await o
+            .client(chainId)
+            .getTransactionReceipt({ hash })
+            .catch(() => null),
+        );
       return receipts.get(k)!;
     };
     const refundedRequests = new Set<string>();
@@ -312,7 +336,8 @@ export async function checkInvariants(o: {
         if (hash && p.kind === 'fill') {
           const ev = (fillsIn.get(lc(hash)) ?? []).filter((f) => lc(f.orderId) === lc(p.request_id!));
           if (ev.length !== 1 || lc(ev[0]!.orderId) !== lc(p.request_id!)) fail(`fill payout ${p.id}: its transaction ${hash} carries ${ev.length} fills`);
-          else if (ev[0]!.amount !== BigInt(p.amount) || lc(ev[0]!.recipient) !== lc(p.recipient)) fail(`fill payout ${p.id}: ledger says ${p.amount} to ${p.recipient}, chain paid ${ev[0]!.amount} to ${ev[0]!.recipient}`);
+          else if (ev[0]!.amount !== BigInt(p.amount) || lc(ev[0]!.recipient) !== lc(p.recipient))
+            fail(`fill payout ${p.id}: ledger says ${p.amount} to ${p.recipient}, chain paid ${ev[0]!.amount} to ${ev[0]!.recipient}`);
         }
         if (hash && (p.kind === 'refund' || p.kind === 'excess')) {
           const ev = scan.calls.filter((c) => lc(c.txHash) === lc(hash));
@@ -346,7 +371,8 @@ export async function checkInvariants(o: {
     for (const t of txs) {
       if (t.state !== 'included' || !t.fee) continue;
       const r = await receipt(t.chain_id, t.hash);
-      if (r && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice) fail(`transaction ${t.hash}: ledger fee ${t.fee}, receipt ${r.gasUsed * r.effectiveGasPrice}`);
+      if (r && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice)
+        fail(`transaction ${t.hash}: ledger fee ${t.fee}, receipt ${r.gasUsed * r.effectiveGasPrice}`);
     }
     // ---- 5. relay-node audit over the same ledger: it must find what the checks above find
     // Every chain of the devnet: EVM, the exchange (exchangeAudit) and SVM (svmAudit), read directly
@@ -376,7 +402,8 @@ export async function checkInvariants(o: {
     const solverNative = await pc.getBalance({ address: o.devnet.solver, blockNumber: end });
     const solverUsdc = await erc20Balance(pc, c.contracts.stablecoin, o.devnet.solver, end);
     const expectNative = b.solver.native - nativeFills - topUps - scan.solverFees.get(c.id)!;
-    if (solverNative !== expectNative) fail(`chain ${c.id}: solver holds ${solverNative} wei, start - fills - top-ups - gas = ${expectNative} (off by ${solverNative - expectNative})`);
+    if (solverNative !== expectNative)
+      fail(`chain ${c.id}: solver holds ${solverNative} wei, start - fills - top-ups - gas = ${expectNative} (off by ${solverNative - expectNative})`);
     if (solverUsdc !== b.solver.usdc - usdcFills) fail(`chain ${c.id}: solver holds ${solverUsdc} USDC units, start - fills = ${b.solver.usdc - usdcFills}`);
 
     const deps = scan.deposits.filter((d) => d.chainId === c.id);
@@ -387,15 +414,20 @@ export async function checkInvariants(o: {
     const outUsdc = calls.filter((x) => x.token && lc(x.token) === usdc).reduce((a, x) => a + x.tokenAmount!, 0n);
     const depNative = await pc.getBalance({ address: c.contracts.depository, blockNumber: end });
     const depUsdc = await erc20Balance(pc, c.contracts.stablecoin, c.contracts.depository, end);
-    if (depNative !== b.depository.native + inNative - outNative) fail(`chain ${c.id}: depository holds ${depNative} wei, start + deposits - refunds = ${b.depository.native + inNative - outNative}`);
-    if (depUsdc !== b.depository.usdc + inUsdc - outUsdc) fail(`chain ${c.id}: depository holds ${depUsdc} USDC units, start + deposits - refunds = ${b.depository.usdc + inUsdc - outUsdc}`);
+    if (depNative !== b.depository.native + inNative - outNative)
+      fail(`chain ${c.id}: depository holds ${depNative} wei, start + deposits - refunds = ${b.depository.native + inNative - outNative}`);
+    if (depUsdc !== b.depository.usdc + inUsdc - outUsdc)
+      fail(`chain ${c.id}: depository holds ${depUsdc} USDC units, start + deposits - refunds = ${b.depository.usdc + inUsdc - outUsdc}`);
     // Every deposit the load confirmed is on chain, as the load recorded it.
     for (const d of o.deposits.filter((x) => x.originChainId === c.id)) {
-      if (!deps.some((e) => lc(e.txHash) === lc(d.txHash) && lc(e.id) === lc(d.orderRef) && e.amount === d.amount)) fail(`deposit ${d.index} (${d.txHash}) is not on chain ${c.id} as recorded`);
+      if (!deps.some((e) => lc(e.txHash) === lc(d.txHash) && lc(e.id) === lc(d.orderRef) && e.amount === d.amount))
+        fail(`deposit ${d.index} (${d.txHash}) is not on chain ${c.id} as recorded`);
     }
   }
   void chain;
-  for (const d of o.deposits) if (!evmIds.has(d.originChainId) && !others.deposits.has(lc(d.txHash))) fail(`deposit ${d.index} (${d.route}, ${d.txHash}) is not a successful deposit on ${d.originChainId}`);
+  for (const d of o.deposits)
+    if (!evmIds.has(d.originChainId) && !others.deposits.has(lc(d.txHash)))
+      fail(`deposit ${d.index} (${d.route}, ${d.txHash}) is not a successful deposit on ${d.originChainId}`);
 
   return {
     ok: failures.length === 0,

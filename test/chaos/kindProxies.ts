@@ -22,7 +22,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { base58Decode, base58Encode } from '../../src/chains/svm/transactions.ts';
-import { Rng } from './prng.ts';
+import type { Rng } from './prng.ts';
 
 export const SVM_FAULT_KINDS = ['http500', 'rpcError', 'dropTx', 'expireTx', 'lag'] as const;
 export type SvmFaultKind = (typeof SVM_FAULT_KINDS)[number];
@@ -226,7 +226,17 @@ export class SvmProxy extends HttpProxy<SvmFaultKind> {
       case 'getBlockHeight':
         return { result: Math.max(0, Number(out.result) - lag) };
       case 'getSignatureStatuses':
-        return { result: { ...out.result, context: { slot: lagSlot }, value: (out.result.value as ({ slot: number } | null)[]).map((v) => (v && visible(v.slot) ? { ...v, ...(v.slot > lagSlot - FINALIZE_DEPTH ? { confirmationStatus: 'confirmed', confirmations: lagSlot - v.slot } : {}) } : null)) } };
+        return {
+          result: {
+            ...out.result,
+            context: { slot: lagSlot },
+            value: (out.result.value as ({ slot: number } | null)[]).map((v) =>
+              v && visible(v.slot)
+                ? { ...v, ...(v.slot > lagSlot - FINALIZE_DEPTH ? { confirmationStatus: 'confirmed', confirmations: lagSlot - v.slot } : {}) }
+                : null,
+            ),
+          },
+        };
       case 'getTransaction':
         return out.result && !visible(Number(out.result.slot)) ? { result: null } : undefined;
       case 'getSignaturesForAddress':
@@ -254,7 +264,11 @@ export class ExchangeProxy extends HttpProxy<ExchangeFaultKind> {
   }
 
   async #forward(req: IncomingMessage, body: string): Promise<{ status: number; text: string }> {
-    const r = await fetch(this.o.target + (req.url ?? '/'), { method: req.method, headers: { 'content-type': 'application/json' }, body: req.method === 'GET' ? undefined : body });
+    const r = await fetch(this.o.target + (req.url ?? '/'), {
+      method: req.method,
+      headers: { 'content-type': 'application/json' },
+      body: req.method === 'GET' ? undefined : body,
+    });
     return { status: r.status, text: await r.text() };
   }
 

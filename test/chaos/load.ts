@@ -23,7 +23,7 @@ import { EXCHANGE_PERPS_USD, SVM_NATIVE } from '../../src/chains/address.ts';
 import { depositFromExchange, depositFromSvm, OTHER_CHAINS } from './otherKinds.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
 import type { Devnet } from '../../src/devnet/devnet.ts';
-import { Rng } from './prng.ts';
+import type { Rng } from './prng.ts';
 
 export type OrderKind = 'normal' | 'short' | 'orphan';
 // Which chain kinds an order joins: EVM to EVM, or to / from the SVM chain or the exchange (1337).
@@ -144,7 +144,11 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     let w = wallets.get(k);
     if (!w) {
       const ch = chainOf(id);
-      w = createWalletClient({ account: privateKeyToAccount(o.devnet.accounts[account]!.privateKey), chain: devnetChain(id, ch.rpcUrl), transport: http(ch.rpcUrl) });
+      w = createWalletClient({
+        account: privateKeyToAccount(o.devnet.accounts[account]!.privateKey),
+        chain: devnetChain(id, ch.rpcUrl),
+        transport: http(ch.rpcUrl),
+      });
       wallets.set(k, w);
     }
     return w;
@@ -174,7 +178,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       const ex = o.kinds.includes('exchange');
       route = svm && v < 0.15 ? 'to-svm' : svm && v < 0.3 ? 'from-svm' : ex && v < 0.4 ? 'to-exchange' : ex && v < 0.5 ? 'from-exchange' : 'evm';
       // The first orders take each route once, paid in full, so that even a short run has all of them.
-      const every = ([...(svm ? ['to-svm', 'from-svm'] : []), ...(ex ? ['to-exchange', 'from-exchange'] : [])] as Route[]);
+      const every = [...(svm ? ['to-svm', 'from-svm'] : []), ...(ex ? ['to-exchange', 'from-exchange'] : [])] as Route[];
       if (index < every.length) {
         route = every[index]!;
         kind = 'normal';
@@ -209,7 +213,18 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
   const one = async (p: (typeof plan)[number]): Promise<void> => {
     if (p.route === 'from-svm' || p.route === 'from-exchange') {
       const d = await (p.route === 'from-svm' ? depositFromSvm : depositFromExchange)(o, p, retryMs, counters);
-      deposits.push({ ...d, index: p.index, kind: p.kind, route: p.route, expect: p.kind === 'normal' ? 'success' : 'refund', originChainId: p.originChainId, destinationChainId: p.destinationChainId, currency: p.currency, account: p.account, depositedAt: Date.now() });
+      deposits.push({
+        ...d,
+        index: p.index,
+        kind: p.kind,
+        route: p.route,
+        expect: p.kind === 'normal' ? 'success' : 'refund',
+        originChainId: p.originChainId,
+        destinationChainId: p.destinationChainId,
+        currency: p.currency,
+        account: p.account,
+        depositedAt: Date.now(),
+      });
       try {
         const r = await nodeCall(o.nodeUrl, '/transactions/index', { txHash: d.txHash, chainId: p.originChainId }, Math.min(retryMs, 10_000));
         if (r.status === 200) indexCalls.ok++;
@@ -225,10 +240,14 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     // The destination's currency and recipient: the same account on EVM and the exchange, its SVM keypair on SVM.
     const destCurrency =
       p.route === 'to-svm'
-        ? p.currency === 'native' ? SVM_NATIVE : o.devnet.svm!.mint
+        ? p.currency === 'native'
+          ? SVM_NATIVE
+          : o.devnet.svm!.mint
         : p.route === 'to-exchange'
           ? EXCHANGE_PERPS_USD
-          : p.currency === 'native' ? zeroAddress : chainOf(p.destinationChainId).contracts.stablecoin;
+          : p.currency === 'native'
+            ? zeroAddress
+            : chainOf(p.destinationChainId).contracts.stablecoin;
     const recipient = p.route === 'to-svm' ? o.devnet.svm!.keypair(p.account).publicKey.toBase58() : user;
     let orderRef: Hex;
     let quoted: bigint | undefined;
@@ -273,7 +292,13 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
         }
       }
     } else if (p.currency === 'native') {
-      receipt = await send(p.account, p.originChainId, depository, encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [user, orderRef] }), depositAmount);
+      receipt = await send(
+        p.account,
+        p.originChainId,
+        depository,
+        encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [user, orderRef] }),
+        depositAmount,
+      );
     } else {
       await send(p.account, p.originChainId, token, encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [depository, depositAmount] }), 0n);
       receipt = await send(

@@ -27,7 +27,12 @@ export async function scanOtherKinds(devnet: Devnet, ledgerPath: string, fail: (
   if (!devnet.svm && !devnet.exchange) return out;
   const ledger = Ledger.open(ledgerPath, { readonly: true });
   try {
-    const originOf = new Map((ledger.db.prepare('SELECT id, origin_chain_id FROM requests').all() as { id: string; origin_chain_id: number }[]).map((r) => [r.id.toLowerCase(), r.origin_chain_id]));
+    const originOf = new Map(
+      (ledger.db.prepare('SELECT id, origin_chain_id FROM requests').all() as { id: string; origin_chain_id: number }[]).map((r) => [
+        r.id.toLowerCase(),
+        r.origin_chain_id,
+      ]),
+    );
     const count = (chainId: number, requestId: string) => {
       const id = requestId.toLowerCase();
       out.paidPerRequest.set(id, (out.paidPerRequest.get(id) ?? 0) + 1);
@@ -76,7 +81,11 @@ export async function scanOtherKinds(devnet: Devnet, ledgerPath: string, fail: (
       const solver = devnet.solver.toLowerCase();
       // The payout (and its request) each signed action of the solver belongs to, by nonce.
       const byNonce = new Map(
-        (ledger.db.prepare('SELECT t.nonce AS nonce, p.request_id AS request_id FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE t.chain_id = ?').all(ex.id) as { nonce: number; request_id: string | null }[]).map((r) => [Number(r.nonce), r.request_id]),
+        (
+          ledger.db
+            .prepare('SELECT t.nonce AS nonce, p.request_id AS request_id FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE t.chain_id = ?')
+            .all(ex.id) as { nonce: number; request_id: string | null }[]
+        ).map((r) => [Number(r.nonce), r.request_id]),
       );
       const fig = { fills: 0, refunds: 0, solverSends: 0 };
       for (const u of ex.standin.state.ledger(solver)) {

@@ -80,7 +80,11 @@ export async function depositFromSvm(o: LoadOptions, p: OtherOrder, retryMs: num
       p.currency === 'native'
         ? SystemProgram.transfer({ fromPubkey: user.publicKey, toPubkey: vault, lamports: amount })
         : createTransferCheckedInstruction(ata(user.publicKey), mint, ata(vault), user.publicKey, amount, 6);
-    const msg = new TransactionMessage({ payerKey: user.publicKey, recentBlockhash: blockhash, instructions: [transfer, memoInstruction(requestId)] }).compileToV0Message();
+    const msg = new TransactionMessage({
+      payerKey: user.publicKey,
+      recentBlockhash: blockhash,
+      instructions: [transfer, memoInstruction(requestId)],
+    }).compileToV0Message();
     const tx = new VersionedTransaction(msg);
     tx.sign([user]);
     wire = tx.serialize();
@@ -133,7 +137,12 @@ export async function depositFromExchange(o: LoadOptions, p: OtherOrder, retryMs
   const quoted = BigInt(q.details.currencyIn.amount);
   // The authorize step, signed on chain 1 and posted to the node (retried while it restarts).
   const auth = q.steps.find((x: any) => x.id === 'authorize').items[0].data;
-  const authSig = await signer.signTypedData({ domain: { ...auth.sign.domain, chainId: 1 }, types: auth.sign.types, primaryType: auth.sign.primaryType, message: auth.sign.value } as never);
+  const authSig = await signer.signTypedData({
+    domain: { ...auth.sign.domain, chainId: 1 },
+    types: auth.sign.types,
+    primaryType: auth.sign.primaryType,
+    message: auth.sign.value,
+  } as never);
   const a = await nodeCall(o.nodeUrl, `${auth.post.endpoint}?signature=${authSig}`, { ...auth.post.body, signatureChainId: 1 }, retryMs, counters);
   if (a.status !== 200) throw new Error(`authorize ${a.status}: ${JSON.stringify(a.body).slice(0, 300)}`);
   // The deposit step: sendAsset signed by the user and posted to the exchange itself.
@@ -155,7 +164,9 @@ export async function depositFromExchange(o: LoadOptions, p: OtherOrder, retryMs
   });
   const body = (await res.json()) as { status?: string };
   if (body.status !== 'ok') throw new Error(`exchange sendAsset: ${JSON.stringify(body).slice(0, 300)}`);
-  const u = ex.standin.state.ledger(signer.address).find((x) => x.delta.type === 'send' && x.delta.nonce === action.nonce && x.delta.user.toLowerCase() === signer.address.toLowerCase());
+  const u = ex.standin.state
+    .ledger(signer.address)
+    .find((x) => x.delta.type === 'send' && x.delta.nonce === action.nonce && x.delta.user.toLowerCase() === signer.address.toLowerCase());
   if (!u) throw new Error(`exchange sendAsset nonce ${action.nonce} applied but not in the user's ledger`);
   return { txHash: u.hash.toLowerCase() as Hex, blockNumber: BigInt(u.time), logIndex: 0, orderRef: requestId, requestId, amount, quotedAmount: quoted };
 }

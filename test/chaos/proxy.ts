@@ -15,7 +15,7 @@
 //   a simulation that reverts while a read says otherwise).
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Rng } from './prng.ts';
+import type { Rng } from './prng.ts';
 
 export const FAULT_KINDS = ['http500', 'http502', 'rpcError', 'timeout', 'drop', 'lostResponse', 'stale', 'lag', 'split'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
@@ -267,7 +267,11 @@ export class RpcProxy {
     if (lagHead < 0n) return false;
     const hex = (n: bigint) => `0x${n.toString(16)}`;
     const num = (tag: unknown): bigint | undefined =>
-      tag === 'latest' || tag === 'pending' || tag === 'safe' || tag === 'finalized' ? lagHead : typeof tag === 'string' && tag.startsWith('0x') ? BigInt(tag) : undefined;
+      tag === 'latest' || tag === 'pending' || tag === 'safe' || tag === 'finalized'
+        ? lagHead
+        : typeof tag === 'string' && tag.startsWith('0x')
+          ? BigInt(tag)
+          : undefined;
     const params = req.params ?? [];
     switch (req.method) {
       case 'eth_blockNumber':
@@ -294,7 +298,14 @@ export class RpcProxy {
       case 'eth_getTransactionByHash': {
         const result = await this.#call(req.method, params);
         const bn = result && typeof result === 'object' ? (result as { blockNumber?: string | null }).blockNumber : null;
-        answer({ result: bn && BigInt(bn) > lagHead ? (req.method === 'eth_getTransactionReceipt' ? null : { ...result, blockNumber: null, blockHash: null, transactionIndex: null }) : result });
+        answer({
+          result:
+            bn && BigInt(bn) > lagHead
+              ? req.method === 'eth_getTransactionReceipt'
+                ? null
+                : { ...result, blockNumber: null, blockHash: null, transactionIndex: null }
+              : result,
+        });
         return true;
       }
       case 'eth_estimateGas':

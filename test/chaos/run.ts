@@ -83,7 +83,8 @@ export const FAULT_WEIGHTS: Record<FaultKind, number> = {
 // multiples of the fault rate; the exchange: per POST /exchange (appliedLost, notApplied) or /info.
 export const SVM_FAULT_SHARE: Record<SvmFaultKind, number> = { http500: 0.2, rpcError: 0.2, lag: 0.2, dropTx: 4, expireTx: 2 };
 export const EXCHANGE_FAULT_SHARE: Record<ExchangeFaultKind, number> = { appliedLost: 3, notApplied: 3, infoError: 0.5 };
-const scaled = <K extends string>(share: Record<K, number>, f: number, cap = 0.5) => Object.fromEntries(Object.entries(share).map(([k, v]) => [k, Math.min(cap, (v as number) * f)])) as Record<K, number>;
+const scaled = <K extends string>(share: Record<K, number>, f: number, cap = 0.5) =>
+  Object.fromEntries(Object.entries(share).map(([k, v]) => [k, Math.min(cap, (v as number) * f)])) as Record<K, number>;
 
 export interface ChaosResult {
   ok: boolean;
@@ -96,7 +97,11 @@ export interface ChaosResult {
   faults: Record<FaultKind, number> & { total: number; rpcRequests: number };
   svmFaults?: Record<SvmFaultKind, number> & { requests: number; swallowedSends: number; laggedAnswers: number };
   exchangeFaults?: Record<ExchangeFaultKind, number> & { requests: number };
-  reorgs: { before: { txHash: Hex; seenUnconfirmed: boolean; status: string }[]; after: { txHash: Hex; mode: 'paid' | 'queued' | 'reincluded'; status: string; failReason: string | null; secondPayout: string | null }[]; extraNotEnded: Hex[] };
+  reorgs: {
+    before: { txHash: Hex; seenUnconfirmed: boolean; status: string }[];
+    after: { txHash: Hex; mode: 'paid' | 'queued' | 'reincluded'; status: string; failReason: string | null; secondPayout: string | null }[];
+    extraNotEnded: Hex[];
+  };
   invariants: InvariantReport;
   secretsInLog: string[];
   loadMs: number;
@@ -171,7 +176,12 @@ class NodeProcess {
     if (fault) args.push('--fault', fault);
     const child = spawn(process.execPath, args, {
       cwd: ROOT,
-      env: { ...process.env, RELAY_SOLVER_KEY: this.keys.solver, RELAY_ALLOCATOR_KEY: this.keys.allocator, ...(this.keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: this.keys.svmSolver } : {}) },
+      env: {
+        ...process.env,
+        RELAY_SOLVER_KEY: this.keys.solver,
+        RELAY_ALLOCATOR_KEY: this.keys.allocator,
+        ...(this.keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: this.keys.svmSolver } : {}),
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     this.child = child;
@@ -200,7 +210,10 @@ class NodeProcess {
       if (child.exitCode !== null || child.signalCode !== null) {
         throw new StartExit(`the node exited while starting: ${this.output.slice(-3).join('').slice(-1500)}`);
       }
-      const ok = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.status === 200, () => false);
+      const ok = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) }).then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (ok) break;
       if (Date.now() > end) {
         // Counted as a failure to start, and started again (by start()).
@@ -243,7 +256,11 @@ class Ticker {
     this.#timer = setInterval(() => {
       for (const c of this.chains) {
         if (this.paused.has(c.id)) continue;
-        void fetch(c.rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'evm_mine', params: [] }) }).catch(() => {});
+        void fetch(c.rpcUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'evm_mine', params: [] }),
+        }).catch(() => {});
       }
     }, this.ms);
   }
@@ -257,7 +274,7 @@ function machine() {
 }
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
-  const sayRaw = opts.say ?? ((l: string) => process.stdout.write(l + '\n'));
+  const sayRaw = opts.say ?? ((l: string) => process.stdout.write(`${l}\n`));
   const say = (l: string) => sayRaw(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${l}`);
   const started = Date.now();
   const rng = new Rng(opts.seed);
@@ -268,7 +285,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const reorgAccount = accounts + 1;
   const kinds = opts.kinds ?? ['svm', 'exchange'];
   // A 100 ms SVM slot: a blockhash expires in 15 s (an expired payout is signed again after that).
-  const devnetOptions = { dataDir, confirmations, testAccounts: accounts + 3, exchange: kinds.includes('exchange'), svm: kinds.includes('svm'), svmSlotIntervalMs: 100 };
+  const devnetOptions = {
+    dataDir,
+    confirmations,
+    testAccounts: accounts + 3,
+    exchange: kinds.includes('exchange'),
+    svm: kinds.includes('svm'),
+    svmSlotIntervalMs: 100,
+  };
   const devnet = await startDevnet(devnetOptions);
   const clients = new Map<number, PublicClient>();
   const client = (id: number) => {
@@ -280,7 +304,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     }
     return c;
   };
-  const rates = Object.fromEntries(FAULT_KINDS.map((k) => [k, opts.excludeFaults?.includes(k) ? 0 : opts.faults * FAULT_WEIGHTS[k]])) as Record<FaultKind, number>;
+  const rates = Object.fromEntries(FAULT_KINDS.map((k) => [k, opts.excludeFaults?.includes(k) ? 0 : opts.faults * FAULT_WEIGHTS[k]])) as Record<
+    FaultKind,
+    number
+  >;
   const proxies = await startProxies(devnet.chains, rng.fork('proxies'), {
     rates,
     limits: opts.maxTimeouts === undefined ? {} : { timeout: opts.maxTimeouts },
@@ -303,10 +330,22 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   }
   // The SVM chain's RPC and the exchange's API, each behind its own fault proxy.
   const svmProxy = devnet.svm
-    ? new SvmProxy({ target: devnet.svm.rpcUrl, rng: rng.fork('svm-proxy'), rates: opts.svmFaults ?? scaled(SVM_FAULT_SHARE, opts.faults), limits: opts.svmFaultLimits, lagSlots: 5, lagMs: 1_500 })
+    ? new SvmProxy({
+        target: devnet.svm.rpcUrl,
+        rng: rng.fork('svm-proxy'),
+        rates: opts.svmFaults ?? scaled(SVM_FAULT_SHARE, opts.faults),
+        limits: opts.svmFaultLimits,
+        lagSlots: 5,
+        lagMs: 1_500,
+      })
     : undefined;
   const exchangeProxy = devnet.exchange
-    ? new ExchangeProxy({ target: devnet.exchange.url, rng: rng.fork('exchange-proxy'), rates: opts.exchangeFaults ?? scaled(EXCHANGE_FAULT_SHARE, opts.faults), limits: opts.exchangeFaultLimits })
+    ? new ExchangeProxy({
+        target: devnet.exchange.url,
+        rng: rng.fork('exchange-proxy'),
+        rates: opts.exchangeFaults ?? scaled(EXCHANGE_FAULT_SHARE, opts.faults),
+        limits: opts.exchangeFaultLimits,
+      })
     : undefined;
   await svmProxy?.start();
   await exchangeProxy?.start();
@@ -330,7 +369,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       JSON.stringify({
         ...base,
         chains: (base.chains as { id: number; kind: string }[]).map((c) =>
-          c.kind === 'svm' ? { ...c, rpcUrl: svmProxy!.url } : c.kind === 'exchange' ? { ...c, exchangeUrl: exchangeProxy!.url } : { ...c, rpcUrl: undefined, ...rpcOf(c.id) },
+          c.kind === 'svm'
+            ? { ...c, rpcUrl: svmProxy!.url }
+            : c.kind === 'exchange'
+              ? { ...c, exchangeUrl: exchangeProxy!.url }
+              : { ...c, rpcUrl: undefined, ...rpcOf(c.id) },
         ),
         solverKey: { env: 'RELAY_SOLVER_KEY' },
         allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
@@ -341,7 +384,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     node = new NodeProcess(configPath, await freePort(), devnet.keys, join(dataDir, 'node.log'));
     ticker.start();
     await node.start();
-    say(`chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}, chains evm${kinds.map((k) => `+${k}`).join('')}; data in ${dataDir}`);
+    say(
+      `chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}, chains evm${kinds.map((k) => `+${k}`).join('')}; data in ${dataDir}`,
+    );
 
     // ---- load, with the crash monkey alongside
     const rate = opts.rate ?? 4;
@@ -389,7 +434,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const watchdog = setInterval(() => {
       if (node && !node.alive() && node.child && node.child.signalCode === null && node.child.exitCode !== null && !restarting) {
         restarting = true;
-        void node.start().catch(() => {}).finally(() => (restarting = false));
+        void node
+          .start()
+          .catch(() => {})
+          .finally(() => (restarting = false));
       }
     }, 500);
     let restarting = false;
@@ -410,25 +458,35 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const reorgRng = rng.fork('reorgs');
     // Deposits the reorg phase makes besides its own (they must end too).
     const outcomesExtra: Hex[] = [];
-    const rpc = (chainId: number, method: string, params: unknown[] = []) => client(chainId).request({ method: method as any, params: params as any }) as Promise<any>;
+    const rpc = (chainId: number, method: string, params: unknown[] = []) =>
+      client(chainId).request({ method: method as any, params: params as any }) as Promise<any>;
     const quoteFor = async (origin: number) => {
       const dest = origin === 8453 ? 10 : 8453;
-      const q = await nodeCall(() => node!.url, '/quote', {
-        user: devnet.accounts[reorgAccount]!.address,
-        originChainId: origin,
-        destinationChainId: dest,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: String(BigInt(reorgRng.int(10, 50)) * 10n ** 15n),
-        tradeType: 'EXACT_INPUT',
-      }, 30_000);
+      const q = await nodeCall(
+        () => node!.url,
+        '/quote',
+        {
+          user: devnet.accounts[reorgAccount]!.address,
+          originChainId: origin,
+          destinationChainId: dest,
+          originCurrency: zeroAddress,
+          destinationCurrency: zeroAddress,
+          amount: String(BigInt(reorgRng.int(10, 50)) * 10n ** 15n),
+          tradeType: 'EXACT_INPUT',
+        },
+        30_000,
+      );
       if (q.status !== 200) throw new Error(`reorg quote: ${q.status} ${JSON.stringify(q.body)}`);
       return q.body;
     };
     const signed = new Map<Hex, Hex>();
     const deposit = async (origin: number, q: any): Promise<Hex> => {
       const ch = devnet.chains.find((x) => x.id === origin)!;
-      const w = createWalletClient({ account: privateKeyToAccount(devnet.accounts[reorgAccount]!.privateKey), chain: devnetChain(origin, ch.rpcUrl), transport: http(ch.rpcUrl) });
+      const w = createWalletClient({
+        account: privateKeyToAccount(devnet.accounts[reorgAccount]!.privateKey),
+        chain: devnetChain(origin, ch.rpcUrl),
+        transport: http(ch.rpcUrl),
+      });
       const item = q.steps[0].items[0].data;
       const prepared = await w.prepareTransactionRequest({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) });
       const raw = await w.signTransaction(prepared as any);
@@ -447,7 +505,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         const snapshot = await rpc(origin, 'evm_snapshot');
         const hash = await deposit(origin, q);
         // The node sees it, unconfirmed (the chain is paused one block short of its confirmations).
-        const seen = await until(async () => ((await status(requestId)).inTxHashes?.includes(hash) ? true : undefined), 'the deposit to be indexed', 15_000).catch(() => false);
+        const seen = await until(
+          async () => ((await status(requestId)).inTxHashes?.includes(hash) ? true : undefined),
+          'the deposit to be indexed',
+          15_000,
+        ).catch(() => false);
         await rpc(origin, 'evm_revert', [snapshot]);
         await rpc(origin, 'anvil_mine', ['0x4']);
         vanished.push({ chainId: origin, txHash: hash, orderRef: requestId });
@@ -492,10 +554,23 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
             await rpc(origin, 'evm_setAutomine', [false]);
             const other = await quoteFor(origin);
             const ch = devnet.chains.find((x) => x.id === origin)!;
-            const w = createWalletClient({ account: privateKeyToAccount(devnet.accounts[reorgAccount + 1]!.privateKey), chain: devnetChain(origin, ch.rpcUrl), transport: http(ch.rpcUrl) });
+            const w = createWalletClient({
+              account: privateKeyToAccount(devnet.accounts[reorgAccount + 1]!.privateKey),
+              chain: devnetChain(origin, ch.rpcUrl),
+              transport: http(ch.rpcUrl),
+            });
             const item = other.steps[0].items[0].data;
             // A higher tip orders it first in the block, so the deposit comes back at another log index.
-            await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value), gas: 200_000n, maxPriorityFeePerGas: 10n ** 10n, maxFeePerGas: 10n ** 11n });
+            await w.sendTransaction({
+              account: w.account!,
+              chain: w.chain,
+              to: item.to,
+              data: item.data,
+              value: BigInt(item.value),
+              gas: 200_000n,
+              maxPriorityFeePerGas: 10n ** 10n,
+              maxFeePerGas: 10n ** 11n,
+            });
             await rpc(origin, 'eth_sendRawTransaction', [signed.get(hash)]);
             await rpc(origin, 'evm_mine');
             await rpc(origin, 'evm_setAutomine', [true]);
@@ -509,19 +584,33 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         }
         if (mode === 'reincluded') {
           // The node rewinds and re-reads; then the deposit must still be the one it paid.
-          await until(async () => ((await status(requestId)).inTxHashes?.includes(hash) ? true : undefined), 'the deposit to be found again', 30_000).catch(() => {});
+          await until(async () => ((await status(requestId)).inTxHashes?.includes(hash) ? true : undefined), 'the deposit to be found again', 30_000).catch(
+            () => {},
+          );
           await sleep(3_000);
           const derived = depositRequestId(origin, hash, again!.logIndex);
           const dup = await nodeCall(() => node!.url, `/intents/status/v3?requestId=${derived}`, undefined, 30_000);
           const after = await status(requestId);
-          reorgs.after.push({ txHash: hash, mode, status: after.status, failReason: after.failReason, secondPayout: dup.status === 200 ? `${dup.body.status} ${dup.body.failReason}` : null });
-          say(`chaos: reorg after the node acted (${mode}, log index now ${again!.logIndex}) on ${origin}: request ${after.status} ${after.failReason}, second request ${dup.status === 200 ? dup.body.status : 'none'}`);
+          reorgs.after.push({
+            txHash: hash,
+            mode,
+            status: after.status,
+            failReason: after.failReason,
+            secondPayout: dup.status === 200 ? `${dup.body.status} ${dup.body.failReason}` : null,
+          });
+          say(
+            `chaos: reorg after the node acted (${mode}, log index now ${again!.logIndex}) on ${origin}: request ${after.status} ${after.failReason}, second request ${dup.status === 200 ? dup.body.status : 'none'}`,
+          );
           continue;
         }
-        const s = await until(async () => {
-          const r = await status(requestId);
-          return r.failReason === 'DEPOSIT_REORGED' ? r : undefined;
-        }, 'DEPOSIT_REORGED to be recorded', 30_000).catch(async () => status(requestId));
+        const s = await until(
+          async () => {
+            const r = await status(requestId);
+            return r.failReason === 'DEPOSIT_REORGED' ? r : undefined;
+          },
+          'DEPOSIT_REORGED to be recorded',
+          30_000,
+        ).catch(async () => status(requestId));
         if (mode === 'queued') {
           vanished.push({ chainId: origin, txHash: hash, orderRef: requestId });
           blockOn(dest, []);
@@ -538,7 +627,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     }
 
     for (const id of outcomesExtra) {
-      const ended = await until(async () => (['success', 'refund'].includes((await status(id)).status) ? true : undefined), `request ${id} to end`, 30_000).catch(() => false);
+      const ended = await until(
+        async () => (['success', 'refund'].includes((await status(id)).status) ? true : undefined),
+        `request ${id} to end`,
+        30_000,
+      ).catch(() => false);
       if (!ended) reorgs.extraNotEnded.push(id);
     }
 
@@ -565,23 +658,39 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const log = node.output.join('').toLowerCase();
     const secretsInLog = [devnet.keys.solver, devnet.keys.allocator].flatMap((k) => [k.toLowerCase(), k.slice(2).toLowerCase()]).filter((k) => log.includes(k));
     if (devnet.keys.svmSolver && node.output.join('').includes(devnet.keys.svmSolver)) secretsInLog.push(devnet.keys.svmSolver);
-    const faultCounts = { ...Object.fromEntries(FAULT_KINDS.map((k) => [k, [...proxies.values()].reduce((a, p) => a + p.counts[k], 0)])) } as Record<FaultKind, number>;
+    const faultCounts = { ...Object.fromEntries(FAULT_KINDS.map((k) => [k, [...proxies.values()].reduce((a, p) => a + p.counts[k], 0)])) } as Record<
+      FaultKind,
+      number
+    >;
     if ((opts.providers ?? 1) > 1) {
       const all = [...proxies.values(), ...[...extras.values()].flat()];
-      say(`chaos: ${opts.providers} providers per EVM chain: ${all.reduce((a, p) => a + p.rateLimited, 0)} answers HTTP 429, ${all.reduce((a, p) => a + p.liedHeads, 0)} heads claimed ahead, lagging 3 blocks throughout`);
+      say(
+        `chaos: ${opts.providers} providers per EVM chain: ${all.reduce((a, p) => a + p.rateLimited, 0)} answers HTTP 429, ${all.reduce((a, p) => a + p.liedHeads, 0)} heads claimed ahead, lagging 3 blocks throughout`,
+      );
     }
     crashes.unexpectedExits = node.unexpectedExits;
     crashes.startFailures = node.startFailures;
     const result: ChaosResult = {
-      ok: invariants.ok && secretsInLog.length === 0 && reorgs.before.every((r) => r.status === 'waiting') && reorgs.after.every(reorgAfterOk) && reorgs.extraNotEnded.length === 0,
+      ok:
+        invariants.ok &&
+        secretsInLog.length === 0 &&
+        reorgs.before.every((r) => r.status === 'waiting') &&
+        reorgs.after.every(reorgAfterOk) &&
+        reorgs.extraNotEnded.length === 0,
       options: { ...opts, say: undefined } as Omit<ChaosOptions, 'say'>,
       durationMs: Date.now() - started,
       orders: opts.orders,
       deposits: loadResult.deposits.length,
       failedOrders: loadResult.failedOrders,
       crashes,
-      faults: { ...faultCounts, total: [...proxies.values()].reduce((a, p) => a + p.total, 0), rpcRequests: [...proxies.values()].reduce((a, p) => a + p.requests, 0) },
-      ...(svmProxy ? { svmFaults: { ...svmProxy.counts, requests: svmProxy.requests, swallowedSends: svmProxy.swallowedSends, laggedAnswers: svmProxy.laggedAnswers } } : {}),
+      faults: {
+        ...faultCounts,
+        total: [...proxies.values()].reduce((a, p) => a + p.total, 0),
+        rpcRequests: [...proxies.values()].reduce((a, p) => a + p.requests, 0),
+      },
+      ...(svmProxy
+        ? { svmFaults: { ...svmProxy.counts, requests: svmProxy.requests, swallowedSends: svmProxy.swallowedSends, laggedAnswers: svmProxy.laggedAnswers } }
+        : {}),
       ...(exchangeProxy ? { exchangeFaults: { ...exchangeProxy.counts, requests: exchangeProxy.requests } } : {}),
       reorgs,
       invariants,
@@ -595,7 +704,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       const dir = opts.resultsDir ?? join(ROOT, 'test/chaos/results');
       mkdirSync(dir, { recursive: true });
       const file = join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-      writeFileSync(file, JSON.stringify(result, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2) + '\n');
+      writeFileSync(file, `${JSON.stringify(result, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2)}\n`);
       say(`chaos: results written to ${file}`);
     }
     return result;
@@ -619,21 +728,37 @@ export function reorgAfterOk(r: ChaosResult['reorgs']['after'][number]): boolean
   return r.status === 'success' && r.failReason === null && r.secondPayout === null;
 }
 
-export function printResult(r: ChaosResult, say: (l: string) => void = (l) => process.stdout.write(l + '\n')): void {
+export function printResult(r: ChaosResult, say: (l: string) => void = (l) => process.stdout.write(`${l}\n`)): void {
   const f = r.invariants.figures;
   say('');
-  say(`chaos ${r.ok ? 'PASSED' : 'FAILED'} in ${(r.durationMs / 1000).toFixed(1)} s (load ${(r.loadMs / 1000).toFixed(1)} s, settle ${(r.settleMs / 1000).toFixed(1)} s)`);
+  say(
+    `chaos ${r.ok ? 'PASSED' : 'FAILED'} in ${(r.durationMs / 1000).toFixed(1)} s (load ${(r.loadMs / 1000).toFixed(1)} s, settle ${(r.settleMs / 1000).toFixed(1)} s)`,
+  );
   say(`  orders      ${r.orders} planned, ${r.deposits} deposits confirmed on chain, ${r.failedOrders.length} not placed`);
   say(`  outcomes    ${f.success} success, ${f.refund} refund, ${f.notTerminal} not terminal; ${f.unexpectedRefunds.length} fillable orders refunded`);
-  say(`  on chain    ${f.fillsOnChain} fills, ${f.refundsOnChain} refunds, ${f.doubleFills} double fills, ${f.filledAndRefunded} filled and refunded, ${f.solverTxs} solver txs`);
-  say(`  crashes     ${r.crashes.sigkill} SIGKILL at random moments, ${r.crashes.faultPoint} at fill fault points, ${r.crashes.unexpectedExits} unexpected exits, ${r.crashes.restarts} restarts, ${r.crashes.startFailures.length} exits while starting (an RPC fault at startup)`);
+  say(
+    `  on chain    ${f.fillsOnChain} fills, ${f.refundsOnChain} refunds, ${f.doubleFills} double fills, ${f.filledAndRefunded} filled and refunded, ${f.solverTxs} solver txs`,
+  );
+  say(
+    `  crashes     ${r.crashes.sigkill} SIGKILL at random moments, ${r.crashes.faultPoint} at fill fault points, ${r.crashes.unexpectedExits} unexpected exits, ${r.crashes.restarts} restarts, ${r.crashes.startFailures.length} exits while starting (an RPC fault at startup)`,
+  );
   say(`  rpc faults  ${r.faults.total} of ${r.faults.rpcRequests} requests: ${FAULT_KINDS.map((k) => `${k} ${r.faults[k]}`).join(', ')}`);
-  if (r.svmFaults) say(`  svm faults  ${SVM_FAULT_KINDS.map((k) => `${k} ${r.svmFaults![k]}`).join(', ')} of ${r.svmFaults.requests} requests; ${r.svmFaults.swallowedSends} sends swallowed, ${r.svmFaults.laggedAnswers} lagging answers`);
-  if (r.exchangeFaults) say(`  exch faults ${EXCHANGE_FAULT_KINDS.map((k) => `${k} ${r.exchangeFaults![k]}`).join(', ')} of ${r.exchangeFaults.requests} requests`);
-  say(`  routes      ${Object.entries(f.routes).map(([k, v]) => `${k} ${v.deposits} (${v.success} success, ${v.refund} refund)`).join(', ')}`);
+  if (r.svmFaults)
+    say(
+      `  svm faults  ${SVM_FAULT_KINDS.map((k) => `${k} ${r.svmFaults![k]}`).join(', ')} of ${r.svmFaults.requests} requests; ${r.svmFaults.swallowedSends} sends swallowed, ${r.svmFaults.laggedAnswers} lagging answers`,
+    );
+  if (r.exchangeFaults)
+    say(`  exch faults ${EXCHANGE_FAULT_KINDS.map((k) => `${k} ${r.exchangeFaults![k]}`).join(', ')} of ${r.exchangeFaults.requests} requests`);
+  say(
+    `  routes      ${Object.entries(f.routes)
+      .map(([k, v]) => `${k} ${v.deposits} (${v.success} success, ${v.refund} refund)`)
+      .join(', ')}`,
+  );
   if (f.svm) say(`  svm chain   ${f.svm.fills} fills, ${f.svm.refunds} refunds, ${f.svm.solverTxs} solver txs`);
   if (f.exchange) say(`  exchange    ${f.exchange.fills} fills, ${f.exchange.refunds} refunds, ${f.exchange.solverSends} solver sends`);
-  say(`  reorgs      ${r.reorgs.before.length} before confirmations (${r.reorgs.before.filter((x) => x.status === 'waiting').length} never filled), ${r.reorgs.after.length} after the node acted (${r.reorgs.after.map((x) => `${x.mode} -> ${x.status} ${x.failReason ?? ''}${x.secondPayout ? ` SECOND PAYOUT ${x.secondPayout}` : ''}${reorgAfterOk(x) ? '' : ' WRONG'}`).join(', ')})`);
+  say(
+    `  reorgs      ${r.reorgs.before.length} before confirmations (${r.reorgs.before.filter((x) => x.status === 'waiting').length} never filled), ${r.reorgs.after.length} after the node acted (${r.reorgs.after.map((x) => `${x.mode} -> ${x.status} ${x.failReason ?? ''}${x.secondPayout ? ` SECOND PAYOUT ${x.secondPayout}` : ''}${reorgAfterOk(x) ? '' : ' WRONG'}`).join(', ')})`,
+  );
   say(`  failReasons ${JSON.stringify(f.failReasons)}`);
   say(`  payouts     ${JSON.stringify(f.payouts)}`);
   say(`  secrets     ${r.secretsInLog.length ? `FOUND in the log: ${r.secretsInLog.join(', ')}` : 'none in the log'}`);
@@ -668,7 +793,10 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   };
   if (arg(a, 'providers') !== undefined) opts.providers = num('providers', 1);
   // --kinds evm: the EVM chains only; --kinds svm or exchange: one of them besides.
-  if (arg(a, 'kinds') !== undefined) opts.kinds = arg(a, 'kinds')!.split(',').filter((k) => k === 'svm' || k === 'exchange') as ('svm' | 'exchange')[];
+  if (arg(a, 'kinds') !== undefined)
+    opts.kinds = arg(a, 'kinds')!
+      .split(',')
+      .filter((k) => k === 'svm' || k === 'exchange') as ('svm' | 'exchange')[];
   if (arg(a, 'max-timeouts') !== undefined) opts.maxTimeouts = num('max-timeouts', 0);
   if (arg(a, 'no-faults') !== undefined) opts.excludeFaults = arg(a, 'no-faults')!.split(',') as FaultKind[];
   runChaos(opts).then(

@@ -15,7 +15,15 @@ export async function auditStack(s: Stack): Promise<AuditResult> {
 // Asynchronous: the devnet's exchange stand-in answers from this very process.
 export function auditCli(s: Stack, args: string[] = ['audit']): Promise<{ code: number | null; out: string }> {
   const path = join(s.dataDir, 'audit-config.json');
-  writeFileSync(path, JSON.stringify({ ...s.devnet.nodeConfig({ port: 0, logLevel: 'warn' }), dataDir: s.dataDir, solverKey: { env: 'AUDIT_SOLVER_KEY' }, allocatorKey: { env: 'AUDIT_ALLOCATOR_KEY' } }));
+  writeFileSync(
+    path,
+    JSON.stringify({
+      ...s.devnet.nodeConfig({ port: 0, logLevel: 'warn' }),
+      dataDir: s.dataDir,
+      solverKey: { env: 'AUDIT_SOLVER_KEY' },
+      allocatorKey: { env: 'AUDIT_ALLOCATOR_KEY' },
+    }),
+  );
   return new Promise((resolve) => {
     execFile(
       process.execPath,

@@ -39,9 +39,29 @@ export function seedRequests(db: Db, rows: number, opts: { prefix?: string; star
         const created = start + i * 25;
         const usd = 1_000_000 + ((i * 7919) % 5_000_000_000);
         const hasDeposit = status !== 'waiting';
-        insertReq.run(id, status, user, user, user, origin, dest, zeroAddress, zeroAddress, '1000', '990', '980', created, created + 5000, usd,
-          SYMBOLS[i % 3]!, SYMBOLS[(i >> 1) % 3]!, hasDeposit ? user : null, hasDeposit ? 1000 + i : null, status === 'success' ? 4000 + (i % 5000) : null,
-          status === 'refund' || status === 'failure' ? 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' : null);
+        insertReq.run(
+          id,
+          status,
+          user,
+          user,
+          user,
+          origin,
+          dest,
+          zeroAddress,
+          zeroAddress,
+          '1000',
+          '990',
+          '980',
+          created,
+          created + 5000,
+          usd,
+          SYMBOLS[i % 3]!,
+          SYMBOLS[(i >> 1) % 3]!,
+          hasDeposit ? user : null,
+          hasDeposit ? 1000 + i : null,
+          status === 'success' ? 4000 + (i % 5000) : null,
+          status === 'refund' || status === 'failure' ? 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' : null,
+        );
         if (!hasDeposit) continue;
         const dep = `${origin}:${prefix}dep${i}`;
         insertDep.run(dep, origin, h(`deptx${i}`), 1000 + i, h(`blk${i}`), user, zeroAddress, '1000', id, id, created + 1000, created + 2000);

@@ -65,7 +65,11 @@ export class SvmLagProxy {
   }
 
   async #forward(c: Call): Promise<{ result?: any; error?: unknown }> {
-    const res = await fetch(this.target, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: c.method, params: c.params ?? [] }) });
+    const res = await fetch(this.target, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: c.method, params: c.params ?? [] }),
+    });
     return (await res.json()) as { result?: any; error?: unknown };
   }
 
@@ -74,8 +78,11 @@ export class SvmLagProxy {
     const head = { jsonrpc: '2.0', id: c.id };
     if (at === undefined || !this.#methods.has(c.method)) return { ...(await this.#forward(c)), ...head };
     this.lagged[c.method] = (this.lagged[c.method] ?? 0) + 1;
-    const min = (c.params ?? []).map((p) => (p && typeof p === 'object' ? (p as { minContextSlot?: unknown }).minContextSlot : undefined)).find((m) => typeof m === 'number') as number | undefined;
-    if (min !== undefined && min > at) return { ...head, error: { code: -32016, message: 'Minimum context slot has not been reached', data: { contextSlot: at } } };
+    const min = (c.params ?? [])
+      .map((p) => (p && typeof p === 'object' ? (p as { minContextSlot?: unknown }).minContextSlot : undefined))
+      .find((m) => typeof m === 'number') as number | undefined;
+    if (min !== undefined && min > at)
+      return { ...head, error: { code: -32016, message: 'Minimum context slot has not been reached', data: { contextSlot: at } } };
     const a = await this.#forward(c);
     if (!('result' in a) || a.result === null) return { ...a, ...head };
     let result = a.result;
@@ -95,7 +102,8 @@ export class SvmLagProxy {
         result = { ...result, value: result.value.map((s: { slot: number } | null) => (s && s.slot <= at ? s : null)) };
         break;
     }
-    if (result && typeof result === 'object' && 'context' in result) result = { ...result, context: { ...result.context, slot: Math.min(result.context.slot, at) } };
+    if (result && typeof result === 'object' && 'context' in result)
+      result = { ...result, context: { ...result.context, slot: Math.min(result.context.slot, at) } };
     return { ...head, result };
   }
 }

@@ -48,19 +48,25 @@ describe('what the depository owes the solver', () => {
     check();
     // Taken by a withdrawal, then released by its failure.
     db.prepare(`INSERT INTO payouts (id, kind, chain_id, recipient, currency, amount, state, decided_at, updated_at)
-      VALUES ('withdrawal:1', 'withdrawal', ?, '0x0000000000000000000000000000000000000001', '0x0000000000000000000000000000000000000000', '700', 'queued', 1, 1)`).run(chain);
+      VALUES ('withdrawal:1', 'withdrawal', ?, '0x0000000000000000000000000000000000000001', '0x0000000000000000000000000000000000000000', '700', 'queued', 1, 1)`).run(
+      chain,
+    );
     ledger.withdrawals.take([owedDeposit.id], 'withdrawal:1');
     check();
     ledger.withdrawals.release('withdrawal:1');
     check();
     // A reorged deposit, a refunded one, and a new fill that succeeds.
-    const [a, b] = (db.prepare(`SELECT id FROM deposits WHERE chain_id = ? AND state = 'handled' AND id != ? LIMIT 2`).all(chain, owedDeposit.id) as { id: string }[]).map((r) => r.id);
+    const [a, b] = (
+      db.prepare(`SELECT id FROM deposits WHERE chain_id = ? AND state = 'handled' AND id != ? LIMIT 2`).all(chain, owedDeposit.id) as { id: string }[]
+    ).map((r) => r.id);
     db.prepare(`UPDATE deposits SET state = 'reorged' WHERE id = ?`).run(a);
     check();
     insert.run('refund:b', 'refund', null, b, chain, '1000', 'queued');
     check();
-    const pending = db.prepare(`SELECT d.id, d.request_id FROM deposits d WHERE d.chain_id = ? AND d.state = 'handled'
-      AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.deposit_id = d.id) LIMIT 1`).get(chain) as { id: string; request_id: string };
+    const pending = db
+      .prepare(`SELECT d.id, d.request_id FROM deposits d WHERE d.chain_id = ? AND d.state = 'handled'
+      AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.deposit_id = d.id) LIMIT 1`)
+      .get(chain) as { id: string; request_id: string };
     insert.run('fill:new', 'fill', pending.request_id, pending.id, chain, '990', 'sent');
     check();
     db.prepare(`UPDATE payouts SET state = 'success' WHERE id = 'fill:new'`).run();
@@ -71,7 +77,9 @@ describe('what the depository owes the solver', () => {
     // Reads by index, not a scan of every payout per deposit (that took minutes on 20,000 requests).
     const plan = (sql: string) => (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as { detail: string }[]).map((r) => r.detail).join('; ');
     expect(plan(`SELECT * FROM depository_owed_entries WHERE seq > 5 ORDER BY seq`)).not.toMatch(/SCAN depository_owed_entries(?! USING)/);
-    expect(plan(`SELECT 1 FROM payouts x WHERE x.deposit_id = 'd' AND x.kind = 'excess' AND x.state != 'success'`)).toMatch(/USING (COVERING )?INDEX payouts_deposit/);
+    expect(plan(`SELECT 1 FROM payouts x WHERE x.deposit_id = 'd' AND x.kind = 'excess' AND x.state != 'success'`)).toMatch(
+      /USING (COVERING )?INDEX payouts_deposit/,
+    );
     ledger.close();
   });
 });

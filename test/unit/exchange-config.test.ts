@@ -19,7 +19,13 @@ const env = { K: KEY };
 describe('chain kind exchange', () => {
   it('fills defaults: perps USD is the native currency (32 hex zeros, 6 decimals)', () => {
     const c = buildConfig(base, env);
-    expect(c.chains[0]).toMatchObject({ kind: 'exchange', exchangeChain: 'Mainnet', signatureChainId: 1, orphanGraceMs: 60_000, currencies: [{ address: HYPE }] });
+    expect(c.chains[0]).toMatchObject({
+      kind: 'exchange',
+      exchangeChain: 'Mainnet',
+      signatureChainId: 1,
+      orphanGraceMs: 60_000,
+      currencies: [{ address: HYPE }],
+    });
     const r = new Registry(c.chains);
     expect(r.native(1337)).toMatchObject({ address: PERPS, decimals: 6, symbol: 'USDC', native: true, kind: 'exchange' });
     expect(r.currency(1337, HYPE.toUpperCase().replace('0X', '0x'))?.symbol).toBe('HYPE');

@@ -39,8 +39,7 @@ export class ListingPool {
   constructor(
     private readonly data: ListingWorkerData,
     private readonly opts: { workers: number; timeoutMs: number; log: Logger },
-  ) {
-  }
+  ) {}
 
   // Workers start with the first listing: a node that never lists pays nothing.
   #ensureStarted(): void {

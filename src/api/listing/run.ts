@@ -42,7 +42,12 @@ export function runListing(ctx: { ledger: Ledger; registry: Registry; solver: Ad
   const q = parseRequestQuery(job.query, { callerKeyId: job.authenticatedFor, privateChains, bounds: ctx.bounds });
   q.referrer = job.referrer;
   const found = searchRequests(ctx.ledger.db, q);
-  const recordCtx = { ledger: ctx.ledger, registry: ctx.registry, solver: ctx.solver, authenticatedFor: q.includeAuthenticatedData ? job.authenticatedFor : undefined };
+  const recordCtx = {
+    ledger: ctx.ledger,
+    registry: ctx.registry,
+    solver: ctx.solver,
+    authenticatedFor: q.includeAuthenticatedData ? job.authenticatedFor : undefined,
+  };
   const records = found.rows.map((r) => requestRecord(recordCtx, r));
   return {
     records: job.v2 ? records.map(toV2Record) : records,

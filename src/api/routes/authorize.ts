@@ -88,7 +88,11 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
     }
     const quoted = quotedMapping(r.quote);
     if (!quoted || quoted.nonce !== b.nonce || getAddress(quoted.wallet) !== wallet || getAddress(quoted.depositor) !== depositor) {
-      throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `the nonce mapping is not the one request ${r.id} was quoted with (nonce, wallet and depositor must match)`);
+      throw new ApiError(
+        400,
+        'INVALID_INPUT_PARAMETERS',
+        `the nonce mapping is not the one request ${r.id} was quoted with (nonce, wallet and depositor must match)`,
+      );
     }
     if (getAddress(r.user!) !== wallet) {
       throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `wallet: request ${r.id} is ${r.user}'s`);

@@ -69,7 +69,11 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
   const caller = requireCaller(req);
   const b = body.parse(req.body ?? {});
   if (b.executionOptions.destinationChainExecutionData !== undefined) {
-    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: executionOptions.destinationChainExecutionData: not supported by this node; relay the call on its own chain');
+    throw new ApiError(
+      400,
+      'INVALID_INPUT_PARAMETERS',
+      'invalid request: executionOptions.destinationChainExecutionData: not supported by this node; relay the call on its own chain',
+    );
   }
   if (!ctx.ports || !ctx.solverPort) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
   const chains = ctx.ports;

@@ -36,7 +36,9 @@ const claimsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).de
 const walletParams = z.object({ wallet: z.string().min(1).max(128) });
 const depositAddressQuery = z.object({ address: z.string().min(1).max(128).optional(), requestId: hashParam.optional() }).strict();
 const swapSourcesQuery = z.object({ chainId: chainIdParam.optional() }).strict();
-const livesQuery = z.object({ withReport: z.string().max(10).optional(), skipPostgres: z.string().max(10).optional(), skipRedis: z.string().max(10).optional() }).strict();
+const livesQuery = z
+  .object({ withReport: z.string().max(10).optional(), skipPostgres: z.string().max(10).optional(), skipRedis: z.string().max(10).optional() })
+  .strict();
 const usageQuery = z
   .object({
     granularity: z.enum(['minutely', 'hourly', 'daily']).default('hourly'),
@@ -63,7 +65,8 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!chains) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const r = ledger.requests.get(b.requestId);
     if (!r) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${b.requestId}`);
-    if (r.origin_chain_id !== b.chainId) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: chainId: request ${r.id} starts on chain ${r.origin_chain_id}`);
+    if (r.origin_chain_id !== b.chainId)
+      throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: chainId: request ${r.id} starts on chain ${r.origin_chain_id}`);
     let tx: { txHash?: unknown; replacementTxHash?: unknown };
     try {
       tx = JSON.parse(b.tx);
@@ -77,7 +80,8 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     try {
       await intake.indexTransaction(txId);
     } catch (e) {
-      if ((e as Error).name === 'TransactionReceiptNotFoundError') throw new ApiError(404, 'TRANSACTION_NOT_FOUND', `transaction ${hash} is not included on chain ${b.chainId} yet`);
+      if ((e as Error).name === 'TransactionReceiptNotFoundError')
+        throw new ApiError(404, 'TRANSACTION_NOT_FOUND', `transaction ${hash} is not included on chain ${b.chainId} yet`);
       throw e;
     }
     return { message: 'Success' };
@@ -93,7 +97,8 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     const { codec } = ctx.chains.profile(chain.id)!;
     const address = codec.canonical(b.depositAddress);
     const r = address ? ledger.requests.byDepositAddress(address) : undefined;
-    if (!r || r.origin_chain_id !== b.chainId) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `no deposit address ${b.depositAddress} on chain ${b.chainId}`);
+    if (!r || r.origin_chain_id !== b.chainId)
+      throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `no deposit address ${b.depositAddress} on chain ${b.chainId}`);
     const intake = chains.intake(b.chainId)!;
     const c = registry.currency(r.origin_chain_id, r.origin_currency);
     const held = await chains.costs(b.chainId)!.balanceOf(r.deposit_address!, r.origin_currency);
@@ -116,7 +121,16 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
         `SELECT p.* FROM payouts p WHERE p.kind = 'claim' AND p.id IN (SELECT request_id FROM app_fee_entries WHERE recipient = @wallet AND kind = 'claim')
          AND (@at IS NULL OR p.decided_at < @at OR (p.decided_at = @at AND p.id < @id)) ORDER BY p.decided_at DESC, p.id DESC LIMIT @limit`,
       )
-      .all({ wallet, at: after?.at ?? null, id: after?.id ?? null, limit: q.limit + 1 }) as { id: string; chain_id: number; recipient: string; currency: string; amount: string; state: string; tx_hash: string | null; decided_at: number }[];
+      .all({ wallet, at: after?.at ?? null, id: after?.id ?? null, limit: q.limit + 1 }) as {
+      id: string;
+      chain_id: number;
+      recipient: string;
+      currency: string;
+      amount: string;
+      state: string;
+      tx_hash: string | null;
+      decided_at: number;
+    }[];
     const page = rows.slice(0, q.limit);
     const last = page.at(-1);
     return {
@@ -184,7 +198,10 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     }
     const body: Record<string, unknown> = { status: ledgerOk ? 'ok' : 'error' };
     if (q.withReport === 'true') {
-      const report: Record<string, unknown> = { version: VERSION, ledger: { status: ledgerOk ? 'ok' : 'error', reason: ledgerOk ? null : 'the ledger does not answer' } };
+      const report: Record<string, unknown> = {
+        version: VERSION,
+        ledger: { status: ledgerOk ? 'ok' : 'error', reason: ledgerOk ? null : 'the ledger does not answer' },
+      };
       for (const chainId of ctx.ports?.ids() ?? []) {
         const p = ctx.ports!.intake(chainId)!.progress();
         report[`chain-${chainId}`] = { status: p.ready ? 'ok' : 'syncing', reason: p.ready ? null : `indexed ${p.indexed} of ${p.head}` };

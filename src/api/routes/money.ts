@@ -16,7 +16,12 @@ const evmWallet = z
   .refine((s) => isAddress(s, { strict: false }), 'must be a 0x-prefixed 20-byte hex address')
   .transform((s) => getAddress(s) as Address);
 const walletParams = z.object({ wallet: evmWallet });
-const signatureQuery = z.object({ signature: z.string().refine((s) => isHex(s) && s.length === 132, 'must be a 65-byte 0x-prefixed hex signature').optional() });
+const signatureQuery = z.object({
+  signature: z
+    .string()
+    .refine((s) => isHex(s) && s.length === 132, 'must be a 65-byte 0x-prefixed hex signature')
+    .optional(),
+});
 
 /**
  * What a wallet signs: the exact request, with a nonce and an expiry, so that a signature
@@ -86,20 +91,30 @@ const claimBody = z.object({
 const fastFillBody = z
   .object({
     requestId: z.string().refine((s) => isHex(s) && s.length === 66, 'must be a 0x-prefixed 32-byte hex request id'),
-    maxFillAmountUsd: z.union([z.string(), z.number()]).transform(String).pipe(z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal USD amount')).optional(),
+    maxFillAmountUsd: z
+      .union([z.string(), z.number()])
+      .transform(String)
+      .pipe(z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal USD amount'))
+      .optional(),
     solverInputCurrencyAmount: amountParam.optional(),
   })
   .strict();
 
 const hexSignature = z.string().refine((s) => isHex(s) && s.length === 132, 'must be a 65-byte 0x-prefixed hex signature');
 // Without signature: asks for the message to sign. With it: nonce and expiresAt as issued.
-const linkBody = z.object({ wallet: evmWallet, signature: hexSignature.optional(), nonce: nonceParam.optional(), expiresAt: z.number().int().optional() }).strict();
+const linkBody = z
+  .object({ wallet: evmWallet, signature: hexSignature.optional(), nonce: nonceParam.optional(), expiresAt: z.number().int().optional() })
+  .strict();
 const unlinkBody = linkBody.extend({ apiKeyId: z.string().min(1).max(128).optional() }).strict();
 
 // A signed post must carry the nonce and expiry of the message the node issued.
 function signedParts(b: { nonce?: string; expiresAt?: number }): { nonce: string; expiresAt: number } {
   if (b.nonce === undefined || b.expiresAt === undefined) {
-    throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: nonce and expiresAt are required with a signature: post without one first to get the message to sign');
+    throw new ApiError(
+      400,
+      'INVALID_INPUT_PARAMETERS',
+      'invalid request: nonce and expiresAt are required with a signature: post without one first to get the message to sign',
+    );
   }
   return { nonce: b.nonce, expiresAt: b.expiresAt };
 }
@@ -150,11 +165,17 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!b.signature) {
       const nonce = newNonce();
       const expiresAt = now + SIGNATURE_VALIDITY_MS;
-      return signatureStep('Sign the link', `Sponsor the requests of API key ${caller.id} from the app balance of ${b.wallet}`, linkMessage(b.wallet, caller.id, nonce, expiresAt), '/app-balance/link', {
-        wallet: b.wallet,
-        nonce,
-        expiresAt,
-      });
+      return signatureStep(
+        'Sign the link',
+        `Sponsor the requests of API key ${caller.id} from the app balance of ${b.wallet}`,
+        linkMessage(b.wallet, caller.id, nonce, expiresAt),
+        '/app-balance/link',
+        {
+          wallet: b.wallet,
+          nonce,
+          expiresAt,
+        },
+      );
     }
     const { nonce, expiresAt } = signedParts(b);
     checkExpiry(expiresAt, now);
@@ -175,12 +196,18 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!b.signature) {
       const nonce = newNonce();
       const expiresAt = now + SIGNATURE_VALIDITY_MS;
-      return signatureStep('Sign the unlink', `Stop sponsoring ${b.apiKeyId ? `API key ${b.apiKeyId}` : 'every API key'} from the app balance of ${b.wallet}`, unlinkMessage(b.wallet, b.apiKeyId, nonce, expiresAt), '/app-balance/unlink', {
-        wallet: b.wallet,
-        ...(b.apiKeyId ? { apiKeyId: b.apiKeyId } : {}),
-        nonce,
-        expiresAt,
-      });
+      return signatureStep(
+        'Sign the unlink',
+        `Stop sponsoring ${b.apiKeyId ? `API key ${b.apiKeyId}` : 'every API key'} from the app balance of ${b.wallet}`,
+        unlinkMessage(b.wallet, b.apiKeyId, nonce, expiresAt),
+        '/app-balance/unlink',
+        {
+          wallet: b.wallet,
+          ...(b.apiKeyId ? { apiKeyId: b.apiKeyId } : {}),
+          nonce,
+          expiresAt,
+        },
+      );
     }
     const { nonce, expiresAt } = signedParts(b);
     checkExpiry(expiresAt, now);
@@ -207,16 +234,26 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!signature) {
       const issuedAt = ctx.now();
       const nonce = newNonce();
-      return signatureStep('Sign the claim', `Claim your ${target.symbol} app fees on chain ${b.chainId}`, claimMessage(wallet, b.chainId, currency, recipient, issuedAt, nonce), `/app-fees/${wallet}/claim`, {
-        chainId: b.chainId,
-        currency,
-        recipient,
-        issuedAt,
-        nonce,
-      });
+      return signatureStep(
+        'Sign the claim',
+        `Claim your ${target.symbol} app fees on chain ${b.chainId}`,
+        claimMessage(wallet, b.chainId, currency, recipient, issuedAt, nonce),
+        `/app-fees/${wallet}/claim`,
+        {
+          chainId: b.chainId,
+          currency,
+          recipient,
+          issuedAt,
+          nonce,
+        },
+      );
     }
     if (b.issuedAt === undefined || b.nonce === undefined) {
-      throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: issuedAt and nonce are required with a signature: post without one first to get the message to sign');
+      throw new ApiError(
+        400,
+        'INVALID_INPUT_PARAMETERS',
+        'invalid request: issuedAt and nonce are required with a signature: post without one first to get the message to sign',
+      );
     }
     const expiresAt = b.issuedAt + SIGNATURE_VALIDITY_MS;
     if (b.issuedAt > ctx.now() + CLOCK_SKEW_MS) throw new ApiError(400, 'SIGNATURE_EXPIRED', 'issuedAt: is in the future; ask for a new claim message');
@@ -247,6 +284,12 @@ export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
       solverInputCurrencyAmount: b.solverInputCurrencyAmount,
       holdSeconds: ctx.config.fastFill.holdSeconds,
     });
-    return { message: 'Success', requestId: b.requestId, amount: r.amount.toString(), amountUsd: formatUsd(r.valueMicro), hold: { amountUsd: formatUsd(r.holdMicro) } };
+    return {
+      message: 'Success',
+      requestId: b.requestId,
+      amount: r.amount.toString(),
+      amountUsd: formatUsd(r.valueMicro),
+      hold: { amountUsd: formatUsd(r.holdMicro) },
+    };
   });
 }

@@ -43,19 +43,28 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (caller) {
       const sponsor = r.money ? (JSON.parse(r.money) as { sponsor?: { apiKeyId: string } | null }).sponsor : undefined;
       if (sponsor?.apiKeyId !== caller.id) {
-        throw new ApiError(403, 'NOT_SPONSORED_BY_KEY', `request ${r.id} is not sponsored by this API key: quote it with usePermit, subsidizeFees and this key`);
+        throw new ApiError(
+          403,
+          'NOT_SPONSORED_BY_KEY',
+          `request ${r.id} is not sponsored by this API key: quote it with usePermit, subsidizeFees and this key`,
+        );
       }
     }
     // Only a request quoted with usePermit: its quote priced the deposit's gas the node pays; any
     // other request's deposit is the user's own transaction.
     if (!quotedWithPermit(r.money)) {
-      throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: request ${r.id} was not quoted with usePermit; deposit it as its quote's steps say`);
+      throw new ApiError(
+        400,
+        'INVALID_INPUT_PARAMETERS',
+        `invalid request: request ${r.id} was not quoted with usePermit; deposit it as its quote's steps say`,
+      );
     }
     const chains = ctx.ports;
     const deposits = chains.deposits(r.origin_chain_id);
     if (!deposits?.verifySignedDeposit) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chain ${r.origin_chain_id} takes no signed deposits`);
     const id = signedDepositPayoutId(r.id);
-    const submitted = () => new ApiError(409, 'ALREADY_SUBMITTED', `request ${r.id} is ${ctx.ledger.requests.get(r.id)!.status}: its deposit was submitted already`);
+    const submitted = () =>
+      new ApiError(409, 'ALREADY_SUBMITTED', `request ${r.id} is ${ctx.ledger.requests.get(r.id)!.status}: its deposit was submitted already`);
     if (r.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
     let authorization: string;
     try {
@@ -70,7 +79,8 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     let sponsoredMicro = 0n;
     if (sponsorWallet) {
       const cout = ctx.registry.currency(r.destination_chain_id, r.destination_currency);
-      if (!cout) throw new ApiError(400, 'UNSUPPORTED_CURRENCY', `currency ${r.destination_currency} is no longer supported on chain ${r.destination_chain_id}`);
+      if (!cout)
+        throw new ApiError(400, 'UNSUPPORTED_CURRENCY', `currency ${r.destination_currency} is no longer supported on chain ${r.destination_chain_id}`);
       const sponsored = r.pricing ? breakdown(BigInt(r.amount_in), JSON.parse(r.pricing) as Pricing).sponsored : 0n;
       sponsoredMicro = usdMicroCeil(sponsored, cout.decimals, await ctx.prices.usdPrice(cout));
     }
@@ -84,5 +94,5 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/execute/permits', (req) => submit(req, false));
   // The hosted operation: executionKind rawCalls (a gasless relay, executeRawCalls.ts); without an
   // executionKind, the signed-deposit submission above.
-  app.post('/execute', (req, reply) => (isRawCalls(req.body) ? executeRawCalls(req, ctx) : submit(req, true)));
+  app.post('/execute', (req) => (isRawCalls(req.body) ? executeRawCalls(req, ctx) : submit(req, true)));
 }

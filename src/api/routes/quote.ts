@@ -22,7 +22,9 @@ const quoteBody = z.object({
   originCurrency: addressString,
   destinationCurrency: addressString,
   amount: amountParam,
-  tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT', 'EXPECTED_OUTPUT'], { errorMap: () => ({ message: 'must be EXACT_INPUT, EXACT_OUTPUT or EXPECTED_OUTPUT' }) }),
+  tradeType: z.enum(['EXACT_INPUT', 'EXACT_OUTPUT', 'EXPECTED_OUTPUT'], {
+    errorMap: () => ({ message: 'must be EXACT_INPUT, EXACT_OUTPUT or EXPECTED_OUTPUT' }),
+  }),
   // Basis points, as a string or a number.
   slippageTolerance: z.coerce.number().int('must be whole basis points').min(0).max(5_000).optional(),
   protocolVersion: z.enum(['v1', 'v2']).optional(),
@@ -46,8 +48,17 @@ const quoteBody = z.object({
       z
         .object({
           to: addressString,
-          value: z.string().regex(/^[0-9]{1,78}$/, 'must be an integer in wei, as a string').transform((v) => BigInt(v)).default('0'),
-          data: z.string().regex(/^0x([0-9a-fA-F]{2})*$/, 'must be 0x-prefixed hex bytes').max(200_000).default('0x').transform((d) => d as `0x${string}`),
+          value: z
+            .string()
+            .regex(/^[0-9]{1,78}$/, 'must be an integer in wei, as a string')
+            .transform((v) => BigInt(v))
+            .default('0'),
+          data: z
+            .string()
+            .regex(/^0x([0-9a-fA-F]{2})*$/, 'must be 0x-prefixed hex bytes')
+            .max(200_000)
+            .default('0x')
+            .transform((d) => d as `0x${string}`),
         })
         .strict(),
     )

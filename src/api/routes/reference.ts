@@ -87,7 +87,10 @@ export function chainRecord(chain: ChainConfig, profile: ChainProfile, live: { d
   const depository = live?.deposits.depositAddress ?? profile.depository;
   return {
     id: chain.id,
-    name: chain.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, ''),
+    name: chain.name
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, ''),
     displayName: chain.name,
     httpRpcUrl: chain.publicRpcUrl ?? '',
     explorerUrl: chain.explorerUrl ?? '',
@@ -104,7 +107,14 @@ export function chainRecord(chain: ChainConfig, profile: ChainProfile, live: { d
     featuredTokens: [],
     erc20Currencies: currencies
       .filter((c) => !c.native)
-      .map((c) => ({ ...brief(c), supportsBridging: true, supportsPermit: profile.permitCurrencies.has(c.address), withdrawalFee: 0, depositFee: 0, surgeEnabled: false })),
+      .map((c) => ({
+        ...brief(c),
+        supportsBridging: true,
+        supportsPermit: profile.permitCurrencies.has(c.address),
+        withdrawalFee: 0,
+        depositFee: 0,
+        surgeEnabled: false,
+      })),
     solverCurrencies: currencies.map(brief),
     iconUrl: null,
     logoUrl: null,
@@ -171,7 +181,8 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
     const tokens = q.tokens?.map((t) => {
       const [chainId, address] = t.split(':');
       const chain = registry.chain(Number(chainId));
-      if (!chain || address === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: tokens: ${t} is not chainId:address of a supported chain`);
+      if (!chain || address === undefined)
+        throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: tokens: ${t} is not chainId:address of a supported chain`);
       return `${chain.id}:${profile(chain.id).codec.canonical(address)}`;
     });
     const matches = (c: Currency, withAddress: boolean) => {
@@ -245,10 +256,7 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
     // Without a user, price for the solver's own address on each side (any valid address will do).
     const user = q.user ?? (origin && chains.deposits(origin.id)?.solver) ?? '';
     const recipient = q.recipient ?? (dest && origin && profile(dest.id).vmType !== profile(origin.id).vmType ? chains.deposits(dest.id)?.solver : undefined);
-    const quote = await buildQuote(
-      { ...q, user, recipient },
-      { config: ctx.config, registry, chains, prices: ctx.prices, solver: ctx.solver },
-    );
+    const quote = await buildQuote({ ...q, user, recipient }, { config: ctx.config, registry, chains, prices: ctx.prices, solver: ctx.solver });
     const { fees, details } = quote.response as { fees: unknown; details: unknown };
     return { fees, details };
   };
@@ -256,9 +264,24 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
 
   // The relayer fee of a bridge, as /price answers it; undefined when the node cannot price it now
   // (no price, no capacity): the published field is optional, and a guess is worse than none.
-  const bridgeFee = async (user: string | undefined, originChainId: number, destinationChainId: number, originCurrency: string, destinationCurrency: string, amount: bigint) => {
+  const bridgeFee = async (
+    user: string | undefined,
+    originChainId: number,
+    destinationChainId: number,
+    originCurrency: string,
+    destinationCurrency: string,
+    amount: bigint,
+  ) => {
     try {
-      const { fees } = (await price({ user, originChainId, destinationChainId, originCurrency, destinationCurrency, amount: amount.toString(), tradeType: 'EXACT_INPUT' })) as {
+      const { fees } = (await price({
+        user,
+        originChainId,
+        destinationChainId,
+        originCurrency,
+        destinationCurrency,
+        amount: amount.toString(),
+        tradeType: 'EXACT_INPUT',
+      })) as {
         fees: { relayer: { amount: string } };
       };
       return fees.relayer.amount;

@@ -9,8 +9,7 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   // Validated and run in a listing worker with its own read-only connection: a heavy listing, or a
   // filter with hundreds of addresses to normalise, never blocks the node's event loop.
   const bounds = ctx.config.api.listing;
-  const run = (job: ListingJob): Promise<ListingResult> =>
-    ctx.listings ? ctx.listings.run(job) : Promise.resolve(runListing({ ...ctx, bounds }, job));
+  const run = (job: ListingJob): Promise<ListingResult> => (ctx.listings ? ctx.listings.run(job) : Promise.resolve(runListing({ ...ctx, bounds }, job)));
   const list = (query: Record<string, unknown>, authenticatedFor: string | undefined, v2: boolean, referrer?: string): Promise<ListingResult> =>
     run({ query, authenticatedFor, v2, referrer });
 
@@ -18,7 +17,11 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
     const caller = requireCaller(req);
     const page = await list((req.query ?? {}) as Record<string, unknown>, caller.id, false);
     // The last page has no continuation (omitted, as the published type has it: an optional string).
-    return { requests: page.records, ...(page.continuation ? { continuation: page.continuation } : {}), ...(page.total !== undefined ? { total: page.total } : {}) };
+    return {
+      requests: page.records,
+      ...(page.continuation ? { continuation: page.continuation } : {}),
+      ...(page.total !== undefined ? { total: page.total } : {}),
+    };
   });
 
   // v2: deprecated, throttled in monthly stages, then retired. Its headers go on every answer.
@@ -49,7 +52,11 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       const { successor, migrationGuide } = links(req);
       reply.header('deprecation', `@${Math.floor(deprecatedAt / 1000)}`);
       reply.header('sunset', new Date(sunsetAt).toUTCString());
-      reply.header('link', [`<${migrationGuide}>; rel="deprecation"; type="text/html"`, `<${migrationGuide}>; rel="sunset"; type="text/html"`, `<${successor}>; rel="successor-version"`]);
+      reply.header('link', [
+        `<${migrationGuide}>; rel="deprecation"; type="text/html"`,
+        `<${migrationGuide}>; rel="sunset"; type="text/html"`,
+        `<${successor}>; rel="successor-version"`,
+      ]);
       reply.header('access-control-expose-headers', 'Deprecation, Sunset, Link');
     }
 
@@ -62,11 +69,13 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       const now = ctx.now();
       const { successor, migrationGuide } = links(req);
       const body = (message: string) => ({ message, successor, migrationGuide });
-      if (now >= sunsetAt) return reply.status(410).send(body(`GET /requests/v2 was retired on ${new Date(sunsetAt).toISOString().slice(0, 10)}; use GET /requests/v3`));
+      if (now >= sunsetAt)
+        return reply.status(410).send(body(`GET /requests/v2 was retired on ${new Date(sunsetAt).toISOString().slice(0, 10)}; use GET /requests/v3`));
       if (now >= throttledFrom) {
         const limiter = limiters[stage(now)]!;
         const taken = limiter.take(req.apiCaller?.id ?? `ip:${req.ip}`, now);
-        if (!taken.ok) return reply.status(429).send(body(`GET /requests/v2 is deprecated and limited to ${limiter.perMinute} calls per minute; use GET /requests/v3`));
+        if (!taken.ok)
+          return reply.status(429).send(body(`GET /requests/v2 is deprecated and limited to ${limiter.perMinute} calls per minute; use GET /requests/v3`));
       }
       const query = { ...(req.query as Record<string, unknown>) };
       // v2 searched by `hash` (any transaction hash) and took `referrer` as a parameter.
@@ -76,7 +85,8 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       }
       const referrer = query.referrer;
       delete query.referrer;
-      if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 200)) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: referrer: must be a string');
+      if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 200))
+        throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: referrer: must be a string');
       const page = await list(query, req.apiCaller?.id, true, referrer);
       return {
         requests: page.records,

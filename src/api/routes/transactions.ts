@@ -45,11 +45,19 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
   app.post('/deposit-address/reindex', async (req) => {
     const b = reindexBody.parse(req.body ?? {});
     if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
-    const r = b.requestId ? ctx.ledger.requests.get(b.requestId.toLowerCase()) : b.depositAddress ? ctx.ledger.requests.byDepositAddress(canonicalEvm(b.depositAddress)) : undefined;
+    const r = b.requestId
+      ? ctx.ledger.requests.get(b.requestId.toLowerCase())
+      : b.depositAddress
+        ? ctx.ledger.requests.byDepositAddress(canonicalEvm(b.depositAddress))
+        : undefined;
     if (!b.requestId && !b.depositAddress) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give depositAddress or requestId');
     if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no request with that deposit address');
     if (r.created_at < ctx.now() - limits.reindexMaxAgeDays * 86_400_000) {
-      throw new ApiError(400, 'DEPOSIT_ADDRESS_EXPIRED', `the deposit address of request ${r.id} was quoted more than ${limits.reindexMaxAgeDays} days ago; ask the operator to sweep it`);
+      throw new ApiError(
+        400,
+        'DEPOSIT_ADDRESS_EXPIRED',
+        `the deposit address of request ${r.id} was quoted more than ${limits.reindexMaxAgeDays} days ago; ask the operator to sweep it`,
+      );
     }
     limited(perAddress.take(r.deposit_address), 'for this deposit address');
     limited(overall.take('all'), 'on this node');
@@ -63,6 +71,9 @@ const canonicalEvm = (s: string) => (isAddress(s, { strict: false }) ? getAddres
 const reindexBody = z
   .object({
     depositAddress: z.string().min(1).max(128).optional(),
-    requestId: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex request id').optional(),
+    requestId: z
+      .string()
+      .regex(/^0x[0-9a-fA-F]{64}$/, 'must be a 0x-prefixed 32-byte hex request id')
+      .optional(),
   })
   .strict();

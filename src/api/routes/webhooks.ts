@@ -39,7 +39,8 @@ export function webhookRoutes(app: FastifyInstance, ctx: ApiContext) {
   const own = (req: FastifyRequest, caller: ApiCaller): WebhookRow => {
     const id = (req.params as { id?: string }).id ?? '';
     const w = id.length <= 100 ? ctx.ledger.events.webhook(id) : undefined;
-    if (!w || w.removed_at !== null || w.api_key_id !== caller.id) throw new ApiError(404, 'WEBHOOK_NOT_FOUND', `no webhook ${id.slice(0, 100)} for this API key`);
+    if (!w || w.removed_at !== null || w.api_key_id !== caller.id)
+      throw new ApiError(404, 'WEBHOOK_NOT_FOUND', `no webhook ${id.slice(0, 100)} for this API key`);
     return w;
   };
 
@@ -56,7 +57,8 @@ export function webhookRoutes(app: FastifyInstance, ctx: ApiContext) {
       throw invalid('url', 'must point to a public address (loopback, private, link-local and metadata addresses are refused)');
     }
     const max = ctx.config.events.maxWebhooksPerKey;
-    if (ctx.ledger.events.webhooks(caller.id).length >= max) throw new ApiError(409, 'TOO_MANY_WEBHOOKS', `at most ${max} webhooks per API key: delete one first`);
+    if (ctx.ledger.events.webhooks(caller.id).length >= max)
+      throw new ApiError(409, 'TOO_MANY_WEBHOOKS', `at most ${max} webhooks per API key: delete one first`);
     const created = ctx.ledger.events.addWebhook(caller.id, url, ctx.now());
     ctx.log.info({ webhook: created.id, apiKey: caller.id, url: redactUrl(url) }, 'webhook added');
     return reply.status(201).send({ id: created.id, url, secret: created.secret, createdAt: created.created_at });

@@ -20,7 +20,20 @@ import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger, RequestRow } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import { RelayRefusedError, SignedDepositError, type ChainAdapter, type RelaySimulation, type ChainEvents, type DepositRequest, type DepositStep, type DestinationCall, type FillCost, type FillCostRequest, type PayoutHooks, type ReindexResult } from '../adapter.ts';
+import {
+  RelayRefusedError,
+  SignedDepositError,
+  type ChainAdapter,
+  type RelaySimulation,
+  type ChainEvents,
+  type DepositRequest,
+  type DepositStep,
+  type DestinationCall,
+  type FillCost,
+  type FillCostRequest,
+  type PayoutHooks,
+  type ReindexResult,
+} from '../adapter.ts';
 import type { RelaySimulator } from '../ports.ts';
 import { QuoteError } from '../../quote/errors.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
@@ -62,7 +75,11 @@ export const PERMIT_TYPES = [
   { name: 'nonce', type: 'uint256' },
   { name: 'deadline', type: 'uint256' },
 ] as const;
-const permitAbi = parseAbi(['function name() view returns (string)', 'function version() view returns (string)', 'function nonces(address) view returns (uint256)']);
+const permitAbi = parseAbi([
+  'function name() view returns (string)',
+  'function version() view returns (string)',
+  'function nonces(address) view returns (uint256)',
+]);
 
 export class EvmAdapter implements ChainAdapter, RelaySimulator {
   readonly chainId: number;
@@ -217,7 +234,13 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       action: 'Sign the permit in your wallet',
       description: 'Authorize the deposit; the relayer submits it and pays its gas',
       data: {
-        sign: { signatureKind: 'eip712', domain: { name, version, chainId: this.chainId, verifyingContract: token }, types: { Permit: PERMIT_TYPES }, primaryType: 'Permit', value },
+        sign: {
+          signatureKind: 'eip712',
+          domain: { name, version, chainId: this.chainId, verifyingContract: token },
+          types: { Permit: PERMIT_TYPES },
+          primaryType: 'Permit',
+          value,
+        },
         post: { endpoint: '/execute/permits', method: 'POST', body: { kind: 'eip2612', requestId: req.orderId, chainId: this.chainId, token, ...value } },
       },
       check: 'status-v3',
@@ -235,7 +258,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     }) as [Address, Address, Address];
     // Only a currency configured with a permit takes one: refused here, before any RPC call.
     const cur = this.chain.currencies.find((c) => getAddress(c.address) === getAddress(r.origin_currency));
-    if (!cur?.permit) throw new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: ${r.origin_currency} on chain ${this.chainId} takes no EIP-2612 permit`);
+    if (!cur?.permit)
+      throw new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: ${r.origin_currency} on chain ${this.chainId} takes no EIP-2612 permit`);
     const [value, nonce, deadline] = ['value', 'nonce', 'deadline'].map((k) => {
       const v = str(k);
       if (!v || !/^[0-9]{1,78}$/.test(v)) throw bad(`${k}: must be an integer`);
@@ -257,7 +281,11 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     } catch (e) {
       // A token that does not answer the permit reads takes no permit: the caller's problem. The
       // RPC failing is not, and its error (which may name the provider URL) is never echoed.
-      if (isRevert(e)) throw new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: token ${token} on chain ${this.chainId} does not implement EIP-2612 permits`);
+      if (isRevert(e))
+        throw new SignedDepositError(
+          'INVALID_INPUT_PARAMETERS',
+          `invalid request: token ${token} on chain ${this.chainId} does not implement EIP-2612 permits`,
+        );
       throw new SignedDepositError('RPC_UNAVAILABLE', `chain ${this.chainId} cannot be read now to check the permit; try again`);
     }
     if (nonce !== current) throw new SignedDepositError('INVALID_NONCE', `the permit's nonce is ${nonce}; the token expects ${current}`);
@@ -283,7 +311,6 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   reindex(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult> {
     return this.#indexer.reindex(fromBlock, toBlock, record);
   }
-
 
   async indexTransaction(txId: string): Promise<number> {
     const receipt = await this.client.getTransactionReceipt({ hash: txId as Hex });
@@ -370,7 +397,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       for (const [i, a] of terms.authorizationList.entries()) {
         // An authorization for another chain, or whose nonce is not the signer's next one, is skipped
         // by the chain without a revert: the call would run undelegated. Refused here instead.
-        if (a.chainId !== this.chainId && a.chainId !== 0) throw new RelayRefusedError('INVALID_AUTHORIZATION', `authorizationList[${i}].chainId: is ${a.chainId}, this chain is ${this.chainId}`);
+        if (a.chainId !== this.chainId && a.chainId !== 0)
+          throw new RelayRefusedError('INVALID_AUTHORIZATION', `authorizationList[${i}].chainId: is ${a.chainId}, this chain is ${this.chainId}`);
         let address: Address;
         try {
           address = await recoverAuthorizationAddress({ authorization: a });
@@ -379,7 +407,10 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
         }
         const next = await this.client.getTransactionCount({ address, blockTag: 'pending' });
         if (BigInt(next) !== BigInt(a.nonce)) {
-          throw new RelayRefusedError('AUTHORIZATION_USED', `authorizationList[${i}].nonce: ${address}'s next nonce is ${next}, the authorization is for ${a.nonce} (used or out of order)`);
+          throw new RelayRefusedError(
+            'AUTHORIZATION_USED',
+            `authorizationList[${i}].nonce: ${address}'s next nonce is ${next}, the authorization is for ${a.nonce} (used or out of order)`,
+          );
         }
         authorities.push({ address, nonce: BigInt(a.nonce) });
       }
@@ -408,7 +439,11 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   // wallet, never as the solver.
   async #checkRelayTarget(to: Address, authorities: { address: string }[]): Promise<void> {
     const own = [this.chain.depository, this.chain.filler, this.chain.depositAddressFactory, this.solver, ...this.chain.currencies.map((c) => c.address)];
-    const refuse = (why: string) => new RelayRefusedError('TARGET_NOT_ALLOWED', `data.to: ${to} ${why}; the node relays calls to wallets only (an account without code, or one delegated by EIP-7702)`);
+    const refuse = (why: string) =>
+      new RelayRefusedError(
+        'TARGET_NOT_ALLOWED',
+        `data.to: ${to} ${why}; the node relays calls to wallets only (an account without code, or one delegated by EIP-7702)`,
+      );
     if (own.some((a) => a !== undefined && getAddress(a) === to)) throw refuse("is one of the node's contracts or currencies");
     if (authorities.some((a) => getAddress(a.address) === to)) return;
     const code = (await this.client.getCode({ address: to })) ?? '0x';
@@ -466,5 +501,4 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     };
     return [approve, ...steps];
   }
-
 }

@@ -3,16 +3,7 @@
 // depository are built from these helpers.
 
 import { randomBytes } from 'node:crypto';
-import {
-  encodeFunctionData,
-  erc20Abi,
-  hashStruct,
-  hashTypedData,
-  type Address,
-  type Hex,
-  type LocalAccount,
-  type TypedDataDomain,
-} from 'viem';
+import { encodeFunctionData, erc20Abi, hashStruct, hashTypedData, type Address, type Hex, type LocalAccount, type TypedDataDomain } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 
 /** EIP-712 types of the depository's call request (same layout as the public RelayDepository). */

@@ -9,7 +9,11 @@ import { usdMicro } from '../../quote/money.ts';
  * usdPrice, so that the count is known at quote time and cannot move with a feed; a currency the
  * chain does not list takes the base count.
  */
-export function confirmationsFor(chain: Pick<EvmChainConfig, 'confirmations' | 'confirmationsByValue' | 'finalityDepth' | 'nativeCurrency' | 'currencies'>, currency: string, amount: bigint): number {
+export function confirmationsFor(
+  chain: Pick<EvmChainConfig, 'confirmations' | 'confirmationsByValue' | 'finalityDepth' | 'nativeCurrency' | 'currencies'>,
+  currency: string,
+  amount: bigint,
+): number {
   const table = chain.confirmationsByValue ?? [];
   if (!table.length) return chain.confirmations;
   const addr = getAddress(currency);

@@ -88,7 +88,8 @@ export class DepositAddressWatcher {
         // Dust: a sweep worth less than a few times its own gas is not paid (the arrival stays,
         // and is swept with whatever arrives after it once the sum is worth it).
         cost ??= await this.sweepCost();
-        if (this.#inNative(currency, balance) <= cost * BigInt(Math.round((this.chain.sweepMinCostMultiple ?? DEFAULT_SWEEP_MIN_COST_MULTIPLE) * 100)) / 100n) continue;
+        if (this.#inNative(currency, balance) <= (cost * BigInt(Math.round((this.chain.sweepMinCostMultiple ?? DEFAULT_SWEEP_MIN_COST_MULTIPLE) * 100))) / 100n)
+          continue;
         const booked = this.sweeps.onDepositAddressFunded({ requestId: r.id, chainId: this.chain.id, currency, amount: balance });
         if (booked) {
           queued++;

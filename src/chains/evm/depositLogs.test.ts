@@ -15,8 +15,20 @@ function log(name: 'RelayNativeDeposit' | 'RelayErc20Deposit', data: Hex): RpcLo
 describe('decodeDepositLog', () => {
   it('reads native and ERC-20 deposits word by word, as the ABI encodes them', () => {
     const native = log('RelayNativeDeposit', encodeAbiParameters([{ type: 'address' }, { type: 'uint256' }, { type: 'bytes32' }], [from, 10n ** 30n, id]));
-    expect(decodeDepositLog(native)).toEqual({ tx_hash: base.transactionHash, log_index: 3, block_number: 16, block_hash: base.blockHash, depositor: from, currency: zeroAddress, amount: (10n ** 30n).toString(), order_ref: id });
-    const erc20 = log('RelayErc20Deposit', encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'uint256' }, { type: 'bytes32' }], [from, token, 5n, id]));
+    expect(decodeDepositLog(native)).toEqual({
+      tx_hash: base.transactionHash,
+      log_index: 3,
+      block_number: 16,
+      block_hash: base.blockHash,
+      depositor: from,
+      currency: zeroAddress,
+      amount: (10n ** 30n).toString(),
+      order_ref: id,
+    });
+    const erc20 = log(
+      'RelayErc20Deposit',
+      encodeAbiParameters([{ type: 'address' }, { type: 'address' }, { type: 'uint256' }, { type: 'bytes32' }], [from, token, 5n, id]),
+    );
     expect(decodeDepositLog(erc20)).toMatchObject({ depositor: from, currency: token, amount: '5', order_ref: id });
   });
 

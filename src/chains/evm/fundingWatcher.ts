@@ -157,7 +157,11 @@ export class FundingWatcher {
         const sum = (ps: FundingPart[], cur: string) => ps.filter((p) => p.currency === cur).reduce((a, p) => a + p.amount, 0n);
         if (c.parts.every((p) => sum(now, p.currency) >= sum(c.parts, p.currency))) continue;
       }
-      const reason = receipt ? (receipt.status === 'success' ? 'reorg: the transfer moved less on the new chain' : 'reorg: the transfer reverted on the new chain') : 'reorg: the transfer is not on the new chain';
+      const reason = receipt
+        ? receipt.status === 'success'
+          ? 'reorg: the transfer moved less on the new chain'
+          : 'reorg: the transfer reverted on the new chain'
+        : 'reorg: the transfer is not on the new chain';
       const booked = this.ledger.tx(() => this.ledger.funding.reverse(c, reason));
       if (booked) this.log.error({ wallet: c.wallet, tx: c.tx_hash, micro: c.micro.toString(), reason }, 'app balance credit reversed');
     }

@@ -9,9 +9,7 @@ export class NonceManager {
   #next: number | undefined;
   #lock: Promise<unknown> = Promise.resolve();
 
-  constructor(
-    private readonly opts: { client: PublicClient; ledger: Ledger; chainId: number; address: Address },
-  ) {}
+  constructor(private readonly opts: { client: PublicClient; ledger: Ledger; chainId: number; address: Address }) {}
 
   // The next nonce: above everything the chain knows (pending included) and everything the ledger
   // recorded (signed transactions that may not have reached the chain yet).

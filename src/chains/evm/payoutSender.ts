@@ -73,7 +73,6 @@ import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
 
-
 /** What an EVM chain's payouts need. */
 export interface EvmPayoutOptions {
   chain: EvmChainConfig;
@@ -88,7 +87,6 @@ export interface EvmPayoutOptions {
   log: Logger;
   faults: Faults;
 }
-
 
 // A refund's call request stays valid this long after the payout was decided. Derived from the payout row
 // (not from the clock at signing) so that re-signing the same refund yields the same, single-use request.
@@ -111,7 +109,6 @@ const BATCH_SLOTS = 2;
 const orderFilledEvent = getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' });
 const callExecutedEvent = getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' });
 const fillerEvents = OrderFillerAbi.filter((x) => x.type === 'event' && (x.name === 'OrderFilled' || x.name === 'FillSkipped'));
-
 
 // One order of a fillBatch call.
 interface BatchFill {
@@ -155,7 +152,6 @@ export interface EvmSigned {
   hash: Hex;
   raw: Hex;
 }
-
 
 // A gasless relay's call as POST /execute recorded it (payout.authorization: its RelayTerms).
 function relayCall(payout: PayoutRow): PreparedCall {
@@ -229,7 +225,6 @@ export class EvmPayouts implements Payouts {
     this.#pipeline.confirmSoon();
   }
 }
-
 
 /** Builds, signs, records, broadcasts, confirms and replaces EVM payout transactions (the chain-specific half of the payout pipeline). */
 export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
@@ -325,9 +320,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   async prepare(payout: PayoutRow, { log }: StepContext): Promise<PrepareResult<EvmPrepared>> {
     const call = await this.#buildCall(payout);
     const [estimate, market] = await Promise.all([
-      this.#client
-        .estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value, authorizationList: call.authorizationList })
-        .then((gas) => ({ gas }), (error: unknown) => ({ error })),
+      this.#client.estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value, authorizationList: call.authorizationList }).then(
+        (gas) => ({ gas }),
+        (error: unknown) => ({ error }),
+      ),
       this.#fees.current(),
     ]);
     // Over the chain's fee cap the payout waits unsigned (no nonce is held behind it).
@@ -411,7 +407,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const value = fills.reduce((sum, f) => (f.fill.token === zeroAddress ? sum + f.fill.amount : sum), 0n);
     const data = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills.map((f) => f.fill)] });
     const [estimate, market] = await Promise.all([
-      this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then((gas) => ({ gas }), (error: unknown) => ({ error })),
+      this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then(
+        (gas) => ({ gas }),
+        (error: unknown) => ({ error }),
+      ),
       this.#fees.current(),
     ]);
     const fees = withinCap(market, this.#feeCap);
@@ -496,7 +495,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (amount <= 0n) throw new UnpayableError(`amount ${payout.amount} is not positive`);
     return { recipient: getAddress(payout.recipient), currency: getAddress(payout.currency), amount };
   }
-
 
   async #buildCall(payout: PayoutRow): Promise<PreparedCall> {
     if (payout.kind === 'relay') return relayCall(payout);
@@ -584,7 +582,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     };
   }
 
-
   async #onSimulationRevert(payout: PayoutRow, call: PreparedCall, err: unknown, log: Logger): Promise<PrepareResult<EvmPrepared>> {
     const revert = decodeRevert(err);
     // Paid already (by an earlier transaction of ours that the ledger lost track of, or by another node
@@ -607,7 +604,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const reason = payout.kind === 'fill' ? 'EXECUTION_REVERTED' : payout.kind === 'deposit' ? deposit() : 'TRANSACTION_REVERTED';
     return { kind: 'unpayable', reason, detail: revert ?? errText(err), callData: call.data };
   }
-
 
   // Broadcasts a recorded transaction. Returns whether the node has it now.
   async #broadcast(payoutId: string, hash: Hex, raw: Hex, log: Logger): Promise<boolean> {
@@ -645,7 +641,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     return accepted;
   }
 
-
   // ------------------------------------------------------------------------------------------ confirm
 
   /** One pass over the solver's open transactions on this chain, nonce by nonce. */
@@ -679,7 +674,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   #requeue(payoutId: string, txHash: string): void {
     this.#requeued.push({ kind: 'requeued', payoutId, txHash });
   }
-
 
   async #confirmGroup(nonce: number, open: TransactionRow[], head: bigint, latestNonce: number): Promise<void> {
     const payoutIds = [...new Set(open.map((t) => t.payout_id))];
@@ -1103,5 +1097,4 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const counter = payout.kind === 'fill' ? this.#metrics.fills : this.#metrics.refunds;
     counter.inc({ ...this.#chainLabel, outcome });
   }
-
 }

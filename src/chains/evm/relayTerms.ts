@@ -22,7 +22,12 @@ export function serializeRelayTerms(t: RelayTerms): string {
 /** Reads a relay payout's terms back; throws on anything malformed (the row can never be sent). */
 export function parseRelayTerms(json: string | null): RelayTerms {
   if (!json) throw new Error('no relay terms');
-  const raw = JSON.parse(json) as { to: string; data: string; value: string; authorizationList?: { chainId: number; address: string; nonce: number; yParity: number; r: string; s: string }[] };
+  const raw = JSON.parse(json) as {
+    to: string;
+    data: string;
+    value: string;
+    authorizationList?: { chainId: number; address: string; nonce: number; yParity: number; r: string; s: string }[];
+  };
   if (!isAddress(raw.to, { strict: false })) throw new Error(`to ${raw.to} is not an address`);
   if (!isHex(raw.data)) throw new Error('data is not hex');
   return {

@@ -28,10 +28,7 @@ export function fullText(err: unknown): string {
 export function isRevert(err: unknown): boolean {
   if (!(err instanceof BaseError)) return false;
   const found = err.walk(
-    (e) =>
-      e instanceof ContractFunctionRevertedError ||
-      e instanceof ExecutionRevertedError ||
-      (e instanceof RpcRequestError && e.code === 3),
+    (e) => e instanceof ContractFunctionRevertedError || e instanceof ExecutionRevertedError || (e instanceof RpcRequestError && e.code === 3),
   );
   if (!found) return false;
   // geth reports an out-of-funds estimate as "gas required exceeds allowance", which viem files
@@ -59,7 +56,6 @@ export function decodeRevert(err: unknown): string | undefined {
   }
   return data.slice(0, 10);
 }
-
 
 // What the node answered about a transaction, as viem's error classes name it. Errors of viem's
 // sendTransaction, estimateGas and call already carry the class in their cause chain; those of

@@ -21,13 +21,7 @@ import { exchangePayoutPipeline } from './payoutSender.ts';
 import type { Payouts } from '../../submitter/pipeline.ts';
 import { depositId, ExchangeDepositSource } from './depositSource.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';
-import {
-  formatUnitsDecimal,
-  NONCE_MAPPING_TYPES,
-  SEND_ASSET_PRIMARY_TYPE,
-  SEND_ASSET_TYPES,
-  type SendAssetParameters,
-} from './typedData.ts';
+import { formatUnitsDecimal, NONCE_MAPPING_TYPES, SEND_ASSET_PRIMARY_TYPE, SEND_ASSET_TYPES, type SendAssetParameters } from './typedData.ts';
 
 export class ExchangeAdapter implements ChainAdapter {
   readonly chainId: number;
@@ -119,7 +113,6 @@ export class ExchangeAdapter implements ChainAdapter {
 
   // ------------------------------------------------------------------------------------ quotes
 
-
   async indexTransaction(txId: string): Promise<number> {
     await this.#indexer.nextPass();
     return this.ledger.deposits.get(depositId(this.chainId, txId as Hex)) ? 1 : 0;
@@ -165,7 +158,8 @@ export class ExchangeAdapter implements ChainAdapter {
     }
     if (req.feePayer !== undefined) throw new QuoteError('depositFeePayer: only SVM-origin deposits can have another fee payer', 'INVALID_INPUT_PARAMETERS');
     if (req.permitDeadline !== undefined) throw new QuoteError(`usePermit: chain ${this.chainId} has no permits`, 'INVALID_INPUT_PARAMETERS');
-    if (req.depositAddressFor !== undefined) throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
+    if (req.depositAddressFor !== undefined)
+      throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
     let asset;
     try {
       asset = await this.assets.asset(req.currency);

@@ -3,13 +3,7 @@
 
 import { privateKeyToAccount } from 'viem/accounts';
 import type { Address, Hex, LocalAccount } from 'viem';
-import {
-  buildSendAssetAction,
-  sendAssetTypedData,
-  splitSignature,
-  type SendAssetParameters,
-  type SignedSendAsset,
-} from './typedData.ts';
+import { buildSendAssetAction, sendAssetTypedData, splitSignature, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 export interface ClearinghouseState {
@@ -124,11 +118,7 @@ export function parseDecimalFloor(value: string, decimals: number): bigint {
 }
 
 /** Signs a sendAsset action with the solver's signer (a local key or a remote signer), or a private key; returns the `/exchange` body. */
-export async function signSendAsset(
-  signer: Hex | LocalAccount,
-  params: SendAssetParameters,
-  opts: { signatureChainId: number },
-): Promise<SignedSendAsset> {
+export async function signSendAsset(signer: Hex | LocalAccount, params: SendAssetParameters, opts: { signatureChainId: number }): Promise<SignedSendAsset> {
   const action = buildSendAssetAction(params, opts.signatureChainId);
   let account: LocalAccount;
   try {
@@ -203,10 +193,7 @@ export class ExchangeClient {
     try {
       return parseDecimalFloor(state.withdrawable, 6);
     } catch (err) {
-      throw new ExchangeHttpError(
-        `POST ${this.url}/info (clearinghouseState) answered a bad withdrawable: ${errText(err)}`,
-        `${this.url}/info`,
-      );
+      throw new ExchangeHttpError(`POST ${this.url}/info (clearinghouseState) answered a bad withdrawable: ${errText(err)}`, `${this.url}/info`);
     }
   }
 
@@ -243,11 +230,7 @@ export class ExchangeClient {
   }
 
   /** Builds, signs (EIP-712) and posts a sendAsset action. */
-  async sendAsset(
-    privateKey: Hex,
-    params: SendAssetParameters,
-    opts: { signatureChainId: number },
-  ): Promise<{ ok: true }> {
+  async sendAsset(privateKey: Hex, params: SendAssetParameters, opts: { signatureChainId: number }): Promise<{ ok: true }> {
     const body = await signSendAsset(privateKey, params, opts);
     return this.submit(body);
   }

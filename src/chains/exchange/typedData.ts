@@ -16,16 +16,7 @@
  * `signatureChainId` is nevertheless bound by the signature, because it must equal the domain's
  * chainId (the verifier rebuilds the domain from it), and `type` selects the struct.
  */
-import {
-  getAddress,
-  hexToBytes,
-  isAddress,
-  isHex,
-  recoverTypedDataAddress,
-  zeroAddress,
-  type Address,
-  type Hex,
-} from 'viem';
+import { getAddress, hexToBytes, isAddress, isHex, recoverTypedDataAddress, zeroAddress, type Address, type Hex } from 'viem';
 
 export const EXCHANGE_CHAIN_ID = 1337;
 
@@ -218,9 +209,7 @@ export function nonceMappingTypedData(input: NonceMappingInput) {
 /** Perps USD: all-zero 16-byte address (32 hex zeros). */
 export const PERPS_USD_CURRENCY = `0x${'0'.repeat(32)}` as Hex;
 
-export type ExchangeCurrency =
-  | { kind: 'perps' }
-  | { kind: 'spot'; tokenId: Hex; dex: string /* '' = the spot DEX, else a named DEX */ };
+export type ExchangeCurrency = { kind: 'perps' } | { kind: 'spot'; tokenId: Hex; dex: string /* '' = the spot DEX, else a named DEX */ };
 
 /**
  * `0x` + 32 hex zeros → perps USD; `0x` + 32 hex (tokenId) → spot; tokenId + hex(dexName) →
@@ -305,6 +294,14 @@ export const DEFAULT_EXCHANGE_CHAIN = 'Mainnet';
 
 /** Keys allowed in a posted sendAsset action (the signed message), in signing order. */
 export const SEND_ASSET_ACTION_KEYS = [
-  'type', 'signatureChainId', 'exchangeChain', 'destination', 'sourceDex', 'destinationDex',
-  'token', 'amount', 'fromSubAccount', 'nonce',
+  'type',
+  'signatureChainId',
+  'exchangeChain',
+  'destination',
+  'sourceDex',
+  'destinationDex',
+  'token',
+  'amount',
+  'fromSubAccount',
+  'nonce',
 ] as const;

@@ -229,7 +229,9 @@ export class ProviderPool {
         this.#metrics.rpcQuorumDisagreements.inc({ chain: String(this.chainId), method: call.method });
         const who = answers.map((x) => `${x.p.name}=${x.key.length > 80 ? `${x.key.slice(0, 80)}...` : x.key}`);
         this.#log.error({ chain: this.chainId, method: call.method, answers: who }, 'providers disagree on a decision read; not acting on it');
-        throw new QuorumDisagreementError(`chain ${this.chainId}: providers disagree on ${call.method} (${answers.map((x) => x.p.name).join(', ')}); not acting on it`);
+        throw new QuorumDisagreementError(
+          `chain ${this.chainId}: providers disagree on ${call.method} (${answers.map((x) => x.p.name).join(', ')}); not acting on it`,
+        );
       }
     }
     return this.#unwrap(answers[0]!.p, call, answers[0]!.a);
@@ -247,7 +249,9 @@ export class ProviderPool {
 
   #exhausted(method: string, quorum = false): ProviderPoolError {
     const why = this.providers.map((p) => `${p.name}: ${this.#state(p) ?? p.lastFailure ?? 'no answer'}`).join('; ');
-    return new ProviderPoolError(`chain ${this.chainId}: ${quorum ? `no quorum of ${this.quorumSize} for` : 'no provider answered'} ${method} in ${this.#maxWaitMs} ms (${why})`);
+    return new ProviderPoolError(
+      `chain ${this.chainId}: ${quorum ? `no quorum of ${this.quorumSize} for` : 'no provider answered'} ${method} in ${this.#maxWaitMs} ms (${why})`,
+    );
   }
 
   #prepare(call: RpcCall): Prepared {
@@ -277,7 +281,13 @@ export class ProviderPool {
     }
     if (call.method === 'eth_getTransactionReceipt' || call.method === 'eth_getTransactionByHash' || call.method === 'eth_getBlockByHash') need = this.floor;
     const latest = call.method === 'eth_blockNumber' ? 'number' : call.method === 'eth_getBlockByNumber' && params[0] === 'latest' ? 'block' : undefined;
-    return { call: { method: call.method, params }, need, headCheck: HEAD_CHECKED.has(call.method) && !latest && this.providers.length > 1, latest, send: SEND_METHODS.has(call.method) };
+    return {
+      call: { method: call.method, params },
+      need,
+      headCheck: HEAD_CHECKED.has(call.method) && !latest && this.providers.length > 1,
+      latest,
+      send: SEND_METHODS.has(call.method),
+    };
   }
 
   // One attempt at one provider: a ProviderFailure when it could not answer (or was behind).
@@ -319,7 +329,10 @@ export class ProviderPool {
     p.head = n;
     let floor = this.floor;
     if (evidence && n > floor) floor = n;
-    const heads = this.providers.map((x) => x.head).filter((x) => x > 0n).sort((a, b) => (a > b ? -1 : a < b ? 1 : 0));
+    const heads = this.providers
+      .map((x) => x.head)
+      .filter((x) => x > 0n)
+      .sort((a, b) => (a > b ? -1 : a < b ? 1 : 0));
     const k = Math.max(1, this.quorumSize);
     const agreed = heads.length >= k ? heads[k - 1]! : undefined;
     if (agreed !== undefined && agreed > floor) floor = agreed;
@@ -332,7 +345,10 @@ export class ProviderPool {
       const now = Date.now();
       this.#shorterSince ??= now;
       if (now - this.#shorterSince >= this.#shorterAfterMs) {
-        this.#log.warn({ chain: this.chainId, floor: floor.toString(), head: highest.toString() }, 'the chain is shorter than the newest block seen: lowering the floor');
+        this.#log.warn(
+          { chain: this.chainId, floor: floor.toString(), head: highest.toString() },
+          'the chain is shorter than the newest block seen: lowering the floor',
+        );
         floor = highest;
         this.#shorterSince = undefined;
       }
@@ -414,9 +430,10 @@ function isAbsent(a: RpcAnswer): boolean {
 function blockOf(a: RpcAnswer): bigint | undefined {
   if (!('result' in a) || !a.result) return undefined;
   const r = a.result as { blockNumber?: unknown; number?: unknown } | { blockNumber?: unknown }[];
-  if (Array.isArray(r)) return r.reduce<bigint | undefined>((m, l) => {
-    const b = toBig(l.blockNumber);
-    return b !== undefined && (m === undefined || b > m) ? b : m;
-  }, undefined);
+  if (Array.isArray(r))
+    return r.reduce<bigint | undefined>((m, l) => {
+      const b = toBig(l.blockNumber);
+      return b !== undefined && (m === undefined || b > m) ? b : m;
+    }, undefined);
   return toBig(r.blockNumber) ?? toBig(r.number);
 }

@@ -35,7 +35,8 @@ export class ProviderFailure extends RelayNodeError {
 // Provider-specific ways of saying "slow down" (Infura, Alchemy, QuickNode, geth -32005...).
 const RATE_LIMITED = /rate.?limit|too many requests|exceeded .*(capacity|quota|rate|compute units)|limit exceeded|request limit|throughput/i;
 // A node that has not reached the block a call names.
-const BEHIND = /header not found|unknown block|block not found|blockoutofrange|block.*out of range|beyond current head|requested block .* (is )?(not|ahead)|block height .* but requested|missing trie node/i;
+const BEHIND =
+  /header not found|unknown block|block not found|blockoutofrange|block.*out of range|beyond current head|requested block .* (is )?(not|ahead)|block height .* but requested|missing trie node/i;
 
 /** Classifies a JSON-RPC error answer: a failure of the provider (retried elsewhere) or a real answer (undefined). */
 export function failureOfAnswer(error: { code: number; message: string }): ProviderFailureKind | undefined {

@@ -17,11 +17,7 @@ import { spendable } from '../spendable.ts';
 //
 // Payouts (fills, refunds) are made from the solver's own account (config.svmSolverKey); see
 // payoutSender.ts for how a payout is sent once at most.
-import {
-  Connection,
-  PublicKey,
-  Transaction,
-} from '@solana/web3.js';
+import { type Connection, PublicKey, Transaction } from '@solana/web3.js';
 import { getAccountLenForMint, unpackAccount, unpackMint } from '@solana/spl-token';
 import type { Config } from '../../config/load.ts';
 import type { SvmChainConfig } from '../../config/schema.ts';
@@ -183,7 +179,6 @@ export class SvmAdapter implements ChainAdapter {
     };
   }
 
-
   async txFee(txId: string): Promise<bigint> {
     const tx = await this.conn.getTransaction(txId, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 });
     if (!tx?.meta) throw new NotFoundError(`transaction ${txId} is not found on chain ${this.chainId}`);
@@ -309,7 +304,8 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   async depositSteps(req: DepositRequest): Promise<DepositStep[]> {
-    if (req.depositAddressFor !== undefined) throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
+    if (req.depositAddressFor !== undefined)
+      throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
     if (req.permitDeadline !== undefined) throw new QuoteError('usePermit: SVM deposits are transactions the user signs', 'INVALID_INPUT_PARAMETERS');
     if (req.feePayer !== undefined && req.feePayer === req.user) throw new QuoteError('depositFeePayer: must differ from user', 'INVALID_INPUT_PARAMETERS');
     const user = new PublicKey(req.user);

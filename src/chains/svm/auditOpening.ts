@@ -1,4 +1,4 @@
-import { Connection, PublicKey } from '@solana/web3.js';
+import { type Connection, PublicKey } from '@solana/web3.js';
 import { unpackAccount } from '@solana/spl-token';
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -64,4 +64,3 @@ export async function recordSvmOpening(chain: SvmChainConfig, ledger: Ledger, co
     list.forEach((a, i) => put.run(chain.id, a.owner, a.currency, slot, amounts[i]!.toString()));
   });
 }
-

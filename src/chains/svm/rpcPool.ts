@@ -86,7 +86,9 @@ export class SvmRpcPool {
     this.#log = opts.log;
     this.#metrics = opts.metrics;
     const chain = String(opts.chain.id);
-    const specs: RpcProviderConfig[] = opts.chain.rpc?.length ? opts.chain.rpc : [{ url: opts.chain.rpcUrl, weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' }];
+    const specs: RpcProviderConfig[] = opts.chain.rpc?.length
+      ? opts.chain.rpc
+      : [{ url: opts.chain.rpcUrl, weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' }];
     const m = opts.metrics;
     this.providers = specs.map(
       (spec, i) =>
@@ -113,8 +115,14 @@ export class SvmRpcPool {
 
   /** A `fetch` for @solana/web3.js's Connection: every call of the body goes through `request`. */
   readonly fetch = async (_url: unknown, init?: { body?: unknown }): Promise<Response> => {
-    const body = JSON.parse(String(init?.body ?? 'null')) as { id?: unknown; method: string; params?: unknown[] } | { id?: unknown; method: string; params?: unknown[] }[];
-    const one = async (c: { id?: unknown; method: string; params?: unknown[] }) => ({ jsonrpc: '2.0', id: c.id, ...(await this.request({ method: c.method, params: c.params ?? [] })) });
+    const body = JSON.parse(String(init?.body ?? 'null')) as
+      | { id?: unknown; method: string; params?: unknown[] }
+      | { id?: unknown; method: string; params?: unknown[] }[];
+    const one = async (c: { id?: unknown; method: string; params?: unknown[] }) => ({
+      jsonrpc: '2.0',
+      id: c.id,
+      ...(await this.request({ method: c.method, params: c.params ?? [] })),
+    });
     const out = Array.isArray(body) ? await Promise.all(body.map(one)) : await one(body);
     return new Response(JSON.stringify(out), { status: 200, headers: { 'content-type': 'application/json' } });
   };
@@ -134,8 +142,16 @@ export class SvmRpcPool {
       if (!p) {
         if (Date.now() + pause > deadline) {
           if (send) return { error: { code: -32603, message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: no provider took the transaction (${why})` } };
-          this.#log?.warn({ chain: this.chainId, method: call.method, floor: this.floor(commitment), why }, 'svm read not answered at the newest slot seen; the caller retries');
-          return { error: { code: MIN_CONTEXT_SLOT_NOT_REACHED, message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: ${call.method} not answered at slot ${this.floor(commitment)} or later (${why})` } };
+          this.#log?.warn(
+            { chain: this.chainId, method: call.method, floor: this.floor(commitment), why },
+            'svm read not answered at the newest slot seen; the caller retries',
+          );
+          return {
+            error: {
+              code: MIN_CONTEXT_SLOT_NOT_REACHED,
+              message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: ${call.method} not answered at slot ${this.floor(commitment)} or later (${why})`,
+            },
+          };
         }
         await new Promise((r) => setTimeout(r, pause));
         pause = Math.min(pause * 2, 500);
@@ -202,7 +218,13 @@ export class SvmRpcPool {
     const top = this.floor('processed');
     const lagOf = (p: RpcProvider) => (p.head > 0n ? Math.max(0, top - Number(p.head)) : 0);
     const stateOf = (p: RpcProvider) =>
-      p.cooling(now) ? 'rate limited' : p.errorRate > 0.5 ? `failing (${p.lastFailure ?? 'errors'})` : lagOf(p) > this.#maxLagSlots ? `behind by ${lagOf(p)} slots` : 'ok';
+      p.cooling(now)
+        ? 'rate limited'
+        : p.errorRate > 0.5
+          ? `failing (${p.lastFailure ?? 'errors'})`
+          : lagOf(p) > this.#maxLagSlots
+            ? `behind by ${lagOf(p)} slots`
+            : 'ok';
     const providers = this.providers.map((p) => ({ name: p.name, state: stateOf(p), headLag: lagOf(p) }));
     const ready = this.providers.some((p, i) => p.role !== 'send' && providers[i]!.state === 'ok');
     const held = providers.filter((p) => p.state !== 'ok');

@@ -107,7 +107,11 @@ export function budgetedTransaction(p: {
 }): VersionedTransaction {
   const budget = [ComputeBudgetProgram.setComputeUnitLimit({ units: p.computeUnitLimit })];
   if (p.microLamportsPerCu > 0n) budget.push(ComputeBudgetProgram.setComputeUnitPrice({ microLamports: p.microLamportsPerCu }));
-  const message = new TransactionMessage({ payerKey: p.payer, recentBlockhash: p.blockhash, instructions: [...budget, ...p.instructions] }).compileToV0Message();
+  const message = new TransactionMessage({
+    payerKey: p.payer,
+    recentBlockhash: p.blockhash,
+    instructions: [...budget, ...p.instructions],
+  }).compileToV0Message();
   return new VersionedTransaction(message);
 }
 
@@ -138,7 +142,12 @@ export type ParsedDeposit = ChainDeposit;
  * vault's lamports. The depositor is whoever's balance of that currency fell the most (the fee
  * payer's fee left out, so a depositFeePayer is never taken for the depositor).
  */
-export function parseDepositTransaction(signature: string, tx: VersionedTransactionResponse, vault: string, ignoreFrom: Set<string> = new Set()): ParsedDeposit | undefined {
+export function parseDepositTransaction(
+  signature: string,
+  tx: VersionedTransactionResponse,
+  vault: string,
+  ignoreFrom: Set<string> = new Set(),
+): ParsedDeposit | undefined {
   const meta = tx.meta;
   if (!meta || meta.err) return undefined;
   const message = tx.transaction.message;

@@ -43,12 +43,22 @@ export interface StandinToken {
 /** Hyperliquid mainnet's USDC and HYPE metadata (index, tokenId, decimals). */
 export const STANDIN_TOKENS: readonly StandinToken[] = [
   {
-    name: 'USDC', szDecimals: 8, weiDecimals: 8, index: 0,
-    tokenId: '0x6d1e7cde53ba9467b783cb7c530ce054', priceMicroUsd: 1_000_000n, fullName: null,
+    name: 'USDC',
+    szDecimals: 8,
+    weiDecimals: 8,
+    index: 0,
+    tokenId: '0x6d1e7cde53ba9467b783cb7c530ce054',
+    priceMicroUsd: 1_000_000n,
+    fullName: null,
   },
   {
-    name: 'HYPE', szDecimals: 2, weiDecimals: 8, index: 150,
-    tokenId: '0x0d01dc56dcaaca66ad901c959b4011ec', priceMicroUsd: 25_000_000n, fullName: 'Hyperliquid',
+    name: 'HYPE',
+    szDecimals: 2,
+    weiDecimals: 8,
+    index: 150,
+    tokenId: '0x0d01dc56dcaaca66ad901c959b4011ec',
+    priceMicroUsd: 25_000_000n,
+    fullName: 'Hyperliquid',
   },
 ];
 
@@ -101,7 +111,11 @@ export class ExchangeState {
   private readonly usedNonces = new Map<string, Set<number>>();
   private seq = 0;
 
-  constructor(tokens: readonly StandinToken[], dexes: readonly string[], readonly now: () => number) {
+  constructor(
+    tokens: readonly StandinToken[],
+    dexes: readonly string[],
+    readonly now: () => number,
+  ) {
     this.tokens = tokens;
     this.dexes = dexes;
   }
@@ -153,9 +167,7 @@ export class ExchangeState {
 
   /** Non-zero balances of a user on spot or a named DEX. */
   balancesOn(user: string, dex: string): { token: StandinToken; units: bigint }[] {
-    return this.tokens
-      .map((token) => ({ token, units: this.balance(user, dex, token) }))
-      .filter((b) => b.units > 0n);
+    return this.tokens.map((token) => ({ token, units: this.balance(user, dex, token) })).filter((b) => b.units > 0n);
   }
 
   credit(user: string, spec: CreditSpec): void {
@@ -190,7 +202,10 @@ export class ExchangeState {
     if (!token || !action.token.includes(':')) {
       return `Unknown token ${action.token}; expected NAME:0x<tokenId> as listed by spotMeta`;
     }
-    for (const [field, dex] of [['sourceDex', action.sourceDex], ['destinationDex', action.destinationDex]] as const) {
+    for (const [field, dex] of [
+      ['sourceDex', action.sourceDex],
+      ['destinationDex', action.destinationDex],
+    ] as const) {
       if (!this.isKnownDex(dex)) return `Unknown ${field} ${JSON.stringify(dex)}`;
       if (dex === '' && token.index !== this.usdc.index) {
         return `Token ${token.name} cannot be held on the perps DEX (only USDC)`;

@@ -76,7 +76,6 @@ export interface SvmRpc {
   submit(wire: Uint8Array, opts?: { skipPreflight?: boolean }): string;
 }
 
-
 /** Starts the stand-in: a chain at slot 0, served on HTTP (and WebSocket on port + 1 when it can be bound). */
 export async function startSvmRpc(opts: StartSvmRpcOptions = {}): Promise<SvmRpc> {
   const host = opts.host ?? '127.0.0.1';
@@ -104,7 +103,7 @@ export async function startSvmRpc(opts: StartSvmRpcOptions = {}): Promise<SvmRpc
     if (r.jsonrpc !== '2.0' || typeof r.method !== 'string') {
       return { jsonrpc: '2.0', error: { code: -32600, message: 'Invalid request' }, id };
     }
-    const fn = Object.prototype.hasOwnProperty.call(methods, r.method) ? methods[r.method] : undefined;
+    const fn = Object.hasOwn(methods, r.method) ? methods[r.method] : undefined;
     let response: Json;
     if (!fn) response = { jsonrpc: '2.0', error: { code: -32601, message: 'Method not found' }, id };
     else {
@@ -146,7 +145,10 @@ export async function startSvmRpc(opts: StartSvmRpcOptions = {}): Promise<SvmRpc
         return;
       }
       if (Array.isArray(body)) {
-        out = body.length === 0 ? { jsonrpc: '2.0', error: { code: -32600, message: 'Invalid request' }, id: null } : body.map(handleOne).filter((x) => x !== undefined);
+        out =
+          body.length === 0
+            ? { jsonrpc: '2.0', error: { code: -32600, message: 'Invalid request' }, id: null }
+            : body.map(handleOne).filter((x) => x !== undefined);
       } else out = handleOne(body) ?? null;
       res.writeHead(200, { 'content-type': 'application/json' }).end(out === null ? '' : JSON.stringify(out));
     });

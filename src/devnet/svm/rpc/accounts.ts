@@ -4,7 +4,7 @@
 import { address as kitAddress } from '@solana/kit';
 import type { ChainState } from './chainState.ts';
 import { b64, invalidParams, type Json, toB58, TOKEN_PROGRAM, U64_MAX_AS_NUMBER, uiTokenAmount } from './codec.ts';
-import { type TokenBalance } from './records.ts';
+import type { TokenBalance } from './records.ts';
 import { isTokenProgram, parseExtensions, parseMint, parseTokenAccount } from './tokenState.ts';
 
 /** An account as the RPC methods read it. */

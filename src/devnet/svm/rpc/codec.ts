@@ -25,6 +25,7 @@ export const FINALIZE_DEPTH = 32;
 /** Solana's epoch length, in slots. */
 export const SLOTS_PER_EPOCH = 432_000;
 /** u64::MAX as the RPC answers an account's rentEpoch. */
+// biome-ignore lint/correctness/noPrecisionLoss: the RPC answers u64::MAX as this JSON number, rounded exactly as a client's JSON.parse rounds it.
 export const U64_MAX_AS_NUMBER = 18446744073709551615;
 /** What the faucet starts with (1M SOL, well inside Number's safe range). */
 export const FAUCET_LAMPORTS = 1_000_000_000_000_000n;

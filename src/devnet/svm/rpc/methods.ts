@@ -2,7 +2,7 @@
 
 import { address as kitAddress } from '@solana/kit';
 import { VersionedMessage } from '@solana/web3.js';
-import { type Accounts, type Acct } from './accounts.ts';
+import type { Accounts, Acct } from './accounts.ts';
 import type { ChainState } from './chainState.ts';
 import {
   type Cfg,
@@ -23,8 +23,8 @@ import {
 } from './codec.ts';
 import { computeBudget } from './records.ts';
 import { isTokenProgram, parseMint, parseTokenAccount } from './tokenState.ts';
-import { type Transactions } from './transactions.ts';
-import { type TxEncoding } from './txEncoding.ts';
+import type { Transactions } from './transactions.ts';
+import type { TxEncoding } from './txEncoding.ts';
 
 /** The JSON-RPC method table, by method name. */
 export function createMethods(chain: ChainState, accounts: Accounts, transactions: Transactions, encoding: TxEncoding) {
@@ -209,7 +209,12 @@ export function createMethods(chain: ChainState, accounts: Accounts, transaction
         )
         .map((ea) => ({
           pubkey: ea.address,
-          account: encodeAccount(ea.address, { lamports: Number(ea.lamports), owner: ea.programAddress, data: ea.data as Uint8Array, executable: ea.executable }, enc, cfg.dataSlice as never),
+          account: encodeAccount(
+            ea.address,
+            { lamports: Number(ea.lamports), owner: ea.programAddress, data: ea.data as Uint8Array, executable: ea.executable },
+            enc,
+            cfg.dataSlice as never,
+          ),
         }));
       return cfg.withContext ? ctx(out) : out;
     },

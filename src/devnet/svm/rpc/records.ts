@@ -2,10 +2,10 @@
 // budget, memo and signature checks read off a transaction.
 
 import crypto from 'node:crypto';
-import { type Transaction as KitTransaction } from '@solana/kit';
-import { VersionedTransaction } from '@solana/web3.js';
+import type { Transaction as KitTransaction } from '@solana/kit';
+import type { VersionedTransaction } from '@solana/web3.js';
 import { BUILTIN_PROGRAMS, COMPUTE_BUDGET_PROGRAM, MEMO_V1_PROGRAM, MEMO_V2_PROGRAM, readU32, readU64, type UiTokenAmount } from './codec.ts';
-import { type TxErrJson } from './txErrors.ts';
+import type { TxErrJson } from './txErrors.ts';
 
 // ---------------------------------------------------------------------------------------------------------
 // Decoded transactions and records

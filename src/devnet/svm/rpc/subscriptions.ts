@@ -1,14 +1,14 @@
 // WebSocket pub/sub: signature, slot, account and logs subscriptions, notified after each transaction
 // and each new slot.
 
-import http from 'node:http';
+import type http from 'node:http';
 import crypto from 'node:crypto';
 import type { Duplex } from 'node:stream';
 import { errText } from '../../../lib/errors.ts';
-import { type Accounts } from './accounts.ts';
+import type { Accounts } from './accounts.ts';
 import type { ChainState } from './chainState.ts';
 import { type Cfg, FINALIZE_DEPTH, invalidParams, type Json, normCommitment, parsePubkey, RpcError } from './codec.ts';
-import { type TxRecord } from './records.ts';
+import type { TxRecord } from './records.ts';
 import { type Subscription, WsConn } from './wsConn.ts';
 
 /** The WebSocket side: upgrades, subscriptions, and their notifications after a transaction or a new slot. */
@@ -136,10 +136,8 @@ export function createSubscriptions(chain: ChainState, accounts: Accounts) {
       socket.end('HTTP/1.1 400 Bad Request\r\n\r\n');
       return;
     }
-    const accept = crypto.createHash('sha1').update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
-    socket.write(
-      'HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' + `Sec-WebSocket-Accept: ${accept}\r\n\r\n`,
-    );
+    const accept = crypto.createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
     const conn: WsConn = new WsConn(
       socket,
       (text) => {

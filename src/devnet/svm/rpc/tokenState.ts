@@ -67,11 +67,27 @@ export function parseMint(owner: string, data: Uint8Array): MintState | null {
 
 /** Token-2022 extension names by type, as jsonParsed spells them. */
 export const EXTENSION_NAMES: Record<number, string> = {
-  1: 'transferFeeConfig', 2: 'transferFeeAmount', 3: 'mintCloseAuthority', 4: 'confidentialTransferMint',
-  5: 'confidentialTransferAccount', 6: 'defaultAccountState', 7: 'immutableOwner', 8: 'memoTransfer',
-  9: 'nonTransferable', 10: 'interestBearingConfig', 11: 'cpiGuard', 12: 'permanentDelegate',
-  13: 'nonTransferableAccount', 14: 'transferHook', 15: 'transferHookAccount', 18: 'metadataPointer',
-  19: 'tokenMetadata', 20: 'groupPointer', 21: 'tokenGroup', 22: 'groupMemberPointer', 23: 'tokenGroupMember',
+  1: 'transferFeeConfig',
+  2: 'transferFeeAmount',
+  3: 'mintCloseAuthority',
+  4: 'confidentialTransferMint',
+  5: 'confidentialTransferAccount',
+  6: 'defaultAccountState',
+  7: 'immutableOwner',
+  8: 'memoTransfer',
+  9: 'nonTransferable',
+  10: 'interestBearingConfig',
+  11: 'cpiGuard',
+  12: 'permanentDelegate',
+  13: 'nonTransferableAccount',
+  14: 'transferHook',
+  15: 'transferHookAccount',
+  18: 'metadataPointer',
+  19: 'tokenMetadata',
+  20: 'groupPointer',
+  21: 'tokenGroup',
+  22: 'groupMemberPointer',
+  23: 'tokenGroupMember',
 };
 
 /** A key, or null when it is all zeros (an unset optional key). */

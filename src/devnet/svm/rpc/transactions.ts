@@ -17,7 +17,7 @@ import {
   getMintLen,
 } from '@solana/spl-token';
 import { errText } from '../../../lib/errors.ts';
-import { type Accounts, type Acct } from './accounts.ts';
+import type { Accounts, Acct } from './accounts.ts';
 import type { ChainState } from './chainState.ts';
 import { b64, FAUCET_LAMPORTS, fromB58, invalidParams, isZero, LAMPORTS_PER_SIGNATURE, readU32, RpcError, SYSTEM_PROGRAM, toB58, txDecoder } from './codec.ts';
 import { computeBudget, type DecodedTx, memoOf, type TxRecord, verifyEd25519 } from './records.ts';
@@ -55,7 +55,7 @@ export function createTransactions(chain: ChainState, accounts: Accounts, afterT
     const loaded = { writable: [] as string[], readonly: [] as string[] };
     for (const l of msg.addressTableLookups) {
       const alt = getAcct(l.accountKey.toBase58());
-      if (!alt) throw new RpcError(-32602, 'invalid transaction: Transaction loads an address table account that doesn\'t exist');
+      if (!alt) throw new RpcError(-32602, "invalid transaction: Transaction loads an address table account that doesn't exist");
       const addrs: string[] = [];
       for (let o = 56; o + 32 <= alt.data.length; o += 32) addrs.push(toB58(alt.data.subarray(o, o + 32)));
       for (const i of l.writableIndexes) {
@@ -136,8 +136,7 @@ export function createTransactions(chain: ChainState, accounts: Accounts, afterT
     const rd = meta.returnData();
     const rdProgram = rd.programId();
     const rdData = rd.data();
-    const returnData: TxRecord['returnData'] =
-      rdData.length > 0 || !isZero(rdProgram) ? { programId: toB58(rdProgram), data: [b64(rdData), 'base64'] } : null;
+    const returnData: TxRecord['returnData'] = rdData.length > 0 || !isZero(rdProgram) ? { programId: toB58(rdProgram), data: [b64(rdData), 'base64'] } : null;
     const innerInstructions: TxRecord['innerInstructions'] = [];
     meta.innerInstructions().forEach((list, index) => {
       if (list.length === 0) return;

@@ -18,7 +18,7 @@ import {
   TOKEN_PROGRAM,
   uiTokenAmount,
 } from './codec.ts';
-import { type DecodedTx, type TxRecord } from './records.ts';
+import type { DecodedTx, TxRecord } from './records.ts';
 import { isTokenProgram } from './tokenState.ts';
 
 /** Recorded transactions in the shapes getTransaction, getBlock and getSignatureStatuses answer. */
@@ -111,13 +111,21 @@ export function createTxEncoding(chain: ChainState) {
             return parsed(program, { info: { amount: amt(), destination: acc[1], source: acc[0], ...authKey(2) }, type: 'transfer' });
           case 7:
             return parsed(program, {
-              info: { account: acc[1], amount: amt(), mint: acc[0], ...(acc.length > 3 ? { multisigMintAuthority: acc[2], signers: acc.slice(3) } : { mintAuthority: acc[2] }) },
+              info: {
+                account: acc[1],
+                amount: amt(),
+                mint: acc[0],
+                ...(acc.length > 3 ? { multisigMintAuthority: acc[2], signers: acc.slice(3) } : { mintAuthority: acc[2] }),
+              },
               type: 'mintTo',
             });
           case 8:
             return parsed(program, { info: { account: acc[0], amount: amt(), mint: acc[1], ...authKey(2) }, type: 'burn' });
           case 9:
-            return parsed(program, { info: { account: acc[0], destination: acc[1], ...(acc.length > 3 ? { multisigOwner: acc[2], signers: acc.slice(3) } : { owner: acc[2] }) }, type: 'closeAccount' });
+            return parsed(program, {
+              info: { account: acc[0], destination: acc[1], ...(acc.length > 3 ? { multisigOwner: acc[2], signers: acc.slice(3) } : { owner: acc[2] }) },
+              type: 'closeAccount',
+            });
           case 12:
             return parsed(program, {
               info: { destination: acc[2], mint: acc[1], source: acc[0], tokenAmount: uiTokenAmount(readU64(data, 1), data[9]!), ...authKey(3) },

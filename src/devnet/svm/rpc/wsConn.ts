@@ -1,7 +1,7 @@
 // A minimal server side of a WebSocket connection (RFC 6455, text frames), and the subscriptions one holds.
 
 import type { Duplex } from 'node:stream';
-import { type Commitment } from './codec.ts';
+import type { Commitment } from './codec.ts';
 
 // ---------------------------------------------------------------------------------------------------------
 // Minimal WebSocket server side (RFC 6455, text frames)
