@@ -4,7 +4,7 @@ import { concat, createWalletClient, encodeFunctionData, erc20Abi, http, parseEv
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
 import { CALIBUR_ADDRESS, devnetChain } from '../src/devnet/deploy.ts';
-import { usdMicroCeil } from '../src/quote/money.ts';
+import { usdMicroCeil } from '../src/lib/money.ts';
 import { fundAppBalance, linkWallet } from './helpers/appBalance.ts';
 import { auditStack } from './helpers/audit.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';

@@ -1,7 +1,7 @@
 import { getAddress, isAddress } from 'viem';
 import { STATUSES } from '../ledger/types.ts';
 import { FILTER_FIELDS, type FieldFilter, type FilterField, type RequestQuery, type SortBy } from '../ledger/requestSearch.ts';
-import { parseDecimal } from '../quote/money.ts';
+import { parseDecimal } from '../lib/money.ts';
 import { FAIL_REASONS, REFUND_FAIL_REASONS, REQUEST_TYPES } from './enums.ts';
 import { ApiError } from './errors.ts';
 

@@ -4,7 +4,7 @@ import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, PayoutRow, Pricing, RequestRow, TransactionRow } from '../ledger/types.ts';
 import { currencyObject } from '../quote/currency.ts';
-import { conversionRate, formatUsd, mulRatioFloor, parseDecimal, usdMicro } from '../quote/money.ts';
+import { conversionRate, formatUsd, mulRatioFloor, parseDecimal, usdMicro } from '../lib/money.ts';
 
 // The interface's Request record (v3), read from the ledger as the node recorded it. Where the
 // node has no value, the field is null or an empty array.

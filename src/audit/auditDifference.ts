@@ -6,7 +6,7 @@ import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
-import { usdMicro } from '../quote/money.ts';
+import { usdMicro } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import type { UnexplainedMovement } from '../solver/lossBreaker.ts';
 import { errText } from '../lib/errors.ts';

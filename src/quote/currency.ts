@@ -1,7 +1,7 @@
 import { formatUnits } from 'viem';
 import { apiAddress } from '../kinds/address.ts';
 import type { Currency } from '../config/registry.ts';
-import { usdValue } from './money.ts';
+import { usdValue } from '../lib/money.ts';
 
 /** The interface's Currency and Amount objects. */
 export function currencyObject(c: Currency) {

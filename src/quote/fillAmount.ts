@@ -1,6 +1,6 @@
 import type { Pricing } from '../ledger/types.ts';
-import { QuoteError } from './errors.ts';
-import { bpsCeil, mulRatioFloor } from './money.ts';
+import { QuoteError } from '../lib/quoteError.ts';
+import { bpsCeil, mulRatioFloor } from '../lib/money.ts';
 
 export interface FeeBreakdown {
   /** The deposit's worth in the output currency, before fees. */

@@ -1,7 +1,7 @@
 import type { FillCost } from '../chains/adapter.ts';
 import type { Pricing } from '../ledger/types.ts';
-import { QuoteError } from './errors.ts';
-import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, usdMicro, usdValue, type Ratio } from './money.ts';
+import { QuoteError } from '../lib/quoteError.ts';
+import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, usdMicro, usdValue, type Ratio } from '../lib/money.ts';
 import { evmCodec } from '../kinds/evm.ts';
 import { isSwap, type Route } from './route.ts';
 import { DEFAULT_MAX_TOPUP_USD, DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';

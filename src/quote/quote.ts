@@ -2,9 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { encodeAbiParameters, formatUnits, type Hex } from 'viem';
 import type { NewRequest } from '../ledger/requests.ts';
 import { amountObject } from './currency.ts';
-import { QuoteError } from './errors.ts';
+import { QuoteError } from '../lib/quoteError.ts';
 import { breakdown, inputFor, outputFor } from './fillAmount.ts';
-import { ceilDiv, formatUsd, mulRatioCeil, percent, usdMicro, usdMicroCeil, usdValue } from './money.ts';
+import { ceilDiv, formatUsd, mulRatioCeil, percent, usdMicro, usdMicroCeil, usdValue } from '../lib/money.ts';
 import { orderId, type OrderData } from './orderId.ts';
 import { callsValue, priceRoute } from './pricing.ts';
 import { resolveRoute } from './route.ts';
@@ -12,7 +12,7 @@ import { feeSponsorshipQuoted } from './sponsorship.ts';
 import type { QuoteContext, QuoteInput } from './types.ts';
 
 export { currencyObject } from './currency.ts';
-export { QuoteError } from './errors.ts';
+export { QuoteError } from '../lib/quoteError.ts';
 export type { QuoteContext, QuoteInput, Sponsor } from './types.ts';
 
 export interface Quote {

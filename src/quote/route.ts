@@ -2,7 +2,7 @@ import type { ChainProfile } from '../chains/ports.ts';
 import type { DestinationCall } from '../chains/adapter.ts';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { ChainConfig } from '../config/schema.ts';
-import { QuoteError } from './errors.ts';
+import { QuoteError } from '../lib/quoteError.ts';
 import type { QuoteChains, QuoteInput } from './types.ts';
 
 /** Who sends what from where to whom, with every address checked against its chain's kind. */

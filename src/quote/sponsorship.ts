@@ -2,7 +2,7 @@ import { formatUnits } from 'viem';
 import type { Currency } from '../config/registry.ts';
 import type { Pricing } from '../ledger/types.ts';
 import type { FeeBreakdown } from './fillAmount.ts';
-import { usdValue } from './money.ts';
+import { usdValue } from '../lib/money.ts';
 import { currencyObject } from './currency.ts';
 
 /** data.feeSponsorship.quoted of the request record, in the interface's shape. */

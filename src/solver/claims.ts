@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
-import { conversionRate, mulRatioFloor } from '../quote/money.ts';
+import { conversionRate, mulRatioFloor } from '../lib/money.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 
 export interface ClaimRequest {

@@ -3,7 +3,7 @@ import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown } from '../quote/fillAmount.ts';
-import { parseDecimal, usdMicro, usdMicroCeil } from '../quote/money.ts';
+import { parseDecimal, usdMicro, usdMicroCeil } from '../lib/money.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
 import type { RiskFailReason, RiskPolicy, RiskPostponeReason } from './risk.ts';
 import { RelayNodeError } from '../lib/errors.ts';

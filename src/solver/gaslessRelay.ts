@@ -17,7 +17,7 @@ import { serializeRelayTerms, type RelayTerms } from '../chains/evm/relayTerms.t
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
-import { formatUsd, usdMicroCeil } from '../quote/money.ts';
+import { formatUsd, usdMicroCeil } from '../lib/money.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './money.ts';
 import type { FailReason } from '../ledger/reasons.ts';

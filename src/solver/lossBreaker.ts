@@ -4,7 +4,7 @@ import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import { usdMicro } from '../quote/money.ts';
+import { usdMicro } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { LOSS_BREAKER_ACTOR } from './risk.ts';
 import { errText } from '../lib/errors.ts';

@@ -1,6 +1,6 @@
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown, type FeeBreakdown } from '../quote/fillAmount.ts';
-import type { Ratio } from '../quote/money.ts';
+import type { Ratio } from '../lib/money.ts';
 import type { FailReasonOf } from '../ledger/reasons.ts';
 
 /** The failReasons the matcher decides (the interface's names, checked against its list). */

@@ -5,7 +5,7 @@ import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import type { FailReasonOf, PostponeReason } from '../ledger/reasons.ts';
-import { usdMicro } from '../quote/money.ts';
+import { usdMicro } from '../lib/money.ts';
 import type { Decision } from './match.ts';
 
 /** Why a limit, a pause or dry-run mode holds a confirmed deposit back (recorded in the postponements table). */

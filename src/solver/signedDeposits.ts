@@ -1,7 +1,7 @@
 import type { Ledger } from '../ledger/index.ts';
 import type { RequestRow } from '../ledger/types.ts';
 import { RelayNodeError } from '../lib/errors.ts';
-import { formatUsd } from '../quote/money.ts';
+import { formatUsd } from '../lib/money.ts';
 import { holdSponsorship } from './money.ts';
 
 /** Why a signed deposit (usePermit) is not recorded; the API names each one's status (api/errors.ts). */

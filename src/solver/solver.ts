@@ -9,7 +9,7 @@ import { forRequest, type Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { breakdown } from '../quote/fillAmount.ts';
 import { swapRate } from '../quote/pricing.ts';
-import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../quote/money.ts';
+import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift, type UnexplainedMovement } from './lossBreaker.ts';

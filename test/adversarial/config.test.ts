@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { buildConfig } from '../../src/config/load.ts';
 import type { Pricing } from '../../src/ledger/types.ts';
-import { QuoteError } from '../../src/quote/errors.ts';
+import { QuoteError } from '../../src/lib/quoteError.ts';
 import { inputFor } from '../../src/quote/fillAmount.ts';
 
 const SOLVER = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';

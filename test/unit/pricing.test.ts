@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Pricing } from '../../src/ledger/types.ts';
 import { inputFor, outputFor } from '../../src/quote/fillAmount.ts';
-import { conversionRate, parseDecimal, percent, usdValue } from '../../src/quote/money.ts';
+import { conversionRate, parseDecimal, percent, usdValue } from '../../src/lib/money.ts';
 
 describe('money', () => {
   it('parses decimal strings exactly', () => {

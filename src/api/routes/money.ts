@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { formatUnits, getAddress, isAddress, isHex, verifyMessage, type Address, type Hex } from 'viem';
 import { z } from 'zod';
 import { currencyObject } from '../../quote/quote.ts';
-import { formatUsd, usdValue } from '../../quote/money.ts';
+import { formatUsd, usdValue } from '../../lib/money.ts';
 import type { SignedPurpose } from '../../ledger/signatureNonces.ts';
 import { ClaimError } from '../../solver/claims.ts';
 import { requireCaller } from '../caller.ts';

@@ -8,7 +8,7 @@ import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import type { Pricing } from '../../ledger/types.ts';
 import { breakdown } from '../../quote/fillAmount.ts';
-import { usdMicroCeil } from '../../quote/money.ts';
+import { usdMicroCeil } from '../../lib/money.ts';
 import { moneyOf } from '../../solver/money.ts';
 import { signedDepositPayoutId } from '../../solver/signedDeposits.ts';
 

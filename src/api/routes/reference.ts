@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { ChainIntake, ChainProfile, DepositSteps } from '../../chains/ports.ts';
 import { Registry, type Currency } from '../../config/registry.ts';
 import type { ChainConfig } from '../../config/schema.ts';
-import { usdValue } from '../../quote/money.ts';
+import { usdValue } from '../../lib/money.ts';
 import { buildQuote, QuoteError } from '../../quote/quote.ts';
 import { PriceUnavailableError } from '../../quote/prices.ts';
 import type { ApiContext } from '../context.ts';

@@ -35,7 +35,7 @@ import {
   type ReindexResult,
 } from '../adapter.ts';
 import type { RelaySimulator } from '../ports.ts';
-import { QuoteError } from '../../quote/errors.ts';
+import { QuoteError } from '../../lib/quoteError.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
 import { AUDIT_OPENING } from './auditOpening.ts';

@@ -1,6 +1,6 @@
 import { getAddress, zeroAddress } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
-import { usdMicro } from '../../quote/money.ts';
+import { usdMicro } from '../../lib/money.ts';
 
 /**
  * Blocks a deposit of `amount` of `currency` waits on this chain before the node acts on it: the

@@ -2,7 +2,7 @@ import { erc20Abi, getAddress, zeroAddress, type Address, type PublicClient } fr
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
-import { conversionRate, mulRatioFloor } from '../../quote/money.ts';
+import { conversionRate, mulRatioFloor } from '../../lib/money.ts';
 import { errText } from '../../lib/errors.ts';
 import { Loop } from '../../lib/loop.ts';
 import type { DepositAddressSweeps } from '../adapter.ts';

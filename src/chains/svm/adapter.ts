@@ -24,7 +24,7 @@ import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import { QuoteError } from '../../quote/errors.ts';
+import { QuoteError } from '../../lib/quoteError.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
 import { recordSvmOpening } from './auditOpening.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';

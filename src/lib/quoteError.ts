@@ -1,4 +1,4 @@
-import { RelayNodeError } from '../lib/errors.ts';
+import { RelayNodeError } from './errors.ts';
 
 /** A quote the node will not give, with the 4xx status and errorCode the API answers. */
 export class QuoteError extends RelayNodeError {
