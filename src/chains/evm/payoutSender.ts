@@ -359,31 +359,45 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
       });
       const hash = keccak256(raw);
-      const ok = this.#ledger.tx(() => {
-        const cur = this.#ledger.payouts.get(payout.id);
-        if (!cur || cur.state !== 'queued') return false;
-        this.#ledger.payouts.insertTx({
-          hash,
-          payout_id: cur.id,
-          chain_id: this.chainId,
-          sender: this.address,
-          nonce,
-          raw,
-          gas_limit: gas.toString(),
-          max_fee_per_gas: fees.maxFeePerGas.toString(),
-          max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
-          created_at: Date.now(),
-        });
-        this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
-        this.#hooks.onSigned(cur, hash);
-        return true;
-      });
+      const ok = this.#recordSigned([payout.id], { hash, raw, nonce, gas, fees });
       if (ok) this.#broadcasting.add(hash);
       return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
     });
     if (!recorded) return { kind: 'stale' };
     log.info({ txHash: recorded.hash, nonce: recorded.nonce, gas: gas.toString(), maxFeePerGas: fees.maxFeePerGas.toString() }, 'payout signed and recorded');
     return { kind: 'recorded', txHash: recorded.hash, signed: { payoutId: payout.id, hash: recorded.hash, raw: recorded.raw } };
+  }
+
+  /**
+   * Records a signed transaction for its payouts in one ledger transaction, before it is broadcast: the
+   * transaction row of each, the payout sent, `onSigned`. All or none: a payout that moved on since it
+   * was read (no longer queued) sends the transaction back unrecorded (a batch goes back to the queue).
+   */
+  #recordSigned(
+    payoutIds: string[],
+    tx: { hash: Hex; raw: Hex; nonce: number; gas: bigint; fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } },
+  ): boolean {
+    return this.#ledger.tx(() => {
+      const current = payoutIds.map((id) => this.#ledger.payouts.get(id));
+      if (current.some((cur) => !cur || cur.state !== 'queued')) return false;
+      for (const cur of current as PayoutRow[]) {
+        this.#ledger.payouts.insertTx({
+          hash: tx.hash,
+          payout_id: cur.id,
+          chain_id: this.chainId,
+          sender: this.address,
+          nonce: tx.nonce,
+          raw: tx.raw,
+          gas_limit: tx.gas.toString(),
+          max_fee_per_gas: tx.fees.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: tx.fees.maxPriorityFeePerGas.toString(),
+          created_at: Date.now(),
+        });
+        this.#ledger.payouts.setState(cur.id, 'sent', { txHash: tx.hash });
+        this.#hooks.onSigned(cur, tx.hash);
+      }
+      return true;
+    });
   }
 
   /** Broadcasts a recorded transaction; a refusal is left to the confirm pass. */
@@ -444,28 +458,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
       });
       const hash = keccak256(raw);
-      const ok = this.#ledger.tx(() => {
-        const current = fills.map((f) => this.#ledger.payouts.get(f.payout.id));
-        // All or none: a payout that moved on since it was read sends the batch back to the queue.
-        if (current.some((cur) => !cur || cur.state !== 'queued')) return false;
-        for (const cur of current as PayoutRow[]) {
-          this.#ledger.payouts.insertTx({
-            hash,
-            payout_id: cur.id,
-            chain_id: this.chainId,
-            sender: this.address,
-            nonce,
-            raw,
-            gas_limit: gas.toString(),
-            max_fee_per_gas: fees.maxFeePerGas.toString(),
-            max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
-            created_at: Date.now(),
-          });
-          this.#ledger.payouts.setState(cur.id, 'sent', { txHash: hash });
-          this.#hooks.onSigned(cur, hash);
-        }
-        return true;
-      });
+      const ok = this.#recordSigned(
+        fills.map((f) => f.payout.id),
+        { hash, raw, nonce, gas, fees },
+      );
       if (ok) this.#broadcasting.add(hash);
       return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
     });
