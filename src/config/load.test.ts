@@ -41,7 +41,10 @@ describe('config', () => {
   });
 
   it("takes a fee-cap policy per EVM chain ('wait' when absent)", () => {
-    const c = buildConfig({ ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 4, cancelMaxFeePerGas: '150' }] }, env);
+    const c = buildConfig(
+      { ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 4, cancelMaxFeePerGas: '150' }] },
+      env,
+    );
     expect(c.chains[0]).toMatchObject({ feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 4, cancelMaxFeePerGas: '150' });
     expect(buildConfig(base, env).chains[0]).not.toHaveProperty('feeCapPolicy');
   });
@@ -70,7 +73,10 @@ describe('config', () => {
       { ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapPolicy: 'cancel', cancelMaxFeePerGas: '100' }] },
       /chains\.0\.cancelMaxFeePerGas: must be above maxFeePerGas \(100\)/,
     ],
-    [{ ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapCancelAfterBlocks: 5 }] }, /chains\.0\.feeCapCancelAfterBlocks: applies only with feeCapPolicy "cancel"/],
+    [
+      { ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapCancelAfterBlocks: 5 }] },
+      /chains\.0\.feeCapCancelAfterBlocks: applies only with feeCapPolicy "cancel"/,
+    ],
     [{ ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 0 }] }, /chains\.0\.feeCapCancelAfterBlocks/],
   ])('rejects a bad value and names the key (%#)', (raw, message) => {
     expect(() => buildConfig(raw, env)).toThrow(message);

@@ -210,7 +210,10 @@ function feeCapPolicyIssues(c: z.output<typeof evmChain>): [string, string][] {
     issues.push(['feeCapPolicy', '"cancel" needs maxFeePerGas or maxReplacements: without either no transaction is ever held at a cap']);
   }
   if (c.cancelMaxFeePerGas !== undefined && c.maxFeePerGas !== undefined && BigInt(c.cancelMaxFeePerGas) <= BigInt(c.maxFeePerGas)) {
-    issues.push(['cancelMaxFeePerGas', `must be above maxFeePerGas (${c.maxFeePerGas}): a cancel replaces a transaction priced up to the cap, so it must bid more`]);
+    issues.push([
+      'cancelMaxFeePerGas',
+      `must be above maxFeePerGas (${c.maxFeePerGas}): a cancel replaces a transaction priced up to the cap, so it must bid more`,
+    ]);
   }
   return issues;
 }
