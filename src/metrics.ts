@@ -146,6 +146,12 @@ export function createMetrics() {
       labelNames: ['chain', 'stage'],
       registers: r,
     }),
+    payoutPostponed: new Counter({
+      name: 'relay_payout_postponed_total',
+      help: 'Payouts postponed before signing (they stay queued and are tried again after a backoff), by reason: rpc, fee-cap, no-funds, unconfirmed',
+      labelNames: ['chain', 'reason'],
+      registers: r,
+    }) as TypedCounter<{ chain: string; reason: 'rpc' | 'fee-cap' | 'no-funds' | 'unconfirmed' }>,
     feeCapCancels: new Counter({
       name: 'relay_payout_fee_cap_cancels_total',
       help: "Cancels of fee-capped transactions at their nonce (feeCapPolicy 'cancel'): sent, and landed (their payouts queued again)",
