@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import {
   createPublicClient,
   createTestClient,
+  createWalletClient,
   getAbiItem,
   hexToBigInt,
   http,
@@ -20,7 +21,7 @@ import {
   type PublicClient,
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { OrderFillerAbi } from '../contracts-abi/index.ts';
+import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { bumped } from '../src/chains/evm/fees.ts';
 import { EvmPayouts } from '../src/chains/evm/payoutSender.ts';
 import type { PayoutHooks } from '../src/chains/adapter.ts';
@@ -63,6 +64,20 @@ beforeAll(async () => {
   });
   client = createPublicClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl, { retryCount: 0 }), pollingInterval: 20 });
   testClient = createTestClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), mode: 'anvil' });
+  // The depository holds deposits to refund from.
+  const depositor = createWalletClient({
+    chain: devnetChain(CHAIN_ID, anvil.rpcUrl),
+    transport: http(anvil.rpcUrl),
+    account: privateKeyToAccount(DEPLOYER_KEY),
+  });
+  const hash = await depositor.writeContract({
+    address: contracts.depository,
+    abi: RelayDepositoryAbi,
+    functionName: 'depositNative',
+    args: [depositor.account.address, toHex(randomBytes(32))],
+    value: parseEther('1'),
+  });
+  await client.waitForTransactionReceipt({ hash });
 }, 60_000);
 
 afterAll(async () => {
@@ -121,7 +136,7 @@ function makePayouts(ledger: Ledger, chain: Partial<EvmChainConfig>, faults: Fau
   return { sub, rec, metrics };
 }
 
-function queueFill(ledger: Ledger): { id: string; orderId: Hex; recipient: Address } {
+function queueFill(ledger: Ledger, kind: 'fill' | 'refund' = 'fill'): { id: string; orderId: Hex; recipient: Address } {
   const orderId = toHex(randomBytes(32));
   const recipient = privateKeyToAccount(generatePrivateKey()).address;
   ledger.requests.insert({
@@ -148,10 +163,10 @@ function queueFill(ledger: Ledger): { id: string; orderId: Hex; recipient: Addre
     fill_deadline: null,
     created_at: Date.now(),
   });
-  const id = `fill:${orderId}`;
+  const id = `${kind}:${orderId}`;
   ledger.payouts.insert({
     id,
-    kind: 'fill',
+    kind,
     request_id: orderId,
     deposit_id: null,
     chain_id: CHAIN_ID,
@@ -194,13 +209,13 @@ async function mineAt(sub: EvmPayouts, baseFee: bigint): Promise<void> {
  * replacement bump is above the cap; the base fee rises between that max fee and the cap (the first
  * fill is stuck, its replacement capped); a second fill, priced at the cap, signed at the next nonce.
  */
-async function cappedFillWithOneBehind(ledger: Ledger, sub: EvmPayouts) {
+async function cappedFillWithOneBehind(ledger: Ledger, sub: EvmPayouts, firstKind: 'fill' | 'refund' = 'fill') {
   await sub.start();
   await testClient.setAutomine(false);
   // The first fill's max fee is 2 x base fee + tip: 19 gwei, under the cap, less than a bump below it.
   const tip = hexToBigInt((await client.request({ method: 'eth_maxPriorityFeePerGas' })) as Hex);
   await mineAt(sub, (19n * GWEI - tip) / 2n);
-  const p1 = queueFill(ledger);
+  const p1 = queueFill(ledger, firstKind);
   sub.wake();
   const txs = (id: string) => ledger.payouts.txsOf(id);
   await waitFor(() => txs(p1.id)[0]?.state === 'broadcast', 'the first fill broadcast');
@@ -343,4 +358,28 @@ it('a crash between recording the cancel and broadcasting it: the restarted node
   expect(await fillEvents(p1.orderId)).toHaveLength(1);
   expect(await fillEvents(p2.orderId)).toHaveLength(1);
   expect(rec.paid.filter((p) => p.payout === p1.id)).toHaveLength(1);
+});
+
+it('a cancelled refund is never reported paid by its cancel: it goes back to the queue and is made once, at a new nonce', async () => {
+  const ledger = Ledger.open(':memory:');
+  const { sub, rec } = makePayouts(ledger, { feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 2 });
+  const { p1, p2, first, second, txs } = await cappedFillWithOneBehind(ledger, sub, 'refund');
+  for (let i = 0; i < 10 && ledger.payouts.get(p1.id)!.state !== 'success'; i++) {
+    await mineAt(sub, STUCK_BASE_FEE);
+    await waitFor(
+      () => txs(p1.id).every((t) => t.state !== 'signed') && !ledger.payouts.queued(CHAIN_ID).some((p) => p.id === p1.id),
+      'nothing of the refund unsent',
+    );
+  }
+  await waitFor(() => ledger.payouts.get(p1.id)!.state === 'success' && ledger.payouts.get(p2.id)!.state === 'success', 'the refund and the fill paid', 5_000);
+  const rows = txs(p1.id);
+  const cancel = rows.find((t) => t.cancel === 1)!;
+  expect(rows.map((t) => [t.hash, t.state, t.cancel])).toEqual([
+    [first.hash, 'replaced', 0],
+    [cancel.hash, 'included', 1],
+    [ledger.payouts.get(p1.id)!.tx_hash, 'included', 0],
+  ]);
+  expect(rows[2]!.nonce).toBeGreaterThan(second.nonce);
+  expect(rec.paid.filter((p) => p.payout === p1.id)).toEqual([{ payout: p1.id, hash: rows[2]!.hash }]);
+  expect(await client.getBalance({ address: p1.recipient })).toBe(parseEther('0.01'));
 });
