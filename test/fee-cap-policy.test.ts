@@ -383,3 +383,33 @@ it('a cancelled refund is never reported paid by its cancel: it goes back to the
   expect(rec.paid.filter((p) => p.payout === p1.id)).toEqual([{ payout: p1.id, hash: rows[2]!.hash }]);
   expect(await client.getBalance({ address: p1.recipient })).toBe(parseEther('0.01'));
 });
+
+it('a restart while the cancel is pending: the new node confirms the cancel like any transaction of that nonce and pays the payout once', async () => {
+  const ledger = Ledger.open(':memory:');
+  const before = makePayouts(ledger, { feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 2 });
+  const { p1, p2, first, txs } = await cappedFillWithOneBehind(ledger, before.sub);
+  for (let i = 0; i < 6 && !txs(p1.id).some((t) => t.cancel === 1 && t.state === 'broadcast'); i++) await mineAt(before.sub, STUCK_BASE_FEE);
+  const cancel = txs(p1.id).find((t) => t.cancel === 1)!;
+  expect(cancel.state).toBe('broadcast');
+  await before.sub.stop();
+  running.splice(running.indexOf(before.sub), 1);
+
+  const { sub, rec } = makePayouts(ledger, { feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 2 });
+  await sub.start();
+  for (let i = 0; i < 8 && ledger.payouts.get(p1.id)!.state !== 'success'; i++) {
+    await mineAt(sub, STUCK_BASE_FEE);
+    await waitFor(
+      () => (txs(p1.id).every((t) => t.state !== 'signed') && ledger.payouts.get(p1.id)!.state !== 'queued') || ledger.payouts.get(p1.id)!.state === 'success',
+      'nothing of the first payout unsent',
+    );
+  }
+  await waitFor(() => ledger.payouts.get(p1.id)!.state === 'success' && ledger.payouts.get(p2.id)!.state === 'success', 'both fills paid', 5_000);
+  const rows = txs(p1.id);
+  expect(rows.map((t) => [t.hash, t.state])).toEqual([
+    [first.hash, 'replaced'],
+    [cancel.hash, 'included'],
+    [ledger.payouts.get(p1.id)!.tx_hash, 'included'],
+  ]);
+  expect(await fillEvents(p1.orderId)).toHaveLength(1);
+  expect(rec.paid.filter((p) => p.payout === p1.id)).toHaveLength(1);
+});
