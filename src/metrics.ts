@@ -142,10 +142,22 @@ export function createMetrics() {
     }),
     feeCapWaits: new Counter({
       name: 'relay_payout_fee_cap_waits_total',
-      help: "Payouts (stage send) and stuck transactions (stage replace) held back by the chain's fee cap or replacement limit",
+      help: "Payouts (stage send), stuck transactions (stage replace) and their cancels (stage cancel) held back by the chain's fee cap, replacement limit or cancel cap",
       labelNames: ['chain', 'stage'],
       registers: r,
     }),
+    payoutPostponed: new Counter({
+      name: 'relay_payout_postponed_total',
+      help: 'Payouts postponed before signing (they stay queued and are tried again after a backoff), by reason: rpc, fee-cap, no-funds, unconfirmed',
+      labelNames: ['chain', 'reason'],
+      registers: r,
+    }) as TypedCounter<{ chain: string; reason: 'rpc' | 'fee-cap' | 'no-funds' | 'unconfirmed' }>,
+    feeCapCancels: new Counter({
+      name: 'relay_payout_fee_cap_cancels_total',
+      help: "Cancels of fee-capped transactions at their nonce (feeCapPolicy 'cancel'): sent, and landed (their payouts queued again)",
+      labelNames: ['chain', 'outcome'],
+      registers: r,
+    }) as TypedCounter<{ chain: string; outcome: 'sent' | 'landed' }>,
     wsClients: new Gauge({ name: 'relay_status_stream_clients', help: 'Open websocket status stream connections', registers: r }),
   };
 }

@@ -95,7 +95,8 @@ export function requestRecord(ctx: RecordContext, r: RequestRow) {
   const deposits: DepositRow[] = ledger.deposits.forRequest(r.id);
   if (!deposits.length && r.kind === 'order') deposits.push(...ledger.deposits.byOrderRef(r.id));
   const payouts = ledger.payouts.forRequest(r.id).filter((p) => p.kind !== 'claim');
-  const txs = new Map<string, TransactionRow[]>(payouts.map((p) => [p.id, ledger.payouts.txsOf(p.id)]));
+  // A cancel of a fee-capped transaction is not a transaction of the request's payout (it pays nothing).
+  const txs = new Map<string, TransactionRow[]>(payouts.map((p) => [p.id, ledger.payouts.txsOf(p.id).filter((t) => !t.cancel)]));
   const fill = payouts.find((p) => p.kind === 'fill');
   const refund = payouts.find((p) => p.kind === 'refund');
   const landed = (p: PayoutRow | undefined) => (p ? (txs.get(p.id) ?? []).find((t) => t.state === 'included' || t.state === 'reverted') : undefined);

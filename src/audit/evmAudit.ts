@@ -151,7 +151,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     const successes: string[] = [];
     for (const t of own) {
       const r = await receiptOf(t.hash);
-      if (r?.status === 'success') successes.push(t.hash);
+      // A cancel (feeCapPolicy 'cancel') succeeds without paying: it is not the payout's transaction.
+      if (r?.status === 'success' && !t.cancel) successes.push(t.hash);
       if (r && t.fee !== null && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice)
         diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${r.gasUsed * r.effectiveGasPrice}`);
     }

@@ -40,6 +40,15 @@ describe('config', () => {
     expect(c.allocatorSigner.address).toBe(privateKeyToAccount(KEY).address);
   });
 
+  it("takes a fee-cap policy per EVM chain ('wait' when absent)", () => {
+    const c = buildConfig(
+      { ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 4, cancelMaxFeePerGas: '150' }] },
+      env,
+    );
+    expect(c.chains[0]).toMatchObject({ feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 4, cancelMaxFeePerGas: '150' });
+    expect(buildConfig(base, env).chains[0]).not.toHaveProperty('feeCapPolicy');
+  });
+
   it('never prints a key', () => {
     const c = buildConfig(base, env);
     expect(JSON.stringify(c)).not.toContain(KEY.slice(2));
@@ -58,6 +67,17 @@ describe('config', () => {
     [{ ...base, fees: { relayerServiceBps: 1.5 } }, /fees\.relayerServiceBps/],
     [{ ...base, typo: true }, /Unrecognized key.*typo/],
     [{ ...base, solverKey: { env: 'K', file: 'x' } }, /solverKey: give exactly one of "env" or "file"/],
+    [{ ...base, chains: [{ ...chain, feeCapPolicy: 'drop' }] }, /chains\.0\.feeCapPolicy/],
+    [{ ...base, chains: [{ ...chain, feeCapPolicy: 'cancel' }] }, /chains\.0\.feeCapPolicy: "cancel" needs maxFeePerGas or maxReplacements/],
+    [
+      { ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapPolicy: 'cancel', cancelMaxFeePerGas: '100' }] },
+      /chains\.0\.cancelMaxFeePerGas: must be above maxFeePerGas \(100\)/,
+    ],
+    [
+      { ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapCancelAfterBlocks: 5 }] },
+      /chains\.0\.feeCapCancelAfterBlocks: applies only with feeCapPolicy "cancel"/,
+    ],
+    [{ ...base, chains: [{ ...chain, maxFeePerGas: '100', feeCapPolicy: 'cancel', feeCapCancelAfterBlocks: 0 }] }, /chains\.0\.feeCapCancelAfterBlocks/],
   ])('rejects a bad value and names the key (%#)', (raw, message) => {
     expect(() => buildConfig(raw, env)).toThrow(message);
   });

@@ -18,6 +18,8 @@ export interface Faults {
   /** Test hooks: kill the process with SIGKILL at a precise point of the fill pipeline. */
   crashAfterFillRecorded?: boolean;
   crashAfterFillBroadcast?: boolean;
+  /** Between recording a fee-capped fill's cancel (feeCapPolicy 'cancel') and broadcasting it. */
+  crashAfterCancelRecorded?: boolean;
 }
 
 export interface Config

@@ -125,6 +125,17 @@ const evmChain = z
       .regex(/^[0-9]{1,40}$/, 'must be an integer number of wei, as a string')
       .optional(),
     maxReplacements: z.number().int().min(0).optional(),
+    // What becomes of a stuck transaction held at the cap (or out of bumps), which holds every nonce behind
+    // it: 'wait' (absent: the default) keeps it until the base fee falls; 'cancel' replaces it, once it has
+    // sat feeCapCancelAfterBlocks blocks past its replacement point, by a zero-value transfer to the solver
+    // itself at the same nonce (21,000 gas, at most cancelMaxFeePerGas per gas; absent: the cap plus the
+    // minimum replacement bump). The payout goes back to the queue and is sent again at a new nonce.
+    feeCapPolicy: z.enum(['wait', 'cancel']).optional(),
+    feeCapCancelAfterBlocks: z.number().int().min(1).optional(),
+    cancelMaxFeePerGas: z
+      .string()
+      .regex(/^[0-9]{1,40}$/, 'must be an integer number of wei, as a string')
+      .optional(),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
     // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it).
@@ -184,6 +195,28 @@ const exchangeChain = z
     currencies: z.array(z.object({ ...currencyFields, address: exchangeCurrency }).strict()).default([]),
   })
   .strict();
+
+// The fee-cap policy's settings, checked together: a cancel must be able to replace a transaction held at the cap.
+function feeCapPolicyIssues(c: z.output<typeof evmChain>): [string, string][] {
+  const issues: [string, string][] = [];
+  const cancel = c.feeCapPolicy === 'cancel';
+  if (!cancel) {
+    for (const field of ['feeCapCancelAfterBlocks', 'cancelMaxFeePerGas'] as const) {
+      if (c[field] !== undefined) issues.push([field, `applies only with feeCapPolicy "cancel" (feeCapPolicy is "${c.feeCapPolicy ?? 'wait'}")`]);
+    }
+    return issues;
+  }
+  if (c.maxFeePerGas === undefined && c.maxReplacements === undefined) {
+    issues.push(['feeCapPolicy', '"cancel" needs maxFeePerGas or maxReplacements: without either no transaction is ever held at a cap']);
+  }
+  if (c.cancelMaxFeePerGas !== undefined && c.maxFeePerGas !== undefined && BigInt(c.cancelMaxFeePerGas) <= BigInt(c.maxFeePerGas)) {
+    issues.push([
+      'cancelMaxFeePerGas',
+      `must be above maxFeePerGas (${c.maxFeePerGas}): a cancel replaces a transaction priced up to the cap, so it must bid more`,
+    ]);
+  }
+  return issues;
+}
 
 // A chain without "kind" is an EVM chain; `rpcUrl` and `rpc` complete each other (see chainFields).
 const chain = z.preprocess(
@@ -449,6 +482,7 @@ export const configSchema = z
       if (c.rpc && !c.rpc.some((p) => p.role !== 'send'))
         ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'needs a provider that can read (role other than "send")' });
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
+      if (c.kind === 'evm') feeCapPolicyIssues(c).forEach(([field, message]) => ctx.addIssue({ code: 'custom', path: ['chains', i, field], message }));
       seen.add(c.id);
     });
     const limited = new Set<number>();

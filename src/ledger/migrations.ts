@@ -712,4 +712,14 @@ CREATE TABLE relayed_authorizations (
 );
 `,
   },
+  {
+    version: 19,
+    name: 'a fee-capped transaction can be cancelled at its nonce: cancel rows among a payout transactions',
+    sql: `
+-- A cancel (feeCapPolicy 'cancel'): a zero-value transfer to the solver itself at the nonce of a payout's
+-- transaction held at the fee cap, recorded as a row of that payout before it is broadcast. It never pays
+-- the payout: when it lands the payout goes back to the queue, and its fee is what it spent.
+ALTER TABLE transactions ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0 CHECK (cancel IN (0, 1));
+`,
+  },
 ];

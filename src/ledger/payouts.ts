@@ -8,7 +8,13 @@ export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'u
   calls?: string | null;
   max_gas?: string | null;
 };
-export type NewTransaction = Omit<TransactionRow, 'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block'>;
+export type NewTransaction = Omit<
+  TransactionRow,
+  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block' | 'cancel'
+> & {
+  /** 1: a cancel at the nonce of the payout's fee-capped transaction (absent: 0). */
+  cancel?: 0 | 1;
+};
 
 export class Payouts {
   #insert;
@@ -37,8 +43,8 @@ export class Payouts {
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
       fail_reason = COALESCE(@fail_reason, fail_reason), updated_at = @now WHERE id = @id`);
     this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
-      max_priority_fee_per_gas, state, created_at, updated_at) VALUES (@hash, @payout_id, @chain_id, @sender, @nonce, @raw,
-      @gas_limit, @max_fee_per_gas, @max_priority_fee_per_gas, 'signed', @created_at, @created_at)`);
+      max_priority_fee_per_gas, state, created_at, updated_at, cancel) VALUES (@hash, @payout_id, @chain_id, @sender, @nonce, @raw,
+      @gas_limit, @max_fee_per_gas, @max_priority_fee_per_gas, 'signed', @created_at, @created_at, @cancel)`);
     this.#txState = db.prepare(`UPDATE transactions SET state = @state, sent_block = COALESCE(@sent_block, sent_block),
       block_number = COALESCE(@block_number, block_number), gas_used = COALESCE(@gas_used, gas_used), fee = COALESCE(@fee, fee),
       error = COALESCE(@error, error), broadcast_at = COALESCE(@broadcast_at, broadcast_at), updated_at = @now WHERE hash = @hash`);
@@ -85,7 +91,7 @@ export class Payouts {
   }
 
   insertTx(t: NewTransaction): void {
-    this.#insertTx.run(t);
+    this.#insertTx.run({ ...t, cancel: t.cancel ?? 0 });
   }
   setTxState(
     hash: string,

@@ -140,4 +140,6 @@ export interface TransactionRow {
   created_at: number;
   broadcast_at: number | null;
   updated_at: number;
+  /** 1: a cancel of a fee-capped transaction at its nonce (a zero-value transfer to the solver), never the payout's payment. */
+  cancel: 0 | 1;
 }

@@ -1,11 +1,12 @@
 import type { Faults } from '../config/load.ts';
 
 /** Where a test may kill the node in the middle of paying a fill (see `Faults`). */
-export type FaultPoint = 'afterFillRecorded' | 'afterFillBroadcast';
+export type FaultPoint = 'afterFillRecorded' | 'afterFillBroadcast' | 'afterCancelRecorded';
 
 const FLAG: Record<FaultPoint, keyof Faults> = {
   afterFillRecorded: 'crashAfterFillRecorded',
   afterFillBroadcast: 'crashAfterFillBroadcast',
+  afterCancelRecorded: 'crashAfterCancelRecorded',
 };
 
 /**

@@ -147,6 +147,34 @@ describe('PayoutPipeline', () => {
     expect(mem2.payouts.get('a')!.state).toBe('sent');
   });
 
+  it('counts every postpone reason in relay_payout_postponed_total and warns once per payout and reason', async () => {
+    const mem = memoryLedger([payout('a'), payout('b'), payout('c'), payout('d')]);
+    const why = { a: 'rpc', b: 'no-funds', c: 'unconfirmed', d: 'fee-cap' } as const;
+    // Each payout postponed three times for its reason, then sent.
+    const { sender, calls } = scriptedSender(
+      mem,
+      (id, n): PrepareResult<string> =>
+        n <= 3 ? { kind: 'retry', cause: new Error(`not now: ${id}`), why: why[id as keyof typeof why] } : { kind: 'ready', prepared: id },
+    );
+    const lines: { level: string; msg: string; payout?: string }[] = [];
+    const log = createLogger('debug', {
+      write: (line: string) => {
+        const o = JSON.parse(line) as { level: number; msg: string; payout?: string };
+        lines.push({ level: o.level >= 40 ? 'warn' : 'debug', msg: o.msg, payout: o.payout });
+      },
+    });
+    const { p, metrics } = pipeline(mem, sender, { backoff: { baseMs: 1, maxMs: 1 }, log });
+    await p.start();
+    await until(() => calls.submitted.length === 4, 'all four sent after their postponements');
+    const { values } = await metrics.payoutPostponed.get();
+    const count = (reason: string) => values.find((v) => v.labels.reason === reason && v.labels.chain === String(CHAIN))?.value;
+    expect([count('rpc'), count('no-funds'), count('unconfirmed'), count('fee-cap')]).toEqual([3, 3, 3, 3]);
+    for (const id of ['a', 'b', 'c', 'd']) {
+      const postponed = lines.filter((l) => l.payout === id && / payout (postponed|waits)/.test(l.msg));
+      expect(postponed.map((l) => l.level)).toEqual(['warn', 'debug', 'debug']);
+    }
+  });
+
   it('a backoff timer that fires before the clock reaches the retry time wakes the send loop again (it used to wait for the interval)', async () => {
     // Failed before the fix: the one timer of the backoff fired, the pump saw the retry not yet due
     // (timers and Date.now() round differently) and nothing woke it again before the 60 s interval.

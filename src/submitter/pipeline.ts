@@ -86,7 +86,9 @@ export class PayoutPipeline<P, S> implements Payouts {
   readonly #label: { chain: string };
   readonly #queue: PQueue;
   readonly #inFlight = new Set<string>();
-  readonly #retry = new Map<string, { attempts: number; at: number }>();
+  // Payouts waiting on their backoff: tries so far, when the next is due, and the postpone reasons already
+  // warned about (a payout postponed again for the same reason is logged at debug).
+  readonly #retry = new Map<string, { attempts: number; at: number; warned: Set<PostponeReason> }>();
   // One timer wakes the send loop when the earliest backoff ends.
   #retryTimer: NodeJS.Timeout | undefined;
   #retryAt = Infinity;
@@ -326,14 +328,20 @@ export class PayoutPipeline<P, S> implements Payouts {
     else if (r.kind === 'settled') this.#retry.delete(payout.id);
   }
 
-  // The payout stays queued and is tried again after its backoff.
+  // The payout stays queued and is tried again after its backoff: counted by reason, warned about the
+  // first time for each reason (until it is sent or fails), then logged at debug.
   #postpone(payoutId: string, cause: unknown, why: PostponeReason, log: Logger): void {
-    const attempts = (this.#retry.get(payoutId)?.attempts ?? 0) + 1;
+    const prev = this.#retry.get(payoutId);
+    const attempts = (prev?.attempts ?? 0) + 1;
     const delay = backoffMs(attempts, this.#o.backoff ?? PAYOUT_BACKOFF, this.#o.random);
-    this.#retry.set(payoutId, { attempts, at: Date.now() + delay });
+    const warned = prev?.warned ?? new Set<PostponeReason>();
+    const level = warned.has(why) ? 'debug' : 'warn';
+    warned.add(why);
+    this.#retry.set(payoutId, { attempts, at: Date.now() + delay, warned });
+    this.#o.metrics.payoutPostponed.inc({ ...this.#label, reason: why });
     if (why === 'rpc') this.#o.metrics.rpcErrors.inc({ ...this.#label, method: 'prepare' });
     else if (why === 'fee-cap') this.#o.metrics.feeCapWaits.inc({ ...this.#label, stage: 'send' });
-    log.warn({ err: errText(cause), attempts, retryInMs: delay }, `${this.#sender.label} ${POSTPONED[why]}`);
+    log[level]({ err: errText(cause), reason: why, attempts, retryInMs: delay }, `${this.#sender.label} ${POSTPONED[why]}`);
     this.#wakeAt(Date.now() + delay);
   }
 

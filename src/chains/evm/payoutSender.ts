@@ -68,7 +68,8 @@ import type {
   TxStatus,
 } from '../../submitter/port.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
-import { FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
+import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
+import { crashPoint } from '../../submitter/faults.ts';
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
@@ -105,6 +106,10 @@ const OPEN_STATES = new Set(['signed', 'broadcast']);
 const BATCH_MAX_ORDERS = 50;
 const BATCH_MAX_GAS = 8_000_000n;
 const BATCH_SLOTS = 2;
+// A cancel of a fee-capped transaction: a zero-value transfer to the solver itself (no calldata, no code).
+const CANCEL_GAS = 21_000n;
+// Blocks a stuck transaction sits at the cap, past its replacement point, before feeCapPolicy 'cancel' acts (absent from the config).
+const DEFAULT_CANCEL_AFTER_BLOCKS = 10;
 
 const orderFilledEvent = getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' });
 const callExecutedEvent = getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' });
@@ -245,6 +250,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   readonly #nonces: NonceManager;
   readonly #chainLabel: { chain: string };
   readonly #feeCap: bigint | undefined;
+  // feeCapPolicy 'cancel': how long a capped transaction waits, and the most its cancel pays per gas (none: the market's replacement fees).
+  readonly #cancel: { afterBlocks: bigint; maxFeePerGas: bigint | undefined } | undefined;
+  readonly #faults: Faults;
 
   // Transactions whose broadcast is under way (the confirm pass leaves them alone).
   readonly #broadcasting = new Set<Hex>();
@@ -267,6 +275,15 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     this.#metrics = opts.metrics;
     this.#chainLabel = { chain: String(opts.chain.id) };
     this.#feeCap = opts.chain.maxFeePerGas === undefined ? undefined : BigInt(opts.chain.maxFeePerGas);
+    const cancelCap = opts.chain.cancelMaxFeePerGas ?? (this.#feeCap === undefined ? undefined : bumped(this.#feeCap));
+    this.#cancel =
+      opts.chain.feeCapPolicy === 'cancel'
+        ? {
+            afterBlocks: BigInt(opts.chain.feeCapCancelAfterBlocks ?? DEFAULT_CANCEL_AFTER_BLOCKS),
+            maxFeePerGas: cancelCap === undefined ? undefined : BigInt(cancelCap),
+          }
+        : undefined;
+    this.#faults = opts.faults;
     this.#log = this.log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
     // The confirm timer refreshes the head every poll interval; pricing only reads it itself when that lags.
     this.#fees = new FeeOracle(opts.publicClient, 2 * opts.chain.pollIntervalMs);
@@ -687,6 +704,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         if (!receipt) continue;
         // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
         const rows = open.filter((t) => t.hash === hash);
+        // The cancel took the nonce: nothing it carries was paid by it.
+        if (rows.some((t) => t.cancel)) return await this.#onCancelLanded(rows, receipt, log);
         const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log : this.#payoutLog(t.payout_id).child({ nonce }));
         if (receipt.status === 'success' && rows.length > 1) {
           // A batch that landed: every fill it carries settles in one commit (one disk flush, not one per fill).
@@ -716,7 +735,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const fresh = this.#ledger.payouts.txsOf(newest.payout_id).find((t) => t.hash === newest.hash);
     const sentBlock = fresh?.sent_block;
     if (fresh && isOpen(fresh) && sentBlock !== null && sentBlock !== undefined && head - BigInt(sentBlock) >= BigInt(this.#chain.replaceAfterBlocks)) {
-      await this.#replace(fresh, head, log);
+      await this.#replace(fresh, head, log, nonce === latestNonce);
     }
   }
 
@@ -875,18 +894,26 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (outcome === 'requeued') this.#requeue(payoutId, `nonce ${nonce}`);
   }
 
-  async #replace(t: TransactionRow, head: bigint, log: Logger): Promise<void> {
+  // `first`: the transaction is at the nonce the chain expects next (the one holding the nonces after it).
+  async #replace(t: TransactionRow, head: bigint, log: Logger, first: boolean): Promise<void> {
     const parsed = parseTransaction(t.raw);
     const old: Eip1559Fees = { maxFeePerGas: BigInt(t.max_fee_per_gas), maxPriorityFeePerGas: BigInt(t.max_priority_fee_per_gas) };
-    const fees = replacementWithinCap(old, await this.#fees.current(), this.#feeCap);
+    const market = await this.#fees.current();
+    // A stuck cancel is bumped like any transaction, within the cancel's own cap.
+    if (t.cancel) return this.#sendCancel(t, old, market, head, log);
+    const fees = replacementWithinCap(old, market, this.#feeCap);
     const bumps = this.#ledger.payouts.txsOf(t.payout_id).filter((x) => x.nonce === t.nonce).length - 1;
     if (!fees || (this.#chain.maxReplacements !== undefined && bumps >= this.#chain.maxReplacements)) {
-      // Held at the cap (or out of bumps): the transaction stays as it is and lands when the base fee falls.
+      // Held at the cap (or out of bumps), and with it every nonce after it. feeCapPolicy 'wait': it stays
+      // as it is and lands when the base fee falls; 'cancel': after its bound, a cancel takes the nonce. Only
+      // the first pending nonce is cancelled: one after it may be stuck only behind it, and goes once it goes.
       this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'replace' });
+      const atCap = head - BigInt(t.sent_block ?? 0) - BigInt(this.#chain.replaceAfterBlocks);
+      if (this.#cancel && first && atCap >= this.#cancel.afterBlocks) return this.#sendCancel(t, old, market, head, log);
       const level = this.#firstTime(`capped:${t.hash}`) ? 'warn' : 'debug';
       log[level](
-        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps },
-        'stuck transaction not replaced: fee cap or replacement limit reached',
+        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps, policy: this.#cancel ? 'cancel' : 'wait' },
+        'stuck transaction not replaced: fee cap or replacement limit reached; the nonces after it wait',
       );
       return;
     }
@@ -904,27 +931,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
     });
     const hash = keccak256(raw);
-    // The replacement carries every payout the replaced transaction carries (a batch: all its fills).
-    const recorded = this.#ledger.tx(() => {
-      const still = this.#ledger.payouts.rowsOfTx(t.hash).filter(isOpen);
-      for (const row of still) {
-        this.#ledger.payouts.insertTx({
-          hash,
-          payout_id: row.payout_id,
-          chain_id: this.chainId,
-          sender: this.address,
-          nonce: t.nonce,
-          raw,
-          gas_limit: gas.toString(),
-          max_fee_per_gas: fees.maxFeePerGas.toString(),
-          max_priority_fee_per_gas: fees.maxPriorityFeePerGas.toString(),
-          created_at: Date.now(),
-        });
-        if (this.#ledger.payouts.get(row.payout_id)?.state === 'sent') this.#ledger.payouts.setState(row.payout_id, 'sent', { txHash: hash });
-      }
-      return still.length > 0;
-    });
-    if (!recorded) return;
+    if (this.#recordSameNonce(t, { hash, raw, gas, fees }, false).length === 0) return;
     this.#metrics.replacements.inc(this.#chainLabel);
     log.info(
       {
@@ -937,6 +944,119 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       'stuck transaction replaced at the same nonce with higher fees',
     );
     await this.#broadcast(t.payout_id, hash, raw, log);
+  }
+
+  /**
+   * Records, for every payout the replaced transaction still carries (a batch: all its fills), a
+   * transaction at its nonce, in one ledger transaction, before it is broadcast. A fee replacement becomes
+   * the payout's transaction; a cancel does not (it never pays). Returns the payouts it was recorded for.
+   */
+  #recordSameNonce(t: TransactionRow, tx: { hash: Hex; raw: Hex; gas: bigint; fees: Eip1559Fees }, cancel: boolean): string[] {
+    return this.#ledger.tx(() => {
+      const still = this.#ledger.payouts.rowsOfTx(t.hash).filter(isOpen);
+      for (const row of still) {
+        this.#ledger.payouts.insertTx({
+          hash: tx.hash,
+          payout_id: row.payout_id,
+          chain_id: this.chainId,
+          sender: this.address,
+          nonce: t.nonce,
+          raw: tx.raw,
+          gas_limit: tx.gas.toString(),
+          max_fee_per_gas: tx.fees.maxFeePerGas.toString(),
+          max_priority_fee_per_gas: tx.fees.maxPriorityFeePerGas.toString(),
+          created_at: Date.now(),
+          cancel: cancel ? 1 : 0,
+        });
+        if (!cancel && this.#ledger.payouts.get(row.payout_id)?.state === 'sent') this.#ledger.payouts.setState(row.payout_id, 'sent', { txHash: tx.hash });
+      }
+      return still.map((row) => row.payout_id);
+    });
+  }
+
+  // feeCapPolicy 'cancel': a zero-value transfer to the solver itself takes the capped transaction's nonce
+  // (or bumps a stuck cancel), priced as a replacement within the cancel's cap. Recorded before broadcast;
+  // whichever transaction of the nonce lands decides (#onCancelLanded, or the payout's own settles it).
+  async #sendCancel(t: TransactionRow, old: Eip1559Fees, market: Eip1559Fees, head: bigint, log: Logger): Promise<void> {
+    const cap = this.#cancel?.maxFeePerGas;
+    const fees = replacementWithinCap(old, market, cap);
+    if (!fees) {
+      this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'cancel' });
+      const level = this.#firstTime(`cancel-capped:${t.hash}`) ? 'warn' : 'debug';
+      log[level](
+        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cancelMaxFeePerGas: cap?.toString() },
+        'fee-capped transaction not cancelled: a cancel would pass cancelMaxFeePerGas',
+      );
+      return;
+    }
+    const raw = await this.#account.signTransaction({
+      type: 'eip1559',
+      chainId: this.chainId,
+      nonce: t.nonce,
+      to: this.address,
+      data: '0x',
+      value: 0n,
+      gas: CANCEL_GAS,
+      maxFeePerGas: fees.maxFeePerGas,
+      maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
+    });
+    const hash = keccak256(raw);
+    const payoutIds = this.#recordSameNonce(t, { hash, raw, gas: CANCEL_GAS, fees }, true);
+    if (payoutIds.length === 0) return;
+    this.#metrics.feeCapCancels.inc({ ...this.#chainLabel, outcome: 'sent' });
+    log.warn(
+      {
+        capped: t.hash,
+        txHash: hash,
+        payouts: payoutIds,
+        blocksWaited: Number(head - BigInt(t.sent_block ?? 0)),
+        maxFeePerGas: fees.maxFeePerGas.toString(),
+        maxCostWei: (CANCEL_GAS * fees.maxFeePerGas).toString(),
+      },
+      t.cancel
+        ? 'stuck cancel replaced at the same nonce with higher fees'
+        : 'fee-capped transaction cancelled at its nonce: the payouts behind it go out; its payout is sent again when fees allow',
+    );
+    crashPoint(
+      this.#faults,
+      'afterCancelRecorded',
+      payoutIds.flatMap((id) => this.#ledger.payouts.get(id) ?? []),
+    );
+    await this.#broadcast(t.payout_id, hash, raw, log);
+  }
+
+  // A cancel landed at its nonce: no transaction of its payouts at that nonce can land any more, and the
+  // cancel paid nothing. Each payout goes back to the queue (sent again at a new nonce), unless the chain
+  // says another transaction paid it (another node with the key; never the cancel); the cancel's fee is
+  // booked on its rows as spent.
+  async #onCancelLanded(rows: TransactionRow[], receipt: TransactionReceipt, log: Logger): Promise<void> {
+    const hash = rows[0]!.hash;
+    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    const paidBy = new Map<string, PaidBy>();
+    for (const t of rows) {
+      const payout = this.#ledger.payouts.get(t.payout_id);
+      if (payout?.state !== 'sent') continue;
+      const paid = await this.#findPaid(payout, await this.#requestOf(payout), receipt.blockNumber);
+      if (paid && paid.txHash.toLowerCase() !== hash.toLowerCase()) paidBy.set(payout.id, paid);
+    }
+    const outcomes = this.#ledger.tx(() => {
+      this.#ledger.payouts.setTxState(hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
+      return rows.map((t) => {
+        this.#closeSiblings(t.payout_id, t.nonce, hash, 'replaced');
+        const paid = paidBy.get(t.payout_id);
+        if (paid) return { payoutId: t.payout_id, outcome: this.#settlePaid(t.payout_id, paid) ? 'paid' : 'none' };
+        const cur = this.#ledger.payouts.get(t.payout_id);
+        if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return { payoutId: t.payout_id, outcome: 'none' };
+        this.#ledger.payouts.setState(cur.id, 'queued');
+        return { payoutId: t.payout_id, outcome: 'requeued' };
+      });
+    });
+    this.#metrics.feeCapCancels.inc({ ...this.#chainLabel, outcome: 'landed' });
+    log.warn(
+      { txHash: hash, fee: fee.toString(), block: Number(receipt.blockNumber), outcomes },
+      'cancel landed at the fee-capped nonce; its payouts are queued again',
+    );
+    for (const o of outcomes) if (o.outcome === 'requeued') this.#requeue(o.payoutId, hash);
   }
 
   // ------------------------------------------------------------------------------------------ settling
