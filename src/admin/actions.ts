@@ -1,5 +1,6 @@
 import { ApiError } from '../api/errors.ts';
-import type { ChainAdapter, ReindexResult } from '../chains/adapter.ts';
+import type { ReindexResult } from '../chains/adapter.ts';
+import type { Reindexer } from '../chains/ports.ts';
 import type { ChainKind } from '../chains/address.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
@@ -155,7 +156,7 @@ const reindexUnsupported: Partial<Record<ChainKind, string>> = {
  */
 export async function reindex(
   ledger: Ledger,
-  adapter: ChainAdapter | undefined,
+  adapter: Reindexer | undefined,
   range: { chainId: number; fromBlock: number; toBlock: number },
   maxBlocks: number,
   who: Who,
