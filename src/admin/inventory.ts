@@ -27,14 +27,14 @@ export async function inventory(
 ): Promise<{ chainId: number; name: string; currencies?: InventoryLine[]; error?: string }[]> {
   return Promise.all(
     chains.ids().map(async (chainId) => {
-      const a = chains.wallet(chainId)!;
+      const wallet = chains.wallet(chainId)!;
       const name = registry.chains.get(chainId)?.name ?? String(chainId);
       try {
         const reserved = ledger.payouts.reservedOn(chainId);
         const owed = ledger.withdrawals.owedByCurrency(chainId);
         const currencies = await Promise.all(
           registry.currenciesOf(chainId).map(async (c) => {
-            const held = await a.balanceOf(a.solver, c.address);
+            const held = await wallet.balanceOf(wallet.solver, c.address);
             const r = reserved.get(c.address) ?? 0n;
             return {
               currency: c.address,
