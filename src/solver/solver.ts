@@ -1,5 +1,5 @@
 import { keccak256, toHex, type Hex } from 'viem';
-import type { DepositAddressFunding, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
+import type { ChainEvents, DepositAddressFunding, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
 import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import { onRelayFailed, onRelayPaid, onRelaySigned } from './gaslessRelay.ts';
@@ -60,7 +60,7 @@ export type SolverChains = Pick<ChainPorts, 'ids' | 'wallet' | 'costs' | 'wake'>
  * Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
  * marks the deposit handled, moves the request and queues the payout; submitters do the rest.
  */
-export class Solver implements PayoutHooks {
+export class Solver implements PayoutHooks, ChainEvents {
   #snapshot: Snapshot | undefined;
   #refreshing: Promise<void> | undefined;
   #generation = 0;
