@@ -4,7 +4,6 @@ import type { Address } from 'viem';
 import { createAdminApi } from './admin/server.ts';
 import { ListingPool } from './api/listing/pool.ts';
 import { createApi, createOperatorApi } from './api/server.ts';
-import type { ChainAdapter } from './chains/adapter.ts';
 import { ChainRegistry } from './chains/registry.ts';
 import type { Config } from './config/load.ts';
 import { Registry } from './config/registry.ts';
@@ -100,9 +99,9 @@ export class RelayNode {
       prices = opts.prices ?? new FeedPriceSource(this.chains);
       // The loss breaker's measure: the audit's difference (anchored at the audit's opening block) where it can be read, balance drift elsewhere.
       const lossMeasure = config.risk.lossBreaker
-        ? new AuditDifference(this.ledger, this.registry, this.adapters, prices, new BalanceDrift(this.ledger, this.registry, this.adapters, prices), this.log)
+        ? new AuditDifference(this.ledger, this.registry, this.chains, prices, new BalanceDrift(this.ledger, this.registry, this.chains, prices), this.log)
         : undefined;
-      solver = new Solver(this.ledger, this.registry, this.adapters, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
+      solver = new Solver(this.ledger, this.registry, this.chains, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
       this.solver = solver;
       this.desk = new SolverDesk(this.ledger, this.registry, this.chains, prices, config.risk);
       this.quotePruner = new QuotePruner(this.ledger.db, {
@@ -112,7 +111,7 @@ export class RelayNode {
         onPruned: (n) => this.log.info({ pruned: n }, 'unused expired quotes deleted'),
         onError: (e) => this.log.error({ err: e.message }, 'pruning unused quotes failed'),
       });
-      this.depositFees = new DepositFeeReader(this.ledger, this.adapters, this.log);
+      this.depositFees = new DepositFeeReader(this.ledger, this.chains, this.log);
       this.deliverer = new Deliverer({ ledger: this.ledger, config, metrics: this.metrics, log: this.log });
     }
     this.listings = new ListingPool(
@@ -140,7 +139,7 @@ export class RelayNode {
       this.admin = createAdminApi({
         ledger: this.ledger,
         registry: this.registry,
-        adapters: this.adapters,
+        chains: this.chains,
         solver: this.solver,
         log: this.log,
         reindexMaxBlocks: config.admin.reindexMaxBlocks,
@@ -148,8 +147,8 @@ export class RelayNode {
     }
   }
 
-  /** The adapters by chain id (empty on a read-only replica). */
-  get adapters(): Map<number, ChainAdapter> {
+  /** The chains' adapters by chain id, for tests and diagnostics (empty on a read-only replica); the node's parts take ports. */
+  get adapters(): ChainRegistry['adapters'] {
     return this.chains.adapters;
   }
 
@@ -169,7 +168,7 @@ export class RelayNode {
   }
 
   async start(): Promise<this> {
-    await Promise.all([...this.adapters.values()].map((a) => a.start()));
+    await this.chains.start();
     this.solver?.start();
     this.deliverer?.start();
     this.quotePruner?.start();
@@ -195,7 +194,7 @@ export class RelayNode {
     const end = Date.now() + boundMs;
     let left = unsent(this.ledger);
     while (left > 0 && Date.now() < end) {
-      for (const a of this.adapters.values()) a.wake();
+      for (const id of this.chains.ids()) this.chains.wake(id);
       await new Promise((r) => setTimeout(r, 50));
       left = unsent(this.ledger);
     }
@@ -213,7 +212,7 @@ export class RelayNode {
     await this.listings.close();
     await this.deliverer?.stop();
     await this.solver?.stop();
-    await Promise.all([...this.adapters.values()].map((a) => a.stop()));
+    await this.chains.stop();
     this.ledger.close();
   }
 }

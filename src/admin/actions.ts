@@ -1,5 +1,6 @@
 import { ApiError } from '../api/errors.ts';
-import type { ChainAdapter, ReindexResult } from '../chains/adapter.ts';
+import type { ReindexResult } from '../chains/adapter.ts';
+import type { Reindexer } from '../chains/ports.ts';
 import type { ChainKind } from '../chains/address.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
@@ -155,13 +156,13 @@ const reindexUnsupported: Partial<Record<ChainKind, string>> = {
  */
 export async function reindex(
   ledger: Ledger,
-  adapter: ChainAdapter | undefined,
+  chain: Reindexer | undefined,
   range: { chainId: number; fromBlock: number; toBlock: number },
   maxBlocks: number,
   who: Who,
 ): Promise<ReindexResult> {
   const { chainId, fromBlock, toBlock } = range;
-  if (!adapter) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chainId ${chainId} is not a chain of this node`);
+  if (!chain) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `chainId ${chainId} is not a chain of this node`);
   if (toBlock < fromBlock) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `toBlock ${toBlock} is below fromBlock ${fromBlock}`);
   if (toBlock - fromBlock + 1 > maxBlocks) {
     throw new ApiError(
@@ -170,11 +171,11 @@ export async function reindex(
       `the range holds ${toBlock - fromBlock + 1} blocks; at most ${maxBlocks} are re-indexed at once (admin.reindexMaxBlocks)`,
     );
   }
-  if (!adapter.reindex) {
-    const why = reindexUnsupported[adapter.kind] ?? 'its indexer cannot re-read a range';
-    throw new ApiError(400, 'REINDEX_UNSUPPORTED', `chain ${chainId} (${adapter.kind}) offers no re-index by range: ${why}`);
+  if (!chain.reindex) {
+    const why = reindexUnsupported[chain.kind] ?? 'its indexer cannot re-read a range';
+    throw new ApiError(400, 'REINDEX_UNSUPPORTED', `chain ${chainId} (${chain.kind}) offers no re-index by range: ${why}`);
   }
-  const indexed = adapter.progress().indexed;
+  const indexed = chain.progress().indexed;
   if (toBlock > indexed) {
     throw new ApiError(
       400,
@@ -182,7 +183,7 @@ export async function reindex(
       `chain ${chainId} is indexed up to block ${indexed}; blocks above it are read by the indexer itself (toBlock ${toBlock})`,
     );
   }
-  return adapter.reindex(fromBlock, toBlock, (r) => {
+  return chain.reindex(fromBlock, toBlock, (r) => {
     ledger.operations.record({ action: 'reindex', target: `chain:${chainId}`, actor: who.actor, reason: who.reason, detail: r });
   });
 }

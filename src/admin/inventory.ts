@@ -1,4 +1,4 @@
-import type { ChainAdapter } from '../chains/adapter.ts';
+import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 
@@ -22,18 +22,19 @@ export interface InventoryLine {
 /** The solver's inventory per chain and currency, read from the chains now (an unreachable chain says so). */
 export async function inventory(
   registry: Registry,
-  adapters: Map<number, ChainAdapter>,
+  chains: Pick<ChainPorts, 'ids' | 'wallet'>,
   ledger: Ledger,
 ): Promise<{ chainId: number; name: string; currencies?: InventoryLine[]; error?: string }[]> {
   return Promise.all(
-    [...adapters.values()].map(async (a) => {
-      const name = registry.chains.get(a.chainId)?.name ?? String(a.chainId);
+    chains.ids().map(async (chainId) => {
+      const wallet = chains.wallet(chainId)!;
+      const name = registry.chains.get(chainId)?.name ?? String(chainId);
       try {
-        const reserved = ledger.payouts.reservedOn(a.chainId);
-        const owed = ledger.withdrawals.owedByCurrency(a.chainId);
+        const reserved = ledger.payouts.reservedOn(chainId);
+        const owed = ledger.withdrawals.owedByCurrency(chainId);
         const currencies = await Promise.all(
-          registry.currenciesOf(a.chainId).map(async (c) => {
-            const held = await a.balanceOf(a.solver, c.address);
+          registry.currenciesOf(chainId).map(async (c) => {
+            const held = await wallet.balanceOf(wallet.solver, c.address);
             const r = reserved.get(c.address) ?? 0n;
             return {
               currency: c.address,
@@ -45,10 +46,10 @@ export async function inventory(
             };
           }),
         );
-        return { chainId: a.chainId, name, currencies };
+        return { chainId, name, currencies };
       } catch {
         // The provider's message may carry its URL: the operator gets the fact, not the detail.
-        return { chainId: a.chainId, name, error: 'chain unreachable' };
+        return { chainId, name, error: 'chain unreachable' };
       }
     }),
   );

@@ -2,7 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Hex } from 'viem';
 import { ApiError, errorHandler } from '../api/errors.ts';
-import type { ChainAdapter } from '../chains/adapter.ts';
+import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { AdminKeyRow } from '../ledger/operations.ts';
@@ -15,7 +15,8 @@ import { queueWithdrawal, WithdrawalRefused } from '../solver/withdrawals.ts';
 export interface AdminContext {
   ledger: Ledger;
   registry: Registry;
-  adapters: Map<number, ChainAdapter>;
+  /** The chains' ports the admin drives: payouts woken, the solver's wallets, re-index. */
+  chains: Pick<ChainPorts, 'ids' | 'wallet' | 'wake' | 'reindexer'>;
   solver: Solver;
   log: Logger;
   /** The widest block range one re-index reads (config admin.reindexMaxBlocks). */
@@ -84,7 +85,7 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
     const changed = resume(ctx.ledger, b as PauseScope, who(req, b.reason));
     // What the pause held is decided (or signed) now rather than at the next timer.
     ctx.solver.wake();
-    for (const a of ctx.adapters.values()) a.wake();
+    for (const id of ctx.chains.ids()) ctx.chains.wake(id);
     return { paused: false, changed };
   });
   app.post('/admin/dry-run', async (req) => {
@@ -139,8 +140,8 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
       })
       .strict()
       .parse(req.body ?? {});
-    const adapter = ctx.adapters.get(b.chainId);
-    if (!adapter) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `chainId ${b.chainId} is not a chain of this node`);
+    const wallet = ctx.chains.wallet(b.chainId);
+    if (!wallet) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `chainId ${b.chainId} is not a chain of this node`);
     const currency = ctx.registry.currenciesOf(b.chainId).find((c) => c.address.toLowerCase() === b.currency.toLowerCase());
     if (!currency) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `currency ${b.currency} is not configured on chain ${b.chainId}`);
     const payout = queueWithdrawal(
@@ -148,13 +149,13 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
       {
         chainId: b.chainId,
         currency: currency.address,
-        solver: adapter.solver,
+        solver: wallet.solver,
         amount: b.amount === undefined ? undefined : BigInt(b.amount),
         depositIds: b.depositIds,
       },
       who(req, b.reason),
     );
-    adapter.wake();
+    ctx.chains.wake(b.chainId);
     return {
       withdrawal: {
         payoutId: payout.id,
@@ -172,11 +173,11 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
       .object({ chainId, fromBlock: block, toBlock: block, reason })
       .strict()
       .parse(req.body ?? {});
-    const r = await reindex(ctx.ledger, ctx.adapters.get(b.chainId), b, ctx.reindexMaxBlocks, who(req, b.reason));
+    const r = await reindex(ctx.ledger, ctx.chains.reindexer(b.chainId), b, ctx.reindexMaxBlocks, who(req, b.reason));
     ctx.solver.wake();
     return { reindex: { chainId: b.chainId, ...r } };
   });
-  app.get('/admin/inventory', async () => ({ chains: await inventory(ctx.registry, ctx.adapters, ctx.ledger) }));
+  app.get('/admin/inventory', async () => ({ chains: await inventory(ctx.registry, ctx.chains, ctx.ledger) }));
   app.get('/admin/actions', async (req) => {
     const q = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100), target: z.string().optional() }).parse(req.query);
     return { actions: ctx.ledger.operations.actions(q.limit, q.target) };

@@ -1,7 +1,6 @@
-import { getAddress, zeroAddress, type Address, type Hex } from 'viem';
+import { getAddress, zeroAddress } from 'viem';
 import { AUDIT_OPENING, solverBooks } from './evmAudit.ts';
-import type { ChainAdapter } from '../chains/adapter.ts';
-import { EvmAdapter } from '../chains/evm/adapter.ts';
+import type { AuditReader, ChainPorts } from '../chains/ports.ts';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
@@ -37,7 +36,7 @@ export class AuditDifference implements UnexplainedMovement {
   constructor(
     private ledger: Ledger,
     private registry: Registry,
-    private adapters: Map<number, ChainAdapter>,
+    private chains: Pick<ChainPorts, 'audit'>,
     private prices: PriceSource,
     private fallback: UnexplainedMovement,
     private log: Logger,
@@ -67,18 +66,18 @@ export class AuditDifference implements UnexplainedMovement {
     const { a, mark, currencies } = at;
     const opening = await Promise.all(currencies.map((c) => this.#openingBalance(a, c, mark)));
     const books = this.#books(chainId, a.solver, mark, currencies, opening);
-    const head = await a.client.getBlockNumber({ cacheTime: 0 });
-    const held = await Promise.all(currencies.map((c) => readBalance(a, a.solver, c.address, head)));
+    const head = await a.head();
+    const held = await Promise.all(currencies.map((c) => a.balanceAt(a.solver, c.address, head)));
     // Read after the balance: a transaction signed since the books were read is in the ledger too
     // (each is recorded before it is broadcast).
     const native = zeroAddress as string;
     const left: Amounts = new Map();
     for (const hash of this.#txHashes(chainId, a.solver)) {
       if (books.counted.has(hash)) continue;
-      const r = await a.client.getTransactionReceipt({ hash: hash as Hex }).catch(() => undefined);
+      const r = await a.receipt(hash).catch(() => undefined);
       if (!r || r.blockNumber > head) continue;
-      add(left, native, r.gasUsed * r.effectiveGasPrice);
-      if (r.status !== 'success') continue;
+      add(left, native, r.fee);
+      if (!r.success) continue;
       const carried = this.ledger.payouts
         .rowsOfTx(hash)
         .flatMap((t) => this.ledger.payouts.get(t.payout_id) ?? [])
@@ -109,10 +108,11 @@ export class AuditDifference implements UnexplainedMovement {
     this.log.warn({ chain: chainId, accepted, atBlock: Number(head) }, 'unexplained loss accepted by the resume: measured from here');
   }
 
-  #evm(chainId: number): { a: EvmAdapter; mark: number; currencies: Currency[] } | undefined {
-    const a = this.adapters.get(chainId);
+  // The chain's audit reader (the registry hands one out where the chain has an audit) and its opening block.
+  #evm(chainId: number): { a: AuditReader; mark: number; currencies: Currency[] } | undefined {
+    const a = this.chains.audit(chainId);
     const mark = this.ledger.funding.scanMark(chainId, AUDIT_OPENING);
-    if (!(a instanceof EvmAdapter) || !mark) return undefined;
+    if (!a || !mark) return undefined;
     return { a, mark: mark.block_number, currencies: this.registry.currenciesOf(chainId) };
   }
 
@@ -196,23 +196,13 @@ export class AuditDifference implements UnexplainedMovement {
     ).map((r) => r.hash);
   }
 
-  async #openingBalance(a: EvmAdapter, c: Currency, block: number): Promise<bigint> {
+  async #openingBalance(a: AuditReader, c: Currency, block: number): Promise<bigint> {
     const k = `${a.chainId}:${getAddress(c.address)}`;
     let v = this.#opening.get(k);
     if (v === undefined) {
-      v = await readBalance(a, a.solver, c.address, BigInt(block));
+      v = await a.balanceAt(a.solver, c.address, BigInt(block));
       this.#opening.set(k, v);
     }
     return v;
   }
 }
-
-async function readBalance(a: EvmAdapter, owner: string, currency: string, blockNumber: bigint): Promise<bigint> {
-  const at = { blockNumber };
-  if (getAddress(currency) === zeroAddress) return a.client.getBalance({ address: owner as Address, ...at });
-  return a.client.readContract({ address: currency as Address, abi: erc20BalanceAbi, functionName: 'balanceOf', args: [owner as Address], ...at });
-}
-
-const erc20BalanceAbi = [
-  { type: 'function', name: 'balanceOf', stateMutability: 'view', inputs: [{ name: 'a', type: 'address' }], outputs: [{ type: 'uint256' }] },
-] as const;

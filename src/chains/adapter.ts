@@ -3,9 +3,8 @@ import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
 import type { ChainKind } from './address.ts';
 import type { ReorgDecider } from '../indexer/events.ts';
-import type { ReindexResult } from '../indexer/driver.ts';
 import { RelayNodeError } from '../lib/errors.ts';
-import type { ChainIntake, CostOracle, DepositSteps } from './ports.ts';
+import type { ChainIntake, CostOracle, DepositSteps, Reindexer, SolverWallet } from './ports.ts';
 
 export type { PayoutHooks } from '../submitter/port.ts';
 
@@ -160,10 +159,11 @@ export interface FillCost {
 }
 
 /**
- * One per configured chain: the node starts and stops it, the solver wakes it. The API and the quote
- * never see it whole: the chain registry (registry.ts) hands them the narrow ports it implements.
+ * One per configured chain, inside the chain registry (registry.ts): the node starts and stops it
+ * through the registry. Nothing outside src/chains/ sees it whole: the registry hands each caller
+ * the narrow ports (ports.ts) it implements.
  */
-export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake {
+export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake, SolverWallet, Reindexer {
   readonly chainId: number;
   readonly kind: ChainKind;
   start(): Promise<void>;
@@ -173,12 +173,8 @@ export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake {
    * /execute rawCalls); throws RelayRefusedError when it cannot be relayed. EVM chains only.
    */
   simulateRelay?(terms: RelayTerms): Promise<RelaySimulation>;
-  /**
-   * Reads the chain's deposits again over blocks its indexer has passed (the admin re-index);
-   * `record` runs in the ledger transaction that writes what was found. Absent where the indexer
-   * cannot re-read a range cheaply (reindexUnsupported says why).
-   */
-  reindex?(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult>;
+  /** What the sender of an included transaction paid for it (TxFeeReader); absent where deposit fees are not read. */
+  txFee?(txId: string): Promise<bigint>;
   /** New queued payouts exist in the ledger for this chain. */
   wake(): void;
 }

@@ -1,6 +1,6 @@
 import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
-import type { ChainAdapter } from './adapter.ts';
+import type { ChainPorts } from './ports.ts';
 import { errText } from '../lib/errors.ts';
 
 // Deposits seen within this window get their fee read; older ones are left as they are.
@@ -22,7 +22,7 @@ export class DepositFeeReader {
 
   constructor(
     private readonly ledger: Ledger,
-    private readonly adapters: Map<number, ChainAdapter>,
+    private readonly chains: Pick<ChainPorts, 'txFees'>,
     private readonly log: Logger,
     private readonly opts: { intervalMs: number; now: () => number } = { intervalMs: 2000, now: Date.now },
   ) {}
@@ -32,12 +32,12 @@ export class DepositFeeReader {
     const todo = new Map<string, { chainId: number; txHash: string }>();
     for (const d of this.ledger.deposits.recentWithoutTxFee(this.opts.now() - WINDOW_MS, BATCH)) {
       const key = `${d.chain_id}:${d.tx_hash}`;
-      if (this.adapters.get(d.chain_id)?.txFee && (this.#attempts.get(key) ?? 0) < MAX_ATTEMPTS) todo.set(key, { chainId: d.chain_id, txHash: d.tx_hash });
+      if (this.chains.txFees(d.chain_id) && (this.#attempts.get(key) ?? 0) < MAX_ATTEMPTS) todo.set(key, { chainId: d.chain_id, txHash: d.tx_hash });
     }
     await Promise.all(
       [...todo].map(async ([key, { chainId, txHash }]) => {
         try {
-          this.ledger.deposits.setTxFee(chainId, txHash, await this.adapters.get(chainId)!.txFee!(txHash));
+          this.ledger.deposits.setTxFee(chainId, txHash, await this.chains.txFees(chainId)!.txFee(txHash));
           this.#attempts.delete(key);
         } catch (e) {
           this.#attempts.set(key, (this.#attempts.get(key) ?? 0) + 1);

@@ -3,6 +3,8 @@ import type { RequestRow } from '../ledger/types.ts';
 import type { DepositRequest, DepositStep, FillCost, FillCostRequest, RelaySimulation } from './adapter.ts';
 import type { RelayTerms } from './evm/relayTerms.ts';
 import type { AddressCodec } from '../kinds/codec.ts';
+import type { ChainKind } from './address.ts';
+import type { ReindexResult } from '../indexer/driver.ts';
 
 export type { AddressCodec } from '../kinds/codec.ts';
 
@@ -48,8 +50,64 @@ export interface CostOracle {
   depositCost(currency: string): Promise<bigint>;
   /** What submitting a depositor's signed deposit costs the node, in native units; absent where the chain has no such deposits. */
   relayedDepositCost?(currency: string): Promise<bigint>;
-  /** What the sender of an included transaction paid for it, in the native smallest unit. */
-  txFee?(txId: string): Promise<bigint>;
+}
+
+/** The solver's wallet on a chain: its address and what it holds (the solver's inventory, the loss breaker, the admin inventory). */
+export interface SolverWallet {
+  /** The solver's address on this chain. */
+  readonly solver: string;
+  /** The solver's spendable inventory of a currency: what the chain says it holds, less the payouts promised and not yet paid. */
+  balance(currency: string): Promise<bigint>;
+  /** What an address holds of a currency now, in its smallest unit. */
+  balanceOf(owner: string, currency: string): Promise<bigint>;
+}
+
+/** Reads what the sender of an included transaction paid for it (the deposit fee reader, src/chains/depositFeeReader.ts). */
+export interface TxFeeReader {
+  /** The fee of an included transaction, in the native smallest unit; rejects while it cannot be read. */
+  txFee(txId: string): Promise<bigint>;
+}
+
+/**
+ * A chain's indexing as the admin re-index sees it (src/admin/actions.ts): how far it is and, where
+ * the chain's indexer can re-read a range cheaply, that re-read.
+ */
+export interface Reindexer {
+  /** The chain's kind, named in the refusal where it offers no re-index. */
+  readonly kind: ChainKind;
+  progress(): ChainProgress;
+  /**
+   * Reads the chain's deposits again over blocks its indexer has passed; `record` runs in the ledger
+   * transaction that writes what was found. Absent where the indexer cannot re-read a range cheaply.
+   */
+  reindex?(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult>;
+}
+
+/** What an included transaction's receipt says, as the audit needs it. */
+export interface ReceiptFacts {
+  blockNumber: bigint;
+  /** What its sender paid for it (gas used × effective gas price), in the native smallest unit. */
+  fee: bigint;
+  success: boolean;
+}
+
+/**
+ * What the audit's difference (src/audit/auditDifference.ts) reads of a chain whose solver books it
+ * keeps from an opening block: balances now and at a block, the head and receipts. The chain
+ * registry hands one out for the chains that have such an audit (EVM); the others have none.
+ */
+export interface AuditReader {
+  readonly chainId: number;
+  /** The solver's address on this chain. */
+  readonly solver: string;
+  /** What an address holds of a currency now. */
+  balanceOf(owner: string, currency: string): Promise<bigint>;
+  /** What an address held of a currency at a block (needs the block's state). */
+  balanceAt(owner: string, currency: string, blockNumber: bigint): Promise<bigint>;
+  /** The newest block number, read now (never cached). */
+  head(): Promise<bigint>;
+  /** The receipt of an included transaction; rejects where there is none. */
+  receipt(txHash: string): Promise<ReceiptFacts>;
 }
 
 /** How a user deposits on a chain: the steps the quote hands out, and the check of a signed deposit. */
@@ -110,6 +168,14 @@ export interface ChainPorts extends ChainProfiles {
   deposits(chainId: number): DepositSteps | undefined;
   relay(chainId: number): RelaySimulator | undefined;
   intake(chainId: number): ChainIntake | undefined;
+  /** The solver's wallet on a chain. */
+  wallet(chainId: number): SolverWallet | undefined;
+  /** The chain's fee reader; undefined where deposit fees are not read. */
+  txFees(chainId: number): TxFeeReader | undefined;
+  /** The chain's indexing for the admin re-index. */
+  reindexer(chainId: number): Reindexer | undefined;
+  /** The chain's audit reader; undefined where the chain has no audit of the solver's books from an opening block. */
+  audit(chainId: number): AuditReader | undefined;
   /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
   wake(chainId: number): void;
 }

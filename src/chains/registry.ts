@@ -7,7 +7,22 @@ import { codecOf } from '../kinds/index.ts';
 import type { ChainAdapter, ChainEvents, PayoutHooks } from './adapter.ts';
 import { EvmAdapter } from './evm/adapter.ts';
 import { ExchangeAdapter } from './exchange/adapter.ts';
-import type { ChainIntake, ChainPorts, ChainProfile, ChainProfiles, CostOracle, DepositSteps, PriceFeedReader, PriceFeeds, RelaySimulator } from './ports.ts';
+import type {
+  AuditReader,
+  ChainIntake,
+  ChainPorts,
+  ChainProfile,
+  ChainProfiles,
+  CostOracle,
+  DepositSteps,
+  PriceFeedReader,
+  PriceFeeds,
+  Reindexer,
+  RelaySimulator,
+  SolverWallet,
+  TxFeeReader,
+} from './ports.ts';
+import { EvmAuditReader } from './evm/auditReader.ts';
 import { EvmPriceFeedReader } from './evm/priceFeed.ts';
 import { SvmAdapter } from './svm/adapter.ts';
 
@@ -72,15 +87,24 @@ export function profileOf(chain: ChainConfig): ChainProfile {
   }
 }
 
-/** The adapter that serves a configured chain. */
-export function createAdapter(chain: ChainConfig, d: AdapterDeps): ChainAdapter {
+/** What serves a configured chain: its adapter, and the ports only some kinds of chain have. */
+export interface ChainParts {
+  adapter: ChainAdapter;
+  /** The audit's reader of the solver's books from an opening block (EVM chains). */
+  audit?: AuditReader;
+}
+
+/** The adapter that serves a configured chain, and the ports only its kind has. */
+export function createChain(chain: ChainConfig, d: AdapterDeps): ChainParts {
   switch (chain.kind) {
-    case 'evm':
-      return new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+    case 'evm': {
+      const adapter = new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+      return { adapter, audit: new EvmAuditReader(adapter) };
+    }
     case 'svm':
-      return new SvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+      return { adapter: new SvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log) };
     case 'exchange':
-      return new ExchangeAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+      return { adapter: new ExchangeAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log) };
   }
 }
 
@@ -100,8 +124,9 @@ export function priceFeedOf(chain: ChainConfig): PriceFeedReader | undefined {
  * to chains, not a read-only API replica) its adapter, handed out as narrow ports.
  */
 export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
-  /** The adapters by chain id (the node starts and stops them; the solver and the admin API drive them). */
+  /** The adapters by chain id: the chains' lifecycle handles (start/stop); tests and diagnostics read them too. */
   readonly adapters = new Map<number, ChainAdapter>();
+  readonly #audits = new Map<number, AuditReader>();
   readonly #profiles = new Map<number, ChainProfile>();
   readonly #feeds = new Map<number, PriceFeedReader>();
 
@@ -111,8 +136,21 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
       this.#profiles.set(chain.id, profileOf(chain));
       const feed = priceFeedOf(chain);
       if (feed) this.#feeds.set(chain.id, feed);
-      if (deps) this.adapters.set(chain.id, createAdapter(chain, deps));
+      if (!deps) continue;
+      const parts = createChain(chain, deps);
+      this.adapters.set(chain.id, parts.adapter);
+      if (parts.audit) this.#audits.set(chain.id, parts.audit);
     }
+  }
+
+  /** Starts every chain's indexing and payouts. */
+  async start(): Promise<void> {
+    await Promise.all([...this.adapters.values()].map((a) => a.start()));
+  }
+
+  /** Stops every chain (each waits for what it has under way). */
+  async stop(): Promise<void> {
+    await Promise.all([...this.adapters.values()].map((a) => a.stop()));
   }
 
   profile(chainId: number): ChainProfile | undefined {
@@ -142,6 +180,23 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
 
   intake(chainId: number): ChainIntake | undefined {
     return this.adapters.get(chainId);
+  }
+
+  wallet(chainId: number): SolverWallet | undefined {
+    return this.adapters.get(chainId);
+  }
+
+  txFees(chainId: number): TxFeeReader | undefined {
+    const a = this.adapters.get(chainId);
+    return a?.txFee ? (a as TxFeeReader) : undefined;
+  }
+
+  reindexer(chainId: number): Reindexer | undefined {
+    return this.adapters.get(chainId);
+  }
+
+  audit(chainId: number): AuditReader | undefined {
+    return this.#audits.get(chainId);
   }
 
   wake(chainId: number): void {

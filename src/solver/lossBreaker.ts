@@ -1,4 +1,4 @@
-import type { ChainAdapter } from '../chains/adapter.ts';
+import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
@@ -36,7 +36,7 @@ export class BalanceDrift implements UnexplainedMovement {
   constructor(
     private ledger: Ledger,
     private registry: Registry,
-    private adapters: Map<number, ChainAdapter>,
+    private chains: Pick<ChainPorts, 'wallet'>,
     private prices: PriceSource,
   ) {}
 
@@ -65,7 +65,7 @@ export class BalanceDrift implements UnexplainedMovement {
 
   // Each currency's balance plus what the ledger says was spent: constant unless money moved unexplained.
   async #reading(chainId: number): Promise<{ level: Amounts; allowance: Amounts } | undefined> {
-    const a = this.adapters.get(chainId);
+    const a = this.chains.wallet(chainId);
     if (!a) return undefined;
     const currencies = this.registry.currenciesOf(chainId);
     const held = await Promise.all(currencies.map((c) => a.balanceOf(a.solver, c.address)));

@@ -1,5 +1,6 @@
 import { keccak256, toHex, type Hex } from 'viem';
-import type { ChainAdapter, DepositAddressFunding, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
+import type { ChainEvents, DepositAddressFunding, FundingTransfer, PayoutHooks } from '../chains/adapter.ts';
+import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import { onRelayFailed, onRelayPaid, onRelaySigned } from './gaslessRelay.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -52,11 +53,14 @@ export class AdminRefusal extends RelayNodeError {
 
 const p = (row: PayoutRow) => `${row.kind} payout ${row.id} ${row.state}`;
 
+/** What the solver asks of the chains: the solver's wallets and costs (its snapshot), and a chain's payouts woken. */
+export type SolverChains = Pick<ChainPorts, 'ids' | 'wallet' | 'costs' | 'wake'>;
+
 /**
  * Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
  * marks the deposit handled, moves the request and queues the payout; submitters do the rest.
  */
-export class Solver implements PayoutHooks {
+export class Solver implements PayoutHooks, ChainEvents {
   #snapshot: Snapshot | undefined;
   #refreshing: Promise<void> | undefined;
   #generation = 0;
@@ -76,7 +80,7 @@ export class Solver implements PayoutHooks {
   constructor(
     private ledger: Ledger,
     private registry: Registry,
-    private adapters: Map<number, ChainAdapter>,
+    private chains: SolverChains,
     private prices: PriceSource,
     private metrics: Metrics,
     private log: Logger,
@@ -88,7 +92,7 @@ export class Solver implements PayoutHooks {
     this.risk = new RiskPolicy(riskConfig, ledger, registry);
     this.reorgs = new DepositReorgs(ledger, metrics, log);
     if (riskConfig.lossBreaker) {
-      const movement = lossMeasure ?? new BalanceDrift(ledger, registry, adapters, prices);
+      const movement = lossMeasure ?? new BalanceDrift(ledger, registry, chains, prices);
       this.#breaker = new LossBreaker(movement, ledger, usdMicro(1n, 0, riskConfig.lossBreaker.toleranceUsd), [...registry.chains.keys()], metrics, log);
     }
   }
@@ -197,7 +201,7 @@ export class Solver implements PayoutHooks {
           }
         }
       });
-      for (const c of woken) this.adapters.get(c)?.wake();
+      for (const c of woken) this.chains.wake(c);
       skip += batch.filter((d) => this.ledger.deposits.get(d.id)?.state === 'confirmed').length;
     }
   }
@@ -205,10 +209,10 @@ export class Solver implements PayoutHooks {
   // Inventory against its target (the wallet plus what the depository owes the solver), and the
   // withdrawal of what the depository owes once it passes the configured threshold (one at a time
   // per chain and currency, recorded as an admin entry by the node itself).
-  #inventory(a: ChainAdapter, c: { address: string; symbol: string }, wallet: bigint): void {
-    const conf = this.inventoryConfig.targets.find((t) => t.chainId === a.chainId && t.currency.toLowerCase() === c.address.toLowerCase());
-    const owed = this.ledger.withdrawals.owedByCurrency(a.chainId).get(c.address.toLowerCase()) ?? 0n;
-    const labels = { chain: a.chainId, currency: c.symbol };
+  #inventory(chainId: number, solver: string, c: { address: string; symbol: string }, wallet: bigint): void {
+    const conf = this.inventoryConfig.targets.find((t) => t.chainId === chainId && t.currency.toLowerCase() === c.address.toLowerCase());
+    const owed = this.ledger.withdrawals.owedByCurrency(chainId).get(c.address.toLowerCase()) ?? 0n;
+    const labels = { chain: chainId, currency: c.symbol };
     this.metrics.inventory.set(labels, Number(wallet + owed));
     if (conf?.target !== undefined && BigInt(conf.target) > 0n) {
       const target = BigInt(conf.target);
@@ -219,16 +223,16 @@ export class Solver implements PayoutHooks {
     if (conf?.withdrawAbove === undefined || owed <= BigInt(conf.withdrawAbove)) return;
     const open = this.ledger.db
       .prepare(`SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`)
-      .get(a.chainId, c.address);
+      .get(chainId, c.address);
     if (open) return;
     try {
       const p = queueWithdrawal(
         this.ledger,
-        { chainId: a.chainId, currency: c.address, solver: a.solver },
+        { chainId, currency: c.address, solver },
         { actor: 'node', reason: `owed ${owed} above inventory.withdrawAbove ${conf.withdrawAbove}` },
       );
-      this.log.info({ payout: p.id, chain: a.chainId, amount: p.amount }, 'withdrawal queued: depository funds owed above the threshold');
-      queueMicrotask(() => a.wake());
+      this.log.info({ payout: p.id, chain: chainId, amount: p.amount }, 'withdrawal queued: depository funds owed above the threshold');
+      queueMicrotask(() => this.chains.wake(chainId));
     } catch (err) {
       if (!(err instanceof WithdrawalRefused)) throw err;
     }
@@ -281,17 +285,19 @@ export class Solver implements PayoutHooks {
     const spendable = new Map<string, bigint>();
     const prices = new Map<string, string>();
     await Promise.all(
-      [...this.adapters.values()].flatMap((a) =>
-        this.registry.currenciesOf(a.chainId).map(async (c) => {
-          const k = key(a.chainId, c.address);
-          const [bal, cost, price] = await Promise.all([a.balance(c.address), a.refundCost(c.address), this.prices.usdPrice(c)]);
+      this.chains.ids().flatMap((chainId) => {
+        const wallet = this.chains.wallet(chainId)!;
+        const costs = this.chains.costs(chainId)!;
+        return this.registry.currenciesOf(chainId).map(async (c) => {
+          const k = key(chainId, c.address);
+          const [bal, cost, price] = await Promise.all([wallet.balance(c.address), costs.refundCost(c.address), this.prices.usdPrice(c)]);
           spendable.set(k, bal);
           refundCost.set(k, cost);
           prices.set(k, price);
-          this.metrics.solverBalance.set({ chain: a.chainId, currency: c.symbol }, Number(bal));
-          this.#inventory(a, c, bal);
-        }),
-      ),
+          this.metrics.solverBalance.set({ chain: chainId, currency: c.symbol }, Number(bal));
+          this.#inventory(chainId, wallet.solver, c, bal);
+        });
+      }),
     );
     return { at: Date.now(), refundCost, spendable, prices };
   }
@@ -460,7 +466,7 @@ export class Solver implements PayoutHooks {
     debitSponsor(this.ledger, r, this.#usdMicro(r.destination_chain_id, r.destination_currency, decision.fees.sponsored, snap));
     if (decision.excess > 0n) {
       const excessChain = this.#queueRefund(r.id, { ...d, amount: decision.excess.toString() }, r.refund_to ?? d.depositor, snap, now, 'excess');
-      if (excessChain !== undefined && excessChain !== r.destination_chain_id) queueMicrotask(() => this.adapters.get(excessChain)?.wake());
+      if (excessChain !== undefined && excessChain !== r.destination_chain_id) queueMicrotask(() => this.chains.wake(excessChain));
     }
     this.#spend(snap, key(r.destination_chain_id, r.destination_currency), decision.amount);
     if (decision.topUp > 0n) this.#spend(snap, key(r.destination_chain_id, this.registry.native(r.destination_chain_id).address), decision.topUp);
@@ -604,7 +610,7 @@ export class Solver implements PayoutHooks {
       return { payoutId: id, chainId: d.chain_id, amount: amount.toString() };
     });
     this.log.warn({ requestId, actor: who.actor, payout: res.payoutId }, 'manual refund queued by an operator');
-    this.adapters.get(res.chainId)?.wake();
+    this.chains.wake(res.chainId);
     return res;
   }
 
@@ -721,6 +727,6 @@ export class Solver implements PayoutHooks {
     const chain = snap ? this.#queueRefund(r.id, d, r.refund_to ?? d.depositor, snap, now) : undefined;
     if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
     // The refund is on another chain than the failed fill; wake its submitter once this commits.
-    if (chain !== undefined) queueMicrotask(() => this.adapters.get(chain)?.wake());
+    if (chain !== undefined) queueMicrotask(() => this.chains.wake(chain));
   }
 }
