@@ -17,6 +17,7 @@ import { RelayNode } from '../src/node.ts';
 
 const N = Number(process.argv[2] ?? 1000);
 const SENDERS = 5;
+const STALL_MS = Number(process.env.BENCH_STALL_MS ?? 30_000);
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-throughput-'));
@@ -95,7 +96,22 @@ try {
   const db = node.ledger.db;
   const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
   const deadline = Date.now() + 300_000;
-  while (done() < N && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  // No progress for STALL_MS: dump what tells an indexer stall from a sender's or a filler's (once).
+  let last = -1;
+  let lastMoved = Date.now();
+  let dumped = false;
+  while (done() < N && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+    const n = done();
+    if (n !== last) {
+      last = n;
+      lastMoved = Date.now();
+    } else if (!dumped && Date.now() - lastMoved > STALL_MS) {
+      dumped = true;
+      await dumpStall(raws, n);
+      if (process.env.BENCH_STALL_EXIT) break;
+    }
+  }
   const wallSeconds = (Date.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const filled = done();
@@ -216,4 +232,110 @@ async function fillIntake(chain: typeof dest, count: number): Promise<number> {
   const receipt = await pc.waitForTransactionReceipt({ hash: keccak256(raws.at(-1)!), pollingInterval: 5 });
   if (receipt.status !== 'success') throw new Error('the last ceiling fill reverted');
   return count / ((performance.now() - t0) / 1000);
+}
+
+/** What a stall looks like from outside the node: the indexer cursors and stored blocks, the chain's
+ * head, the missing orders' requests and deposit rows, their deposit receipts, and the depository's
+ * logs over their blocks straight from anvil. Written to bench/results and summarised on stderr. */
+async function dumpStall(raws: { id: Hex; raw: Hex }[], filled: number): Promise<void> {
+  const db = node.ledger.db;
+  const missing = raws.filter((r) => {
+    const row = db.prepare('SELECT status FROM requests WHERE id = ?').get(r.id) as { status: string } | undefined;
+    return row?.status !== 'success';
+  });
+  const rpc = async (method: string, params: unknown[]) =>
+    (
+      (await (
+        await fetch(origin.rpcUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+        })
+      ).json()) as { result: unknown }
+    ).result;
+  const receipts = await Promise.all(
+    missing.map(async (m) => {
+      const r = (await rpc('eth_getTransactionReceipt', [keccak256(m.raw)])) as { status: string; blockNumber: string } | null;
+      return { id: m.id, status: r?.status, block: r ? Number(r.blockNumber) : undefined };
+    }),
+  );
+  const blocks = receipts.map((r) => r.block).filter((b): b is number => b !== undefined);
+  const lo = blocks.length ? Math.min(...blocks) : 0;
+  const hi = blocks.length ? Math.max(...blocks) : 0;
+  const logs = blocks.length
+    ? ((await rpc('eth_getLogs', [{ address: origin.contracts.depository, fromBlock: toHex(lo), toBlock: toHex(hi) }])) as unknown[])
+    : [];
+  // Deposits the chain never included: where anvil's pool holds them (per sender: the lowest nonce
+  // waiting against the account's nonce; equal means nothing will ever mine them).
+  const pool = (await rpc('txpool_inspect', [])) as Record<'pending' | 'queued', Record<string, Record<string, string>>>;
+  const txpool = await Promise.all(
+    (['pending', 'queued'] as const).flatMap((kind) =>
+      Object.entries(pool[kind]).map(async ([sender, byNonce]) => {
+        const nonces = Object.keys(byNonce).map(Number);
+        return {
+          kind,
+          sender,
+          count: nonces.length,
+          lowest: Math.min(...nonces),
+          accountNonce: Number(await rpc('eth_getTransactionCount', [sender, 'latest'])),
+        };
+      }),
+    ),
+  );
+  const dump = {
+    txpool,
+    at: new Date().toISOString(),
+    filled,
+    missing: missing.length,
+    heads: { origin: Number(await rpc('eth_blockNumber', [])), dest: Number(await client(dest).getBlockNumber()) },
+    cursors: db.prepare('SELECT * FROM cursors').all(),
+    chainBlocks: db.prepare('SELECT chain_id, COUNT(*) AS n, MIN(number) AS lo, MAX(number) AS hi FROM chain_blocks GROUP BY chain_id').all(),
+    depositsByState: db
+      .prepare('SELECT chain_id, state, COUNT(*) AS n, MIN(block_number) AS lo, MAX(block_number) AS hi FROM deposits GROUP BY chain_id, state')
+      .all(),
+    requestsByStatus: db.prepare('SELECT status, COUNT(*) AS n FROM requests GROUP BY status').all(),
+    missingReceipts: { lo, hi, byStatus: receipts.reduce<Record<string, number>>((m, r) => ((m[String(r.status)] = (m[String(r.status)] ?? 0) + 1), m), {}) },
+    missingDepositRows: missing
+      .slice(0, 5)
+      .map((m) => ({
+        id: m.id,
+        request: db.prepare('SELECT status FROM requests WHERE id = ?').get(m.id),
+        deposits: db.prepare('SELECT * FROM deposits WHERE order_ref = ?').all(m.id),
+      })),
+    missingBlocks: [...new Set(blocks)].sort((a, b) => a - b),
+    anvilLogsOverMissingBlocks: logs.length,
+    indexerMetrics: (await node.metrics.registry.metrics())
+      .split('\n')
+      .filter((l) =>
+        /^relay_(chain_head_block|indexer_lag_blocks|rpc_errors_total|deposits_indexed_total|reorgs_total|payout_queue_depth|solver_decisions_total|payouts_waiting)/.test(
+          l,
+        ),
+      ),
+  };
+  mkdirSync('bench/results', { recursive: true });
+  const file = `bench/results/throughput-stall-${Date.now()}.json`;
+  writeFileSync(file, JSON.stringify(dump, null, 2));
+  console.error(`STALL: no fill for ${STALL_MS / 1000} s at ${filled}/${N}; ${missing.length} missing (deposit blocks ${lo}..${hi}); dump in ${file}`);
+  // What the node does meanwhile: 5 s of CPU profile (open it in Chrome's DevTools).
+  if (process.env.BENCH_STALL_PROFILE) {
+    const { Session } = await import('node:inspector/promises');
+    const session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+    await new Promise((r) => setTimeout(r, 5_000));
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(file.replace('.json', '.cpuprofile'), JSON.stringify(profile));
+    session.disconnect();
+  }
+  console.error(
+    JSON.stringify({
+      txpool,
+      heads: dump.heads,
+      cursors: dump.cursors,
+      chainBlocks: dump.chainBlocks,
+      depositsByState: dump.depositsByState,
+      receipts: dump.missingReceipts,
+    }),
+  );
 }
