@@ -2,12 +2,16 @@
 // deposit → fill latency distribution and the node's CPU per fill, beside the ceiling: the same
 // anvil's intake of pre-signed fill transactions from one key sent in JSON-RPC batches (measured in
 // the same run, after the node stops). Nothing may be lost, nothing paid twice.
+// Each deposit comes from its own key (as many users, each paying once): a chain of nonces from a
+// few keys sent while anvil mines can be stranded in anvil's pool and never included (see
+// bench/rawTransactions.ts), which left 33 to 103 orders unfilled in about one run in six.
 // Usage: npm run bench:throughput -- [fills]
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createPublicClient, encodeFunctionData, http, keccak256, parseEventLogs, toHex, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { awaitIncluded, rpc, sendRawBatches, type RawTx } from './rawTransactions.ts';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { buildConfigWithKeys } from '../src/config/load.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
@@ -16,11 +20,14 @@ import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 
 const N = Number(process.argv[2] ?? 1000);
-const SENDERS = 5;
+// Fills pay these few existing accounts in turn, as when the depositors were these five keys, so that
+// gas per fill stays comparable with earlier runs (a first payment to an empty account costs 25,000 gas more).
+const RECIPIENTS = 5;
+const STALL_MS = Number(process.env.BENCH_STALL_MS ?? 30_000);
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-throughput-'));
-const devnet = await startDevnet({ dataDir, testAccounts: SENDERS + 1 });
+const devnet = await startDevnet({ dataDir, testAccounts: RECIPIENTS + 1 });
 const node = await new RelayNode(buildConfigWithKeys(devnet.nodeConfig({ port: 0, logLevel: 'silent' }), devnet.keys), { log: createLogger('silent') }).start();
 let nodeStopped: Promise<void> | undefined;
 const stopNode = () => (nodeStopped ??= node.stop());
@@ -28,17 +35,24 @@ const origin = devnet.chains.find((c) => c.id === 8453)!;
 const dest = devnet.chains.find((c) => c.id === 10)!;
 const client = (c: typeof origin) => createPublicClient({ chain: devnetChain(c.id, c.rpcUrl), transport: http(c.rpcUrl), pollingInterval: 20 });
 try {
+  // One depositor per order, funded on the origin chain (anvil_setBalance, in one JSON-RPC batch).
+  const depositors = Array.from({ length: N }, (_, i) => privateKeyToAccount(keccak256(toHex(`relay-node bench depositor ${i}`))));
+  await fetch(origin.rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(depositors.map((d, k) => ({ jsonrpc: '2.0', id: k, method: 'anvil_setBalance', params: [d.address, toHex(10n ** 18n)] }))),
+  });
   // Quotes first (not timed): the bench measures the fill pipeline, not quoting.
-  const senders = devnet.accounts.slice(1, 1 + SENDERS);
   const orders: { id: Hex; sender: number }[] = [];
   for (let i = 0; i < N; i++) {
-    const sender = i % SENDERS;
+    const sender = i;
     const q = (await (
       await fetch(`${node.url}/quote`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({
-          user: senders[sender]!.address,
+          user: depositors[sender]!.address,
+          recipient: devnet.accounts[1 + (i % RECIPIENTS)]!.address,
           originChainId: 8453,
           destinationChainId: 10,
           originCurrency: zeroAddress,
@@ -53,12 +67,10 @@ try {
 
   // Deposits signed beforehand and sent in JSON-RPC batches, so that the chain takes them faster
   // than the node can fill them: the bench measures the node, not the senders.
-  const accounts = senders.map((a) => privateKeyToAccount(a.privateKey));
-  const nonces = await Promise.all(senders.map((a) => client(origin).getTransactionCount({ address: a.address })));
   const fees = await client(origin).estimateFeesPerGas();
   const raws: { id: Hex; raw: Hex }[] = [];
   for (const o of orders) {
-    const acct = accounts[o.sender]!;
+    const acct = depositors[o.sender]!;
     raws.push({
       id: o.id,
       raw: await acct.signTransaction({
@@ -66,7 +78,7 @@ try {
         type: 'eip1559',
         to: origin.contracts.depository,
         value: 10n ** 15n,
-        nonce: nonces[o.sender]!++,
+        nonce: 0,
         gas: 60_000n,
         maxFeePerGas: fees.maxFeePerGas! * 4n,
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas!,
@@ -81,21 +93,31 @@ try {
     const batch = raws.slice(i, i + 50);
     const now = Date.now();
     for (const b of batch) sentAt.set(b.id, now);
-    const res = (await (
-      await fetch(origin.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(batch.map((b, k) => ({ jsonrpc: '2.0', id: k, method: 'eth_sendRawTransaction', params: [b.raw] }))),
-      })
-    ).json()) as { error?: { message: string } }[];
-    const failed = res.find((r) => r.error);
-    if (failed) throw new Error(`a deposit was refused: ${failed.error!.message}`);
+    await sendRawBatches(
+      origin.rpcUrl,
+      batch.map((b) => b.raw),
+    );
   }
   const sentSeconds = (Date.now() - started) / 1000;
   const db = node.ledger.db;
   const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
   const deadline = Date.now() + 300_000;
-  while (done() < N && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  // No progress for STALL_MS: dump what tells an indexer stall from a sender's or a filler's (once).
+  let last = -1;
+  let lastMoved = Date.now();
+  let dumped = false;
+  while (done() < N && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 20));
+    const n = done();
+    if (n !== last) {
+      last = n;
+      lastMoved = Date.now();
+    } else if (!dumped && Date.now() - lastMoved > STALL_MS) {
+      dumped = true;
+      await dumpStall(raws, n);
+      if (process.env.BENCH_STALL_EXIT) break;
+    }
+  }
   const wallSeconds = (Date.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
   const filled = done();
@@ -122,12 +144,18 @@ try {
   for (const f of fills) perOrder.set(f.args.orderId, (perOrder.get(f.args.orderId) ?? 0) + 1);
   const twice = [...perOrder.values()].filter((n) => n > 1).length;
   const missing = orders.filter((o) => !perOrder.has(o.id)).length;
+  // An order left unfilled whose deposit the chain never included is the bench's (or anvil's) failure, not the node's.
+  const unfilled = raws.filter((r) => !perOrder.has(r.id));
+  const notIncluded = (
+    await Promise.all(unfilled.map(async (r) => ((await rpc(origin.rpcUrl, 'eth_getTransactionReceipt', [keccak256(r.raw)])) === null ? 1 : 0)))
+  ).reduce<number>((a, b) => a + b, 0);
 
   // The ceiling, on the same anvil once the node has stopped: N fill transactions (one order each, as
   // the node sends a lone fill) pre-signed by the solver key and sent in JSON-RPC batches of 50, so
   // that neither signing nor round trips are counted: what the chain takes in from one key.
   await stopNode();
-  const ceilingPerSecond = await fillIntake(dest, N);
+  const ceiling = await fillIntake(dest, N);
+  const ceilingPerSecond = ceiling.perSecond;
 
   const fillsPerSecond = filled / wallSeconds;
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
@@ -135,9 +163,11 @@ try {
     `throughput: ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (deposits sent in ${sentSeconds.toFixed(2)} s)`,
   );
   console.log(`  deposit → fill included: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat.at(-1)} ms`);
-  console.log(`  on chain: ${fills.length} OrderFilled events, ${twice} orders filled twice, ${missing} orders not filled`);
   console.log(
-    `  ceiling (pre-signed fill transactions from one key, JSON-RPC batches of 50, same anvil): ${ceilingPerSecond.toFixed(0)} tx/s → the node reaches ${((100 * fillsPerSecond) / ceilingPerSecond).toFixed(0)}%`,
+    `  on chain: ${fills.length} OrderFilled events, ${twice} orders filled twice, ${missing} orders not filled${missing ? ` (${notIncluded} of their deposits never included by the chain)` : ''}`,
+  );
+  console.log(
+    `  ceiling (pre-signed fill transactions from one key, JSON-RPC batches of 50, same anvil): ${ceilingPerSecond.toFixed(0)} tx/s → the node reaches ${((100 * fillsPerSecond) / ceilingPerSecond).toFixed(0)}%${ceiling.reSent ? ` (anvil stranded ${ceiling.reSent} of them in its pool; sent again, so the ceiling is understated)` : ''}`,
   );
   console.log(
     `  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`,
@@ -156,7 +186,9 @@ try {
         latencyMs: { p50: pct(lat, 50), p90: pct(lat, 90), p99: pct(lat, 99), max: lat.at(-1) },
         filledTwice: twice,
         missing,
+        depositsNotIncluded: notIncluded,
         ceilingPerSecond,
+        ceilingReSent: ceiling.reSent,
         ceilingRatio: fillsPerSecond / ceilingPerSecond,
         fillTransactions: txs.n,
         cpuMsPerFill,
@@ -174,21 +206,24 @@ try {
 }
 
 /** Pre-signs `count` fillNative transactions from the solver key and sends them in JSON-RPC batches
- * of 50; returns transactions per second, from the first send to the last one's receipt. */
-async function fillIntake(chain: typeof dest, count: number): Promise<number> {
+ * of 50; returns transactions per second, from the first send to the last one's receipt (and how many
+ * anvil stranded and had to be sent again: bench/rawTransactions.ts). */
+async function fillIntake(chain: typeof dest, count: number): Promise<{ perSecond: number; reSent: number }> {
   const solver = privateKeyToAccount(devnet.keys.solver);
   const pc = client(chain);
-  let nonce = await pc.getTransactionCount({ address: solver.address, blockTag: 'pending' });
+  const first = await pc.getTransactionCount({ address: solver.address, blockTag: 'pending' });
   const fees = await pc.estimateFeesPerGas();
-  const raws: Hex[] = [];
+  const txs: RawTx[] = [];
   for (let i = 0; i < count; i++) {
-    raws.push(
-      await solver.signTransaction({
+    txs.push({
+      sender: solver.address,
+      nonce: first + i,
+      raw: await solver.signTransaction({
         chainId: chain.id,
         type: 'eip1559',
         to: chain.contracts.filler,
         value: 1n,
-        nonce: nonce++,
+        nonce: first + i,
         gas: 100_000n,
         maxFeePerGas: fees.maxFeePerGas! * 4n,
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas!,
@@ -198,22 +233,110 @@ async function fillIntake(chain: typeof dest, count: number): Promise<number> {
           args: [keccak256(toHex(`ceiling ${i}`)), '0x000000000000000000000000000000000000dEaD'],
         }),
       }),
-    );
+    });
   }
   const t0 = performance.now();
-  for (let i = 0; i < raws.length; i += 50) {
-    const batch = raws.slice(i, i + 50);
-    const res = (await (
-      await fetch(chain.rpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(batch.map((raw, k) => ({ jsonrpc: '2.0', id: k, method: 'eth_sendRawTransaction', params: [raw] }))),
-      })
-    ).json()) as { error?: { message: string } }[];
-    const failed = res.find((r) => r.error);
-    if (failed) throw new Error(`a ceiling transaction was refused: ${failed.error!.message}`);
-  }
-  const receipt = await pc.waitForTransactionReceipt({ hash: keccak256(raws.at(-1)!), pollingInterval: 5 });
+  await sendRawBatches(
+    chain.rpcUrl,
+    txs.map((t) => t.raw),
+  );
+  const { at, reSent } = await awaitIncluded(chain.rpcUrl, txs, { timeoutMs: 120_000 });
+  const receipt = await pc.getTransactionReceipt({ hash: keccak256(txs.at(-1)!.raw) });
   if (receipt.status !== 'success') throw new Error('the last ceiling fill reverted');
-  return count / ((performance.now() - t0) / 1000);
+  return { perSecond: count / ((at - t0) / 1000), reSent };
+}
+
+/** What a stall looks like from outside the node: the indexer cursors and stored blocks, the chain's
+ * head, the missing orders' requests and deposit rows, their deposit receipts, and the depository's
+ * logs over their blocks straight from anvil. Written to bench/results and summarised on stderr. */
+async function dumpStall(raws: { id: Hex; raw: Hex }[], filled: number): Promise<void> {
+  const db = node.ledger.db;
+  const missing = raws.filter((r) => {
+    const row = db.prepare('SELECT status FROM requests WHERE id = ?').get(r.id) as { status: string } | undefined;
+    return row?.status !== 'success';
+  });
+  const onOrigin = <T = unknown>(method: string, params: unknown[]) => rpc<T>(origin.rpcUrl, method, params);
+  const receipts = await Promise.all(
+    missing.map(async (m) => {
+      const r = await onOrigin<{ status: string; blockNumber: string } | null>('eth_getTransactionReceipt', [keccak256(m.raw)]);
+      return { id: m.id, status: r?.status, block: r ? Number(r.blockNumber) : undefined };
+    }),
+  );
+  const blocks = receipts.map((r) => r.block).filter((b): b is number => b !== undefined);
+  const lo = blocks.length ? Math.min(...blocks) : 0;
+  const hi = blocks.length ? Math.max(...blocks) : 0;
+  const logs = blocks.length
+    ? ((await onOrigin('eth_getLogs', [{ address: origin.contracts.depository, fromBlock: toHex(lo), toBlock: toHex(hi) }])) as unknown[])
+    : [];
+  // Deposits the chain never included: where anvil's pool holds them (per sender: the lowest nonce
+  // waiting against the account's nonce; equal means nothing will ever mine them).
+  const pool = (await onOrigin('txpool_inspect', [])) as Record<'pending' | 'queued', Record<string, Record<string, string>>>;
+  const txpool = await Promise.all(
+    (['pending', 'queued'] as const).flatMap((kind) =>
+      Object.entries(pool[kind]).map(async ([sender, byNonce]) => {
+        const nonces = Object.keys(byNonce).map(Number);
+        return {
+          kind,
+          sender,
+          count: nonces.length,
+          lowest: Math.min(...nonces),
+          accountNonce: Number(await onOrigin('eth_getTransactionCount', [sender, 'latest'])),
+        };
+      }),
+    ),
+  );
+  const dump = {
+    txpool,
+    at: new Date().toISOString(),
+    filled,
+    missing: missing.length,
+    heads: { origin: Number(await onOrigin('eth_blockNumber', [])), dest: Number(await client(dest).getBlockNumber()) },
+    cursors: db.prepare('SELECT * FROM cursors').all(),
+    chainBlocks: db.prepare('SELECT chain_id, COUNT(*) AS n, MIN(number) AS lo, MAX(number) AS hi FROM chain_blocks GROUP BY chain_id').all(),
+    depositsByState: db
+      .prepare('SELECT chain_id, state, COUNT(*) AS n, MIN(block_number) AS lo, MAX(block_number) AS hi FROM deposits GROUP BY chain_id, state')
+      .all(),
+    requestsByStatus: db.prepare('SELECT status, COUNT(*) AS n FROM requests GROUP BY status').all(),
+    missingReceipts: { lo, hi, byStatus: receipts.reduce<Record<string, number>>((m, r) => ((m[String(r.status)] = (m[String(r.status)] ?? 0) + 1), m), {}) },
+    missingDepositRows: missing.slice(0, 5).map((m) => ({
+      id: m.id,
+      request: db.prepare('SELECT status FROM requests WHERE id = ?').get(m.id),
+      deposits: db.prepare('SELECT * FROM deposits WHERE order_ref = ?').all(m.id),
+    })),
+    missingBlocks: [...new Set(blocks)].sort((a, b) => a - b),
+    anvilLogsOverMissingBlocks: logs.length,
+    indexerMetrics: (await node.metrics.registry.metrics())
+      .split('\n')
+      .filter((l) =>
+        /^relay_(chain_head_block|indexer_lag_blocks|rpc_errors_total|deposits_indexed_total|reorgs_total|payout_queue_depth|solver_decisions_total|payouts_waiting)/.test(
+          l,
+        ),
+      ),
+  };
+  mkdirSync('bench/results', { recursive: true });
+  const file = `bench/results/throughput-stall-${Date.now()}.json`;
+  writeFileSync(file, JSON.stringify(dump, null, 2));
+  console.error(`STALL: no fill for ${STALL_MS / 1000} s at ${filled}/${N}; ${missing.length} missing (deposit blocks ${lo}..${hi}); dump in ${file}`);
+  // What the node does meanwhile: 5 s of CPU profile (open it in Chrome's DevTools).
+  if (process.env.BENCH_STALL_PROFILE) {
+    const { Session } = await import('node:inspector/promises');
+    const session = new Session();
+    session.connect();
+    await session.post('Profiler.enable');
+    await session.post('Profiler.start');
+    await new Promise((r) => setTimeout(r, 5_000));
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(file.replace('.json', '.cpuprofile'), JSON.stringify(profile));
+    session.disconnect();
+  }
+  console.error(
+    JSON.stringify({
+      txpool,
+      heads: dump.heads,
+      cursors: dump.cursors,
+      chainBlocks: dump.chainBlocks,
+      depositsByState: dump.depositsByState,
+      receipts: dump.missingReceipts,
+    }),
+  );
 }
