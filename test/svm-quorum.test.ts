@@ -56,6 +56,48 @@ async function disagreements(method: string): Promise<number> {
   return m.values.filter((v) => v.labels.chain === String(SVM) && v.labels.method === method).reduce((a, v) => a + v.value, 0);
 }
 
+// A fill of `amount` lamports to `recipient` for request `id`, signed by the solver and recorded in
+// the ledger as the node's submitter does (the payout `sent`, its transaction `signed`), not sent yet.
+async function recordedFill(id: Hex, recipient: PublicKey, amount: bigint): Promise<string> {
+  const solver = Keypair.fromSecretKey(base58Decode(s.devnet.keys.svmSolver!)!);
+  const { blockhash, lastValidBlockHeight } = await conn.getLatestBlockhash('confirmed');
+  const tx = new Transaction({ feePayer: solver.publicKey, recentBlockhash: blockhash }).add(
+    SystemProgram.transfer({ fromPubkey: solver.publicKey, toPubkey: recipient, lamports: amount }),
+    memoInstruction(id),
+  );
+  tx.sign(solver);
+  const sig = base58Encode(tx.signature!);
+  const ledger = s.node.ledger;
+  ledger.tx(() => {
+    ledger.requests.setStatus(id, 'pending');
+    ledger.payouts.insert({
+      id: `fill:${id}`,
+      kind: 'fill',
+      request_id: id,
+      deposit_id: null,
+      chain_id: SVM,
+      recipient: recipient.toBase58(),
+      currency: SVM_NATIVE,
+      amount: amount.toString(),
+      decided_at: Date.now(),
+    });
+    ledger.payouts.insertTx({
+      hash: sig as Hex,
+      payout_id: `fill:${id}`,
+      chain_id: SVM,
+      sender: solver.publicKey.toBase58(),
+      nonce: lastValidBlockHeight,
+      raw: tx.serialize().toString('base64') as Hex,
+      gas_limit: '0',
+      max_fee_per_gas: '0',
+      max_priority_fee_per_gas: '0',
+      created_at: Date.now(),
+    });
+    ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: sig });
+  });
+  return sig;
+}
+
 describe('SVM decision reads by a quorum of providers', () => {
   it('a provider saying a landed payout is not found cannot make the node sign it again: paid once', async () => {
     const svm = s.devnet.svm!;
@@ -75,14 +117,7 @@ describe('SVM decision reads by a quorum of providers', () => {
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);
-    const solver = Keypair.fromSecretKey(base58Decode(s.devnet.keys.svmSolver!)!);
-    const { blockhash, lastValidBlockHeight } = await conn.getLatestBlockhash('confirmed');
-    const tx = new Transaction({ feePayer: solver.publicKey, recentBlockhash: blockhash }).add(
-      SystemProgram.transfer({ fromPubkey: solver.publicKey, toPubkey: recipient, lamports: amount }),
-      memoInstruction(id),
-    );
-    tx.sign(solver);
-    const sig = base58Encode(tx.signature!);
+    let sig = '';
     // The liar denies the payout ever landed: no status, no transaction.
     liar.lying(({ method, params }, result) => {
       if (method === 'getSignatureStatuses') {
@@ -92,37 +127,10 @@ describe('SVM decision reads by a quorum of providers', () => {
       if (method === 'getTransaction' && params[0] === sig) return null;
       return result;
     });
-    // The node signed and recorded this fill (as its submitter does), and it lands.
+    sig = await recordedFill(id, recipient, amount);
     const ledger = s.node.ledger;
-    ledger.tx(() => {
-      ledger.requests.setStatus(id, 'pending');
-      ledger.payouts.insert({
-        id: `fill:${id}`,
-        kind: 'fill',
-        request_id: id,
-        deposit_id: null,
-        chain_id: SVM,
-        recipient: recipient.toBase58(),
-        currency: SVM_NATIVE,
-        amount: amount.toString(),
-        decided_at: Date.now(),
-      });
-      ledger.payouts.insertTx({
-        hash: sig as Hex,
-        payout_id: `fill:${id}`,
-        chain_id: SVM,
-        sender: solver.publicKey.toBase58(),
-        nonce: lastValidBlockHeight,
-        raw: tx.serialize().toString('base64') as Hex,
-        gas_limit: '0',
-        max_fee_per_gas: '0',
-        max_priority_fee_per_gas: '0',
-        created_at: Date.now(),
-      });
-      ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: sig });
-    });
     const from = logLines.length;
-    await conn.sendRawTransaction(tx.serialize());
+    await conn.sendRawTransaction(Buffer.from(s.node.ledger.payouts.txsOf(`fill:${id}`)[0]!.raw, 'base64'));
     await until(async () => ((await lamports(recipient.toBase58())) === amount ? true : undefined), 'the payout to land');
     // Its blockhash then expires: only the liar's word stands between the node and a second signature.
     const before = await disagreements('getSignatureStatuses');
@@ -190,6 +198,12 @@ describe('SVM decision reads by a quorum of providers', () => {
     const idx = await api(s.url, '/transactions/index', { body: { txHash: real, chainId: SVM } });
     expect(idx.status, JSON.stringify(idx.body)).toBe(200);
     expect(idx.body.deposits).toBe(1);
+    // The wallet (or anyone) reports the invented signature: the providers disagree on its transaction, nothing is credited.
+    const forged = await api(s.url, '/transactions/index', { body: { txHash: fake, chainId: SVM } });
+    expect(forged.status, JSON.stringify(forged.body)).toBe(503);
+    expect(forged.body.errorCode).toBe('CHAIN_UNAVAILABLE');
+    expect(JSON.stringify(forged.body)).not.toContain('127.0.0.1');
+    expect(s.node.ledger.deposits.get(svmDepositId(SVM, fake))).toBeUndefined();
     // The indexer reads the vault's signatures: the liar's list differs from the honest one.
     await until(
       async () => (s.node.ledger.deposits.get(svmDepositId(SVM, fake)) || (await disagreements('getSignaturesForAddress')) > before ? true : undefined),
@@ -208,5 +222,48 @@ describe('SVM decision reads by a quorum of providers', () => {
     await until(() => (s.node.ledger.indexer.cursor(SVM, 'svm:vault')! >= head ? true : undefined), 'the indexer past the deposit');
     expect(await disagreements('getSignaturesForAddress')).toBe(after);
     expect(s.node.ledger.deposits.get(svmDepositId(SVM, fake))).toBeUndefined();
+  });
+  it('a provider saying a landed payout failed on chain cannot have it marked failed', async () => {
+    const recipient = Keypair.generate().publicKey;
+    const q = await api(s.url, '/quote/v2', {
+      body: {
+        tradeType: 'EXACT_INPUT',
+        user: s.devnet.accounts[1]!.address,
+        recipient: recipient.toBase58(),
+        originChainId: A,
+        destinationChainId: SVM,
+        originCurrency: zeroAddress,
+        destinationCurrency: SVM_NATIVE,
+        amount: '10000000000000000',
+      },
+    });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const amount = BigInt(q.body.details.currencyOut.amount);
+    let sig = '';
+    const err = { InstructionError: [0, { Custom: 1 }] };
+    // The liar says the payout's transaction failed: its status and its transaction carry an error.
+    liar.lying(({ method, params }, result) => {
+      if (method === 'getSignatureStatuses') {
+        const sigs = params[0] as string[];
+        return { ...result, value: result.value.map((st: { err: unknown } | null, i: number) => (sigs[i] === sig && st ? { ...st, err } : st)) };
+      }
+      if (method === 'getTransaction' && params[0] === sig && result) return { ...result, meta: { ...result.meta, err } };
+      return result;
+    });
+    sig = await recordedFill(id, recipient, amount);
+    const before = await disagreements('getSignatureStatuses');
+    await conn.sendRawTransaction(Buffer.from(s.node.ledger.payouts.txsOf(`fill:${id}`)[0]!.raw, 'base64'));
+    await until(async () => ((await lamports(recipient.toBase58())) === amount ? true : undefined), 'the payout to land');
+    await until(
+      async () => (s.node.ledger.payouts.get(`fill:${id}`)!.state !== 'sent' || (await disagreements('getSignatureStatuses')) > before + 1 ? true : undefined),
+      'confirm passes after the landing',
+    );
+    expect(liar.lied.getSignatureStatuses).toBeGreaterThan(0);
+    expect(s.node.ledger.payouts.get(`fill:${id}`)!.state).toBe('sent');
+    liar.lying(undefined);
+    const done = await waitForStatus(s.url, id, ['success', 'failure', 'refund'], 30_000);
+    expect(done.status).toBe('success');
+    expect(done.txHashes).toEqual([sig]);
   });
 });
