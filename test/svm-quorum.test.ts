@@ -10,7 +10,10 @@ import { Connection, Keypair, PublicKey, SystemProgram, Transaction } from '@sol
 import { zeroAddress, type Hex } from 'viem';
 import { SVM_NATIVE } from '../src/chains/address.ts';
 import { svmDepositId } from '../src/chains/svm/depositSource.ts';
+import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
 import { base58Decode, base58Encode, memoInstruction } from '../src/chains/svm/transactions.ts';
+import { createMetrics } from '../src/metrics.ts';
+import { SvmLagProxy } from './helpers/svmLagProxy.ts';
 import { SvmLiarProxy } from './helpers/svmLiarProxy.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
@@ -265,5 +268,60 @@ describe('SVM decision reads by a quorum of providers', () => {
     const done = await waitForStatus(s.url, id, ['success', 'failure', 'refund'], 30_000);
     expect(done.status).toBe('success');
     expect(done.txHashes).toEqual([sig]);
+  });
+  it('an honest provider behind another is asked again, never counted as disagreeing', async () => {
+    const svm = s.devnet.svm!;
+    const laggy = await new SvmLagProxy(svm.rpcUrl).start();
+    const metrics = createMetrics();
+    try {
+      const pool = new SvmRpcPool({
+        chain: {
+          id: SVM,
+          rpcUrl: laggy.url,
+          rpc: [
+            { url: laggy.url, name: 'laggy', weight: 1000, maxRps: 0, maxConcurrent: 32, role: 'any' },
+            { url: svm.rpcUrl, name: 'honest', weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' },
+          ],
+        },
+        metrics,
+        maxWaitMs: 1_500,
+      });
+      expect(pool.quorumSize).toBe(2);
+      const c = svmConnection(pool, 'confirmed');
+      await c.getSlot('confirmed');
+      // The laggy provider stops at the current slot (at or past every slot the pool has seen: its
+      // answers pass the pin), and a transfer lands in a slot after it.
+      laggy.lagAt(svm.rpc.slot(), ['getSignatureStatuses', 'getTransaction', 'getSignaturesForAddress', 'getSlot']);
+      svm.rpc.advanceSlots(1);
+      const payer = svm.keypair(1);
+      const to = Keypair.generate().publicKey;
+      const sig = await conn.sendTransaction(
+        new Transaction().add(SystemProgram.transfer({ fromPubkey: payer.publicKey, toPubkey: to, lamports: 1_000_000 })),
+        [payer],
+      );
+      await until(async () => ((await conn.getSignatureStatus(sig)).value?.confirmationStatus ? true : undefined), 'the transfer confirmed');
+      // It has no status and no transaction for the signature the honest one has: behind, asked
+      // again until the wait runs out; the read fails for the caller to retry, no disagreement.
+      await expect(c.getSignatureStatuses([sig], { searchTransactionHistory: true })).rejects.toThrow(/svm chain unavailable: .*no quorum of 2.*laggy/);
+      await expect(c.getTransaction(sig, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 })).rejects.toThrow(
+        /svm chain unavailable: .*no quorum of 2/,
+      );
+      expect(laggy.lagged.getSignatureStatuses).toBeGreaterThan(0);
+      expect(laggy.lagged.getTransaction).toBeGreaterThan(0);
+      // A signature list is compared up to the slot the read was pinned at: one provider's newer
+      // entries past it are not a disagreement.
+      const listed = await c.getSignaturesForAddress(payer.publicKey, { limit: 1000 }, 'confirmed');
+      expect(laggy.lagged.getSignaturesForAddress).toBeGreaterThan(0);
+      expect(listed.length).toBeGreaterThan(0);
+      expect(await metrics.registry.getSingleMetricAsString('relay_rpc_quorum_disagreements_total')).not.toMatch(/} [1-9]/);
+      // Caught up: both agree and the read goes through.
+      laggy.catchUp();
+      const st = await c.getSignatureStatuses([sig], { searchTransactionHistory: true });
+      expect(st.value[0]?.err).toBeNull();
+      expect((await c.getTransaction(sig, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 }))?.slot).toBe(st.value[0]!.slot);
+      expect(await metrics.registry.getSingleMetricAsString('relay_rpc_quorum_disagreements_total')).not.toMatch(/} [1-9]/);
+    } finally {
+      await laggy.stop();
+    }
   });
 });
