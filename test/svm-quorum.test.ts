@@ -216,16 +216,22 @@ describe('SVM decision reads by a quorum of providers', () => {
     expect(s.node.ledger.deposits.get(svmDepositId(SVM, fake))).toBeUndefined();
     // The liar stops: the indexer goes on, the order is filled once from the one real deposit.
     liar.lying(undefined);
-    const after = await disagreements('getSignaturesForAddress');
     const done = await waitForStatus(s.url, requestId, ['success', 'failure', 'refund'], 30_000);
     expect(done.status).toBe('success');
     expect(done.inTxHashes).toEqual([real]);
-    svm.rpc.advanceSlots(2);
-    const head = await conn.getSlot('confirmed');
-    await until(() => (s.node.ledger.indexer.cursor(SVM, 'svm:vault')! >= head ? true : undefined), 'the indexer past the deposit');
+    const indexedPast = async () => {
+      svm.rpc.advanceSlots(2);
+      const head = await conn.getSlot('confirmed');
+      await until(() => (s.node.ledger.indexer.cursor(SVM, 'svm:vault')! >= head ? true : undefined), 'the indexer past the head');
+    };
+    // (A pass in flight when the liar stopped may still count one disagreement: compare after a pass that went through.)
+    await indexedPast();
+    const after = await disagreements('getSignaturesForAddress');
+    await indexedPast();
     expect(await disagreements('getSignaturesForAddress')).toBe(after);
     expect(s.node.ledger.deposits.get(svmDepositId(SVM, fake))).toBeUndefined();
   });
+
   it('a provider saying a landed payout failed on chain cannot have it marked failed', async () => {
     const recipient = Keypair.generate().publicKey;
     const q = await api(s.url, '/quote/v2', {
@@ -269,6 +275,47 @@ describe('SVM decision reads by a quorum of providers', () => {
     expect(done.status).toBe('success');
     expect(done.txHashes).toEqual([sig]);
   });
+  it("a provider claiming a finalized height past a pending payout's expiry cannot have it dropped and signed again", async () => {
+    const recipient = Keypair.generate().publicKey;
+    const q = await api(s.url, '/quote/v2', {
+      body: {
+        tradeType: 'EXACT_INPUT',
+        user: s.devnet.accounts[1]!.address,
+        recipient: recipient.toBase58(),
+        originChainId: A,
+        destinationChainId: SVM,
+        originCurrency: zeroAddress,
+        destinationCurrency: SVM_NATIVE,
+        amount: '10000000000000000',
+      },
+    });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const amount = BigInt(q.body.details.currencyOut.amount);
+    // The liar swallows the node's broadcasts (the payout stays in flight, not landed) and claims
+    // the chain has finalized far past its blockhash: alone, it would have the payout re-signed
+    // while the first transaction can still land.
+    liar.lying(
+      ({ method }, result) => (method === 'getEpochInfo' ? { ...result, blockHeight: result.blockHeight + 10_000, absoluteSlot: result.absoluteSlot } : result),
+      ['sendTransaction'],
+    );
+    const sig = await recordedFill(id, recipient, amount);
+    const ledger = s.node.ledger;
+    const asked = liar.lied.getEpochInfo ?? 0;
+    await until(
+      () => (ledger.payouts.txsOf(`fill:${id}`).some((t) => t.state === 'dropped') || (liar.lied.getEpochInfo ?? 0) >= asked + 3 ? true : undefined),
+      'confirm passes reading the lie',
+    );
+    expect(ledger.payouts.txsOf(`fill:${id}`).map((t) => [t.hash, t.state])).toEqual([[sig, 'signed']]);
+    expect(ledger.payouts.get(`fill:${id}`)!.state).toBe('sent');
+    // The liar stops: the node's resend of the same bytes lands, paid once.
+    liar.lying(undefined);
+    const done = await waitForStatus(s.url, id, ['success', 'failure', 'refund'], 30_000);
+    expect(done.status).toBe('success');
+    expect(done.txHashes).toEqual([sig]);
+    expect(await lamports(recipient.toBase58())).toBe(amount);
+  });
+
   it('an honest provider behind another is asked again, never counted as disagreeing', async () => {
     const svm = s.devnet.svm!;
     const laggy = await new SvmLagProxy(svm.rpcUrl).start();

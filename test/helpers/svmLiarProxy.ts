@@ -19,6 +19,7 @@ export class SvmLiarProxy {
   url = '';
   #server: Server | undefined;
   #lie: Lie | undefined;
+  #swallow = new Set<string>();
   /** Answers rewritten by `lie` (the result changed), per method. */
   readonly lied: Record<string, number> = {};
 
@@ -48,9 +49,13 @@ export class SvmLiarProxy {
     await new Promise((r) => this.#server?.close(r));
   }
 
-  /** From now on answers go through `lie` (undefined: the proxy tells the truth again). */
-  lying(lie: Lie | undefined): void {
+  /**
+   * From now on answers go through `lie` (undefined: the proxy tells the truth again). Calls of the
+   * `swallow` methods (e.g. sendTransaction) never reach the RPC: they are refused.
+   */
+  lying(lie: Lie | undefined, swallow: string[] = []): void {
     this.#lie = lie;
+    this.#swallow = new Set(swallow);
   }
 
   readonly #honest = async (method: string, params: unknown[]): Promise<{ result?: any; error?: unknown }> => {
@@ -65,6 +70,10 @@ export class SvmLiarProxy {
   async #answer(c: { id?: unknown; method: string; params?: unknown[] }): Promise<unknown> {
     const head = { jsonrpc: '2.0', id: c.id };
     const params = c.params ?? [];
+    if (this.#swallow.has(c.method)) {
+      this.lied[c.method] = (this.lied[c.method] ?? 0) + 1;
+      return { ...head, error: { code: -32005, message: 'Node is unhealthy' } };
+    }
     const a = await this.#honest(c.method, params);
     const lie = this.#lie;
     if (!lie || !('result' in a)) return { ...a, ...head };
