@@ -332,6 +332,7 @@ describe('SVM decision reads by a quorum of providers', () => {
         },
         metrics,
         maxWaitMs: 1_500,
+        maxLagSlots: 2,
       });
       expect(pool.quorumSize).toBe(2);
       const c = svmConnection(pool, 'confirmed');
@@ -361,6 +362,13 @@ describe('SVM decision reads by a quorum of providers', () => {
       expect(laggy.lagged.getSignaturesForAddress).toBeGreaterThan(0);
       expect(listed.length).toBeGreaterThan(0);
       expect(await metrics.registry.getSingleMetricAsString('relay_rpc_quorum_disagreements_total')).not.toMatch(/} [1-9]/);
+      // Readiness: with one of two providers behind, no quorum can be had; the lagging one is named.
+      svm.rpc.advanceSlots(5);
+      // A quorum read asks both: each one's answer tells the slot it is at (this one fails: no quorum).
+      await c.getSignatureStatuses([sig]).catch(() => undefined);
+      const h = pool.health();
+      expect(h.ready).toBe(false);
+      expect(h.heldBy).toMatch(/^laggy \(behind by \d+ slots\)$/);
       // Caught up: both agree and the read goes through.
       laggy.catchUp();
       const st = await c.getSignatureStatuses([sig], { searchTransactionHistory: true });

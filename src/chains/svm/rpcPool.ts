@@ -316,7 +316,7 @@ export class SvmRpcPool {
     this.#metrics?.rpcProviderHeadLag.set({ chain: String(this.chainId), provider: p.name }, Math.max(0, this.floor('processed') - Number(p.head)));
   }
 
-  /** Readiness: whether a provider can read, and which ones hold the chain back and why. */
+  /** Readiness: whether enough providers can read (a quorum of them), and which ones hold the chain back and why. */
   health(): { ready: boolean; providers: { name: string; state: string; headLag: number }[]; heldBy?: string } {
     const now = Date.now();
     const top = this.floor('processed');
@@ -330,7 +330,8 @@ export class SvmRpcPool {
             ? `behind by ${lagOf(p)} slots`
             : 'ok';
     const providers = this.providers.map((p) => ({ name: p.name, state: stateOf(p), headLag: lagOf(p) }));
-    const ready = this.providers.some((p, i) => p.role !== 'send' && providers[i]!.state === 'ok');
+    // Decision reads need `quorumSize` providers in step: fewer, and the node can decide nothing.
+    const ready = this.providers.filter((p, i) => p.role !== 'send' && providers[i]!.state === 'ok').length >= Math.max(1, this.quorumSize);
     const held = providers.filter((p) => p.state !== 'ok');
     return { ready, providers, ...(ready || !held.length ? {} : { heldBy: held.map((p) => `${p.name} (${p.state})`).join(', ') }) };
   }
