@@ -15,7 +15,7 @@ import { base58Decode, base58Encode, memoInstruction } from '../src/chains/svm/t
 import { createMetrics } from '../src/metrics.ts';
 import { SvmLagProxy } from './helpers/svmLagProxy.ts';
 import { SvmLiarProxy } from './helpers/svmLiarProxy.ts';
-import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const SVM = 792703809;
 const A = 8453;
@@ -314,6 +314,41 @@ describe('SVM decision reads by a quorum of providers', () => {
     expect(done.status).toBe('success');
     expect(done.txHashes).toEqual([sig]);
     expect(await lamports(recipient.toBase58())).toBe(amount);
+  });
+
+  it("a provider saying a payout's simulation fails cannot have the payout failed and the order refunded", async () => {
+    const recipient = Keypair.generate().publicKey;
+    const q = await api(s.url, '/quote/v2', {
+      body: {
+        tradeType: 'EXACT_INPUT',
+        user: s.devnet.accounts[2]!.address,
+        recipient: recipient.toBase58(),
+        originChainId: A,
+        destinationChainId: SVM,
+        originCurrency: zeroAddress,
+        destinationCurrency: SVM_NATIVE,
+        amount: '10000000000000000',
+      },
+    });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    // The liar says every simulation fails (not for lack of funds: a failure the payout cannot get past).
+    liar.lying(({ method }, result) =>
+      method === 'simulateTransaction' ? { ...result, value: { ...result.value, err: { InstructionError: [2, { Custom: 6 }] } } } : result,
+    );
+    const before = await disagreements('simulateTransaction');
+    const [hash] = await executeSteps(s, q.body, 2);
+    await api(s.url, '/transactions/index', { body: { txHash: hash, chainId: A } });
+    await until(
+      async () => (s.node.ledger.payouts.get(`fill:${id}`)?.state === 'failed' || (await disagreements('simulateTransaction')) > before ? true : undefined),
+      'the fill prepared',
+    );
+    expect(liar.lied.simulateTransaction).toBeGreaterThan(0);
+    expect(s.node.ledger.payouts.get(`fill:${id}`)?.state).toBe('queued');
+    liar.lying(undefined);
+    const done = await waitForStatus(s.url, id, ['success', 'failure', 'refund'], 60_000);
+    expect(done.status).toBe('success');
+    expect(await lamports(recipient.toBase58())).toBe(BigInt(q.body.details.currencyOut.amount));
   });
 
   it('an honest provider behind another is asked again, never counted as disagreeing', async () => {

@@ -52,10 +52,11 @@ const SEND = new Set(['sendTransaction']);
 /**
  * Reads that decide money on an SVM chain, answered by a quorum of providers when more than one can
  * read: a deposit's existence (the vault's signatures, a deposit's transaction), "was this paid"
- * (a payout's signature status and transaction), and the finalized height a payout's blockhash
- * expiry is judged by (the SVM counterpart of the EVM nonce: past it, a payout may be signed again).
+ * (a payout's signature status and transaction), the finalized height a payout's blockhash expiry
+ * is judged by (the SVM counterpart of the EVM nonce: past it, a payout may be signed again), and a
+ * payout's simulation (a failure there fails the payout for good: the order is refunded).
  */
-export const SVM_DECISION_METHODS = new Set(['getSignatureStatuses', 'getTransaction', 'getSignaturesForAddress', 'getEpochInfo']);
+export const SVM_DECISION_METHODS = new Set(['getSignatureStatuses', 'getTransaction', 'getSignaturesForAddress', 'getEpochInfo', 'simulateTransaction']);
 // The commitment a config names (the RPC's own default: finalized).
 function commitmentOf(cfg: unknown): Commitment {
   const c = (cfg as { commitment?: unknown } | undefined)?.commitment;
@@ -419,6 +420,11 @@ export function decisionKey(method: string, a: RpcAnswer, pinnedSlot: number): s
         .filter((x) => pinnedSlot <= 0 || x.slot <= pinnedSlot)
         .map((x) => `${x.signature}@${x.slot}${x.err ? '!' : ''}`)
         .join(',');
+    case 'simulateTransaction': {
+      // Whether it would succeed, and how it would fail; compute units may differ by slot (the most is taken).
+      const err = (r as { value?: { err?: unknown } } | null)?.value?.err;
+      return err ? JSON.stringify(err) : 'ok';
+    }
     case 'getEpochInfo':
       // Heights move between two reads: the lowest answered is taken (mergeAnswers), never compared.
       return 'epoch';
@@ -446,7 +452,8 @@ function isBehind(method: string, x: { a: RpcAnswer; headSlot?: number }, all: {
 
 /**
  * The answer of an agreeing quorum: the most careful of them where they legitimately differ (the
- * lowest finalized height, each signature at its lowest confirmation level), else the first.
+ * lowest finalized height, each signature at its lowest confirmation level, the simulation that
+ * used the most compute), else the first.
  * `saw` records the slot the quorum vouches for (a slot one provider claims alone moves nothing).
  */
 function mergeAnswers(method: string, answers: RpcAnswer[], saw: (slot: number) => void): RpcAnswer {
@@ -458,6 +465,10 @@ function mergeAnswers(method: string, answers: RpcAnswer[], saw: (slot: number) 
     const slot = Math.min(...infos.map((x) => Number(x.absoluteSlot ?? 0)));
     if (slot > 0) saw(slot);
     return { result: low };
+  }
+  if (method === 'simulateTransaction') {
+    const units = (a: RpcAnswer) => Number(('result' in a ? (a.result as { value?: { unitsConsumed?: unknown } }).value?.unitsConsumed : 0) ?? 0);
+    return answers.reduce((m, a) => (units(a) > units(m) ? a : m));
   }
   if (method === 'getSignatureStatuses') {
     const all = answers.map(statusesOf);
