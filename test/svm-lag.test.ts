@@ -166,6 +166,9 @@ describe('SVM reads pinned to the newest slot seen', () => {
           rpc: [
             { url: laggy.url, name: 'laggy', weight: 1000, maxRps: 0, maxConcurrent: 32, role: 'any' },
             { url: svm.rpcUrl, name: 'honest', weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' },
+            // A decision read (getSignatureStatuses) needs two providers agreeing (svm-quorum.test.ts):
+            // a third one stands in for the lagging one there.
+            { url: svm.rpcUrl, name: 'honest2', weight: 1, maxRps: 0, maxConcurrent: 32, role: 'any' },
           ],
         },
         maxWaitMs: 60_000,

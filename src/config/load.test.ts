@@ -5,6 +5,8 @@ import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { buildConfig, loadConfigFile } from './load.ts';
 import { privateKeyToAccount } from 'viem/accounts';
+import { Keypair } from '@solana/web3.js';
+import { base58Encode } from '../kinds/svm.ts';
 
 const KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
 const chain = {
@@ -103,6 +105,29 @@ describe('config', () => {
       signatureChainId: 42161,
       currencies: [{ address: '0x0d01dc56dcaaca66ad901c959b4011ec' }],
     });
+  });
+
+  it('takes a quorum for an SVM chain as for an EVM one, never more than its providers that can read', () => {
+    const svm = {
+      kind: 'svm',
+      id: 792703809,
+      name: 'Solana',
+      vault: Keypair.generate().publicKey.toBase58(),
+      nativeCurrency: { symbol: 'SOL', name: 'Solana', decimals: 9, usdPrice: '150' },
+      rpc: [
+        { url: 'http://127.0.0.1:8899', name: 'a' },
+        { url: 'http://127.0.0.1:8900', name: 'b' },
+        { url: 'http://127.0.0.1:8901', name: 'c', role: 'send' },
+      ],
+    };
+    const svmEnv = { ...env, S: base58Encode(Keypair.generate().secretKey) };
+    const withSvm = (c: Record<string, unknown>) => ({ ...base, svmSolverKey: { env: 'S' }, chains: [chain, c] });
+    expect(buildConfig(withSvm({ ...svm, quorum: 2 }), svmEnv).chains[1]).toMatchObject({ kind: 'svm', quorum: 2 });
+    // Three providers, one of them send-only: two can read, a quorum of three could never be met.
+    expect(() => buildConfig(withSvm({ ...svm, quorum: 3 }), svmEnv)).toThrow(/chains\.1\.quorum: is 3, more than the 2 providers that can read/);
+    expect(() => buildConfig(withSvm({ ...svm, quorum: 0 }), svmEnv)).toThrow(/chains\.1\.quorum/);
+    // The same rule on an EVM chain; a single rpcUrl is one provider.
+    expect(() => buildConfig({ ...base, chains: [{ ...chain, quorum: 2 }] }, env)).toThrow(/chains\.0\.quorum: is 2, more than the 1 provider that can read/);
   });
 
   it('reports a file that is not JSON', () => {

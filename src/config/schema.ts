@@ -77,8 +77,10 @@ const chainFields = {
   // enough: the loader fills `rpcUrl` from `rpc[0]` and `rpc` from `rpcUrl`.
   rpcUrl: z.string().url(),
   rpc: z.array(rpcProvider).min(1).optional(),
-  // Reads that decide money (a deposit's existence, "was this paid", the solver's nonce) need this
-  // many providers agreeing; default: 2 when two or more providers can read, else 1.
+  // Reads that decide money (a deposit's existence, "was this paid", the solver's nonce; on SVM the
+  // vault's signatures, a signature's status and transaction, the finalized height a payout's
+  // expiry is judged by) need this many providers agreeing; default: 2 when two or more providers
+  // can read, else 1. At most the number of providers that can read.
   quorum: z.number().int().min(1).optional(),
   explorerUrl: z.string().url().optional(),
   // The RPC URL GET /chains publishes to wallets. Never rpcUrl: a provider URL carries its API key.
@@ -481,6 +483,15 @@ export const configSchema = z
       if (new Set(names).size !== names.length) ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'provider names must be unique' });
       if (c.rpc && !c.rpc.some((p) => p.role !== 'send'))
         ctx.addIssue({ code: 'custom', path: ['chains', i, 'rpc'], message: 'needs a provider that can read (role other than "send")' });
+      // A quorum larger than the providers that can read could never be met: every decision read
+      // (a deposit's existence, "was this paid", the nonce or expiry) would wait forever.
+      const readers = (c.rpc ?? []).filter((p) => p.role !== 'send').length;
+      if (c.kind !== 'exchange' && c.quorum !== undefined && c.quorum > readers)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['chains', i, 'quorum'],
+          message: `is ${c.quorum}, more than the ${readers} provider${readers === 1 ? '' : 's'} that can read`,
+        });
       if (seen.has(c.id)) ctx.addIssue({ code: 'custom', path: ['chains', i, 'id'], message: `duplicate chain id ${c.id}` });
       if (c.kind === 'evm') feeCapPolicyIssues(c).forEach(([field, message]) => ctx.addIssue({ code: 'custom', path: ['chains', i, field], message }));
       seen.add(c.id);

@@ -3,6 +3,7 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from './provider.ts';
 import { RelayNodeError } from '../../lib/errors.ts';
+import { collectQuorum, ProviderPoolError } from './quorum.ts';
 
 /** A JSON-RPC error answer (a revert, "nonce too low"...): the chain's answer, not a provider failure. */
 export class RpcAnswerError extends RelayNodeError {
@@ -15,15 +16,7 @@ export class RpcAnswerError extends RelayNodeError {
   }
 }
 
-/** No provider could answer in time; the message names the chain and each provider's last failure. */
-export class ProviderPoolError extends RelayNodeError {
-  override name = 'ProviderPoolError';
-}
-
-/** Providers answered a decision read differently: the node does not act on it. */
-export class QuorumDisagreementError extends ProviderPoolError {
-  override name = 'QuorumDisagreementError';
-}
+export { ProviderPoolError, QuorumDisagreementError } from './quorum.ts';
 
 export interface PoolOptions {
   chainId: number;
@@ -183,58 +176,36 @@ export class ProviderPool {
     if (this.quorumSize <= 1) return this.request(call);
     const prep = this.#prepare(call);
     const deadline = Date.now() + this.#maxWaitMs;
-    const tried = new Set<RpcProvider>();
-    const answers: { p: RpcProvider; a: RpcAnswer; key: string; head: bigint }[] = [];
-    let pause = 25;
-    while (answers.length < this.quorumSize) {
-      const wanted = this.quorumSize - answers.length;
-      const picked: RpcProvider[] = [];
-      for (let i = 0; i < wanted; i++) {
-        const p = await this.#pick(prep, new Set([...tried, ...picked]), deadline, true);
-        if (p) picked.push(p);
-      }
-      if (!picked.length) {
-        if (Date.now() + pause > deadline) throw this.#exhausted(call.method, true);
-        await new Promise((r) => setTimeout(r, pause));
-        pause = Math.min(pause * 2, 1_000);
-        // Ask again those that failed; keep the answers already had.
-        for (const p of [...tried]) if (!answers.some((x) => x.p === p)) tried.delete(p);
-        continue;
-      }
-      for (const p of picked) tried.add(p);
-      const got = await Promise.all(
-        picked.map(async (p) => {
-          try {
-            const a = await this.#once(p, prep);
-            return { p, a, key: answerKey(a), head: p.head };
-          } catch (e) {
-            if (e instanceof ProviderFailure) return undefined;
-            throw e;
-          }
-        }),
-      );
-      for (const g of got) if (g) answers.push(g);
+    const answers = await collectQuorum<RpcProvider, { a: RpcAnswer; head: bigint }>({
+      chainId: this.chainId,
+      method: call.method,
+      size: this.quorumSize,
+      deadline,
+      pick: (exclude) => this.#pick(prep, exclude, deadline, true),
+      ask: async (p) => {
+        try {
+          return { a: await this.#once(p, prep), head: p.head };
+        } catch (e) {
+          if (e instanceof ProviderFailure) return undefined;
+          throw e;
+        }
+      },
+      key: (x) => answerKey(x.a),
       // A provider that has not yet seen what another one already holds (a receipt, a block) is
       // behind, not in disagreement: its answer is set aside and someone else is asked.
-      const seenAt = answers.map((x) => blockOf(x.a)).reduce<bigint>((m, b) => (b !== undefined && b > m ? b : m), 0n);
-      for (let i = answers.length - 1; i >= 0; i--) {
-        const x = answers[i]!;
-        if (isAbsent(x.a) && seenAt > 0n && x.head < seenAt) {
-          x.p.failed('behind');
-          answers.splice(i, 1);
-        }
-      }
-      const keys = new Set(answers.map((x) => x.key));
-      if (keys.size > 1) {
-        this.#metrics.rpcQuorumDisagreements.inc({ chain: String(this.chainId), method: call.method });
-        const who = answers.map((x) => `${x.p.name}=${x.key.length > 80 ? `${x.key.slice(0, 80)}...` : x.key}`);
-        this.#log.error({ chain: this.chainId, method: call.method, answers: who }, 'providers disagree on a decision read; not acting on it');
-        throw new QuorumDisagreementError(
-          `chain ${this.chainId}: providers disagree on ${call.method} (${answers.map((x) => x.p.name).join(', ')}); not acting on it`,
-        );
-      }
-    }
-    return this.#unwrap(answers[0]!.p, call, answers[0]!.a);
+      setAside: (all) => {
+        const seenAt = all.map((x) => blockOf(x.a.a)).reduce<bigint>((m, b) => (b !== undefined && b > m ? b : m), 0n);
+        return all.filter((x) => {
+          const behind = isAbsent(x.a.a) && seenAt > 0n && x.a.head < seenAt;
+          if (behind) x.p.failed('behind');
+          return !behind;
+        });
+      },
+      exhausted: () => this.#exhausted(call.method, true),
+      metrics: this.#metrics,
+      log: this.#log,
+    });
+    return this.#unwrap(answers[0]!.p, call, answers[0]!.a.a);
   }
 
   #unwrap(p: RpcProvider, call: RpcCall, a: RpcAnswer): unknown {
@@ -370,7 +341,7 @@ export class ProviderPool {
 
   // The best provider for this call that has not tried it yet, waiting for a budget or a rate
   // limit to clear when every candidate is held; undefined when all have tried.
-  async #pick(prep: Prepared, tried: Set<RpcProvider>, deadline: number, quorum = false): Promise<RpcProvider | undefined> {
+  async #pick(prep: Prepared, tried: ReadonlySet<RpcProvider>, deadline: number, quorum = false): Promise<RpcProvider | undefined> {
     for (;;) {
       const now = Date.now();
       const fits = this.providers.filter((p) => !tried.has(p) && (prep.send ? p.role !== 'read' : p.role !== 'send'));

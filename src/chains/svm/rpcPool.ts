@@ -17,6 +17,7 @@ import type { RpcProviderConfig, SvmChainConfig } from '../../config/schema.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { ProviderFailure, RpcProvider, type RpcAnswer, type RpcCall } from '../providers/provider.ts';
+import { collectQuorum, ProviderPoolError, QuorumDisagreementError, type QuorumAnswer } from '../providers/quorum.ts';
 
 /** The Solana RPC error for a read whose provider has not reached the `minContextSlot` asked for. */
 export const MIN_CONTEXT_SLOT_NOT_REACHED = -32016;
@@ -48,6 +49,14 @@ const PINNED: Record<string, number> = {
 // Methods whose answer is as of the newest (processed) slot whatever commitment they name.
 const PROCESSED = new Set(['getSignatureStatuses']);
 const SEND = new Set(['sendTransaction']);
+/**
+ * Reads that decide money on an SVM chain, answered by a quorum of providers when more than one can
+ * read: a deposit's existence (the vault's signatures, a deposit's transaction), "was this paid"
+ * (a payout's signature status and transaction), the finalized height a payout's blockhash expiry
+ * is judged by (the SVM counterpart of the EVM nonce: past it, a payout may be signed again), and a
+ * payout's simulation (a failure there fails the payout for good: the order is refunded).
+ */
+export const SVM_DECISION_METHODS = new Set(['getSignatureStatuses', 'getTransaction', 'getSignaturesForAddress', 'getEpochInfo', 'simulateTransaction']);
 // The commitment a config names (the RPC's own default: finalized).
 function commitmentOf(cfg: unknown): Commitment {
   const c = (cfg as { commitment?: unknown } | undefined)?.commitment;
@@ -58,7 +67,7 @@ function commitmentOf(cfg: unknown): Commitment {
 const RATE_LIMITED = /rate.?limit|too many requests/i;
 
 export interface SvmRpcPoolOptions {
-  chain: Pick<SvmChainConfig, 'id' | 'rpcUrl' | 'rpc'>;
+  chain: Pick<SvmChainConfig, 'id' | 'rpcUrl' | 'rpc'> & { quorum?: number };
   metrics?: Metrics;
   log?: Logger;
   timeoutMs?: number;
@@ -72,6 +81,8 @@ export interface SvmRpcPoolOptions {
 export class SvmRpcPool {
   readonly chainId: number;
   readonly providers: RpcProvider[];
+  /** Agreeing providers a decision read needs (SVM_DECISION_METHODS; default 2 with two or more reading providers). */
+  readonly quorumSize: number;
   // The newest slot seen at each commitment (processed, confirmed, finalized).
   readonly #floor = [0, 0, 0];
   readonly #maxWaitMs: number;
@@ -101,6 +112,8 @@ export class SvmRpcPool {
           failure: (kind) => m?.rpcProviderErrors.inc({ chain, provider: spec.name ?? `p${i}`, kind }),
         }),
     );
+    const readers = this.providers.filter((p) => p.role !== 'send').length;
+    this.quorumSize = Math.min(opts.chain.quorum ?? (readers >= 2 ? 2 : 1), readers);
   }
 
   /** The newest slot the node has seen at this commitment (0: none yet). */
@@ -127,12 +140,42 @@ export class SvmRpcPool {
     return new Response(JSON.stringify(out), { status: 200, headers: { 'content-type': 'application/json' } });
   };
 
-  /** Answers one call: a read at or past the newest slot seen, or a send through a provider that takes sends. */
+  /**
+   * Answers one call: a read at or past the newest slot seen, or a send through a provider that
+   * takes sends. A decision read (SVM_DECISION_METHODS) needs `quorumSize` providers agreeing; while
+   * they disagree it throws QuorumDisagreementError (through web3.js as is): the caller does not act.
+   */
   async request(call: RpcCall): Promise<RpcAnswer> {
+    if (this.quorumSize > 1 && SVM_DECISION_METHODS.has(call.method)) return this.#quorum(call);
+    return this.#route(call);
+  }
+
+  // The commitment a call reads at, and where its `minContextSlot` goes (undefined: it takes none).
+  #shape(call: RpcCall): { send: boolean; at: number | undefined; commitment: Commitment } {
     const send = SEND.has(call.method);
     const at = PINNED[call.method];
     const cfg = at === undefined ? undefined : call.params[at];
     const commitment: Commitment = PROCESSED.has(call.method) ? 'processed' : at === undefined ? commitmentOf(call.params.at(-1)) : commitmentOf(cfg);
+    return { send, at, commitment };
+  }
+
+  #unanswered(call: RpcCall, send: boolean, commitment: Commitment, why: string): RpcAnswer {
+    if (send) return { error: { code: -32603, message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: no provider took the transaction (${why})` } };
+    this.#log?.warn(
+      { chain: this.chainId, method: call.method, floor: this.floor(commitment), why },
+      'svm read not answered at the newest slot seen; the caller retries',
+    );
+    return {
+      error: {
+        code: MIN_CONTEXT_SLOT_NOT_REACHED,
+        message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: ${call.method} not answered at slot ${this.floor(commitment)} or later (${why})`,
+      },
+    };
+  }
+
+  // One call through the first provider that answers it at or past the newest slot seen.
+  async #route(call: RpcCall): Promise<RpcAnswer> {
+    const { send, commitment } = this.#shape(call);
     const deadline = Date.now() + this.#maxWaitMs;
     const tried = new Set<RpcProvider>();
     let pause = 25;
@@ -140,70 +183,132 @@ export class SvmRpcPool {
     for (;;) {
       const p = this.#pick(tried, send);
       if (!p) {
-        if (Date.now() + pause > deadline) {
-          if (send) return { error: { code: -32603, message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: no provider took the transaction (${why})` } };
-          this.#log?.warn(
-            { chain: this.chainId, method: call.method, floor: this.floor(commitment), why },
-            'svm read not answered at the newest slot seen; the caller retries',
-          );
-          return {
-            error: {
-              code: MIN_CONTEXT_SLOT_NOT_REACHED,
-              message: `${SVM_UNAVAILABLE_PREFIX} chain ${this.chainId}: ${call.method} not answered at slot ${this.floor(commitment)} or later (${why})`,
-            },
-          };
-        }
+        if (Date.now() + pause > deadline) return this.#unanswered(call, send, commitment, why);
         await new Promise((r) => setTimeout(r, pause));
         pause = Math.min(pause * 2, 500);
         tried.clear();
         continue;
       }
       tried.add(p);
-      const need = send ? 0 : this.floor(commitment);
-      const params = [...call.params];
-      if (at !== undefined && need > 0) {
-        while (params.length < at) params.push(null);
-        params[at] = { ...((params[at] as object | null | undefined) ?? {}), minContextSlot: need };
-      }
-      let a: RpcAnswer;
-      try {
-        [a] = (await p.send([{ method: call.method, params }])) as [RpcAnswer];
-      } catch (e) {
-        if (!(e instanceof ProviderFailure)) throw e;
-        why = `${p.name}: ${e.kind}`;
+      const got = await this.#attempt(p, call);
+      if ('why' in got) {
+        why = got.why;
         continue;
       }
-      if ('error' in a) {
-        if (a.error.code === MIN_CONTEXT_SLOT_NOT_REACHED) {
-          const at = (a.error.data as { contextSlot?: unknown } | undefined)?.contextSlot;
-          if (typeof at === 'number') this.#sawAt(p, at);
-          p.failed('behind');
-          why = `${p.name}: behind slot ${need}`;
-          continue;
-        }
-        if (a.error.code === 429 || RATE_LIMITED.test(a.error.message)) {
-          why = `${p.name}: rate limited`;
-          continue;
-        }
-        return a;
-      }
-      const slot = (a.result as { context?: { slot?: unknown } } | null)?.context?.slot;
-      if (typeof slot === 'number') {
-        this.#sawAt(p, slot);
-        if (slot < need) {
-          p.failed('behind');
-          why = `${p.name}: answered at slot ${slot}, behind ${need}`;
-          continue;
-        }
-        this.saw(commitment, slot);
-      }
-      if (call.method === 'getSlot' && typeof a.result === 'number') this.saw(commitment, a.result);
-      if (call.method === 'getEpochInfo') {
-        const s = (a.result as { absoluteSlot?: unknown } | null)?.absoluteSlot;
-        if (typeof s === 'number') this.saw(commitment, s);
-      }
-      return a;
+      return got.a;
     }
+  }
+
+  /**
+   * One attempt at one provider: its answer at or past the newest slot seen (a JSON-RPC error
+   * answer included), or why it could not give one (a transport failure, a rate limit, behind).
+   * `headSlot`: the provider's slot at the call's commitment, read in the same batch when asked for.
+   */
+  async #attempt(
+    p: RpcProvider,
+    call: RpcCall,
+    opts: { headCheck?: boolean; see?: boolean } = {},
+  ): Promise<{ a: RpcAnswer; headSlot?: number } | { why: string }> {
+    const { send, at, commitment } = this.#shape(call);
+    const see = opts.see ?? true;
+    const need = send ? 0 : this.floor(commitment);
+    const params = [...call.params];
+    if (at !== undefined && need > 0) {
+      while (params.length < at) params.push(null);
+      params[at] = { ...((params[at] as object | null | undefined) ?? {}), minContextSlot: need };
+    }
+    const calls: RpcCall[] = [{ method: call.method, params }];
+    if (opts.headCheck) calls.push({ method: 'getSlot', params: [{ commitment }] });
+    let a: RpcAnswer;
+    let h: RpcAnswer | undefined;
+    try {
+      [a, h] = (await p.send(calls)) as [RpcAnswer, RpcAnswer | undefined];
+    } catch (e) {
+      if (!(e instanceof ProviderFailure)) throw e;
+      return { why: `${p.name}: ${e.kind}` };
+    }
+    const headSlot = h && 'result' in h && typeof h.result === 'number' ? h.result : undefined;
+    if (headSlot !== undefined) this.#sawAt(p, headSlot);
+    if ('error' in a) {
+      if (a.error.code === MIN_CONTEXT_SLOT_NOT_REACHED) {
+        const at = (a.error.data as { contextSlot?: unknown } | undefined)?.contextSlot;
+        if (typeof at === 'number') this.#sawAt(p, at);
+        p.failed('behind');
+        return { why: `${p.name}: behind slot ${need}` };
+      }
+      if (a.error.code === 429 || RATE_LIMITED.test(a.error.message)) return { why: `${p.name}: rate limited` };
+      return { a, headSlot };
+    }
+    const slot = (a.result as { context?: { slot?: unknown } } | null)?.context?.slot;
+    if (typeof slot === 'number') {
+      this.#sawAt(p, slot);
+      if (slot < need) {
+        p.failed('behind');
+        return { why: `${p.name}: answered at slot ${slot}, behind ${need}` };
+      }
+      this.saw(commitment, slot);
+    }
+    if (see && call.method === 'getSlot' && typeof a.result === 'number') this.saw(commitment, a.result);
+    if (see && call.method === 'getEpochInfo') {
+      const s = (a.result as { absoluteSlot?: unknown } | null)?.absoluteSlot;
+      if (typeof s === 'number') this.saw(commitment, s);
+    }
+    return { a, headSlot };
+  }
+
+  /**
+   * A decision read answered by `quorumSize` providers agreeing on what the decision uses (see
+   * decisionKey): never one provider's word alone. Answers that differ only because one provider
+   * had not reached what another already holds are asked again, not counted as disagreement.
+   */
+  async #quorum(call: RpcCall): Promise<RpcAnswer> {
+    const { commitment } = this.#shape(call);
+    // What the decision compares is as of this slot: every answer is pinned at or past it.
+    const need = this.floor(commitment);
+    const deadline = Date.now() + this.#maxWaitMs;
+    let why = 'no provider answered';
+    type Got = { a: RpcAnswer; headSlot?: number };
+    let answers: QuorumAnswer<RpcProvider, Got>[];
+    try {
+      answers = await collectQuorum<RpcProvider, Got>({
+        chainId: this.chainId,
+        method: call.method,
+        size: this.quorumSize,
+        deadline,
+        pick: async (exclude) => this.#pick(exclude, false),
+        ask: async (p) => {
+          // A claimed slot moves the floor only once the quorum agrees on it (below).
+          const got = await this.#attempt(p, call, { headCheck: call.method === 'getTransaction', see: call.method !== 'getEpochInfo' });
+          if ('why' in got) {
+            why = got.why;
+            return undefined;
+          }
+          return got;
+        },
+        key: (g) => decisionKey(call.method, g.a, need),
+        setAside: (all) =>
+          all.filter((x) => {
+            const behind = isBehind(
+              call.method,
+              x.a,
+              all.map((y) => y.a),
+            );
+            if (behind) x.p.failed('behind');
+            return !behind;
+          }),
+        exhausted: () => new ProviderPoolError(why),
+        metrics: this.#metrics,
+        log: this.#log,
+      });
+    } catch (e) {
+      if (e instanceof QuorumDisagreementError || !(e instanceof ProviderPoolError)) throw e;
+      return this.#unanswered(call, false, commitment, `no quorum of ${this.quorumSize}: ${why}`);
+    }
+    return mergeAnswers(
+      call.method,
+      answers.map((x) => x.a.a),
+      (slot) => this.saw(commitment, slot),
+    );
   }
 
   // The newest slot a provider answered at (its head, for lag and readiness).
@@ -212,7 +317,7 @@ export class SvmRpcPool {
     this.#metrics?.rpcProviderHeadLag.set({ chain: String(this.chainId), provider: p.name }, Math.max(0, this.floor('processed') - Number(p.head)));
   }
 
-  /** Readiness: whether a provider can read, and which ones hold the chain back and why. */
+  /** Readiness: whether enough providers can read (a quorum of them), and which ones hold the chain back and why. */
   health(): { ready: boolean; providers: { name: string; state: string; headLag: number }[]; heldBy?: string } {
     const now = Date.now();
     const top = this.floor('processed');
@@ -226,14 +331,15 @@ export class SvmRpcPool {
             ? `behind by ${lagOf(p)} slots`
             : 'ok';
     const providers = this.providers.map((p) => ({ name: p.name, state: stateOf(p), headLag: lagOf(p) }));
-    const ready = this.providers.some((p, i) => p.role !== 'send' && providers[i]!.state === 'ok');
+    // Decision reads need `quorumSize` providers in step: fewer, and the node can decide nothing.
+    const ready = this.providers.filter((p, i) => p.role !== 'send' && providers[i]!.state === 'ok').length >= Math.max(1, this.quorumSize);
     const held = providers.filter((p) => p.state !== 'ok');
     return { ready, providers, ...(ready || !held.length ? {} : { heldBy: held.map((p) => `${p.name} (${p.state})`).join(', ') }) };
   }
 
   // The next provider for a call that has not tried it: sends skip read-only ones, reads skip
   // send-only ones; fallbacks only once the others have tried; rate-limited ones last.
-  #pick(tried: Set<RpcProvider>, send: boolean): RpcProvider | undefined {
+  #pick(tried: ReadonlySet<RpcProvider>, send: boolean): RpcProvider | undefined {
     const fits = this.providers.filter((p) => !tried.has(p) && (send ? p.role !== 'read' : p.role !== 'send'));
     const primary = fits.filter((p) => p.role !== 'fallback');
     const pool = primary.length ? primary : fits;
@@ -247,4 +353,129 @@ export class SvmRpcPool {
 export function svmConnection(pool: SvmRpcPool, commitment: Web3Commitment): Connection {
   // web3.js retries HTTP 429 itself; the pool already moves rate-limited calls elsewhere.
   return new Connection(`http://svm-chain-${pool.chainId}.invalid`, { commitment, fetch: pool.fetch as never, disableRetryOnRateLimit: true });
+}
+
+// ------------------------------------------------------------------------------------------ decision reads
+
+type Status = { slot?: unknown; err?: unknown; confirmationStatus?: unknown } | null;
+const statusesOf = (a: RpcAnswer): Status[] => ('result' in a ? ((a.result as { value?: Status[] } | null)?.value ?? []) : []);
+const contextOf = (a: RpcAnswer): number => ('result' in a ? Number((a.result as { context?: { slot?: unknown } } | null)?.context?.slot ?? 0) : 0);
+const rankOf = (st: Status): number => {
+  const c = st?.confirmationStatus;
+  return c === 'finalized' ? 2 : c === 'confirmed' ? 1 : 0;
+};
+const tokenBalances = (list: unknown) =>
+  ((list as { accountIndex?: unknown; mint?: unknown; owner?: unknown; uiTokenAmount?: { amount?: unknown } }[] | null | undefined) ?? []).map((b) => [
+    b.accountIndex,
+    b.mint,
+    b.owner,
+    b.uiTokenAmount?.amount,
+  ]);
+
+/**
+ * What a decision uses of an answer, as a string: equal strings agree. Left out is what honest
+ * providers legitimately differ on: the context slot, confirmation counts and levels (they move
+ * between two reads), block times, memos and log text; a signature list is compared up to the slot
+ * the read was pinned at (entries past it may be new to one provider only).
+ */
+export function decisionKey(method: string, a: RpcAnswer, pinnedSlot: number): string {
+  if ('error' in a) return `error:${a.error.code}`;
+  const r = a.result as {
+    slot?: unknown;
+    transaction?: unknown;
+    meta?: {
+      err?: unknown;
+      fee?: unknown;
+      preBalances?: unknown;
+      postBalances?: unknown;
+      preTokenBalances?: unknown;
+      postTokenBalances?: unknown;
+      loadedAddresses?: unknown;
+    } | null;
+  } | null;
+  switch (method) {
+    case 'getSignatureStatuses':
+      // Per signature: absent, or landed at a slot, succeeded or failed (how).
+      return statusesOf(a)
+        .map((st) => (st ? `${st.slot}:${st.err ? JSON.stringify(st.err) : 'ok'}` : '-'))
+        .join(',');
+    case 'getTransaction': {
+      if (!r) return 'absent';
+      const meta = r.meta ?? {};
+      // Where it landed, whether it failed, and everything a deposit is parsed from.
+      return JSON.stringify([
+        r.slot,
+        meta.err ?? null,
+        meta.fee,
+        meta.preBalances,
+        meta.postBalances,
+        tokenBalances(meta.preTokenBalances),
+        tokenBalances(meta.postTokenBalances),
+        meta.loadedAddresses ?? null,
+        r.transaction,
+      ]);
+    }
+    case 'getSignaturesForAddress':
+      return ((r ?? []) as unknown as { signature: string; slot: number; err?: unknown }[])
+        .filter((x) => pinnedSlot <= 0 || x.slot <= pinnedSlot)
+        .map((x) => `${x.signature}@${x.slot}${x.err ? '!' : ''}`)
+        .join(',');
+    case 'simulateTransaction': {
+      // Whether it would succeed, and how it would fail; compute units may differ by slot (the most is taken).
+      const err = (r as { value?: { err?: unknown } } | null)?.value?.err;
+      return err ? JSON.stringify(err) : 'ok';
+    }
+    case 'getEpochInfo':
+      // Heights move between two reads: the lowest answered is taken (mergeAnswers), never compared.
+      return 'epoch';
+    default:
+      return JSON.stringify(r ?? null);
+  }
+}
+
+/**
+ * Whether an answer is from a provider that had not reached what another answer already holds (a
+ * status or transaction at a slot past the one it answered at): behind, not in disagreement.
+ */
+function isBehind(method: string, x: { a: RpcAnswer; headSlot?: number }, all: { a: RpcAnswer; headSlot?: number }[]): boolean {
+  if (method === 'getSignatureStatuses') {
+    const at = contextOf(x.a);
+    const mine = statusesOf(x.a);
+    return all.some((y) => statusesOf(y.a).some((st, i) => st !== null && mine[i] === null && Number(st.slot) > at));
+  }
+  if (method === 'getTransaction' && 'result' in x.a && x.a.result === null) {
+    const head = x.headSlot ?? -1;
+    return all.some((y) => 'result' in y.a && y.a.result !== null && Number((y.a.result as { slot?: unknown }).slot) > head);
+  }
+  return false;
+}
+
+/**
+ * The answer of an agreeing quorum: the most careful of them where they legitimately differ (the
+ * lowest finalized height, each signature at its lowest confirmation level, the simulation that
+ * used the most compute), else the first.
+ * `saw` records the slot the quorum vouches for (a slot one provider claims alone moves nothing).
+ */
+function mergeAnswers(method: string, answers: RpcAnswer[], saw: (slot: number) => void): RpcAnswer {
+  const first = answers[0]!;
+  if ('error' in first) return first;
+  if (method === 'getEpochInfo') {
+    const infos = answers.map((a) => ('result' in a ? (a.result as { blockHeight?: number; absoluteSlot?: number }) : {}));
+    const low = infos.reduce((m, x) => (Number(x.blockHeight ?? 0) < Number(m.blockHeight ?? 0) ? x : m));
+    const slot = Math.min(...infos.map((x) => Number(x.absoluteSlot ?? 0)));
+    if (slot > 0) saw(slot);
+    return { result: low };
+  }
+  if (method === 'simulateTransaction') {
+    const units = (a: RpcAnswer) => Number(('result' in a ? (a.result as { value?: { unitsConsumed?: unknown } }).value?.unitsConsumed : 0) ?? 0);
+    return answers.reduce((m, a) => (units(a) > units(m) ? a : m));
+  }
+  if (method === 'getSignatureStatuses') {
+    const all = answers.map(statusesOf);
+    const value = all[0]!.map((_, i) => all.map((l) => l[i] ?? null).reduce((m, st) => (st !== null && (m === null || rankOf(st) < rankOf(m)) ? st : m), null));
+    // As of the newest slot among them (the floor already holds it: the answer never looks older).
+    const context = { ...(first.result as { context?: object }).context, slot: Math.max(...answers.map(contextOf)) };
+    return { result: { ...(first.result as object), context, value } };
+  }
+  return first;
 }
