@@ -47,7 +47,8 @@ describe('relay-node keys', () => {
     expect(reopened.apiKeys.lookup(key).state).toBe('revoked');
     expect(reopened.apiKeys.lookup(`${key}x`).state).toBe('unknown');
     reopened.close();
-  });
+    // Six CLI processes, each loading the whole node: on a loaded 2-core machine that passes 60 s.
+  }, 180_000);
 });
 
 describe('API key checks over HTTP', () => {
