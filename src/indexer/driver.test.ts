@@ -240,13 +240,14 @@ describe('IndexerDriver', () => {
     };
     // The ledger write of one range fails once: nothing of it may stay, the cursor included.
     let failOnce = true;
-    const insert = s.ledger.deposits.insert.bind(s.ledger.deposits);
-    s.ledger.deposits.insert = (d) => {
-      if (failOnce && d.block_number > 60) {
+    const insertMany = s.ledger.deposits.insertMany.bind(s.ledger.deposits);
+    s.ledger.deposits.insertMany = (ds) => {
+      if (failOnce && ds.some((d) => d.block_number > 60)) {
         failOnce = false;
+        insertMany(ds.filter((d) => d.block_number <= 60)); // part of the range is written, then the disk fills
         throw new Error('disk full');
       }
-      return insert(d);
+      return insertMany(ds);
     };
     s.driver.start();
     await s.driver.waitFor(200);

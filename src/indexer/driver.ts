@@ -1,5 +1,5 @@
 import type { Ledger } from '../ledger/index.ts';
-import type { ChainDeposit } from '../ledger/deposits.ts';
+import type { ChainDeposit, NewDeposit } from '../ledger/deposits.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
@@ -346,17 +346,33 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   // reorg moved follows its block. Runs inside the caller's ledger transaction.
   #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number): string[] {
     const chainId = this.#cfg.chainId;
-    const fresh: string[] = [];
+    // The deposits acted on in this range's transactions, in one query (a backfill writes thousands
+    // of logs per range; a query per log was most of its cost).
+    const handled = new Map<string, DepositRow[]>();
+    for (const h of this.#ledger.deposits.handledOfTxs(chainId, [...new Set(deposits.map((d) => d.tx_hash))])) {
+      const rows = handled.get(h.tx_hash);
+      if (rows) rows.push(h);
+      else handled.set(h.tx_hash, [h]);
+    }
+    const rows: NewDeposit[] = [];
     for (const d of deposits) {
-      const earlier = this.#ledger.deposits.handledFromOtherFork({ ...d, chain_id: chainId });
+      // The deposit acted on that this log repeats from another fork: the same transaction, included
+      // again after a reorg (possibly at another log index), the same money.
+      const earlier = handled
+        .get(d.tx_hash)
+        ?.find(
+          (h) =>
+            h.order_ref === d.order_ref && h.amount === d.amount && h.currency === d.currency && h.depositor === d.depositor && h.block_hash !== d.block_hash,
+        );
       if (earlier) {
         this.#ledger.deposits.relocate(earlier.id, d.block_number, d.block_hash);
+        earlier.block_number = d.block_number;
+        earlier.block_hash = d.block_hash;
         continue;
       }
-      const id = `${chainId}:${d.tx_hash}:${d.log_index}`;
-      if (this.#ledger.deposits.insert({ seen_at: now, ...d, chain_id: chainId, id })) fresh.push(id);
+      rows.push({ seen_at: now, ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}` });
     }
-    return fresh;
+    return this.#ledger.deposits.insertMany(rows);
   }
 
   /**
