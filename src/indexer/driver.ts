@@ -240,6 +240,17 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const bounded = Number.isFinite(this.#cfg.maxRange);
     let to = bounded ? Math.min(head, from + this.#range - 1) : head;
 
+    // Headers of the blocks inside the unfinalized window, asked for alongside the range (not after
+    // it: a backfill then waits one round trip less per range). Either order leaves the same check:
+    // the headers linked to the tip and every entry's block hash matched against them, below.
+    const windowStart = Math.max(from, head - finalityDepth + 1);
+    const headerReads = new Map<number, Promise<SourceBlock>>();
+    for (let n = windowStart; n <= to; n++) {
+      const h = n === head ? Promise.resolve(latest) : this.#source.block(n);
+      h.catch(() => {}); // awaited below if still needed; a range read that fails first leaves it unread
+      headerReads.set(n, h);
+    }
+
     let read: RangeRead;
     try {
       read = await this.#source.deposits(from, to);
@@ -262,11 +273,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     if (read.upTo !== undefined) to = Math.max(from - 1, Math.min(to, read.upTo));
     const deposits = read.deposits;
 
-    // Headers of the blocks inside the unfinalized window, linked by parent hash to the tip.
-    const windowStart = Math.max(from, head - finalityDepth + 1);
-    const headers: SourceBlock[] = await Promise.all(
-      Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => windowStart + i).map((n) => (n === head ? latest : this.#source.block(n))),
-    );
+    // The headers of the unfinalized window (up to where the read was complete), linked by parent hash to the tip.
+    const headers: SourceBlock[] = await Promise.all(Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => headerReads.get(windowStart + i)!));
     let parent = windowStart === from ? tip?.hash : undefined;
     for (const h of headers) {
       if (parent && h.parentHash !== parent) return true; // the chain moved under us; the next pass sees the reorg
