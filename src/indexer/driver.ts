@@ -49,6 +49,15 @@ export interface DriverConfig {
   final?: boolean;
 }
 
+/** A range read under way: its entries and the headers of its unfinalized blocks. */
+interface Reading {
+  from: number;
+  to: number;
+  windowStart: number;
+  read: Promise<RangeRead>;
+  headers: Map<number, Promise<SourceBlock>>;
+}
+
 // An answer with this many entries is dense enough: the range stops growing.
 const DENSE_RANGE_ENTRIES = 5_000;
 const INITIAL_RANGE = 32;
@@ -82,6 +91,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   #checkHandled = true;
   #fatal: Error | undefined;
   #lastReadAt = 0;
+  // The next range, asked for while the last one was written (taken by the next pass if it starts there).
+  #ahead: Reading | undefined;
 
   constructor(deps: {
     config: DriverConfig;
@@ -139,6 +150,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   async stop(): Promise<void> {
     this.#stopped = true;
     await this.#loop.stop();
+    this.#ahead = undefined;
     for (const w of this.#waiters) w.resolve();
     this.#waiters = [];
     for (const w of this.#passWaiters) w();
@@ -240,20 +252,19 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const bounded = Number.isFinite(this.#cfg.maxRange);
     let to = bounded ? Math.min(head, from + this.#range - 1) : head;
 
-    // Headers of the blocks inside the unfinalized window, asked for alongside the range (not after
-    // it: a backfill then waits one round trip less per range). Either order leaves the same check:
-    // the headers linked to the tip and every entry's block hash matched against them, below.
+    // A read of this very range started while the previous range was written is taken as it is: it
+    // is checked below exactly as one started now (its headers and entries are of one moment, and a
+    // reorg after it shows at the next pass's tip check, as after any commit).
     const windowStart = Math.max(from, head - finalityDepth + 1);
-    const headerReads = new Map<number, Promise<SourceBlock>>();
-    for (let n = windowStart; n <= to; n++) {
-      const h = n === head ? Promise.resolve(latest) : this.#source.block(n);
-      h.catch(() => {}); // awaited below if still needed; a range read that fails first leaves it unread
-      headerReads.set(n, h);
-    }
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    const reading =
+      ahead && ahead.from === from && ahead.to <= head && ahead.windowStart <= windowStart ? ahead : this.#startRead(from, to, windowStart, latest);
+    to = reading.to;
 
     let read: RangeRead;
     try {
-      read = await this.#source.deposits(from, to);
+      read = await reading.read;
       // Widen again after a shrink, but only while answers stay small: a range dense with
       // deposits keeps the width that worked.
       if (this.#range < this.#cfg.maxRange && read.entries < DENSE_RANGE_ENTRIES) this.#range = Math.min(this.#cfg.maxRange, this.#range * 2);
@@ -274,7 +285,9 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const deposits = read.deposits;
 
     // The headers of the unfinalized window (up to where the read was complete), linked by parent hash to the tip.
-    const headers: SourceBlock[] = await Promise.all(Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => headerReads.get(windowStart + i)!));
+    const headers: SourceBlock[] = await Promise.all(
+      Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => reading.headers.get(windowStart + i)!),
+    );
     let parent = windowStart === from ? tip?.hash : undefined;
     for (const h of headers) {
       if (parent && h.parentHash !== parent) return true; // the chain moved under us; the next pass sees the reorg
@@ -288,6 +301,13 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
 
     const gone = await this.#goneHandled(deposits, hashOf, head, to);
     if (gone === undefined) return true;
+
+    // More to read at once: the next range is asked for now, and the provider answers it while this
+    // one is written (a backfill otherwise waits for each read and each write in turn).
+    if (bounded && read.upTo === undefined && to < head && !this.#stopped) {
+      const next = to + 1;
+      this.#ahead = this.#startRead(next, Math.min(head, next + this.#range - 1), Math.max(next, head - finalityDepth + 1), latest);
+    }
 
     const now = Date.now();
     let fresh = 0;
@@ -315,6 +335,21 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     this.#lastReadAt = Date.now();
     // A partial read waits for the next tick (what was not served yet is not served sooner by asking again at once).
     return read.upTo === undefined && to < head;
+  }
+
+  // Starts reading blocks [from, to]: the range's entries and, alongside them (not after: one round
+  // trip less per range), the headers of its blocks from windowStart on (the unfinalized window).
+  // Failures are left for whoever awaits them (a read never awaited fails nothing).
+  #startRead(from: number, to: number, windowStart: number, latest: H): Reading {
+    const headers = new Map<number, Promise<SourceBlock>>();
+    for (let n = windowStart; n <= to; n++) {
+      const h = n === latest.number ? Promise.resolve<SourceBlock>(latest) : this.#source.block(n);
+      h.catch(() => {});
+      headers.set(n, h);
+    }
+    const read = this.#source.deposits(from, to);
+    read.catch(() => {});
+    return { from, to, windowStart, read, headers };
   }
 
   // Deposits already acted on whose block a reorg replaced (their block hash is not the canonical
@@ -456,6 +491,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       n--;
     }
     const ancestor = n;
+    this.#ahead = undefined;
     const { dropped, acted } = this.#ledger.tx(() => {
       const dropped = this.#ledger.deposits.reorgAbove(chainId, ancestor);
       const acted = this.#ledger.deposits.handledAbove(chainId, ancestor);
