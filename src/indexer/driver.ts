@@ -309,11 +309,20 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       this.#ahead = this.#startRead(next, Math.min(head, next + this.#range - 1), Math.max(next, head - finalityDepth + 1), latest);
     }
 
+    // Deposits that already have their confirmations at this head are written confirmed, as #confirm
+    // below would confirm them right after (one write per deposit rather than an insert and an update).
+    const { confirmations, confirmationsOf } = this.#cfg;
+    const confirmedNow = (d: NewDeposit) =>
+      d.block_number <= head - confirmations + 1 &&
+      (!confirmationsOf || d.block_number <= head - confirmationsOf({ ...d, state: 'unconfirmed', request_id: null, confirmed_at: null }) + 1);
     const now = Date.now();
     let fresh = 0;
+    let confirmedFresh = 0;
     let final = 0;
     this.#ledger.tx(() => {
-      fresh = this.#store(deposits, now).length;
+      const stored = this.#store(deposits, now, confirmedNow);
+      fresh = stored.length;
+      confirmedFresh = stored.confirmed;
       for (const d of gone) this.#reorgs.onDepositReorged(d, now);
       for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
       this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
@@ -329,7 +338,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);
       this.#log.info({ chain: chainId, count: fresh, from, to }, 'deposits indexed');
     }
-    if (final) this.#events.onConfirmed();
+    if (final || confirmedFresh) this.#events.onConfirmed();
     this.#confirm(head);
     this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
     this.#lastReadAt = Date.now();
@@ -387,7 +396,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   // Writes deposits read from canonical blocks; returns the ids of those new to the ledger (or
   // revived after a reorg). A deposit already recorded is not written again; one acted on that a
   // reorg moved follows its block. Runs inside the caller's ledger transaction.
-  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number): string[] {
+  // confirmedNow: the deposits written confirmed at once (their confirmations reached); `confirmed` counts those new.
+  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number, confirmedNow?: (d: NewDeposit) => boolean): string[] & { confirmed: number } {
     const chainId = this.#cfg.chainId;
     // The deposits acted on in this range's transactions, in one query (a backfill writes thousands
     // of logs per range; a query per log was most of its cost).
@@ -397,7 +407,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       if (rows) rows.push(h);
       else handled.set(h.tx_hash, [h]);
     }
-    const rows: NewDeposit[] = [];
+    const rows: (NewDeposit & { confirmed_at?: number })[] = [];
     for (const d of deposits) {
       // The deposit acted on that this log repeats from another fork: the same transaction, included
       // again after a reorg (possibly at another log index), the same money.
@@ -413,9 +423,13 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         earlier.block_hash = d.block_hash;
         continue;
       }
-      rows.push({ seen_at: now, ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}` });
+      const row: NewDeposit & { confirmed_at?: number } = { seen_at: now, ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}` };
+      if (confirmedNow?.(row)) row.confirmed_at = now;
+      rows.push(row);
     }
-    return this.#ledger.deposits.insertMany(rows);
+    const ids = this.#ledger.deposits.insertMany(rows);
+    const confirmedIds = new Set(rows.filter((r) => r.confirmed_at !== undefined).map((r) => r.id));
+    return Object.assign(ids, { confirmed: ids.filter((id) => confirmedIds.has(id)).length });
   }
 
   /**

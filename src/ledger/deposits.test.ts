@@ -49,6 +49,30 @@ describe('Deposits.insertMany', () => {
     expect(bulk.deposits.get(ds[0]!.id)!.block_hash).toBe(ds[0]!.block_hash);
     expect(bulk.deposits.insertMany([])).toEqual([]);
   });
+
+  it('writes rows given a confirmation time confirmed, as insert then confirmUpTo in one transaction would', () => {
+    const bulk = Ledger.open(':memory:');
+    const single = Ledger.open(':memory:');
+    const ds = Array.from({ length: 150 }, (_, i) => deposit(i)); // blocks 10 .. 31
+    single.tx(() => {
+      for (const d of ds) single.deposits.insert(d);
+      single.deposits.confirmUpTo(8453, 20, 77);
+    });
+    bulk.tx(() => bulk.deposits.insertMany(ds.map((d) => (d.block_number <= 20 ? { ...d, confirmed_at: 77 } : d))));
+    const all = (l: Ledger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
+    expect(all(bulk)).toEqual(all(single));
+    expect(bulk.deposits.unconfirmed(8453, 1_000).length).toBeGreaterThan(0);
+
+    // A reorged row that comes back confirmed is revived confirmed, at the new time.
+    bulk.deposits.reorgAbove(8453, 15);
+    const back = { ...ds[100]!, block_hash: hex(8), confirmed_at: 99 };
+    expect(bulk.deposits.insertMany([back])).toEqual([back.id]);
+    expect(bulk.deposits.get(back.id)).toMatchObject({ state: 'confirmed', confirmed_at: 99, block_hash: hex(8) });
+    // Revived unconfirmed: unconfirmed, as insert revives it.
+    const later = { ...ds[140]!, block_hash: hex(9) };
+    expect(bulk.deposits.insertMany([later])).toEqual([later.id]);
+    expect(bulk.deposits.get(later.id)).toMatchObject({ state: 'unconfirmed', block_hash: hex(9) });
+  });
 });
 
 describe('Deposits.handledOfTxs', () => {

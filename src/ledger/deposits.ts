@@ -14,6 +14,9 @@ const INSERT_COLUMNS = `INSERT INTO deposits (id, chain_id, tx_hash, log_index, 
 // on the new canonical chain is revived with its new block.
 const INSERT_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', block_number = excluded.block_number,
       block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
+// The same for rows written confirmed already (their confirmations reached when they are written).
+const INSERT_MANY_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = excluded.state, confirmed_at = COALESCE(excluded.confirmed_at, deposits.confirmed_at),
+      block_number = excluded.block_number, block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
 
 export class Deposits {
   #insert;
@@ -59,15 +62,20 @@ export class Deposits {
   }
   /**
    * {@link insert} for many deposits, a hundred rows per statement; returns the ids of the rows new
-   * (or revived after a reorg), in the order given. A deposit listed twice is written once.
+   * (or revived after a reorg), in the order given. A deposit listed twice is written once. A row
+   * with `confirmed_at` is written (or revived) confirmed at that time, as {@link confirmUpTo} would
+   * have confirmed it right after, in the same transaction.
    */
-  insertMany(ds: NewDeposit[]): string[] {
+  insertMany(ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
     const written = new Set<string>();
     for (let i = 0; i < ds.length; i += INSERT_CHUNK) {
       const chunk = ds.slice(i, i + INSERT_CHUNK);
-      const params: (string | number)[] = [];
-      for (const d of chunk)
-        params.push(d.id, d.chain_id, d.tx_hash, d.log_index, d.block_number, d.block_hash, d.depositor, d.currency, d.amount, d.order_ref, d.seen_at);
+      const params: (string | number | null)[] = [];
+      for (const d of chunk) {
+        const state = d.confirmed_at === undefined ? 'unconfirmed' : 'confirmed';
+        params.push(d.id, d.chain_id, d.tx_hash, d.log_index, d.block_number, d.block_hash, d.depositor, d.currency, d.amount, d.order_ref, state, d.seen_at);
+        params.push(d.confirmed_at ?? null);
+      }
       for (const r of this.#insertStatement(chunk.length).all(params) as { id: string }[]) written.add(r.id);
     }
     return ds.filter((d) => written.delete(d.id)).map((d) => d.id);
@@ -76,7 +84,7 @@ export class Deposits {
     let st = this.#insertMany.get(rows);
     if (!st) {
       st = this.db.prepare(
-        `${INSERT_COLUMNS} ${Array(rows).fill("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'unconfirmed', ?)").join(', ')} ${INSERT_CONFLICT} RETURNING id`,
+        `${INSERT_COLUMNS.replace('seen_at)', 'seen_at, confirmed_at)')} ${Array(rows).fill('(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ${INSERT_MANY_CONFLICT} RETURNING id`,
       );
       this.#insertMany.set(rows, st);
     }
