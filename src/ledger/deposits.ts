@@ -36,7 +36,8 @@ export class Deposits {
     this.#insert = db.prepare(`${INSERT_COLUMNS} (@id, @chain_id, @tx_hash, @log_index, @block_number, @block_hash,
       @depositor, @currency, @amount, @order_ref, 'unconfirmed', @seen_at) ${INSERT_CONFLICT}`);
     this.#handledOfTxs = db.prepare(
-      `SELECT * FROM deposits WHERE chain_id = ? AND state = 'handled' AND tx_hash IN (SELECT value FROM json_each(?)) ORDER BY rowid`,
+      // By transaction (the unary + keeps the planner off deposits_state, which would walk every handled deposit of the chain).
+      `SELECT * FROM deposits WHERE +chain_id = ? AND +state = 'handled' AND tx_hash IN (SELECT value FROM json_each(?)) ORDER BY rowid`,
     );
     this.#get = db.prepare('SELECT * FROM deposits WHERE id = ?');
     this.#unconfirmed = db.prepare(
