@@ -53,7 +53,9 @@ try {
   }
   const last = await client.waitForTransactionReceipt({ hash: hashes.at(-1)! });
   if (last.status !== 'success') throw new Error('a batch of deposits reverted');
-  const head = await client.getBlockNumber();
+  // The last deposit's block, at least: anvil can answer eth_blockNumber with the block before the
+  // one a receipt it just gave names (the raw read below then missed that block's 500 deposits).
+  const head = [await client.getBlockNumber(), last.blockNumber].reduce((a, b) => (a > b ? a : b));
   console.log(
     `chain: ${N.toLocaleString()} deposits in ${hashes.length} transactions up to block ${head}, built in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
   );

@@ -226,6 +226,36 @@ describe('IndexerDriver', () => {
     expect(decider.reported).toHaveLength(1);
   });
 
+  it('reads the next range while writing the last; a reorg in between is found and rewound as after any commit', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(100, (n) => (n % 3 === 0 ? 1 : 0));
+    const s = setup(chain, { confirmations: 30, finalityDepth: 200 });
+    // While the first range (1..32) is written, the next (33..96) has been asked for already; the
+    // chain then replaces blocks 41.. with a fork whose deposits sit elsewhere.
+    let readAhead = false;
+    const insertMany = s.ledger.deposits.insertMany.bind(s.ledger.deposits);
+    s.ledger.deposits.insertMany = (ds) => {
+      if (!readAhead && ds.some((d) => d.block_number <= 32)) {
+        readAhead = chain.reads.some((r) => r.from === 33);
+        chain.reorg(40, 70, 'b', (n) => (n % 5 === 0 ? 1 : 0));
+      }
+      return insertMany(ds);
+    };
+    s.driver.start();
+    await s.driver.waitFor(110);
+    await until(() => s.ledger.indexer.tip(CHAIN)?.hash === '0xb-110', 'the new fork read');
+    expect(readAhead).toBe(true);
+    const live = s.deposits().filter((d) => d.state !== 'reorged');
+    const expected = [
+      ...Array.from({ length: 40 }, (_, i) => i + 1).filter((n) => n % 3 === 0),
+      ...Array.from({ length: 70 }, (_, i) => i + 41).filter((n) => n % 5 === 0),
+    ];
+    expect(live.map((d) => d.block_number)).toEqual(expected);
+    for (const d of live) expect(d.block_hash).toBe(chain.blocks[d.block_number]!.hash);
+    for (let n = 1; n <= 110; n++) expect(s.ledger.indexer.block(CHAIN, n)?.hash).toBe(chain.blocks[n]!.hash);
+    expect(new Set(s.deposits().map((d) => d.id)).size).toBe(s.deposits().length);
+  });
+
   it('never moves its cursor past what was committed, even when a commit fails', async () => {
     const chain = new FakeChain(0);
     chain.mine(200, (n) => (n % 3 === 0 ? 1 : 0));
@@ -240,13 +270,14 @@ describe('IndexerDriver', () => {
     };
     // The ledger write of one range fails once: nothing of it may stay, the cursor included.
     let failOnce = true;
-    const insert = s.ledger.deposits.insert.bind(s.ledger.deposits);
-    s.ledger.deposits.insert = (d) => {
-      if (failOnce && d.block_number > 60) {
+    const insertMany = s.ledger.deposits.insertMany.bind(s.ledger.deposits);
+    s.ledger.deposits.insertMany = (ds) => {
+      if (failOnce && ds.some((d) => d.block_number > 60)) {
         failOnce = false;
+        insertMany(ds.filter((d) => d.block_number <= 60)); // part of the range is written, then the disk fills
         throw new Error('disk full');
       }
-      return insert(d);
+      return insertMany(ds);
     };
     s.driver.start();
     await s.driver.waitFor(200);

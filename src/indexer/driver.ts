@@ -1,5 +1,5 @@
 import type { Ledger } from '../ledger/index.ts';
-import type { ChainDeposit } from '../ledger/deposits.ts';
+import type { ChainDeposit, NewDeposit } from '../ledger/deposits.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
@@ -49,6 +49,15 @@ export interface DriverConfig {
   final?: boolean;
 }
 
+/** A range read under way: its entries and the headers of its unfinalized blocks. */
+interface Reading {
+  from: number;
+  to: number;
+  windowStart: number;
+  read: Promise<RangeRead>;
+  headers: Map<number, Promise<SourceBlock>>;
+}
+
 // An answer with this many entries is dense enough: the range stops growing.
 const DENSE_RANGE_ENTRIES = 5_000;
 const INITIAL_RANGE = 32;
@@ -82,6 +91,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   #checkHandled = true;
   #fatal: Error | undefined;
   #lastReadAt = 0;
+  // The next range, asked for while the last one was written (taken by the next pass if it starts there).
+  #ahead: Reading | undefined;
 
   constructor(deps: {
     config: DriverConfig;
@@ -139,6 +150,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   async stop(): Promise<void> {
     this.#stopped = true;
     await this.#loop.stop();
+    this.#ahead = undefined;
     for (const w of this.#waiters) w.resolve();
     this.#waiters = [];
     for (const w of this.#passWaiters) w();
@@ -240,9 +252,19 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const bounded = Number.isFinite(this.#cfg.maxRange);
     let to = bounded ? Math.min(head, from + this.#range - 1) : head;
 
+    // A read of this very range started while the previous range was written is taken as it is: it
+    // is checked below exactly as one started now (its headers and entries are of one moment, and a
+    // reorg after it shows at the next pass's tip check, as after any commit).
+    const windowStart = Math.max(from, head - finalityDepth + 1);
+    const ahead = this.#ahead;
+    this.#ahead = undefined;
+    const reading =
+      ahead && ahead.from === from && ahead.to <= head && ahead.windowStart <= windowStart ? ahead : this.#startRead(from, to, windowStart, latest);
+    to = reading.to;
+
     let read: RangeRead;
     try {
-      read = await this.#source.deposits(from, to);
+      read = await reading.read;
       // Widen again after a shrink, but only while answers stay small: a range dense with
       // deposits keeps the width that worked.
       if (this.#range < this.#cfg.maxRange && read.entries < DENSE_RANGE_ENTRIES) this.#range = Math.min(this.#cfg.maxRange, this.#range * 2);
@@ -262,10 +284,9 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     if (read.upTo !== undefined) to = Math.max(from - 1, Math.min(to, read.upTo));
     const deposits = read.deposits;
 
-    // Headers of the blocks inside the unfinalized window, linked by parent hash to the tip.
-    const windowStart = Math.max(from, head - finalityDepth + 1);
+    // The headers of the unfinalized window (up to where the read was complete), linked by parent hash to the tip.
     const headers: SourceBlock[] = await Promise.all(
-      Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => windowStart + i).map((n) => (n === head ? latest : this.#source.block(n))),
+      Array.from({ length: Math.max(0, to - windowStart + 1) }, (_, i) => reading.headers.get(windowStart + i)!),
     );
     let parent = windowStart === from ? tip?.hash : undefined;
     for (const h of headers) {
@@ -281,11 +302,27 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const gone = await this.#goneHandled(deposits, hashOf, head, to);
     if (gone === undefined) return true;
 
+    // More to read at once: the next range is asked for now, and the provider answers it while this
+    // one is written (a backfill otherwise waits for each read and each write in turn).
+    if (bounded && read.upTo === undefined && to < head && !this.#stopped) {
+      const next = to + 1;
+      this.#ahead = this.#startRead(next, Math.min(head, next + this.#range - 1), Math.max(next, head - finalityDepth + 1), latest);
+    }
+
+    // Deposits that already have their confirmations at this head are written confirmed, as #confirm
+    // below would confirm them right after (one write per deposit rather than an insert and an update).
+    const { confirmations, confirmationsOf } = this.#cfg;
+    const confirmedNow = (d: NewDeposit) =>
+      d.block_number <= head - confirmations + 1 &&
+      (!confirmationsOf || d.block_number <= head - confirmationsOf({ ...d, state: 'unconfirmed', request_id: null, confirmed_at: null }) + 1);
     const now = Date.now();
     let fresh = 0;
+    let confirmedFresh = 0;
     let final = 0;
     this.#ledger.tx(() => {
-      fresh = this.#store(deposits, now).length;
+      const stored = this.#store(deposits, now, confirmedNow);
+      fresh = stored.length;
+      confirmedFresh = stored.confirmed;
       for (const d of gone) this.#reorgs.onDepositReorged(d, now);
       for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
       this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
@@ -301,12 +338,27 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);
       this.#log.info({ chain: chainId, count: fresh, from, to }, 'deposits indexed');
     }
-    if (final) this.#events.onConfirmed();
+    if (final || confirmedFresh) this.#events.onConfirmed();
     this.#confirm(head);
     this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
     this.#lastReadAt = Date.now();
     // A partial read waits for the next tick (what was not served yet is not served sooner by asking again at once).
     return read.upTo === undefined && to < head;
+  }
+
+  // Starts reading blocks [from, to]: the range's entries and, alongside them (not after: one round
+  // trip less per range), the headers of its blocks from windowStart on (the unfinalized window).
+  // Failures are left for whoever awaits them (a read never awaited fails nothing).
+  #startRead(from: number, to: number, windowStart: number, latest: H): Reading {
+    const headers = new Map<number, Promise<SourceBlock>>();
+    for (let n = windowStart; n <= to; n++) {
+      const h = n === latest.number ? Promise.resolve<SourceBlock>(latest) : this.#source.block(n);
+      h.catch(() => {});
+      headers.set(n, h);
+    }
+    const read = this.#source.deposits(from, to);
+    read.catch(() => {});
+    return { from, to, windowStart, read, headers };
   }
 
   // Deposits already acted on whose block a reorg replaced (their block hash is not the canonical
@@ -344,19 +396,40 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   // Writes deposits read from canonical blocks; returns the ids of those new to the ledger (or
   // revived after a reorg). A deposit already recorded is not written again; one acted on that a
   // reorg moved follows its block. Runs inside the caller's ledger transaction.
-  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number): string[] {
+  // confirmedNow: the deposits written confirmed at once (their confirmations reached); `confirmed` counts those new.
+  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number, confirmedNow?: (d: NewDeposit) => boolean): string[] & { confirmed: number } {
     const chainId = this.#cfg.chainId;
-    const fresh: string[] = [];
+    // The deposits acted on in this range's transactions, in one query (a backfill writes thousands
+    // of logs per range; a query per log was most of its cost).
+    const handled = new Map<string, DepositRow[]>();
+    for (const h of this.#ledger.deposits.handledOfTxs(chainId, [...new Set(deposits.map((d) => d.tx_hash))])) {
+      const rows = handled.get(h.tx_hash);
+      if (rows) rows.push(h);
+      else handled.set(h.tx_hash, [h]);
+    }
+    const rows: (NewDeposit & { confirmed_at?: number })[] = [];
     for (const d of deposits) {
-      const earlier = this.#ledger.deposits.handledFromOtherFork({ ...d, chain_id: chainId });
+      // The deposit acted on that this log repeats from another fork: the same transaction, included
+      // again after a reorg (possibly at another log index), the same money.
+      const earlier = handled
+        .get(d.tx_hash)
+        ?.find(
+          (h) =>
+            h.order_ref === d.order_ref && h.amount === d.amount && h.currency === d.currency && h.depositor === d.depositor && h.block_hash !== d.block_hash,
+        );
       if (earlier) {
         this.#ledger.deposits.relocate(earlier.id, d.block_number, d.block_hash);
+        earlier.block_number = d.block_number;
+        earlier.block_hash = d.block_hash;
         continue;
       }
-      const id = `${chainId}:${d.tx_hash}:${d.log_index}`;
-      if (this.#ledger.deposits.insert({ seen_at: now, ...d, chain_id: chainId, id })) fresh.push(id);
+      const row: NewDeposit & { confirmed_at?: number } = { seen_at: now, ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}` };
+      if (confirmedNow?.(row)) row.confirmed_at = now;
+      rows.push(row);
     }
-    return fresh;
+    const ids = this.#ledger.deposits.insertMany(rows);
+    const confirmedIds = new Set(rows.filter((r) => r.confirmed_at !== undefined).map((r) => r.id));
+    return Object.assign(ids, { confirmed: ids.filter((id) => confirmedIds.has(id)).length });
   }
 
   /**
@@ -432,6 +505,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       n--;
     }
     const ancestor = n;
+    this.#ahead = undefined;
     const { dropped, acted } = this.#ledger.tx(() => {
       const dropped = this.#ledger.deposits.reorgAbove(chainId, ancestor);
       const acted = this.#ledger.deposits.handledAbove(chainId, ancestor);

@@ -5,8 +5,23 @@ export type NewDeposit = Omit<DepositRow, 'state' | 'request_id' | 'confirmed_at
 /** A deposit as a chain's indexer reads it, before the ledger names it. */
 export type ChainDeposit = Omit<NewDeposit, 'id' | 'chain_id' | 'seen_at'>;
 
+// Rows per multi-row insert: one statement per hundred deposits rather than one each (a backfill
+// writes tens of thousands per range; the per-statement cost was most of the write).
+const INSERT_CHUNK = 100;
+const INSERT_COLUMNS = `INSERT INTO deposits (id, chain_id, tx_hash, log_index, block_number, block_hash, depositor,
+      currency, amount, order_ref, state, seen_at) VALUES`;
+// Re-indexing the same log is a no-op; a log that a reorg had removed and that comes back
+// on the new canonical chain is revived with its new block.
+const INSERT_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', block_number = excluded.block_number,
+      block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
+// The same for rows written confirmed already (their confirmations reached when they are written).
+const INSERT_MANY_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = excluded.state, confirmed_at = COALESCE(excluded.confirmed_at, deposits.confirmed_at),
+      block_number = excluded.block_number, block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
+
 export class Deposits {
   #insert;
+  #insertMany = new Map<number, ReturnType<Db['prepare']>>();
+  #handledOfTxs;
   #get;
   #confirm;
   #nextConfirmed;
@@ -18,13 +33,12 @@ export class Deposits {
   #unconfirmed;
   #confirmOne;
   constructor(private db: Db) {
-    // Re-indexing the same log is a no-op; a log that a reorg had removed and that comes back
-    // on the new canonical chain is revived with its new block.
-    this.#insert = db.prepare(`INSERT INTO deposits (id, chain_id, tx_hash, log_index, block_number, block_hash, depositor,
-      currency, amount, order_ref, state, seen_at) VALUES (@id, @chain_id, @tx_hash, @log_index, @block_number, @block_hash,
-      @depositor, @currency, @amount, @order_ref, 'unconfirmed', @seen_at)
-      ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', block_number = excluded.block_number,
-      block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`);
+    this.#insert = db.prepare(`${INSERT_COLUMNS} (@id, @chain_id, @tx_hash, @log_index, @block_number, @block_hash,
+      @depositor, @currency, @amount, @order_ref, 'unconfirmed', @seen_at) ${INSERT_CONFLICT}`);
+    this.#handledOfTxs = db.prepare(
+      // By transaction (the unary + keeps the planner off deposits_state, which would walk every handled deposit of the chain).
+      `SELECT * FROM deposits WHERE +chain_id = ? AND +state = 'handled' AND tx_hash IN (SELECT value FROM json_each(?)) ORDER BY rowid`,
+    );
     this.#get = db.prepare('SELECT * FROM deposits WHERE id = ?');
     this.#unconfirmed = db.prepare(
       `SELECT * FROM deposits WHERE chain_id = ? AND state = 'unconfirmed' AND block_number <= ? ORDER BY block_number, log_index`,
@@ -46,6 +60,36 @@ export class Deposits {
   /** Returns true when the row is new (or revived after a reorg). */
   insert(d: NewDeposit): boolean {
     return this.#insert.run(d).changes === 1;
+  }
+  /**
+   * {@link insert} for many deposits, a hundred rows per statement; returns the ids of the rows new
+   * (or revived after a reorg), in the order given. A deposit listed twice is written once. A row
+   * with `confirmed_at` is written (or revived) confirmed at that time, as {@link confirmUpTo} would
+   * have confirmed it right after, in the same transaction.
+   */
+  insertMany(ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
+    const written = new Set<string>();
+    for (let i = 0; i < ds.length; i += INSERT_CHUNK) {
+      const chunk = ds.slice(i, i + INSERT_CHUNK);
+      const params: (string | number | null)[] = [];
+      for (const d of chunk) {
+        const state = d.confirmed_at === undefined ? 'unconfirmed' : 'confirmed';
+        params.push(d.id, d.chain_id, d.tx_hash, d.log_index, d.block_number, d.block_hash, d.depositor, d.currency, d.amount, d.order_ref, state, d.seen_at);
+        params.push(d.confirmed_at ?? null);
+      }
+      for (const r of this.#insertStatement(chunk.length).all(params) as { id: string }[]) written.add(r.id);
+    }
+    return ds.filter((d) => written.delete(d.id)).map((d) => d.id);
+  }
+  #insertStatement(rows: number) {
+    let st = this.#insertMany.get(rows);
+    if (!st) {
+      st = this.db.prepare(
+        `${INSERT_COLUMNS.replace('seen_at)', 'seen_at, confirmed_at)')} ${Array(rows).fill('(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ${INSERT_MANY_CONFLICT} RETURNING id`,
+      );
+      this.#insertMany.set(rows, st);
+    }
+    return st;
   }
   get(id: string): DepositRow | undefined {
     return this.#get.get(id) as DepositRow | undefined;
@@ -98,14 +142,13 @@ export class Deposits {
       .all(chainId, from, to) as DepositRow[];
   }
   /**
-   * The deposit acted on that this log repeats from another fork (the same transaction, included
-   * again after a reorg, possibly at another log index): it is the same money, not a new deposit.
+   * The deposits acted on of a chain's transactions (one query for a whole range of logs): a log
+   * that repeats one of them from another fork (the same transaction included again after a reorg,
+   * possibly at another log index) is the same money, not a new deposit (the indexer relocates it).
    */
-  handledFromOtherFork(d: Pick<DepositRow, 'chain_id' | 'tx_hash' | 'order_ref' | 'amount' | 'currency' | 'depositor' | 'block_hash'>): DepositRow | undefined {
-    return this.db
-      .prepare(`SELECT * FROM deposits WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND order_ref = @order_ref AND amount = @amount
-        AND currency = @currency AND depositor = @depositor AND state = 'handled' AND block_hash != @block_hash LIMIT 1`)
-      .get(d) as DepositRow | undefined;
+  handledOfTxs(chainId: number, txHashes: string[]): DepositRow[] {
+    if (txHashes.length === 0) return [];
+    return this.#handledOfTxs.all(chainId, JSON.stringify(txHashes)) as DepositRow[];
   }
   /** A deposit acted on, found again on the new canonical chain: it follows its block. */
   relocate(id: string, blockNumber: number, blockHash: string): void {

@@ -25,6 +25,15 @@ const recomputeOwed = (id: string) => `
   INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
     SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed WHERE deposit_id = ${id};`;
 
+// owed_deposit_state fires only where a deposit enters or leaves 'handled' (migration 20): a deposit
+// has a depository_owed row only while handled, so any other change of its state changes nothing
+// there, and confirming a backfill's thousands of deposits then runs no trigger. A migration that
+// makes owedTriggers again must make this one after them.
+const owedDepositStateTrigger = `
+DROP TRIGGER owed_deposit_state;
+CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits WHEN OLD.state = 'handled' OR NEW.state = 'handled' BEGIN${recomputeOwed('NEW.id')}
+END;`;
+
 // The triggers that keep depository_owed (migration 16; made again by a migration that rebuilds payouts).
 const owedTriggers = `
 CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
@@ -721,5 +730,10 @@ CREATE TABLE relayed_authorizations (
 -- the payout: when it lands the payout goes back to the queue, and its fee is what it spent.
 ALTER TABLE transactions ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0 CHECK (cancel IN (0, 1));
 `,
+  },
+  {
+    version: 20,
+    name: 'the deposit state trigger of depository_owed runs only where a deposit enters or leaves handled',
+    sql: owedDepositStateTrigger,
   },
 ];
