@@ -25,6 +25,7 @@ export class Balances {
   #linkedKeys;
   #unlink;
   #expired;
+  #credits;
   constructor(db: Db) {
     // Walks requests_fast_fill_deadline (migration 14) over [since, now) only: the node checks every
     // few seconds, and a scan of every request would block its event loop on a large ledger.
@@ -41,6 +42,12 @@ export class Balances {
     this.#linkOf = db.prepare('SELECT wallet FROM sponsor_links WHERE api_key_id = ?');
     this.#linkedKeys = db.prepare('SELECT api_key_id FROM sponsor_links WHERE wallet = ? ORDER BY api_key_id');
     this.#unlink = db.prepare('DELETE FROM sponsor_links WHERE wallet = ? AND api_key_id = ?');
+    this.#credits = db.prepare(`SELECT ref, wallet, amount FROM balance_entries WHERE kind = 'credit'`);
+  }
+
+  /** Every credit entry (its ref names its on-chain evidence), for the audit. */
+  credits(): { ref: string; wallet: string; amount: number }[] {
+    return this.#credits.all() as { ref: string; wallet: string; amount: number }[];
   }
 
   /** Books an entry once: returns false when an entry with the same ref exists already. */

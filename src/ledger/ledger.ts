@@ -1,4 +1,5 @@
 import type { ApiKeys } from './apiKeys.ts';
+import type { Audits } from './audits.ts';
 import type { AppFees, Balances } from './balances.ts';
 import type { Db } from './db.ts';
 import type { Deposits } from './deposits.ts';
@@ -44,6 +45,8 @@ export interface Ledger {
   readonly relayedAuthorizations: Store<RelayedAuthorizations>;
   /** Which request an exchange wallet's transfer nonce pays for (exchangeNonces.ts); prepared on first use. */
   readonly exchangeNonces: Store<ExchangeNonces>;
+  /** Audit runs and the SVM chains' opening balances (audits.ts); prepared on first use. */
+  readonly audits: Store<Audits>;
   /**
    * The SQLite connection, for the queries not yet behind a store (audits, risk, listings): what a
    * second implementation must move into stores first.

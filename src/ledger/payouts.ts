@@ -29,6 +29,15 @@ export class Payouts {
   #forRequest;
   #maxNonce;
   #pending;
+  #ofChain;
+  #txsOfChain;
+  #made;
+  #txCostsOfSender;
+  #hashesOfSender;
+  #madeByNode;
+  #txCostRowsOfSender;
+  #openWithdrawal;
+  #fillsSince;
   constructor(private db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
       decided_at, updated_at, native_topup, calls, max_gas, authorization) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
@@ -58,6 +67,23 @@ export class Payouts {
     this.#pending = db.prepare(
       `SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`,
     );
+    this.#ofChain = db.prepare('SELECT * FROM payouts WHERE chain_id = ?');
+    this.#txsOfChain = db.prepare('SELECT * FROM transactions WHERE chain_id = ?');
+    this.#made = db.prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts
+        WHERE chain_id = ? AND state IN ('success', 'sent')`);
+    // One row per transaction hash (a batch has a row per payout it carries, each with the whole fee).
+    this.#txCostsOfSender = db.prepare(`SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit,
+        MAX(max_fee_per_gas) AS max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`);
+    this.#hashesOfSender = db.prepare('SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)');
+    this.#madeByNode = db.prepare(
+      `SELECT currency, amount, native_topup, state FROM payouts WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent')`,
+    );
+    this.#txCostRowsOfSender = db.prepare(`SELECT state, fee, gas_limit, max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`);
+    this.#openWithdrawal = db.prepare(
+      `SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`,
+    );
+    this.#fillsSince = db.prepare(`SELECT currency, amount, native_topup FROM payouts
+      WHERE chain_id = ? AND kind = 'fill' AND state != 'failed' AND decided_at > ?`);
   }
 
   insert(p: NewPayout): void {
@@ -123,5 +149,44 @@ export class Payouts {
   }
   maxNonce(chainId: number, sender: string): number | null {
     return (this.#maxNonce.get(chainId, sender) as { n: number | null }).n;
+  }
+  /** Every payout of a chain, in any state (the audits compare them with what the chain shows). */
+  ofChain(chainId: number): PayoutRow[] {
+    return this.#ofChain.all(chainId) as PayoutRow[];
+  }
+  /** Every transaction row of a chain, in any state (one per payout a transaction carries). */
+  txsOfChain(chainId: number): TransactionRow[] {
+    return this.#txsOfChain.all(chainId) as TransactionRow[];
+  }
+  /** A chain's payouts made or sent (`calls` is '1' when the payout had calls, else null): what left the solver's wallet or may have. */
+  made(chainId: number): Pick<PayoutRow, 'id' | 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls' | 'state'>[] {
+    return this.#made.all(chainId) as Pick<PayoutRow, 'id' | 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls' | 'state'>[];
+  }
+  /**
+   * The transactions a sender signed on a chain, one per hash (a batch's rows folded): its state,
+   * its fee once known, and its gas limit and fee cap (what it may still cost).
+   */
+  txCostsOfSender(chainId: number, sender: string): { hash: string; state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[] {
+    return this.#txCostsOfSender.all(chainId, sender) as { hash: string; state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
+  }
+  /** The hashes of every transaction a sender signed on a chain (the sender compared case-insensitively). */
+  hashesOfSender(chainId: number, sender: string): string[] {
+    return (this.#hashesOfSender.all(chainId, sender) as { hash: string }[]).map((r) => r.hash);
+  }
+  /** A chain's fills and claims made ('success') or sent: what the solver's wallet paid out, or may have. */
+  fillsAndClaimsOut(chainId: number): { currency: string; amount: string; native_topup: string | null; state: string }[] {
+    return this.#madeByNode.all(chainId) as { currency: string; amount: string; native_topup: string | null; state: string }[];
+  }
+  /** Every transaction row a sender signed on a chain (a batch's rows each): its state, its fee once known, its gas limit and fee cap. */
+  txCostRowsOfSender(chainId: number, sender: string): { state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[] {
+    return this.#txCostRowsOfSender.all(chainId, sender) as { state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
+  }
+  /** Whether a withdrawal of the currency (compared case-insensitively) is queued or sent on the chain. */
+  hasOpenWithdrawal(chainId: number, currency: string): boolean {
+    return this.#openWithdrawal.get(chainId, currency) !== undefined;
+  }
+  /** A chain's fills decided after `since` (ms) and not failed: their currency, amount and native top-up. */
+  fillsSince(chainId: number, since: number): { currency: string; amount: string; native_topup: string | null }[] {
+    return this.#fillsSince.all(chainId, since) as { currency: string; amount: string; native_topup: string | null }[];
   }
 }

@@ -1,4 +1,5 @@
 import { ApiKeys } from './apiKeys.ts';
+import { Audits } from './audits.ts';
 import { AppFees, Balances } from './balances.ts';
 import { openDb, migrate, type Db } from './db.ts';
 import { Deposits } from './deposits.ts';
@@ -36,6 +37,7 @@ export class SqliteLedger implements Ledger {
   /** EIP-7702 authorizations relayed by POST /execute rawCalls, each once (src/ledger/relays.ts). */
   readonly relayedAuthorizations: RelayedAuthorizations;
   #exchangeNonces: ExchangeNonces | undefined;
+  #audits: Audits | undefined;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -56,6 +58,11 @@ export class SqliteLedger implements Ledger {
   /** Prepared on first use: a read-only replica may open an older ledger without the table. */
   get exchangeNonces(): ExchangeNonces {
     return (this.#exchangeNonces ??= new ExchangeNonces(this.db));
+  }
+
+  /** Prepared on first use, like exchangeNonces: a read-only replica may open an older ledger without the audits' tables. */
+  get audits(): Audits {
+    return (this.#audits ??= new Audits(this.db));
   }
 
   /** Opens (and unless read-only, migrates) the SQLite ledger at `path`. */
