@@ -45,17 +45,13 @@ export class BalanceDrift implements UnexplainedMovement {
     const native = this.registry.native(chainId).address;
     const spent: Amounts = new Map();
     const allowance: Amounts = new Map();
-    const payouts = this.ledger.db
-      .prepare(`SELECT currency, amount, native_topup, state FROM payouts WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent')`)
-      .all(chainId) as { currency: string; amount: string; native_topup: string | null; state: string }[];
+    const payouts = this.ledger.payouts.fillsAndClaimsOut(chainId);
     for (const p of payouts) {
       const m = p.state === 'success' ? spent : allowance;
       add(m, p.currency, BigInt(p.amount));
       if (p.native_topup) add(m, native, BigInt(p.native_topup));
     }
-    const txs = this.ledger.db
-      .prepare(`SELECT state, fee, gas_limit, max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`)
-      .all(chainId, solver) as { state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
+    const txs = this.ledger.payouts.txCostRowsOfSender(chainId, solver);
     for (const t of txs) {
       if (t.fee !== null) add(spent, native, BigInt(t.fee));
       else if (t.state === 'signed' || t.state === 'broadcast') add(allowance, native, BigInt(t.gas_limit) * BigInt(t.max_fee_per_gas));
