@@ -1,4 +1,5 @@
 import type { Db } from './db.ts';
+import type { PayoutRow } from './types.ts';
 
 export type BalanceKind = 'credit' | 'credit_reversal' | 'sponsorship' | 'sponsorship_reversal' | 'permanent_debit' | 'claim' | 'hold' | 'hold_release';
 
@@ -114,7 +115,12 @@ export class AppFees {
   #ofRecipient;
   #ofRequest;
   #claimedBy;
+  #claims;
   constructor(db: Db) {
+    this.#claims = db.prepare(
+      `SELECT p.* FROM payouts p WHERE p.kind = 'claim' AND p.id IN (SELECT request_id FROM app_fee_entries WHERE recipient = @wallet AND kind = 'claim')
+         AND (@at IS NULL OR p.decided_at < @at OR (p.decided_at = @at AND p.id < @id)) ORDER BY p.decided_at DESC, p.id DESC LIMIT @limit`,
+    );
     this.#claimedBy = db.prepare(`SELECT recipient, chain_id, currency, amount FROM app_fee_entries WHERE request_id = ? AND kind = 'claim'`);
     this.#post = db.prepare(`INSERT INTO app_fee_entries (recipient, chain_id, currency, amount, kind, request_id, ref, created_at)
       VALUES (@recipient, @chain_id, @currency, @amount, @kind, @request_id, @ref, @now) ON CONFLICT(ref) DO NOTHING`);
@@ -145,5 +151,10 @@ export class AppFees {
 
   accruedFor(requestId: string): (AppFeeEntry & { amount: string })[] {
     return this.#ofRequest.all(requestId) as (AppFeeEntry & { amount: string })[];
+  }
+
+  /** A wallet's claim payouts, newest first, after the cursor (decided_at, id) when given, at most `limit`. */
+  claimsOf(wallet: string, after: { at: number; id: string } | undefined, limit: number): PayoutRow[] {
+    return this.#claims.all({ wallet, at: after?.at ?? null, id: after?.id ?? null, limit }) as PayoutRow[];
   }
 }

@@ -1,4 +1,5 @@
 import type { ApiKeys } from './apiKeys.ts';
+import type { ApiUsage } from './apiUsage.ts';
 import type { Audits } from './audits.ts';
 import type { AppFees, Balances } from './balances.ts';
 import type { Db } from './db.ts';
@@ -47,6 +48,8 @@ export interface Ledger {
   readonly exchangeNonces: Store<ExchangeNonces>;
   /** Audit runs and the SVM chains' opening balances (audits.ts); prepared on first use. */
   readonly audits: Store<Audits>;
+  /** API calls counted per key, minute, route and status (apiUsage.ts); prepared on first use. */
+  readonly apiUsage: Store<ApiUsage>;
   /**
    * The SQLite connection, for the queries not yet behind a store (audits, risk, listings): what a
    * second implementation must move into stores first.
@@ -54,5 +57,9 @@ export interface Ledger {
   readonly db: Db;
   /** Runs fn in one transaction that takes the write lock up front; nested calls join it. */
   tx<T>(fn: () => T): T;
+  /** Runs fn's reads as one consistent snapshot (one read transaction; nested in tx, it joins it). */
+  read<T>(fn: () => T): T;
+  /** Throws if the ledger does not answer (liveness). */
+  ping(): void;
   close(): void;
 }

@@ -1,4 +1,5 @@
 import { ApiKeys } from './apiKeys.ts';
+import { ApiUsage } from './apiUsage.ts';
 import { Audits } from './audits.ts';
 import { AppFees, Balances } from './balances.ts';
 import { openDb, migrate, type Db } from './db.ts';
@@ -38,6 +39,8 @@ export class SqliteLedger implements Ledger {
   readonly relayedAuthorizations: RelayedAuthorizations;
   #exchangeNonces: ExchangeNonces | undefined;
   #audits: Audits | undefined;
+  #apiUsage: ApiUsage | undefined;
+  #ping;
 
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
@@ -53,6 +56,7 @@ export class SqliteLedger implements Ledger {
     this.operations = new Operations(db);
     this.withdrawals = new Withdrawals(db);
     this.relayedAuthorizations = new RelayedAuthorizations(db);
+    this.#ping = db.prepare('SELECT 1');
   }
 
   /** Prepared on first use: a read-only replica may open an older ledger without the table. */
@@ -63,6 +67,11 @@ export class SqliteLedger implements Ledger {
   /** Prepared on first use, like exchangeNonces: a read-only replica may open an older ledger without the audits' tables. */
   get audits(): Audits {
     return (this.#audits ??= new Audits(this.db));
+  }
+
+  /** Prepared on first use, like exchangeNonces: the table came with a later migration than a replica's ledger may have. */
+  get apiUsage(): ApiUsage {
+    return (this.#apiUsage ??= new ApiUsage(this.db));
   }
 
   /** Opens (and unless read-only, migrates) the SQLite ledger at `path`. */
@@ -81,6 +90,16 @@ export class SqliteLedger implements Ledger {
     // Committed: wake the status event deliverer and stream if the transaction appended events.
     this.events.committed();
     return result;
+  }
+
+  /** Runs fn in one (deferred) SQLite transaction: its reads see one snapshot, and it takes no write lock unless it writes. */
+  read<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
+  /** Throws if the ledger does not answer. */
+  ping(): void {
+    this.#ping.get();
   }
 
   close(): void {
