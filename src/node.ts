@@ -104,7 +104,7 @@ export class RelayNode {
       solver = new Solver(this.ledger, this.registry, this.chains, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
       this.solver = solver;
       this.desk = new SolverDesk(this.ledger, this.registry, this.chains, prices, config.risk);
-      this.quotePruner = new QuotePruner(this.ledger.db, {
+      this.quotePruner = new QuotePruner(this.ledger.requests, {
         graceMs: config.quote.pruneGraceSeconds * 1000,
         intervalMs: config.quote.pruneIntervalSeconds * 1000,
         now: opts.now ?? Date.now,

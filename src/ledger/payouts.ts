@@ -38,6 +38,8 @@ export class Payouts {
   #txCostRowsOfSender;
   #openWithdrawal;
   #fillsSince;
+  #unsettled;
+  #unsent;
   constructor(private db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
       decided_at, updated_at, native_topup, calls, max_gas, authorization) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
@@ -82,6 +84,12 @@ export class Payouts {
     this.#openWithdrawal = db.prepare(
       `SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`,
     );
+    this.#unsettled = db.prepare(`SELECT p.*, (SELECT COUNT(*) FROM transactions t WHERE t.payout_id = p.id) AS txs FROM payouts p
+      WHERE p.state IN ('queued', 'sent', 'failed') ORDER BY p.decided_at`);
+    this.#unsent = db.prepare(`SELECT
+      (SELECT COUNT(*) FROM payouts p WHERE p.state = 'queued'
+        AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || p.chain_id)))
+      + (SELECT COUNT(*) FROM transactions WHERE state = 'signed') AS n`);
     this.#fillsSince = db.prepare(`SELECT currency, amount, native_topup FROM payouts
       WHERE chain_id = ? AND kind = 'fill' AND state != 'failed' AND decided_at > ?`);
   }
@@ -188,5 +196,16 @@ export class Payouts {
   /** A chain's fills decided after `since` (ms) and not failed: their currency, amount and native top-up. */
   fillsSince(chainId: number, since: number): { currency: string; amount: string; native_topup: string | null }[] {
     return this.#fillsSince.all(chainId, since) as { currency: string; amount: string; native_topup: string | null }[];
+  }
+  /** Payouts queued, sent or failed, oldest decided first, each with how many transactions were signed for it. */
+  unsettled(): (PayoutRow & { txs: number })[] {
+    return this.#unsettled.all() as (PayoutRow & { txs: number })[];
+  }
+  /**
+   * How many payouts are queued (on chains not paused and not in dry run, which would never sign
+   * them) plus how many transactions are signed but not yet broadcast.
+   */
+  unsent(): number {
+    return (this.#unsent.get() as { n: number }).n;
   }
 }
