@@ -36,7 +36,8 @@ export function ledgerPath(config: Config): string {
 
 /** One relay node: chains → indexers → ledger → solver → submitters → chains, and the API over the ledger. */
 export class RelayNode {
-  readonly ledger: Ledger;
+  /** The ledger this node opened, as Ledger.open types it (SQLite: tests and benchmarks seed it); its stages are handed the `Ledger` interface only. */
+  readonly ledger: ReturnType<typeof Ledger.open>;
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly registry: Registry;

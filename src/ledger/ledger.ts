@@ -2,7 +2,6 @@ import type { ApiKeys } from './apiKeys.ts';
 import type { ApiUsage } from './apiUsage.ts';
 import type { Audits } from './audits.ts';
 import type { AppFees, Balances } from './balances.ts';
-import type { Db } from './db.ts';
 import type { Deposits } from './deposits.ts';
 import type { Events } from './events.ts';
 import type { ExchangeNonces } from './exchangeNonces.ts';
@@ -50,11 +49,6 @@ export interface Ledger {
   readonly audits: Store<Audits>;
   /** API calls counted per key, minute, route and status (apiUsage.ts); prepared on first use. */
   readonly apiUsage: Store<ApiUsage>;
-  /**
-   * The SQLite connection, for the queries not yet behind a store (audits, risk, listings): what a
-   * second implementation must move into stores first.
-   */
-  readonly db: Db;
   /** Runs fn in one transaction that takes the write lock up front; nested calls join it. */
   tx<T>(fn: () => T): T;
   /** Runs fn's reads as one consistent snapshot (one read transaction; nested in tx, it joins it). */

@@ -202,7 +202,15 @@ export class Requests {
    * Failed requests left for a manual refund (a blocked depositor, a refund the chain refused)
    * that no refund payout (other than a failed one) answers, with their deposit.
    */
-  manualRefundsOwed(): { id: string; fail_reason: string | null; updated_at: number; deposit_id: string; chain_id: number; amount: string; currency: string }[] {
+  manualRefundsOwed(): {
+    id: string;
+    fail_reason: string | null;
+    updated_at: number;
+    deposit_id: string;
+    chain_id: number;
+    amount: string;
+    currency: string;
+  }[] {
     return this.#manualRefunds.all() as {
       id: string;
       fail_reason: string | null;

@@ -42,6 +42,12 @@ export class SqliteLedger implements Ledger {
   #apiUsage: ApiUsage | undefined;
   #ping;
 
+  /**
+   * @param db The SQLite connection. SQLite-only, so it is on this class and not on `Ledger`: the
+   *   node's stages reach the ledger through its stores only. It stays public for what is SQLite by
+   *   nature: tests' and benchmarks' set-up (seeding rows, pragmas, VACUUM INTO) and reads of
+   *   rows no store serves.
+   */
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
     this.payouts = new Payouts(db);

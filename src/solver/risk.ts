@@ -127,8 +127,7 @@ export class RiskPolicy {
     // Chains without blocks the ledger keeps (SVM, the exchange): in flight until the fill is made.
     const final = chain && 'finalityDepth' in chain && tip !== undefined ? tip - chain.finalityDepth : Number.MAX_SAFE_INTEGER;
     let total = 0n;
-    for (const row of this.ledger.deposits.inFlight(chainId, final))
-      total += usd(chainId, row.currency, BigInt(row.amount));
+    for (const row of this.ledger.deposits.inFlight(chainId, final)) total += usd(chainId, row.currency, BigInt(row.amount));
     return total;
   }
 
