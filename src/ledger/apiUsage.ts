@@ -19,7 +19,8 @@ export class ApiUsage {
     this.#upsert = db.prepare(`INSERT INTO api_usage (api_key_id, minute, endpoint, status_code, error_code, count) VALUES (?, ?, ?, ?, ?, ?)
       ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = count + excluded.count`);
     this.#buckets = db.prepare(`SELECT (minute / @size) * @size AS bucket, endpoint, status_code, error_code, SUM(count) AS n FROM api_usage
-        WHERE api_key_id = @key AND minute >= @from AND minute < @to GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`);
+        WHERE api_key_id = @key AND minute >= @from AND minute < @to
+        GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`);
     this.#add = db.transaction((counts: UsageCount[]) => {
       for (const c of counts) this.#upsert.run(c.apiKeyId, c.minute, c.endpoint, c.statusCode, c.errorCode, c.count);
     });

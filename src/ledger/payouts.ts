@@ -34,8 +34,8 @@ export class Payouts {
   #made;
   #txCostsOfSender;
   #hashesOfSender;
-  #madeByNode;
-  #txCostRowsOfSender;
+  #outflowByCurrency;
+  #feesOfSender;
   #openWithdrawal;
   #fillsSince;
   #unsettled;
@@ -77,10 +77,13 @@ export class Payouts {
     this.#txCostsOfSender = db.prepare(`SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit,
         MAX(max_fee_per_gas) AS max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`);
     this.#hashesOfSender = db.prepare('SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)');
-    this.#madeByNode = db.prepare(
-      `SELECT currency, amount, native_topup, state FROM payouts WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent')`,
-    );
-    this.#txCostRowsOfSender = db.prepare(`SELECT state, fee, gas_limit, max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`);
+    registerDecimalSums(db);
+    this.#outflowByCurrency = db.prepare(`SELECT currency, state, decimal_sum(amount) AS amount, decimal_sum(native_topup) AS native_topup FROM payouts
+      WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent') GROUP BY currency, state`);
+    // Per row, not per hash: a batch's rows each count (as the loss breaker always counted them).
+    this.#feesOfSender = db.prepare(`SELECT decimal_sum(fee) AS fees,
+      decimal_sum_product(CASE WHEN fee IS NULL AND state IN ('signed', 'broadcast') THEN gas_limit END, max_fee_per_gas) AS open_cost
+      FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`);
     this.#openWithdrawal = db.prepare(
       `SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`,
     );
@@ -181,13 +184,30 @@ export class Payouts {
   hashesOfSender(chainId: number, sender: string): string[] {
     return (this.#hashesOfSender.all(chainId, sender) as { hash: string }[]).map((r) => r.hash);
   }
-  /** A chain's fills and claims made ('success') or sent: what the solver's wallet paid out, or may have. */
-  fillsAndClaimsOut(chainId: number): { currency: string; amount: string; native_topup: string | null; state: string }[] {
-    return this.#madeByNode.all(chainId) as { currency: string; amount: string; native_topup: string | null; state: string }[];
-  }
-  /** Every transaction row a sender signed on a chain (a batch's rows each): its state, its fee once known, its gas limit and fee cap. */
-  txCostRowsOfSender(chainId: number, sender: string): { state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[] {
-    return this.#txCostRowsOfSender.all(chainId, sender) as { state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
+  /**
+   * What the ledger says left a solver's wallet on a chain, or may have, summed in SQL (the loss
+   * breaker reads it every few seconds: one row per currency and state, not one per payout):
+   * - `payouts`: per currency and state ('success': made; 'sent': may have left), the amounts and
+   *   native top-ups of its fills and app fee claims;
+   * - `fees`: the fees of its transactions (those whose fee is known);
+   * - `openCost`: what its transactions signed or broadcast, fee not yet known, may still cost
+   *   (gas limit × fee cap each).
+   * The sender is compared case-insensitively.
+   */
+  outflowSums(
+    chainId: number,
+    sender: string,
+  ): { payouts: { currency: string; state: 'success' | 'sent'; amount: bigint; nativeTopup: bigint }[]; fees: bigint; openCost: bigint } {
+    const payouts = (this.#outflowByCurrency.all(chainId) as { currency: string; state: 'success' | 'sent'; amount: string; native_topup: string }[]).map(
+      (r) => ({
+        currency: r.currency,
+        state: r.state,
+        amount: BigInt(r.amount),
+        nativeTopup: BigInt(r.native_topup),
+      }),
+    );
+    const t = this.#feesOfSender.get(chainId, sender) as { fees: string; open_cost: string };
+    return { payouts, fees: BigInt(t.fees), openCost: BigInt(t.open_cost) };
   }
   /** Whether a withdrawal of the currency (compared case-insensitively) is queued or sent on the chain. */
   hasOpenWithdrawal(chainId: number, currency: string): boolean {
@@ -208,4 +228,30 @@ export class Payouts {
   unsent(): number {
     return (this.#unsent.get() as { n: number }).n;
   }
+}
+
+/**
+ * Registers exact decimal sums on the connection: amounts are decimal strings of up to 78 digits
+ * (uint256), which SQLite's SUM would overflow (an error past 2^63) or round (TOTAL, a float).
+ * decimal_sum(x) sums a column, decimal_sum_product(a, b) sums a × b, each skipping NULLs and
+ * giving '0' over no rows. (PostgreSQL's SUM over NUMERIC is exact: a second implementation needs none of this.)
+ */
+function registerDecimalSums(db: Db): void {
+  const big = (v: unknown) => BigInt(v as string | number | bigint);
+  db.aggregate('decimal_sum', {
+    start: () => 0n,
+    step: (total: bigint, x: unknown) => (x === null ? total : total + big(x)),
+    result: (total: bigint) => total.toString(),
+    safeIntegers: true,
+    deterministic: true,
+  });
+  db.aggregate('decimal_sum_product', {
+    start: () => 0n,
+    // Two arguments, spread (the typings know one-argument steps only), so registered as varargs.
+    step: (total: bigint, ...ab: unknown[]) => (ab[0] === null || ab[1] === null ? total : total + big(ab[0]) * big(ab[1])),
+    result: (total: bigint) => total.toString(),
+    varargs: true,
+    safeIntegers: true,
+    deterministic: true,
+  });
 }
