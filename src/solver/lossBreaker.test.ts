@@ -44,7 +44,16 @@ function fill(amount: bigint, state: PayoutState, topUp?: bigint): string {
 }
 function tx(payoutId: string, gas: bigint, feeCap: bigint, fee?: bigint): void {
   const hash = `0x${(++n).toString(16)}` as const;
-  const t = { hash, payout_id: payoutId, chain_id: CHAIN, sender: SOLVER.toLowerCase(), nonce: n, raw: '0x' as const, max_priority_fee_per_gas: '1', created_at: n };
+  const t = {
+    hash,
+    payout_id: payoutId,
+    chain_id: CHAIN,
+    sender: SOLVER.toLowerCase(),
+    nonce: n,
+    raw: '0x' as const,
+    max_priority_fee_per_gas: '1',
+    created_at: n,
+  };
   ledger.payouts.insertTx({ ...t, gas_limit: gas.toString(), max_fee_per_gas: feeCap.toString() });
   if (fee !== undefined) ledger.payouts.setTxState(hash, 'included', { fee });
 }
