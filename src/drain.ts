@@ -26,11 +26,5 @@ export function refuseWhileDraining(api: FastifyInstance, draining: () => string
  * transactions signed but not yet broadcast. A drain waits for this to reach zero.
  */
 export function unsent(ledger: Ledger): number {
-  const row = ledger.db
-    .prepare(`SELECT
-      (SELECT COUNT(*) FROM payouts p WHERE p.state = 'queued'
-        AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || p.chain_id)))
-      + (SELECT COUNT(*) FROM transactions WHERE state = 'signed') AS n`)
-    .get() as { n: number };
-  return row.n;
+  return ledger.payouts.unsent();
 }

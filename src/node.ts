@@ -36,7 +36,8 @@ export function ledgerPath(config: Config): string {
 
 /** One relay node: chains → indexers → ledger → solver → submitters → chains, and the API over the ledger. */
 export class RelayNode {
-  readonly ledger: Ledger;
+  /** The ledger this node opened, as Ledger.open types it (SQLite: tests and benchmarks seed it); its stages are handed the `Ledger` interface only. */
+  readonly ledger: ReturnType<typeof Ledger.open>;
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly registry: Registry;
@@ -104,7 +105,7 @@ export class RelayNode {
       solver = new Solver(this.ledger, this.registry, this.chains, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
       this.solver = solver;
       this.desk = new SolverDesk(this.ledger, this.registry, this.chains, prices, config.risk);
-      this.quotePruner = new QuotePruner(this.ledger.db, {
+      this.quotePruner = new QuotePruner(this.ledger.requests, {
         graceMs: config.quote.pruneGraceSeconds * 1000,
         intervalMs: config.quote.pruneIntervalSeconds * 1000,
         now: opts.now ?? Date.now,

@@ -84,22 +84,7 @@ export function stuck(ledger: Ledger, now = Date.now()): StuckItem[] {
     });
   }
   const switches = new Set(ledger.operations.switches().map((s) => s.name));
-  const rows = ledger.db
-    .prepare(`SELECT p.*, (SELECT COUNT(*) FROM transactions t WHERE t.payout_id = p.id) AS txs FROM payouts p
-      WHERE p.state IN ('queued', 'sent', 'failed') ORDER BY p.decided_at`)
-    .all() as {
-    id: string;
-    kind: string;
-    request_id: string | null;
-    deposit_id: string | null;
-    chain_id: number;
-    currency: string;
-    amount: string;
-    state: string;
-    fail_reason: string | null;
-    decided_at: number;
-    txs: number;
-  }[];
+  const rows = ledger.payouts.unsettled();
   for (const p of rows) {
     const base = {
       requestId: p.request_id,
@@ -117,11 +102,7 @@ export function stuck(ledger: Ledger, now = Date.now()): StuckItem[] {
     else if (p.txs > 1) out.push({ state: 'retrying', reason: 'REPLACED', ...base });
   }
   // Failed deposits nobody refunds on their own (a blocked depositor, a refund the chain refused).
-  const manual = ledger.db
-    .prepare(`SELECT r.id, r.fail_reason, r.updated_at, d.id AS deposit_id, d.chain_id, d.amount, d.currency FROM requests r
-      JOIN deposits d ON d.request_id = r.id WHERE r.status = 'failure' AND r.refund_fail_reason = 'MANUAL_REFUND_REQUIRED'
-      AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id AND p.kind = 'refund' AND p.state != 'failed')`)
-    .all() as { id: string; fail_reason: string | null; updated_at: number; deposit_id: string; chain_id: number; amount: string; currency: string }[];
+  const manual = ledger.requests.manualRefundsOwed();
   for (const r of manual) {
     if (out.some((o) => o.requestId === r.id && o.state === 'failed')) continue;
     out.push({

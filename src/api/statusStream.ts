@@ -53,7 +53,6 @@ export class StatusStream {
   readonly #clients = new Set<Client>();
   readonly #byRequest = new Map<string, Set<Client>>();
   readonly #byWallet = new Map<string, Set<Client>>();
-  readonly #walletRequests;
   #lastSeq = 0;
   #scheduled = false;
   #unsubscribe: () => void;
@@ -66,9 +65,6 @@ export class StatusStream {
   constructor(ctx: ApiContext, limits: ApiLimits) {
     this.#ctx = ctx;
     this.#limits = limits;
-    this.#walletRequests = ctx.ledger.db.prepare(
-      `SELECT * FROM (SELECT * FROM requests WHERE user = ? ORDER BY created_at DESC, id DESC LIMIT ${WALLET_SNAPSHOT_LIMIT}) ORDER BY created_at, id`,
-    );
     this.#unsubscribe = ctx.ledger.events.onAppended(() => this.wake());
     // Also polls: a read-only replica sees the node's commits only through the database.
     this.#poll = setInterval(() => this.wake(), POLL_MS);
@@ -258,7 +254,7 @@ export class StatusStream {
     }
     const ledger = this.#ctx.ledger;
     // One read: the current records and the outbox position they include.
-    const { seq, rows } = ledger.db.transaction(() => ({ seq: ledger.events.maxSeq(), rows: fresh.map((id) => ledger.requests.get(id)) }))();
+    const { seq, rows } = ledger.read(() => ({ seq: ledger.events.maxSeq(), rows: fresh.map((id) => ledger.requests.get(id)) }));
     this.#send(c, { type: 'subscribed', requestIds: ids });
     fresh.forEach((id, i) => {
       c.requests.set(id, seq);
@@ -288,7 +284,7 @@ export class StatusStream {
     if (c.wallets.size >= MAX_WALLET_SUBSCRIPTIONS)
       return this.#error(c, 'TOO_MANY_SUBSCRIPTIONS', `at most ${MAX_WALLET_SUBSCRIPTIONS} wallets per connection`);
     const ledger = this.#ctx.ledger;
-    const { seq, rows } = ledger.db.transaction(() => ({ seq: ledger.events.maxSeq(), rows: this.#walletRequests.all(wallet) as RequestRow[] }))();
+    const { seq, rows } = ledger.read(() => ({ seq: ledger.events.maxSeq(), rows: ledger.requests.latestOfUser(wallet, WALLET_SNAPSHOT_LIMIT) }));
     c.wallets.set(wallet, seq);
     this.#index(this.#byWallet, wallet, c);
     this.#send(c, { type: 'subscribed', wallet });

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Db } from '../ledger/db.ts';
+import type { ApiUsage } from '../ledger/apiUsage.ts';
+import type { Store } from '../ledger/index.ts';
 
 interface UsageRow {
   apiKey: string;
@@ -22,13 +23,10 @@ export type Granularity = keyof typeof BUCKET;
 export class UsageRecorder {
   #pending = new Map<string, number>();
   #timer: NodeJS.Timeout;
-  #upsert;
   constructor(
-    private db: Db,
+    private usage: Store<ApiUsage>,
     flushMs = 5_000,
   ) {
-    this.#upsert = db.prepare(`INSERT INTO api_usage (api_key_id, minute, endpoint, status_code, error_code, count) VALUES (?, ?, ?, ?, ?, ?)
-      ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = count + excluded.count`);
     this.#timer = setInterval(() => this.flush(), flushMs);
     this.#timer.unref();
   }
@@ -41,31 +39,22 @@ export class UsageRecorder {
 
   flush(): void {
     // A read-only replica counts nothing of its own: the writing node's table is what it reads.
-    if (!this.#pending.size || this.db.readonly) return;
+    if (!this.#pending.size || !this.usage.writable) return;
     const rows = [...this.#pending];
     this.#pending.clear();
-    this.db.transaction(() => {
-      for (const [k, n] of rows) {
-        const [key, minute, endpoint, status, err] = JSON.parse(k) as [string, number, string, number, string];
-        this.#upsert.run(key, minute, endpoint, status, err, n);
-      }
-    })();
+    this.usage.add(
+      rows.map(([k, count]) => {
+        const [apiKeyId, minute, endpoint, statusCode, errorCode] = JSON.parse(k) as [string, number, string, number, string];
+        return { apiKeyId, minute, endpoint, statusCode, errorCode, count };
+      }),
+    );
   }
 
   /** The key's counts between two times (ms), summed per bucket of the granularity. */
   read(apiKeyId: string, granularity: Granularity, from: number, to: number): UsageRow[] {
     this.flush();
     const size = BUCKET[granularity];
-    const rows = this.db
-      .prepare(`SELECT (minute / @size) * @size AS bucket, endpoint, status_code, error_code, SUM(count) AS n FROM api_usage
-        WHERE api_key_id = @key AND minute >= @from AND minute < @to GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`)
-      .all({ size, key: apiKeyId, from: Math.floor(from / size) * size, to }) as {
-      bucket: number;
-      endpoint: string;
-      status_code: number;
-      error_code: string;
-      n: number;
-    }[];
+    const rows = this.usage.buckets(apiKeyId, size, Math.floor(from / size) * size, to);
     return rows.map((r) => ({
       apiKey: apiKeyId,
       timestamp: new Date(r.bucket).toISOString(),

@@ -68,16 +68,14 @@ export function formatAudit(r: AuditResult): string {
 /** Keeps the run in the ledger, where the node's metrics read the last one. */
 export function recordAudit(ledger: Ledger, r: AuditResult): void {
   const report = JSON.stringify(r, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
-  ledger.tx(() => ledger.db.prepare('INSERT INTO audit_runs (ran_at, differences, report) VALUES (?, ?, ?)').run(r.ranAt, r.differences.length, report));
+  ledger.tx(() => ledger.audits.recordRun(r.ranAt, r.differences.length, report));
 }
 
 /** relay_audit_differences and relay_audit_last_run_timestamp, read from the ledger's last audit run. */
 export function registerAuditMetrics(registry: PromRegistry, ledger: Ledger): void {
   const last = () => {
     try {
-      return ledger.db.prepare('SELECT ran_at, differences FROM audit_runs ORDER BY id DESC LIMIT 1').get() as
-        | { ran_at: number; differences: number }
-        | undefined;
+      return ledger.audits.lastRun();
     } catch {
       return undefined; // a closed ledger at shutdown
     }

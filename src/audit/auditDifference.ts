@@ -3,7 +3,6 @@ import { AUDIT_OPENING, solverBooks } from './evmAudit.ts';
 import type { AuditReader, ChainPorts } from '../chains/ports.ts';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
-import type { PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import { usdMicro } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
@@ -149,16 +148,10 @@ export class AuditDifference implements UnexplainedMovement {
   // and the losses accepted at resumes. `counted`: transactions whose fee is in; `paid`: payouts made.
   #books(chainId: number, solver: string, mark: number, currencies: Currency[], opening: bigint[]) {
     // Only what the books need (calls: whether there are any): this runs every check, over every payout made on the chain.
-    const payouts = this.ledger.db
-      .prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts
-        WHERE chain_id = ? AND state IN ('success', 'sent')`)
-      .all(chainId) as Pick<PayoutRow, 'id' | 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls' | 'state'>[];
+    const payouts = this.ledger.payouts.made(chainId);
     const credits = this.ledger.funding.all().filter((c) => c.chain_id === chainId && c.block_number > mark && !c.reversed);
     // One row per payout a transaction carries (a batch has several), each with the whole fee.
-    const txs = this.ledger.db
-      .prepare(`SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit, MAX(max_fee_per_gas) AS max_fee_per_gas FROM transactions
-        WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`)
-      .all(chainId, solver) as { hash: string; state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
+    const txs = this.ledger.payouts.txCostsOfSender(chainId, solver);
     let fees = 0n;
     let gas = 0n;
     const counted = new Set<string>();
@@ -189,11 +182,7 @@ export class AuditDifference implements UnexplainedMovement {
   }
 
   #txHashes(chainId: number, solver: string): string[] {
-    return (
-      this.ledger.db.prepare('SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)').all(chainId, solver) as {
-        hash: string;
-      }[]
-    ).map((r) => r.hash);
+    return this.ledger.payouts.hashesOfSender(chainId, solver);
   }
 
   async #openingBalance(a: AuditReader, c: Currency, block: number): Promise<bigint> {

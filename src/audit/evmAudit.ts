@@ -139,8 +139,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   const gas = sum([...receipts.values()].map((r) => r.gasUsed * r.effectiveGasPrice));
 
   // ---- payouts: each paid one has exactly one successful transaction; a failed one has none
-  const payouts = ledger.db.prepare('SELECT * FROM payouts WHERE chain_id = ?').all(chain.id) as PayoutRow[];
-  const txs = ledger.db.prepare('SELECT * FROM transactions WHERE chain_id = ?').all(chain.id) as TransactionRow[];
+  const payouts = ledger.payouts.ofChain(chain.id);
+  const txs = ledger.payouts.txsOfChain(chain.id);
   const txsOf = new Map<string, TransactionRow[]>();
   for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
   const receiptOf = async (hash: string) => receipts.get(hash) ?? (await client.getTransactionReceipt({ hash: hash as Hex }).catch(() => undefined));
@@ -194,20 +194,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     if (!paid.some((p) => p.kind === 'fill' && p.request_id?.toLowerCase() === l.topics[1]?.toLowerCase()))
       diff(`OrderFilled ${l.topics[1]} in ${l.transactionHash} matches no paid fill in the ledger`);
   }
-  const inRange = ledger.db
-    .prepare(
-      `SELECT d.id, d.tx_hash, d.order_ref, d.currency, d.amount, d.state, r.fail_reason FROM deposits d LEFT JOIN requests r ON r.id = d.request_id
-       WHERE d.chain_id = ? AND d.state != 'reorged' AND d.block_number > ? AND d.block_number <= ?`,
-    )
-    .all(chain.id, opening, head) as {
-    id: string;
-    tx_hash: string;
-    order_ref: string;
-    currency: string;
-    amount: string;
-    state: string;
-    fail_reason: string | null;
-  }[];
+  const inRange = ledger.deposits.inBlocks(chain.id, opening, head);
   // A deposit is matched by what it is, not by its log index: one included again at another index
   // after a reorg keeps its ledger id (the indexer relocates it).
   const what = (d: { tx_hash: string; order_ref: string; currency: string; amount: string }) =>
@@ -324,7 +311,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
 /** App balance credit entries with no on-chain evidence recorded (every credit must name its transfer). */
 export function unevidencedCredits(ledger: Ledger): string[] {
   const evidenced = new Set(ledger.funding.all().map((c) => c.credit_ref));
-  return (ledger.db.prepare(`SELECT ref, wallet, amount FROM balance_entries WHERE kind = 'credit'`).all() as { ref: string; wallet: string; amount: number }[])
+  return ledger.balances
+    .credits()
     .filter((e) => !evidenced.has(e.ref))
     .map((e) => `balance entry ${e.ref} credits ${e.amount} micro-USD to ${e.wallet} with no on-chain evidence`);
 }

@@ -4,7 +4,6 @@ import { ExchangeAssets } from '../chains/exchange/assets.ts';
 import { ExchangeClient, parseDecimalFloor, type LedgerUpdate, type SendLedgerDelta } from '../chains/exchange/client.ts';
 import type { ExchangeChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
-import type { PayoutRow, TransactionRow } from '../ledger/types.ts';
 import { sum, type ChainAudit, type CurrencyAudit } from './evmAudit.ts';
 
 /**
@@ -75,12 +74,7 @@ export async function auditExchangeChain(
   }
 
   // ---- deposits: every transfer to the solver is a ledger deposit, and every ledger deposit is one of them
-  const deposits = ledger.db.prepare(`SELECT id, tx_hash, currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged'`).all(chain.id) as {
-    id: string;
-    tx_hash: string;
-    currency: string;
-    amount: string;
-  }[];
+  const deposits = ledger.deposits.liveOfChain(chain.id);
   const depositOf = new Map(deposits.map((d) => [d.tx_hash.toLowerCase(), d]));
   const ins = moves.filter((m) => !m.out);
   for (const m of ins) {
@@ -94,8 +88,8 @@ export async function auditExchangeChain(
     if (!inHashes.has(d.tx_hash.toLowerCase())) diff(`ledger deposit ${d.id} (${d.amount} of ${d.currency}) is not in the exchange's ledger`);
 
   // ---- payouts: each paid one is exactly one transfer out (by its action's nonce), a failed one none
-  const payouts = ledger.db.prepare('SELECT * FROM payouts WHERE chain_id = ?').all(chain.id) as PayoutRow[];
-  const txs = ledger.db.prepare('SELECT * FROM transactions WHERE chain_id = ?').all(chain.id) as TransactionRow[];
+  const payouts = ledger.payouts.ofChain(chain.id);
+  const txs = ledger.payouts.txsOfChain(chain.id);
   const outsByNonce = new Map<number, Move[]>();
   for (const m of moves) if (m.out && m.nonce !== undefined) outsByNonce.set(m.nonce, [...(outsByNonce.get(m.nonce) ?? []), m]);
   const matched = new Set<Move>();

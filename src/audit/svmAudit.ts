@@ -52,8 +52,8 @@ export async function auditSvmChain(
   };
 
   // ---- payouts: each paid one has exactly one successful transaction; a failed one has none
-  const payouts = ledger.db.prepare('SELECT * FROM payouts WHERE chain_id = ?').all(chain.id) as PayoutRow[];
-  const txs = ledger.db.prepare('SELECT * FROM transactions WHERE chain_id = ?').all(chain.id) as TransactionRow[];
+  const payouts = ledger.payouts.ofChain(chain.id);
+  const txs = ledger.payouts.txsOfChain(chain.id);
   const txsOf = new Map<string, TransactionRow[]>();
   for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
   for (const p of payouts) {
@@ -93,10 +93,7 @@ export async function auditSvmChain(
   }
 
   // ---- every ledger deposit is a successful transaction on chain
-  const deposits = ledger.db.prepare(`SELECT id, tx_hash FROM deposits WHERE chain_id = ? AND state != 'reorged'`).all(chain.id) as {
-    id: string;
-    tx_hash: string;
-  }[];
+  const deposits = ledger.deposits.liveOfChain(chain.id);
   for (const d of deposits) {
     if (!(await succeeded(d.tx_hash))) diff(`ledger deposit ${d.id} has no successful transaction on chain`);
   }
@@ -124,12 +121,7 @@ async function auditBalances(
   txOf: (sig: string) => Promise<VersionedTransactionResponse | null>,
   diff: (s: string) => void,
 ): Promise<{ out: CurrencyAudit[]; range: { fromBlock: number; toBlock: number } } | undefined> {
-  const opening = ledger.db.prepare('SELECT owner, currency, slot, amount FROM svm_audit_openings WHERE chain_id = ?').all(chain.id) as {
-    owner: string;
-    currency: string;
-    slot: number;
-    amount: string;
-  }[];
+  const opening = ledger.audits.svmOpening(chain.id);
   if (!opening.length) {
     diff('no opening balances recorded (the node records them when it first starts on the chain): balances not explained');
     return undefined;
@@ -147,9 +139,7 @@ async function auditBalances(
   for (const t of included) rent += rentOf(await txOf(t.hash));
   const paidBy = new Set(included.map((t) => t.hash as string));
   const paid = payouts.filter((p) => p.state === 'success' && p.tx_hash && paidBy.has(p.tx_hash));
-  const deposits = ledger.db
-    .prepare(`SELECT currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged' AND block_number > ? AND block_number <= ?`)
-    .all(chain.id, from, to) as { currency: string; amount: string }[];
+  const deposits = ledger.deposits.amountsInBlocks(chain.id, from, to);
   const balance = (owner: string, currency: string) => {
     const i = list.findIndex((a) => a.owner === owner && a.currency === currency);
     const o = opening.find((x) => x.owner === owner && x.currency === currency);

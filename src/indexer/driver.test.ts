@@ -95,7 +95,7 @@ class FakeChain implements DepositSource {
 
 class Decider implements ReorgDecider {
   reported: { d: DepositRow; inTransaction: boolean }[] = [];
-  constructor(private ledger: Ledger) {}
+  constructor(private ledger: ReturnType<typeof Ledger.open>) {}
   reorgDecided(d: DepositRow): boolean {
     return this.reported.some((r) => r.d.id === d.id);
   }

@@ -1,4 +1,5 @@
 import type { Db } from './db.ts';
+import type { PayoutRow } from './types.ts';
 
 export type BalanceKind = 'credit' | 'credit_reversal' | 'sponsorship' | 'sponsorship_reversal' | 'permanent_debit' | 'claim' | 'hold' | 'hold_release';
 
@@ -25,6 +26,7 @@ export class Balances {
   #linkedKeys;
   #unlink;
   #expired;
+  #credits;
   constructor(db: Db) {
     // Walks requests_fast_fill_deadline (migration 14) over [since, now) only: the node checks every
     // few seconds, and a scan of every request would block its event loop on a large ledger.
@@ -41,6 +43,12 @@ export class Balances {
     this.#linkOf = db.prepare('SELECT wallet FROM sponsor_links WHERE api_key_id = ?');
     this.#linkedKeys = db.prepare('SELECT api_key_id FROM sponsor_links WHERE wallet = ? ORDER BY api_key_id');
     this.#unlink = db.prepare('DELETE FROM sponsor_links WHERE wallet = ? AND api_key_id = ?');
+    this.#credits = db.prepare(`SELECT ref, wallet, amount FROM balance_entries WHERE kind = 'credit'`);
+  }
+
+  /** Every credit entry (its ref names its on-chain evidence), for the audit. */
+  credits(): { ref: string; wallet: string; amount: number }[] {
+    return this.#credits.all() as { ref: string; wallet: string; amount: number }[];
   }
 
   /** Books an entry once: returns false when an entry with the same ref exists already. */
@@ -107,7 +115,12 @@ export class AppFees {
   #ofRecipient;
   #ofRequest;
   #claimedBy;
+  #claims;
   constructor(db: Db) {
+    this.#claims = db.prepare(
+      `SELECT p.* FROM payouts p WHERE p.kind = 'claim' AND p.id IN (SELECT request_id FROM app_fee_entries WHERE recipient = @wallet AND kind = 'claim')
+         AND (@at IS NULL OR p.decided_at < @at OR (p.decided_at = @at AND p.id < @id)) ORDER BY p.decided_at DESC, p.id DESC LIMIT @limit`,
+    );
     this.#claimedBy = db.prepare(`SELECT recipient, chain_id, currency, amount FROM app_fee_entries WHERE request_id = ? AND kind = 'claim'`);
     this.#post = db.prepare(`INSERT INTO app_fee_entries (recipient, chain_id, currency, amount, kind, request_id, ref, created_at)
       VALUES (@recipient, @chain_id, @currency, @amount, @kind, @request_id, @ref, @now) ON CONFLICT(ref) DO NOTHING`);
@@ -138,5 +151,10 @@ export class AppFees {
 
   accruedFor(requestId: string): (AppFeeEntry & { amount: string })[] {
     return this.#ofRequest.all(requestId) as (AppFeeEntry & { amount: string })[];
+  }
+
+  /** A wallet's claim payouts, newest first, after the cursor (decided_at, id) when given, at most `limit`. */
+  claimsOf(wallet: string, after: { at: number; id: string } | undefined, limit: number): PayoutRow[] {
+    return this.#claims.all({ wallet, at: after?.at ?? null, id: after?.id ?? null, limit }) as PayoutRow[];
   }
 }

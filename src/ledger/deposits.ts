@@ -32,6 +32,10 @@ export class Deposits {
   #sender;
   #unconfirmed;
   #confirmOne;
+  #liveOfChain;
+  #amountsInBlocks;
+  #inBlocks;
+  #inFlight;
   constructor(private db: Db) {
     this.#insert = db.prepare(`${INSERT_COLUMNS} (@id, @chain_id, @tx_hash, @log_index, @block_number, @block_hash,
       @depositor, @currency, @amount, @order_ref, 'unconfirmed', @seen_at) ${INSERT_CONFLICT}`);
@@ -55,6 +59,18 @@ export class Deposits {
     // The first deposit of a request names its sender and block (searchable on the request row).
     this.#sender = db.prepare(`UPDATE requests SET sender = COALESCE(sender, d.depositor), deposit_block = COALESCE(deposit_block, d.block_number)
       FROM (SELECT depositor, block_number FROM deposits WHERE id = @id) AS d WHERE requests.id = @request_id`);
+    this.#liveOfChain = db.prepare(`SELECT id, tx_hash, currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged'`);
+    this.#amountsInBlocks = db.prepare(
+      `SELECT currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged' AND block_number > ? AND block_number <= ?`,
+    );
+    // Deposits acted on (a fill decided, not failed) that are not final: the fill not yet made,
+    // or the deposit's block not yet below the chain's finality depth.
+    this.#inFlight = db.prepare(`SELECT d.currency, d.amount FROM deposits d JOIN payouts p ON p.deposit_id = d.id AND p.kind = 'fill'
+      WHERE d.chain_id = @chain AND d.state = 'handled' AND p.state != 'failed' AND (p.state IN ('queued', 'sent') OR d.block_number > @final)`);
+    this.#inBlocks = db.prepare(
+      `SELECT d.id, d.tx_hash, d.order_ref, d.currency, d.amount, d.state, r.fail_reason FROM deposits d LEFT JOIN requests r ON r.id = d.request_id
+       WHERE d.chain_id = ? AND d.state != 'reorged' AND d.block_number > ? AND d.block_number <= ?`,
+    );
   }
 
   /** Returns true when the row is new (or revived after a reorg). */
@@ -164,5 +180,36 @@ export class Deposits {
   markHandled(id: string, requestId: string): void {
     if (this.#handle.run({ id, request_id: requestId }).changes !== 1) throw new Error(`deposit ${id} is not confirmed and unhandled`);
     this.#sender.run({ id, request_id: requestId });
+  }
+  /** A chain's deposits not removed by a reorg, in any other state (the audits look for each on chain). */
+  liveOfChain(chainId: number): { id: string; tx_hash: string; currency: string; amount: string }[] {
+    return this.#liveOfChain.all(chainId) as { id: string; tx_hash: string; currency: string; amount: string }[];
+  }
+  /** The currency and amount of a chain's deposits not removed by a reorg, in blocks (from, to]. */
+  amountsInBlocks(chainId: number, from: number, to: number): { currency: string; amount: string }[] {
+    return this.#amountsInBlocks.all(chainId, from, to) as { currency: string; amount: string }[];
+  }
+  /** A chain's deposits not removed by a reorg in blocks (from, to], each with its request's fail reason (null without a request). */
+  inBlocks(
+    chainId: number,
+    from: number,
+    to: number,
+  ): { id: string; tx_hash: string; order_ref: string; currency: string; amount: string; state: string; fail_reason: string | null }[] {
+    return this.#inBlocks.all(chainId, from, to) as {
+      id: string;
+      tx_hash: string;
+      order_ref: string;
+      currency: string;
+      amount: string;
+      state: string;
+      fail_reason: string | null;
+    }[];
+  }
+  /**
+   * A chain's deposits acted on (a fill decided, not failed) that are not final: the fill not yet
+   * made, or the deposit's block above `final` (the chain's tip less its finality depth).
+   */
+  inFlight(chainId: number, final: number): { currency: string; amount: string }[] {
+    return this.#inFlight.all({ chain: chainId, final }) as { currency: string; amount: string }[];
   }
 }

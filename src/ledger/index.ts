@@ -10,8 +10,12 @@ export type Ledger = LedgerInterface;
 
 /** Where the ledger's implementation is chosen: SQLite today. */
 export const Ledger = {
-  /** Opens (and unless read-only, migrates) the ledger at `path`. */
-  open(path: string, opts: { readonly?: boolean } = {}): Ledger {
+  /**
+   * Opens (and unless read-only, migrates) the SQLite ledger file at `path`. Typed as the SQLite
+   * implementation (a `Ledger`) so that tests and benchmarks can reach its connection for set-up;
+   * the node hands its stages the `Ledger` interface only.
+   */
+  open(path: string, opts: { readonly?: boolean } = {}): SqliteLedger {
     return SqliteLedger.open(path, opts);
   },
 };

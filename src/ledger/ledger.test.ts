@@ -44,4 +44,18 @@ describe('the ledger behind an interface', () => {
     }
     expect(offenders).toEqual([]);
   });
+
+  it('is reached through its stores: outside src/ledger/ no source touches the SQLite connection', () => {
+    const offenders: string[] = [];
+    for (const file of sources(SRC)) {
+      const rel = relative(SRC, file);
+      if (rel.startsWith('ledger/')) continue;
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .forEach((line, i) => {
+          if (/ledger\.db\b|\.db\s*\.\s*(prepare|exec|transaction|pragma)\b/.test(line)) offenders.push(`${rel}:${i + 1}`);
+        });
+    }
+    expect(offenders).toEqual([]);
+  });
 });

@@ -1,6 +1,7 @@
 import type { ApiKeys } from './apiKeys.ts';
+import type { ApiUsage } from './apiUsage.ts';
+import type { Audits } from './audits.ts';
 import type { AppFees, Balances } from './balances.ts';
-import type { Db } from './db.ts';
 import type { Deposits } from './deposits.ts';
 import type { Events } from './events.ts';
 import type { ExchangeNonces } from './exchangeNonces.ts';
@@ -44,12 +45,15 @@ export interface Ledger {
   readonly relayedAuthorizations: Store<RelayedAuthorizations>;
   /** Which request an exchange wallet's transfer nonce pays for (exchangeNonces.ts); prepared on first use. */
   readonly exchangeNonces: Store<ExchangeNonces>;
-  /**
-   * The SQLite connection, for the queries not yet behind a store (audits, risk, listings): what a
-   * second implementation must move into stores first.
-   */
-  readonly db: Db;
+  /** Audit runs and the SVM chains' opening balances (audits.ts); prepared on first use. */
+  readonly audits: Store<Audits>;
+  /** API calls counted per key, minute, route and status (apiUsage.ts); prepared on first use. */
+  readonly apiUsage: Store<ApiUsage>;
   /** Runs fn in one transaction that takes the write lock up front; nested calls join it. */
   tx<T>(fn: () => T): T;
+  /** Runs fn's reads as one consistent snapshot (one read transaction; nested in tx, it joins it). */
+  read<T>(fn: () => T): T;
+  /** Throws if the ledger does not answer (liveness). */
+  ping(): void;
   close(): void;
 }

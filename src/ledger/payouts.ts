@@ -29,6 +29,17 @@ export class Payouts {
   #forRequest;
   #maxNonce;
   #pending;
+  #ofChain;
+  #txsOfChain;
+  #made;
+  #txCostsOfSender;
+  #hashesOfSender;
+  #outflowByCurrency;
+  #feesOfSender;
+  #openWithdrawal;
+  #fillsSince;
+  #unsettled;
+  #unsent;
   constructor(private db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
       decided_at, updated_at, native_topup, calls, max_gas, authorization) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
@@ -58,6 +69,32 @@ export class Payouts {
     this.#pending = db.prepare(
       `SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`,
     );
+    this.#ofChain = db.prepare('SELECT * FROM payouts WHERE chain_id = ?');
+    this.#txsOfChain = db.prepare('SELECT * FROM transactions WHERE chain_id = ?');
+    this.#made = db.prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts
+        WHERE chain_id = ? AND state IN ('success', 'sent')`);
+    // One row per transaction hash (a batch has a row per payout it carries, each with the whole fee).
+    this.#txCostsOfSender = db.prepare(`SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit,
+        MAX(max_fee_per_gas) AS max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`);
+    this.#hashesOfSender = db.prepare('SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)');
+    registerDecimalSums(db);
+    this.#outflowByCurrency = db.prepare(`SELECT currency, state, decimal_sum(amount) AS amount, decimal_sum(native_topup) AS native_topup FROM payouts
+      WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent') GROUP BY currency, state`);
+    // Per row, not per hash: a batch's rows each count (as the loss breaker always counted them).
+    this.#feesOfSender = db.prepare(`SELECT decimal_sum(fee) AS fees,
+      decimal_sum_product(CASE WHEN fee IS NULL AND state IN ('signed', 'broadcast') THEN gas_limit END, max_fee_per_gas) AS open_cost
+      FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`);
+    this.#openWithdrawal = db.prepare(
+      `SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`,
+    );
+    this.#unsettled = db.prepare(`SELECT p.*, (SELECT COUNT(*) FROM transactions t WHERE t.payout_id = p.id) AS txs FROM payouts p
+      WHERE p.state IN ('queued', 'sent', 'failed') ORDER BY p.decided_at`);
+    this.#unsent = db.prepare(`SELECT
+      (SELECT COUNT(*) FROM payouts p WHERE p.state = 'queued'
+        AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || p.chain_id)))
+      + (SELECT COUNT(*) FROM transactions WHERE state = 'signed') AS n`);
+    this.#fillsSince = db.prepare(`SELECT currency, amount, native_topup FROM payouts
+      WHERE chain_id = ? AND kind = 'fill' AND state != 'failed' AND decided_at > ?`);
   }
 
   insert(p: NewPayout): void {
@@ -124,4 +161,97 @@ export class Payouts {
   maxNonce(chainId: number, sender: string): number | null {
     return (this.#maxNonce.get(chainId, sender) as { n: number | null }).n;
   }
+  /** Every payout of a chain, in any state (the audits compare them with what the chain shows). */
+  ofChain(chainId: number): PayoutRow[] {
+    return this.#ofChain.all(chainId) as PayoutRow[];
+  }
+  /** Every transaction row of a chain, in any state (one per payout a transaction carries). */
+  txsOfChain(chainId: number): TransactionRow[] {
+    return this.#txsOfChain.all(chainId) as TransactionRow[];
+  }
+  /** A chain's payouts made or sent (`calls` is '1' when the payout had calls, else null): what left the solver's wallet or may have. */
+  made(chainId: number): Pick<PayoutRow, 'id' | 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls' | 'state'>[] {
+    return this.#made.all(chainId) as Pick<PayoutRow, 'id' | 'kind' | 'currency' | 'amount' | 'native_topup' | 'calls' | 'state'>[];
+  }
+  /**
+   * The transactions a sender signed on a chain, one per hash (a batch's rows folded): its state,
+   * its fee once known, and its gas limit and fee cap (what it may still cost).
+   */
+  txCostsOfSender(chainId: number, sender: string): { hash: string; state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[] {
+    return this.#txCostsOfSender.all(chainId, sender) as { hash: string; state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
+  }
+  /** The hashes of every transaction a sender signed on a chain (the sender compared case-insensitively). */
+  hashesOfSender(chainId: number, sender: string): string[] {
+    return (this.#hashesOfSender.all(chainId, sender) as { hash: string }[]).map((r) => r.hash);
+  }
+  /**
+   * What the ledger says left a solver's wallet on a chain, or may have, summed in SQL (the loss
+   * breaker reads it every few seconds: one row per currency and state, not one per payout):
+   * - `payouts`: per currency and state ('success': made; 'sent': may have left), the amounts and
+   *   native top-ups of its fills and app fee claims;
+   * - `fees`: the fees of its transactions (those whose fee is known);
+   * - `openCost`: what its transactions signed or broadcast, fee not yet known, may still cost
+   *   (gas limit × fee cap each).
+   * The sender is compared case-insensitively.
+   */
+  outflowSums(
+    chainId: number,
+    sender: string,
+  ): { payouts: { currency: string; state: 'success' | 'sent'; amount: bigint; nativeTopup: bigint }[]; fees: bigint; openCost: bigint } {
+    const payouts = (this.#outflowByCurrency.all(chainId) as { currency: string; state: 'success' | 'sent'; amount: string; native_topup: string }[]).map(
+      (r) => ({
+        currency: r.currency,
+        state: r.state,
+        amount: BigInt(r.amount),
+        nativeTopup: BigInt(r.native_topup),
+      }),
+    );
+    const t = this.#feesOfSender.get(chainId, sender) as { fees: string; open_cost: string };
+    return { payouts, fees: BigInt(t.fees), openCost: BigInt(t.open_cost) };
+  }
+  /** Whether a withdrawal of the currency (compared case-insensitively) is queued or sent on the chain. */
+  hasOpenWithdrawal(chainId: number, currency: string): boolean {
+    return this.#openWithdrawal.get(chainId, currency) !== undefined;
+  }
+  /** A chain's fills decided after `since` (ms) and not failed: their currency, amount and native top-up. */
+  fillsSince(chainId: number, since: number): { currency: string; amount: string; native_topup: string | null }[] {
+    return this.#fillsSince.all(chainId, since) as { currency: string; amount: string; native_topup: string | null }[];
+  }
+  /** Payouts queued, sent or failed, oldest decided first, each with how many transactions were signed for it. */
+  unsettled(): (PayoutRow & { txs: number })[] {
+    return this.#unsettled.all() as (PayoutRow & { txs: number })[];
+  }
+  /**
+   * How many payouts are queued (on chains not paused and not in dry run, which would never sign
+   * them) plus how many transactions are signed but not yet broadcast.
+   */
+  unsent(): number {
+    return (this.#unsent.get() as { n: number }).n;
+  }
+}
+
+/**
+ * Registers exact decimal sums on the connection: amounts are decimal strings of up to 78 digits
+ * (uint256), which SQLite's SUM would overflow (an error past 2^63) or round (TOTAL, a float).
+ * decimal_sum(x) sums a column, decimal_sum_product(a, b) sums a × b, each skipping NULLs and
+ * giving '0' over no rows. (PostgreSQL's SUM over NUMERIC is exact: a second implementation needs none of this.)
+ */
+function registerDecimalSums(db: Db): void {
+  const big = (v: unknown) => BigInt(v as string | number | bigint);
+  db.aggregate('decimal_sum', {
+    start: () => 0n,
+    step: (total: bigint, x: unknown) => (x === null ? total : total + big(x)),
+    result: (total: bigint) => total.toString(),
+    safeIntegers: true,
+    deterministic: true,
+  });
+  db.aggregate('decimal_sum_product', {
+    start: () => 0n,
+    // Two arguments, spread (the typings know one-argument steps only), so registered as varargs.
+    step: (total: bigint, ...ab: unknown[]) => (ab[0] === null || ab[1] === null ? total : total + big(ab[0]) * big(ab[1])),
+    result: (total: bigint) => total.toString(),
+    varargs: true,
+    safeIntegers: true,
+    deterministic: true,
+  });
 }

@@ -1,4 +1,6 @@
 import type { Db } from './db.ts';
+import type { Store } from './ledger.ts';
+import type { Requests } from './requests.ts';
 
 // Quotes nobody used: a quote is stored when it is given (its request row, ~1-70 KB with its
 // transactions) and most are never deposited against. Past its expiry plus a grace period, a
@@ -51,7 +53,7 @@ export class QuotePruner {
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
   constructor(
-    private readonly db: Db,
+    private readonly requests: Pick<Store<Requests>, 'pruneUnusedQuotes'>,
     private readonly opts: { graceMs: number; intervalMs: number; now: () => number; onPruned?: (n: number) => void; onError?: (e: Error) => void },
   ) {}
 
@@ -62,7 +64,7 @@ export class QuotePruner {
   async runOnce(): Promise<number> {
     let total = 0;
     while (!this.#stopped) {
-      const n = pruneUnusedQuotes(this.db, this.opts.now() - this.opts.graceMs);
+      const n = this.requests.pruneUnusedQuotes(this.opts.now() - this.opts.graceMs);
       total += n;
       if (n < PRUNE_BATCH) break;
       await new Promise((r) => setImmediate(r));

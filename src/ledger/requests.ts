@@ -1,5 +1,7 @@
 import type { Hex } from 'viem';
 import type { Db } from './db.ts';
+import { pruneUnusedQuotes } from './quotePruner.ts';
+import { searchRequests, type RequestQuery, type SearchResult } from './requestSearch.ts';
 import type { Events } from './events.ts';
 import type { RequestRow, Status } from './types.ts';
 import type { FailReason, RefundFailReason } from './reasons.ts';
@@ -51,8 +53,16 @@ export class Requests {
   #changeStatus;
   #insertWithEvent;
   #statusOf;
+  #ofUser;
+  #manualRefunds;
+  #db: Db;
   constructor(db: Db, events?: Events) {
+    this.#db = db;
     this.#events = events;
+    this.#ofUser = db.prepare(`SELECT * FROM (SELECT * FROM requests WHERE user = ? ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id`);
+    this.#manualRefunds = db.prepare(`SELECT r.id, r.fail_reason, r.updated_at, d.id AS deposit_id, d.chain_id, d.amount, d.currency FROM requests r
+      JOIN deposits d ON d.request_id = r.id WHERE r.status = 'failure' AND r.refund_fail_reason = 'MANUAL_REFUND_REQUIRED'
+      AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id AND p.kind = 'refund' AND p.state != 'failed')`);
     this.#statusOf = db.prepare('SELECT status, fail_reason, refund_fail_reason FROM requests WHERE id = ?');
     // Savepoints inside a caller's transaction, a transaction of their own (IMMEDIATE: it reads
     // then writes) otherwise.
@@ -178,5 +188,44 @@ export class Requests {
    */
   static derivedId(depositId: string, keccak: (s: string) => Hex): Hex {
     return keccak(`deposit:${depositId}`);
+  }
+
+  /** The request listing's search (requestSearch.ts): its SQL is assembled per query from fixed fragments, so it is prepared per call. */
+  search(q: RequestQuery): SearchResult {
+    return searchRequests(this.#db, q);
+  }
+  /** A wallet's (`user`) latest `limit` requests, oldest first. */
+  latestOfUser(user: string, limit: number): RequestRow[] {
+    return this.#ofUser.all(user, limit) as RequestRow[];
+  }
+  /**
+   * Failed requests left for a manual refund (a blocked depositor, a refund the chain refused)
+   * that no refund payout (other than a failed one) answers, with their deposit.
+   */
+  manualRefundsOwed(): {
+    id: string;
+    fail_reason: string | null;
+    updated_at: number;
+    deposit_id: string;
+    chain_id: number;
+    amount: string;
+    currency: string;
+  }[] {
+    return this.#manualRefunds.all() as {
+      id: string;
+      fail_reason: string | null;
+      updated_at: number;
+      deposit_id: string;
+      chain_id: number;
+      amount: string;
+      currency: string;
+    }[];
+  }
+  /**
+   * Deletes up to `limit` unused quotes that expired before `before` (ms), in one transaction of
+   * its own (quotePruner.ts says what "unused" means). Returns how many were deleted.
+   */
+  pruneUnusedQuotes(before: number, limit?: number): number {
+    return pruneUnusedQuotes(this.#db, before, limit);
   }
 }

@@ -1,4 +1,6 @@
 import { ApiKeys } from './apiKeys.ts';
+import { ApiUsage } from './apiUsage.ts';
+import { Audits } from './audits.ts';
 import { AppFees, Balances } from './balances.ts';
 import { openDb, migrate, type Db } from './db.ts';
 import { Deposits } from './deposits.ts';
@@ -36,7 +38,16 @@ export class SqliteLedger implements Ledger {
   /** EIP-7702 authorizations relayed by POST /execute rawCalls, each once (src/ledger/relays.ts). */
   readonly relayedAuthorizations: RelayedAuthorizations;
   #exchangeNonces: ExchangeNonces | undefined;
+  #audits: Audits | undefined;
+  #apiUsage: ApiUsage | undefined;
+  #ping;
 
+  /**
+   * @param db The SQLite connection. SQLite-only, so it is on this class and not on `Ledger`: the
+   *   node's stages reach the ledger through its stores only. It stays public for what is SQLite by
+   *   nature: tests' and benchmarks' set-up (seeding rows, pragmas, VACUUM INTO) and reads of
+   *   rows no store serves.
+   */
   constructor(readonly db: Db) {
     this.deposits = new Deposits(db);
     this.payouts = new Payouts(db);
@@ -51,11 +62,22 @@ export class SqliteLedger implements Ledger {
     this.operations = new Operations(db);
     this.withdrawals = new Withdrawals(db);
     this.relayedAuthorizations = new RelayedAuthorizations(db);
+    this.#ping = db.prepare('SELECT 1');
   }
 
   /** Prepared on first use: a read-only replica may open an older ledger without the table. */
   get exchangeNonces(): ExchangeNonces {
     return (this.#exchangeNonces ??= new ExchangeNonces(this.db));
+  }
+
+  /** Prepared on first use, like exchangeNonces: a read-only replica may open an older ledger without the audits' tables. */
+  get audits(): Audits {
+    return (this.#audits ??= new Audits(this.db));
+  }
+
+  /** Prepared on first use, like exchangeNonces: the table came with a later migration than a replica's ledger may have. */
+  get apiUsage(): ApiUsage {
+    return (this.#apiUsage ??= new ApiUsage(this.db));
   }
 
   /** Opens (and unless read-only, migrates) the SQLite ledger at `path`. */
@@ -74,6 +96,16 @@ export class SqliteLedger implements Ledger {
     // Committed: wake the status event deliverer and stream if the transaction appended events.
     this.events.committed();
     return result;
+  }
+
+  /** Runs fn in one (deferred) SQLite transaction: its reads see one snapshot, and it takes no write lock unless it writes. */
+  read<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
+  /** Throws if the ledger does not answer. */
+  ping(): void {
+    this.#ping.get();
   }
 
   close(): void {

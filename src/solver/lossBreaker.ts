@@ -45,21 +45,15 @@ export class BalanceDrift implements UnexplainedMovement {
     const native = this.registry.native(chainId).address;
     const spent: Amounts = new Map();
     const allowance: Amounts = new Map();
-    const payouts = this.ledger.db
-      .prepare(`SELECT currency, amount, native_topup, state FROM payouts WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent')`)
-      .all(chainId) as { currency: string; amount: string; native_topup: string | null; state: string }[];
-    for (const p of payouts) {
+    // Summed by the ledger (a row per currency and state): reading every payout and transaction row every check cost the event loop.
+    const out = this.ledger.payouts.outflowSums(chainId, solver);
+    for (const p of out.payouts) {
       const m = p.state === 'success' ? spent : allowance;
-      add(m, p.currency, BigInt(p.amount));
-      if (p.native_topup) add(m, native, BigInt(p.native_topup));
+      add(m, p.currency, p.amount);
+      if (p.nativeTopup) add(m, native, p.nativeTopup);
     }
-    const txs = this.ledger.db
-      .prepare(`SELECT state, fee, gas_limit, max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`)
-      .all(chainId, solver) as { state: string; fee: string | null; gas_limit: string; max_fee_per_gas: string }[];
-    for (const t of txs) {
-      if (t.fee !== null) add(spent, native, BigInt(t.fee));
-      else if (t.state === 'signed' || t.state === 'broadcast') add(allowance, native, BigInt(t.gas_limit) * BigInt(t.max_fee_per_gas));
-    }
+    if (out.fees) add(spent, native, out.fees);
+    if (out.openCost) add(allowance, native, out.openCost);
     return { spent, allowance };
   }
 

@@ -55,8 +55,6 @@ export class RiskPolicy {
   #allowRecipients;
   #denyDepositors;
   #allowDepositors;
-  #inFlight;
-  #outflow;
   constructor(
     private config: RiskConfig,
     private ledger: Ledger,
@@ -66,12 +64,6 @@ export class RiskPolicy {
     this.#allowRecipients = walletSet(config.allowRecipients);
     this.#denyDepositors = walletSet(config.denyDepositors)!;
     this.#allowDepositors = walletSet(config.allowDepositors);
-    // Deposits acted on (a fill decided, not failed) that are not final: the fill not yet made,
-    // or the deposit's block not yet below the chain's finality depth.
-    this.#inFlight = ledger.db.prepare(`SELECT d.currency, d.amount FROM deposits d JOIN payouts p ON p.deposit_id = d.id AND p.kind = 'fill'
-      WHERE d.chain_id = @chain AND d.state = 'handled' AND p.state != 'failed' AND (p.state IN ('queued', 'sent') OR d.block_number > @final)`);
-    this.#outflow = ledger.db.prepare(`SELECT currency, amount, native_topup FROM payouts
-      WHERE chain_id = ? AND kind = 'fill' AND state != 'failed' AND decided_at > ?`);
   }
 
   /** The configured limits of a chain, if any. */
@@ -135,8 +127,7 @@ export class RiskPolicy {
     // Chains without blocks the ledger keeps (SVM, the exchange): in flight until the fill is made.
     const final = chain && 'finalityDepth' in chain && tip !== undefined ? tip - chain.finalityDepth : Number.MAX_SAFE_INTEGER;
     let total = 0n;
-    for (const row of this.#inFlight.all({ chain: chainId, final }) as { currency: string; amount: string }[])
-      total += usd(chainId, row.currency, BigInt(row.amount));
+    for (const row of this.ledger.deposits.inFlight(chainId, final)) total += usd(chainId, row.currency, BigInt(row.amount));
     return total;
   }
 
@@ -144,7 +135,7 @@ export class RiskPolicy {
   outflowUsd(chainId: number, usd: UsdOf, now = Date.now()): bigint {
     const native = this.registry.native(chainId).address;
     let total = 0n;
-    for (const row of this.#outflow.all(chainId, now - HOUR_MS) as { currency: string; amount: string; native_topup: string | null }[]) {
+    for (const row of this.ledger.payouts.fillsSince(chainId, now - HOUR_MS)) {
       total += usd(chainId, row.currency, BigInt(row.amount));
       if (row.native_topup) total += usd(chainId, native, BigInt(row.native_topup));
     }

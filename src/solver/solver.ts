@@ -221,10 +221,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       this.metrics.inventorySkew.set(labels, Number(((wallet + owed - target) * 1_000_000n) / target) / 1_000_000);
     }
     if (conf?.withdrawAbove === undefined || owed <= BigInt(conf.withdrawAbove)) return;
-    const open = this.ledger.db
-      .prepare(`SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`)
-      .get(chainId, c.address);
-    if (open) return;
+    if (this.ledger.payouts.hasOpenWithdrawal(chainId, c.address)) return;
     try {
       const p = queueWithdrawal(
         this.ledger,

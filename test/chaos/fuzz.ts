@@ -8,7 +8,8 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
-import type { Ledger } from '../../src/ledger/index.ts';
+// The SQLite ledger: the digest reads every table through its connection.
+import type { SqliteLedger as Ledger } from '../../src/ledger/sqlite.ts';
 import { Rng } from './prng.ts';
 
 export interface Route {

@@ -5,7 +5,7 @@ import { Ledger } from '../../src/ledger/index.ts';
 import { seedRequests } from '../helpers/seedRequests.ts';
 
 // The definition, read the slow way: every handled deposit checked against its payouts.
-function reference(db: Ledger['db'], chainId: number): Map<string, bigint> {
+function reference(db: ReturnType<typeof Ledger.open>['db'], chainId: number): Map<string, bigint> {
   const rows = db
     .prepare(`SELECT d.currency, d.amount, (SELECT x.amount FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state = 'success') AS excess
       FROM deposits d WHERE d.chain_id = ? AND d.state = 'handled'

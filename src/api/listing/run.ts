@@ -2,7 +2,6 @@ import type { Address } from 'viem';
 import type { ChainConfig } from '../../config/schema.ts';
 import type { Registry } from '../../config/registry.ts';
 import type { Ledger } from '../../ledger/index.ts';
-import { searchRequests } from '../../ledger/requestSearch.ts';
 import { encodeContinuation, parseRequestQuery, type ListingBounds } from '../requestQuery.ts';
 import { requestRecord } from '../requestRecord.ts';
 import { toV2Record } from '../requestRecordV2.ts';
@@ -41,7 +40,7 @@ export function runListing(ctx: { ledger: Ledger; registry: Registry; solver: Ad
   const privateChains = [...ctx.registry.chains.values()].filter((c) => c.private).map((c) => c.id);
   const q = parseRequestQuery(job.query, { callerKeyId: job.authenticatedFor, privateChains, bounds: ctx.bounds });
   q.referrer = job.referrer;
-  const found = searchRequests(ctx.ledger.db, q);
+  const found = ctx.ledger.requests.search(q);
   const recordCtx = {
     ledger: ctx.ledger,
     registry: ctx.registry,

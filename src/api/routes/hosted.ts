@@ -54,7 +54,7 @@ const V2_STATUS: Record<string, string> = { submitted: 'pending' };
 
 export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
   const { ledger, registry } = ctx;
-  const usage = new UsageRecorder(ledger.db);
+  const usage = new UsageRecorder(ledger.apiUsage);
   usageHooks(app, usage);
 
   // The SDK reports a same-chain transaction here right after sending it: index it at once, as
@@ -116,21 +116,7 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     const { wallet } = walletParams.parse(req.params);
     const q = claimsQuery.parse(req.query ?? {});
     const after = q.continuation ? decodeCursor(q.continuation) : undefined;
-    const rows = ledger.db
-      .prepare(
-        `SELECT p.* FROM payouts p WHERE p.kind = 'claim' AND p.id IN (SELECT request_id FROM app_fee_entries WHERE recipient = @wallet AND kind = 'claim')
-         AND (@at IS NULL OR p.decided_at < @at OR (p.decided_at = @at AND p.id < @id)) ORDER BY p.decided_at DESC, p.id DESC LIMIT @limit`,
-      )
-      .all({ wallet, at: after?.at ?? null, id: after?.id ?? null, limit: q.limit + 1 }) as {
-      id: string;
-      chain_id: number;
-      recipient: string;
-      currency: string;
-      amount: string;
-      state: string;
-      tx_hash: string | null;
-      decided_at: number;
-    }[];
+    const rows = ledger.appFees.claimsOf(wallet, after, q.limit + 1);
     const page = rows.slice(0, q.limit);
     const last = page.at(-1);
     return {
@@ -192,7 +178,7 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     const q = livesQuery.parse(req.query ?? {});
     let ledgerOk = true;
     try {
-      ledger.db.prepare('SELECT 1').get();
+      ledger.ping();
     } catch {
       ledgerOk = false;
     }

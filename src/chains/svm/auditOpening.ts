@@ -54,13 +54,12 @@ export async function readBalances(conn: Connection, list: Audited[]): Promise<{
  * from that slot on, everything that moves them must be in the books. Written once.
  */
 export async function recordSvmOpening(chain: SvmChainConfig, ledger: Ledger, conn: Connection, solver: PublicKey): Promise<void> {
-  const has = () => ledger.db.prepare('SELECT 1 FROM svm_audit_openings WHERE chain_id = ? LIMIT 1').get(chain.id) !== undefined;
+  const has = () => ledger.audits.hasSvmOpening(chain.id);
   if (has()) return;
   const list = auditedAccounts(chain, solver);
   const { slot, amounts } = await readBalances(conn, list);
   ledger.tx(() => {
     if (has()) return;
-    const put = ledger.db.prepare('INSERT OR IGNORE INTO svm_audit_openings (chain_id, owner, currency, slot, amount) VALUES (?, ?, ?, ?, ?)');
-    list.forEach((a, i) => put.run(chain.id, a.owner, a.currency, slot, amounts[i]!.toString()));
+    list.forEach((a, i) => ledger.audits.putSvmOpening(chain.id, { owner: a.owner, currency: a.currency, slot, amount: amounts[i]!.toString() }));
   });
 }
