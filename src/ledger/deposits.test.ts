@@ -1,6 +1,7 @@
 // The deposit store's bulk write and lookup, against the one-row statements they stand in for.
 import { describe, expect, it } from 'vitest';
 import { Ledger } from './index.ts';
+import type { SqliteLedger } from './sqlite.ts';
 import type { NewDeposit } from './deposits.ts';
 
 const hex = (n: number, bytes = 32) => `0x${n.toString(16).padStart(bytes * 2, '0')}` as `0x${string}`;
@@ -27,7 +28,7 @@ describe('Deposits.insertMany', () => {
     const fresh = ds.filter((d) => single.deposits.insert(d)).map((d) => d.id);
     expect(bulk.deposits.insertMany(ds)).toEqual(fresh);
     expect(fresh).toHaveLength(250);
-    const all = (l: Ledger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
+    const all = (l: SqliteLedger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
     expect(all(bulk)).toEqual(all(single));
 
     // Written again (a re-read): nothing new, nothing changed.
@@ -59,7 +60,7 @@ describe('Deposits.insertMany', () => {
       single.deposits.confirmUpTo(8453, 20, 77);
     });
     bulk.tx(() => bulk.deposits.insertMany(ds.map((d) => (d.block_number <= 20 ? { ...d, confirmed_at: 77 } : d))));
-    const all = (l: Ledger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
+    const all = (l: SqliteLedger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
     expect(all(bulk)).toEqual(all(single));
     expect(bulk.deposits.unconfirmed(8453, 1_000).length).toBeGreaterThan(0);
 
