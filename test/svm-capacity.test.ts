@@ -6,7 +6,8 @@
 // answers every call with a JSON-RPC internal error (-32603, as the chaos run injects), the other
 // is healthy until the last test. A quote must then read the solver's balance from the healthy
 // provider, or answer a retryable 503 CHAIN_UNAVAILABLE when no provider can: never a 400
-// capacity refusal, never a 500.
+// capacity refusal, never a 500. The same holds on an EVM chain whose only provider fails the
+// balance read (the EVM pool already classified such answers as the provider's failure).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Connection, PublicKey } from '@solana/web3.js';
 import { getAssociatedTokenAddressSync, TOKEN_PROGRAM_ID } from '@solana/spl-token';
@@ -14,12 +15,16 @@ import type { SvmAdapter } from '../src/chains/svm/adapter.ts';
 import { isChainUnavailable } from '../src/chains/unavailable.ts';
 import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
 import { SvmProxy } from './chaos/kindProxies.ts';
+import { RpcProxy } from './chaos/proxy.ts';
 import { Rng } from './chaos/prng.ts';
 import { api, startStack, type Stack } from './helpers/stack.ts';
 
 const SVM = 792703809;
 const A = 8453;
+const B = 10;
 let s: Stack;
+// Chain B's only RPC provider: the chaos harness's EVM proxy, transparent until a test blocks a method.
+let evm: RpcProxy;
 let conn: Connection;
 let faulty: SvmProxy;
 let second: SvmProxy;
@@ -30,6 +35,10 @@ beforeAll(async () => {
     chains: async (_devnet, chains) =>
       Promise.all(
         (chains as { id: number; rpcUrl: string; kind?: string }[]).map(async (c) => {
+          if (c.id === B) {
+            evm = new RpcProxy({ target: c.rpcUrl, rng: new Rng(18) });
+            return { ...c, rpcUrl: await evm.start(), rpc: undefined };
+          }
           if (c.kind !== 'svm') return c;
           faulty = new SvmProxy({ target: c.rpcUrl, rng: new Rng(16), rates: { rpcError: 1 } });
           second = new SvmProxy({ target: c.rpcUrl, rng: new Rng(17), rates: { rpcError: 1 } });
@@ -51,7 +60,7 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => {
   await s?.stop();
-  await Promise.all([faulty?.stop(), second?.stop()]);
+  await Promise.all([faulty?.stop(), second?.stop(), evm?.stop()]);
 });
 
 // A quote from chain A's USDC to the SVM chain's USDC, to a recipient that holds a token account.
@@ -130,4 +139,31 @@ describe("an SVM provider's fault is never read as the solver's capacity", () =>
     const q = await quoteToSvmUsdc();
     expect(q.status, JSON.stringify(q.body)).toBe(200);
   });
+
+  it('on an EVM chain too, a balance read its provider fails is 503 CHAIN_UNAVAILABLE, never a capacity refusal', async () => {
+    const quote = () =>
+      api(s.url, '/quote/v2', {
+        body: {
+          user: s.devnet.accounts[1]!.address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: s.devnet.chains.find((c) => c.id === A)!.contracts.stablecoin,
+          destinationCurrency: s.devnet.chains.find((c) => c.id === B)!.contracts.stablecoin,
+          tradeType: 'EXACT_INPUT',
+          amount: '30000000',
+        },
+      });
+    // The token balance is an eth_call: every one of them answered with an internal error.
+    evm.block(['eth_call']);
+    try {
+      const q = await quote();
+      expect(evm.blockedAnswers).toBeGreaterThan(0);
+      expect([q.status, q.body.errorCode]).toEqual([503, 'CHAIN_UNAVAILABLE']);
+    } finally {
+      evm.block([]);
+    }
+    const q = await quote();
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    // The EVM pool waits up to 30 s for a provider before it gives up.
+  }, 120_000);
 });
