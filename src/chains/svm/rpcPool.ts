@@ -8,7 +8,8 @@
 // `minContextSlot`, some providers ignore it) is set aside the same way. Either is asked again of
 // another provider, or of the same one after a short, growing pause, until `maxWaitMs`; then the
 // call fails with -32016, so the caller retries later and never takes the answer as "absent",
-// "unpaid" or "no balance".
+// "unpaid" or "no balance". A read answered with the provider's own failure (a JSON-RPC internal
+// error, an unhealthy node) is asked again elsewhere the same way, never handed back as an answer.
 //
 // A lagging provider can otherwise make a landed payout look absent while another backend reports
 // its blockhash expired, and the payout is signed again: a double payment.
@@ -16,7 +17,7 @@ import { Connection, type Commitment as Web3Commitment } from '@solana/web3.js';
 import type { RpcProviderConfig, SvmChainConfig } from '../../config/schema.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
-import { ProviderFailure, RpcProvider, type RpcAnswer, type RpcCall } from '../providers/provider.ts';
+import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from '../providers/provider.ts';
 import { collectQuorum, ProviderPoolError, QuorumDisagreementError, type QuorumAnswer } from '../providers/quorum.ts';
 
 /** The Solana RPC error for a read whose provider has not reached the `minContextSlot` asked for. */
@@ -65,6 +66,15 @@ function commitmentOf(cfg: unknown): Commitment {
   return 'finalized';
 }
 const RATE_LIMITED = /rate.?limit|too many requests/i;
+/** Solana's "node is unhealthy" (behind its cluster): the provider failed, not the read. */
+const NODE_UNHEALTHY = -32005;
+// Whether a read's JSON-RPC error answer is the provider failing (then asked elsewhere) rather
+// than the chain's answer: the providers' shared classification (internal errors, "behind"
+// messages), plus Solana's unhealthy node.
+function readFailureOf(error: { code: number; message: string }): ProviderFailureKind | undefined {
+  if (error.code === NODE_UNHEALTHY) return 'internal';
+  return failureOfAnswer(error);
+}
 
 export interface SvmRpcPoolOptions {
   chain: Pick<SvmChainConfig, 'id' | 'rpcUrl' | 'rpc'> & { quorum?: number };
@@ -237,6 +247,15 @@ export class SvmRpcPool {
         return { why: `${p.name}: behind slot ${need}` };
       }
       if (a.error.code === 429 || RATE_LIMITED.test(a.error.message)) return { why: `${p.name}: rate limited` };
+      // The provider's own failure (an internal error, an unhealthy node), not the chain's answer:
+      // asked elsewhere, and in the end "chain unavailable", never handed to the caller as an
+      // answer (a failed balance read must not become "no balance", nor an API 500).
+      const failure = send ? undefined : readFailureOf(a.error);
+      if (failure) {
+        // A rate limit is already backed off by the provider itself (RpcProvider).
+        if (failure !== 'rate_limited') p.failed(failure);
+        return { why: `${p.name}: ${failure} (${a.error.code})` };
+      }
       return { a, headSlot };
     }
     const slot = (a.result as { context?: { slot?: unknown } } | null)?.context?.slot;
