@@ -13,6 +13,7 @@ import { base58Decode, base58Encode, memoInstruction, parseDepositTransaction } 
 import { runAudit } from '../src/audit/audit.ts';
 import { svmKeypair } from '../src/chains/svm/transactions.ts';
 import { auditStack } from './helpers/audit.ts';
+import { recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const SVM = 792703809;
@@ -429,42 +430,10 @@ describe('SVM chain', () => {
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);
-    const solver = Keypair.fromSecretKey(base58Decode(s.devnet.keys.svmSolver!)!);
-    const { blockhash, lastValidBlockHeight } = await conn.getLatestBlockhash('confirmed');
-    const tx = new Transaction({ feePayer: solver.publicKey, recentBlockhash: blockhash }).add(
-      SystemProgram.transfer({ fromPubkey: solver.publicKey, toPubkey: recipient, lamports: amount }),
-      memoInstruction(id),
-    );
-    tx.sign(solver);
-    const sig = base58Encode(tx.signature!);
+    const fill = await signSvmFill(conn, s.devnet.keys.svmSolver!, id, recipient, amount);
+    const { sig } = fill;
     const ledger = s.node.ledger;
-    ledger.tx(() => {
-      ledger.requests.setStatus(id, 'pending');
-      ledger.payouts.insert({
-        id: `fill:${id}`,
-        kind: 'fill',
-        request_id: id,
-        deposit_id: null,
-        chain_id: SVM,
-        recipient: recipient.toBase58(),
-        currency: SVM_NATIVE,
-        amount: amount.toString(),
-        decided_at: Date.now(),
-      });
-      ledger.payouts.insertTx({
-        hash: sig as Hex,
-        payout_id: `fill:${id}`,
-        chain_id: SVM,
-        sender: solver.publicKey.toBase58(),
-        nonce: lastValidBlockHeight,
-        raw: tx.serialize().toString('base64') as Hex,
-        gas_limit: '0',
-        max_fee_per_gas: '0',
-        max_priority_fee_per_gas: '0',
-        created_at: Date.now(),
-      });
-      ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: sig });
-    });
+    recordSvmFill(ledger, SVM, id, recipient, amount, fill);
     await s.restartNode();
     const done = await waitForStatus(s.url, id, ['success', 'failure', 'refund'], 30_000);
     expect(done.status).toBe('success');
@@ -489,42 +458,10 @@ describe('SVM chain', () => {
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);
-    const solver = Keypair.fromSecretKey(base58Decode(s.devnet.keys.svmSolver!)!);
-    const { blockhash, lastValidBlockHeight } = await conn.getLatestBlockhash('confirmed');
-    const stale = new Transaction({ feePayer: solver.publicKey, recentBlockhash: blockhash }).add(
-      SystemProgram.transfer({ fromPubkey: solver.publicKey, toPubkey: recipient, lamports: amount }),
-      memoInstruction(id),
-    );
-    stale.sign(solver);
-    const staleSig = base58Encode(stale.signature!);
+    const stale = await signSvmFill(conn, s.devnet.keys.svmSolver!, id, recipient, amount);
+    const staleSig = stale.sig;
     const ledger = s.node.ledger;
-    ledger.tx(() => {
-      ledger.requests.setStatus(id, 'pending');
-      ledger.payouts.insert({
-        id: `fill:${id}`,
-        kind: 'fill',
-        request_id: id,
-        deposit_id: null,
-        chain_id: SVM,
-        recipient: recipient.toBase58(),
-        currency: SVM_NATIVE,
-        amount: amount.toString(),
-        decided_at: Date.now(),
-      });
-      ledger.payouts.insertTx({
-        hash: staleSig as Hex,
-        payout_id: `fill:${id}`,
-        chain_id: SVM,
-        sender: solver.publicKey.toBase58(),
-        nonce: lastValidBlockHeight,
-        raw: stale.serialize().toString('base64') as Hex,
-        gas_limit: '0',
-        max_fee_per_gas: '0',
-        max_priority_fee_per_gas: '0',
-        created_at: Date.now(),
-      });
-      ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: staleSig });
-    });
+    recordSvmFill(ledger, SVM, id, recipient, amount, stale);
     // ... but its blockhash expires before the node can send it (the rebroadcast is refused).
     svm().rpc.advanceSlots(260);
     const done = await waitForStatus(s.url, id, ['success', 'failure', 'refund'], 30_000);

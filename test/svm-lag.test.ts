@@ -8,8 +8,9 @@ import { zeroAddress, type Hex } from 'viem';
 import { SVM_NATIVE } from '../src/chains/address.ts';
 import type { SvmAdapter } from '../src/chains/svm/adapter.ts';
 import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
-import { base58Decode, base58Encode, memoInstruction } from '../src/chains/svm/transactions.ts';
+import { base58Decode, base58Encode } from '../src/chains/svm/transactions.ts';
 import { SvmLagProxy } from './helpers/svmLagProxy.ts';
+import { recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const SVM = 792703809;
@@ -60,46 +61,14 @@ describe('SVM reads pinned to the newest slot seen', () => {
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);
-    const solver = Keypair.fromSecretKey(base58Decode(s.devnet.keys.svmSolver!)!);
-    const { blockhash, lastValidBlockHeight } = await conn.getLatestBlockhash('confirmed');
-    const tx = new Transaction({ feePayer: solver.publicKey, recentBlockhash: blockhash }).add(
-      SystemProgram.transfer({ fromPubkey: solver.publicKey, toPubkey: recipient, lamports: amount }),
-      memoInstruction(id),
-    );
-    tx.sign(solver);
-    const sig = base58Encode(tx.signature!);
+    const fill = await signSvmFill(conn, s.devnet.keys.svmSolver!, id, recipient, amount);
+    const { tx, sig } = fill;
     // One backend stops here: it will not know of the payout's landing.
     proxy.lagAt(svm.rpc.slot(), ['getSignatureStatuses', 'getTransaction']);
     svm.rpc.advanceSlots(1); // the payout lands in a slot after it
     // The node signed and recorded this fill (as its submitter does), and it lands.
     const ledger = s.node.ledger;
-    ledger.tx(() => {
-      ledger.requests.setStatus(id, 'pending');
-      ledger.payouts.insert({
-        id: `fill:${id}`,
-        kind: 'fill',
-        request_id: id,
-        deposit_id: null,
-        chain_id: SVM,
-        recipient: recipient.toBase58(),
-        currency: SVM_NATIVE,
-        amount: amount.toString(),
-        decided_at: Date.now(),
-      });
-      ledger.payouts.insertTx({
-        hash: sig as Hex,
-        payout_id: `fill:${id}`,
-        chain_id: SVM,
-        sender: solver.publicKey.toBase58(),
-        nonce: lastValidBlockHeight,
-        raw: tx.serialize().toString('base64') as Hex,
-        gas_limit: '0',
-        max_fee_per_gas: '0',
-        max_priority_fee_per_gas: '0',
-        created_at: Date.now(),
-      });
-      ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: sig });
-    });
+    recordSvmFill(ledger, SVM, id, recipient, amount, fill);
     await conn.sendRawTransaction(tx.serialize());
     await until(async () => ((await lamports(recipient)) === amount ? true : undefined), 'the payout to land');
     // Its blockhash then expires: the current backend says so, the lagging one has no status for it.

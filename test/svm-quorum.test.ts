@@ -11,9 +11,10 @@ import { zeroAddress, type Hex } from 'viem';
 import { SVM_NATIVE } from '../src/chains/address.ts';
 import { svmDepositId } from '../src/chains/svm/depositSource.ts';
 import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
-import { base58Decode, base58Encode, memoInstruction } from '../src/chains/svm/transactions.ts';
+import { base58Encode } from '../src/chains/svm/transactions.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { SvmLagProxy } from './helpers/svmLagProxy.ts';
+import { recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
 import { SvmLiarProxy } from './helpers/svmLiarProxy.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
@@ -62,43 +63,9 @@ async function disagreements(method: string): Promise<number> {
 // A fill of `amount` lamports to `recipient` for request `id`, signed by the solver and recorded in
 // the ledger as the node's submitter does (the payout `sent`, its transaction `signed`), not sent yet.
 async function recordedFill(id: Hex, recipient: PublicKey, amount: bigint): Promise<string> {
-  const solver = Keypair.fromSecretKey(base58Decode(s.devnet.keys.svmSolver!)!);
-  const { blockhash, lastValidBlockHeight } = await conn.getLatestBlockhash('confirmed');
-  const tx = new Transaction({ feePayer: solver.publicKey, recentBlockhash: blockhash }).add(
-    SystemProgram.transfer({ fromPubkey: solver.publicKey, toPubkey: recipient, lamports: amount }),
-    memoInstruction(id),
-  );
-  tx.sign(solver);
-  const sig = base58Encode(tx.signature!);
-  const ledger = s.node.ledger;
-  ledger.tx(() => {
-    ledger.requests.setStatus(id, 'pending');
-    ledger.payouts.insert({
-      id: `fill:${id}`,
-      kind: 'fill',
-      request_id: id,
-      deposit_id: null,
-      chain_id: SVM,
-      recipient: recipient.toBase58(),
-      currency: SVM_NATIVE,
-      amount: amount.toString(),
-      decided_at: Date.now(),
-    });
-    ledger.payouts.insertTx({
-      hash: sig as Hex,
-      payout_id: `fill:${id}`,
-      chain_id: SVM,
-      sender: solver.publicKey.toBase58(),
-      nonce: lastValidBlockHeight,
-      raw: tx.serialize().toString('base64') as Hex,
-      gas_limit: '0',
-      max_fee_per_gas: '0',
-      max_priority_fee_per_gas: '0',
-      created_at: Date.now(),
-    });
-    ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: sig });
-  });
-  return sig;
+  const fill = await signSvmFill(conn, s.devnet.keys.svmSolver!, id, recipient, amount);
+  recordSvmFill(s.node.ledger, SVM, id, recipient, amount, fill);
+  return fill.sig;
 }
 
 describe('SVM decision reads by a quorum of providers', () => {
