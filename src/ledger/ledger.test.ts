@@ -1,11 +1,9 @@
 // The node depends on the Ledger interface (ledger.ts), not on its SQLite implementation: only
 // index.ts (where Ledger.open chooses it) imports sqlite.ts, and outside src/ledger/ the stores are
 // imported as types only, so a second implementation can take their place.
-import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { sourceFiles } from '../../test/helpers/sources.ts';
 
-const SRC = join(import.meta.dirname, '..');
 const STORES = ['apiKeys', 'balances', 'deposits', 'events', 'exchangeNonces', 'funding', 'indexerState', 'operations', 'payouts', 'relays', 'requests'].concat(
   ['signatureNonces', 'withdrawals', 'sqlite'],
 );
@@ -14,19 +12,10 @@ const STORES = ['apiKeys', 'balances', 'deposits', 'events', 'exchangeNonces', '
 // static function, to become a free function of requests.ts).
 const KNOWN: Record<string, string[]> = { 'solver/solver.ts': ['Requests'] };
 
-function sources(dir: string): string[] {
-  return readdirSync(dir).flatMap((n) => {
-    const p = join(dir, n);
-    return statSync(p).isDirectory() ? sources(p) : /\.ts$/.test(n) && !/\.test\.ts$/.test(n) ? [p] : [];
-  });
-}
-
 describe('the ledger behind an interface', () => {
   it('is opened in one place; elsewhere its stores are types', () => {
     const offenders: string[] = [];
-    for (const file of sources(SRC)) {
-      const rel = relative(SRC, file);
-      const text = readFileSync(file, 'utf8');
+    for (const { rel, text } of sourceFiles()) {
       for (const m of text.matchAll(/import\s+(type\s+)?\{([^}]*)\}\s+from\s+'([^']*ledger\/|\.\/)([A-Za-z]+)\.ts'/g)) {
         const [, typeOnly, names, dir, mod] = m;
         const inLedger = rel.startsWith('ledger/');
@@ -47,14 +36,11 @@ describe('the ledger behind an interface', () => {
 
   it('is reached through its stores: outside src/ledger/ no source touches the SQLite connection', () => {
     const offenders: string[] = [];
-    for (const file of sources(SRC)) {
-      const rel = relative(SRC, file);
+    for (const { rel, text } of sourceFiles()) {
       if (rel.startsWith('ledger/')) continue;
-      readFileSync(file, 'utf8')
-        .split('\n')
-        .forEach((line, i) => {
-          if (/ledger\.db\b|\.db\s*\.\s*(prepare|exec|transaction|pragma)\b/.test(line)) offenders.push(`${rel}:${i + 1}`);
-        });
+      text.split('\n').forEach((line, i) => {
+        if (/ledger\.db\b|\.db\s*\.\s*(prepare|exec|transaction|pragma)\b/.test(line)) offenders.push(`${rel}:${i + 1}`);
+      });
     }
     expect(offenders).toEqual([]);
   });
