@@ -226,33 +226,39 @@ describe('IndexerDriver', () => {
     expect(decider.reported).toHaveLength(1);
   });
 
-  it('reads the next range while writing the last; a reorg in between is found and rewound as after any commit', async () => {
+  it('reads the next range while writing the last, final blocks only: a reorg meanwhile never has an old fork written', async () => {
     const chain = new FakeChain(0);
     chain.mine(100, (n) => (n % 3 === 0 ? 1 : 0));
-    const s = setup(chain, { confirmations: 30, finalityDepth: 200 });
-    // While the first range (1..32) is written, the next (33..96) has been asked for already; the
-    // chain then replaces blocks 41.. with a fork whose deposits sit elsewhere.
+    const s = setup(chain, { confirmations: 5, finalityDepth: 50 });
+    // While the first range (1..32) is written, the next one's final part (33..50) has been asked
+    // for already; the chain then replaces blocks 61.. (unfinalized) with a fork whose deposits sit
+    // elsewhere. Every deposit written must be of a block of the chain as it was when written.
     let readAhead = false;
+    const stale: number[] = [];
     const insertMany = s.ledger.deposits.insertMany.bind(s.ledger.deposits);
     s.ledger.deposits.insertMany = (ds) => {
       if (!readAhead && ds.some((d) => d.block_number <= 32)) {
         readAhead = chain.reads.some((r) => r.from === 33);
-        chain.reorg(40, 70, 'b', (n) => (n % 5 === 0 ? 1 : 0));
+        chain.reorg(60, 50, 'b', (n) => (n % 5 === 0 ? 1 : 0));
       }
+      for (const d of ds) if (chain.blocks[d.block_number]?.hash !== d.block_hash) stale.push(d.block_number);
       return insertMany(ds);
     };
     s.driver.start();
     await s.driver.waitFor(110);
     await until(() => s.ledger.indexer.tip(CHAIN)?.hash === '0xb-110', 'the new fork read');
     expect(readAhead).toBe(true);
+    expect(chain.reads.some((r) => r.from === 33 && r.to <= 50)).toBe(true);
+    expect(stale).toEqual([]);
     const live = s.deposits().filter((d) => d.state !== 'reorged');
     const expected = [
-      ...Array.from({ length: 40 }, (_, i) => i + 1).filter((n) => n % 3 === 0),
-      ...Array.from({ length: 70 }, (_, i) => i + 41).filter((n) => n % 5 === 0),
+      ...Array.from({ length: 60 }, (_, i) => i + 1).filter((n) => n % 3 === 0),
+      ...Array.from({ length: 50 }, (_, i) => i + 61).filter((n) => n % 5 === 0),
     ];
     expect(live.map((d) => d.block_number)).toEqual(expected);
     for (const d of live) expect(d.block_hash).toBe(chain.blocks[d.block_number]!.hash);
-    for (let n = 1; n <= 110; n++) expect(s.ledger.indexer.block(CHAIN, n)?.hash).toBe(chain.blocks[n]!.hash);
+    // The unfinalized window (the last 50 blocks) is stored as the chain has it.
+    for (let n = 61; n <= 110; n++) expect(s.ledger.indexer.block(CHAIN, n)?.hash).toBe(chain.blocks[n]!.hash);
     expect(new Set(s.deposits().map((d) => d.id)).size).toBe(s.deposits().length);
   });
 

@@ -252,9 +252,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const bounded = Number.isFinite(this.#cfg.maxRange);
     let to = bounded ? Math.min(head, from + this.#range - 1) : head;
 
-    // A read of this very range started while the previous range was written is taken as it is: it
-    // is checked below exactly as one started now (its headers and entries are of one moment, and a
-    // reorg after it shows at the next pass's tip check, as after any commit).
+    // A read of this very range started while the previous range was written (final blocks only) is
+    // taken as it is: it is checked below exactly as one started now.
     const windowStart = Math.max(from, head - finalityDepth + 1);
     const ahead = this.#ahead;
     this.#ahead = undefined;
@@ -303,10 +302,13 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     if (gone === undefined) return true;
 
     // More to read at once: the next range is asked for now, and the provider answers it while this
-    // one is written (a backfill otherwise waits for each read and each write in turn).
-    if (bounded && read.upTo === undefined && to < head && !this.#stopped) {
-      const next = to + 1;
-      this.#ahead = this.#startRead(next, Math.min(head, next + this.#range - 1), Math.max(next, head - finalityDepth + 1), latest);
+    // one is written (a backfill otherwise waits for each read and each write in turn). Only blocks
+    // already final are read ahead: an answer about unfinalized blocks would be a pass old when
+    // written, and a reorg in between could have it written (even confirmed) before a tip check
+    // saw it; those are read fresh, as before.
+    const finalTo = Math.min(head - finalityDepth, to + this.#range);
+    if (bounded && read.upTo === undefined && finalTo > to && !this.#stopped) {
+      this.#ahead = this.#startRead(to + 1, finalTo, finalTo + 1, latest);
     }
 
     // Deposits that already have their confirmations at this head are written confirmed, as #confirm
