@@ -94,7 +94,7 @@ export class RelayNode {
           onDepositReorged: (...a: Parameters<Solver['reorgs']['onDepositReorged']>) => to().reorgs.onDepositReorged(...a),
         },
         onDepositAddressFunded: (...a: Parameters<Solver['onDepositAddressFunded']>) => to().onDepositAddressFunded(...a),
-        wake: () => to().wake(),
+        depositsConfirmed: () => to().depositsConfirmed(),
       };
       this.chains = new ChainRegistry(config.chains, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log });
       prices = opts.prices ?? new FeedPriceSource(this.chains);
@@ -195,7 +195,7 @@ export class RelayNode {
     const end = Date.now() + boundMs;
     let left = unsent(this.ledger);
     while (left > 0 && Date.now() < end) {
-      for (const id of this.chains.ids()) this.chains.wake(id);
+      for (const id of this.chains.ids()) this.chains.payoutsQueued(id);
       await new Promise((r) => setTimeout(r, 50));
       left = unsent(this.ledger);
     }

@@ -16,7 +16,7 @@ export interface AdminContext {
   ledger: Ledger;
   registry: Registry;
   /** The chains' ports the admin drives: payouts woken, the solver's wallets, re-index. */
-  chains: Pick<ChainPorts, 'ids' | 'wallet' | 'wake' | 'reindexer'>;
+  chains: Pick<ChainPorts, 'ids' | 'wallet' | 'payoutsQueued' | 'reindexer'>;
   solver: Solver;
   log: Logger;
   /** The widest block range one re-index reads (config admin.reindexMaxBlocks). */
@@ -85,7 +85,7 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
     const changed = resume(ctx.ledger, b as PauseScope, who(req, b.reason));
     // What the pause held is decided (or signed) now rather than at the next timer.
     ctx.solver.wake();
-    for (const id of ctx.chains.ids()) ctx.chains.wake(id);
+    for (const id of ctx.chains.ids()) ctx.chains.payoutsQueued(id);
     return { paused: false, changed };
   });
   app.post('/admin/dry-run', async (req) => {
@@ -155,7 +155,7 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
       },
       who(req, b.reason),
     );
-    ctx.chains.wake(b.chainId);
+    ctx.chains.payoutsQueued(b.chainId);
     return {
       withdrawal: {
         payoutId: payout.id,

@@ -7,7 +7,7 @@ import { registerOpenApi } from './openapi.ts';
 import { ApiLimits } from './limits.ts';
 import { healthRoutes } from './routes/health.ts';
 import { hostedRoutes } from './routes/hosted.ts';
-import { moneyRoutes } from './routes/money.ts';
+import { appBalanceRoutes } from './routes/appBalances.ts';
 import { permitRoutes } from './routes/permits.ts';
 import { quoteRoutes } from './routes/quote.ts';
 import { referenceRoutes } from './routes/reference.ts';
@@ -49,7 +49,7 @@ export function createApi(ctx: ApiContext): FastifyInstance {
     statusRoutes(routes, ctx);
     transactionRoutes(routes, ctx);
     referenceRoutes(routes, ctx);
-    moneyRoutes(routes, ctx);
+    appBalanceRoutes(routes, ctx);
     requestRoutes(routes, ctx);
     permitRoutes(routes, ctx);
     authorizeRoutes(routes, ctx);

@@ -54,7 +54,7 @@ export type { ReindexResult } from '../indexer/driver.ts';
 /** What chains report to the rest of the node, besides payouts. */
 export interface ChainEvents {
   /** Deposits reached their confirmations: the solver has work. */
-  wake(): void;
+  depositsConfirmed(): void;
   /** A confirmed app balance funding transfer; resolves once it is booked. */
   onFunding(t: FundingTransfer): Promise<void>;
   /** Decides what a reorg means for deposits already acted on (the solver, src/solver/reorgs.ts). */
@@ -175,6 +175,6 @@ export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake, Sol
   simulateRelay?(terms: RelayTerms): Promise<RelaySimulation>;
   /** What the sender of an included transaction paid for it (TxFeeReader); absent where deposit fees are not read. */
   txFee?(txId: string): Promise<bigint>;
-  /** New queued payouts exist in the ledger for this chain. */
-  wake(): void;
+  /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
+  payoutsQueued(): void;
 }

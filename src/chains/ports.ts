@@ -140,6 +140,8 @@ export interface RelaySimulator {
 export interface ChainIntake {
   /** Indexes a transaction at once (the SDK reports its deposit right after sending it); resolves with the deposits it holds. */
   indexTransaction(txId: string): Promise<number>;
+  /** Reads new deposits now rather than at the next poll (a transfer may be waiting on what the caller just recorded). */
+  indexNow(): void;
   /** Looks at a request's deposit address now; resolves with the sweeps queued. Absent where there are no deposit addresses. */
   checkDepositAddress?(requestId: string): Promise<number>;
   /** Head block (or slot) as last seen and the indexer's position, for readiness. */
@@ -177,7 +179,7 @@ export interface ChainPorts extends ChainProfiles {
   /** The chain's audit reader; undefined where the chain has no audit of the solver's books from an opening block. */
   audit(chainId: number): AuditReader | undefined;
   /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
-  wake(chainId: number): void;
+  payoutsQueued(chainId: number): void;
 }
 
 /** Reads a Chainlink-style price aggregator on a chain (the quote's USD prices where a currency names a feed). */

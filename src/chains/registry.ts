@@ -199,7 +199,7 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
     return this.#audits.get(chainId);
   }
 
-  wake(chainId: number): void {
-    this.adapters.get(chainId)?.wake();
+  payoutsQueued(chainId: number): void {
+    this.adapters.get(chainId)?.payoutsQueued();
   }
 }

@@ -22,7 +22,7 @@ export class SolverDesk implements SolverPort {
   constructor(
     private ledger: Ledger,
     private registry: Registry,
-    private chains: Pick<ChainPorts, 'costs' | 'wake'>,
+    private chains: Pick<ChainPorts, 'costs' | 'payoutsQueued'>,
     private prices: PriceSource,
     risk: RiskConfig,
   ) {
@@ -39,18 +39,18 @@ export class SolverDesk implements SolverPort {
       within();
       return p;
     });
-    this.chains.wake(payout.chain_id);
+    this.chains.payoutsQueued(payout.chain_id);
     return payout;
   }
 
   admitRelay(admission: RelayAdmission) {
     const { requestId } = admitRelay(this.ledger, admission);
-    this.chains.wake(admission.chainId);
+    this.chains.payoutsQueued(admission.chainId);
     return { requestId };
   }
 
   submitSignedDeposit(deposit: SignedDeposit): void {
     recordSignedDeposit(this.ledger, deposit);
-    this.chains.wake(deposit.request.origin_chain_id);
+    this.chains.payoutsQueued(deposit.request.origin_chain_id);
   }
 }

@@ -8,7 +8,7 @@ import type { FeeBreakdown } from '../quote/fillAmount.ts';
 import type { RiskFailReason, RiskPolicy, RiskPostponeReason } from './risk.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import type { PriceSource } from '../quote/prices.ts';
-import { debitSponsor, moneyOf, placeHold, sponsorHeld } from './money.ts';
+import { debitSponsor, moneyOf, placeHold, sponsorHeld } from './appBalanceBooks.ts';
 
 export interface FastFillInput {
   requestId: string;
@@ -68,7 +68,7 @@ export interface FastFillResult {
 export async function fastFill(
   ledger: Ledger,
   registry: Registry,
-  chains: Pick<ChainPorts, 'costs' | 'wake'>,
+  chains: Pick<ChainPorts, 'costs' | 'payoutsQueued'>,
   prices: PriceSource,
   input: FastFillInput,
   now = Date.now(),
@@ -142,7 +142,7 @@ export async function fastFill(
     });
     debitSponsor(ledger, current, sponsoredMicro);
   });
-  chains.wake(r.destination_chain_id);
+  chains.payoutsQueued(r.destination_chain_id);
   return { amount: fees.out, valueMicro, holdMicro };
 }
 

@@ -19,7 +19,7 @@ import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
 import { formatUsd, usdMicroCeil } from '../lib/money.ts';
 import { RelayNodeError } from '../lib/errors.ts';
-import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './money.ts';
+import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './appBalanceBooks.ts';
 import type { FailReason } from '../ledger/reasons.ts';
 
 /** Why a relay is not admitted: the operator's switches, a replay, or the sponsor's balance. */

@@ -3,7 +3,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import { reverseSponsor } from './money.ts';
+import { reverseSponsor } from './appBalanceBooks.ts';
 
 const REASON = 'DEPOSIT_REORGED';
 

@@ -2,7 +2,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { RequestRow } from '../ledger/types.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import { formatUsd } from '../lib/money.ts';
-import { holdSponsorship } from './money.ts';
+import { holdSponsorship } from './appBalanceBooks.ts';
 
 /** Why a signed deposit (usePermit) is not recorded; the API names each one's status (api/errors.ts). */
 export type SignedDepositRefusal = 'ALREADY_SUBMITTED' | 'SPONSOR_BALANCE_TOO_LOW' | 'ORDER_EXPIRED';

@@ -19,7 +19,7 @@ import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
-import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './money.ts';
+import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './appBalanceBooks.ts';
 import { DepositReorgs } from './reorgs.ts';
 import { queueSweep } from './sweeps.ts';
 import type { FailReason, PostponeReason } from '../ledger/reasons.ts';
@@ -54,7 +54,7 @@ export class AdminRefusal extends RelayNodeError {
 const p = (row: PayoutRow) => `${row.kind} payout ${row.id} ${row.state}`;
 
 /** What the solver asks of the chains: the solver's wallets and costs (its snapshot), and a chain's payouts woken. */
-export type SolverChains = Pick<ChainPorts, 'ids' | 'wallet' | 'costs' | 'wake'>;
+export type SolverChains = Pick<ChainPorts, 'ids' | 'wallet' | 'costs' | 'payoutsQueued'>;
 
 /**
  * Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
@@ -158,6 +158,11 @@ export class Solver implements PayoutHooks, ChainEvents {
     this.#generation++;
   }
 
+  /** Deposits reached their confirmations (a chain's indexer): decide them now. */
+  depositsConfirmed(): void {
+    this.wake();
+  }
+
   wake(): void {
     if (this.#stopped) return;
     if (this.#running) {
@@ -201,7 +206,7 @@ export class Solver implements PayoutHooks, ChainEvents {
           }
         }
       });
-      for (const c of woken) this.chains.wake(c);
+      for (const c of woken) this.chains.payoutsQueued(c);
       skip += batch.filter((d) => this.ledger.deposits.get(d.id)?.state === 'confirmed').length;
     }
   }
@@ -229,7 +234,7 @@ export class Solver implements PayoutHooks, ChainEvents {
         { actor: 'node', reason: `owed ${owed} above inventory.withdrawAbove ${conf.withdrawAbove}` },
       );
       this.log.info({ payout: p.id, chain: chainId, amount: p.amount }, 'withdrawal queued: depository funds owed above the threshold');
-      queueMicrotask(() => this.chains.wake(chainId));
+      queueMicrotask(() => this.chains.payoutsQueued(chainId));
     } catch (err) {
       if (!(err instanceof WithdrawalRefused)) throw err;
     }
@@ -463,7 +468,7 @@ export class Solver implements PayoutHooks, ChainEvents {
     debitSponsor(this.ledger, r, this.#usdMicro(r.destination_chain_id, r.destination_currency, decision.fees.sponsored, snap));
     if (decision.excess > 0n) {
       const excessChain = this.#queueRefund(r.id, { ...d, amount: decision.excess.toString() }, r.refund_to ?? d.depositor, snap, now, 'excess');
-      if (excessChain !== undefined && excessChain !== r.destination_chain_id) queueMicrotask(() => this.chains.wake(excessChain));
+      if (excessChain !== undefined && excessChain !== r.destination_chain_id) queueMicrotask(() => this.chains.payoutsQueued(excessChain));
     }
     this.#spend(snap, key(r.destination_chain_id, r.destination_currency), decision.amount);
     if (decision.topUp > 0n) this.#spend(snap, key(r.destination_chain_id, this.registry.native(r.destination_chain_id).address), decision.topUp);
@@ -607,7 +612,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       return { payoutId: id, chainId: d.chain_id, amount: amount.toString() };
     });
     this.log.warn({ requestId, actor: who.actor, payout: res.payoutId }, 'manual refund queued by an operator');
-    this.chains.wake(res.chainId);
+    this.chains.payoutsQueued(res.chainId);
     return res;
   }
 
@@ -724,6 +729,6 @@ export class Solver implements PayoutHooks, ChainEvents {
     const chain = snap ? this.#queueRefund(r.id, d, r.refund_to ?? d.depositor, snap, now) : undefined;
     if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
     // The refund is on another chain than the failed fill; wake its submitter once this commits.
-    if (chain !== undefined) queueMicrotask(() => this.chains.wake(chain));
+    if (chain !== undefined) queueMicrotask(() => this.chains.payoutsQueued(chain));
   }
 }

@@ -59,7 +59,7 @@ function holdSubmitter(chainId: number): () => void {
   payouts.queued = (chain: number, limit?: number) => (chain === chainId ? [] : queued(chain, limit));
   return () => {
     payouts.queued = queued;
-    s.node.adapters.get(chainId)!.wake();
+    s.node.adapters.get(chainId)!.payoutsQueued();
   };
 }
 

@@ -280,7 +280,7 @@ describe('POST /permits', () => {
       await s.publicClient(A).waitForTransactionReceipt({ hash: away });
     } finally {
       payouts.queued = queued;
-      s.node.adapters.get(A)!.wake();
+      s.node.adapters.get(A)!.payoutsQueued();
     }
     await waitForStatus(s.url, step.requestId, ['failure']);
     await until(() => (s.node.ledger.balances.summary(sponsor.address).held === 0n ? true : undefined), 'the execute hold released');

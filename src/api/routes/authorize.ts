@@ -110,7 +110,7 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
     });
     ctx.log.info({ requestId: r.id, wallet, nonce: b.nonce }, 'exchange nonce mapping recorded');
     // A transfer already waiting for its authorization is associated now.
-    ctx.ports.wake(r.origin_chain_id);
+    ctx.ports.intake(r.origin_chain_id)?.indexNow();
     return { message: 'Success' };
   });
 }

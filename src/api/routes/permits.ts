@@ -9,7 +9,7 @@ import { ApiError } from '../errors.ts';
 import type { Pricing } from '../../ledger/types.ts';
 import { breakdown } from '../../quote/fillAmount.ts';
 import { usdMicroCeil } from '../../lib/money.ts';
-import { moneyOf } from '../../solver/money.ts';
+import { moneyOf } from '../../solver/appBalanceBooks.ts';
 import { signedDepositPayoutId } from '../../solver/signedDeposits.ts';
 
 const signatureParam = z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature');

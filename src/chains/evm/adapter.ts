@@ -158,7 +158,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       source: new EvmDepositSource(chain, this.decisionClient),
       ledger,
       events: {
-        onConfirmed: () => hooks.wake(),
+        onConfirmed: () => hooks.depositsConfirmed(),
         onHead: (head) => {
           this.#baseFee = head.baseFeePerGas;
           this.#submitter.onHead(BigInt(head.number), head.baseFeePerGas);
@@ -199,7 +199,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     return confirmationsFor(this.chain, currency, amount);
   }
 
-  wake(): void {
+  payoutsQueued(): void {
     this.#submitter.wake();
   }
 
@@ -310,6 +310,10 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
 
   reindex(fromBlock: number, toBlock: number, record: (r: ReindexResult) => void): Promise<ReindexResult> {
     return this.#indexer.reindex(fromBlock, toBlock, record);
+  }
+
+  indexNow(): void {
+    this.#indexer.wake();
   }
 
   async indexTransaction(txId: string): Promise<number> {

@@ -79,7 +79,7 @@ export class ExchangeAdapter implements ChainAdapter {
       },
       source: new ExchangeDepositSource(chain, this.client, this.assets, this.nonces, this.solver, (id) => !!ledger.deposits.get(id), this.#log),
       ledger,
-      events: { onConfirmed: () => hooks.wake(), onHead: () => {} },
+      events: { onConfirmed: () => hooks.depositsConfirmed(), onHead: () => {} },
       reorgs: hooks.reorgs,
       metrics,
       log: this.#log,
@@ -100,7 +100,7 @@ export class ExchangeAdapter implements ChainAdapter {
     await this.#payouts.stop();
   }
 
-  wake(): void {
+  payoutsQueued(): void {
     this.#payouts.wake();
   }
 
@@ -112,6 +112,10 @@ export class ExchangeAdapter implements ChainAdapter {
   }
 
   // ------------------------------------------------------------------------------------ quotes
+
+  indexNow(): void {
+    this.#indexer.wake();
+  }
 
   async indexTransaction(txId: string): Promise<number> {
     await this.#indexer.nextPass();

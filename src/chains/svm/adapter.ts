@@ -135,7 +135,7 @@ export class SvmAdapter implements ChainAdapter {
       },
       source: this.#deposits,
       ledger,
-      events: { onConfirmed: () => hooks.wake(), onHead: () => {} },
+      events: { onConfirmed: () => hooks.depositsConfirmed(), onHead: () => {} },
       reorgs: hooks.reorgs,
       metrics,
       log: clog,
@@ -162,7 +162,7 @@ export class SvmAdapter implements ChainAdapter {
     await this.#submitter.stop();
   }
 
-  wake(): void {
+  payoutsQueued(): void {
     this.#submitter.wake();
   }
 
@@ -186,6 +186,10 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   /** The wallet reports its deposit right after sending it: wait (briefly) for the commitment. */
+  indexNow(): void {
+    this.#indexer.wake();
+  }
+
   async indexTransaction(txId: string): Promise<number> {
     const end = Date.now() + Math.max(5_000, this.confirmSeconds * 2_000);
     for (;;) {

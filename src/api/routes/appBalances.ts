@@ -119,7 +119,8 @@ function signedParts(b: { nonce?: string; expiresAt?: number }): { nonce: string
   return { nonce: b.nonce, expiresAt: b.expiresAt };
 }
 
-export function moneyRoutes(app: FastifyInstance, ctx: ApiContext) {
+/** The app balance routes: app fee balances and claims, linking a wallet to an API key, fast fill against the app balance. */
+export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
   const { ledger, registry } = ctx;
 
   // The wallet's app balance (what sponsors its keys' requests and fast fills) and the app fees it

@@ -1,3 +1,5 @@
+// The app balance books the solver keeps for a request: sponsor debits and their reversal, app fees
+// accrued, and the holds that reserve a balance until a fill charges or releases it.
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, RequestRow } from '../ledger/types.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
