@@ -120,10 +120,13 @@ export class ProviderPool {
     this.#probe = setTimeout(tick, 0);
   }
 
+  /** Stops the head probe and closes the providers' websocket connections. */
   async stop(): Promise<void> {
     clearTimeout(this.#probe);
     this.#probe = undefined;
     await this.#probing;
+    // Websocket providers hold a connection open: closed so that the node exits.
+    for (const p of this.providers) p.close();
   }
 
   /** Reads every provider's head once (failures are scored, not thrown). */
