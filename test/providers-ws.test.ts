@@ -2,14 +2,14 @@
 // websocket JSON-RPC on the same port as HTTP, and a websocket relay in front of it that can drop
 // its connections or stop answering.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseGwei, type Hex } from 'viem';
+import { parseGwei, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import WebSocket from 'ws';
 import { ProviderPool, ProviderPoolError } from '../src/chains/providers/index.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { createLogger } from '../src/log.ts';
-import { until } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const log = createLogger('silent');
 // anvil's first dev account (a well-known test key, funded on every anvil).
@@ -228,5 +228,72 @@ describe('websocket providers', () => {
     expect(err).toBeInstanceOf(ProviderPoolError);
     expect(err!.message).toMatch(/infura: (failing \()?network/);
     for (const s of [err!.message, err!.stack ?? '', await metrics.registry.metrics()]) expect(s).not.toMatch(/SECRETKEY|127\.0\.0\.1/);
+  });
+});
+
+describe('a node whose EVM chains are reached by websocket', () => {
+  let s: Stack;
+  const A = 8453;
+  const B = 10;
+  const urls: string[] = [];
+  const logLines: string[] = [];
+  beforeAll(async () => {
+    s = await startStack({
+      logLines,
+      chains: async (_devnet, chains) =>
+        (chains as { id: number; rpcUrl: string }[]).map((c) => {
+          if (c.id !== A && c.id !== B) return c;
+          const ws = c.rpcUrl.replace(/^http/, 'ws');
+          urls.push(ws);
+          // A: one websocket provider alone. B: a websocket provider beside an HTTP one that only
+          // reads, with a quorum of both: the payout goes out through the websocket.
+          if (c.id === A) return { ...c, rpcUrl: undefined, rpc: [{ url: ws, name: 'ws' }] };
+          return {
+            ...c,
+            rpcUrl: undefined,
+            rpc: [
+              { url: c.rpcUrl, name: 'http', role: 'read' },
+              { url: ws, name: 'ws' },
+            ],
+            quorum: 2,
+          };
+        }),
+    });
+  });
+  afterAll(async () => {
+    await s?.stop();
+  });
+
+  it('indexes a deposit, pays it out and confirms the payout through websocket providers', async () => {
+    const q = await api(s.url, '/quote/v2', {
+      body: {
+        user: s.devnet.accounts[1]!.address,
+        recipient: '0x000000000000000000000000000000000000dEaD',
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: '100000000000000000',
+        tradeType: 'EXACT_INPUT',
+        protocolVersion: 'v2',
+      },
+    });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
+    await executeSteps(s, q.body, 1);
+    const done = await waitForStatus(s.url, requestId, ['success', 'failure', 'refund']);
+    expect(done.status).toBe('success');
+    const ready = await api(s.url, '/ready');
+    const providers = (id: number) => ready.body.chains.find((c: any) => c.chainId === id)?.providers.map((p: any) => [p.name, p.state]);
+    expect(providers(A)).toEqual([['ws', 'ok']]);
+    expect(providers(B)).toEqual([
+      ['http', 'ok'],
+      ['ws', 'ok'],
+    ]);
+    // The provider URLs never reach the node's log or its answers.
+    for (const u of urls) {
+      expect(logLines.join('\n')).not.toContain(u);
+      expect(JSON.stringify(ready.body)).not.toContain(u);
+    }
   });
 });
