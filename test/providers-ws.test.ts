@@ -1,6 +1,8 @@
 // Websocket RPC providers for EVM chains (issue #16, Providers): real anvil, which serves
 // websocket JSON-RPC on the same port as HTTP, and a websocket relay in front of it that can drop
 // its connections or stop answering.
+import { createHash } from 'node:crypto';
+import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGwei, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -106,6 +108,37 @@ class WsRelay {
   }
 }
 const relays: WsRelay[] = [];
+
+/** A websocket endpoint that completes the handshake and then never sends another byte (not even a pong): a dead link that never closes. */
+async function silentEndpoint(): Promise<{ url: string; open: () => number; accepted: () => number; stop: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let accepted = 0;
+  const server: Server = createServer((sock) => {
+    sockets.add(sock);
+    sock.on('close', () => sockets.delete(sock));
+    sock.on('error', () => sock.destroy());
+    sock.once('data', (head) => {
+      const key = /sec-websocket-key: *(\S+)/i.exec(head.toString())?.[1] ?? '';
+      const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+      accepted++;
+      sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+      // Everything after the handshake is read and ignored.
+      sock.on('data', () => {});
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `ws://127.0.0.1:${port}`,
+    open: () => sockets.size,
+    accepted: () => accepted,
+    stop: () =>
+      new Promise<void>((r) => {
+        for (const x of sockets) x.destroy();
+        server.close(() => r());
+      }),
+  };
+}
 async function relay(): Promise<WsRelay> {
   const r = new WsRelay(wsUrl);
   await r.listening();
@@ -214,6 +247,31 @@ describe('websocket providers', () => {
     await p.stop();
     await until(() => (r.open === 0 ? true : undefined), 'the connection to close', 5_000);
     await expect(p.request({ method: 'eth_chainId', params: [] })).rejects.toThrow(ProviderPoolError);
+  });
+
+  it('a connection that went silent (no answer, no pong) is dropped after a timeout and opened again', async () => {
+    const dead = await silentEndpoint();
+    try {
+      const { pool: p, metrics } = pool(
+        [
+          { url: dead.url, name: 'ws' },
+          { url: anvil.rpcUrl, name: 'http', role: 'fallback' },
+        ],
+        { timeoutMs: 300 },
+      );
+      // The call times out on the silent websocket and is answered by the fallback.
+      expect(await p.request({ method: 'eth_chainId', params: [] })).toBe('0x7a69');
+      expect(await errors(metrics, 'ws', 'timeout')).toBe(1);
+      expect(dead.accepted()).toBe(1);
+      // The unanswered ping drops the connection; a later call opens a new one.
+      await until(() => (dead.open() === 0 ? true : undefined), 'the silent connection to be dropped', 5_000);
+      await until(async () => {
+        await p.request({ method: 'eth_chainId', params: [] });
+        return dead.accepted() === 2 ? true : undefined;
+      }, 'a new connection');
+    } finally {
+      await dead.stop();
+    }
   });
 
   it('a websocket URL never appears in errors or metrics', async () => {

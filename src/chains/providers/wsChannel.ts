@@ -35,6 +35,7 @@ export class WsChannel {
   #backoffMs = 0;
   #retryAt = 0;
   #closed = false;
+  #pinging = false;
 
   constructor(url: string, name: string, timeoutMs: number) {
     this.#url = url;
@@ -59,6 +60,7 @@ export class WsChannel {
         timer: setTimeout(() => {
           this.#forget(entry);
           reject(this.#failure('timeout', `no answer within ${this.#timeoutMs} ms`));
+          this.#checkAlive(socket);
         }, this.#timeoutMs),
       };
       for (const id of ids) this.#inFlight.set(id, entry);
@@ -119,6 +121,22 @@ export class WsChannel {
     return this.#opening;
   }
 
+  // A connection can die without a close (a load balancer forgetting it): after a timeout, a ping
+  // unanswered within the timeout drops the connection, and the next call opens a new one.
+  #checkAlive(socket: WebSocket): void {
+    if (this.#pinging || this.#socket !== socket) return;
+    this.#pinging = true;
+    const dead = setTimeout(() => {
+      if (this.#socket === socket) socket.terminate();
+    }, this.#timeoutMs);
+    dead.unref();
+    socket.once('pong', () => {
+      clearTimeout(dead);
+      this.#pinging = false;
+    });
+    socket.ping();
+  }
+
   #message(text: string): void {
     let parsed: unknown;
     try {
@@ -153,6 +171,7 @@ export class WsChannel {
   // The connection is gone: what was in flight on it fails as `network`.
   #dropped(): void {
     this.#socket = undefined;
+    this.#pinging = false;
     const entries = new Set(this.#inFlight.values());
     for (const e of entries) {
       this.#forget(e);
