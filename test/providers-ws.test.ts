@@ -152,6 +152,15 @@ async function errors(metrics: ReturnType<typeof createMetrics>, provider: strin
   return m ? Number(m[1]) : 0;
 }
 
+async function rpcCall(method: string, params: unknown[] = []): Promise<string> {
+  const res = await fetch(anvil.rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  return ((await res.json()) as { result: string }).result;
+}
+
 beforeAll(async () => {
   anvil = await startAnvil({ chainId: 31337 });
   wsUrl = anvil.rpcUrl.replace(/^http/, 'ws');
@@ -272,6 +281,36 @@ describe('websocket providers', () => {
     } finally {
       await dead.stop();
     }
+  });
+
+  it("learns a websocket provider's head from its newHeads subscription, polling the others", async () => {
+    // The probe polls once at start, then not for a minute: only the subscription can move a head.
+    await rpcCall('anvil_mine', ['0x1']); // (a head above 0: 0 means "not known yet")
+    const { pool: p, metrics } = pool(
+      [
+        { url: anvil.rpcUrl, name: 'http' },
+        { url: wsUrl, name: 'ws' },
+      ],
+      { probeMs: 60_000 },
+    );
+    const [http, ws] = p.providers;
+    p.start();
+    const polled = await until(() => (http!.head > 0n && ws!.head > 0n ? http!.head : undefined), 'the first probe');
+    let head = 0n;
+    await until(async () => {
+      await rpcCall('anvil_mine', ['0x1']);
+      head = BigInt(await rpcCall('eth_blockNumber'));
+      return ws!.head === head ? true : undefined;
+    }, 'a new head announced by the websocket provider');
+    expect(head).toBeGreaterThan(polled);
+    expect(ws!.followsHeads()).toBe(true);
+    // The HTTP provider's head is still the polled one.
+    expect(http!.head).toBe(polled);
+    // A subscribed provider is not polled: a probe leaves its head to the subscription.
+    const asked = await requests(metrics, 'ws');
+    await p.probeHeads();
+    expect(http!.head).toBe(head);
+    expect(await requests(metrics, 'ws')).toBe(asked);
   });
 
   it('a websocket URL never appears in errors or metrics', async () => {

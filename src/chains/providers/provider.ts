@@ -94,7 +94,12 @@ export class RpcProvider {
     spec: RpcProviderConfig,
     index: number,
     timeoutMs: number,
-    private readonly observe: { exchange(ms: number, calls: number): void; failure(kind: ProviderFailureKind): void } = { exchange() {}, failure() {} },
+    private readonly observe: {
+      exchange(ms: number, calls: number): void;
+      failure(kind: ProviderFailureKind): void;
+      /** A head the provider announced by itself (a websocket newHeads subscription). */
+      head?(n: bigint): void;
+    } = { exchange() {}, failure() {} },
   ) {
     this.name = spec.name ?? `p${index}`;
     this.index = index;
@@ -105,7 +110,12 @@ export class RpcProvider {
     this.#maxConcurrent = spec.maxConcurrent;
     this.#timeoutMs = timeoutMs;
     this.#tokens = spec.maxRps > 0 ? Math.max(1, spec.maxRps) : Infinity;
-    this.#ws = /^wss?:/i.test(spec.url) ? new WsChannel(spec.url, this.name, timeoutMs) : undefined;
+    this.#ws = /^wss?:/i.test(spec.url) ? new WsChannel(spec.url, this.name, timeoutMs, observe.head && ((n) => observe.head!(n))) : undefined;
+  }
+
+  /** Whether the provider's head arrives by subscription (its websocket is open and subscribed to newHeads): no need to poll it. */
+  followsHeads(): boolean {
+    return this.#ws?.followsHeads() ?? false;
   }
 
   /** Closes the provider's websocket connection, if it has one (the pool is stopping). */

@@ -36,11 +36,26 @@ export class WsChannel {
   #retryAt = 0;
   #closed = false;
   #pinging = false;
+  /** The newHeads subscription on the open connection (undefined: none, heads are polled). */
+  #subscription: string | undefined;
+  #subscribeId = 0;
+  #headAt = 0;
+  readonly #onHead: ((n: bigint) => void) | undefined;
 
-  constructor(url: string, name: string, timeoutMs: number) {
+  constructor(url: string, name: string, timeoutMs: number, onHead?: (n: bigint) => void) {
+    this.#onHead = onHead;
     this.#url = url;
     this.#name = name;
     this.#timeoutMs = timeoutMs;
+  }
+
+  /**
+   * Whether the provider's head arrives by a newHeads subscription on an open connection, a head
+   * having come within the timeout (no need to poll it). A quiet subscription (no blocks, or a
+   * connection that died silently) goes back to polling, whose timeout finds a dead connection.
+   */
+  followsHeads(now = Date.now()): boolean {
+    return this.#socket !== undefined && this.#subscription !== undefined && now - this.#headAt < this.#timeoutMs;
   }
 
   /** Milliseconds until a dropped connection may be opened again (0: now, or it is open). */
@@ -105,6 +120,7 @@ export class WsChannel {
         }
         this.#socket = socket;
         resolve(socket);
+        if (this.#onHead) this.#subscribe(socket);
       });
       socket.on('message', (data) => this.#message(data.toString()));
       socket.on('close', () => {
@@ -137,12 +153,35 @@ export class WsChannel {
     socket.ping();
   }
 
+  // Asks for the provider's new heads on this connection; without an answer, heads stay polled.
+  #subscribe(socket: WebSocket): void {
+    const id = -++this.#subscribeId; // negative: never one of the batches' ids
+    const entry: InFlight = {
+      ids: [id],
+      resolve: ([a]) => {
+        if (this.#socket === socket && typeof a?.result === 'string') this.#subscription = a.result;
+      },
+      reject: () => {},
+      timer: setTimeout(() => this.#forget(entry), this.#timeoutMs),
+    };
+    this.#inFlight.set(id, entry);
+    socket.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'eth_subscribe', params: ['newHeads'] }), () => {});
+  }
+
   #message(text: string): void {
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
     } catch {
       return; // not an answer to anything: the batch it was meant for times out
+    }
+    const note = parsed as { method?: string; params?: { subscription?: string; result?: { number?: unknown } } };
+    if (note?.method === 'eth_subscription') {
+      const n = note.params?.result?.number;
+      if (note.params?.subscription !== this.#subscription || typeof n !== 'string' || !/^0x[0-9a-f]+$/i.test(n)) return;
+      this.#headAt = Date.now();
+      this.#onHead?.(BigInt(n));
+      return;
     }
     // An answer on this connection: it works, a later drop starts the backoff afresh.
     this.#backoffMs = 0;
@@ -172,6 +211,7 @@ export class WsChannel {
   #dropped(): void {
     this.#socket = undefined;
     this.#pinging = false;
+    this.#subscription = undefined;
     const entries = new Set(this.#inFlight.values());
     for (const e of entries) {
       this.#forget(e);
