@@ -130,6 +130,39 @@ describe('config', () => {
     expect(() => buildConfig({ ...base, chains: [{ ...chain, quorum: 2 }] }, env)).toThrow(/chains\.0\.quorum: is 2, more than the 1 provider that can read/);
   });
 
+  it('takes http(s):// and ws(s):// providers on an EVM chain, http(s):// only on an SVM chain, with a clear error otherwise', () => {
+    const withRpc = (rpc: unknown[]) => ({ ...base, chains: [{ ...chain, rpcUrl: undefined, rpc }] });
+    const c = buildConfig(withRpc([{ url: 'wss://ws.example/v3/SECRETKEY', name: 'ws' }, { url: 'https://rpc.example/v3/SECRETKEY' }]), env);
+    expect(c.chains[0]!.rpc!.map((p) => p.url)).toEqual(['wss://ws.example/v3/SECRETKEY', 'https://rpc.example/v3/SECRETKEY']);
+    // The single rpcUrl (read over HTTP by the audit and the price feeds) is the first HTTP provider.
+    expect(c.chains[0]!.rpcUrl).toBe('https://rpc.example/v3/SECRETKEY');
+    expect(buildConfig(withRpc([{ url: 'ws://127.0.0.1:8545' }]), env).chains[0]!.rpcUrl).toBe('ws://127.0.0.1:8545');
+    expect(buildConfig({ ...base, chains: [{ ...chain, rpcUrl: 'ws://127.0.0.1:8545' }] }, env).chains[0]!.rpc![0]!.url).toBe('ws://127.0.0.1:8545');
+    for (const bad of ['ftp://rpc.example/SECRETKEY', 'mailto:SECRETKEY@example.com']) {
+      let err: unknown;
+      try {
+        buildConfig(withRpc([{ url: bad }]), env);
+      } catch (e) {
+        err = e;
+      }
+      expect(String(err)).toMatch(/chains\.0\.rpc\.0\.url: must be an http:\/\/, https:\/\/, ws:\/\/ or wss:\/\/ URL/);
+      expect(String(err)).not.toContain('SECRETKEY');
+    }
+    expect(() => buildConfig({ ...base, chains: [{ ...chain, rpcUrl: 'ftp://rpc.example' }] }, env)).toThrow(/chains\.0\.rpcUrl: must be an http/);
+    const svm = {
+      kind: 'svm',
+      id: 792703809,
+      name: 'Solana',
+      vault: Keypair.generate().publicKey.toBase58(),
+      nativeCurrency: { symbol: 'SOL', name: 'Solana', decimals: 9, usdPrice: '150' },
+      rpc: [{ url: 'ws://127.0.0.1:8900', name: 'a' }],
+    };
+    const svmEnv = { ...env, S: base58Encode(Keypair.generate().secretKey) };
+    expect(() => buildConfig({ ...base, svmSolverKey: { env: 'S' }, chains: [chain, svm] }, svmEnv)).toThrow(
+      /chains\.1\.rpc\.0\.url: must be an http:\/\/ or https:\/\/ URL/,
+    );
+  });
+
   it('reports a file that is not JSON', () => {
     const dir = mkdtempSync(join(tmpdir(), 'relay-config-'));
     writeFileSync(join(dir, 'c.json'), '{ nope');

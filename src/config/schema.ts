@@ -52,16 +52,28 @@ const keySource = z
 
 // One RPC endpoint of a chain. Its URL often carries an API key: it never reaches a log, error,
 // metric label or API answer; the node names the provider by `name` (default: its position, "p0").
+// Provider URLs: HTTP everywhere; websocket JSON-RPC on EVM chains only (a Solana node's websocket
+// serves subscriptions, not requests). The value never enters the message (it carries keys).
+const schemeOf = (s: string) => /^([a-z][a-z0-9+.-]*):/i.exec(s)?.[1]?.toLowerCase();
+const httpUrl = z
+  .string()
+  .url()
+  .refine((s) => ['http', 'https'].includes(schemeOf(s) ?? ''), 'must be an http:// or https:// URL');
+const evmRpcUrl = z
+  .string()
+  .url()
+  .refine((s) => ['http', 'https', 'ws', 'wss'].includes(schemeOf(s) ?? ''), 'must be an http://, https://, ws:// or wss:// URL');
+
 const rpcProvider = z
   .object({
-    url: z.string().url(),
+    url: httpUrl,
     name: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,32}$/, 'must be 1-32 letters, digits, "_", "." or "-" (it labels metrics)')
       .optional(),
     // Share of the reads this provider takes among the healthy ones.
     weight: z.number().int().min(1).max(1_000).default(1),
-    // Request budget: calls per second (0: no limit) and HTTP requests in flight.
+    // Request budget: calls per second (0: no limit) and requests (batches) in flight.
     maxRps: z.number().min(0).default(0),
     maxConcurrent: z.number().int().min(1).max(1_024).default(32),
     // any: reads, quorum reads and broadcasts; read: no broadcasts; send: broadcasts only;
@@ -70,12 +82,15 @@ const rpcProvider = z
   })
   .strict();
 
+// An EVM chain's provider: also a websocket endpoint (one connection, JSON-RPC batches over it).
+const evmRpcProvider = rpcProvider.extend({ url: evmRpcUrl }).strict();
+
 const chainFields = {
   id: z.number().int().positive(),
   name: z.string().min(1),
   // A single endpoint (kept for existing configs: a list of one); `rpc` lists several. Either is
   // enough: the loader fills `rpcUrl` from `rpc[0]` and `rpc` from `rpcUrl`.
-  rpcUrl: z.string().url(),
+  rpcUrl: httpUrl,
   rpc: z.array(rpcProvider).min(1).optional(),
   // Reads that decide money (a deposit's existence, "was this paid", the solver's nonce; on SVM the
   // vault's signatures, a signature's status and transaction, the finalized height a payout's
@@ -103,6 +118,8 @@ const evmChain = z
   .object({
     ...chainFields,
     kind: z.literal('evm'),
+    rpcUrl: evmRpcUrl,
+    rpc: z.array(evmRpcProvider).min(1).optional(),
     depository: evmAddress,
     filler: evmAddress,
     // Deposit addresses (CREATE2 clones swept into the depository); absent: not offered on this chain.
@@ -191,7 +208,7 @@ const exchangeChain = z
     // it is booked as an orphan deposit (refunded).
     orphanGraceMs: z.number().int().min(0).default(60_000),
     // Not used by the exchange (it has no JSON-RPC); /chains shows the exchange URL when absent.
-    rpcUrl: z.string().url().optional(),
+    rpcUrl: httpUrl.optional(),
     rpc: z.array(rpcProvider).optional(),
     nativeCurrency: nativeCurrency.default({ symbol: 'USDC', name: 'USD Coin (perps)', decimals: 6, usdPrice: '1' }),
     currencies: z.array(z.object({ ...currencyFields, address: exchangeCurrency }).strict()).default([]),
@@ -227,7 +244,9 @@ const chain = z.preprocess(
     const o: Record<string, unknown> = { ...(c as Record<string, unknown>) };
     if (!('kind' in o)) o.kind = 'evm';
     const list = Array.isArray(o.rpc) ? (o.rpc as unknown[]) : undefined;
-    if (o.rpcUrl === undefined && list?.length && typeof (list[0] as { url?: unknown })?.url === 'string') o.rpcUrl = (list[0] as { url: string }).url;
+    // rpcUrl (read over HTTP by the audit and the price feeds): the first HTTP provider, else the first.
+    const urls = (list ?? []).map((p) => (p as { url?: unknown })?.url).filter((u): u is string => typeof u === 'string');
+    if (o.rpcUrl === undefined && urls.length) o.rpcUrl = urls.find((u) => /^https?:/i.test(u)) ?? urls[0];
     if (o.rpc === undefined && typeof o.rpcUrl === 'string' && o.kind !== 'exchange') o.rpc = [{ url: o.rpcUrl }];
     return o;
   },

@@ -102,6 +102,8 @@ export class ProviderPool {
             this.#metrics.rpcProviderLatency.observe({ chain, provider }, ms / 1000);
           },
           failure: (kind) => this.#metrics.rpcProviderErrors.inc({ chain, provider: spec.name ?? `p${i}`, kind }),
+          // A websocket provider's newHeads: a claimed head, as from the probe.
+          head: (n) => this.#sawHead(this.providers[i]!, n, false),
         }),
     );
     const readers = this.providers.filter((p) => p.role !== 'send').length;
@@ -120,17 +122,20 @@ export class ProviderPool {
     this.#probe = setTimeout(tick, 0);
   }
 
+  /** Stops the head probe and closes the providers' websocket connections. */
   async stop(): Promise<void> {
     clearTimeout(this.#probe);
     this.#probe = undefined;
     await this.#probing;
+    // Websocket providers hold a connection open: closed so that the node exits.
+    for (const p of this.providers) p.close();
   }
 
-  /** Reads every provider's head once (failures are scored, not thrown). */
+  /** Reads every provider's head once (failures are scored, not thrown); a provider subscribed to its new heads is not polled. */
   async probeHeads(): Promise<void> {
     await Promise.all(
       this.providers
-        .filter((p) => !p.cooling())
+        .filter((p) => !p.cooling() && !p.followsHeads())
         .map(async (p) => {
           try {
             const [a] = await p.send([{ method: 'eth_blockNumber', params: [] }]);

@@ -1,5 +1,6 @@
 import type { RpcProviderConfig } from '../../config/schema.ts';
 import { RelayNodeError } from '../../lib/errors.ts';
+import { WsChannel, type WireAnswer } from './wsChannel.ts';
 
 /** One JSON-RPC call as sent on the wire. */
 export interface RpcCall {
@@ -58,9 +59,10 @@ interface Pending {
 }
 
 /**
- * One RPC endpoint: its request budget (calls per second, HTTP requests in flight), its health
+ * One RPC endpoint: its request budget (calls per second, requests in flight), its health
  * (latency and error averages, last head, rate-limit backoff) and a batcher that sends the calls
- * made in one tick as one JSON-RPC batch. The URL stays inside this object.
+ * made in one tick as one JSON-RPC batch, by HTTP POST or, for a ws:// or wss:// URL, over one
+ * websocket connection (see WsChannel). The URL stays inside this object.
  */
 export class RpcProvider {
   readonly name: string;
@@ -71,6 +73,7 @@ export class RpcProvider {
   readonly #maxRps: number;
   readonly #maxConcurrent: number;
   readonly #timeoutMs: number;
+  readonly #ws: WsChannel | undefined;
   #tokens: number;
   #refilledAt = Date.now();
   #inflight = 0;
@@ -91,7 +94,12 @@ export class RpcProvider {
     spec: RpcProviderConfig,
     index: number,
     timeoutMs: number,
-    private readonly observe: { exchange(ms: number, calls: number): void; failure(kind: ProviderFailureKind): void } = { exchange() {}, failure() {} },
+    private readonly observe: {
+      exchange(ms: number, calls: number): void;
+      failure(kind: ProviderFailureKind): void;
+      /** A head the provider announced by itself (a websocket newHeads subscription). */
+      head?(n: bigint): void;
+    } = { exchange() {}, failure() {} },
   ) {
     this.name = spec.name ?? `p${index}`;
     this.index = index;
@@ -102,6 +110,17 @@ export class RpcProvider {
     this.#maxConcurrent = spec.maxConcurrent;
     this.#timeoutMs = timeoutMs;
     this.#tokens = spec.maxRps > 0 ? Math.max(1, spec.maxRps) : Infinity;
+    this.#ws = /^wss?:/i.test(spec.url) ? new WsChannel(spec.url, this.name, timeoutMs, observe.head && ((n) => observe.head!(n))) : undefined;
+  }
+
+  /** Whether the provider's head arrives by subscription (its websocket is open and subscribed to newHeads): no need to poll it. */
+  followsHeads(): boolean {
+    return this.#ws?.followsHeads() ?? false;
+  }
+
+  /** Closes the provider's websocket connection, if it has one (the pool is stopping). */
+  close(): void {
+    this.#ws?.close();
   }
 
   /** Whether the provider takes calls now (not backing off a rate limit). */
@@ -112,6 +131,9 @@ export class RpcProvider {
   /** Milliseconds until the budget allows `n` more calls (0: now). */
   waitFor(n: number, now = Date.now()): number {
     if (this.cooling(now)) return this.coolUntil - now;
+    // A dropped websocket is opened again after its backoff: calls wait for it or go elsewhere.
+    const reconnect = this.#ws?.retryIn(now) ?? 0;
+    if (reconnect > 0) return reconnect;
     if (this.#inflight >= this.#maxConcurrent) return 5;
     if (this.#maxRps <= 0) return 0;
     this.#refill(now);
@@ -157,7 +179,7 @@ export class RpcProvider {
     const started = Date.now();
     this.#inflight++;
     try {
-      const answers = await this.#http(body);
+      const answers = this.#ws ? await this.#ws.send(body) : await this.#http(body);
       const byId = new Map(answers.map((a) => [a.id, a]));
       let i = 0;
       let limited: RpcAnswer | undefined;
@@ -183,7 +205,7 @@ export class RpcProvider {
     }
   }
 
-  async #http(body: { id: number }[]): Promise<{ id: number; result?: unknown; error?: { code: number; message: string; data?: unknown } }[]> {
+  async #http(body: { id: number }[]): Promise<WireAnswer[]> {
     let res: Response;
     try {
       res = await fetch(this.#url, {
@@ -217,7 +239,7 @@ export class RpcProvider {
       if (err) throw new ProviderFailure(this.name, failureOfAnswer(err) ?? 'internal', `batch refused (${err.code})`);
       throw new ProviderFailure(this.name, 'http', 'answer to a batch is not a list');
     }
-    return parsed as { id: number; result?: unknown; error?: { code: number; message: string } }[];
+    return parsed as WireAnswer[];
   }
 
   #ok(latencyMs: number): void {
