@@ -18,7 +18,7 @@ import { pruneUnusedQuotes } from '../src/ledger/quotePruner.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { heaviestListing, seedRequests } from './helpers/seedRequests.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, V2_LIVE, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -99,7 +99,7 @@ async function quote(apiKey: string | undefined, account = 1) {
 
 // A read-only replica over the stack's ledger with the given API settings.
 async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
-  const raw = s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' });
+  const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE };
   const config = buildConfigWithKeys(
     { ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides, rateLimit: { ...RATE_LIMIT, ...(apiOverrides.rateLimit as object) } } },
     s.devnet.keys,
@@ -389,7 +389,7 @@ describe('unused quotes', () => {
 describe('read-only replica', () => {
   it('starts from the solver address in config, without any private key', async () => {
     const solver = privateKeyToAccount(s.devnet.keys.solver).address;
-    const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'info' }), solverAddress: solver };
+    const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'info' }), requestsV2: V2_LIVE, solverAddress: solver };
     // The node itself still needs its key.
     expect(() => buildConfig(raw, {})).toThrow(/solverKey: is required to run the node/);
     const dir = mkdtempSync(join(tmpdir(), 'relay-replica-'));

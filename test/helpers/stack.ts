@@ -11,6 +11,9 @@ import { RelayNode } from '../../src/node.ts';
 import type { Currency } from '../../src/config/registry.ts';
 import { StaticPriceSource, type PriceSource } from '../../src/quote/prices.ts';
 
+/** A GET /requests/v2 retirement far enough away that tests using v2 do not depend on the date they run. */
+export const V2_LIVE = { sunsetAt: '2100-01-01' };
+
 export interface Stack {
   devnet: Devnet;
   node: RelayNode;
@@ -41,7 +44,10 @@ export async function startStack(
 ): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
   const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm });
-  const base = devnet.nodeConfig({ port: 0, logLevel: 'warn' });
+  // GET /requests/v2 is retired at its sunset (2026-11-24 by default): the tests that use it as a live
+  // route must not depend on today's date, so their stack retires it far later. The retirement itself
+  // is tested on a clock of its own (test/requests.test.ts).
+  const base = { ...devnet.nodeConfig({ port: 0, logLevel: 'warn' }), requestsV2: V2_LIVE };
   const chains = opts.chains ? await opts.chains(devnet, base.chains as unknown[]) : base.chains;
   const makeNode = async (faults: Faults = {}) => {
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
