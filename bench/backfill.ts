@@ -19,6 +19,7 @@ import { createMetrics } from '../src/metrics.ts';
 
 const N = Number(process.argv[2] ?? 100_000);
 const PER_TX = Number(process.argv[3] ?? 500);
+const FINALITY_DEPTH = 64;
 const CHAIN_ID = 8453;
 
 const devnet = await startDevnet({ dataDir: mkdtempSync(join(tmpdir(), 'relay-bench-backfill-devnet-')), testAccounts: 1 });
@@ -53,9 +54,16 @@ try {
   }
   const last = await client.waitForTransactionReceipt({ hash: hashes.at(-1)! });
   if (last.status !== 'success') throw new Error('a batch of deposits reverted');
+  // A backfill reads history: the deposits are buried under a finality depth of blocks (64, as
+  // configured below), as on a node catching up, so the indexer may read ahead of its writes.
+  await fetch(anvil.rpcUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'anvil_mine', params: [toHex(FINALITY_DEPTH)] }),
+  });
   // The last deposit's block, at least: anvil can answer eth_blockNumber with the block before the
   // one a receipt it just gave names (the raw read below then missed that block's 500 deposits).
-  const head = [await client.getBlockNumber(), last.blockNumber].reduce((a, b) => (a > b ? a : b));
+  const head = [await client.getBlockNumber(), last.blockNumber + BigInt(FINALITY_DEPTH)].reduce((a, b) => (a > b ? a : b));
   console.log(
     `chain: ${N.toLocaleString()} deposits in ${hashes.length} transactions up to block ${head}, built in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
   );
@@ -72,7 +80,7 @@ try {
     filler: contracts.filler,
     startBlock: Number(contracts.deployBlock),
     confirmations: 1,
-    finalityDepth: 64,
+    finalityDepth: FINALITY_DEPTH,
     pollIntervalMs: 50,
     maxLogRange: Number(process.env.MAX_LOG_RANGE ?? 2_000),
     replaceAfterBlocks: 3,
