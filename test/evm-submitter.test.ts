@@ -27,13 +27,13 @@ import { deployNodeContracts, devnetChain, type NodeContracts } from '../src/dev
 import { Ledger, type PayoutKind, type TransactionRow } from '../src/ledger/index.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics, type Metrics } from '../src/metrics.ts';
+import { anvilKey } from './helpers/anvilKeys.ts';
 
 const CHAIN_ID = 31_337_001;
-// anvil's default mnemonic accounts
-const DEPLOYER_KEY: Hex = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
-const SOLVER_KEY: Hex = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
-const ALLOCATOR_KEY: Hex = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a';
-const USER_KEY: Hex = '0x7c852118294e51e653712a81e05800f419141751be58f605c371e15141b007a6';
+const DEPLOYER_KEY = anvilKey(0);
+const SOLVER_KEY = anvilKey(1);
+const ALLOCATOR_KEY = anvilKey(2);
+const USER_KEY = anvilKey(3);
 
 const solver = privateKeyToAccount(SOLVER_KEY);
 const allocator = privateKeyToAccount(ALLOCATOR_KEY);

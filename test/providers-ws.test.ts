@@ -12,10 +12,11 @@ import { ProviderPool, ProviderPoolError } from '../src/chains/providers/index.t
 import { createMetrics } from '../src/metrics.ts';
 import { createLogger } from '../src/log.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { anvilKey } from './helpers/anvilKeys.ts';
 
 const log = createLogger('silent');
 // anvil's first dev account (a well-known test key, funded on every anvil).
-const account = privateKeyToAccount('0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80');
+const account = privateKeyToAccount(anvilKey(0));
 let anvil: AnvilHandle;
 let wsUrl: string;
 const pools: ProviderPool[] = [];
