@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseGwei, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
-import WebSocket from 'ws';
+import WebSocket, { WebSocketServer } from 'ws';
 import { ProviderPool, ProviderPoolError } from '../src/chains/providers/index.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { createLogger } from '../src/log.ts';
@@ -63,7 +63,7 @@ async function broadcast(p: ProviderPool): Promise<Hex> {
  * stop answering (`mute`: requests are swallowed) and drop every connection it holds.
  */
 class WsRelay {
-  readonly #server = new WebSocket.Server({ host: '127.0.0.1', port: 0 });
+  readonly #server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
   readonly #clients = new Set<WebSocket>();
   mute = false;
   received = 0;
