@@ -187,16 +187,19 @@ await yargs(hideBin(process.argv))
         fail(e);
       }
       const ledger = Ledger.open(join(config.dataDir, 'ledger.sqlite'));
+      let code = 0;
       try {
         const result = await runAudit(config, ledger);
         recordAudit(ledger, result);
         process.stdout.write(`${formatAudit(result)}\n`);
-        process.exitCode = result.differences.length ? 1 : 0;
+        code = result.differences.length ? 1 : 0;
       } catch (e) {
         fail(e);
       } finally {
         ledger.close();
       }
+      // Exits rather than waiting for the event loop to empty: a websocket provider's connection stays open.
+      process.exit(code);
     },
   )
   .command(

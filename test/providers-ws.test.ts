@@ -13,6 +13,7 @@ import { createMetrics } from '../src/metrics.ts';
 import { createLogger } from '../src/log.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 import { anvilKey } from './helpers/anvilKeys.ts';
+import { auditStack } from './helpers/audit.ts';
 
 const log = createLogger('silent');
 // anvil's first dev account (a well-known test key, funded on every anvil).
@@ -393,5 +394,11 @@ describe('a node whose EVM chains are reached by websocket', () => {
       expect(logLines.join('\n')).not.toContain(u);
       expect(JSON.stringify(ready.body)).not.toContain(u);
     }
+  });
+
+  it('audits a chain whose only provider is a websocket', async () => {
+    const audit = await auditStack(s);
+    expect(audit.chains.map((c) => c.chainId)).toContain(A);
+    expect(audit.differences).toEqual([]);
   });
 });

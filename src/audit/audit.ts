@@ -1,6 +1,7 @@
-import { createPublicClient, http, type PublicClient } from 'viem';
+import { createPublicClient, type PublicClient } from 'viem';
 import type { Registry as PromRegistry } from 'prom-client';
 import { Gauge } from 'prom-client';
+import { readTransport } from '../chains/evm/readTransport.ts';
 import { viemChain } from '../chains/evm/viemChain.ts';
 import type { Config } from '../config/load.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -38,7 +39,7 @@ export async function runAudit(config: Config, ledger: Ledger, clients: Map<numb
     }
     const client =
       clients.get(chain.id) ??
-      (createPublicClient({ chain: viemChain(chain), transport: http(chain.rpcUrl, { batch: { batchSize: 50, wait: 0 } }) }) as PublicClient);
+      (createPublicClient({ chain: viemChain(chain), transport: readTransport(chain.rpcUrl, { batch: { batchSize: 50 } }) }) as PublicClient);
     chains.push(await auditEvmChain(chain, client, ledger, solver));
   }
   return { ranAt: Date.now(), chains, notCovered, differences: [...unevidencedCredits(ledger), ...chains.flatMap((c) => c.differences)] };

@@ -244,7 +244,7 @@ const chain = z.preprocess(
     const o: Record<string, unknown> = { ...(c as Record<string, unknown>) };
     if (!('kind' in o)) o.kind = 'evm';
     const list = Array.isArray(o.rpc) ? (o.rpc as unknown[]) : undefined;
-    // rpcUrl (read over HTTP by the audit and the price feeds): the first HTTP provider, else the first.
+    // rpcUrl (the audit's and the price feeds' own client): the first HTTP provider, else the first (a websocket).
     const urls = (list ?? []).map((p) => (p as { url?: unknown })?.url).filter((u): u is string => typeof u === 'string');
     if (o.rpcUrl === undefined && urls.length) o.rpcUrl = urls.find((u) => /^https?:/i.test(u)) ?? urls[0];
     if (o.rpc === undefined && typeof o.rpcUrl === 'string' && o.kind !== 'exchange') o.rpc = [{ url: o.rpcUrl }];

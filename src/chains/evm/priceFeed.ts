@@ -1,13 +1,14 @@
-import { createPublicClient, http, type Address, type PublicClient } from 'viem';
+import { createPublicClient, type Address, type PublicClient } from 'viem';
 import { PriceFeedAbi } from '../../../contracts-abi/index.ts';
 import type { PriceFeedReader } from '../ports.ts';
+import { readTransport } from './readTransport.ts';
 
 /** Reads Chainlink-style aggregators on an EVM chain, over its own client (prices must not wait behind the indexer's calls). */
 export class EvmPriceFeedReader implements PriceFeedReader {
   readonly #client: PublicClient;
 
   constructor(rpcUrl: string) {
-    this.#client = createPublicClient({ transport: http(rpcUrl, { timeout: 5000 }) }) as PublicClient;
+    this.#client = createPublicClient({ transport: readTransport(rpcUrl, { timeout: 5000 }) }) as PublicClient;
   }
 
   decimals(aggregator: string): Promise<number> {
