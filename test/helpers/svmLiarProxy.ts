@@ -3,8 +3,7 @@
 // chooses (`lie`), e.g. "this signature has no status" for a payout that landed, or a transaction
 // and a signature that do not exist. Its `context.slot` stays current: a pinned read cannot tell it
 // from an honest provider.
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { JsonRpcProxy, type RpcCall } from './jsonRpcProxy.ts';
 
 /** One JSON-RPC call as the proxy received it. */
 export interface LiarCall {
@@ -15,39 +14,11 @@ export interface LiarCall {
 /** Rewrites an honest answer's result (return it unchanged to tell the truth); `honest` asks the real RPC anything. */
 export type Lie = (call: LiarCall, result: any, honest: (method: string, params: unknown[]) => Promise<any>) => Promise<any> | any;
 
-export class SvmLiarProxy {
-  url = '';
-  #server: Server | undefined;
+export class SvmLiarProxy extends JsonRpcProxy {
   #lie: Lie | undefined;
   #swallow = new Set<string>();
   /** Answers rewritten by `lie` (the result changed), per method. */
   readonly lied: Record<string, number> = {};
-
-  constructor(private target: string) {}
-
-  async start(): Promise<this> {
-    this.#server = createServer((req, res) => {
-      let body = '';
-      req.on('data', (c) => (body += c));
-      req.on('end', async () => {
-        try {
-          const parsed = JSON.parse(body) as { id?: unknown; method: string; params?: unknown[] } | { id?: unknown; method: string; params?: unknown[] }[];
-          const out = Array.isArray(parsed) ? await Promise.all(parsed.map((c) => this.#answer(c))) : await this.#answer(parsed);
-          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(out));
-        } catch (e) {
-          res.writeHead(502).end(String(e));
-        }
-      });
-    });
-    await new Promise<void>((r) => this.#server!.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
-    return this;
-  }
-
-  async stop(): Promise<void> {
-    this.#server?.closeAllConnections();
-    await new Promise((r) => this.#server?.close(r));
-  }
 
   /**
    * From now on answers go through `lie` (undefined: the proxy tells the truth again). Calls of the
@@ -58,26 +29,17 @@ export class SvmLiarProxy {
     this.#swallow = new Set(swallow);
   }
 
-  readonly #honest = async (method: string, params: unknown[]): Promise<{ result?: any; error?: unknown }> => {
-    const res = await fetch(this.target, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-    });
-    return (await res.json()) as { result?: any; error?: unknown };
-  };
-
-  async #answer(c: { id?: unknown; method: string; params?: unknown[] }): Promise<unknown> {
+  protected async answer(c: RpcCall): Promise<unknown> {
     const head = { jsonrpc: '2.0', id: c.id };
     const params = c.params ?? [];
     if (this.#swallow.has(c.method)) {
       this.lied[c.method] = (this.lied[c.method] ?? 0) + 1;
       return { ...head, error: { code: -32005, message: 'Node is unhealthy' } };
     }
-    const a = await this.#honest(c.method, params);
+    const a = await this.forward(c.method, params);
     const lie = this.#lie;
     if (!lie || !('result' in a)) return { ...a, ...head };
-    const result = await lie({ method: c.method, params }, a.result, async (m, p) => (await this.#honest(m, p)).result);
+    const result = await lie({ method: c.method, params }, a.result, async (m, p) => (await this.forward(m, p)).result);
     if (JSON.stringify(result) !== JSON.stringify(a.result)) this.lied[c.method] = (this.lied[c.method] ?? 0) + 1;
     return { ...head, result };
   }
