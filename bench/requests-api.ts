@@ -8,8 +8,8 @@ import autocannon from 'autocannon';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { getAddress, keccak256, toHex, zeroAddress } from 'viem';
 import { Ledger } from '../src/ledger/index.ts';
+import { seededRequest, seedRequests } from '../test/helpers/seedRequests.ts';
 
 const ROWS = Number(process.argv[2] ?? 1_000_000);
 const PER_QUERY = Number(process.argv[3] ?? 2_000);
@@ -17,78 +17,18 @@ const CONCURRENCY = Number(process.argv[4] ?? 2);
 
 const dir = mkdtempSync(join(tmpdir(), 'relay-bench-requests-'));
 const CHAINS = [8453, 10, 1, 42161, 137];
-const STATUSES = ['success', 'success', 'success', 'success', 'refund', 'failure', 'waiting', 'pending'];
-const SYMBOLS: Record<number, string[]> = Object.fromEntries(CHAINS.map((c) => [c, ['ETH', 'USDC', 'WETH']]));
-const USERS = Array.from({ length: 20_000 }, (_, i) => getAddress(`0x${(i + 1).toString(16).padStart(40, '0')}`));
-const h = (s: string) => keccak256(toHex(s));
 
 // ---------------------------------------------------------------- the ledger
 const t0 = Date.now();
 const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
 const { key } = ledger.apiKeys.create('bench');
 ledger.db.pragma('synchronous = OFF');
-const insertReq = ledger.db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
-  origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out, min_amount_out,
-  created_at, updated_at, features, amount_usd, app_fees_usd, currency_in_symbol, currency_out_symbol, sender, deposit_block, fill_time_ms, fail_reason)
-  VALUES (?, NULL, 'order', 'Bridge', ?, ?, ?, ?, ?, ?, ?, ?, 'EXACT_INPUT', ?, ?, ?, ?, ?, '[]', ?, 0, ?, ?, ?, ?, ?, ?)`);
-const insertDep = ledger.db.prepare(`INSERT INTO deposits (id, chain_id, tx_hash, log_index, block_number, block_hash, depositor, currency, amount,
-  order_ref, state, request_id, seen_at, confirmed_at) VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, 'handled', ?, ?, ?)`);
-const insertPay = ledger.db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state, tx_hash,
-  decided_at, updated_at) VALUES (?, 'fill', ?, ?, ?, ?, ?, ?, 'success', ?, ?, ?)`);
-const insertTx = ledger.db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
-  max_priority_fee_per_gas, state, block_number, gas_used, fee, created_at, updated_at) VALUES (?, ?, ?, ?, ?, '0x', '21000', '1', '1', 'included', ?, '21000', '21000', ?, ?)`);
-const samples = { id: '', user: '', depositTx: '', fillTx: '' };
-const start = Date.UTC(2026, 0, 1);
-const BATCH = 20_000;
-for (let b = 0; b < ROWS; b += BATCH) {
-  ledger.db.transaction(() => {
-    for (let i = b; i < Math.min(ROWS, b + BATCH); i++) {
-      const id = h(`req${i}`);
-      const origin = CHAINS[i % CHAINS.length]!;
-      const dest = CHAINS[(i * 7 + 1) % CHAINS.length]!;
-      const status = STATUSES[i % STATUSES.length]!;
-      const user = USERS[(i * 31) % USERS.length]!;
-      const created = start + i * 25;
-      const usd = 1_000_000 + ((i * 7919) % 5_000_000_000);
-      const symIn = SYMBOLS[origin]![i % 3]!;
-      const symOut = SYMBOLS[dest]![(i >> 1) % 3]!;
-      const hasDeposit = status !== 'waiting';
-      insertReq.run(
-        id,
-        status,
-        user,
-        user,
-        user,
-        origin,
-        dest,
-        zeroAddress,
-        zeroAddress,
-        '1000',
-        '990',
-        '980',
-        created,
-        created + 5000,
-        usd,
-        symIn,
-        symOut,
-        hasDeposit ? user : null,
-        hasDeposit ? 1000 + i : null,
-        status === 'success' ? 4000 + (i % 5000) : null,
-        status === 'refund' || status === 'failure' ? 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' : null,
-      );
-      if (!hasDeposit) continue;
-      const dep = `${origin}:dep${i}`;
-      const depTx = h(`deptx${i}`);
-      insertDep.run(dep, origin, depTx, 1000 + i, h(`blk${i}`), user, zeroAddress, '1000', id, id, created + 1000, created + 2000);
-      if (status === 'success') {
-        const fillTx = h(`filltx${i}`);
-        insertPay.run(`fill:${id}`, id, dep, dest, user, zeroAddress, '990', fillTx, created + 2000, created + 5000);
-        insertTx.run(fillTx, `fill:${id}`, dest, user, i, 2000 + i, created + 3000, created + 5000);
-        if (i === Math.floor(ROWS / 2)) Object.assign(samples, { id, user, depositTx: depTx, fillTx });
-      }
-    }
-  })();
-}
+seedRequests(ledger.db, ROWS);
+// A fill from the middle of the ledger: the request, its wallet and its hashes are what the listed queries look up.
+let mid = Math.floor(ROWS / 2);
+while (seededRequest(mid).status !== 'success') mid++;
+const { id, user, depositTx, fillTx } = seededRequest(mid);
+const samples = { id, user, depositTx: depositTx!, fillTx: fillTx! };
 ledger.db.pragma('synchronous = FULL');
 ledger.db.exec('ANALYZE');
 ledger.close();

@@ -12,6 +12,19 @@ const SYMBOLS = ['ETH', 'USDC', 'WETH'];
 /** The wallets the seeded requests belong to. */
 export const SEED_USERS = Array.from({ length: 20_000 }, (_, i) => getAddress(`0x${(i + 1).toString(16).padStart(40, '0')}`));
 
+/** What the seeded request number `i` is: its id, wallet, status and (when it has them) deposit and fill hashes. */
+export function seededRequest(i: number, prefix = ''): { id: string; user: string; status: string; depositTx?: string; fillTx?: string } {
+  const h = (s: string) => keccak256(toHex(`${prefix}${s}`));
+  const status = STATUSES[i % STATUSES.length]!;
+  return {
+    id: h(`req${i}`),
+    user: SEED_USERS[(i * 31) % SEED_USERS.length]!,
+    status,
+    depositTx: status !== 'waiting' ? h(`deptx${i}`) : undefined,
+    fillTx: status === 'success' ? h(`filltx${i}`) : undefined,
+  };
+}
+
 /** Inserts `rows` synthetic requests (with deposits, fills and transactions) in batches; returns how many. */
 export function seedRequests(db: Db, rows: number, opts: { prefix?: string; start?: number } = {}): number {
   const prefix = opts.prefix ?? '';
