@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** One count to add: calls of an API key in one minute, on one route, with one status and error code ('' for none). */
 export interface UsageCount {

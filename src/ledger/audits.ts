@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** An SVM account's balance when the node first started on the chain: what the audit explains movements from. */
 export interface SvmAuditOpening {

@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { PayoutRow } from './types.ts';
 
 export type BalanceKind = 'credit' | 'credit_reversal' | 'sponsorship' | 'sponsorship_reversal' | 'permanent_debit' | 'claim' | 'hold' | 'hold_release';

@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { DepositRow } from './types.ts';
 
 export type NewDeposit = Omit<DepositRow, 'state' | 'request_id' | 'confirmed_at'>;

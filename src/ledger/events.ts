@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import { statusRecord, type StatusSources } from './statusRecord.ts';
 import type { RequestRow } from './types.ts';
 

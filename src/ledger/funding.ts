@@ -1,5 +1,5 @@
 import type { Balances } from './balances.ts';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** One thing that moved to the solver in a funding transaction (token units; logIndex -1: native value). */
 export interface FundingPart {

@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
 import type { FailReason } from './reasons.ts';
 

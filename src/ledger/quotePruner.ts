@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { Store } from './ledger.ts';
 import type { Requests } from './requests.ts';
 

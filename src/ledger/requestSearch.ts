@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { RequestRow } from './types.ts';
 
 // The request listing's query, validated by the API and trusted here. Every value reaches SQLite

@@ -1,5 +1,5 @@
 import type { Hex } from 'viem';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import { pruneUnusedQuotes } from './quotePruner.ts';
 import { searchRequests, type RequestQuery, type SearchResult } from './requestSearch.ts';
 import type { Events } from './events.ts';

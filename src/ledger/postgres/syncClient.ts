@@ -17,6 +17,8 @@ export interface SyncField {
 
 /** A statement's result as PostgreSQL sent it: each row an array of column texts (null for NULL). */
 export interface RawResult {
+  /** The command tag's verb (SELECT, INSERT, COMMIT, or ROLLBACK for a COMMIT of a failed transaction). */
+  command: string;
   rows: (string | null)[][];
   rowCount: number;
   fields: SyncField[];
@@ -88,6 +90,8 @@ export class SyncPgClient {
   #wake: Int32Array | undefined;
   #seq = 0;
   #closed = false;
+  #generation = 0;
+  #roundTrips = 0;
 
   constructor(url: string, opts: { timeoutMs?: number } = {}) {
     this.#url = url;
@@ -125,6 +129,16 @@ export class SyncPgClient {
     throw new LedgerQueryError(message, e.code, e.detail === undefined ? undefined : this.#scrub(e.detail), e.constraint);
   }
 
+  /** Round trips to the worker so far (each a batch of statements). */
+  get roundTrips(): number {
+    return this.#roundTrips;
+  }
+
+  /** Which connection the next call uses: it changes when a connection is dropped, and a transaction open on the old one is gone. */
+  get generation(): number {
+    return this.#generation + (this.#worker ? 0 : 1);
+  }
+
   /** Closes the connection and stops the worker. */
   close(): void {
     if (this.#closed) return;
@@ -140,6 +154,7 @@ export class SyncPgClient {
   }
 
   #start(): void {
+    this.#generation++;
     const { port1, port2 } = new MessageChannel();
     const signal = new SharedArrayBuffer(4);
     this.#worker = new Worker(new URL('./syncWorker.mjs', import.meta.url), {
@@ -169,6 +184,7 @@ export class SyncPgClient {
     const port = this.#port!;
     const wake = this.#wake!;
     const id = ++this.#seq;
+    this.#roundTrips++;
     const deadline = Date.now() + this.#timeoutMs;
     let seen = Atomics.load(wake, 0);
     port.postMessage({ id, ...request });

@@ -50,7 +50,12 @@ async function run({ batch, rollbackOnError }) {
     const s = batch[i];
     try {
       const r = await c.query({ text: s.sql, values: s.params, name: s.name, rowMode: 'array' });
-      results.push({ rows: r.rows ?? [], rowCount: r.rowCount ?? 0, fields: (r.fields ?? []).map((f) => ({ name: f.name, oid: f.dataTypeID })) });
+      results.push({
+        command: r.command ?? '',
+        rows: r.rows ?? [],
+        rowCount: r.rowCount ?? 0,
+        fields: (r.fields ?? []).map((f) => ({ name: f.name, oid: f.dataTypeID })),
+      });
     } catch (e) {
       const error = describe(e, i);
       if (rollbackOnError && !error.connection) await c.query('ROLLBACK').catch(() => {});
