@@ -59,5 +59,5 @@ export interface SqlDb {
   readonly inTransaction: boolean;
   pragma(source: string, options?: { simple?: boolean }): unknown;
   aggregate(name: string, options: SqlAggregate): this;
-  close(): this | void;
+  close(): unknown;
 }
