@@ -47,7 +47,18 @@ END;
 CREATE TRIGGER owed_withdrawn_delete AFTER DELETE ON withdrawn_deposits BEGIN${recomputeOwed('OLD.deposit_id')}
 END;`;
 
-export const migrations: { version: number; name: string; sql: string; rebuilds?: boolean }[] = [
+/**
+ * One numbered schema change. `sql` is SQLite's text. PostgreSQL starts from its baseline
+ * (src/ledger/pgBaseline.ts), the schema after migration 20: a later migration must carry its
+ * PostgreSQL text in `pg` (the type refuses one without), so both ledgers keep one schema.
+ */
+export type Migration =
+  | { version: BaselineVersion; name: string; sql: string; rebuilds?: boolean; pg?: never }
+  | { version: number; name: string; sql: string; rebuilds?: boolean; pg: string };
+// The versions the PostgreSQL baseline stands for (PG_BASELINE_VERSION in pgBaseline.ts).
+type BaselineVersion = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 12 | 13 | 14 | 15 | 16 | 17 | 18 | 19 | 20;
+
+export const migrations: Migration[] = [
   {
     version: 1,
     name: 'requests, deposits, payouts, transactions, indexer state',
