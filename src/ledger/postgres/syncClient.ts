@@ -63,6 +63,7 @@ interface Answer {
   id: number;
   ok: boolean;
   results?: RawResult[];
+  value?: unknown;
   error?: { message: string; code?: string; detail?: string; constraint?: string; connection: boolean; index: number };
 }
 
@@ -123,15 +124,24 @@ export class SyncPgClient {
       rollbackOnError: opts.rollbackOnError ?? false,
     });
     if (answer.ok) return answer.results!;
-    const e = answer.error!;
-    const message = this.#scrub(e.message);
-    if (e.connection) throw new LedgerUnavailable('the ledger database is unreachable', { details: message });
-    throw new LedgerQueryError(message, e.code, e.detail === undefined ? undefined : this.#scrub(e.detail), e.constraint);
+    throw this.#failure(answer.error!);
   }
 
   /** Round trips to the worker so far (each a batch of statements). */
   get roundTrips(): number {
     return this.#roundTrips;
+  }
+
+  /**
+   * Runs `fn(client)` of the module at `moduleUrl` in the worker, with a pg client of its own on the same database,
+   * and blocks until it resolves (within `timeoutMs`): how the async migrations (migratePostgres) run from a
+   * synchronous `open`.
+   */
+  callModule(moduleUrl: string, fn: string, timeoutMs: number): unknown {
+    if (this.#closed) throw new LedgerUnavailable('the ledger connection is closed');
+    const answer = this.#call({ call: { module: moduleUrl, fn } }, timeoutMs);
+    if (answer.ok) return answer.value;
+    throw this.#failure(answer.error!);
   }
 
   /** Which connection the next call uses: it changes when a connection is dropped, and a transaction open on the old one is gone. */
@@ -179,13 +189,13 @@ export class SyncPgClient {
     if (w) void w.terminate().catch(() => {});
   }
 
-  #call(request: Record<string, unknown>): Answer {
+  #call(request: Record<string, unknown>, timeoutMs = this.#timeoutMs): Answer {
     if (!this.#worker) this.#start();
     const port = this.#port!;
     const wake = this.#wake!;
     const id = ++this.#seq;
     this.#roundTrips++;
-    const deadline = Date.now() + this.#timeoutMs;
+    const deadline = Date.now() + timeoutMs;
     let seen = Atomics.load(wake, 0);
     port.postMessage({ id, ...request });
     for (;;) {
@@ -195,11 +205,17 @@ export class SyncPgClient {
       const left = deadline - Date.now();
       if (left <= 0) {
         this.#drop();
-        throw new LedgerUnavailable(`the ledger database did not answer within ${this.#timeoutMs} ms`);
+        throw new LedgerUnavailable(`the ledger database did not answer within ${timeoutMs} ms`);
       }
       Atomics.wait(wake, 0, seen, left);
       seen = Atomics.load(wake, 0);
     }
+  }
+
+  #failure(e: NonNullable<Answer['error']>): Error {
+    const message = this.#scrub(e.message);
+    if (e.connection) return new LedgerUnavailable('the ledger database is unreachable', { details: message });
+    return new LedgerQueryError(message, e.code, e.detail === undefined ? undefined : this.#scrub(e.detail), e.constraint);
   }
 
   // The URL and its password never leave this class, even inside a driver's message.

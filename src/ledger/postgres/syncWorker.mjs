@@ -69,6 +69,33 @@ async function run({ batch, rollbackOnError }) {
   return { ok: true, results };
 }
 
+let tsx = false;
+
+// An async function of a module run with this connection (the migrations: migratePostgres takes a pg client).
+// TypeScript modules need tsx's loader, registered here on first use only (a worker starts without the main
+// thread's loader), so a connection that never migrates does not pay for it.
+async function call({ module, fn }) {
+  if (module.endsWith('.ts') && !tsx) {
+    const { register } = await import('tsx/esm/api');
+    register();
+    tsx = true;
+  }
+  const m = await import(module);
+  // The module reads results with pg's own types: a client of its own, with the default parsers.
+  const plain = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
+  try {
+    await plain.connect();
+    return { ok: true, results: [], value: await m[fn](plain) };
+  } catch (e) {
+    const error = describe(e, -1);
+    // A socket error (ECONNREFUSED...) or class 08/57 is the connection's; anything else is the module's.
+    error.connection = /^E[A-Z]+$/.test(error.code ?? '') || /^(08|57)/.test(error.code ?? '') || /Connection terminated|timeout/i.test(error.message);
+    return { ok: false, error };
+  } finally {
+    await plain.end().catch(() => {});
+  }
+}
+
 function answer(msg) {
   port.postMessage(msg);
   Atomics.add(wake, 0, 1);
@@ -83,7 +110,7 @@ port.on('message', async (req) => {
   }
   let out;
   try {
-    out = await run(req);
+    out = req.call ? await call(req.call) : await run(req);
   } catch (e) {
     client?.end().catch(() => {});
     client = undefined;
