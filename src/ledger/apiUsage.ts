@@ -17,7 +17,7 @@ export class ApiUsage {
   #add;
   constructor(private db: Db) {
     this.#upsert = db.prepare(`INSERT INTO api_usage (api_key_id, minute, endpoint, status_code, error_code, count) VALUES (?, ?, ?, ?, ?, ?)
-      ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = count + excluded.count`);
+      ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = api_usage.count + excluded.count`);
     this.#buckets = db.prepare(`SELECT (minute / @size) * @size AS bucket, endpoint, status_code, error_code, SUM(count) AS n FROM api_usage
         WHERE api_key_id = @key AND minute >= @from AND minute < @to
         GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`);

@@ -29,7 +29,9 @@ interface Row extends Omit<FundingCredit, 'parts' | 'reversed' | 'micro'> {
   reversed: bigint;
 }
 
-const SELECT = `SELECT f.*, EXISTS (SELECT 1 FROM balance_entries b WHERE b.ref = 'credit_reversal:' || f.credit_ref) AS reversed FROM funding_credits f`;
+// reversed as 1 or 0 (a CASE, not the EXISTS itself: PostgreSQL's EXISTS is a boolean, SQLite's an integer).
+const SELECT = `SELECT f.*, CASE WHEN EXISTS (SELECT 1 FROM balance_entries b WHERE b.ref = 'credit_reversal:' || f.credit_ref) THEN 1 ELSE 0 END AS reversed
+  FROM funding_credits f`;
 
 function decode(r: Row): FundingCredit {
   const parts = (JSON.parse(r.parts) as { currency: string; amount: string; logIndex: number }[]).map((p) => ({ ...p, amount: BigInt(p.amount) }));

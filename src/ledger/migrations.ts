@@ -747,4 +747,16 @@ ALTER TABLE transactions ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0 CHECK (can
     name: 'the deposit state trigger of depository_owed runs only where a deposit enters or leaves handled',
     sql: owedDepositStateTrigger,
   },
+  {
+    // 22, not 21: the leader lease (branch lease) is 21.
+    version: 22,
+    name: 'the listing index on amount_usd over COALESCE, the spelling both SQLite and PostgreSQL know',
+    sql: `
+-- The request listing sorts by COALESCE(amount_usd, -1) (PostgreSQL has no IFNULL), and SQLite uses an
+-- index on an expression only for the same function name: the index follows.
+DROP INDEX requests_amount_usd;
+CREATE INDEX requests_amount_usd ON requests(COALESCE(amount_usd, -1), id);
+`,
+    pg: `-- Nothing: PostgreSQL's baseline made requests_amount_usd over COALESCE already.`,
+  },
 ];
