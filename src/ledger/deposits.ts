@@ -92,8 +92,12 @@ export class Deposits {
    */
   insertMany(ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
     const written = new Set<string>();
-    for (let i = 0; i < ds.length; i += INSERT_CHUNK) {
-      const chunk = ds.slice(i, i + INSERT_CHUNK);
+    // Each id once (its first listing): PostgreSQL refuses an upsert that touches a row twice in one statement,
+    // and on SQLite the second listing of a row just written changes nothing.
+    const seen = new Set<string>();
+    const once = ds.filter((d) => !seen.has(d.id) && seen.add(d.id));
+    for (let i = 0; i < once.length; i += INSERT_CHUNK) {
+      const chunk = once.slice(i, i + INSERT_CHUNK);
       const params: (string | number | null)[] = [];
       for (const d of chunk) {
         const state = d.confirmed_at === undefined ? 'unconfirmed' : 'confirmed';
