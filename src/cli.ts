@@ -10,7 +10,7 @@ import { hideUrl, withPostgres } from './ledger/pgUrl.ts';
 import { webhookUrlProblem } from './events/webhookUrl.ts';
 import { Ledger } from './ledger/index.ts';
 import { createLogger } from './log.ts';
-import { RelayNode } from './node.ts';
+import { ledgerLocation, RelayNode } from './node.ts';
 import { formatAudit, recordAudit, runAudit } from './audit/audit.ts';
 import { adminCommands } from './admin/cli.ts';
 import { createKeystoreFile, readSecretArg } from './signers/keystoreFile.ts';
@@ -88,9 +88,10 @@ function postgresUrl(argv: { url?: string; urlEnv?: string; config?: string }): 
   return typeof url === 'object' ? url.reveal() : url;
 }
 
+// The configured ledger: PostgreSQL when the config names ledger.url, else the SQLite file in the data directory.
 function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Ledger) => void): void {
   const dataDir = ledgerDir(argv);
-  const ledger = Ledger.open(join(dataDir, 'ledger.sqlite'));
+  const ledger = Ledger.connect({ path: join(dataDir, 'ledger.sqlite'), url: postgresUrl(argv) });
   try {
     fn(ledger);
   } finally {
@@ -216,7 +217,7 @@ await yargs(hideBin(process.argv))
       } catch (e) {
         fail(e);
       }
-      const ledger = Ledger.open(join(config.dataDir, 'ledger.sqlite'));
+      const ledger = Ledger.connect(ledgerLocation(config));
       try {
         const result = await runAudit(config, ledger);
         recordAudit(ledger, result);
