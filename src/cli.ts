@@ -1,12 +1,16 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import yargs, { type Argv } from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { buildConfigWithKeys, checkStartKeys, ConfigError, loadConfigFile, type Config } from './config/load.ts';
 import { migrate, openDb } from './ledger/db.ts';
+import { copySqliteToPostgres } from './ledger/pgCopy.ts';
+import { migratePostgres } from './ledger/pgMigrate.ts';
+import { hideUrl, withPostgres } from './ledger/pgUrl.ts';
 import { webhookUrlProblem } from './events/webhookUrl.ts';
 import { Ledger } from './ledger/index.ts';
 import { createLogger } from './log.ts';
-import { RelayNode } from './node.ts';
+import { ledgerLocation, RelayNode } from './node.ts';
 import { formatAudit, recordAudit, runAudit } from './audit/audit.ts';
 import { adminCommands } from './admin/cli.ts';
 import { createKeystoreFile, readSecretArg } from './signers/keystoreFile.ts';
@@ -51,16 +55,43 @@ function ledgerOptions<T>(y: Argv<T>) {
     .option('config', { type: 'string', describe: 'take the ledger directory from this config file' });
 }
 
-function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Ledger) => void): void {
-  let dataDir = argv.dataDir;
-  if (argv.config) {
-    try {
-      dataDir = loadConfigFile(argv.config).dataDir;
-    } catch (e) {
-      fail(e);
-    }
+// The ledger directory: --data-dir, or the config file's.
+function ledgerDir(argv: { dataDir: string; config?: string }): string {
+  if (!argv.config) return argv.dataDir;
+  try {
+    return loadConfigFile(argv.config).dataDir;
+  } catch (e) {
+    fail(e);
   }
-  const ledger = Ledger.open(join(dataDir, 'ledger.sqlite'));
+}
+
+/**
+ * The PostgreSQL ledger's URL, when one is named: --url, the variable --url-env names, or the config
+ * file's ledger.url. Undefined: the SQLite ledger.
+ */
+function postgresUrl(argv: { url?: string; urlEnv?: string; config?: string }): string | undefined {
+  if (argv.url) return argv.url;
+  if (argv.urlEnv) {
+    const v = process.env[argv.urlEnv];
+    if (!v) fail(new Error(`environment variable ${argv.urlEnv} is not set`));
+    return v;
+  }
+  if (!argv.config) return undefined;
+  let config: Config;
+  try {
+    config = loadConfigFile(argv.config);
+  } catch (e) {
+    fail(e);
+  }
+  // ledger.url: a string, or a Secret once the config schema wraps it.
+  const url = (config as { ledger?: { url?: string | { reveal(): string } } }).ledger?.url;
+  return typeof url === 'object' ? url.reveal() : url;
+}
+
+// The configured ledger: PostgreSQL when the config names ledger.url, else the SQLite file in the data directory.
+function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Ledger) => void): void {
+  const dataDir = ledgerDir(argv);
+  const ledger = Ledger.connect({ path: join(dataDir, 'ledger.sqlite'), url: postgresUrl(argv) });
   try {
     fn(ledger);
   } finally {
@@ -186,7 +217,7 @@ await yargs(hideBin(process.argv))
       } catch (e) {
         fail(e);
       }
-      const ledger = Ledger.open(join(config.dataDir, 'ledger.sqlite'));
+      const ledger = Ledger.connect(ledgerLocation(config));
       let code = 0;
       try {
         const result = await runAudit(config, ledger);
@@ -202,17 +233,60 @@ await yargs(hideBin(process.argv))
       process.exit(code);
     },
   )
-  .command(
-    'db migrate',
-    'create or upgrade the ledger',
-    (y) => y.option('data-dir', { type: 'string', default: './data' }),
-    (argv) => {
-      const path = join(argv.dataDir, 'ledger.sqlite');
-      const db = openDb(path);
-      const ran = migrate(db);
-      db.close();
-      process.stdout.write(ran.length ? `applied migrations ${ran.join(', ')} to ${path}\n` : `ledger ${path} is up to date\n`);
-    },
+  .command('db', 'the ledger database: migrate (SQLite or PostgreSQL), copy (SQLite into PostgreSQL)', (y) =>
+    y
+      .command(
+        'migrate',
+        'create or upgrade the ledger: the SQLite file in --data-dir, or PostgreSQL (--url, --url-env, or ledger.url in --config)',
+        (y) =>
+          ledgerOptions(y)
+            .option('url', { type: 'string', describe: 'a PostgreSQL ledger, postgres://… (visible to other users of this host: prefer --url-env)' })
+            .option('url-env', { type: 'string', describe: 'the environment variable that holds the PostgreSQL ledger URL' }),
+        async (argv) => {
+          const url = postgresUrl(argv);
+          if (url === undefined) {
+            const path = join(ledgerDir(argv), 'ledger.sqlite');
+            const db = openDb(path);
+            const ran = migrate(db);
+            db.close();
+            process.stdout.write(ran.length ? `applied migrations ${ran.join(', ')} to ${path}\n` : `ledger ${path} is up to date\n`);
+            return;
+          }
+          try {
+            const ran = await withPostgres(url, (client) => migratePostgres(client));
+            process.stdout.write(ran.length ? `applied migrations ${ran.join(', ')} to the PostgreSQL ledger\n` : 'the PostgreSQL ledger is up to date\n');
+          } catch (e) {
+            fail(new Error(`db migrate: ${hideUrl(errText(e), url)}`));
+          }
+        },
+      )
+      .command(
+        'copy',
+        'copy a SQLite ledger into an empty PostgreSQL database, in one transaction, verified (row counts, money sums) before it commits',
+        (y) =>
+          y
+            .option('from', { type: 'string', demandOption: true, describe: 'the SQLite ledger file (ledger.sqlite)' })
+            .option('to', { type: 'string', describe: 'the PostgreSQL ledger, postgres://… (visible to other users of this host: prefer --to-env)' })
+            .option('to-env', { type: 'string', describe: 'the environment variable that holds the PostgreSQL ledger URL' }),
+        async (argv) => {
+          const url = postgresUrl({ url: argv.to, urlEnv: argv.toEnv });
+          if (url === undefined) fail(new Error('db copy: name the PostgreSQL ledger with --to or --to-env'));
+          if (!existsSync(argv.from)) fail(new Error(`db copy: no SQLite ledger at ${argv.from}`));
+          const source = openDb(argv.from, { readonly: true });
+          try {
+            const r = await withPostgres(url, (client) => copySqliteToPostgres(source, client, (line) => process.stdout.write(`copied ${line}\n`)));
+            const rows = r.tables.reduce((n, t) => n + t.rows, 0);
+            process.stdout.write(
+              `verified: ${r.tables.length} tables, ${rows} rows, the same row count in each and the same money sums (${r.sums.length} sums of balance entries, app fee entries, payouts and deposits); committed\n`,
+            );
+          } catch (e) {
+            fail(new Error(`db copy: ${hideUrl(errText(e), url)}`));
+          } finally {
+            source.close();
+          }
+        },
+      )
+      .demandCommand(1, 'name a db command: migrate or copy'),
   )
   .command('keys', 'manage API keys (create, list, revoke)', (y) =>
     y

@@ -16,6 +16,9 @@ const REDACT = [
   'headers["x-api-key"]',
   'req.headers["x-api-key"]',
   'req.headers.authorization',
+  // The PostgreSQL ledger's URL carries its password (held as a Secret; this is the second line).
+  'ledger.url',
+  '*.ledger.url',
 ];
 
 /**

@@ -8,7 +8,7 @@ import { ChainRegistry } from './chains/registry.ts';
 import type { Config } from './config/load.ts';
 import { Registry } from './config/registry.ts';
 import { Deliverer } from './events/deliverer.ts';
-import { Ledger } from './ledger/index.ts';
+import { Ledger, type LedgerLocation, type OpenedLedger } from './ledger/index.ts';
 import { QuotePruner } from './ledger/quotePruner.ts';
 import { DepositFeeReader } from './chains/depositFeeReader.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -34,10 +34,15 @@ export function ledgerPath(config: Config): string {
   return join(config.dataDir, 'ledger.sqlite');
 }
 
+/** Where the configured ledger is: PostgreSQL at `ledger.url` when set (a secret, revealed to the connection only), else the SQLite file. */
+export function ledgerLocation(config: Config): LedgerLocation {
+  return { path: ledgerPath(config), url: config.ledger?.url?.reveal(), timeoutMs: config.ledger?.timeoutMs };
+}
+
 /** One relay node: chains → indexers → ledger → solver → submitters → chains, and the API over the ledger. */
 export class RelayNode {
-  /** The ledger this node opened, as Ledger.open types it (SQLite: tests and benchmarks seed it); its stages are handed the `Ledger` interface only. */
-  readonly ledger: ReturnType<typeof Ledger.open>;
+  /** The ledger this node opened, SQLite's or PostgreSQL's (tests and benchmarks seed it); its stages are handed the `Ledger` interface only. */
+  readonly ledger: OpenedLedger;
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly registry: Registry;
@@ -71,7 +76,7 @@ export class RelayNode {
     this.log = opts.log ?? createLogger(config.log.level);
     this.metrics = createMetrics();
     this.registry = new Registry(config.chains);
-    this.ledger = Ledger.open(ledgerPath(config), { readonly: opts.readOnly });
+    this.ledger = Ledger.connect(ledgerLocation(config), { readonly: opts.readOnly });
     registerAuditMetrics(this.metrics.registry, this.ledger);
     // From the config: a read-only replica may have the address without the key.
     this.solverAddress = config.solverAddress;
@@ -116,7 +121,7 @@ export class RelayNode {
       this.deliverer = new Deliverer({ ledger: this.ledger, config, metrics: this.metrics, log: this.log });
     }
     this.listings = new ListingPool(
-      { ledgerPath: ledgerPath(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing, nice: config.api.listing.workerNice },
+      { ledger: ledgerLocation(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing, nice: config.api.listing.workerNice },
       { workers: config.api.listing.workers, timeoutMs: config.api.listing.timeoutMs, log: this.log },
     );
     const apiContext = {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Secret } from './secret.ts';
 import { evmSignerSource, svmSignerSource } from './signerSchema.ts';
 import type { Address } from 'viem';
 import { canonicalAddress, describeAddressKind, EXCHANGE_PERPS_USD } from '../kinds/address.ts';
@@ -308,9 +309,25 @@ const adminSchema = z
   .strict()
   .default({});
 
+// Where the ledger lives: absent `url`, the SQLite file in dataDir (the embedded default); with it, PostgreSQL
+// (src/ledger/postgres). The URL carries a password: it is held as a Secret and never logged.
+const ledgerSchema = z
+  .object({
+    url: z
+      .string()
+      .regex(/^postgres(ql)?:\/\/\S+$/, 'must be a postgres://user:password@host:port/database URL')
+      .transform((s) => new Secret(s))
+      .optional(),
+    // Bound of one call to PostgreSQL: past it the call fails (LedgerUnavailable) and the connection is dropped.
+    timeoutMs: z.number().int().min(100).max(120_000).default(5_000),
+  })
+  .strict()
+  .default({});
+
 export const configSchema = z
   .object({
     dataDir: z.string().min(1).default('./data'),
+    ledger: ledgerSchema,
     api: z
       .object({
         host: z.string().min(1).default('127.0.0.1'),

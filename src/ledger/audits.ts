@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** An SVM account's balance when the node first started on the chain: what the audit explains movements from. */
 export interface SvmAuditOpening {
@@ -19,7 +19,7 @@ export class Audits {
     this.#insertRun = db.prepare('INSERT INTO audit_runs (ran_at, differences, report) VALUES (?, ?, ?)');
     this.#lastRun = db.prepare('SELECT ran_at, differences FROM audit_runs ORDER BY id DESC LIMIT 1');
     this.#hasOpening = db.prepare('SELECT 1 FROM svm_audit_openings WHERE chain_id = ? LIMIT 1');
-    this.#putOpening = db.prepare('INSERT OR IGNORE INTO svm_audit_openings (chain_id, owner, currency, slot, amount) VALUES (?, ?, ?, ?, ?)');
+    this.#putOpening = db.prepare('INSERT INTO svm_audit_openings (chain_id, owner, currency, slot, amount) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING');
     this.#opening = db.prepare('SELECT owner, currency, slot, amount FROM svm_audit_openings WHERE chain_id = ?');
   }
 

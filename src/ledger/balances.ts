@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { PayoutRow } from './types.ts';
 
 export type BalanceKind = 'credit' | 'credit_reversal' | 'sponsorship' | 'sponsorship_reversal' | 'permanent_debit' | 'claim' | 'hold' | 'hold_release';
@@ -119,7 +119,7 @@ export class AppFees {
   constructor(db: Db) {
     this.#claims = db.prepare(
       `SELECT p.* FROM payouts p WHERE p.kind = 'claim' AND p.id IN (SELECT request_id FROM app_fee_entries WHERE recipient = @wallet AND kind = 'claim')
-         AND (@at IS NULL OR p.decided_at < @at OR (p.decided_at = @at AND p.id < @id)) ORDER BY p.decided_at DESC, p.id DESC LIMIT @limit`,
+         AND (CAST(@at AS BIGINT) IS NULL OR p.decided_at < @at OR (p.decided_at = @at AND p.id < @id)) ORDER BY p.decided_at DESC, p.id DESC LIMIT @limit`,
     );
     this.#claimedBy = db.prepare(`SELECT recipient, chain_id, currency, amount FROM app_fee_entries WHERE request_id = ? AND kind = 'claim'`);
     this.#post = db.prepare(`INSERT INTO app_fee_entries (recipient, chain_id, currency, amount, kind, request_id, ref, created_at)

@@ -1,8 +1,10 @@
 // The deposit store's bulk write and lookup, against the one-row statements they stand in for.
 import { describe, expect, it } from 'vitest';
-import { Ledger } from './index.ts';
-import type { SqliteLedger } from './sqlite.ts';
+import { LEDGER_KINDS, testLedgers, withoutForeignKeys } from '../../test/helpers/ledgers.ts';
+import type { OpenedLedger } from './index.ts';
 import type { NewDeposit } from './deposits.ts';
+
+const ledgers = testLedgers();
 
 const hex = (n: number, bytes = 32) => `0x${n.toString(16).padStart(bytes * 2, '0')}` as `0x${string}`;
 const deposit = (i: number, tx = Math.floor(i / 7)): NewDeposit => ({
@@ -19,16 +21,16 @@ const deposit = (i: number, tx = Math.floor(i / 7)): NewDeposit => ({
   seen_at: 1_000 + i,
 });
 
-describe('Deposits.insertMany', () => {
-  it('writes the same rows as insert, one at a time, and names only the new or revived ones, in order', () => {
-    const bulk = Ledger.open(':memory:');
-    const single = Ledger.open(':memory:');
+describe.each(LEDGER_KINDS)('Deposits.insertMany (%s)', (kind) => {
+  it('writes the same rows as insert, one at a time, and names only the new or revived ones, in order', async () => {
+    const bulk = await ledgers.open(kind);
+    const single = await ledgers.open(kind);
     // 250 rows: two full statements of a hundred and a shorter one.
     const ds = Array.from({ length: 250 }, (_, i) => deposit(i));
     const fresh = ds.filter((d) => single.deposits.insert(d)).map((d) => d.id);
     expect(bulk.deposits.insertMany(ds)).toEqual(fresh);
     expect(fresh).toHaveLength(250);
-    const all = (l: SqliteLedger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
+    const all = (l: OpenedLedger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
     expect(all(bulk)).toEqual(all(single));
 
     // Written again (a re-read): nothing new, nothing changed.
@@ -51,16 +53,16 @@ describe('Deposits.insertMany', () => {
     expect(bulk.deposits.insertMany([])).toEqual([]);
   });
 
-  it('writes rows given a confirmation time confirmed, as insert then confirmUpTo in one transaction would', () => {
-    const bulk = Ledger.open(':memory:');
-    const single = Ledger.open(':memory:');
+  it('writes rows given a confirmation time confirmed, as insert then confirmUpTo in one transaction would', async () => {
+    const bulk = await ledgers.open(kind);
+    const single = await ledgers.open(kind);
     const ds = Array.from({ length: 150 }, (_, i) => deposit(i)); // blocks 10 .. 31
     single.tx(() => {
       for (const d of ds) single.deposits.insert(d);
       single.deposits.confirmUpTo(8453, 20, 77);
     });
     bulk.tx(() => bulk.deposits.insertMany(ds.map((d) => (d.block_number <= 20 ? { ...d, confirmed_at: 77 } : d))));
-    const all = (l: SqliteLedger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
+    const all = (l: OpenedLedger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
     expect(all(bulk)).toEqual(all(single));
     expect(bulk.deposits.unconfirmed(8453, 1_000).length).toBeGreaterThan(0);
 
@@ -76,14 +78,14 @@ describe('Deposits.insertMany', () => {
   });
 });
 
-describe('Deposits.handledOfTxs', () => {
-  it("lists the chain's handled deposits of the given transactions only", () => {
-    const l = Ledger.open(':memory:');
+describe.each(LEDGER_KINDS)('Deposits.handledOfTxs (%s)', (kind) => {
+  it("lists the chain's handled deposits of the given transactions only", async () => {
+    const l = await ledgers.open(kind);
     const ds = Array.from({ length: 21 }, (_, i) => deposit(i)); // transactions 0, 1, 2
     l.deposits.insertMany([...ds, { ...deposit(30, 1), chain_id: 10, id: `10:${hex(1)}:30` }]);
     l.deposits.confirmUpTo(8453, 1_000);
     l.deposits.confirmUpTo(10, 1_000);
-    l.db.pragma('foreign_keys = OFF'); // a store test: no request rows behind request_id
+    withoutForeignKeys(l); // a store test: no request rows behind request_id
     for (const i of [3, 8, 15]) l.deposits.markHandled(ds[i]!.id, hex(1));
     l.deposits.markHandled(`10:${hex(1)}:30`, hex(1));
     expect(l.deposits.handledOfTxs(8453, [hex(1), hex(2), hex(99)]).map((d) => d.id)).toEqual([ds[8]!.id, ds[15]!.id]);

@@ -1,4 +1,5 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
+import { dialectOf } from './dialect.ts';
 import type { DepositRow } from './types.ts';
 
 export type NewDeposit = Omit<DepositRow, 'state' | 'request_id' | 'confirmed_at'>;
@@ -39,9 +40,15 @@ export class Deposits {
   constructor(private db: Db) {
     this.#insert = db.prepare(`${INSERT_COLUMNS} (@id, @chain_id, @tx_hash, @log_index, @block_number, @block_hash,
       @depositor, @currency, @amount, @order_ref, 'unconfirmed', @seen_at) ${INSERT_CONFLICT}`);
+    // By transaction, the hashes bound as one JSON array (read by each dialect's own function). In
+    // SQLite the unary + keeps the planner off deposits_state, which would walk every handled deposit
+    // of the chain; PostgreSQL's planner picks deposits_tx by its statistics.
     this.#handledOfTxs = db.prepare(
-      // By transaction (the unary + keeps the planner off deposits_state, which would walk every handled deposit of the chain).
-      `SELECT * FROM deposits WHERE +chain_id = ? AND +state = 'handled' AND tx_hash IN (SELECT value FROM json_each(?)) ORDER BY rowid`,
+      dialectOf(db) === 'postgres'
+        ? `SELECT * FROM deposits WHERE chain_id = ? AND state = 'handled' AND tx_hash IN (SELECT jsonb_array_elements_text(CAST(? AS JSONB)))
+          ORDER BY block_number, log_index`
+        : `SELECT * FROM deposits WHERE +chain_id = ? AND +state = 'handled' AND tx_hash IN (SELECT value FROM json_each(?))
+          ORDER BY block_number, log_index`,
     );
     this.#get = db.prepare('SELECT * FROM deposits WHERE id = ?');
     this.#unconfirmed = db.prepare(
@@ -85,8 +92,12 @@ export class Deposits {
    */
   insertMany(ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
     const written = new Set<string>();
-    for (let i = 0; i < ds.length; i += INSERT_CHUNK) {
-      const chunk = ds.slice(i, i + INSERT_CHUNK);
+    // Each id once (its first listing): PostgreSQL refuses an upsert that touches a row twice in one statement,
+    // and on SQLite the second listing of a row just written changes nothing.
+    const seen = new Set<string>();
+    const once = ds.filter((d) => !seen.has(d.id) && seen.add(d.id));
+    for (let i = 0; i < once.length; i += INSERT_CHUNK) {
+      const chunk = once.slice(i, i + INSERT_CHUNK);
       const params: (string | number | null)[] = [];
       for (const d of chunk) {
         const state = d.confirmed_at === undefined ? 'unconfirmed' : 'confirmed';

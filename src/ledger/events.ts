@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import { statusRecord, type StatusSources } from './statusRecord.ts';
 import type { RequestRow } from './types.ts';
 
@@ -96,15 +96,15 @@ export class Events {
     this.#db = db;
     this.#sources = sources;
     this.#insertEvent = db.prepare(`INSERT INTO events (id, request_id, api_key_id, type, status, payload, created_at)
-      VALUES (@id, @request_id, @api_key_id, @type, @status, @payload, @created_at)`);
+      VALUES (@id, @request_id, @api_key_id, @type, @status, @payload, @created_at) RETURNING seq`);
     // One pending delivery per live webhook of the request's key (a revoked key's webhooks get nothing).
     this.#insertDeliveries = db.prepare(`INSERT INTO event_deliveries (event_id, webhook_id, request_id, event_seq, state, attempts, next_attempt_at)
       SELECT @event_id, w.id, @request_id, @event_seq, 'pending', 0, @now FROM webhooks w
       WHERE w.api_key_id = @api_key_id AND w.removed_at IS NULL
         AND NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.id = w.api_key_id AND k.revoked_at IS NOT NULL)`);
-    this.#since = db.prepare(`SELECT e.*, r.user AS user FROM events e LEFT JOIN requests r ON r.id = e.request_id
+    this.#since = db.prepare(`SELECT e.*, r."user" AS "user" FROM events e LEFT JOIN requests r ON r.id = e.request_id
       WHERE e.seq > ? ORDER BY e.seq LIMIT ?`);
-    this.#maxSeq = db.prepare('SELECT IFNULL(MAX(seq), 0) AS seq FROM events');
+    this.#maxSeq = db.prepare('SELECT COALESCE(MAX(seq), 0) AS seq FROM events');
     this.#get = db.prepare('SELECT * FROM events WHERE id = ?');
     this.#forRequest = db.prepare('SELECT * FROM events WHERE request_id = ? ORDER BY seq');
     this.#insertWebhook = db.prepare('INSERT INTO webhooks (id, api_key_id, url, secret, created_at) VALUES (?, ?, ?, ?, ?)');
@@ -131,19 +131,19 @@ export class Events {
       last_status = @status, last_error = @error WHERE event_id = @event_id AND webhook_id = @webhook_id AND state = 'pending'`);
     this.#pendingCount = db.prepare(`SELECT COUNT(*) AS n FROM event_deliveries WHERE state = 'pending'`);
     this.#deliveries = db.prepare(`SELECT d.*, e.type, e.status FROM event_deliveries d JOIN events e ON e.seq = d.event_seq
-      WHERE d.webhook_id = @webhook_id AND (@state IS NULL OR d.state = @state) ORDER BY d.event_seq DESC LIMIT @limit`);
+      WHERE d.webhook_id = @webhook_id AND (CAST(@state AS TEXT) IS NULL OR d.state = @state) ORDER BY d.event_seq DESC LIMIT @limit`);
     // The events queued behind a delivery that waits for a retry wait as long (they could not go
     // before it anyway): the due scan then reads only what may really go.
-    this.#holdBehind = db.prepare(`UPDATE event_deliveries SET next_attempt_at = MAX(next_attempt_at, @next)
+    this.#holdBehind = db.prepare(`UPDATE event_deliveries SET next_attempt_at = CASE WHEN next_attempt_at > @next THEN next_attempt_at ELSE @next END
       WHERE webhook_id = @webhook_id AND request_id = (SELECT request_id FROM event_deliveries WHERE event_id = @event_id AND webhook_id = @webhook_id)
         AND state = 'pending' AND event_seq > (SELECT event_seq FROM event_deliveries WHERE event_id = @event_id AND webhook_id = @webhook_id)`);
     this.#counts = db.prepare('SELECT state, COUNT(*) AS n FROM event_deliveries WHERE webhook_id = ? GROUP BY state');
     this.#redeliverEvent = db.prepare(`UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = @now, last_error = NULL
-      WHERE event_id = @event_id AND (@webhook_id IS NULL OR webhook_id = @webhook_id)
-        AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (@api_key_id IS NULL OR api_key_id = @api_key_id))`);
+      WHERE event_id = @event_id AND (CAST(@webhook_id AS TEXT) IS NULL OR webhook_id = @webhook_id)
+        AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (CAST(@api_key_id AS TEXT) IS NULL OR api_key_id = @api_key_id))`);
     this.#redeliverDead = db.prepare(`UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = @now, last_error = NULL
-      WHERE state = 'dead' AND (@webhook_id IS NULL OR webhook_id = @webhook_id)
-        AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (@api_key_id IS NULL OR api_key_id = @api_key_id))`);
+      WHERE state = 'dead' AND (CAST(@webhook_id AS TEXT) IS NULL OR webhook_id = @webhook_id)
+        AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (CAST(@api_key_id AS TEXT) IS NULL OR api_key_id = @api_key_id))`);
   }
 
   // --- the outbox ------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ export class Events {
       payload,
       created_at: now,
     };
-    const seq = Number(this.#insertEvent.run(ev).lastInsertRowid);
+    const seq = Number((this.#insertEvent.get(ev) as { seq: number | bigint }).seq);
     if (ev.api_key_id) this.#insertDeliveries.run({ event_id: ev.id, request_id: row.id, event_seq: seq, now, api_key_id: ev.api_key_id });
     this.#dirty = true;
     return { seq, ...ev };

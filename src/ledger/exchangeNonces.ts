@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** A wallet's exchange transfer nonce mapped to the request it pays for (POST /authorize). */
 export interface NonceMappingRow {

@@ -1,5 +1,5 @@
 import type { Balances } from './balances.ts';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** One thing that moved to the solver in a funding transaction (token units; logIndex -1: native value). */
 export interface FundingPart {
@@ -29,7 +29,9 @@ interface Row extends Omit<FundingCredit, 'parts' | 'reversed' | 'micro'> {
   reversed: bigint;
 }
 
-const SELECT = `SELECT f.*, EXISTS (SELECT 1 FROM balance_entries b WHERE b.ref = 'credit_reversal:' || f.credit_ref) AS reversed FROM funding_credits f`;
+// reversed as 1 or 0 (a CASE, not the EXISTS itself: PostgreSQL's EXISTS is a boolean, SQLite's an integer).
+const SELECT = `SELECT f.*, CASE WHEN EXISTS (SELECT 1 FROM balance_entries b WHERE b.ref = 'credit_reversal:' || f.credit_ref) THEN 1 ELSE 0 END AS reversed
+  FROM funding_credits f`;
 
 function decode(r: Row): FundingCredit {
   const parts = (JSON.parse(r.parts) as { currency: string; amount: string; logIndex: number }[]).map((p) => ({ ...p, amount: BigInt(p.amount) }));

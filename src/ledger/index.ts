@@ -1,4 +1,5 @@
 import type { Ledger as LedgerInterface } from './ledger.ts';
+import { PostgresLedger } from './postgres/ledger.ts';
 import { SqliteLedger } from './sqlite.ts';
 
 export * from './types.ts';
@@ -8,7 +9,18 @@ export type { Store } from './ledger.ts';
 /** The ledger the node depends on (ledger.ts): consumers import this type only. */
 export type Ledger = LedgerInterface;
 
-/** Where the ledger's implementation is chosen: SQLite today. */
+/** Where a ledger is: the SQLite file at `path`, unless `url` names a PostgreSQL database (a secret). */
+export interface LedgerLocation {
+  path: string;
+  url?: string;
+  /** PostgreSQL: bound of one call (config ledger.timeoutMs). */
+  timeoutMs?: number;
+}
+
+/** A ledger as opened: SQLite's or PostgreSQL's (tests and benchmarks reach its connection, `db`, for set-up). */
+export type OpenedLedger = SqliteLedger | PostgresLedger;
+
+/** Where the ledger's implementation is chosen: PostgreSQL when a URL is configured, else the SQLite file. */
 export const Ledger = {
   /**
    * Opens (and unless read-only, migrates) the SQLite ledger file at `path`. Typed as the SQLite
@@ -17,5 +29,14 @@ export const Ledger = {
    */
   open(path: string, opts: { readonly?: boolean } = {}): SqliteLedger {
     return SqliteLedger.open(path, opts);
+  },
+
+  /**
+   * Opens the configured ledger: PostgreSQL at `url` when given (config `ledger.url`, a secret), else the SQLite file
+   * at `path`; unless read-only, it is migrated.
+   */
+  connect(where: LedgerLocation, opts: { readonly?: boolean } = {}): OpenedLedger {
+    if (where.url) return PostgresLedger.open(where.url, { readonly: opts.readonly, timeoutMs: where.timeoutMs });
+    return SqliteLedger.open(where.path, opts);
   },
 };

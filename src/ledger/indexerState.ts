@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 export interface StoredBlock {
   number: number;
@@ -18,7 +18,8 @@ export class IndexerState {
     this.#getCursor = db.prepare('SELECT block_number FROM cursors WHERE chain_id = ? AND source = ?');
     this.#setCursor = db.prepare(`INSERT INTO cursors (chain_id, source, block_number) VALUES (?, ?, ?)
       ON CONFLICT(chain_id, source) DO UPDATE SET block_number = excluded.block_number`);
-    this.#putBlock = db.prepare(`INSERT OR REPLACE INTO chain_blocks (chain_id, number, hash, parent_hash) VALUES (?, ?, ?, ?)`);
+    this.#putBlock = db.prepare(`INSERT INTO chain_blocks (chain_id, number, hash, parent_hash) VALUES (?, ?, ?, ?)
+      ON CONFLICT(chain_id, number) DO UPDATE SET hash = excluded.hash, parent_hash = excluded.parent_hash`);
     this.#tip = db.prepare('SELECT number, hash, parent_hash FROM chain_blocks WHERE chain_id = ? ORDER BY number DESC LIMIT 1');
     this.#block = db.prepare('SELECT number, hash, parent_hash FROM chain_blocks WHERE chain_id = ? AND number = ?');
     this.#dropAbove = db.prepare('DELETE FROM chain_blocks WHERE chain_id = ? AND number > ?');

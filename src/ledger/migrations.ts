@@ -47,7 +47,18 @@ END;
 CREATE TRIGGER owed_withdrawn_delete AFTER DELETE ON withdrawn_deposits BEGIN${recomputeOwed('OLD.deposit_id')}
 END;`;
 
-export const migrations: { version: number; name: string; sql: string; rebuilds?: boolean }[] = [
+/**
+ * One numbered schema change. `sql` is SQLite's text. PostgreSQL starts from its baseline
+ * (src/ledger/pgBaseline.ts), the schema after migration 20: a later migration must carry its
+ * PostgreSQL text in `pg` (the type refuses one without), so both ledgers keep one schema.
+ */
+export type Migration =
+  | { version: BaselineVersion; name: string; sql: string; rebuilds?: boolean; pg?: never }
+  | { version: number; name: string; sql: string; rebuilds?: boolean; pg: string };
+// The versions the PostgreSQL baseline stands for (PG_BASELINE_VERSION in pgBaseline.ts).
+type BaselineVersion = 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 12 | 13 | 14 | 15 | 16 | 17 | 18 | 19 | 20;
+
+export const migrations: Migration[] = [
   {
     version: 1,
     name: 'requests, deposits, payouts, transactions, indexer state',
@@ -735,5 +746,17 @@ ALTER TABLE transactions ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0 CHECK (can
     version: 20,
     name: 'the deposit state trigger of depository_owed runs only where a deposit enters or leaves handled',
     sql: owedDepositStateTrigger,
+  },
+  {
+    // 22, not 21: the leader lease (branch lease) is 21.
+    version: 22,
+    name: 'the listing index on amount_usd over COALESCE, the spelling both SQLite and PostgreSQL know',
+    sql: `
+-- The request listing sorts by COALESCE(amount_usd, -1) (PostgreSQL has no IFNULL), and SQLite uses an
+-- index on an expression only for the same function name: the index follows.
+DROP INDEX requests_amount_usd;
+CREATE INDEX requests_amount_usd ON requests(COALESCE(amount_usd, -1), id);
+`,
+    pg: `-- Nothing: PostgreSQL's baseline made requests_amount_usd over COALESCE already.`,
   },
 ];

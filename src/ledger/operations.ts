@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import { hashApiKey } from './apiKeys.ts';
 import type { PostponeReason } from './reasons.ts';
 
@@ -56,7 +56,7 @@ export class Operations {
   #dry;
   constructor(private db: Db) {
     this.#act = db.prepare(`INSERT INTO admin_actions (action, target, actor, reason, detail, created_at)
-      VALUES (@action, @target, @actor, @reason, @detail, @now)`);
+      VALUES (@action, @target, @actor, @reason, @detail, @now) RETURNING id`);
     this.#switchOn = db.prepare(`INSERT INTO switches (name, actor, reason, since) VALUES (?, ?, ?, ?) ON CONFLICT(name) DO NOTHING`);
     this.#switchOff = db.prepare('DELETE FROM switches WHERE name = ?');
     this.#switches = db.prepare('SELECT * FROM switches ORDER BY name');
@@ -70,7 +70,7 @@ export class Operations {
   /** Appends an admin action (who did what to which target, and why). Run it in the transaction of its effect. */
   record(a: { action: string; target?: string | null; actor: string; reason: string; detail?: unknown }, now = Date.now()): number {
     const detail = a.detail === undefined ? null : JSON.stringify(a.detail, (_k, v) => (typeof v === 'bigint' ? v.toString() : v));
-    return Number(this.#act.run({ action: a.action, target: a.target ?? null, actor: a.actor, reason: a.reason, detail, now }).lastInsertRowid);
+    return Number((this.#act.get({ action: a.action, target: a.target ?? null, actor: a.actor, reason: a.reason, detail, now }) as { id: number | bigint }).id);
   }
 
   actions(limit = 100, target?: string): AdminActionRow[] {

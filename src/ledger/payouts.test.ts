@@ -2,11 +2,9 @@
 // against the row-by-row reading it replaced, on a ledger with mixed rows: every payout kind and
 // state, native top-ups or none, amounts past 2^64 (SQLite's SUM would overflow), fees known or
 // not, transactions of other senders and chains, a batch (one hash, two rows).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Ledger } from './index.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { LEDGER_KINDS, testLedgers } from '../../test/helpers/ledgers.ts';
+import type { OpenedLedger } from './index.ts';
 import type { PayoutKind, PayoutState, TxState } from './types.ts';
 
 const CHAIN = 10;
@@ -17,7 +15,7 @@ const SOLVER = '0x00000000000000000000000000000000000000Aa';
 const OTHER = '0x00000000000000000000000000000000000000bb';
 const HUGE = 2n ** 70n + 12345n;
 
-type Ledgered = ReturnType<typeof Ledger.open>;
+type Ledgered = OpenedLedger;
 type Amounts = Map<string, bigint>;
 const add = (m: Amounts, k: string, v: bigint) => m.set(k, (m.get(k) ?? 0n) + v);
 // Zero entries and absent ones read the same to the breaker (`?? 0n`): compare without them.
@@ -60,16 +58,8 @@ function summed(ledger: Ledgered, chainId: number, solver: string): { spent: Amo
   return { spent, allowance };
 }
 
-let dir: string;
+const ledgers = testLedgers();
 let ledger: Ledgered;
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'payouts-'));
-  ledger = Ledger.open(join(dir, 'ledger.db'));
-});
-afterEach(() => {
-  ledger.close();
-  rmSync(dir, { recursive: true, force: true });
-});
 
 let n = 0;
 function payout(chainId: number, kind: PayoutKind, state: PayoutState, currency: string, amount: bigint, nativeTopup?: bigint): string {
@@ -114,7 +104,10 @@ function tx(
   if (state !== 'signed' || fee !== undefined) ledger.payouts.setTxState(hash, state, fee === undefined ? {} : { fee });
 }
 
-describe('Payouts.outflowSums', () => {
+describe.each(LEDGER_KINDS)('Payouts.outflowSums (%s)', (kind) => {
+  beforeEach(async () => {
+    ledger = await ledgers.open(kind);
+  });
   it('gives what the row-by-row reading gave, on a ledger with mixed rows', () => {
     const kinds: PayoutKind[] = ['fill', 'claim', 'refund', 'withdrawal', 'sweep', 'excess'];
     const states: PayoutState[] = ['queued', 'sent', 'success', 'failed'];

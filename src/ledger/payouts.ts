@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
 import type { FailReason } from './reasons.ts';
 
@@ -42,7 +42,7 @@ export class Payouts {
   #unsent;
   constructor(private db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
-      decided_at, updated_at, native_topup, calls, max_gas, authorization) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
+      decided_at, updated_at, native_topup, calls, max_gas, "authorization") VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient, @currency,
       @amount, 'queued', @decided_at, @decided_at, @native_topup, @calls, @max_gas, @authorization)`);
     this.#get = db.prepare('SELECT * FROM payouts WHERE id = ?');
     // A paused chain (or all payouts paused, by an operator or the loss breaker) hands its
@@ -61,7 +61,7 @@ export class Payouts {
       error = COALESCE(@error, error), broadcast_at = COALESCE(@broadcast_at, broadcast_at), updated_at = @now WHERE hash = @hash`);
     this.#openTxs = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
     this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
-    this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY rowid');
+    this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY payout_id');
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
     // Sweeps and signed deposits move the user's funds, not the solver's, and withdrawals bring funds

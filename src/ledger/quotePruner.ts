@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import type { Store } from './ledger.ts';
 import type { Requests } from './requests.ts';
 
@@ -35,14 +35,14 @@ export function pruneUnusedQuotes(db: Db, before: number, limit = PRUNE_BATCH): 
   return db
     .transaction(() => {
       db.exec('CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY)');
-      db.exec('DELETE FROM temp.prune_ids');
-      const n = db.prepare(`INSERT INTO temp.prune_ids ${UNUSED}`).run({ before, limit }).changes;
+      db.exec('DELETE FROM prune_ids');
+      const n = db.prepare(`INSERT INTO prune_ids ${UNUSED}`).run({ before, limit }).changes;
       if (n > 0) {
-        db.exec('DELETE FROM event_deliveries WHERE request_id IN (SELECT id FROM temp.prune_ids)');
-        db.exec('DELETE FROM events WHERE request_id IN (SELECT id FROM temp.prune_ids)');
-        db.exec('DELETE FROM requests WHERE id IN (SELECT id FROM temp.prune_ids)');
+        db.exec('DELETE FROM event_deliveries WHERE request_id IN (SELECT id FROM prune_ids)');
+        db.exec('DELETE FROM events WHERE request_id IN (SELECT id FROM prune_ids)');
+        db.exec('DELETE FROM requests WHERE id IN (SELECT id FROM prune_ids)');
       }
-      db.exec('DELETE FROM temp.prune_ids');
+      db.exec('DELETE FROM prune_ids');
       return n;
     })
     .immediate();

@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** The signed EIP-7702 authorizations the node has relayed (migration 18): each one once. */
 export class RelayedAuthorizations {

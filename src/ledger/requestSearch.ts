@@ -1,8 +1,10 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
+import { dialectOf, type Dialect } from './dialect.ts';
 import type { RequestRow } from './types.ts';
 
 // The request listing's query, validated by the API and trusted here. Every value reaches SQLite
-// as a bound parameter; the SQL text is assembled only from the fixed fragments below.
+// as a bound parameter; the SQL text is assembled only from the fixed fragments below, valid in
+// SQLite and PostgreSQL alike (booleans TRUE/FALSE, COALESCE, "user" quoted: PostgreSQL reserves it).
 
 /**
  * Fields that can be matched for equality (a list is OR) or null-checked, at top level or in a
@@ -71,15 +73,15 @@ const HAS_TX_OF_KIND = (kind: string) => `EXISTS (SELECT 1 FROM payouts p WHERE 
 const FIELD_SQL: Record<FilterField, { match: (list: string) => string; binds: number; isNull: string }> = {
   term: {
     match: (l) =>
-      `r.id IN (SELECT id FROM requests WHERE id IN (${l}) UNION ALL SELECT id FROM requests WHERE user IN (${l})
+      `r.id IN (SELECT id FROM requests WHERE id IN (${l}) UNION ALL SELECT id FROM requests WHERE "user" IN (${l})
         UNION ALL SELECT id FROM requests WHERE sender IN (${l}) UNION ALL SELECT id FROM requests WHERE recipient IN (${l})
         UNION ALL SELECT id FROM requests WHERE deposit_address IN (${l})
         UNION ALL SELECT request_id FROM deposits WHERE tx_hash IN (${l})
         UNION ALL SELECT p.request_id FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE t.hash IN (${l}))`,
     binds: 7,
-    isNull: '0',
+    isNull: 'FALSE',
   },
-  id: { match: (l) => `r.id IN (${l})`, binds: 1, isNull: '0' },
+  id: { match: (l) => `r.id IN (${l})`, binds: 1, isNull: 'FALSE' },
   orderId: { match: (l) => `(r.kind = 'order' AND r.id IN (${l}))`, binds: 1, isNull: `r.kind != 'order'` },
   depositTxHash: {
     match: (l) => `r.id IN (SELECT request_id FROM deposits WHERE tx_hash IN (${l}))`,
@@ -88,28 +90,34 @@ const FIELD_SQL: Record<FilterField, { match: (list: string) => string; binds: n
   },
   fillTxHash: { match: (l) => TX_OF_KIND('fill', l), binds: 1, isNull: `NOT ${HAS_TX_OF_KIND('fill')}` },
   refundTxHash: { match: (l) => TX_OF_KIND('refund', l), binds: 1, isNull: `NOT ${HAS_TX_OF_KIND('refund')}` },
-  originChainId: { match: (l) => `r.origin_chain_id IN (${l})`, binds: 1, isNull: '0' },
-  destinationChainId: { match: (l) => `r.destination_chain_id IN (${l})`, binds: 1, isNull: '0' },
-  chainId: { match: (l) => `(r.origin_chain_id IN (${l}) OR r.destination_chain_id IN (${l}))`, binds: 2, isNull: '0' },
+  originChainId: { match: (l) => `r.origin_chain_id IN (${l})`, binds: 1, isNull: 'FALSE' },
+  destinationChainId: { match: (l) => `r.destination_chain_id IN (${l})`, binds: 1, isNull: 'FALSE' },
+  chainId: { match: (l) => `(r.origin_chain_id IN (${l}) OR r.destination_chain_id IN (${l}))`, binds: 2, isNull: 'FALSE' },
   // The composite wallet: the one that quoted, or the one that sent the deposit.
   user: {
-    match: (l) => `r.id IN (SELECT id FROM requests WHERE user IN (${l}) UNION ALL SELECT id FROM requests WHERE sender IN (${l}))`,
+    match: (l) => `r.id IN (SELECT id FROM requests WHERE "user" IN (${l}) UNION ALL SELECT id FROM requests WHERE sender IN (${l}))`,
     binds: 2,
-    isNull: '(r.user IS NULL AND r.sender IS NULL)',
+    isNull: '(r."user" IS NULL AND r.sender IS NULL)',
   },
   depositAddress: { match: (l) => `r.deposit_address IN (${l})`, binds: 1, isNull: 'r.deposit_address IS NULL' },
   recipient: { match: (l) => `r.recipient IN (${l})`, binds: 1, isNull: 'r.recipient IS NULL' },
-  status: { match: (l) => `r.status IN (${l})`, binds: 1, isNull: '0' },
+  status: { match: (l) => `r.status IN (${l})`, binds: 1, isNull: 'FALSE' },
   failReason: { match: (l) => `r.fail_reason IN (${l})`, binds: 1, isNull: 'r.fail_reason IS NULL' },
   refundFailReason: { match: (l) => `r.refund_fail_reason IN (${l})`, binds: 1, isNull: 'r.refund_fail_reason IS NULL' },
   apiKey: { match: (l) => `r.api_key_id IN (${l})`, binds: 1, isNull: 'r.api_key_id IS NULL' },
-  requestType: { match: (l) => `r.request_type IN (${l})`, binds: 1, isNull: '0' },
-  currencyInChainId: { match: (l) => `r.origin_chain_id IN (${l})`, binds: 1, isNull: '0' },
-  currencyOutChainId: { match: (l) => `r.destination_chain_id IN (${l})`, binds: 1, isNull: '0' },
-  currencyInAddress: { match: (l) => `r.origin_currency IN (${l})`, binds: 1, isNull: '0' },
-  currencyOutAddress: { match: (l) => `r.destination_currency IN (${l})`, binds: 1, isNull: '0' },
+  requestType: { match: (l) => `r.request_type IN (${l})`, binds: 1, isNull: 'FALSE' },
+  currencyInChainId: { match: (l) => `r.origin_chain_id IN (${l})`, binds: 1, isNull: 'FALSE' },
+  currencyOutChainId: { match: (l) => `r.destination_chain_id IN (${l})`, binds: 1, isNull: 'FALSE' },
+  currencyInAddress: { match: (l) => `r.origin_currency IN (${l})`, binds: 1, isNull: 'FALSE' },
+  currencyOutAddress: { match: (l) => `r.destination_currency IN (${l})`, binds: 1, isNull: 'FALSE' },
   currencyInSymbol: { match: (l) => `r.currency_in_symbol IN (${l})`, binds: 1, isNull: 'r.currency_in_symbol IS NULL' },
   currencyOutSymbol: { match: (l) => `r.currency_out_symbol IN (${l})`, binds: 1, isNull: 'r.currency_out_symbol IS NULL' },
+};
+
+// The request's features (a JSON array of strings) include the bound one.
+const HAS_FEATURE: Record<Dialect, string> = {
+  sqlite: 'EXISTS (SELECT 1 FROM json_each(r.features) WHERE value = ?)',
+  postgres: 'EXISTS (SELECT 1 FROM jsonb_array_elements_text(CAST(r.features AS JSONB)) AS f(value) WHERE f.value = ?)',
 };
 
 const RANGE_COLUMN: Record<keyof RequestQuery['ranges'], string> = {
@@ -123,8 +131,8 @@ const RANGE_COLUMN: Record<keyof RequestQuery['ranges'], string> = {
 export const SORT_KEY: Record<SortBy, { expr: string; column: (r: RequestRow) => number }> = {
   createdAt: { expr: 'r.created_at', column: (r) => r.created_at },
   updatedAt: { expr: 'r.updated_at', column: (r) => r.updated_at },
-  // Unpriced requests sort as -1: the expression matches the index on it.
-  amountUsd: { expr: 'IFNULL(r.amount_usd, -1)', column: (r) => r.amount_usd ?? -1 },
+  // Unpriced requests sort as -1: the expression matches the index on it (requests_amount_usd).
+  amountUsd: { expr: 'COALESCE(r.amount_usd, -1)', column: (r) => r.amount_usd ?? -1 },
 };
 
 function fieldCondition(f: FieldFilter, params: unknown[]): string {
@@ -137,11 +145,11 @@ function fieldCondition(f: FieldFilter, params: unknown[]): string {
     for (let i = 0; i < sql.binds; i++) params.push(...f.values);
     cond = sql.match(list);
   }
-  // IFNULL: a negated comparison against a null column counts as "not equal", not unknown.
-  return f.negate ? `NOT IFNULL((${cond}), 0)` : `(${cond})`;
+  // COALESCE: a negated comparison against a null column counts as "not equal", not unknown.
+  return f.negate ? `NOT COALESCE((${cond}), FALSE)` : `(${cond})`;
 }
 
-function whereClause(q: RequestQuery, params: unknown[]): string {
+function whereClause(q: RequestQuery, params: unknown[], dialect: Dialect): string {
   const parts: string[] = [];
   if (!q.includeChildRequests) parts.push('r.parent_id IS NULL');
   if (q.excludedChains.length) {
@@ -151,7 +159,7 @@ function whereClause(q: RequestQuery, params: unknown[]): string {
   }
   for (const f of q.where) parts.push(fieldCondition(f, params));
   if (q.groups.length) {
-    parts.push(`(${q.groups.map((g) => (g.length ? `(${g.map((f) => fieldCondition(f, params)).join(' AND ')})` : '1')).join(' OR ')})`);
+    parts.push(`(${q.groups.map((g) => (g.length ? `(${g.map((f) => fieldCondition(f, params)).join(' AND ')})` : 'TRUE')).join(' OR ')})`);
   }
   for (const [name, range] of Object.entries(q.ranges) as [keyof RequestQuery['ranges'], { min?: number; max?: number }][]) {
     if (range.min !== undefined) {
@@ -168,7 +176,7 @@ function whereClause(q: RequestQuery, params: unknown[]): string {
     params.push(q.referrer);
   }
   for (const feature of q.features) {
-    parts.push('EXISTS (SELECT 1 FROM json_each(r.features) WHERE value = ?)');
+    parts.push(HAS_FEATURE[dialect]);
     params.push(feature);
   }
   return parts.length ? `WHERE ${parts.join(' AND ')}` : '';
@@ -183,7 +191,7 @@ export interface SearchResult {
 
 export function searchRequests(db: Db, q: RequestQuery): SearchResult {
   const params: unknown[] = [];
-  const where = whereClause(q, params);
+  const where = whereClause(q, params, dialectOf(db));
   const key = SORT_KEY[q.sortBy].expr;
   const dir = q.sortDirection === 'asc' ? 'ASC' : 'DESC';
   const pageParams = [...params];

@@ -1,5 +1,5 @@
 import type { Hex } from 'viem';
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 import { pruneUnusedQuotes } from './quotePruner.ts';
 import { searchRequests, type RequestQuery, type SearchResult } from './requestSearch.ts';
 import type { Events } from './events.ts';
@@ -59,7 +59,9 @@ export class Requests {
   constructor(db: Db, events?: Events) {
     this.#db = db;
     this.#events = events;
-    this.#ofUser = db.prepare(`SELECT * FROM (SELECT * FROM requests WHERE user = ? ORDER BY created_at DESC, id DESC LIMIT ?) ORDER BY created_at, id`);
+    this.#ofUser = db.prepare(
+      `SELECT * FROM (SELECT * FROM requests WHERE "user" = ? ORDER BY created_at DESC, id DESC LIMIT ?) AS latest ORDER BY created_at, id`,
+    );
     this.#manualRefunds = db.prepare(`SELECT r.id, r.fail_reason, r.updated_at, d.id AS deposit_id, d.chain_id, d.amount, d.currency FROM requests r
       JOIN deposits d ON d.request_id = r.id WHERE r.status = 'failure' AND r.refund_fail_reason = 'MANUAL_REFUND_REQUIRED'
       AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id AND p.kind = 'refund' AND p.state != 'failed')`);
@@ -87,7 +89,7 @@ export class Requests {
     this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ?');
     this.#failedCall = db.prepare('UPDATE requests SET failed_call_data = ? WHERE id = ?');
     this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
-    this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, user, recipient, refund_to,
+    this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, "user", recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
       min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features, api_key_id, referrer, amount_usd, app_fees_usd, currency_in_symbol,
       currency_out_symbol, deposit_address)

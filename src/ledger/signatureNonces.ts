@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** What a wallet's signed message authorizes; each purpose has its own nonces. */
 export type SignedPurpose = 'link' | 'unlink' | 'claim';

@@ -1,4 +1,4 @@
-import type { Db } from './db.ts';
+import type { SqlDb as Db } from './sqlDb.ts';
 
 /** A deposit the depository holds for the solver: its order was filled, and no user is owed any of it. */
 export interface OwedDeposit {

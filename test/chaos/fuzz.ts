@@ -9,7 +9,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 // The SQLite ledger: the digest reads every table through its connection.
-import type { SqliteLedger as Ledger } from '../../src/ledger/sqlite.ts';
+import type { OpenedLedger as Ledger } from '../../src/ledger/index.ts';
 import { Rng } from './prng.ts';
 
 export interface Route {

@@ -1,5 +1,5 @@
 import { getAddress, keccak256, toHex, zeroAddress } from 'viem';
-import type { Db } from '../../src/ledger/db.ts';
+import type { SqlDb as Db } from '../../src/ledger/sqlDb.ts';
 
 // A large synthetic ledger for listing tests and benchmarks: `rows` requests spread over chains,
 // users, statuses and currencies, most with a deposit, the successes with a fill and its transaction.

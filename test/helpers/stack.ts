@@ -6,6 +6,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { buildConfigWithKeys, type Faults } from '../../src/config/load.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
 import { startDevnet, type Devnet } from '../../src/devnet/devnet.ts';
+import { startPostgres, type PostgresHandle } from '../../src/devnet/postgres.ts';
 import { createLogger } from '../../src/log.ts';
 import { RelayNode } from '../../src/node.ts';
 import type { Currency } from '../../src/config/registry.ts';
@@ -19,6 +20,8 @@ export interface Stack {
   node: RelayNode;
   url: string;
   dataDir: string;
+  /** The PostgreSQL server of a stack started with `ledger: 'postgres'`. */
+  postgres?: PostgresHandle;
   publicClient(chainId: number): PublicClient;
   wallet(account: number, chainId: number): WalletClient;
   // whileStopped: what happens between the stop and the start (e.g. the chain moves without the node).
@@ -40,10 +43,18 @@ export async function startStack(
     configure?: (config: any) => any;
     // Changes the node's chain configs (e.g. several RPC providers in front of a devnet chain).
     chains?: (devnet: Devnet, chains: unknown[]) => Promise<unknown[]>;
+    // The node's ledger: the SQLite file in dataDir, or a PostgreSQL this stack starts (ledger.url). Default:
+    // RELAY_TEST_LEDGER, else sqlite — so any node test runs on PostgreSQL with RELAY_TEST_LEDGER=postgres.
+    ledger?: 'sqlite' | 'postgres';
   } = {},
 ): Promise<Stack> {
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-test-'));
-  const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm });
+  const postgres = (opts.ledger ?? process.env.RELAY_TEST_LEDGER) === 'postgres' ? await startPostgres({ durable: false }) : undefined;
+  const ledgerUrl = postgres && (await postgres.createDatabase());
+  const devnet = await startDevnet({ dataDir, blockTime: opts.blockTime, confirmations: opts.confirmations, svm: opts.svm }).catch(async (e) => {
+    await postgres?.stop();
+    throw e;
+  });
   // GET /requests/v2 is retired at its sunset (2026-11-24 by default): the tests that use it as a live
   // route must not depend on today's date, so their stack retires it far later. The retirement itself
   // is tested on a clock of its own (test/requests.test.ts).
@@ -53,6 +64,7 @@ export async function startStack(
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
     // Sections merge one level deep: a test's `events` keeps the devnet's allowPrivateTargets.
     const merged: Record<string, unknown> = { ...base, chains: opts.chain ? (chains as (Record<string, unknown> & { id: number })[]).map(opts.chain) : chains };
+    if (ledgerUrl) merged.ledger = { url: ledgerUrl };
     for (const [k, v] of Object.entries(opts.config ?? {})) {
       const b = (base as Record<string, unknown>)[k];
       merged[k] = v && b && typeof v === 'object' && typeof b === 'object' && !Array.isArray(v) ? { ...(b as object), ...(v as object) } : v;
@@ -75,6 +87,7 @@ export async function startStack(
       return node.url;
     },
     dataDir,
+    postgres,
     publicClient(chainId) {
       let c = clients.get(chainId);
       if (!c) {
@@ -101,6 +114,7 @@ export async function startStack(
     async stop() {
       await node.stop().catch(() => {});
       await devnet.stop();
+      await postgres?.stop();
     },
   };
   return stack;

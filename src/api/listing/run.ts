@@ -1,7 +1,7 @@
 import type { Address } from 'viem';
 import type { ChainConfig } from '../../config/schema.ts';
 import type { Registry } from '../../config/registry.ts';
-import type { Ledger } from '../../ledger/index.ts';
+import type { Ledger, LedgerLocation } from '../../ledger/index.ts';
 import { encodeContinuation, parseRequestQuery, type ListingBounds } from '../requestQuery.ts';
 import { requestRecord } from '../requestRecord.ts';
 import { toV2Record } from '../requestRecordV2.ts';
@@ -25,9 +25,12 @@ export interface ListingResult {
   total: number | undefined;
 }
 
-/** What a listing worker is started with (no secrets: the chains' public metadata and the ledger's path). */
+/**
+ * What a listing worker is started with: the chains' public metadata and where the ledger is. The one secret, a
+ * PostgreSQL ledger's URL, stays in the process (a worker thread's data) and reaches only its connection.
+ */
 export interface ListingWorkerData {
-  ledgerPath: string;
+  ledger: LedgerLocation;
   chains: ChainConfig[];
   solver: Address;
   bounds: ListingBounds;

@@ -11,7 +11,7 @@ import { errText } from '../../lib/errors.ts';
 // blocks this thread only, never the node's event loop (indexers, solver, submitters, /health).
 const data = workerData as ListingWorkerData;
 if (data.nice > 0) lowerThreadPriority();
-const ledger = Ledger.open(data.ledgerPath, { readonly: true });
+const ledger = Ledger.connect(data.ledger, { readonly: true });
 const ctx = { ledger, registry: new Registry(data.chains), solver: data.solver, bounds: data.bounds };
 
 parentPort!.on('message', (msg: { id: number; job: ListingJob }) => {

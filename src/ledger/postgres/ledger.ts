@@ -1,0 +1,40 @@
+import { StoreLedger } from '../storeLedger.ts';
+import { PgDb } from './pgDb.ts';
+
+/** Bound of a migration run at open (the baseline on an empty database takes well under this). */
+const MIGRATE_TIMEOUT_MS = 120_000;
+
+/** How a PostgreSQL ledger is reached (config `ledger`). */
+export interface PostgresLedgerOptions {
+  /** Opened for an API replica: no migration, nothing written of its own. */
+  readonly?: boolean;
+  /** Bound of one database call before it throws LedgerUnavailable (config `ledger.timeoutMs`). */
+  timeoutMs?: number;
+}
+
+/**
+ * The ledger in PostgreSQL: the same stores as SQLite's over `PgDb` (better-sqlite3's API on one synchronous
+ * connection), so every state change is still one transaction, taken under the one writer's lock, with the
+ * events outbox in it. `read` is one REPEATABLE READ snapshot.
+ */
+export class PostgresLedger extends StoreLedger<PgDb> {
+  /**
+   * Connects to `url` (a secret: never logged) and, unless read-only, brings the schema up to date
+   * (migratePostgres, under its own advisory lock, so nodes starting together migrate once).
+   */
+  static open(url: string, opts: PostgresLedgerOptions = {}): PostgresLedger {
+    const db = new PgDb(url, { timeoutMs: opts.timeoutMs, readonly: opts.readonly });
+    try {
+      if (!opts.readonly) db.client.callModule(new URL('../pgMigrate.ts', import.meta.url).href, 'migratePostgres', MIGRATE_TIMEOUT_MS);
+      return new PostgresLedger(db);
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+  }
+
+  /** Runs fn's reads in one snapshot (REPEATABLE READ READ ONLY); nested in tx, it joins it. */
+  read<T>(fn: () => T): T {
+    return this.db.snapshot(fn);
+  }
+}

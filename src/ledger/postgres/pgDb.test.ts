@@ -1,0 +1,163 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startPostgres, type PostgresHandle } from '../../devnet/postgres.ts';
+import { LedgerUnavailable } from '../errors.ts';
+import { PgDb, translate, WRITER_LOCK_KEY } from './pgDb.ts';
+
+describe('translate: better-sqlite3 placeholders to PostgreSQL', () => {
+  it('numbers ? in order and each @name/:name/$name once, leaving literals, identifiers and comments alone', () => {
+    const t = translate(`SELECT '?', "a?b", x FROM t -- what?
+      WHERE a = ? AND b = @b AND c = :c AND d = $d AND e = @b AND f = ? /* @not */ AND g::text = 'it''s @x'`);
+    expect(t.text).toContain(`SELECT '?', "a?b", x FROM t -- what?`);
+    expect(t.text).toContain("WHERE a = $1 AND b = $2 AND c = $3 AND d = $4 AND e = $2 AND f = $5 /* @not */ AND g::text = 'it''s @x'");
+    expect(t.sources).toEqual([{ pos: 0 }, { name: 'b' }, { name: 'c' }, { name: 'd' }, { pos: 1 }]);
+    expect(t.write).toBe(false);
+  });
+
+  it('tells writes (and RETURNING) from reads', () => {
+    expect(translate('INSERT INTO t VALUES (?)').write).toBe(true);
+    expect(translate("UPDATE t SET x = 'SELECT' WHERE id = ? RETURNING id").returning).toBe(true);
+    expect(translate("SELECT 'RETURNING' AS x").returning).toBe(false);
+    expect(translate('WITH a AS (SELECT 1) SELECT * FROM a').write).toBe(false);
+    expect(translate('WITH a AS (DELETE FROM t RETURNING id) SELECT * FROM a').write).toBe(true);
+    expect(translate('  (SELECT 1)').write).toBe(false);
+  });
+});
+
+describe('PgDb: better-sqlite3 over PostgreSQL', () => {
+  let server: PostgresHandle;
+  let url: string;
+  let db: PgDb;
+  let other: pg.Client;
+  beforeAll(async () => {
+    server = await startPostgres({ durable: false });
+    url = await server.createDatabase();
+    db = new PgDb(url, { timeoutMs: 5_000 });
+    db.exec(`CREATE TABLE t (id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, k TEXT UNIQUE NOT NULL, n BIGINT, amount TEXT);
+      CREATE TABLE log (x TEXT)`);
+    other = new pg.Client({ connectionString: url });
+    await other.connect();
+  }, 60_000);
+  afterAll(async () => {
+    db?.close();
+    await other?.end();
+    await server?.stop();
+  });
+
+  it('binds as better-sqlite3 does and returns its types: numbers, bigints under safeIntegers, null, pluck, raw', () => {
+    const ins = db.prepare('INSERT INTO t (k, n, amount) VALUES (@k, @n, @amount) RETURNING id');
+    const a = ins.run({ k: 'a', n: 5, amount: '12' });
+    expect(a).toEqual({ changes: 1, lastInsertRowid: 1 });
+    expect(db.prepare('INSERT INTO t (k, n, amount) VALUES (?, ?, ?)').run(['b', 2n ** 60n], null)).toEqual({ changes: 1, lastInsertRowid: 0 });
+    expect(db.prepare('SELECT k, n, amount FROM t WHERE k = ?').get('a')).toEqual({ k: 'a', n: 5, amount: '12' });
+    expect(db.prepare('SELECT n FROM t WHERE k = ?').safeIntegers(true).pluck().get('b')).toBe(2n ** 60n);
+    expect(db.prepare('SELECT k FROM t ORDER BY id').pluck().all()).toEqual(['a', 'b']);
+    expect(db.prepare('SELECT k, n FROM t WHERE k = ?').raw().all('a')).toEqual([['a', 5]]);
+    expect(db.prepare('SELECT k FROM t WHERE k = ?').get('zz')).toBeUndefined();
+    // Sums of integer columns are numeric in PostgreSQL: numbers, or exact bigints under safeIntegers, as SQLite's SUM.
+    expect(db.prepare('SELECT SUM(n) AS s, COUNT(*) AS c, 1 > 0 AS yes FROM t').get()).toEqual({ s: 2 ** 60 + 5, c: 2, yes: 1 });
+    expect(db.prepare('SELECT SUM(n) AS s FROM t').safeIntegers().get()).toEqual({ s: 2n ** 60n + 5n });
+    expect([...db.prepare('SELECT k FROM t ORDER BY id').pluck().iterate()]).toEqual(['a', 'b']);
+    expect(() => db.prepare('SELECT * FROM t WHERE k = @k').get({})).toThrow(/Missing named parameter "k"/);
+    expect(() => db.prepare('SELECT * FROM t WHERE k = ?').get()).toThrow(/Too few/);
+    expect(() => db.prepare('SELECT * FROM t WHERE k = ?').get('a', 'b')).toThrow(/Too many/);
+    expect(db.prepare('UPDATE t SET n = n + 1 WHERE k IN (?, ?)').run('a', 'b').changes).toBe(2);
+  });
+
+  it('rolls a transaction back on throw; a nested one back to its savepoint, the outer going on', () => {
+    const log = db.prepare('INSERT INTO log (x) VALUES (?)');
+    const xs = () => db.prepare('SELECT x FROM log ORDER BY x').pluck().all();
+    expect(() =>
+      db.transaction(() => {
+        log.run('lost');
+        throw new Error('boom');
+      })(),
+    ).toThrow('boom');
+    expect(xs()).toEqual([]);
+    db.transaction(() => {
+      log.run('outer');
+      expect(() =>
+        db.transaction(() => {
+          log.run('inner');
+          // A failing statement inside: PostgreSQL aborts up to the savepoint only.
+          log.run(null as unknown as string);
+          db.prepare('INSERT INTO t (k) VALUES (?)').run('a');
+        })(),
+      ).toThrow(/duplicate key/);
+      db.transaction(() => log.run('inner2')).immediate();
+    }).immediate();
+    expect(xs()).toEqual(['inner2', 'outer']);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it('refuses to report a commit when a statement failed and the caller went on', () => {
+    const log = db.prepare('INSERT INTO log (x) VALUES (?)');
+    expect(() =>
+      db.transaction(() => {
+        log.run('swallowed');
+        try {
+          db.prepare('INSERT INTO t (k) VALUES (?)').run('a');
+        } catch {
+          // going on as if nothing happened
+        }
+      })(),
+    ).toThrow(/rolled back/);
+    expect(db.prepare("SELECT COUNT(*) AS n FROM log WHERE x = 'swallowed'").pluck().get()).toBe(0);
+  });
+
+  it("takes the writer's lock in transactions and in a bare write: one writer at a time across connections", async () => {
+    // Another connection holds the writer's lock (as another node's transaction would).
+    await other.query('BEGIN');
+    await other.query(`SELECT pg_advisory_xact_lock(${WRITER_LOCK_KEY})`);
+    const waiting = new PgDb(url, { timeoutMs: 800 });
+    try {
+      // Reads are not held back.
+      expect(waiting.prepare('SELECT COUNT(*) AS n FROM t').pluck().get()).toBe(2);
+      expect(() => waiting.prepare('INSERT INTO log (x) VALUES (?)').run('bare')).toThrow(LedgerUnavailable);
+      expect(() => waiting.transaction(() => waiting.prepare('INSERT INTO log (x) VALUES (?)').run('tx'))()).toThrow(LedgerUnavailable);
+      await other.query('COMMIT');
+      waiting.prepare('INSERT INTO log (x) VALUES (?)').run('after');
+      expect((await other.query("SELECT x FROM log WHERE x IN ('bare', 'tx', 'after')")).rows).toEqual([{ x: 'after' }]);
+    } finally {
+      await other.query('ROLLBACK').catch(() => {});
+      waiting.close();
+    }
+  });
+
+  it('reads one snapshot in snapshot(fn): a commit in between is not seen', async () => {
+    const count = db.prepare('SELECT COUNT(*) AS n FROM log').pluck();
+    const before = count.get() as number;
+    const seen = db.snapshot(() => {
+      const first = count.get();
+      // A commit by another connection, made while the snapshot is open (a synchronous wait on a child process
+      // would do too; the worker-backed client lets us run it from here).
+      const writer = new PgDb(url);
+      writer.prepare('INSERT INTO log (x) VALUES (?)').run('concurrent');
+      writer.close();
+      return [first, count.get()];
+    });
+    expect(seen).toEqual([before, before]);
+    expect(count.get()).toBe(before + 1);
+    expect(() => db.snapshot(() => db.prepare('INSERT INTO log (x) VALUES (?)').run('no'))).toThrow(/read-only transaction/);
+  });
+
+  it('sends BEGIN, the lock and a bare write in one round trip, and nothing for an empty transaction', () => {
+    const log = db.prepare('INSERT INTO log (x) VALUES (?)');
+    const trips = (fn: () => void) => {
+      const before = db.client.roundTrips;
+      fn();
+      return db.client.roundTrips - before;
+    };
+    expect(trips(() => db.transaction(() => {})())).toBe(0);
+    expect(trips(() => log.run('one trip'))).toBe(1);
+    expect(
+      trips(() =>
+        db.transaction(() => {
+          log.run('two');
+          log.run('statements');
+        })(),
+      ),
+    ).toBe(3);
+    expect(db.prepare("SELECT COUNT(*) FROM log WHERE x IN ('one trip', 'two', 'statements')").pluck().get()).toBe(3);
+  });
+});

@@ -1,0 +1,120 @@
+// The worker thread behind SyncPgClient (syncClient.ts): it owns the process's one PostgreSQL connection and runs
+// the batches the blocked main thread posts, answering on the same port and waking the main thread through the
+// shared counter. Plain JavaScript on purpose: a worker thread starts without the main thread's TypeScript loader
+// (tsx, vitest), and this file needs nothing but `pg`, so it loads the same under node, tsx and vitest.
+import { workerData } from 'node:worker_threads';
+import pg from 'pg';
+
+const { url, port, signal, timeoutMs } = workerData;
+const wake = new Int32Array(signal);
+
+// Every value comes back as PostgreSQL's text: the main thread converts it by column type, the way the caller
+// asked (better-sqlite3's numbers or bigints), so no precision is lost on the way.
+const raw = { getTypeParser: () => (v) => v };
+
+let client;
+
+async function connection() {
+  if (client) return client;
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs, keepAlive: true, types: raw });
+  // A connection lost between calls: the next call opens a new one.
+  c.on('error', () => {
+    if (client === c) client = undefined;
+  });
+  c.on('end', () => {
+    if (client === c) client = undefined;
+  });
+  await c.connect();
+  client = c;
+  return c;
+}
+
+// What the main thread may see of an error: PostgreSQL's message and fields, never the connection string.
+function describe(e, index) {
+  return {
+    message: String(e?.message ?? e),
+    code: typeof e?.code === 'string' ? e.code : undefined,
+    detail: e?.detail,
+    constraint: e?.constraint,
+    // No SQLSTATE (a socket error), or class 08 (connection exception) or 57 (the server shutting down, a
+    // backend terminated, a statement cancelled): the connection failed, not the statement.
+    connection: typeof e?.code !== 'string' || !/^[0-9A-Z]{5}$/.test(e.code) || /^(08|57)/.test(e.code),
+    index,
+  };
+}
+
+async function run({ batch, rollbackOnError }) {
+  const c = await connection();
+  const results = [];
+  for (let i = 0; i < batch.length; i++) {
+    const s = batch[i];
+    try {
+      const r = await c.query({ text: s.sql, values: s.params, name: s.name, rowMode: 'array' });
+      results.push({
+        command: r.command ?? '',
+        rows: r.rows ?? [],
+        rowCount: r.rowCount ?? 0,
+        fields: (r.fields ?? []).map((f) => ({ name: f.name, oid: f.dataTypeID })),
+      });
+    } catch (e) {
+      const error = describe(e, i);
+      if (rollbackOnError && !error.connection) await c.query('ROLLBACK').catch(() => {});
+      if (error.connection) {
+        client = undefined;
+        c.end().catch(() => {});
+      }
+      return { ok: false, error };
+    }
+  }
+  return { ok: true, results };
+}
+
+let tsx = false;
+
+// An async function of a module run with this connection (the migrations: migratePostgres takes a pg client).
+// TypeScript modules need tsx's loader, registered here on first use only (a worker starts without the main
+// thread's loader), so a connection that never migrates does not pay for it.
+async function call({ module, fn }) {
+  if (module.endsWith('.ts') && !tsx) {
+    const { register } = await import('tsx/esm/api');
+    register();
+    tsx = true;
+  }
+  const m = await import(module);
+  // The module reads results with pg's own types: a client of its own, with the default parsers.
+  const plain = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
+  try {
+    await plain.connect();
+    return { ok: true, results: [], value: await m[fn](plain) };
+  } catch (e) {
+    const error = describe(e, -1);
+    // A socket error (ECONNREFUSED...) or class 08/57 is the connection's; anything else is the module's.
+    error.connection = /^E[A-Z]+$/.test(error.code ?? '') || /^(08|57)/.test(error.code ?? '') || /Connection terminated|timeout/i.test(error.message);
+    return { ok: false, error };
+  } finally {
+    await plain.end().catch(() => {});
+  }
+}
+
+function answer(msg) {
+  port.postMessage(msg);
+  Atomics.add(wake, 0, 1);
+  Atomics.notify(wake, 0);
+}
+
+port.on('message', async (req) => {
+  if (req.close) {
+    await client?.end().catch(() => {});
+    client = undefined;
+    return answer({ id: req.id, ok: true, results: [] });
+  }
+  let out;
+  try {
+    out = req.call ? await call(req.call) : await run(req);
+  } catch (e) {
+    client?.end().catch(() => {});
+    client = undefined;
+    out = { ok: false, error: { ...describe(e, -1), connection: true } };
+  }
+  answer({ id: req.id, ...out });
+});
