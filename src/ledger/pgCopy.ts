@@ -42,6 +42,11 @@ const MONEY: { table: string; group: string[]; amounts: string[] }[] = [
   { table: 'deposits', group: ['state', 'currency'], amounts: ['amount'] },
 ];
 
+// Tables a migration fills with their first rows (migration 21: the one-row leader_lease). Every migrated
+// database has them, so they do not make a target "not empty"; the copy replaces them with the source's
+// rows (the lease's epoch must never go back: it fences the payouts recorded under it).
+const SEEDED_BY_MIGRATIONS = new Set(['leader_lease']);
+
 const q = (name: string) => `"${name.replace(/"/g, '""')}"`;
 
 /** The ledger's tables (not SQLite's own, not schema_migrations), parents before the tables that reference them. */
@@ -91,7 +96,7 @@ async function copyFromSnapshot(source: Db, client: pg.ClientBase, log: (line: s
 
   const migrated = await migratePostgres(client);
   const tables = tablesInForeignKeyOrder(source);
-  for (const t of tables) {
+  for (const t of tables.filter((x) => !SEEDED_BY_MIGRATIONS.has(x))) {
     const r = await client.query(`SELECT EXISTS (SELECT 1 FROM ${q(t)}) AS any`);
     if (r.rows[0].any) throw new CopyError(`the PostgreSQL ledger is not empty (table ${t} has rows): copy only into an empty database`, t);
   }
@@ -106,6 +111,7 @@ async function copyFromSnapshot(source: Db, client: pg.ClientBase, log: (line: s
     for (const t of tables) await client.query(`ALTER TABLE ${q(t)} DISABLE TRIGGER USER`);
     for (const t of tables) {
       table = t;
+      if (SEEDED_BY_MIGRATIONS.has(t)) await client.query(`DELETE FROM ${q(t)}`);
       const rows = await copyTable(source, client, t);
       report.tables.push({ table: t, rows });
       log(`${t}: ${rows} rows`);
