@@ -29,9 +29,11 @@ export interface CopyReport {
   migrated: number[];
 }
 
-// Parameters per INSERT statement: PostgreSQL takes at most 65535.
+// Parameters per INSERT statement: PostgreSQL takes at most 65535. And about this many bytes of text
+// per statement: a request row carries its quote (up to ~70 KB), so a thousand of them would be 70 MB.
 const MAX_PARAMS = 30_000;
 const MAX_ROWS = 1_000;
+const MAX_BYTES = 8_000_000;
 
 // Money sums compared after the copy: per group, exact (decimal strings summed as bigint on the
 // SQLite side, as NUMERIC on PostgreSQL's).
@@ -144,6 +146,7 @@ async function copyTable(source: Db, client: pg.ClientBase, table: string): Prom
     .safeIntegers(true);
   const head = `INSERT INTO ${q(table)} (${cols.map(q).join(', ')}) VALUES `;
   let batch: unknown[][] = [];
+  let bytes = 0;
   let n = 0;
   const flush = async () => {
     if (!batch.length) return;
@@ -152,10 +155,12 @@ async function copyTable(source: Db, client: pg.ClientBase, table: string): Prom
     await client.query(head + tuples.join(', '), values);
     n += batch.length;
     batch = [];
+    bytes = 0;
   };
   for (const row of read.iterate() as Iterable<unknown[]>) {
     batch.push(row);
-    if (batch.length >= perInsert) await flush();
+    for (const v of row) if (typeof v === 'string') bytes += v.length;
+    if (batch.length >= perInsert || bytes >= MAX_BYTES) await flush();
   }
   await flush();
   return n;
