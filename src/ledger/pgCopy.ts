@@ -98,10 +98,6 @@ async function copyFromSnapshot(source: Db, client: pg.ClientBase, log: (line: s
 
   const migrated = await migratePostgres(client);
   const tables = tablesInForeignKeyOrder(source);
-  for (const t of tables.filter((x) => !SEEDED_BY_MIGRATIONS.has(x))) {
-    const r = await client.query(`SELECT EXISTS (SELECT 1 FROM ${q(t)}) AS any`);
-    if (r.rows[0].any) throw new CopyError(`the PostgreSQL ledger is not empty (table ${t} has rows): copy only into an empty database`, t);
-  }
 
   const report: CopyReport = { tables: [], sums: [], migrated };
   await client.query('BEGIN');
@@ -110,7 +106,13 @@ async function copyFromSnapshot(source: Db, client: pg.ClientBase, log: (line: s
     // References are checked once all rows are in (the keys are DEFERRABLE); the triggers that keep
     // depository_owed stay off while rows arrive: their tables are copied as they are.
     await client.query('SET CONSTRAINTS ALL DEFERRED');
+    // Switching the triggers off locks every table against writers until the commit: the emptiness
+    // checked next stays true while the rows arrive.
     for (const t of tables) await client.query(`ALTER TABLE ${q(t)} DISABLE TRIGGER USER`);
+    for (const t of tables.filter((x) => !SEEDED_BY_MIGRATIONS.has(x))) {
+      const r = await client.query(`SELECT EXISTS (SELECT 1 FROM ${q(t)}) AS any`);
+      if (r.rows[0].any) throw new CopyError(`the PostgreSQL ledger is not empty (table ${t} has rows): copy only into an empty database`, t);
+    }
     for (const t of tables) {
       table = t;
       if (SEEDED_BY_MIGRATIONS.has(t)) await client.query(`DELETE FROM ${q(t)}`);
