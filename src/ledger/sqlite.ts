@@ -7,6 +7,7 @@ import { Deposits } from './deposits.ts';
 import { Events } from './events.ts';
 import { FundingCredits } from './funding.ts';
 import { IndexerState } from './indexerState.ts';
+import { Leases } from './leases.ts';
 import { Operations } from './operations.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
@@ -40,6 +41,7 @@ export class SqliteLedger implements Ledger {
   #exchangeNonces: ExchangeNonces | undefined;
   #audits: Audits | undefined;
   #apiUsage: ApiUsage | undefined;
+  #leases: Leases | undefined;
   #ping;
 
   /**
@@ -78,6 +80,11 @@ export class SqliteLedger implements Ledger {
   /** Prepared on first use, like exchangeNonces: the table came with a later migration than a replica's ledger may have. */
   get apiUsage(): ApiUsage {
     return (this.#apiUsage ??= new ApiUsage(this.db));
+  }
+
+  /** Prepared on first use, like exchangeNonces: a replica's ledger may predate the lease's migration. */
+  get leases(): Leases {
+    return (this.#leases ??= new Leases(this.db));
   }
 
   /** Opens (and unless read-only, migrates) the SQLite ledger at `path`. */
