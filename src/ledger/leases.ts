@@ -77,7 +77,12 @@ export class Leases {
     return { holder: r.holder, epoch: Number(r.epoch), expires_at: Number(r.expires_at) };
   }
 
-  /** Whether the lease still names this holder and epoch (the fence's check, inside a write transaction). */
+  /**
+   * Whether the lease still names this holder and epoch: the fence's check, run first inside a write
+   * transaction, so that no takeover commits between it and the writes it guards. SQLite gives that
+   * by taking the write lock when the transaction begins (IMMEDIATE); on PostgreSQL the check must
+   * lock the row until commit (`… FOR SHARE`), so a takeover's UPDATE waits for the transaction.
+   */
   holds(fence: Fence): boolean {
     return this.#holds.get({ holder: fence.holder, epoch: fence.epoch }) !== undefined;
   }
