@@ -1,11 +1,11 @@
 // The acting stages' ledger (fenced.ts): once another node took the lease, a fenced ledger writes
 // nothing more (in a transaction or outside one) and says so with LeaseLostError; what it wrote while
 // it led carries its epoch; the ledger itself (the API's) keeps writing.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type ActingLedger, fencedLedger } from './fenced.ts';
+import { type ActingLedger, fencedLedger, READS } from './fenced.ts';
 import { Ledger } from './index.ts';
 import { LeaseLostError } from './leases.ts';
 import type { NewPayout } from './payouts.ts';
@@ -44,7 +44,14 @@ describe('fenced ledger', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('writes nothing before it leads', () => {
+  it('writes nothing before it leads; reads answer (a standby serves the API)', () => {
+    a.payouts.insert(payout());
+    expect(acting.payouts.get(`p${n}`)?.amount).toBe('5');
+    expect(acting.payouts.unsent()).toBe(1);
+    expect(() => acting.payouts.setState(`p${n}`, 'failed')).toThrow(LeaseLostError);
+    expect(a.payouts.get(`p${n}`)?.state).toBe('queued');
+    a.db.prepare('DELETE FROM payouts').run();
+    heard.length = 0;
     expect(() => acting.payouts.insert(payout())).toThrow(LeaseLostError);
     expect(() => acting.tx(() => a.payouts.insert(payout()))).toThrow(LeaseLostError);
     expect(count()).toBe(0);
@@ -104,5 +111,19 @@ describe('fenced ledger', () => {
     expect(acting.fence).toBeUndefined();
     expect(() => acting.payouts.insert(payout())).toThrow(/lease deadline passed/);
     expect(count()).toBe(0);
+  });
+
+  it('runs unfenced only methods that never write: no method named in READS runs a write statement in any store', () => {
+    const offenders: string[] = [];
+    for (const f of readdirSync(import.meta.dirname).filter((x) => x.endsWith('.ts') && !x.endsWith('.test.ts'))) {
+      let method: string | undefined;
+      for (const line of readFileSync(join(import.meta.dirname, f), 'utf8').split('\n')) {
+        const m = /^ {2}(?:async )?([a-zA-Z]\w*)\(/.exec(line) ?? /^ {2}get ([a-zA-Z]\w*)\(/.exec(line);
+        if (m) method = m[1];
+        else if (/^}/.test(line)) method = undefined;
+        if (method && READS.has(method) && /\.run\(|transaction\(|\.exec\(/.test(line)) offenders.push(`${f}: ${method}: ${line.trim()}`);
+      }
+    }
+    expect(offenders).toEqual([]);
   });
 });

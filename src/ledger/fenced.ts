@@ -19,11 +19,30 @@ export interface ActingLedger extends Ledger {
 const OWN = new Set<PropertyKey>(['tx', 'read', 'ping', 'close']);
 
 /**
+ * Store methods that only read (or, events.committed and onAppended, only wake listeners): called
+ * outside a transaction, they run as they are, on a standby too (its API reads through the solver's
+ * desk and the chains' ports). Every other method is taken for a write and fenced: a new write needs
+ * no change here, and a read missing here only costs a lease check (or, on a standby, a NOT_LEADER).
+ * A name here must never write in any store (fenced.test.ts reads the stores' source to check it).
+ */
+export const READS = new Set<PropertyKey>(
+  (
+    'get lookup list buckets lastRun hasSvmOpening svmOpening credits ofRequest summary expiredHolds sponsorOf balances claimedBy ' +
+    'accruedFor claimsOf unconfirmed nextConfirmed byOrderRef recentWithoutTxFee forRequest handledAbove handledIn handledOfTxs ' +
+    'liveOfChain amountsInBlocks inBlocks inFlight committed onAppended since maxSeq webhook webhooks due deliveryCounts pendingCount ' +
+    'deliveries ofTx standingFrom all scanMark cursor tip block current holds actions actionsOf switches postponement postponed ' +
+    'dryRunDecisions adminKey adminKeys queued forDeposit reservedOn openTxs txsOf rowsOfTx maxNonce ofChain txsOfChain made ' +
+    'txCostsOfSender hashesOfSender outflowSums hasOpenWithdrawal fillsSince unsettled unsent relayedBy children depositAddresses ' +
+    'byDepositAddress search latestOfUser manualRefundsOwed owed owedByCurrency depositsOf'
+  ).split(' '),
+);
+
+/**
  * Wraps a ledger (any implementation: it works on the Ledger interface) so that:
  * - `tx(fn)` checks first, inside the same transaction, that the lease row still names the fence's
  *   holder and epoch, and throws LeaseLostError otherwise (nothing of fn is written);
  * - a store method called outside a transaction runs inside one such transaction, so no write
- *   escapes the check (a read costs a lease check too: the price of not listing which methods write);
+ *   escapes the check, unless it is one of READS (which runs as it is);
  * - every payout inserted carries the fence's epoch (`payouts.epoch`).
  * Before `arm` and after `disarm`, every transaction throws LeaseLostError without touching the ledger.
  * `onLost` hears of every LeaseLostError thrown (the node then stops acting, even where a caller
@@ -66,7 +85,9 @@ export function fencedLedger(inner: Ledger, onLost: (err: LeaseLostError) => voi
           w =
             name === 'payouts' && key === 'insert'
               ? (p: object) => tx(() => method.call(target, { ...p, epoch: fence!.epoch }))
-              : (...args: unknown[]) => (depth > 0 ? method.apply(target, args) : tx(() => method.apply(target, args)));
+              : READS.has(key)
+                ? method.bind(target)
+                : (...args: unknown[]) => (depth > 0 ? method.apply(target, args) : tx(() => method.apply(target, args)));
           methods.set(key, w);
         }
         return w;
