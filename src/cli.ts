@@ -120,7 +120,7 @@ await yargs(hideBin(process.argv))
       y
         .option('config', { type: 'string', demandOption: true, describe: 'config file (JSON)' })
         // Test hook: the crash tests kill the node at an exact point of the fill pipeline.
-        .option('fault', { type: 'string', choices: ['crash-after-fill-recorded', 'crash-after-fill-broadcast'], hidden: true }),
+        .option('fault', { type: 'string', choices: ['crash-after-fill-recorded', 'crash-after-fill-broadcast', 'pause-after-fill-recorded'], hidden: true }),
     async (argv) => {
       let config: Config;
       try {
@@ -129,6 +129,7 @@ await yargs(hideBin(process.argv))
         config.faults = {
           crashAfterFillRecorded: argv.fault === 'crash-after-fill-recorded',
           crashAfterFillBroadcast: argv.fault === 'crash-after-fill-broadcast',
+          pauseAfterFillRecorded: argv.fault === 'pause-after-fill-recorded',
         };
       } catch (e) {
         fail(e);

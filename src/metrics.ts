@@ -159,6 +159,12 @@ export function createMetrics() {
       registers: r,
     }) as TypedCounter<{ chain: string; outcome: 'sent' | 'landed' }>,
     wsClients: new Gauge({ name: 'relay_status_stream_clients', help: 'Open websocket status stream connections', registers: r }),
+    leader: new Gauge({ name: 'relay_leader', help: 'Active/standby: 1 while this node holds the leader lease and acts on chains, else 0', registers: r }),
+    leaderEpoch: new Gauge({
+      name: 'relay_leader_epoch',
+      help: 'Active/standby: the leader lease epoch this node acts under (0 before it leads)',
+      registers: r,
+    }),
   };
 }
 

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { Address } from 'viem';
@@ -20,6 +21,9 @@ import { registerAuditMetrics } from './audit/audit.ts';
 import { AuditDifference } from './audit/auditDifference.ts';
 import { BalanceDrift } from './solver/lossBreaker.ts';
 import { refuseWhileDraining, unsent } from './drain.ts';
+import { fencedLedger } from './ledger/fenced.ts';
+import type { LeaseLostError } from './ledger/leases.ts';
+import { EXIT_LEASE_LOST, Leadership } from './lease/leadership.ts';
 
 export interface NodeOptions {
   log?: Logger;
@@ -28,6 +32,11 @@ export interface NodeOptions {
   readOnly?: boolean;
   /** The API's clock (tests move it to drive date-dependent behaviour such as the v2 retirement). */
   now?: () => number;
+  /**
+   * Active/standby (config.ha): what to do once this node lost the leader lease, its acting ledger
+   * already fenced. Default: exit with EXIT_LEASE_LOST (crash-only: the supervisor starts it again, a standby).
+   */
+  onLeaseLost?: (err: LeaseLostError) => void;
 }
 
 export function ledgerPath(config: Config): string {
@@ -43,6 +52,15 @@ export function ledgerLocation(config: Config): LedgerLocation {
 export class RelayNode {
   /** The ledger this node opened, SQLite's or PostgreSQL's (tests and benchmarks seed it); its stages are handed the `Ledger` interface only. */
   readonly ledger: OpenedLedger;
+  /**
+   * The ledger of the stages that act on chains (indexers, solver and its desk, submitters, deliverer,
+   * pruner): with config.ha, fenced by the leader lease (every write checks it; src/ledger/fenced.ts);
+   * without, the ledger itself. The API and the admin API write to `ledger`, never fenced: a standby
+   * serves quotes too.
+   */
+  readonly acting: Ledger;
+  /** The leader lease (config.ha.enabled): when this node acts, and the gate of its broadcasts. */
+  readonly leadership: Leadership | undefined;
   readonly metrics: Metrics;
   readonly log: Logger;
   readonly registry: Registry;
@@ -78,6 +96,31 @@ export class RelayNode {
     this.registry = new Registry(config.chains);
     this.ledger = Ledger.connect(ledgerLocation(config), { readonly: opts.readOnly });
     registerAuditMetrics(this.metrics.registry, this.ledger);
+    if (config.ha.enabled && !opts.readOnly) {
+      let leadership: Leadership | undefined;
+      // A write that finds the lease taken ends the leadership (fenced first), even where its caller catches it.
+      const acting = fencedLedger(this.ledger, (err) => leadership?.lost(err));
+      const onLost =
+        opts.onLeaseLost ??
+        (() => {
+          process.stderr.write(`relay-node: leader lease lost; exiting with code ${EXIT_LEASE_LOST} (a supervisor starts it again as a standby)\n`);
+          process.exit(EXIT_LEASE_LOST);
+        });
+      this.leadership = leadership = new Leadership({
+        ledger: this.ledger,
+        acting,
+        nodeId: config.ha.nodeId ?? `${hostname()}:${process.pid}`,
+        leaseMs: config.ha.leaseMs,
+        renewMs: config.ha.renewMs,
+        log: this.log,
+        metrics: this.metrics,
+        onLead: () => this.#startStages(),
+        onLost,
+      });
+      this.acting = acting;
+    } else {
+      this.acting = this.ledger;
+    }
     // From the config: a read-only replica may have the address without the key.
     this.solverAddress = config.solverAddress;
     let prices: PriceSource;
@@ -101,24 +144,25 @@ export class RelayNode {
         onDepositAddressFunded: (...a: Parameters<Solver['onDepositAddressFunded']>) => to().onDepositAddressFunded(...a),
         depositsConfirmed: () => to().depositsConfirmed(),
       };
-      this.chains = new ChainRegistry(config.chains, { config, ledger: this.ledger, hooks, metrics: this.metrics, log: this.log });
+      this.chains = new ChainRegistry(config.chains, { config, ledger: this.acting, hooks, metrics: this.metrics, log: this.log, gate: this.leadership });
       prices = opts.prices ?? new FeedPriceSource(this.chains);
       // The loss breaker's measure: the audit's difference (anchored at the audit's opening block) where it can be read, balance drift elsewhere.
       const lossMeasure = config.risk.lossBreaker
-        ? new AuditDifference(this.ledger, this.registry, this.chains, prices, new BalanceDrift(this.ledger, this.registry, this.chains, prices), this.log)
+        ? new AuditDifference(this.acting, this.registry, this.chains, prices, new BalanceDrift(this.acting, this.registry, this.chains, prices), this.log)
         : undefined;
-      solver = new Solver(this.ledger, this.registry, this.chains, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
+      solver = new Solver(this.acting, this.registry, this.chains, prices, this.metrics, this.log, config.risk, config.inventory, lossMeasure);
       this.solver = solver;
-      this.desk = new SolverDesk(this.ledger, this.registry, this.chains, prices, config.risk);
-      this.quotePruner = new QuotePruner(this.ledger.requests, {
+      // The API's fast fills, claims and relays are the solver's payouts: fenced (a standby answers 503 NOT_LEADER).
+      this.desk = new SolverDesk(this.acting, this.registry, this.chains, prices, config.risk);
+      this.quotePruner = new QuotePruner(this.acting.requests, {
         graceMs: config.quote.pruneGraceSeconds * 1000,
         intervalMs: config.quote.pruneIntervalSeconds * 1000,
         now: opts.now ?? Date.now,
         onPruned: (n) => this.log.info({ pruned: n }, 'unused expired quotes deleted'),
         onError: (e) => this.log.error({ err: e.message }, 'pruning unused quotes failed'),
       });
-      this.depositFees = new DepositFeeReader(this.ledger, this.chains, this.log);
-      this.deliverer = new Deliverer({ ledger: this.ledger, config, metrics: this.metrics, log: this.log });
+      this.depositFees = new DepositFeeReader(this.acting, this.chains, this.log);
+      this.deliverer = new Deliverer({ ledger: this.acting, config, metrics: this.metrics, log: this.log });
     }
     this.listings = new ListingPool(
       { ledger: ledgerLocation(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing, nice: config.api.listing.workerNice },
@@ -137,6 +181,7 @@ export class RelayNode {
       solverPort: this.desk,
       now: opts.now ?? Date.now,
       listings: this.listings,
+      role: this.leadership ? () => this.leadership!.role : undefined,
     };
     this.api = createApi(apiContext);
     this.operatorApi = config.api.metricsListen ? createOperatorApi(apiContext) : undefined;
@@ -174,17 +219,28 @@ export class RelayNode {
   }
 
   async start(): Promise<this> {
+    // Active/standby: the API at once, the chain stages once this node holds the lease.
+    if (!this.leadership) await this.#startStages();
+    this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
+    if (this.admin) this.#adminUrl = await this.admin.listen({ host: this.config.admin.host, port: this.config.admin.port });
+    const ml = this.config.api.metricsListen;
+    if (this.operatorApi && ml) this.#operatorUrl = await this.operatorApi.listen({ host: ml.host, port: ml.port });
+    this.log.info(
+      { url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()], nodeId: this.leadership?.nodeId },
+      this.leadership ? 'relay node started as a standby: acting once it holds the leader lease' : 'relay node started',
+    );
+    this.leadership?.start();
+    return this;
+  }
+
+  // The stages that act on chains, as a fresh start runs them: each chain's submitter reconciles what
+  // the ledger recorded (by nonce, blockhash, the exchange's nonce) before it signs anything new.
+  async #startStages(): Promise<void> {
     await this.chains.start();
     this.solver?.start();
     this.deliverer?.start();
     this.quotePruner?.start();
     this.depositFees?.start();
-    this.#url = await this.api.listen({ host: this.config.api.host, port: this.config.api.port });
-    if (this.admin) this.#adminUrl = await this.admin.listen({ host: this.config.admin.host, port: this.config.admin.port });
-    const ml = this.config.api.metricsListen;
-    if (this.operatorApi && ml) this.#operatorUrl = await this.operatorApi.listen({ host: ml.host, port: ml.port });
-    this.log.info({ url: this.#url, solver: this.solverAddress, chains: [...this.registry.chains.keys()] }, 'relay node started');
-    return this;
   }
 
   /**
@@ -195,6 +251,11 @@ export class RelayNode {
    */
   async drain(boundMs = this.config.shutdown.drainTimeoutMs, reason = 'the node is shutting down'): Promise<number> {
     this.#draining = reason;
+    if (this.leadership && this.leadership.role !== 'leader') {
+      // A standby has nothing of its own to finish: the leader sends what the ledger holds.
+      this.log.info('draining a standby: nothing to finish');
+      return 0;
+    }
     this.log.info({ boundMs }, 'draining: no new quotes; finishing what is recorded');
     await this.solver?.stop();
     const end = Date.now() + boundMs;
@@ -219,6 +280,8 @@ export class RelayNode {
     await this.deliverer?.stop();
     await this.solver?.stop();
     await this.chains.stop();
+    // Released once nothing acts any more: a standby takes over at its next try, not after a lease.
+    this.leadership?.stop();
     this.ledger.close();
   }
 }

@@ -29,4 +29,6 @@ export interface ApiContext {
   now: () => number;
   /** Worker threads for the request listings (absent: they run inline, on this event loop). */
   listings?: ListingPool;
+  /** Active/standby (config.ha): whether this node acts on chains now; absent without a lease. */
+  role?: () => 'leader' | 'standby';
 }

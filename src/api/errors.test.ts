@@ -1,6 +1,7 @@
 // The API's error answers: a chain that cannot be read is a 503 naming it, not a 500 (the chain failed,
 // not the request); the solver's refusals carry codes, not statuses, and the API answers each code with
 // its status and the solver's message.
+import { LeaseLostError } from '../ledger/leases.ts';
 import Fastify from 'fastify';
 import { BaseError } from 'viem';
 import { describe, expect, it } from 'vitest';
@@ -69,6 +70,16 @@ describe('solver refusals in the API', () => {
     const execute = await app.inject({ method: 'POST', url: '/execute' });
     const message = 'not relaying on chain 1 now';
     expect([execute.statusCode, execute.json()]).toEqual([503, { error: message, message, errorCode: 'PAUSED' }]);
+    await app.close();
+  });
+
+  it('answers 503 NOT_LEADER for what would act on chains on a standby (active/standby), never a 500', async () => {
+    const app = Fastify();
+    app.setErrorHandler(errorHandler(createLogger('silent')));
+    app.post('/fast-fill', async () => Promise.reject(new LeaseLostError(undefined, 'node-b is a standby')));
+    const r = await app.inject({ method: 'POST', url: '/fast-fill' });
+    expect([r.statusCode, r.json().errorCode]).toEqual([503, 'NOT_LEADER']);
+    expect(r.json().message).toMatch(/standby/);
     await app.close();
   });
 });

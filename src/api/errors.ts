@@ -1,3 +1,4 @@
+import { LeaseLostError } from '../ledger/leases.ts';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
 import { formatZodError } from '../config/load.ts';
@@ -79,6 +80,8 @@ export function errorHandler(log: Logger) {
     if (err instanceof GaslessRelayError) return send(GASLESS_RELAY_STATUS[err.errorCode], err.message, err.errorCode);
     if (err instanceof SignedDepositRefusedError) return send(SIGNED_DEPOSIT_STATUS[err.errorCode], err.message, err.errorCode);
     if (err instanceof PriceUnavailableError) return send(503, `not quoting: ${err.message}`, 'PRICE_UNAVAILABLE');
+    // Active/standby: what would act on chains (a fast fill, a claim, a relay) is the leader's to do.
+    if (err instanceof LeaseLostError) return send(503, 'this node is a standby: it does not act on chains now; try the leader', 'NOT_LEADER');
     if (err instanceof ZodError) return send(400, `invalid request: ${formatZodError(err)}`, 'INVALID_INPUT_PARAMETERS');
     if (isChainUnavailable(err)) {
       // No provider of a chain answered (the client library may have wrapped it): the chain, not the request, failed.

@@ -553,7 +553,11 @@ export const ROUTE_DOCS: Record<string, RouteDoc> = {
     querystring: opt({ withReport: str }),
     ok: obj({ status: str, report: anyValue }, ['status']),
   },
-  'GET /health': { summary: 'The process answers', tags: ['Operations'], ok: obj({ status: str }) },
+  'GET /health': {
+    summary: "The process answers; with active/standby nodes, role says whether this one acts on chains ('leader') or waits ('standby')",
+    tags: ['Operations'],
+    ok: obj({ status: str, role: str }, ['status']),
+  },
   'GET /ready': {
     summary: "Every chain's indexer has caught up (503 until then)",
     tags: ['Operations'],

@@ -1,3 +1,4 @@
+import type { BroadcastGate } from '../submitter/gate.ts';
 import type { Config } from '../config/load.ts';
 import type { ChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -33,6 +34,8 @@ export interface AdapterDeps {
   hooks: PayoutHooks & ChainEvents;
   metrics: Metrics;
   log: Logger;
+  /** Asked before every broadcast (active/standby); absent: always open. */
+  gate?: BroadcastGate;
 }
 
 // The one place that knows which kind of chain is which: its profile and its adapter. Everything
@@ -98,13 +101,13 @@ export interface ChainParts {
 export function createChain(chain: ChainConfig, d: AdapterDeps): ChainParts {
   switch (chain.kind) {
     case 'evm': {
-      const adapter = new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log);
+      const adapter = new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log, d.gate);
       return { adapter, audit: new EvmAuditReader(adapter) };
     }
     case 'svm':
-      return { adapter: new SvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log) };
+      return { adapter: new SvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log, d.gate) };
     case 'exchange':
-      return { adapter: new ExchangeAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log) };
+      return { adapter: new ExchangeAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log, d.gate) };
   }
 }
 

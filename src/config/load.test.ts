@@ -21,6 +21,14 @@ const base = { solverKey: { env: 'K' }, chains: [chain] };
 const env = { K: KEY };
 
 describe('config', () => {
+  it('active/standby: disabled by default; a renewal interval above a third of the lease is refused', () => {
+    expect(buildConfig(base, env).ha).toEqual({ enabled: false, leaseMs: 15_000, renewMs: 3_000 });
+    expect(buildConfig({ ...base, ha: { enabled: true, leaseMs: 3_000, renewMs: 1_000, nodeId: 'a' } }, env).ha).toMatchObject({ enabled: true, nodeId: 'a' });
+    expect(() => buildConfig({ ...base, ha: { enabled: true, leaseMs: 3_000, renewMs: 1_001 } }, env)).toThrow(
+      /ha\.renewMs: is 1001: must be at most a third of ha\.leaseMs/,
+    );
+  });
+
   it('fills defaults and resolves the key from the environment', () => {
     const c = buildConfig(base, env);
     expect(c.api).toEqual({

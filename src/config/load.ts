@@ -20,6 +20,8 @@ export interface Faults {
   crashAfterFillBroadcast?: boolean;
   /** Between recording a fee-capped fill's cancel (feeCapPolicy 'cancel') and broadcasting it. */
   crashAfterCancelRecorded?: boolean;
+  /** Stop the process (SIGSTOP, as a hung host) between recording a fill and broadcasting it, once: the active/standby tests resume it later. */
+  pauseAfterFillRecorded?: boolean;
 }
 
 export interface Config

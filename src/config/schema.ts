@@ -478,6 +478,21 @@ export const configSchema = z
       .object({ drainTimeoutMs: z.number().int().min(0).max(600_000).default(30_000) })
       .strict()
       .default({}),
+    // Active/standby (docs: README "Active/standby"): several `relay-node start` on one ledger, one
+    // acting on the chains under a lease in the ledger, the others serving the API and waiting.
+    // Disabled: the node acts at once and never touches the lease (one node per ledger).
+    ha: z
+      .object({
+        enabled: z.boolean().default(false),
+        // How long a lease runs without a renewal: the bound on a takeover after the leader dies.
+        leaseMs: z.number().int().min(500).max(600_000).default(15_000),
+        // How often the leader renews (and a standby tries to take the lease): at most a third of leaseMs.
+        renewMs: z.number().int().min(50).max(200_000).default(3_000),
+        // This node's name in the lease (default: host name and process id).
+        nodeId: z.string().min(1).max(200).optional(),
+      })
+      .strict()
+      .default({}),
     risk: riskSchema,
     admin: adminSchema,
     // Inventory that comes back (src/solver/withdrawals.ts): per chain and currency, the inventory
@@ -538,6 +553,10 @@ export const configSchema = z
       if (!seen.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `chain ${c.chainId} is not configured` });
       limited.add(c.chainId);
     });
+    // A leader renews at least three times per lease: it stops acting a quarter of a lease before its
+    // expiry (src/lease/leadership.ts), so a renewal (or two) must land before that.
+    if (cfg.ha.renewMs * 3 > cfg.ha.leaseMs)
+      ctx.addIssue({ code: 'custom', path: ['ha', 'renewMs'], message: `is ${cfg.ha.renewMs}: must be at most a third of ha.leaseMs (${cfg.ha.leaseMs})` });
     if (!cfg.solverKey && !cfg.solverSigner && !cfg.solverAddress)
       ctx.addIssue({ code: 'custom', path: ['solverKey'], message: 'is required (or solverSigner; a read-only API replica may give solverAddress instead)' });
     for (const [key, signer] of [

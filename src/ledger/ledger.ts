@@ -7,6 +7,7 @@ import type { Events } from './events.ts';
 import type { ExchangeNonces } from './exchangeNonces.ts';
 import type { FundingCredits } from './funding.ts';
 import type { IndexerState } from './indexerState.ts';
+import type { Leases } from './leases.ts';
 import type { Operations } from './operations.ts';
 import type { Payouts } from './payouts.ts';
 import type { RelayedAuthorizations } from './relays.ts';
@@ -49,6 +50,8 @@ export interface Ledger {
   readonly audits: Store<Audits>;
   /** API calls counted per key, minute, route and status (apiUsage.ts); prepared on first use. */
   readonly apiUsage: Store<ApiUsage>;
+  /** The leader lease of active/standby nodes (leases.ts); prepared on first use. */
+  readonly leases: Store<Leases>;
   /** Runs fn in one transaction that takes the write lock up front; nested calls join it. */
   tx<T>(fn: () => T): T;
   /** Runs fn's reads as one consistent snapshot (one read transaction; nested in tx, it joins it). */

@@ -748,7 +748,30 @@ ALTER TABLE transactions ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0 CHECK (can
     sql: owedDepositStateTrigger,
   },
   {
-    // 22, not 21: the leader lease (branch lease) is 21.
+    version: 21,
+    name: 'active/standby nodes: the leader lease (holder, epoch, expiry) and the epoch each payout was recorded under',
+    sql: `
+-- One row: which node acts on the chains (holder), under which epoch (raised by one at every
+-- takeover, never reused), until when (ms since the epoch, on the clock of the node that wrote it).
+-- holder NULL: nobody holds it (never taken, or released by a clean stop). Plain SQL (PostgreSQL too).
+CREATE TABLE leader_lease (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  holder TEXT,
+  epoch INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL
+);
+INSERT INTO leader_lease (id, holder, epoch, expires_at) VALUES (1, NULL, 0, 0);
+-- The epoch under which a payout was recorded (NULL: recorded without a lease, by a single node
+-- or before this migration).
+ALTER TABLE payouts ADD COLUMN epoch INTEGER;
+`,
+    pg: `
+CREATE TABLE leader_lease (id BIGINT PRIMARY KEY CHECK (id = 1), holder TEXT, epoch BIGINT NOT NULL, expires_at BIGINT NOT NULL);
+INSERT INTO leader_lease (id, holder, epoch, expires_at) VALUES (1, NULL, 0, 0);
+ALTER TABLE payouts ADD COLUMN epoch BIGINT;
+`,
+  },
+  {
     version: 22,
     name: 'the listing index on amount_usd over COALESCE, the spelling both SQLite and PostgreSQL know',
     sql: `

@@ -7,6 +7,7 @@ import { Deposits } from './deposits.ts';
 import { Events } from './events.ts';
 import { FundingCredits } from './funding.ts';
 import { IndexerState } from './indexerState.ts';
+import { Leases } from './leases.ts';
 import { Operations } from './operations.ts';
 import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
@@ -43,6 +44,7 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
   #exchangeNonces: ExchangeNonces | undefined;
   #audits: Audits | undefined;
   #apiUsage: ApiUsage | undefined;
+  #leases: Leases | undefined;
   #ping;
 
   /**
@@ -79,6 +81,11 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
   /** Prepared on first use, like exchangeNonces: the table came with a later migration than a replica's ledger may have. */
   get apiUsage(): ApiUsage {
     return (this.#apiUsage ??= new ApiUsage(this.db));
+  }
+
+  /** Prepared on first use, like exchangeNonces: a replica's ledger may predate the lease's migration. */
+  get leases(): Leases {
+    return (this.#leases ??= new Leases(this.db));
   }
 
   /**

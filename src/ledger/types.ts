@@ -117,6 +117,8 @@ export interface PayoutRow {
   max_gas: string | null;
   /** JSON: what authorizes a node-submitted deposit (migration 7). */
   authorization: string | null;
+  /** The leader lease's epoch the payout was recorded under (migration 21); null without a lease (a single node). */
+  epoch?: number | null;
 }
 
 export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';

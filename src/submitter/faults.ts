@@ -16,4 +16,11 @@ const FLAG: Record<FaultPoint, keyof Faults> = {
  */
 export function crashPoint(faults: Faults, point: FaultPoint, payouts: readonly { kind: string }[]): void {
   if (faults[FLAG[point]] && payouts.some((p) => p.kind === 'fill')) process.kill(process.pid, 'SIGKILL');
+  if (point === 'afterFillRecorded' && faults.pauseAfterFillRecorded && !paused && payouts.some((p) => p.kind === 'fill')) {
+    paused = true;
+    // Stops here until SIGCONT: the next statement is the broadcast of what was just recorded.
+    process.kill(process.pid, 'SIGSTOP');
+  }
 }
+
+let paused = false;

@@ -1,3 +1,4 @@
+import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { spendable } from '../spendable.ts';
 import {
   encodeFunctionData,
@@ -106,6 +107,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     hooks: PayoutHooks & ChainEvents,
     metrics: Metrics,
     log: Logger,
+    gate: BroadcastGate = OPEN_GATE,
   ) {
     this.chainId = chain.id;
     this.depositAddress = chain.depository;
@@ -127,6 +129,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       metrics,
       log: clog,
       faults: config.faults,
+      gate,
     });
     if (chain.appBalanceDeposits) {
       this.#funding = new FundingWatcher(chain, this.decisionClient, ledger, account.address, (t) => hooks.onFunding(t), clog);

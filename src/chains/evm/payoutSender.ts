@@ -70,6 +70,7 @@ import type {
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
 import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
 import { crashPoint } from '../../submitter/faults.ts';
+import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
@@ -87,6 +88,8 @@ export interface EvmPayoutOptions {
   metrics: Metrics;
   log: Logger;
   faults: Faults;
+  /** Asked right before anything is sent to the chain (active/standby: only the lease's holder, before its deadline). */
+  gate?: BroadcastGate;
 }
 
 // A refund's call request stays valid this long after the payout was decided. Derived from the payout row
@@ -253,6 +256,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // feeCapPolicy 'cancel': how long a capped transaction waits, and the most its cancel pays per gas (none: the market's replacement fees).
   readonly #cancel: { afterBlocks: bigint; maxFeePerGas: bigint | undefined } | undefined;
   readonly #faults: Faults;
+  readonly #gate: BroadcastGate;
 
   // Transactions whose broadcast is under way (the confirm pass leaves them alone).
   readonly #broadcasting = new Set<Hex>();
@@ -284,6 +288,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
           }
         : undefined;
     this.#faults = opts.faults;
+    this.#gate = opts.gate ?? OPEN_GATE;
     this.#log = this.log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
     // The confirm timer refreshes the head every poll interval; pricing only reads it itself when that lags.
     this.#fees = new FeeOracle(opts.publicClient, 2 * opts.chain.pollIntervalMs);
@@ -620,6 +625,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
 
   // Broadcasts a recorded transaction. Returns whether the node has it now.
   async #broadcast(payoutId: string, hash: Hex, raw: Hex, log: Logger): Promise<boolean> {
+    this.#gate.check();
     this.#broadcasting.add(hash);
     let accepted = false;
     let error: string | undefined;
@@ -1184,6 +1190,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
           maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
         });
         try {
+          this.#gate.check();
           await this.#client.sendRawTransaction({ serializedTransaction: raw });
         } catch (err) {
           if (!ALREADY_KNOWN.test(fullText(err))) throw err;

@@ -1,3 +1,4 @@
+import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { spendable } from '../spendable.ts';
 // The perpetuals exchange (chain id 1337) behind the ChainAdapter interface.
 //
@@ -46,6 +47,7 @@ export class ExchangeAdapter implements ChainAdapter {
     hooks: PayoutHooks & ChainEvents,
     metrics: Metrics,
     log: Logger,
+    gate: BroadcastGate = OPEN_GATE,
   ) {
     this.chainId = chain.id;
     this.solver = config.solverSigner.address;
@@ -64,6 +66,7 @@ export class ExchangeAdapter implements ChainAdapter {
       metrics,
       log: this.#log,
       faults: config.faults,
+      gate,
     });
     this.#indexer = new IndexerDriver({
       // The exchange's ledger is final: what it lists is confirmed at once; its cursor is exchange time.

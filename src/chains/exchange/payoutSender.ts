@@ -13,6 +13,7 @@
 //
 // The pipeline runs it serially (confirm, then send, in one loop): a recorded action is never posted by
 // the confirm pass while its first post is under way.
+import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { getAddress, hexToString, isAddress, keccak256, toHex, type Address, type LocalAccount } from 'viem';
 import type { Faults } from '../../config/load.ts';
 import type { ExchangeChainConfig } from '../../config/schema.ts';
@@ -48,6 +49,8 @@ export interface ExchangePayoutOptions {
   metrics: Metrics;
   log: Logger;
   faults: Faults;
+  /** Asked right before anything is sent to the chain (active/standby: only the lease's holder, before its deadline). */
+  gate?: BroadcastGate;
 }
 
 /** An asset of the exchange, as a payout names it. */
@@ -171,6 +174,8 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
   }
 
   async #send(t: TransactionRow, body: SignedSendAsset, log: Logger): Promise<{ kind: TxStatus['kind']; cause?: unknown }> {
+    // Outside the try: a node that must not post leaves the action open (its outcome is not unknown).
+    (this.#o.gate ?? OPEN_GATE).check();
     try {
       await this.#o.client.submit(body);
     } catch (e) {

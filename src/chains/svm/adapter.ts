@@ -1,3 +1,4 @@
+import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { spendable } from '../spendable.ts';
 // An SVM chain behind the node's ChainAdapter, through @solana/web3.js only (any Solana JSON-RPC).
 //
@@ -93,6 +94,7 @@ export class SvmAdapter implements ChainAdapter {
     hooks: PayoutHooks & ChainEvents,
     metrics: Metrics,
     log: Logger,
+    gate: BroadcastGate = OPEN_GATE,
   ) {
     if (!config.svmSolverKey) throw new Error(`chain ${chain.id}: an SVM chain needs svmSolverKey`);
     this.chainId = chain.id;
@@ -116,6 +118,7 @@ export class SvmAdapter implements ChainAdapter {
       metrics,
       log: clog,
       faults: config.faults,
+      gate,
       mintInfo: (c) => this.mintInfo(c),
       priorityFee: (w) => this.#priorityFee(w),
     });

@@ -18,6 +18,7 @@
 // after the old one provably can never land (its blockhash is past the finalized block height, so no
 // block can include it any more, and the chain's history does not have it). On restart the confirm
 // pass runs before anything new is signed.
+import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { PublicKey, type Connection, type Keypair, type SignatureStatus, type TransactionInstruction } from '@solana/web3.js';
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
@@ -54,6 +55,8 @@ export interface SvmPayoutOptions {
   metrics: Metrics;
   log: Logger;
   faults: Faults;
+  /** Asked right before anything is sent to the chain (active/standby: only the lease's holder, before its deadline). */
+  gate?: BroadcastGate;
   mintInfo(currency: string): Promise<MintInfo>;
   /** Micro-lamports per compute unit, from recent prioritization fees of these writable accounts. */
   priorityFee(writable: PublicKey[]): Promise<bigint>;
@@ -247,6 +250,7 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
   }
 
   async #broadcast(payoutId: string, signature: string, raw: string, log: Logger): Promise<void> {
+    (this.#o.gate ?? OPEN_GATE).check();
     this.#lastSent.set(signature, Date.now());
     let error: string | undefined;
     try {

@@ -1,0 +1,217 @@
+// Active/standby: which of several nodes on one ledger acts on the chains.
+//
+//   standby   serves the API; every renewMs tries to take the leader lease (free, or expired by its
+//             holder's clock);
+//   leader    on taking it: arms the acting ledger with (node id, epoch) and starts the chain stages as
+//             a fresh start does (each chain reconciles what the ledger recorded before signing
+//             anything new); renews every renewMs, and keeps a deadline on its own monotonic clock:
+//             the moment it sent its last successful renewal + leaseMs − a quarter lease. Every
+//             broadcast checks that deadline first (the BroadcastGate), every ledger write checks the
+//             lease row (fencedLedger);
+//   lost      a renewal refused or failing past the deadline, a write finding the lease taken, a
+//             broadcast past the deadline: the acting ledger is disarmed first, then the process
+//             exits with EXIT_LEASE_LOST. Crash-only: a supervisor starts it again, as a standby.
+//
+// Clocks: the lease's expiry is written with the holder's wall clock and compared by a standby with
+// its own, so hosts' clocks must agree to well under the quarter lease kept as margin (NTP: milliseconds).
+// A paused process (SIGSTOP, a long GC, a VM migration) does not see time pass on its timers, but it
+// does on its monotonic clock: on resuming past its deadline it broadcasts nothing more.
+import { performance } from 'node:perf_hooks';
+import type { ActingLedger } from '../ledger/fenced.ts';
+import type { Ledger } from '../ledger/index.ts';
+import { LeaseLostError } from '../ledger/leases.ts';
+import { errText } from '../lib/errors.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics.ts';
+import type { BroadcastGate } from '../submitter/gate.ts';
+
+/** The exit code of a node that stopped acting because it lost the leader lease (EX_TEMPFAIL: start it again). */
+export const EXIT_LEASE_LOST = 75;
+
+export interface LeadershipOptions {
+  /** The ledger itself (the lease's reads and writes are not fenced). */
+  ledger: Ledger;
+  /** The acting stages' ledger, armed on taking the lease and disarmed on losing it. */
+  acting: ActingLedger;
+  nodeId: string;
+  leaseMs: number;
+  renewMs: number;
+  log: Logger;
+  metrics: Metrics;
+  /** Starts the chain stages (this node now leads); a throw is a lost lease. */
+  onLead(epoch: number): Promise<void>;
+  /** This node stopped acting (already fenced): exit. */
+  onLost(err: LeaseLostError): void;
+  /** Wall clock (ms since the Unix epoch), written into the lease. */
+  now?: () => number;
+  /** Monotonic clock (ms), for the deadline. */
+  monotonic?: () => number;
+}
+
+/** The leader lease as one node holds or waits for it; also the gate every broadcast passes. */
+export class Leadership implements BroadcastGate {
+  readonly #o: LeadershipOptions;
+  readonly #now: () => number;
+  readonly #mono: () => number;
+  readonly #marginMs: number;
+  #epoch: number | undefined;
+  #deadline = Number.NEGATIVE_INFINITY;
+  #lost: LeaseLostError | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #deadlineTimer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(o: LeadershipOptions) {
+    this.#o = o;
+    this.#now = o.now ?? Date.now;
+    this.#mono = o.monotonic ?? (() => performance.now());
+    this.#marginMs = Math.floor(o.leaseMs / 4);
+  }
+
+  get nodeId(): string {
+    return this.#o.nodeId;
+  }
+
+  /** 'leader' while this node holds the lease and acts; 'standby' otherwise. */
+  get role(): 'leader' | 'standby' {
+    return this.#epoch !== undefined && !this.#lost ? 'leader' : 'standby';
+  }
+
+  /** The epoch this node acts under (undefined on a standby). */
+  get epoch(): number | undefined {
+    return this.#lost ? undefined : this.#epoch;
+  }
+
+  /** Starts trying to take the lease, now and every renewMs. */
+  start(): void {
+    this.#o.metrics.leader.set(0);
+    this.#tryAcquire();
+  }
+
+  /**
+   * Throws LeaseLostError unless this node leads and its monotonic deadline has not passed; a passed
+   * deadline is a lost lease (fenced, then the process exits). Called right before every broadcast.
+   */
+  check(): void {
+    if (this.#lost) throw this.#lost;
+    if (this.#epoch === undefined) throw new LeaseLostError(undefined, `${this.#o.nodeId} is a standby`);
+    if (this.#mono() >= this.#deadline) this.lost(new LeaseLostError(this.#fence(), 'the lease deadline passed before a renewal'));
+  }
+
+  /**
+   * This node no longer holds the lease: disarm the acting ledger first, then report (once). A
+   * standby hearing a LeaseLostError (an API call that would act) is not losing anything: ignored.
+   */
+  lost(err: LeaseLostError): never {
+    if (this.#epoch === undefined || this.#stopped) throw err;
+    if (!this.#lost) {
+      this.#lost = err;
+      this.#o.acting.disarm(err.message);
+      clearTimeout(this.#timer);
+      clearTimeout(this.#deadlineTimer);
+      this.#o.metrics.leader.set(0);
+      this.#o.log.error({ nodeId: this.#o.nodeId, epoch: this.#epoch, err: err.message }, 'leader lease lost: this node stops acting now');
+      this.#o.onLost(err);
+    }
+    throw err;
+  }
+
+  /** A clean stop: stop renewing and, when leading, free the lease at once for a standby. */
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    clearTimeout(this.#deadlineTimer);
+    if (this.#epoch === undefined || this.#lost) return;
+    this.#o.acting.disarm('stopping');
+    try {
+      if (this.#o.ledger.leases.release(this.#o.nodeId, this.#epoch)) this.#o.log.info({ epoch: this.#epoch }, 'leader lease released');
+    } catch (err) {
+      this.#o.log.warn({ err: errText(err) }, 'could not release the leader lease; it expires on its own');
+    }
+    this.#o.metrics.leader.set(0);
+  }
+
+  #fence() {
+    return this.#epoch === undefined ? undefined : { holder: this.#o.nodeId, epoch: this.#epoch };
+  }
+
+  #schedule(fn: () => void): void {
+    if (this.#stopped || this.#lost) return;
+    this.#timer = setTimeout(fn, this.#o.renewMs);
+  }
+
+  #tryAcquire(): void {
+    if (this.#stopped) return;
+    const { ledger, nodeId, leaseMs, log } = this.#o;
+    let epoch: number | undefined;
+    let previous: { holder: string | null; epoch: number } | undefined;
+    const sent = this.#mono();
+    try {
+      previous = ledger.leases.current();
+      epoch = ledger.leases.acquire(nodeId, this.#now(), leaseMs);
+    } catch (err) {
+      log.warn({ err: errText(err) }, 'could not read the leader lease; trying again');
+    }
+    if (epoch === undefined) return this.#schedule(() => this.#tryAcquire());
+    this.#epoch = epoch;
+    this.#extend(sent);
+    this.#o.acting.arm({ holder: nodeId, epoch });
+    this.#o.metrics.leader.set(1);
+    this.#o.metrics.leaderEpoch.set(epoch);
+    log.info(
+      { nodeId, epoch, previousEpoch: previous?.epoch, previousHolder: previous?.holder ?? undefined },
+      `took over the leader lease (epoch ${previous?.epoch ?? '?'} → ${epoch}): starting the chain stages`,
+    );
+    this.#schedule(() => this.#renew());
+    this.#o.onLead(epoch).catch((err) => {
+      if (this.#lost || this.#stopped) return;
+      try {
+        this.lost(err instanceof LeaseLostError ? err : new LeaseLostError(this.#fence(), `the chain stages did not start: ${errText(err)}`));
+      } catch {
+        // reported
+      }
+    });
+  }
+
+  #renew(): void {
+    if (this.#stopped || this.#lost || this.#epoch === undefined) return;
+    const { ledger, nodeId, leaseMs, log } = this.#o;
+    const sent = this.#mono();
+    try {
+      // Past the deadline already (the process was paused): never act again, even if the lease is still ours.
+      if (sent >= this.#deadline) this.lost(new LeaseLostError(this.#fence(), 'the lease deadline passed before a renewal'));
+      if (!ledger.leases.renew(nodeId, this.#epoch, this.#now(), leaseMs)) {
+        this.lost(new LeaseLostError(this.#fence(), 'the renewal was refused: another node holds the lease'));
+      }
+      this.#extend(sent);
+    } catch (err) {
+      if (this.#lost) return;
+      // The ledger did not answer: try again; the deadline timer ends it if no renewal lands in time.
+      log.warn({ err: errText(err) }, 'leader lease renewal failed; trying again');
+    }
+    this.#schedule(() => this.#renew());
+  }
+
+  // A renewal sent at `sent` (monotonic) landed: act until sent + leaseMs − margin.
+  #extend(sent: number): void {
+    this.#deadline = sent + this.#o.leaseMs - this.#marginMs;
+    this.#watchDeadline();
+  }
+
+  // Ends the leadership when the deadline passes with no renewal (a timer may fire a little early: it looks again).
+  #watchDeadline(): void {
+    clearTimeout(this.#deadlineTimer);
+    if (this.#stopped || this.#lost) return;
+    this.#deadlineTimer = setTimeout(
+      () => {
+        if (this.#mono() < this.#deadline) return this.#watchDeadline();
+        try {
+          this.check();
+        } catch {
+          // reported by check
+        }
+      },
+      Math.max(0, this.#deadline - this.#mono()) + 1,
+    );
+  }
+}

@@ -1,0 +1,60 @@
+// `relay-node start` as its own process (bin/relay-node.js) for the tests that kill, pause or stop a
+// node by its PID: the crash tests and the active/standby tests.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { api, until } from './stack.ts';
+
+/** A port free on 127.0.0.1 right now. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as { port: number }).port;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** A started node process. `exited` resolves with its signal, or its exit code. */
+export interface NodeProcess {
+  child: ChildProcess;
+  url: string;
+  exited: Promise<NodeJS.Signals | number | null>;
+  /** What it wrote to stderr so far. */
+  stderr(): string;
+}
+
+// Every node process started and not yet exited, for killAll.
+const children = new Set<ChildProcess>();
+
+/**
+ * Starts `relay-node start --config configPath` on a free port (with `--fault` when given) and waits
+ * until its /health answers (a standby answers too).
+ */
+export async function startNodeProcess(configPath: string, env: NodeJS.ProcessEnv, opts: { fault?: string } = {}): Promise<NodeProcess> {
+  const port = await freePort();
+  const args = ['bin/relay-node.js', 'start', '--config', configPath, '--port', String(port)];
+  if (opts.fault) args.push('--fault', opts.fault);
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  children.add(child);
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
+    child.on('exit', (code, signal) => (children.delete(child), resolve(signal ?? code))),
+  );
+  const url = `http://127.0.0.1:${port}`;
+  await until(async () => ((await api(url, '/health').catch(() => ({ status: 0 }))).status === 200 ? true : undefined), `node to start (${stderr})`, 60_000);
+  return { child, url, exited, stderr: () => stderr };
+}
+
+/** A graceful stop (SIGTERM: drain, then stop), waited for. */
+export async function stopNodeProcess(n: { child: ChildProcess; exited: Promise<unknown> }): Promise<void> {
+  n.child.kill('SIGTERM');
+  await n.exited;
+}
+
+/** SIGKILLs every node process still running (a test's afterAll). */
+export function killAllNodeProcesses(): void {
+  for (const c of children) c.kill('SIGKILL');
+}
