@@ -29,6 +29,23 @@ describe('config', () => {
     );
   });
 
+  it('ledger.url from the environment or a file, so the database password stays out of the config; never printed', () => {
+    const url = 'postgres://relay:s3cret-pw@127.0.0.1:5432/relay';
+    const dir = mkdtempSync(join(tmpdir(), 'relay-config-'));
+    writeFileSync(join(dir, 'url'), `${url}\n`);
+    for (const source of [{ env: 'DB' }, { file: join(dir, 'url') }]) {
+      const c = buildConfig({ ...base, ledger: { url: source } }, { ...env, DB: url });
+      expect(c.ledger.url?.reveal()).toBe(url);
+      expect(JSON.stringify(c)).not.toContain('s3cret-pw');
+      expect(inspect(c, { depth: 10 })).not.toContain('s3cret-pw');
+    }
+    expect(() => buildConfig({ ...base, ledger: { url: { env: 'NOPE' } } }, env)).toThrow(/ledger\.url\.env: environment variable NOPE is not set/);
+    expect(() => buildConfig({ ...base, ledger: { url: { env: 'DB', file: 'x' } } }, { ...env, DB: url })).toThrow(/ledger\.url: give a postgres:\/\/ URL/);
+    const bad = () => buildConfig({ ...base, ledger: { url: { env: 'DB' } } }, { ...env, DB: 'mysql://u:s3cret-pw@h/db' });
+    expect(bad).toThrow(/ledger\.url: must be a postgres:\/\//);
+    expect(bad).not.toThrow(/s3cret-pw/);
+  });
+
   it('fills defaults and resolves the key from the environment', () => {
     const c = buildConfig(base, env);
     expect(c.api).toEqual({

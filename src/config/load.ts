@@ -178,8 +178,23 @@ export interface BuildOptions {
 }
 
 /** Validates a config object once; everything downstream trusts the result. */
+/**
+ * `ledger.url` given as `{ "env": NAME }` or `{ "file": PATH }` (the URL carries the database password, which then stays
+ * out of the config file) is read here, before validation checks it like a URL written in place.
+ */
+function withLedgerUrl(raw: unknown, env: NodeJS.ProcessEnv): unknown {
+  const ledger = (raw as { ledger?: { url?: unknown } } | null)?.ledger;
+  const url = ledger?.url;
+  if (!url || typeof url !== 'object') return raw;
+  const source = url as { env?: unknown; file?: unknown };
+  const keys = Object.keys(source);
+  if (keys.length !== 1 || !(typeof source.env === 'string' || typeof source.file === 'string'))
+    throw new ConfigError('invalid config: ledger.url: give a postgres:// URL, or exactly one of {"env": NAME} or {"file": PATH}');
+  return { ...(raw as object), ledger: { ...ledger, url: readSource(source as { env?: string; file?: string }, 'ledger.url', env).trim() } };
+}
+
 export function buildConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, faults: Faults = {}, opts: BuildOptions = {}): Config {
-  const parsed = configSchema.safeParse(stripComments(raw));
+  const parsed = configSchema.safeParse(withLedgerUrl(stripComments(raw), env));
   if (!parsed.success) throw new ConfigError(`invalid config: ${formatZodError(parsed.error)}`);
   const {
     solverKey,
