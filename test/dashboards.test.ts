@@ -60,4 +60,23 @@ describe('dashboards and alerts', () => {
     const provider = parse(read('grafana/provisioning/dashboards/relay-node.yml'));
     expect(provider.providers[0].options.path).toBe('/var/lib/grafana/dashboards');
   });
+
+  it('the PostgreSQL variant: two nodes on one ledger, an API replica on the streaming standby, all scraped', () => {
+    const compose = parse(read('compose.postgres.yml'), { merge: true });
+    const s = compose.services;
+    for (const name of ['relay-node-a', 'relay-node-b']) {
+      expect(s[name].command.slice(0, 3)).toEqual(['start', '--config', '/config/config.json']);
+      expect(s[name].volumes[0].source).toBe('./config.ha.json');
+      expect(s[name].environment.RELAY_LEDGER_URL).toMatch(/@postgres:5432\/relay$/);
+      // A node that lost its lease exits (75): compose starts it again as a standby.
+      expect(s[name].restart).toBe('unless-stopped');
+    }
+    expect(s['relay-api'].command[0]).toBe('api');
+    expect(s['relay-api'].environment.RELAY_LEDGER_URL).toMatch(/@postgres-replica:5432\/relay$/);
+    expect(s['postgres-replica'].entrypoint.join(' ')).toContain('pg_basebackup -h postgres');
+    expect(s.postgres.volumes.map((v: any) => v.source)).toContain('./postgres/replication.sh');
+    const scraped = parse(read('prometheus.postgres.yml')).scrape_configs[0].static_configs[0].targets;
+    expect(scraped).toEqual(['relay-node-a:4000', 'relay-node-b:4000', 'relay-api:4000']);
+    expect(s.prometheus.volumes.map((v: any) => v.source)).toEqual(['./prometheus.postgres.yml', './alerts.yml']);
+  });
 });

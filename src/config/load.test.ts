@@ -130,6 +130,15 @@ describe('config', () => {
       signatureChainId: 42161,
       currencies: [{ address: '0x0d01dc56dcaaca66ad901c959b4011ec' }],
     });
+    // The active/standby variant (docker/compose.postgres.yml): the same chains, the ledger URL from the environment.
+    const ha = loadConfigFile('docker/config.ha.json', {
+      RELAY_SOLVER_KEY: KEY,
+      RELAY_ALLOCATOR_KEY: KEY,
+      RELAY_LEDGER_URL: 'postgres://relay:pw@postgres:5432/relay',
+    });
+    expect(ha.chains).toEqual(c.chains);
+    expect(ha.ha).toMatchObject({ enabled: true });
+    expect(ha.ledger.url?.reveal()).toBe('postgres://relay:pw@postgres:5432/relay');
   });
 
   it('takes a quorum for an SVM chain as for an EVM one, never more than its providers that can read', () => {
