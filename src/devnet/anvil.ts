@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
+import { freePort } from './freePort.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 
 export interface StartAnvilOptions {
@@ -66,20 +67,6 @@ export function anvilBinaryPath(): string {
     throw new Error(`no anvil binary for ${process.platform}/${process.arch}: ${pkg} is not installed (an optional dependency of @foundry-rs/anvil)`);
   }
   return cachedBinary;
-}
-
-/** A port that was free a moment ago on 127.0.0.1 (bind port 0, read it, release it). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen({ host: '127.0.0.1', port: 0, exclusive: true }, () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => (port ? resolve(port) : reject(new Error('could not determine a free port'))));
-    });
-  });
 }
 
 /** Fails with EADDRINUSE when something already listens on 127.0.0.1:port (so we never talk to it). */

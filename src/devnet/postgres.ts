@@ -1,10 +1,10 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, chownSync, cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { freePort } from './freePort.ts';
 
 /** A PostgreSQL server this process started (or one named by RELAY_TEST_POSTGRES_URL), with one fresh database. */
 export interface PostgresHandle {
@@ -44,17 +44,6 @@ function runAs(): { uid: number; gid: number } | undefined {
     if (r.status === 0 && g.status === 0) return { uid: Number(r.stdout.trim()), gid: Number(g.stdout.trim()) };
   }
   throw new Error('running as root and neither a `postgres` nor a `nobody` user exists to run PostgreSQL as');
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen({ host: '127.0.0.1', port: 0 }, () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function canConnect(url: string): Promise<boolean> {

@@ -1,20 +1,8 @@
 // `relay-node start` as its own process (bin/relay-node.js) for the tests that kill, pause or stop a
 // node by its PID: the crash tests and the active/standby tests.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from '../../src/devnet/freePort.ts';
 import { api, until } from './stack.ts';
-
-/** A port free on 127.0.0.1 right now. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** A started node process. `exited` resolves with its signal, or its exit code. */
 export interface NodeProcess {
