@@ -12,6 +12,7 @@ import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
+import { profileWindow } from './profile.ts';
 
 const N = Number(process.argv[2] ?? 200);
 const CONCURRENCY = Number(process.argv[3] ?? 1);
@@ -29,6 +30,7 @@ try {
     .slice(1, 1 + CONCURRENCY)
     .map((a) => createWalletClient({ account: privateKeyToAccount(a.privateKey), chain: devnetChain(8453, origin.rpcUrl), transport: http(origin.rpcUrl) }));
   const ids: Hex[] = [];
+  const stopProfile = await profileWindow('fill-latency');
   const started = Date.now();
   let next = 0;
   await Promise.all(
@@ -68,13 +70,27 @@ try {
   const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
   while (done() < N && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   const wall = Date.now() - started;
+  const profiled = await stopProfile();
+  if (profiled) console.log(`  CPU profile: ${profiled} (npx tsx bench/profile-summary.ts ${profiled})`);
   const rows = db
     .prepare(
-      `SELECT d.seen_at, d.confirmed_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
+      `SELECT d.seen_at, d.confirmed_at, p.decided_at, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
        JOIN transactions t ON t.payout_id = p.id WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL`,
     )
-    .all() as { seen_at: number; confirmed_at: number; broadcast_at: number }[];
+    .all() as { seen_at: number; confirmed_at: number; decided_at: number; created_at: number; broadcast_at: number }[];
   const share = rows.map((r) => r.broadcast_at - r.confirmed_at).sort((a, b) => a - b);
+  // Where the share goes, from the ledger's own timestamps (ms): confirmed → decided (the solver's
+  // wake, snapshot and decision), decided → signed (the submitter's wake, gas estimate, fees, nonce,
+  // signature), signed → broadcast (the durable commit of the signed transaction, then the send).
+  const stage = (f: (r: (typeof rows)[number]) => number) => {
+    const v = rows.map(f).sort((a, b) => a - b);
+    return { p50: pct(v, 50), p99: pct(v, 99) };
+  };
+  const stages = {
+    decide: stage((r) => r.decided_at - r.confirmed_at),
+    sign: stage((r) => r.created_at - r.decided_at),
+    send: stage((r) => r.broadcast_at - r.created_at),
+  };
   const result = {
     bench: 'fill-latency',
     date: new Date().toISOString(),
@@ -84,10 +100,14 @@ try {
     filled: done(),
     wallMs: wall,
     nodeShareMs: { p50: pct(share, 50), p90: pct(share, 90), p99: pct(share, 99), max: share.at(-1) },
+    stagesMs: stages,
   };
   console.log(`fill latency, node's share (deposit confirmed in ledger → fill broadcast), ${N} deposits, ${CONCURRENCY} at a time`);
   console.log(`  filled ${result.filled}/${N} in ${(wall / 1000).toFixed(1)} s`);
   console.log(`  p50 ${result.nodeShareMs.p50} ms   p90 ${result.nodeShareMs.p90} ms   p99 ${result.nodeShareMs.p99} ms   max ${result.nodeShareMs.max} ms`);
+  console.log(
+    `  stages p50/p99: decide ${stages.decide.p50}/${stages.decide.p99} ms, sign ${stages.sign.p50}/${stages.sign.p99} ms, send ${stages.send.p50}/${stages.send.p99} ms`,
+  );
   console.log(`  machine: ${result.machine.cpus} × ${result.machine.cpu}, ${result.machine.memGiB} GiB, node ${result.machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const out = join('bench/results', `fill-latency-${Date.now()}.json`);

@@ -1069,7 +1069,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (mine && mine.state !== 'included') {
       this.#ledger.payouts.setTxState(mine.hash, 'included', { blockNumber: Number(paid.blockNumber), gasUsed: paid.gasUsed, fee: paid.fee });
     }
-    if (mine) this.#closeSiblings(payoutId, mine.nonce, mine.hash, 'replaced');
+    // The siblings from the rows read above: only `mine` changed since, and it is not its own sibling.
+    if (mine) this.#closeSiblings(payoutId, mine.nonce, mine.hash, 'replaced', txs);
     const cur = this.#ledger.payouts.get(payoutId);
     if (!cur) return false;
     if (cur.state === 'success') {
@@ -1089,8 +1090,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   // Same-nonce transactions can never land once one of them did.
-  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced'): void {
-    for (const x of this.#ledger.payouts.txsOf(payoutId)) {
+  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced', txs = this.#ledger.payouts.txsOf(payoutId)): void {
+    for (const x of txs) {
       if (x.nonce === nonce && x.hash !== except && isOpen(x)) this.#ledger.payouts.setTxState(x.hash, state);
     }
   }
