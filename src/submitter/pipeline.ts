@@ -42,6 +42,12 @@ export interface PayoutPipelineOptions {
   faults: Faults;
   /** How often the send and confirm passes run when nothing wakes them. */
   intervalMs: number;
+  /**
+   * Where every new head wakes the confirm pass and every queued payout wakes the send pass (the EVM's
+   * indexer heads, the solver's payoutsQueued): how often both run anyway, as a backstop, instead of
+   * intervalMs. Absent: intervalMs.
+   */
+  backstopMs?: number;
   /** Payouts being prepared, submitted or broadcast at once. */
   concurrency: number;
   /** Queued payouts read per send pass. */
@@ -124,8 +130,8 @@ export class PayoutPipeline<P, S> implements Payouts {
         onError,
       );
     } else {
-      this.#confirm = new Loop(() => this.#confirmPass(), o.intervalMs, onError);
-      this.#send = new Loop(async () => this.#pump(), o.intervalMs, onError);
+      this.#confirm = new Loop(() => this.#confirmPass(), o.backstopMs ?? o.intervalMs, onError);
+      this.#send = new Loop(async () => this.#pump(), o.backstopMs ?? o.intervalMs, onError);
     }
   }
 

@@ -98,6 +98,8 @@ const ALREADY_PAID = /^(OrderAlreadyFilled|CallRequestAlreadyUsed)\(/;
 // Tries at starting before giving up (about 16 s of backoff in all).
 const START_ATTEMPTS = 6;
 const PREPARE_CONCURRENCY = 16;
+// How often the send and confirm passes run when no head and no queued payout woke them.
+const BACKSTOP_MS = 1_000;
 const QUEUED_BATCH = 500;
 const OPEN_STATES = new Set(['signed', 'broadcast']);
 // Bounds of a batched fill: orders per transaction, its gas, and how many batches may be in flight
@@ -193,6 +195,8 @@ export class EvmPayouts implements Payouts {
       log: this.#sender.log,
       faults: opts.faults,
       intervalMs: opts.chain.pollIntervalMs,
+      // Heads (onHead) wake the confirm pass and payoutsQueued the send pass: the timers only back them up.
+      backstopMs: Math.max(opts.chain.pollIntervalMs, BACKSTOP_MS),
       concurrency: PREPARE_CONCURRENCY,
       queuedBatch: QUEUED_BATCH,
       startAttempts: START_ATTEMPTS,
@@ -224,10 +228,13 @@ export class EvmPayouts implements Payouts {
     return this.#pipeline.confirmNow();
   }
 
-  /** A new head from the chain's head tracker: drives fees, confirmation and replacement. */
-  onHead(blockNumber: bigint, baseFeePerGas: bigint): void {
+  /**
+   * A head from the chain's head tracker: drives fees, confirmation and replacement. `isNew`: a block
+   * not reported before (a head read again only refreshes the fees; nothing can have been confirmed).
+   */
+  onHead(blockNumber: bigint, baseFeePerGas: bigint, isNew = true): void {
     this.#sender.onHead(blockNumber, baseFeePerGas);
-    this.#pipeline.confirmSoon();
+    if (isNew) this.#pipeline.confirmSoon();
   }
 }
 
@@ -660,8 +667,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   async confirm(): Promise<TxStatus[]> {
     this.#requeued = [];
     const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
-    const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
+    // Nothing open: no head to read (a pass runs on every head, and on the backstop timer when idle).
     if (open.length === 0) return [];
+    const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
     // The chain's nonce is read before any receipt: a nonce past a transaction with no receipt then
     // really was taken by something else.
     const latestNonce = await this.#client.getTransactionCount({ address: this.address, blockTag: 'latest' });
