@@ -46,8 +46,9 @@ export class DepositFeeReader {
         }
       }),
     );
-    // The pass's fees in one commit: each write on its own was a durable commit (a disk flush) per deposit.
-    if (read.length) this.ledger.tx(() => read.forEach((r) => this.ledger.deposits.setTxFee(r.chainId, r.txHash, r.fee)));
+    // The pass's fees in one commit (each write on its own was a disk flush per deposit), lazy: a fee
+    // lost in a power failure is read again from the chain.
+    if (read.length) this.ledger.tx(() => read.forEach((r) => this.ledger.deposits.setTxFee(r.chainId, r.txHash, r.fee)), { lazy: true });
   }
 
   start(): void {

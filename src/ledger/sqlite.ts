@@ -14,7 +14,7 @@ import { RelayedAuthorizations } from './relays.ts';
 import { SignatureNonces } from './signatureNonces.ts';
 import { Withdrawals } from './withdrawals.ts';
 import { ExchangeNonces } from './exchangeNonces.ts';
-import type { Ledger } from './ledger.ts';
+import type { Ledger, TxOptions } from './ledger.ts';
 
 /** The ledger in SQLite (better-sqlite3): every stage reads its work here and writes its result back in one SQLite transaction. */
 export class SqliteLedger implements Ledger {
@@ -91,8 +91,16 @@ export class SqliteLedger implements Ledger {
    * Runs fn in one transaction (IMMEDIATE: takes the write lock up front, so a concurrent API
    * replica never sees half of it).
    */
-  tx<T>(fn: () => T): T {
-    const result = this.db.transaction(fn).immediate();
+  tx<T>(fn: () => T, opts: TxOptions = {}): T {
+    // A lazy commit (TxOptions) skips the disk flush: WAL at synchronous=NORMAL for this commit only.
+    const lazy = opts.lazy === true && !this.db.inTransaction;
+    if (lazy) this.db.pragma('synchronous = NORMAL');
+    let result: T;
+    try {
+      result = this.db.transaction(fn).immediate();
+    } finally {
+      if (lazy) this.db.pragma('synchronous = FULL');
+    }
     // Committed: wake the status event deliverer and stream if the transaction appended events.
     this.events.committed();
     return result;

@@ -642,13 +642,18 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
     const head = this.#fees.headNumber();
     const sentBlock = head === undefined ? undefined : Number(head);
-    this.#ledger.tx(() => {
-      const t = this.#ledger.payouts.txsOf(payoutId).find((x) => x.hash === hash);
-      if (!t || t.state !== 'signed') return;
-      if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
-      // An underpriced transaction starts its replacement countdown even though the node refused it.
-      else if (error && FEE_REFUSED.test(error)) this.#ledger.payouts.setTxState(hash, 'signed', { sentBlock, error });
-    });
+    // Lazy (no disk flush): what the node accepted is read again from the chain. Lost in a power
+    // failure, the transaction is still recorded 'signed' and the confirm pass sends its bytes again.
+    this.#ledger.tx(
+      () => {
+        const t = this.#ledger.payouts.txsOf(payoutId).find((x) => x.hash === hash);
+        if (!t || t.state !== 'signed') return;
+        if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
+        // An underpriced transaction starts its replacement countdown even though the node refused it.
+        else if (error && FEE_REFUSED.test(error)) this.#ledger.payouts.setTxState(hash, 'signed', { sentBlock, error });
+      },
+      { lazy: true },
+    );
     if (accepted) {
       log.debug({ txHash: hash }, 'transaction broadcast');
     } else {
