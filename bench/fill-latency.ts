@@ -12,6 +12,7 @@ import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
+import { profileWindow } from './profile.ts';
 
 const N = Number(process.argv[2] ?? 200);
 const CONCURRENCY = Number(process.argv[3] ?? 1);
@@ -29,7 +30,10 @@ try {
     .slice(1, 1 + CONCURRENCY)
     .map((a) => createWalletClient({ account: privateKeyToAccount(a.privateKey), chain: devnetChain(8453, origin.rpcUrl), transport: http(origin.rpcUrl) }));
   const ids: Hex[] = [];
+  const trace = process.env.BENCH_TRACE ? traceCalls(node) : undefined;
+  const stopProfile = await profileWindow('fill-latency');
   const started = Date.now();
+  const cpu0 = process.cpuUsage();
   let next = 0;
   await Promise.all(
     wallets.map(async (wallet) => {
@@ -68,13 +72,28 @@ try {
   const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
   while (done() < N && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   const wall = Date.now() - started;
+  const cpu = process.cpuUsage(cpu0);
+  const profiled = await stopProfile();
+  if (profiled) console.log(`  CPU profile: ${profiled} (npx tsx bench/profile-summary.ts ${profiled})`);
   const rows = db
     .prepare(
-      `SELECT d.seen_at, d.confirmed_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
+      `SELECT d.seen_at, d.confirmed_at, p.decided_at, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
        JOIN transactions t ON t.payout_id = p.id WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL`,
     )
-    .all() as { seen_at: number; confirmed_at: number; broadcast_at: number }[];
+    .all() as { seen_at: number; confirmed_at: number; decided_at: number; created_at: number; broadcast_at: number }[];
   const share = rows.map((r) => r.broadcast_at - r.confirmed_at).sort((a, b) => a - b);
+  // Where the share goes, from the ledger's own timestamps (ms): confirmed → decided (the solver's
+  // wake, snapshot and decision), decided → signed (the submitter's wake, gas estimate, fees, nonce,
+  // signature), signed → broadcast (the durable commit of the signed transaction, then the send).
+  const stage = (f: (r: (typeof rows)[number]) => number) => {
+    const v = rows.map(f).sort((a, b) => a - b);
+    return { p50: pct(v, 50), p99: pct(v, 99) };
+  };
+  const stages = {
+    decide: stage((r) => r.decided_at - r.confirmed_at),
+    sign: stage((r) => r.created_at - r.decided_at),
+    send: stage((r) => r.broadcast_at - r.created_at),
+  };
   const result = {
     bench: 'fill-latency',
     date: new Date().toISOString(),
@@ -84,10 +103,17 @@ try {
     filled: done(),
     wallMs: wall,
     nodeShareMs: { p50: pct(share, 50), p90: pct(share, 90), p99: pct(share, 99), max: share.at(-1) },
+    stagesMs: stages,
   };
   console.log(`fill latency, node's share (deposit confirmed in ledger → fill broadcast), ${N} deposits, ${CONCURRENCY} at a time`);
-  console.log(`  filled ${result.filled}/${N} in ${(wall / 1000).toFixed(1)} s`);
+  console.log(
+    `  filled ${result.filled}/${N} in ${(wall / 1000).toFixed(1)} s; this process (node and bench client) used ${((100 * (cpu.user + cpu.system)) / 1000 / wall).toFixed(0)}% of one core`,
+  );
   console.log(`  p50 ${result.nodeShareMs.p50} ms   p90 ${result.nodeShareMs.p90} ms   p99 ${result.nodeShareMs.p99} ms   max ${result.nodeShareMs.max} ms`);
+  console.log(
+    `  stages p50/p99: decide ${stages.decide.p50}/${stages.decide.p99} ms, sign ${stages.sign.p50}/${stages.sign.p99} ms, send ${stages.send.p50}/${stages.send.p99} ms`,
+  );
+  if (trace) for (const line of trace()) console.log(`  ${line}`);
   console.log(`  machine: ${result.machine.cpus} × ${result.machine.cpu}, ${result.machine.memGiB} GiB, node ${result.machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const out = join('bench/results', `fill-latency-${Date.now()}.json`);
@@ -96,4 +122,53 @@ try {
 } finally {
   await node.stop();
   await devnet.stop();
+}
+
+/**
+ * BENCH_TRACE=1: how long the node's own waits take (its destination chain's RPC calls, by method, and
+ * its ledger commits), timed by wrapping them in this process: where a fill's time goes between the
+ * ledger's millisecond timestamps. Returns the summary lines.
+ */
+function traceCalls(node: RelayNode): () => string[] {
+  const times = new Map<string, number[]>();
+  const note = (k: string, ms: number) => times.set(k, [...(times.get(k) ?? []), ms]);
+  const timed = <F extends (...a: any[]) => any>(k: string | ((...a: Parameters<F>) => string), f: F): F =>
+    ((...a: Parameters<F>) => {
+      const t = performance.now();
+      const r = f(...a);
+      const done = () => note(typeof k === 'string' ? k : k(...a), performance.now() - t);
+      if (r instanceof Promise) return r.finally(done);
+      done();
+      return r;
+    }) as F;
+  const ledger = node.ledger as { tx: <T>(fn: () => T) => T };
+  const tx = ledger.tx.bind(ledger);
+  // Only the outermost transaction commits.
+  let depth = 0;
+  ledger.tx = <T>(fn: () => T): T => {
+    if (depth++ > 0)
+      try {
+        return tx(fn);
+      } finally {
+        depth--;
+      }
+    const t = performance.now();
+    try {
+      return tx(fn);
+    } finally {
+      depth--;
+      note('ledger commit (any stage)', performance.now() - t);
+    }
+  };
+  const dest = node.adapters.get(10) as unknown as { decisionClient: Record<string, any> };
+  const c = dest.decisionClient;
+  for (const m of ['estimateGas', 'sendRawTransaction', 'getTransactionReceipt', 'getBlock', 'getTransactionCount']) c[m] = timed(`dest ${m}`, c[m]);
+  c.request = timed((...a: any[]) => `dest request ${(a[0] as { method: string }).method}`, c.request);
+  return () =>
+    [...times]
+      .sort((a, b) => b[1].reduce((x, y) => x + y, 0) - a[1].reduce((x, y) => x + y, 0))
+      .map(([k, v]) => {
+        const sorted = [...v].sort((a, b) => a - b);
+        return `${k}: ${v.length}×, p50 ${pct(sorted, 50).toFixed(1)} ms, p99 ${pct(sorted, 99).toFixed(1)} ms`;
+      });
 }

@@ -11,6 +11,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createPublicClient, encodeFunctionData, http, keccak256, parseEventLogs, toHex, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { profileWindow } from './profile.ts';
 import { awaitIncluded, rpc, sendRawBatches, type RawTx } from './rawTransactions.ts';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { buildConfigWithKeys } from '../src/config/load.ts';
@@ -87,6 +88,7 @@ try {
     });
   }
   const sentAt = new Map<Hex, number>();
+  const stopProfile = await profileWindow('throughput');
   const started = Date.now();
   const cpu0 = process.cpuUsage();
   for (let i = 0; i < raws.length; i += 50) {
@@ -120,6 +122,8 @@ try {
   }
   const wallSeconds = (Date.now() - started) / 1000;
   const cpu = process.cpuUsage(cpu0);
+  const profiled = await stopProfile();
+  if (profiled) console.log(`  CPU profile of the fill window: ${profiled} (npx tsx bench/profile-summary.ts ${profiled})`);
   const filled = done();
   // The node runs in this process: its CPU (user + system) over the run, per fill. It covers the
   // whole path (indexing the deposit, deciding, pricing, signing, recording, broadcasting, receipts).

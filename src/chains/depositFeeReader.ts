@@ -34,10 +34,11 @@ export class DepositFeeReader {
       const key = `${d.chain_id}:${d.tx_hash}`;
       if (this.chains.txFees(d.chain_id) && (this.#attempts.get(key) ?? 0) < MAX_ATTEMPTS) todo.set(key, { chainId: d.chain_id, txHash: d.tx_hash });
     }
+    const read: { chainId: number; txHash: string; fee: bigint }[] = [];
     await Promise.all(
       [...todo].map(async ([key, { chainId, txHash }]) => {
         try {
-          this.ledger.deposits.setTxFee(chainId, txHash, await this.chains.txFees(chainId)!.txFee(txHash));
+          read.push({ chainId, txHash, fee: await this.chains.txFees(chainId)!.txFee(txHash) });
           this.#attempts.delete(key);
         } catch (e) {
           this.#attempts.set(key, (this.#attempts.get(key) ?? 0) + 1);
@@ -45,6 +46,9 @@ export class DepositFeeReader {
         }
       }),
     );
+    // The pass's fees in one commit (each write on its own was a disk flush per deposit), lazy: a fee
+    // lost in a power failure is read again from the chain.
+    if (read.length) this.ledger.tx(() => read.forEach((r) => this.ledger.deposits.setTxFee(r.chainId, r.txHash, r.fee)), { lazy: true });
   }
 
   start(): void {

@@ -32,6 +32,8 @@ export interface DevnetOptions {
   svm?: boolean;
   /** Milliseconds per SVM slot (default 200): shorter makes a blockhash expire sooner (150 slots). */
   svmSlotIntervalMs?: number;
+  /** The node reaches the EVM chains by websocket (anvil serves it on the same port): new heads are pushed, not polled for. */
+  websocket?: boolean;
 }
 
 export interface DevnetAccount {
@@ -134,7 +136,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
                 id: c.id,
                 name: c.name,
                 kind: 'evm' as const,
-                rpcUrl: c.rpcUrl,
+                rpcUrl: opts.websocket ? c.rpcUrl.replace(/^http/, 'ws') : c.rpcUrl,
                 depository: c.contracts.depository,
                 filler: c.contracts.filler,
                 depositAddressFactory: c.contracts.depositAddressFactory,

@@ -40,6 +40,11 @@ export interface DriverConfig {
    */
   maxRange: number;
   pollIntervalMs: number;
+  /**
+   * Whether new heads are announced (a websocket newHeads subscription that wakes the driver): the
+   * poll is then a backstop, every HEADS_BACKSTOP_MS (or pollIntervalMs when longer).
+   */
+  followsHeads?: () => boolean;
   /** Per deposit confirmations (confirmations by value); without it every deposit waits `confirmations`. */
   confirmationsOf?: (d: DepositRow) => number;
   /**
@@ -60,6 +65,9 @@ interface Reading {
 
 // An answer with this many entries is dense enough: the range stops growing.
 const DENSE_RANGE_ENTRIES = 5_000;
+// Where new heads are pushed, the poll that backs the pushes up (a subscription that goes silent
+// is also caught by its own ping timeout, and polling resumes once it is closed).
+const HEADS_BACKSTOP_MS = 2_000;
 const INITIAL_RANGE = 32;
 
 /**
@@ -113,9 +121,10 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     // Start narrow and widen while answers stay small: a failed oversized read costs the
     // provider (and us) the whole answer before it fails, so probing from the top is expensive.
     this.#range = Math.min(this.#cfg.maxRange, INITIAL_RANGE);
+    const { pollIntervalMs, followsHeads } = this.#cfg;
     this.#loop = new Loop(
       () => this.#run(),
-      this.#cfg.pollIntervalMs,
+      followsHeads ? () => (followsHeads() ? Math.max(pollIntervalMs, HEADS_BACKSTOP_MS) : pollIntervalMs) : pollIntervalMs,
       (e) => this.#log.error({ chain: this.#cfg.chainId, err: errText(e) }, 'indexer pass failed'),
     );
   }

@@ -2,7 +2,7 @@
 // deliverer): every write checks, in its own transaction, that this node still holds the leader
 // lease under the epoch it acts on. The API keeps the ledger itself: its writes (quotes, keys,
 // usage) are a standby's too and are never fenced.
-import type { Ledger } from './ledger.ts';
+import type { Ledger, TxOptions } from './ledger.ts';
 import { type Fence, LeaseLostError } from './leases.ts';
 
 /** A ledger whose writes are fenced by the leader lease (see fencedLedger). */
@@ -57,8 +57,8 @@ export function fencedLedger(inner: Ledger, onLost: (err: LeaseLostError) => voi
     onLost(err);
     throw err;
   };
-  const tx = <T>(fn: () => T): T => {
-    if (depth > 0) return inner.tx(fn);
+  const tx = <T>(fn: () => T, opts?: TxOptions): T => {
+    if (depth > 0) return inner.tx(fn, opts);
     if (stopped || !fence) return lost(stopped ?? 'no fence');
     const f = fence;
     return inner.tx(() => {
@@ -69,7 +69,7 @@ export function fencedLedger(inner: Ledger, onLost: (err: LeaseLostError) => voi
       } finally {
         depth--;
       }
-    });
+    }, opts);
   };
   const stores = new Map<PropertyKey, object>();
   // A store's methods, each run in a fenced transaction unless one is under way; its other members as they are.

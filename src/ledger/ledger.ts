@@ -19,6 +19,17 @@ import type { Withdrawals } from './withdrawals.ts';
 export type Store<T> = { [K in keyof T]: T[K] };
 
 /**
+ * How a transaction commits. `lazy`: bookkeeping the node can read again from the chain (that a node
+ * accepted a broadcast, a scan's cursor, a deposit's fee), committed without waiting for the disk: a
+ * power failure (never a crash of the process) may lose it until the next durable commit, which makes
+ * it durable too. Ignored inside another transaction (it joins that one's commit). Nothing that
+ * decides or announces a state of an order may be lazy.
+ */
+export interface TxOptions {
+  lazy?: boolean;
+}
+
+/**
  * The ledger the rest of the node depends on: the hub every stage reads its work from and writes
  * its result to, one transaction per state change. The SQLite implementation (sqlite.ts) is the
  * one today; a second (PostgreSQL) implements this interface. Consumers import this type only;
@@ -53,7 +64,7 @@ export interface Ledger {
   /** The leader lease of active/standby nodes (leases.ts); prepared on first use. */
   readonly leases: Store<Leases>;
   /** Runs fn in one transaction that takes the write lock up front; nested calls join it. */
-  tx<T>(fn: () => T): T;
+  tx<T>(fn: () => T, opts?: TxOptions): T;
   /** Runs fn's reads as one consistent snapshot (one read transaction; nested in tx, it joins it). */
   read<T>(fn: () => T): T;
   /** Throws if the ledger does not answer (liveness). */

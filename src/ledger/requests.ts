@@ -73,7 +73,12 @@ export class Requests {
       const before = this.#statusOf.get(args.id) as StatusFields | undefined;
       const res = this.#setStatus.run(args);
       if (res.changes !== 1 || !before) throw new Error(`request ${args.id as string} not found`);
-      const after = this.#statusOf.get(args.id) as StatusFields;
+      // What the UPDATE wrote, from its COALESCEs (not read back: one statement less per change).
+      const after: StatusFields = {
+        status: args.status as string,
+        fail_reason: (args.fail_reason as FailReason | null) ?? before.fail_reason,
+        refund_fail_reason: (args.refund_fail_reason as RefundFailReason | null) ?? before.refund_fail_reason,
+      };
       // A call that leaves the status (and its reasons) as they were announces nothing.
       if (after.status !== before.status || after.fail_reason !== before.fail_reason || after.refund_fail_reason !== before.refund_fail_reason) {
         this.#events!.record(this.get(args.id as string)!);

@@ -15,7 +15,7 @@ import { RelayedAuthorizations } from './relays.ts';
 import { SignatureNonces } from './signatureNonces.ts';
 import { Withdrawals } from './withdrawals.ts';
 import { ExchangeNonces } from './exchangeNonces.ts';
-import type { Ledger } from './ledger.ts';
+import type { Ledger, TxOptions } from './ledger.ts';
 
 /**
  * The ledger built from its stores over one connection (`SqlDb`): SQLite's (sqlite.ts) and PostgreSQL's
@@ -92,7 +92,7 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
    * Runs fn in one transaction that takes the write lock up front (SQLite's IMMEDIATE; on PostgreSQL the
    * writer's advisory lock), so a concurrent API replica never sees half of it.
    */
-  tx<T>(fn: () => T): T {
+  tx<T>(fn: () => T, _opts?: TxOptions): T {
     const result = this.db.transaction(fn).immediate();
     // Committed: wake the status event deliverer and stream if the transaction appended events.
     this.events.committed();

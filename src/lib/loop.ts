@@ -7,7 +7,7 @@
  */
 export class Loop {
   readonly #run: () => Promise<void>;
-  readonly #intervalMs: number;
+  readonly #intervalMs: number | (() => number);
   readonly #onError: (err: unknown) => void;
   #started = false;
   #running: Promise<void> | undefined;
@@ -16,10 +16,11 @@ export class Loop {
 
   /**
    * @param run one pass; it should return when there is nothing more to do right away.
-   * @param intervalMs how long to wait after a pass before the next one when nothing wakes it.
+   * @param intervalMs how long to wait after a pass before the next one when nothing wakes it (read
+   *   after each pass when a function: a stage whose wakes can be trusted waits longer).
    * @param onError what a failed pass reports (the loop itself keeps going).
    */
-  constructor(run: () => Promise<void>, intervalMs: number, onError: (err: unknown) => void) {
+  constructor(run: () => Promise<void>, intervalMs: number | (() => number), onError: (err: unknown) => void) {
     this.#run = run;
     this.#intervalMs = intervalMs;
     this.#onError = onError;
@@ -48,7 +49,7 @@ export class Loop {
         this.#again = false;
         this.wake();
       } else {
-        this.#timer = setTimeout(() => this.wake(), this.#intervalMs);
+        this.#timer = setTimeout(() => this.wake(), typeof this.#intervalMs === 'number' ? this.#intervalMs : this.#intervalMs());
         this.#timer.unref();
       }
     });

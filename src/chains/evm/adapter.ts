@@ -99,6 +99,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   #depositAddresses: DepositAddressWatcher | undefined;
   #baseFee: bigint | undefined;
   #priority: { block: bigint; fee: bigint } | undefined;
+  // The last head the indexer reported that was passed on.
+  #lastHead: { number: number; hash: string } | undefined;
 
   constructor(
     private chain: EvmChainConfig,
@@ -113,7 +115,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     this.depositAddress = chain.depository;
     this.confirmSeconds = chain.confirmations;
     const clog = log.child({ chain: chain.id });
-    const { pool, client, decisionClient } = evmClients(chain, viemChain(chain), metrics, clog);
+    // A head a websocket provider pushes wakes the indexer at once (its poll is then only a backstop).
+    const { pool, client, decisionClient } = evmClients(chain, viemChain(chain), metrics, clog, () => this.#indexer?.wake());
     this.providers = pool;
     this.client = client;
     this.decisionClient = decisionClient;
@@ -155,6 +158,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
         finalityDepth: chain.finalityDepth,
         maxRange: chain.maxLogRange,
         pollIntervalMs: chain.pollIntervalMs,
+        followsHeads: () => pool.followsHeads(),
         // Each deposit waits as many blocks as its value asks (confirmationsFor).
         confirmationsOf: chain.confirmationsByValue?.length ? (d) => confirmationsFor(chain, d.currency, BigInt(d.amount)) : undefined,
       },
@@ -164,7 +168,14 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
         onConfirmed: () => hooks.depositsConfirmed(),
         onHead: (head) => {
           this.#baseFee = head.baseFeePerGas;
-          this.#submitter.onHead(BigInt(head.number), head.baseFeePerGas);
+          // The indexer reports its head on every poll: only a new block (or another block at the
+          // same height) gives the confirm pass, the funding scan and the deposit address watcher
+          // anything new to read.
+          // The fee oracle still hears every poll: a head read just now is a fresh head to price at.
+          const fresh = head.number !== this.#lastHead?.number || head.hash !== this.#lastHead.hash;
+          this.#submitter.onHead(BigInt(head.number), head.baseFeePerGas, fresh);
+          if (!fresh) return;
+          this.#lastHead = { number: head.number, hash: head.hash };
           this.#funding?.onHead(BigInt(head.number));
           this.#depositAddresses?.poke();
         },

@@ -122,10 +122,15 @@ export class FundingWatcher {
         const credited = marked === zeroAddress ? getAddress(tx.from) : marked;
         await this.report({ chainId: this.chain.id, txHash: tx.hash, blockNumber: n, blockHash: block.hash!, from: getAddress(tx.from), credited, parts });
       }
-      this.ledger.tx(() => {
-        this.ledger.indexer.setCursor(this.chain.id, SOURCE, n);
-        this.ledger.funding.setScanMark(this.chain.id, SOURCE, n, block.hash!);
-      });
+      // Lazy (no disk flush per block): a cursor lost in a power failure reads its blocks again, and a
+      // transaction already credited is never credited twice (FundingCredits.credit).
+      this.ledger.tx(
+        () => {
+          this.ledger.indexer.setCursor(this.chain.id, SOURCE, n);
+          this.ledger.funding.setScanMark(this.chain.id, SOURCE, n, block.hash!);
+        },
+        { lazy: true },
+      );
     }
   }
 

@@ -101,6 +101,8 @@ const ALREADY_PAID = /^(OrderAlreadyFilled|CallRequestAlreadyUsed)\(/;
 // Tries at starting before giving up (about 16 s of backoff in all).
 const START_ATTEMPTS = 6;
 const PREPARE_CONCURRENCY = 16;
+// How often the send and confirm passes run when no head and no queued payout woke them.
+const BACKSTOP_MS = 1_000;
 const QUEUED_BATCH = 500;
 const OPEN_STATES = new Set(['signed', 'broadcast']);
 // Bounds of a batched fill: orders per transaction, its gas, and how many batches may be in flight
@@ -196,6 +198,8 @@ export class EvmPayouts implements Payouts {
       log: this.#sender.log,
       faults: opts.faults,
       intervalMs: opts.chain.pollIntervalMs,
+      // Heads (onHead) wake the confirm pass and payoutsQueued the send pass: the timers only back them up.
+      backstopMs: Math.max(opts.chain.pollIntervalMs, BACKSTOP_MS),
       concurrency: PREPARE_CONCURRENCY,
       queuedBatch: QUEUED_BATCH,
       startAttempts: START_ATTEMPTS,
@@ -227,10 +231,13 @@ export class EvmPayouts implements Payouts {
     return this.#pipeline.confirmNow();
   }
 
-  /** A new head from the chain's head tracker: drives fees, confirmation and replacement. */
-  onHead(blockNumber: bigint, baseFeePerGas: bigint): void {
+  /**
+   * A head from the chain's head tracker: drives fees, confirmation and replacement. `isNew`: a block
+   * not reported before (a head read again only refreshes the fees; nothing can have been confirmed).
+   */
+  onHead(blockNumber: bigint, baseFeePerGas: bigint, isNew = true): void {
     this.#sender.onHead(blockNumber, baseFeePerGas);
-    this.#pipeline.confirmSoon();
+    if (isNew) this.#pipeline.confirmSoon();
   }
 }
 
@@ -641,13 +648,18 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
     const head = this.#fees.headNumber();
     const sentBlock = head === undefined ? undefined : Number(head);
-    this.#ledger.tx(() => {
-      const t = this.#ledger.payouts.txsOf(payoutId).find((x) => x.hash === hash);
-      if (!t || t.state !== 'signed') return;
-      if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
-      // An underpriced transaction starts its replacement countdown even though the node refused it.
-      else if (error && FEE_REFUSED.test(error)) this.#ledger.payouts.setTxState(hash, 'signed', { sentBlock, error });
-    });
+    // Lazy (no disk flush): what the node accepted is read again from the chain. Lost in a power
+    // failure, the transaction is still recorded 'signed' and the confirm pass sends its bytes again.
+    this.#ledger.tx(
+      () => {
+        const t = this.#ledger.payouts.txsOf(payoutId).find((x) => x.hash === hash);
+        if (!t || t.state !== 'signed') return;
+        if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
+        // An underpriced transaction starts its replacement countdown even though the node refused it.
+        else if (error && FEE_REFUSED.test(error)) this.#ledger.payouts.setTxState(hash, 'signed', { sentBlock, error });
+      },
+      { lazy: true },
+    );
     if (accepted) {
       log.debug({ txHash: hash }, 'transaction broadcast');
     } else {
@@ -666,8 +678,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   async confirm(): Promise<TxStatus[]> {
     this.#requeued = [];
     const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
-    const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
+    // Nothing open: no head to read (a pass runs on every head, and on the backstop timer when idle).
     if (open.length === 0) return [];
+    const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
     // The chain's nonce is read before any receipt: a nonce past a transaction with no receipt then
     // really was taken by something else.
     const latestNonce = await this.#client.getTransactionCount({ address: this.address, blockTag: 'latest' });
@@ -1075,7 +1088,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (mine && mine.state !== 'included') {
       this.#ledger.payouts.setTxState(mine.hash, 'included', { blockNumber: Number(paid.blockNumber), gasUsed: paid.gasUsed, fee: paid.fee });
     }
-    if (mine) this.#closeSiblings(payoutId, mine.nonce, mine.hash, 'replaced');
+    // The siblings from the rows read above: only `mine` changed since, and it is not its own sibling.
+    if (mine) this.#closeSiblings(payoutId, mine.nonce, mine.hash, 'replaced', txs);
     const cur = this.#ledger.payouts.get(payoutId);
     if (!cur) return false;
     if (cur.state === 'success') {
@@ -1095,8 +1109,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   // Same-nonce transactions can never land once one of them did.
-  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced'): void {
-    for (const x of this.#ledger.payouts.txsOf(payoutId)) {
+  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced', txs = this.#ledger.payouts.txsOf(payoutId)): void {
+    for (const x of txs) {
       if (x.nonce === nonce && x.hash !== except && isOpen(x)) this.#ledger.payouts.setTxState(x.hash, state);
     }
   }

@@ -20,9 +20,11 @@ export function evmClients(
   viemChain: Chain,
   metrics: Metrics,
   log: Logger,
+  onPushedHead?: (n: bigint) => void,
 ): { pool: ProviderPool; client: PublicClient; decisionClient: PublicClient } {
   const pool = new ProviderPool({
     chainId: chain.id,
+    onPushedHead,
     providers: providersOf(chain),
     quorum: chain.quorum,
     probeMs: Math.max(100, Math.min(chain.pollIntervalMs, 2_000)),

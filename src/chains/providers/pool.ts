@@ -32,6 +32,8 @@ export interface PoolOptions {
   shorterAfterMs?: number;
   /** A provider this many blocks behind the agreed head is not used for reads (readiness names it). */
   maxLagBlocks?: number;
+  /** A head a provider announced by itself (a websocket newHeads subscription): the chain moved, read it now. */
+  onPushedHead?: (n: bigint) => void;
   metrics: Metrics;
   log: Logger;
 }
@@ -103,11 +105,19 @@ export class ProviderPool {
           },
           failure: (kind) => this.#metrics.rpcProviderErrors.inc({ chain, provider: spec.name ?? `p${i}`, kind }),
           // A websocket provider's newHeads: a claimed head, as from the probe.
-          head: (n) => this.#sawHead(this.providers[i]!, n, false),
+          head: (n) => {
+            this.#sawHead(this.providers[i]!, n, false);
+            opts.onPushedHead?.(n);
+          },
         }),
     );
     const readers = this.providers.filter((p) => p.role !== 'send').length;
     this.quorumSize = Math.min(opts.quorum ?? (readers >= 2 ? 2 : 1), readers);
+  }
+
+  /** Whether a reading provider announces new heads by itself (its websocket is subscribed to newHeads): polling for them is only a backstop. */
+  followsHeads(): boolean {
+    return this.providers.some((p) => p.role !== 'send' && p.followsHeads());
   }
 
   /** Starts the head probe (every provider's head, for lag scoring and readiness). */

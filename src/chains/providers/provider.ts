@@ -1,5 +1,6 @@
 import type { RpcProviderConfig } from '../../config/schema.ts';
 import { RelayNodeError } from '../../lib/errors.ts';
+import { JsonPost, PostError } from './httpPost.ts';
 import { WsChannel, type WireAnswer } from './wsChannel.ts';
 
 /** One JSON-RPC call as sent on the wire. */
@@ -70,6 +71,8 @@ export class RpcProvider {
   readonly weight: number;
   readonly role: RpcProviderConfig['role'];
   readonly #url: string;
+  // The HTTP connection (keep-alive) of a non-websocket provider, opened on the first call.
+  #conn: JsonPost | undefined;
   readonly #maxRps: number;
   readonly #maxConcurrent: number;
   readonly #timeoutMs: number;
@@ -121,6 +124,8 @@ export class RpcProvider {
   /** Closes the provider's websocket connection, if it has one (the pool is stopping). */
   close(): void {
     this.#ws?.close();
+    this.#conn?.close();
+    this.#conn = undefined;
   }
 
   /** Whether the provider takes calls now (not backing off a rate limit). */
@@ -206,27 +211,19 @@ export class RpcProvider {
   }
 
   async #http(body: { id: number }[]): Promise<WireAnswer[]> {
-    let res: Response;
+    let res: { status: number; text: string };
     try {
-      res = await fetch(this.#url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.#timeoutMs),
-      });
+      this.#conn ??= new JsonPost(this.#url, this.#maxConcurrent > 0 ? this.#maxConcurrent : Number.POSITIVE_INFINITY);
+      res = await this.#conn.post(JSON.stringify(body), this.#timeoutMs);
     } catch (e) {
-      // The fetch error may quote the URL: only its kind leaves this function.
-      const timedOut = e instanceof Error && (e.name === 'TimeoutError' || e.name === 'AbortError');
-      throw new ProviderFailure(this.name, timedOut ? 'timeout' : 'network', timedOut ? `no answer within ${this.#timeoutMs} ms` : 'connection failed');
+      // Only the error's kind leaves this function (never the URL).
+      const kind = e instanceof PostError ? e.kind : 'network';
+      if (kind === 'timeout') throw new ProviderFailure(this.name, 'timeout', `no answer within ${this.#timeoutMs} ms`);
+      throw new ProviderFailure(this.name, 'network', kind === 'read' ? 'connection lost while reading the answer' : 'connection failed');
     }
     if (res.status === 429) throw new ProviderFailure(this.name, 'rate_limited', 'HTTP 429');
-    let text: string;
-    try {
-      text = await res.text();
-    } catch {
-      throw new ProviderFailure(this.name, 'network', 'connection lost while reading the answer');
-    }
-    if (!res.ok) throw new ProviderFailure(this.name, 'http', `HTTP ${res.status}`);
+    const text = res.text;
+    if (res.status < 200 || res.status > 299) throw new ProviderFailure(this.name, 'http', `HTTP ${res.status}`);
     let parsed: unknown;
     try {
       parsed = JSON.parse(text);
