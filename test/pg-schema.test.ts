@@ -228,6 +228,19 @@ describe('the PostgreSQL schema', () => {
     expect(n).toBe(migrations.length);
   });
 
+  it('two processes migrating one empty database at once apply each migration once', async () => {
+    const url = await server.createDatabase();
+    const clients = [new pg.Client({ connectionString: url }), new pg.Client({ connectionString: url })];
+    await Promise.all(clients.map((c) => c.connect()));
+    try {
+      const runs = await Promise.all(clients.map((c) => migratePostgres(c)));
+      expect(runs.flat().sort((a, b) => a - b)).toEqual(migrations.map((m) => m.version).sort((a, b) => a - b));
+      expect((await clients[0]!.query('SELECT COUNT(*)::int AS n FROM schema_migrations')).rows[0].n).toBe(migrations.length);
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+  });
+
   it('refuses the same rows as SQLite (CHECKs, foreign keys, unique refs, NOT NULL)', async () => {
     const run = both(lite, client);
     lite.exec('BEGIN');

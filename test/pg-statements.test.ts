@@ -15,8 +15,9 @@ import { toPgPlaceholders } from './helpers/pgSql.ts';
 // calls prepare( must have been seen preparing, so a new statement is checked the day it is written.
 
 const LEDGER_DIR = join(import.meta.dirname, '../src/ledger');
-// SQLite's own migration runner (db.ts): PostgreSQL has its own (pgMigrate.ts).
-const NOT_STORES = new Set(['db.ts']);
+// SQLite's own migration runner (db.ts; PostgreSQL has its own, pgMigrate.ts), and db copy's reads of
+// the SQLite source (pgCopy.ts): SQLite only.
+const NOT_STORES = new Set(['db.ts', 'pgCopy.ts']);
 
 interface Seen {
   sql: string;
@@ -90,9 +91,10 @@ function query(q: Partial<RequestQuery>): RequestQuery {
 // Calls every store method that prepares its statement when called (the others prepared theirs
 // when the store was built), and the listing's search with each of its parts.
 function exercise(l: SqliteLedger): void {
-  l.exchangeNonces;
-  l.audits;
-  l.apiUsage;
+  // Every store prepared on first use (a getter anywhere on the ledger's prototype chain) is touched.
+  for (let proto = Object.getPrototypeOf(l); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    for (const [name, d] of Object.entries(Object.getOwnPropertyDescriptors(proto))) if (d.get) void (l as unknown as Record<string, unknown>)[name];
+  }
   l.db.pragma('foreign_keys = OFF');
   const d = l.deposits;
   d.recentWithoutTxFee(0, 1);
@@ -173,6 +175,7 @@ describe("the stores' SQL on PostgreSQL", () => {
   let client: pg.Client;
   let seen: Seen[];
   let sqliteSeen: Seen[];
+  let paramTypes: { sql: string; types: string[] }[] = [];
   beforeAll(async () => {
     server = await startPostgres({ durable: false });
     client = new pg.Client({ connectionString: await server.createDatabase() });
@@ -217,6 +220,7 @@ describe("the stores' SQL on PostgreSQL", () => {
     // The quote pruner's scratch table, as its own exec makes it on the connection.
     await client.query('CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY)');
     let n = 0;
+    paramTypes = [];
     for (const sql of new Set(seen.map((s) => s.sql))) {
       const { text } = toPgPlaceholders(sql);
       const name = `s${n++}`;
@@ -224,6 +228,8 @@ describe("the stores' SQL on PostgreSQL", () => {
         if (/^\s*(CREATE|DROP|BEGIN|COMMIT)\b/i.test(text)) await client.query(text);
         else {
           await client.query(`PREPARE ${name} AS ${text}`);
+          const [{ types }] = (await client.query(`SELECT parameter_types::text[] AS types FROM pg_prepared_statements WHERE name = $1`, [name])).rows;
+          paramTypes.push({ sql, types });
           await client.query(`DEALLOCATE ${name}`);
         }
       } catch (e) {
@@ -231,5 +237,11 @@ describe("the stores' SQL on PostgreSQL", () => {
       }
     }
     expect(refused).toEqual([]);
+  });
+
+  it('types every parameter as PostgreSQL reads it at run time: 64-bit integers, text (never a 32-bit integer a timestamp overflows)', () => {
+    expect(paramTypes.length).toBeGreaterThan(150);
+    const narrow = paramTypes.filter((p) => p.types.some((t) => !['bigint', 'text', 'jsonb'].includes(t)));
+    expect(narrow.map((p) => `${p.types.join(',')}: ${p.sql.replace(/\s+/g, ' ').slice(0, 200)}`)).toEqual([]);
   });
 });

@@ -49,8 +49,9 @@ export class Payouts {
     // submitter nothing new to sign (nor does dry-run mode); what is signed already is still seen through.
     // The chain id is cast: better-sqlite3 binds a JS number as REAL, and 'pause:chain:' || 10.0
     // named no switch, so a chain pause held nothing already queued (fast fills, refunds, claims).
+    // BIGINT (an integer in SQLite too): PostgreSQL's INTEGER would overflow on a chain id past 2^31.
     this.#queued = db.prepare(`SELECT * FROM payouts WHERE chain_id = @chain AND state = 'queued'
-      AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || CAST(@chain AS INTEGER))) ORDER BY decided_at LIMIT @limit`);
+      AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || CAST(@chain AS BIGINT))) ORDER BY decided_at LIMIT @limit`);
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
       fail_reason = COALESCE(@fail_reason, fail_reason), updated_at = @now WHERE id = @id`);
     this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
