@@ -5,7 +5,9 @@
 // Each deposit comes from its own key (as many users, each paying once): a chain of nonces from a
 // few keys sent while anvil mines can be stranded in anvil's pool and never included (see
 // bench/rawTransactions.ts), which left 33 to 103 orders unfilled in about one run in six.
-// Usage: npm run bench:throughput -- [fills]
+// Usage: npm run bench:throughput -- [fills] [--ledger sqlite|postgres]
+// --ledger postgres: the node's ledger in a PostgreSQL this bench starts (durable: fsync on, as SQLite's
+// synchronous = FULL), reached through the synchronous bridge (src/ledger/postgres).
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -17,10 +19,15 @@ import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { buildConfigWithKeys } from '../src/config/load.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
+import { startPostgres } from '../src/devnet/postgres.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 
-const N = Number(process.argv[2] ?? 1000);
+const args = process.argv.slice(2);
+const at = args.indexOf('--ledger');
+const LEDGER = at >= 0 ? args.splice(at, 2)[1] : 'sqlite';
+if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
+const N = Number(args[0] ?? 1000);
 // Fills pay these few existing accounts in turn, as when the depositors were these five keys, so that
 // gas per fill stays comparable with earlier runs (a first payment to an empty account costs 25,000 gas more).
 const RECIPIENTS = 5;
@@ -28,8 +35,12 @@ const STALL_MS = Number(process.env.BENCH_STALL_MS ?? 30_000);
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
 const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-throughput-'));
+const postgres = LEDGER === 'postgres' ? await startPostgres({ durable: process.env.BENCH_PG_FSYNC !== 'off' }) : undefined;
+const ledgerConfig = postgres ? { ledger: { url: await postgres.createDatabase() } } : {};
 const devnet = await startDevnet({ dataDir, testAccounts: RECIPIENTS + 1 });
-const node = await new RelayNode(buildConfigWithKeys(devnet.nodeConfig({ port: 0, logLevel: 'silent' }), devnet.keys), { log: createLogger('silent') }).start();
+const node = await new RelayNode(buildConfigWithKeys({ ...devnet.nodeConfig({ port: 0, logLevel: 'silent' }), ...ledgerConfig }, devnet.keys), {
+  log: createLogger('silent'),
+}).start();
 let nodeStopped: Promise<void> | undefined;
 const stopNode = () => (nodeStopped ??= node.stop());
 const origin = devnet.chains.find((c) => c.id === 8453)!;
@@ -128,6 +139,8 @@ try {
   // The node runs in this process: its CPU (user + system) over the run, per fill. It covers the
   // whole path (indexing the deposit, deciding, pricing, signing, recording, broadcasting, receipts).
   const cpuMsPerFill = (cpu.user + cpu.system) / 1000 / Math.max(1, filled);
+  // PostgreSQL: round trips to the database per fill (each a batch of statements through the bridge).
+  const roundTrips = 'client' in db ? (db as { client: { roundTrips: number } }).client.roundTrips : undefined;
   const txs = db
     .prepare(
       `SELECT COUNT(*) AS n, SUM(gas) AS gas FROM (SELECT DISTINCT t.hash, CAST(t.gas_used AS INTEGER) AS gas FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE p.kind = 'fill' AND t.state = 'included')`,
@@ -164,7 +177,7 @@ try {
   const fillsPerSecond = filled / wallSeconds;
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
   console.log(
-    `throughput: ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (deposits sent in ${sentSeconds.toFixed(2)} s)`,
+    `throughput (${LEDGER} ledger): ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (deposits sent in ${sentSeconds.toFixed(2)} s)`,
   );
   console.log(`  deposit → fill included: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat.at(-1)} ms`);
   console.log(
@@ -176,6 +189,7 @@ try {
   console.log(
     `  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`,
   );
+  if (roundTrips !== undefined) console.log(`  ledger round trips: ${(roundTrips / Math.max(1, filled)).toFixed(1)} per fill`);
   console.log(`  machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/throughput-${Date.now()}.json`;
@@ -184,6 +198,7 @@ try {
     JSON.stringify(
       {
         orders: N,
+        ledger: LEDGER,
         filled,
         wallSeconds,
         fillsPerSecond,
@@ -207,6 +222,7 @@ try {
 } finally {
   await stopNode();
   await devnet.stop();
+  await postgres?.stop();
 }
 
 /** Pre-signs `count` fillNative transactions from the solver key and sends them in JSON-RPC batches

@@ -1,13 +1,13 @@
 // A whole node on the PostgreSQL ledger (ledger.url): a bridge end to end as in test/e2e.test.ts, the status and
 // the listings (whose worker threads open their own PostgreSQL connections) read back, the rows in PostgreSQL and
 // no SQLite file written, the books reconciled with the chains, and the URL's password in no log line.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { type Address, type Hex, zeroAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditStack } from './helpers/audit.ts';
-import { api, executeSteps, type Stack, startStack, waitForStatus } from './helpers/stack.ts';
+import { api, executeSteps, type Stack, startStack, until, waitForStatus } from './helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -15,7 +15,8 @@ const B = 10;
 const logLines: string[] = [];
 
 beforeAll(async () => {
-  s = await startStack({ ledger: 'postgres', logLines });
+  // A short bound per ledger call, so the test of a silent PostgreSQL waits seconds, not the default's five each.
+  s = await startStack({ ledger: 'postgres', logLines, config: { ledger: { timeoutMs: 1_000 } } });
 }, 120_000);
 afterAll(async () => {
   await s?.stop();
@@ -84,6 +85,24 @@ describe('a node on the PostgreSQL ledger', () => {
   it('reconciles its books with the chains (no difference)', async () => {
     const r = await auditStack(s);
     expect(r.differences).toEqual([]);
+  }, 120_000);
+
+  it('finds out when PostgreSQL stops answering (503 on /lives, no hang), and goes on once it answers again', async () => {
+    const server = s.postgres!;
+    // The whole server: the postmaster and every backend (the node's connections among them).
+    const pids = [server.pid!, ...readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, 'utf8').trim().split(/\s+/).map(Number)];
+    for (const p of pids) process.kill(p, 'SIGSTOP');
+    try {
+      const lives = await api(s.url, '/lives');
+      expect(lives.status).toBe(503);
+      expect(lives.body).toEqual({ status: 'error' });
+    } finally {
+      for (const p of pids) process.kill(p, 'SIGCONT');
+    }
+    await until(async () => ((await api(s.url, '/lives')).status === 200 ? true : undefined), 'the ledger answering again');
+    // The node works on: the status of the bridge above is read from the ledger again.
+    const again = await api(s.url, `/intents/status/v3?requestId=${requestId}`);
+    expect(again.body.status).toBe('success');
   }, 120_000);
 
   it("never writes the ledger URL's password to the log", () => {

@@ -64,11 +64,11 @@ export async function startStack(
     // opts.config: top-level config sections a test sets (e.g. `events`), over the devnet's.
     // Sections merge one level deep: a test's `events` keeps the devnet's allowPrivateTargets.
     const merged: Record<string, unknown> = { ...base, chains: opts.chain ? (chains as (Record<string, unknown> & { id: number })[]).map(opts.chain) : chains };
-    if (ledgerUrl) merged.ledger = { url: ledgerUrl };
     for (const [k, v] of Object.entries(opts.config ?? {})) {
       const b = (base as Record<string, unknown>)[k];
       merged[k] = v && b && typeof v === 'object' && typeof b === 'object' && !Array.isArray(v) ? { ...(b as object), ...(v as object) } : v;
     }
+    if (ledgerUrl) merged.ledger = { ...((merged.ledger as object | undefined) ?? {}), url: ledgerUrl };
     const config = buildConfigWithKeys(opts.configure ? opts.configure(merged) : merged, devnet.keys, faults);
     // With logLines, the node logs everything (debug) into it, for tests that read the log.
     const log = opts.logLines

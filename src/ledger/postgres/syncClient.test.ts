@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../../devnet/postgres.ts';
 import { LedgerQueryError, LedgerUnavailable } from '../errors.ts';
 import { SyncPgClient } from './syncClient.ts';
+import { until } from '../../../test/helpers/stack.ts';
 
 describe('SyncPgClient: PostgreSQL called synchronously through a worker thread', () => {
   let server: PostgresHandle;
@@ -80,26 +81,40 @@ describe('SyncPgClient: PostgreSQL called synchronously through a worker thread'
     expect(c.query('SELECT now() = statement_timestamp() AS autocommit').rows).toEqual([{ autocommit: true }]);
   });
 
-  it('throws LedgerUnavailable within its timeout when the server is paused, and reconnects once it is back', () => {
+  it('throws LedgerUnavailable within its timeout when the server is paused, fails fast meanwhile, and reconnects once it is back', async () => {
     const c = open(1_000);
     const before = c.query('SELECT pg_backend_pid() AS pid').rows[0].pid;
     // The whole server: the postmaster and its children (our connection's backend among them).
     const pids = [server.pid!, ...readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, 'utf8').trim().split(/\s+/).map(Number)];
     expect(pids).toContain(before);
     for (const p of pids) process.kill(p, 'SIGSTOP');
-    let err: unknown;
+    const errors: unknown[] = [];
     try {
-      c.query('SELECT 1');
-    } catch (e) {
-      err = e;
+      for (let i = 0; i < 2; i++) {
+        try {
+          c.query('SELECT 1');
+        } catch (e) {
+          errors.push(e);
+        }
+      }
     } finally {
       for (const p of pids) process.kill(p, 'SIGCONT');
     }
-    // Without the bound the call would block until SIGCONT, which comes only after it returns.
-    expect(err).toBeInstanceOf(LedgerUnavailable);
-    expect((err as Error).message).toMatch(/did not answer within 1000 ms/);
-    // The next call opens a new connection (a new backend).
-    const after = c.query('SELECT pg_backend_pid() AS pid').rows[0].pid;
+    // Without the bound the first call would block until SIGCONT, which comes only after it returns.
+    expect(errors).toHaveLength(2);
+    expect(errors[0]).toBeInstanceOf(LedgerUnavailable);
+    expect((errors[0] as Error).message).toMatch(/did not answer within 1000 ms/);
+    // The second, right after: refused at once until the next attempt is due, not another wait of the whole bound.
+    expect((errors[1] as Error).message).toMatch(/unreachable; next attempt in \d+ ms/);
+    // Then a new connection (a new backend).
+    const after = await until(() => {
+      try {
+        return c.query('SELECT pg_backend_pid() AS pid').rows[0].pid;
+      } catch (e) {
+        if (e instanceof LedgerUnavailable) return undefined;
+        throw e;
+      }
+    }, 'a new connection');
     expect(after).not.toBe(before);
   });
 

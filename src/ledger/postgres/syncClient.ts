@@ -69,6 +69,8 @@ interface Answer {
 
 /** Default bound of one call (connect included) before the ledger is declared unavailable. */
 export const DEFAULT_TIMEOUT_MS = 5_000;
+/** Bound of a worker thread's boot (loading pg), which is this host's time, not the database's. */
+const BOOT_TIMEOUT_MS = 60_000;
 
 /**
  * A synchronous PostgreSQL client: the node calls its ledger synchronously (better-sqlite3's model), so the one
@@ -93,6 +95,8 @@ export class SyncPgClient {
   #closed = false;
   #generation = 0;
   #roundTrips = 0;
+  // After a call found the database unreachable: until then, calls fail at once instead of each waiting its bound.
+  #downUntil = 0;
 
   constructor(url: string, opts: { timeoutMs?: number } = {}) {
     this.#url = url;
@@ -177,6 +181,8 @@ export class SyncPgClient {
     port1.unref();
     this.#port = port1;
     this.#wake = new Int32Array(signal);
+    // Blocks until the worker has loaded (its first message, id 0).
+    this.#await(0, BOOT_TIMEOUT_MS, 'the ledger connection thread did not start');
   }
 
   // Terminates the worker (its socket with it: the server rolls back what was open) — the next call starts anew.
@@ -190,14 +196,26 @@ export class SyncPgClient {
   }
 
   #call(request: Record<string, unknown>, timeoutMs = this.#timeoutMs): Answer {
+    // The database did not answer a moment ago: every stage calling now would block the thread for the whole bound
+    // in turn, so they fail at once until the next attempt is due (one call per bound tries again).
+    const wait = this.#downUntil - Date.now();
+    if (wait > 0) throw new LedgerUnavailable(`the ledger database is unreachable; next attempt in ${wait} ms`);
     if (!this.#worker) this.#start();
     const port = this.#port!;
-    const wake = this.#wake!;
     const id = ++this.#seq;
     this.#roundTrips++;
+    port.postMessage({ id, ...request });
+    const m = this.#await(id, timeoutMs, `the ledger database did not answer within ${timeoutMs} ms`);
+    this.#downUntil = m.ok || !m.error?.connection ? 0 : Date.now() + this.#timeoutMs;
+    return m;
+  }
+
+  // Blocks until the worker's answer `id` arrives; past `timeoutMs` the worker is dropped and the call fails.
+  #await(id: number, timeoutMs: number, late: string): Answer {
+    const port = this.#port!;
+    const wake = this.#wake!;
     const deadline = Date.now() + timeoutMs;
     let seen = Atomics.load(wake, 0);
-    port.postMessage({ id, ...request });
     for (;;) {
       const m = receiveMessageOnPort(port)?.message as Answer | undefined;
       if (m?.id === id) return m;
@@ -205,7 +223,8 @@ export class SyncPgClient {
       const left = deadline - Date.now();
       if (left <= 0) {
         this.#drop();
-        throw new LedgerUnavailable(`the ledger database did not answer within ${timeoutMs} ms`);
+        this.#downUntil = Date.now() + this.#timeoutMs;
+        throw new LedgerUnavailable(late);
       }
       Atomics.wait(wake, 0, seen, left);
       seen = Atomics.load(wake, 0);
