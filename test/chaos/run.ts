@@ -126,6 +126,8 @@ export interface ChaosResult {
     takeoverP50Ms: number | null;
     takeoverMaxMs: number | null;
     leaseLostExits: number;
+    // Takeovers no monkey event caused (a leader that missed its own renewals: a stalled event loop).
+    unprovokedTakeovers: number;
     epochs: number;
     payoutsChecked: number;
     laterEpochTxs: number;
@@ -833,6 +835,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
           takeoverP50Ms: percentile(takeovers, 0.5),
           takeoverMaxMs: takeovers.length ? Math.max(...takeovers) : null,
           leaseLostExits: nodes.reduce((a, n) => a + n.leaseLostExits, 0),
+          unprovokedTakeovers: Math.max(0, starts.size - 1 - takeovers.length),
           epochs: starts.size,
           payoutsChecked: e.payouts,
           laterEpochTxs: e.laterTxs,
@@ -988,7 +991,7 @@ export function printResult(r: ChaosResult, say: (l: string) => void = (l) => pr
   say(`  payouts     ${JSON.stringify(f.payouts)}`);
   if (r.ha) {
     say(
-      `  nodes       ${r.ha.events.length} events (${(['kill-leader', 'kill-standby', 'cut-leader'] as const).map((k) => `${k} ${r.ha!.events.filter((e) => e.kind === k).length}`).join(', ')}; ${r.ha.events.filter((e) => e.diedAtFaultPoint).length} at fill fault points), ${r.ha.takeovers} takeovers: p50 ${r.ha.takeoverP50Ms} ms, max ${r.ha.takeoverMaxMs} ms; ${r.ha.leaseLostExits} exits 75 (lease lost); ${r.ha.epochs} epochs, ${r.ha.payoutsChecked} payouts each with its epoch, ${r.ha.laterEpochTxs} transactions recorded by a later leader (reconciliation)`,
+      `  nodes       ${r.ha.events.length} events (${(['kill-leader', 'kill-standby', 'cut-leader'] as const).map((k) => `${k} ${r.ha!.events.filter((e) => e.kind === k).length}`).join(', ')}; ${r.ha.events.filter((e) => e.diedAtFaultPoint).length} at fill fault points), ${r.ha.takeovers} takeovers: p50 ${r.ha.takeoverP50Ms} ms, max ${r.ha.takeoverMaxMs} ms; ${r.ha.leaseLostExits} exits 75 (lease lost), ${r.ha.unprovokedTakeovers} takeovers no event caused; ${r.ha.epochs} epochs, ${r.ha.payoutsChecked} payouts each with its epoch, ${r.ha.laterEpochTxs} transactions recorded by a later leader (reconciliation)`,
     );
   }
   if (r.cliAudit) say(`  cli audit   relay-node audit --config (PostgreSQL ledger) exited ${r.cliAudit.code}`);
