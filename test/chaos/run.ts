@@ -554,7 +554,6 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
           leaseMs,
           busy,
           t0: loadStarted,
-          loadDone: () => loadDone,
           idle: () => nodes.every((n) => n.alive() && !n.restarting) && busy.size === 0,
         });
         haEvents.push(ev);
