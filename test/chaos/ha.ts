@@ -79,14 +79,28 @@ export function epochStarts(logs: string[]): Map<number, number> {
  * The epoch conditions on the ledger after a run with several nodes:
  *  - every payout row carries an epoch, one that a node took (it is in the takeover logs);
  *  - it was decided before the next epoch began (a leader that lost the lease recorded nothing more);
- *  - every EVM transaction of a payout recorded after its epoch ended (a later leader's) has the nonce of one
- *    recorded within it: a later leader only rebroadcast or replaced what the payout's leader signed (the
- *    reconciliation by nonce); it never signed the payout anew.
- * Transactions carry no epoch of their own: which epoch recorded one is read from its `created_at` against the
- * epochs' starts (one host, one clock).
+ *  - on the EVM chains, once a leader recorded a transaction of a payout at a nonce, every transaction of that
+ *    payout recorded under a later epoch is at a nonce recorded under an earlier one: a later leader only
+ *    rebroadcasts or replaces what was signed (the reconciliation by nonce), never signs the payout anew at
+ *    another nonce. A payout decided but not yet signed when its leader died has no transaction of its epoch
+ *    (and, a transaction being recorded before it is broadcast, none on the wire): a later leader signs it, once.
+ * Transactions carry no epoch of their own: the epoch that recorded one is read from its `created_at` against
+ * the epochs' starts (one host, one clock; a start is logged after the takeover committed, so a new leader's
+ * first writes may count as the old epoch's, never the other way round). SVM transactions are signed anew after
+ * their blockhash expired (the reconciliation by blockhash): the chain-read checks count their payments.
  */
-export function epochInvariants(ledger: OpenedLedger, starts: Map<number, number>, evmIds: Set<number>, fail: (m: string) => void): { payouts: number; laterTxs: number } {
-  const payouts = ledger.db.prepare('SELECT id, chain_id, epoch, decided_at FROM payouts').all() as { id: string; chain_id: number; epoch: number | null; decided_at: number }[];
+export function epochInvariants(
+  ledger: OpenedLedger,
+  starts: Map<number, number>,
+  evmIds: Set<number>,
+  fail: (m: string) => void,
+): { payouts: number; laterTxs: number } {
+  const payouts = ledger.db.prepare('SELECT id, chain_id, epoch, decided_at FROM payouts').all() as {
+    id: string;
+    chain_id: number;
+    epoch: number | null;
+    decided_at: number;
+  }[];
   const txs = ledger.db.prepare('SELECT hash, payout_id, chain_id, nonce, created_at FROM transactions').all() as {
     hash: string;
     payout_id: string;
@@ -94,6 +108,8 @@ export function epochInvariants(ledger: OpenedLedger, starts: Map<number, number
     nonce: number;
     created_at: number;
   }[];
+  const ordered = [...starts.entries()].sort((a, b) => a[1] - b[1]);
+  const epochAt = (t: number) => ordered.reduce((e, [epoch, start]) => (start <= t ? epoch : e), 0);
   const txsOf = new Map<string, typeof txs>();
   for (const t of txs) txsOf.set(t.payout_id, [...(txsOf.get(t.payout_id) ?? []), t]);
   let laterTxs = 0;
@@ -105,16 +121,20 @@ export function epochInvariants(ledger: OpenedLedger, starts: Map<number, number
     const epoch = Number(p.epoch);
     if (!starts.has(epoch)) fail(`payout ${p.id} carries epoch ${epoch}, which no node took`);
     const next = starts.get(epoch + 1);
-    if (next === undefined) continue;
-    if (Number(p.decided_at) >= next) fail(`payout ${p.id} of epoch ${epoch} was decided at ${p.decided_at}, after epoch ${epoch + 1} began (${next})`);
+    if (next !== undefined && Number(p.decided_at) >= next)
+      fail(`payout ${p.id} of epoch ${epoch} was decided at ${p.decided_at}, after epoch ${epoch + 1} began (${next})`);
     if (!evmIds.has(Number(p.chain_id))) continue;
-    const mine = txsOf.get(p.id) ?? [];
-    const within = new Set(mine.filter((t) => Number(t.created_at) < next).map((t) => Number(t.nonce)));
+    const mine = [...(txsOf.get(p.id) ?? [])].sort((a, b) => Number(a.created_at) - Number(b.created_at));
+    const byEpoch: { epoch: number; nonce: number }[] = [];
     for (const t of mine) {
-      if (Number(t.created_at) < next) continue;
-      laterTxs++;
-      if (!within.has(Number(t.nonce)))
-        fail(`payout ${p.id} (epoch ${epoch}): transaction ${t.hash} was recorded under a later epoch at nonce ${t.nonce}, not a nonce its own leader signed`);
+      const e = epochAt(Number(t.created_at));
+      if (e > epoch) laterTxs++;
+      const earlier = new Set(byEpoch.filter((x) => x.epoch < e).map((x) => x.nonce));
+      if (earlier.size && !earlier.has(Number(t.nonce)))
+        fail(
+          `payout ${p.id} (epoch ${epoch}): transaction ${t.hash} was recorded under epoch ${e} at nonce ${t.nonce}, not at a nonce an earlier leader signed it at (${[...earlier].join(', ')})`,
+        );
+      byEpoch.push({ epoch: e, nonce: Number(t.nonce) });
     }
   }
   return { payouts: payouts.length, laterTxs };
