@@ -126,7 +126,8 @@ export interface ChaosResult {
     takeoverP50Ms: number | null;
     takeoverMaxMs: number | null;
     leaseLostExits: number;
-    // Takeovers no monkey event caused (a leader that missed its own renewals: a stalled event loop).
+    // Takeovers no monkey event caused (a leader that missed its own renewals: a stalled event loop); the
+    // takeover after a node armed at a fill fault point died there counts as caused.
     unprovokedTakeovers: number;
     epochs: number;
     payoutsChecked: number;
@@ -834,7 +835,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
           takeoverP50Ms: percentile(takeovers, 0.5),
           takeoverMaxMs: takeovers.length ? Math.max(...takeovers) : null,
           leaseLostExits: nodes.reduce((a, n) => a + n.leaseLostExits, 0),
-          unprovokedTakeovers: Math.max(0, starts.size - 1 - takeovers.length),
+          // (a node armed at a fill fault point that took over and died there is followed by one more takeover)
+          unprovokedTakeovers: Math.max(0, starts.size - 1 - takeovers.length - haEvents.filter((x) => x.diedAtFaultPoint).length),
           epochs: starts.size,
           payoutsChecked: e.payouts,
           laterEpochTxs: e.laterTxs,
