@@ -204,6 +204,8 @@ export async function checkInvariants(o: {
   deposits: DepositRecord[];
   outcomes: Map<Hex, StatusOutcome>;
   ledgerPath: string;
+  // A PostgreSQL ledger (its URL) instead of the SQLite file at ledgerPath.
+  ledgerUrl?: string;
   // Deposits removed by a reorg before their confirmations: never filled, never refunded.
   vanished?: { chainId: number; txHash: Hex; orderRef: Hex }[];
 }): Promise<InvariantReport> {
@@ -215,7 +217,7 @@ export async function checkInvariants(o: {
   const chain = (id: number) => o.devnet.chains.find((c) => c.id === id)!;
   const evmIds = new Set(o.devnet.chains.map((c) => c.id));
   // The SVM chain's and the exchange's payouts, read from them (each request's solver transfers).
-  const others: OtherKindsScan = await scanOtherKinds(o.devnet, o.ledgerPath, fail);
+  const others: OtherKindsScan = await scanOtherKinds(o.devnet, { path: o.ledgerPath, url: o.ledgerUrl }, fail);
 
   // ---- 1. every confirmed deposit ends in success or refund
   let success = 0;
@@ -283,7 +285,7 @@ export async function checkInvariants(o: {
   }
 
   // ---- 3. the ledger against the chain, 1:1
-  const ledger = Ledger.open(o.ledgerPath, { readonly: true });
+  const ledger = Ledger.connect({ path: o.ledgerPath, url: o.ledgerUrl }, { readonly: true });
   let auditReport: string[] = [];
   let filledAndRefunded = 0;
   const payoutCounts: Record<string, number> = {};

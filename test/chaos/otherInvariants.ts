@@ -6,7 +6,7 @@
 // The books themselves are reconciled by svmAudit and exchangeAudit (invariants.ts runs them).
 import { Connection, PublicKey } from '@solana/web3.js';
 import type { Devnet } from '../../src/devnet/devnet.ts';
-import { Ledger } from '../../src/ledger/index.ts';
+import { Ledger, type LedgerLocation } from '../../src/ledger/index.ts';
 
 export interface OtherKindsScan {
   // Per request id (lower case): the solver's successful payouts on SVM or the exchange.
@@ -22,10 +22,10 @@ export interface OtherKindsScan {
 
 const ORDER_ID = /0x[0-9a-fA-F]{64}/;
 
-export async function scanOtherKinds(devnet: Devnet, ledgerPath: string, fail: (m: string) => void): Promise<OtherKindsScan> {
+export async function scanOtherKinds(devnet: Devnet, where: LedgerLocation, fail: (m: string) => void): Promise<OtherKindsScan> {
   const out: OtherKindsScan = { paidPerRequest: new Map(), chainOf: new Map(), fills: new Map(), refunds: new Map(), deposits: new Set() };
   if (!devnet.svm && !devnet.exchange) return out;
-  const ledger = Ledger.open(ledgerPath, { readonly: true });
+  const ledger = Ledger.connect(where, { readonly: true });
   try {
     const originOf = new Map(
       (ledger.db.prepare('SELECT id, origin_chain_id FROM requests').all() as { id: string; origin_chain_id: number }[]).map((r) => [

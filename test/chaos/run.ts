@@ -21,6 +21,11 @@ import { startDevnet } from '../../src/devnet/devnet.ts';
 import { checkInvariants, takeBaseline, waitForOutcomes, type InvariantReport } from './invariants.ts';
 import { depositRequestId, nodeCall, runLoad, type LoadResult } from './load.ts';
 import { Rng } from './prng.ts';
+import pg from 'pg';
+import { startPostgres, type PostgresHandle } from '../../src/devnet/postgres.ts';
+import { Ledger } from '../../src/ledger/index.ts';
+import { TcpProxy } from '../helpers/tcpProxy.ts';
+import { LeaseReader, epochInvariants, epochStarts, haEvent, percentile, type HaEvent, type HaEventKind } from './ha.ts';
 import { FAULT_KINDS, RpcProxy, startProxies, type FaultKind } from './proxy.ts';
 import { EXCHANGE_FAULT_KINDS, ExchangeProxy, SVM_FAULT_KINDS, SvmProxy, type ExchangeFaultKind, type SvmFaultKind } from './kindProxies.ts';
 
@@ -63,6 +68,16 @@ export interface ChaosOptions {
   logLevel?: string;
   resultsDir?: string;
   keepDataDir?: boolean;
+  // The ledger: the SQLite file in the data dir (default), or a PostgreSQL this harness starts (durable).
+  ledger?: 'sqlite' | 'postgres';
+  // Node processes on the ledger (default 1). From 2 (PostgreSQL only): active/standby (config ha), each
+  // node on its own API port and behind its own TcpProxy to PostgreSQL; the monkey kills the leader (at the
+  // fill fault points too), kills the standby, or cuts the leader off from PostgreSQL past its lease.
+  nodes?: number;
+  leaseMs?: number;
+  renewMs?: number;
+  // With several nodes: the events in this order (else drawn from the seed).
+  haEvents?: HaEventKind[];
   say?: (line: string) => void;
 }
 
@@ -104,6 +119,22 @@ export interface ChaosResult {
   };
   invariants: InvariantReport;
   secretsInLog: string[];
+  // With several nodes: each monkey event, the takeovers (p50/max ms), the epoch conditions.
+  ha?: {
+    events: HaEvent[];
+    takeovers: number;
+    takeoverP50Ms: number | null;
+    takeoverMaxMs: number | null;
+    leaseLostExits: number;
+    // Takeovers no monkey event caused (a leader that missed its own renewals: a stalled event loop); the
+    // takeover after a node armed at a fill fault point died there counts as caused.
+    unprovokedTakeovers: number;
+    epochs: number;
+    payoutsChecked: number;
+    laterEpochTxs: number;
+  };
+  // PostgreSQL: `relay-node audit --config` run as its own process over the same ledger.
+  cliAudit?: { code: number | null; output: string };
   loadMs: number;
   settleMs: number;
   machine: { cpus: number; model: string; memGb: number; node: string };
@@ -142,7 +173,10 @@ class NodeProcess {
   output: string[] = [];
   starts = 0;
   unexpectedExits = 0;
+  // Exits with code 75: the node lost the leader lease and stopped acting (a standby took over).
+  leaseLostExits = 0;
   startFailures: string[] = [];
+  restarting = false;
   #expectExit = false;
   #started = false;
   #log;
@@ -151,8 +185,16 @@ class NodeProcess {
     readonly port: number,
     private keys: { solver: Hex; allocator: Hex; svmSolver?: string },
     logFile: string,
+    readonly nodeId = 'node',
   ) {
     this.#log = createWriteStream(logFile);
+  }
+
+  /** Its /health role (leader or standby); undefined if it does not answer. */
+  async role(): Promise<string | undefined> {
+    return fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) })
+      .then((r) => r.json() as Promise<{ role?: string }>)
+      .then((b) => b.role, () => undefined);
   }
   get url() {
     return `http://127.0.0.1:${this.port}`;
@@ -197,7 +239,8 @@ class NodeProcess {
     child.stderr!.on('data', sink);
     this.exited = new Promise((resolve) =>
       child.on('exit', (code, signal) => {
-        if (this.child === child && !this.#expectExit && this.#started) this.unexpectedExits++;
+        if (code === 75) this.leaseLostExits++;
+        else if (this.child === child && !this.#expectExit && this.#started) this.unexpectedExits++;
         resolve(signal ?? code);
       }),
     );
@@ -273,11 +316,55 @@ function machine() {
   return { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', memGb: Math.round(totalmem() / 2 ** 30), node: process.version };
 }
 
+const nodeName = (i: number) => `node-${String.fromCharCode(97 + i)}`;
+
+/** `relay-node audit --config` as its own process: its exit code (0: no difference) and output. */
+async function runCliAudit(configPath: string, keys: { solver: Hex; allocator: Hex; svmSolver?: string }): Promise<{ code: number | null; output: string }> {
+  const child = spawn(process.execPath, [join(ROOT, 'bin/relay-node.js'), 'audit', '--config', configPath], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      RELAY_SOLVER_KEY: keys.solver,
+      RELAY_ALLOCATOR_KEY: keys.allocator,
+      ...(keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: keys.svmSolver } : {}),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const timer = setTimeout(() => child.kill('SIGKILL'), 300_000);
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  return { code, output };
+}
+
+/** The ledger's tables that tell what happened to the money (a failed run's evidence), as JSON in `dir`. */
+async function dumpLedger(url: string, dir: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    for (const table of ['leader_lease', 'payouts', 'transactions', 'requests', 'deposits']) {
+      const { rows } = await client.query(`SELECT * FROM ${table}`);
+      writeFileSync(join(dir, `ledger-${table}.json`), JSON.stringify(rows, null, 1));
+    }
+  } finally {
+    await client.end();
+  }
+}
+
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const sayRaw = opts.say ?? ((l: string) => process.stdout.write(`${l}\n`));
   const say = (l: string) => sayRaw(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${l}`);
   const started = Date.now();
   const rng = new Rng(opts.seed);
+  const ledgerKind = opts.ledger ?? 'sqlite';
+  const nodeCount = opts.nodes ?? 1;
+  if (!Number.isInteger(nodeCount) || nodeCount < 1 || nodeCount > 2) throw new Error(`--nodes ${opts.nodes}: 1 or 2`);
+  if (nodeCount > 1 && ledgerKind !== 'postgres')
+    throw new Error(`--nodes ${nodeCount} needs --ledger postgres: several nodes share one ledger only on PostgreSQL (a SQLite ledger has one writer)`);
+  const leaseMs = opts.leaseMs ?? 3_000;
+  const renewMs = opts.renewMs ?? 750;
   const accounts = opts.accounts ?? 6;
   const confirmations = opts.confirmations ?? 2;
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-node-chaos-'));
@@ -361,13 +448,35 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   };
   const ticker = new Ticker(devnet.chains, 250);
   let node: NodeProcess | undefined;
+  const nodes: NodeProcess[] = [];
+  // PostgreSQL (--ledger postgres): the server, the ledger's database (a secret URL, in the config files
+  // under the data dir only), one TcpProxy per node between it and the server, the lease read directly.
+  let postgres: PostgresHandle | undefined;
+  let ledgerUrl: string | undefined;
+  const pgProxies: TcpProxy[] = [];
+  let lease: LeaseReader | undefined;
+  let supervisor: NodeJS.Timeout | undefined;
+  // A run on PostgreSQL that fails (or throws) keeps its data dir, with the ledger's tables dumped in it.
+  let keepForFailure = ledgerKind === 'postgres';
+  // The load and the status polls go to a node that is up, taking turns; nodeCall tries again (the
+  // other one) on a connection error or a 5xx.
+  let turn = 0;
+  const entryUrl = () => {
+    const up = nodes.filter((n) => n.alive());
+    const list = up.length ? up : nodes;
+    return list[turn++ % list.length]!.url;
+  };
   try {
-    const configPath = join(dataDir, 'config.json');
+    if (ledgerKind === 'postgres') {
+      postgres = await startPostgres();
+      ledgerUrl = await postgres.createDatabase();
+      for (let i = 0; i < nodeCount; i++) pgProxies.push(await TcpProxy.start({ host: '127.0.0.1', port: postgres.port }));
+    }
     const base = devnet.nodeConfig({ port: 0, logLevel: opts.logLevel ?? 'info' });
-    writeFileSync(
-      configPath,
-      JSON.stringify({
+    const configOf = (i: number) => ({
         ...base,
+        ...(ledgerUrl ? { ledger: { url: pgProxies[i]!.via(ledgerUrl) } } : {}),
+        ...(nodeCount > 1 ? { ha: { enabled: true, leaseMs, renewMs, nodeId: nodeName(i) } } : {}),
         chains: (base.chains as { id: number; kind: string }[]).map((c) =>
           c.kind === 'svm'
             ? { ...c, rpcUrl: svmProxy!.url }
@@ -378,14 +487,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         solverKey: { env: 'RELAY_SOLVER_KEY' },
         allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
         ...(devnet.svm ? { svmSolverKey: { env: 'RELAY_SVM_SOLVER_KEY' } } : {}),
-      }),
-    );
+    });
     const baseline = await takeBaseline(devnet, client);
-    node = new NodeProcess(configPath, await freePort(), devnet.keys, join(dataDir, 'node.log'));
+    for (let i = 0; i < nodeCount; i++) {
+      const configPath = join(dataDir, nodeCount > 1 ? `config-${nodeName(i)}.json` : 'config.json');
+      writeFileSync(configPath, JSON.stringify(configOf(i)));
+      nodes.push(new NodeProcess(configPath, await freePort(), devnet.keys, join(dataDir, nodeCount > 1 ? `${nodeName(i)}.log` : 'node.log'), nodeName(i)));
+    }
+    node = nodes[0]!;
     ticker.start();
-    await node.start();
+    // The first node takes the lease (it is alone); then the second starts as its standby.
+    for (const n of nodes) await n.start();
+    if (ledgerUrl) lease = await LeaseReader.open(ledgerUrl);
     say(
-      `chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}, chains evm${kinds.map((k) => `+${k}`).join('')}; data in ${dataDir}`,
+      `chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}, chains evm${kinds.map((k) => `+${k}`).join('')}, ledger ${ledgerKind}${nodeCount > 1 ? `, ${nodeCount} nodes (lease ${leaseMs} ms, renew ${renewMs} ms)` : ''}; data in ${dataDir}`,
     );
 
     // ---- load, with the crash monkey alongside
@@ -393,12 +508,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const loadStarted = Date.now();
     const expectedMs = (opts.orders / rate) * 1000;
     const monkeyRng = rng.fork('crashes');
-    const crashAt = Array.from({ length: opts.crashes }, () => Math.round(expectedMs * (0.05 + 0.9 * monkeyRng.next()))).sort((a, b) => a - b);
+    const crashAt = Array.from({ length: opts.haEvents?.length ?? opts.crashes }, () => Math.round(expectedMs * (0.05 + 0.9 * monkeyRng.next()))).sort((a, b) => a - b);
     const crashes = { sigkill: 0, faultPoint: 0, unexpectedExits: 0, restarts: 0, startFailures: [] as string[] };
     let loadDone = false;
     const load = runLoad({
       devnet,
-      nodeUrl: () => node!.url,
+      nodeUrl: entryUrl,
       rng: rng.fork('load'),
       orders: opts.orders,
       rate,
@@ -406,7 +521,51 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       kinds,
       retryMs: 240_000,
     }).finally(() => (loadDone = true));
-    const monkey = (async () => {
+    // Two nodes: the HA monkey, and a supervisor that starts again (after a short seeded delay) every node
+    // that exited, killed or having lost its lease, unless the monkey holds it down (busy).
+    const haEvents: HaEvent[] = [];
+    const busy = new Set<number>();
+    if (nodeCount > 1) {
+      const supRng = rng.fork('supervisor');
+      supervisor = setInterval(() => {
+        nodes.forEach((n, i) => {
+          if (n.alive() || n.restarting || busy.has(i)) return;
+          n.restarting = true;
+          void sleep(supRng.int(100, 1_000))
+            .then(() => n.start())
+            .then(
+              () => crashes.restarts++,
+              (e) => n.startFailures.push(String((e as Error).message).slice(0, 400)),
+            )
+            .finally(() => (n.restarting = false));
+        });
+      }, 100);
+    }
+    const haMonkey = async () => {
+      const kinds: HaEventKind[] = ['kill-leader', 'kill-leader', 'kill-leader', 'kill-standby', 'kill-standby', 'cut-leader', 'cut-leader', 'cut-leader'];
+      for (const [i, at] of crashAt.entries()) {
+        const wait = loadStarted + at - Date.now();
+        if (wait > 0) await sleep(wait);
+        const kind = opts.haEvents?.[i] ?? monkeyRng.pick(kinds);
+        const ev = await haEvent(kind, {
+          nodes,
+          proxies: pgProxies,
+          lease: lease!,
+          rng: monkeyRng,
+          leaseMs,
+          busy,
+          t0: loadStarted,
+          idle: () => nodes.every((n) => n.alive() && !n.restarting) && busy.size === 0,
+        });
+        haEvents.push(ev);
+        if (kind !== 'cut-leader') crashes.sigkill++;
+        if (ev.diedAtFaultPoint) crashes.faultPoint++;
+        say(
+          `chaos: ${kind}${ev.faultPoint ? ` (standby armed at ${ev.faultPoint}${ev.diedAtFaultPoint ? ', died there' : ', no fill came'})` : ''}${ev.cutMs ? ` for ${ev.cutMs} ms` : ''}: ${ev.leader} led epoch ${ev.epochBefore}; ${ev.newLeader ? `${ev.newLeader} took epoch ${ev.epochAfter} after ${ev.takeoverMs} ms` : 'no takeover'}${ev.exitedLeaseLost === undefined ? '' : ev.exitedLeaseLost ? '; the cut-off leader exited 75' : '; THE CUT-OFF LEADER DID NOT EXIT 75'}`,
+        );
+      }
+    };
+    const monkey = nodeCount > 1 ? haMonkey() : (async () => {
       for (const at of crashAt) {
         const wait = loadStarted + at - Date.now();
         if (wait > 0) await sleep(wait);
@@ -432,7 +591,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     monkey.catch(() => {});
     // The node may also die on its own (that is a finding, and it is restarted).
     const watchdog = setInterval(() => {
-      if (node && !node.alive() && node.child && node.child.signalCode === null && node.child.exitCode !== null && !restarting) {
+      if (nodeCount === 1 && node && !node.alive() && node.child && node.child.signalCode === null && node.child.exitCode !== null && !restarting) {
         restarting = true;
         void node
           .start()
@@ -448,7 +607,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
 
     // ---- settle: every deposit ends (faults stay on)
     const settleStarted = Date.now();
-    let outcomes = await waitForOutcomes(() => node!.url, loadResult.deposits, opts.settleMs ?? 120_000);
+    let outcomes = await waitForOutcomes(entryUrl, loadResult.deposits, opts.settleMs ?? 120_000);
     const settleMs = Date.now() - settleStarted;
     say(`chaos: settled in ${settleMs} ms`);
 
@@ -463,7 +622,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const quoteFor = async (origin: number) => {
       const dest = origin === 8453 ? 10 : 8453;
       const q = await nodeCall(
-        () => node!.url,
+        entryUrl,
         '/quote',
         {
           user: devnet.accounts[reorgAccount]!.address,
@@ -495,7 +654,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       await client(origin).waitForTransactionReceipt({ hash });
       return hash;
     };
-    const status = async (requestId: Hex) => (await nodeCall(() => node!.url, `/intents/status/v3?requestId=${requestId}`, undefined, 30_000)).body;
+    const status = async (requestId: Hex) => (await nodeCall(entryUrl, `/intents/status/v3?requestId=${requestId}`, undefined, 30_000)).body;
     for (let i = 0; i < (opts.reorgsBefore ?? 0); i++) {
       const origin = reorgRng.pick([8453, 10]);
       const q = await quoteFor(origin);
@@ -589,7 +748,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
           );
           await sleep(3_000);
           const derived = depositRequestId(origin, hash, again!.logIndex);
-          const dup = await nodeCall(() => node!.url, `/intents/status/v3?requestId=${derived}`, undefined, 30_000);
+          const dup = await nodeCall(entryUrl, `/intents/status/v3?requestId=${derived}`, undefined, 30_000);
           const after = await status(requestId);
           reorgs.after.push({
             txHash: hash,
@@ -636,14 +795,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     }
 
     // A last look at the outcomes (the reorg phase ran with the node up), then stop everything.
-    outcomes = await waitForOutcomes(() => node!.url, loadResult.deposits, 10_000).then((o) => (o.size >= outcomes.size ? o : outcomes));
+    outcomes = await waitForOutcomes(entryUrl, loadResult.deposits, 10_000).then((o) => (o.size >= outcomes.size ? o : outcomes));
     clearInterval(watchdog);
+    clearInterval(supervisor);
     for (const p of proxies.values()) p.setEnabled(false);
     svmProxy?.setEnabled(false);
     exchangeProxy?.setEnabled(false);
     // Let in-flight payouts land before the node stops: nothing queued or sent at the end.
     await sleep(500);
-    await node.kill('SIGTERM');
+    // The standby first (stopped, it cannot take over from the leader draining), then the leader.
+    const held = lease ? (await lease.current().catch(() => undefined))?.holder : undefined;
+    for (const n of [...nodes].sort((a, b) => Number(a.nodeId === held) - Number(b.nodeId === held))) await n.kill('SIGTERM');
     ticker.stop();
 
     const invariants = await checkInvariants({
@@ -653,11 +815,69 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       deposits: loadResult.deposits,
       outcomes,
       ledgerPath: join(dataDir, 'ledger.sqlite'),
+      ledgerUrl,
       vanished,
     });
-    const log = node.output.join('').toLowerCase();
-    const secretsInLog = [devnet.keys.solver, devnet.keys.allocator].flatMap((k) => [k.toLowerCase(), k.slice(2).toLowerCase()]).filter((k) => log.includes(k));
-    if (devnet.keys.svmSolver && node.output.join('').includes(devnet.keys.svmSolver)) secretsInLog.push(devnet.keys.svmSolver);
+    // Several nodes: the epochs (ha.ts epochInvariants), from the nodes' logs of the takeovers.
+    let ha: ChaosResult['ha'];
+    if (nodeCount > 1) {
+      const starts = epochStarts(nodes.flatMap((n) => n.output));
+      const ledger = Ledger.connect({ path: '', url: ledgerUrl }, { readonly: true });
+      try {
+        const e = epochInvariants(ledger, starts, new Set(devnet.chains.map((c) => c.id)), (m) => {
+          if (invariants.failures.length < 200) invariants.failures.push(m);
+          invariants.ok = false;
+        });
+        const takeovers = haEvents.filter((x) => x.takeoverMs !== null).map((x) => x.takeoverMs!);
+        ha = {
+          events: haEvents,
+          takeovers: takeovers.length,
+          takeoverP50Ms: percentile(takeovers, 0.5),
+          takeoverMaxMs: takeovers.length ? Math.max(...takeovers) : null,
+          leaseLostExits: nodes.reduce((a, n) => a + n.leaseLostExits, 0),
+          // (a node armed at a fill fault point that took over and died there is followed by one more takeover)
+          unprovokedTakeovers: Math.max(0, starts.size - 1 - takeovers.length - haEvents.filter((x) => x.diedAtFaultPoint).length),
+          epochs: starts.size,
+          payoutsChecked: e.payouts,
+          laterEpochTxs: e.laterTxs,
+        };
+      } finally {
+        ledger.close();
+      }
+      // A kill of the leader or a cut-off that no standby took over from is a failure of the run.
+      for (const x of haEvents)
+        if (x.kind !== 'kill-standby' && x.newLeader === null) invariants.failures.push(`${x.kind} at ${x.atMs} ms: no node took the lease over`);
+      for (const x of haEvents)
+        if (x.kind === 'cut-leader' && !x.exitedLeaseLost) invariants.failures.push(`cut-leader at ${x.atMs} ms: the cut-off leader did not exit 75`);
+      invariants.ok = invariants.failures.length === 0;
+    }
+    // PostgreSQL: relay-node audit, the CLI, over the same ledger (the chains read directly).
+    let cliAudit: ChaosResult['cliAudit'];
+    if (ledgerUrl) {
+      const auditConfig = join(dataDir, 'config-audit.json');
+      writeFileSync(
+        auditConfig,
+        JSON.stringify({
+          ...devnet.nodeConfig({ port: 0, logLevel: 'warn' }),
+          ledger: { url: ledgerUrl },
+          solverKey: { env: 'RELAY_SOLVER_KEY' },
+          allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
+          ...(devnet.svm ? { svmSolverKey: { env: 'RELAY_SVM_SOLVER_KEY' } } : {}),
+        }),
+      );
+      cliAudit = await runCliAudit(auditConfig, devnet.keys);
+      if (cliAudit.code !== 0) {
+        invariants.failures.push(`relay-node audit exited ${cliAudit.code}: ${cliAudit.output.slice(-1500)}`);
+        invariants.ok = false;
+      }
+    }
+    const allOutput = nodes.flatMap((n) => n.output).join('');
+    const log = allOutput.toLowerCase();
+    const secrets = [devnet.keys.solver, devnet.keys.allocator].flatMap((k) => [k.toLowerCase(), k.slice(2).toLowerCase()]);
+    // The ledger URL carries PostgreSQL's password.
+    if (ledgerUrl) secrets.push(new URL(ledgerUrl).password.toLowerCase());
+    const secretsInLog = secrets.filter((k) => log.includes(k));
+    if (devnet.keys.svmSolver && allOutput.includes(devnet.keys.svmSolver)) secretsInLog.push(devnet.keys.svmSolver);
     const faultCounts = { ...Object.fromEntries(FAULT_KINDS.map((k) => [k, [...proxies.values()].reduce((a, p) => a + p.counts[k], 0)])) } as Record<
       FaultKind,
       number
@@ -668,8 +888,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         `chaos: ${opts.providers} providers per EVM chain: ${all.reduce((a, p) => a + p.rateLimited, 0)} answers HTTP 429, ${all.reduce((a, p) => a + p.liedHeads, 0)} heads claimed ahead, lagging 3 blocks throughout`,
       );
     }
-    crashes.unexpectedExits = node.unexpectedExits;
-    crashes.startFailures = node.startFailures;
+    crashes.unexpectedExits = nodes.reduce((a, n) => a + n.unexpectedExits, 0);
+    crashes.startFailures = nodes.flatMap((n) => n.startFailures);
     const result: ChaosResult = {
       ok:
         invariants.ok &&
@@ -695,11 +915,14 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       reorgs,
       invariants,
       secretsInLog: secretsInLog.map((k) => `${k.slice(0, 6)}…`),
+      ...(ha ? { ha } : {}),
+      ...(cliAudit ? { cliAudit } : {}),
       loadMs,
       settleMs,
       machine: machine(),
       dataDir,
     };
+    keepForFailure = ledgerKind === 'postgres' && !result.ok;
     if (opts.resultsDir !== '') {
       const dir = opts.resultsDir ?? join(ROOT, 'test/chaos/results');
       mkdirSync(dir, { recursive: true });
@@ -710,14 +933,20 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     return result;
   } finally {
     ticker.stop();
-    if (node) {
-      await node.kill('SIGKILL').catch(() => {});
-      node.close();
+    clearInterval(supervisor);
+    for (const n of nodes) {
+      await n.kill('SIGKILL').catch(() => {});
+      n.close();
     }
+    await lease?.close();
+    await Promise.all(pgProxies.map((p) => p.stop()));
+    // A failed run on PostgreSQL: its ledger's tables are kept in the data dir (the server's own data goes).
+    if (postgres && ledgerUrl && keepForFailure) await dumpLedger(ledgerUrl, dataDir).catch(() => {});
+    await postgres?.stop();
     await Promise.all([...proxies.values(), ...[...extras.values()].flat()].map((p: RpcProxy) => p.stop()));
     await Promise.all([svmProxy?.stop(), exchangeProxy?.stop()]);
     await devnet.stop();
-    if (!opts.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
+    if (!opts.keepDataDir && !keepForFailure) rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
@@ -761,6 +990,12 @@ export function printResult(r: ChaosResult, say: (l: string) => void = (l) => pr
   );
   say(`  failReasons ${JSON.stringify(f.failReasons)}`);
   say(`  payouts     ${JSON.stringify(f.payouts)}`);
+  if (r.ha) {
+    say(
+      `  nodes       ${r.ha.events.length} events (${(['kill-leader', 'kill-standby', 'cut-leader'] as const).map((k) => `${k} ${r.ha!.events.filter((e) => e.kind === k).length}`).join(', ')}; ${r.ha.events.filter((e) => e.diedAtFaultPoint).length} at fill fault points), ${r.ha.takeovers} takeovers: p50 ${r.ha.takeoverP50Ms} ms, max ${r.ha.takeoverMaxMs} ms; ${r.ha.leaseLostExits} exits 75 (lease lost), ${r.ha.unprovokedTakeovers} takeovers no event caused; ${r.ha.epochs} epochs, ${r.ha.payoutsChecked} payouts each with its epoch, ${r.ha.laterEpochTxs} transactions recorded by a later leader (reconciliation)`,
+    );
+  }
+  if (r.cliAudit) say(`  cli audit   relay-node audit --config (PostgreSQL ledger) exited ${r.cliAudit.code}`);
   say(`  secrets     ${r.secretsInLog.length ? `FOUND in the log: ${r.secretsInLog.join(', ')}` : 'none in the log'}`);
   say(`  machine     ${r.machine.cpus} x ${r.machine.model}, ${r.machine.memGb} GB, node ${r.machine.node}`);
   for (const l of f.audit) say(`  audit       ${l}`);
@@ -790,7 +1025,19 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
     settleMs: num('settle-ms', 180_000),
     logLevel: arg(a, 'log-level') ?? 'info',
     keepDataDir: a.includes('--keep'),
+    ledger: (arg(a, 'ledger') ?? 'sqlite') as 'sqlite' | 'postgres',
+    nodes: num('nodes', 1),
   };
+  if (opts.ledger !== 'sqlite' && opts.ledger !== 'postgres') {
+    process.stderr.write(`chaos: --ledger ${opts.ledger}: sqlite or postgres\n`);
+    process.exit(2);
+  }
+  if (opts.nodes! > 1 && opts.ledger !== 'postgres') {
+    process.stderr.write(`chaos: --nodes ${opts.nodes} needs --ledger postgres (several nodes share one ledger only on PostgreSQL)\n`);
+    process.exit(2);
+  }
+  if (arg(a, 'lease-ms') !== undefined) opts.leaseMs = num('lease-ms', 3_000);
+  if (arg(a, 'renew-ms') !== undefined) opts.renewMs = num('renew-ms', 750);
   if (arg(a, 'providers') !== undefined) opts.providers = num('providers', 1);
   // --kinds evm: the EVM chains only; --kinds svm or exchange: one of them besides.
   if (arg(a, 'kinds') !== undefined)
