@@ -10,7 +10,6 @@
 // the short form inside `npm test` (chaos.test.ts) calls.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
-import { createServer } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +27,7 @@ import { TcpProxy } from '../helpers/tcpProxy.ts';
 import { LeaseReader, epochInvariants, epochStarts, haEvent, percentile, type HaEvent, type HaEventKind } from './ha.ts';
 import { FAULT_KINDS, RpcProxy, startProxies, type FaultKind } from './proxy.ts';
 import { EXCHANGE_FAULT_KINDS, ExchangeProxy, SVM_FAULT_KINDS, SvmProxy, type ExchangeFaultKind, type SvmFaultKind } from './kindProxies.ts';
+import { freePort } from '../../src/devnet/freePort.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -141,17 +141,6 @@ export interface ChaosResult {
   dataDir: string;
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function until<T>(fn: () => Promise<T | undefined>, what: string, ms: number): Promise<T> {
@@ -194,7 +183,10 @@ class NodeProcess {
   async role(): Promise<string | undefined> {
     return fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) })
       .then((r) => r.json() as Promise<{ role?: string }>)
-      .then((b) => b.role, () => undefined);
+      .then(
+        (b) => b.role,
+        () => undefined,
+      );
   }
   get url() {
     return `http://127.0.0.1:${this.port}`;
@@ -474,19 +466,19 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     }
     const base = devnet.nodeConfig({ port: 0, logLevel: opts.logLevel ?? 'info' });
     const configOf = (i: number) => ({
-        ...base,
-        ...(ledgerUrl ? { ledger: { url: pgProxies[i]!.via(ledgerUrl) } } : {}),
-        ...(nodeCount > 1 ? { ha: { enabled: true, leaseMs, renewMs, nodeId: nodeName(i) } } : {}),
-        chains: (base.chains as { id: number; kind: string }[]).map((c) =>
-          c.kind === 'svm'
-            ? { ...c, rpcUrl: svmProxy!.url }
-            : c.kind === 'exchange'
-              ? { ...c, exchangeUrl: exchangeProxy!.url }
-              : { ...c, rpcUrl: undefined, ...rpcOf(c.id) },
-        ),
-        solverKey: { env: 'RELAY_SOLVER_KEY' },
-        allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
-        ...(devnet.svm ? { svmSolverKey: { env: 'RELAY_SVM_SOLVER_KEY' } } : {}),
+      ...base,
+      ...(ledgerUrl ? { ledger: { url: pgProxies[i]!.via(ledgerUrl) } } : {}),
+      ...(nodeCount > 1 ? { ha: { enabled: true, leaseMs, renewMs, nodeId: nodeName(i) } } : {}),
+      chains: (base.chains as { id: number; kind: string }[]).map((c) =>
+        c.kind === 'svm'
+          ? { ...c, rpcUrl: svmProxy!.url }
+          : c.kind === 'exchange'
+            ? { ...c, exchangeUrl: exchangeProxy!.url }
+            : { ...c, rpcUrl: undefined, ...rpcOf(c.id) },
+      ),
+      solverKey: { env: 'RELAY_SOLVER_KEY' },
+      allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
+      ...(devnet.svm ? { svmSolverKey: { env: 'RELAY_SVM_SOLVER_KEY' } } : {}),
     });
     const baseline = await takeBaseline(devnet, client);
     for (let i = 0; i < nodeCount; i++) {
@@ -508,7 +500,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const loadStarted = Date.now();
     const expectedMs = (opts.orders / rate) * 1000;
     const monkeyRng = rng.fork('crashes');
-    const crashAt = Array.from({ length: opts.haEvents?.length ?? opts.crashes }, () => Math.round(expectedMs * (0.05 + 0.9 * monkeyRng.next()))).sort((a, b) => a - b);
+    const crashAt = Array.from({ length: opts.haEvents?.length ?? opts.crashes }, () => Math.round(expectedMs * (0.05 + 0.9 * monkeyRng.next()))).sort(
+      (a, b) => a - b,
+    );
     const crashes = { sigkill: 0, faultPoint: 0, unexpectedExits: 0, restarts: 0, startFailures: [] as string[] };
     let loadDone = false;
     const load = runLoad({
@@ -565,28 +559,31 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
         );
       }
     };
-    const monkey = nodeCount > 1 ? haMonkey() : (async () => {
-      for (const at of crashAt) {
-        const wait = loadStarted + at - Date.now();
-        if (wait > 0) await sleep(wait);
-        // A third of the crashes are at the exact fault points of the fill pipeline; the rest anywhere.
-        const point = monkeyRng.chance(1 / 3) ? monkeyRng.pick(['crash-after-fill-recorded', 'crash-after-fill-broadcast'] as const) : undefined;
-        await sleep(monkeyRng.int(0, 300));
-        await node!.kill('SIGKILL');
-        crashes.sigkill++;
-        await sleep(monkeyRng.int(0, 500));
-        if (point && !loadDone) {
-          await node!.start(point);
-          crashes.restarts++;
-          // It dies by itself at its next fill; if no fill comes, we kill it.
-          const died = await Promise.race([node!.exited.then(() => true), sleep(20_000).then(() => false)]);
-          if (died) crashes.faultPoint++;
-          else await node!.kill('SIGKILL');
-        }
-        await node!.start();
-        crashes.restarts++;
-      }
-    })();
+    const monkey =
+      nodeCount > 1
+        ? haMonkey()
+        : (async () => {
+            for (const at of crashAt) {
+              const wait = loadStarted + at - Date.now();
+              if (wait > 0) await sleep(wait);
+              // A third of the crashes are at the exact fault points of the fill pipeline; the rest anywhere.
+              const point = monkeyRng.chance(1 / 3) ? monkeyRng.pick(['crash-after-fill-recorded', 'crash-after-fill-broadcast'] as const) : undefined;
+              await sleep(monkeyRng.int(0, 300));
+              await node!.kill('SIGKILL');
+              crashes.sigkill++;
+              await sleep(monkeyRng.int(0, 500));
+              if (point && !loadDone) {
+                await node!.start(point);
+                crashes.restarts++;
+                // It dies by itself at its next fill; if no fill comes, we kill it.
+                const died = await Promise.race([node!.exited.then(() => true), sleep(20_000).then(() => false)]);
+                if (died) crashes.faultPoint++;
+                else await node!.kill('SIGKILL');
+              }
+              await node!.start();
+              crashes.restarts++;
+            }
+          })();
     // Its failure is the run's, after the load (never an unhandled rejection that skips the cleanup).
     monkey.catch(() => {});
     // The node may also die on its own (that is a finding, and it is restarted).
