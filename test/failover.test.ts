@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevnet, type Devnet } from '../src/devnet/devnet.ts';
+import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { EXIT_LEASE_LOST } from '../src/lease/leadership.ts';
 import { depositOn, fillsOn } from './helpers/devnetOrders.ts';
@@ -21,10 +22,12 @@ const RENEW_MS = 500;
 
 let devnet: Devnet;
 let dir: string;
-// Where the ledger is, in one place: the nodes' config (dataDir) and the test's own reads. A
-// PostgreSQL ledger is named here too (its URL) once the node takes one.
+// One PostgreSQL server for the file (started on first use, stopped by PID after the file).
+let postgres: Promise<PostgresHandle> | undefined;
+// Where the ledger is, in one place: the nodes' config (dataDir, or ledger.url) and the test's own reads.
 let ledgerDir: string;
-const openLedger = () => Ledger.open(join(ledgerDir, 'ledger.sqlite'), { readonly: true });
+let ledgerUrl: string | undefined;
+const openLedger = () => Ledger.connect({ path: join(ledgerDir, 'ledger.sqlite'), url: ledgerUrl }, { readonly: true });
 
 // Counts the JSON-RPC sends a node makes to a chain (single calls and batches), forwarding everything.
 class SendCounter {
@@ -68,6 +71,7 @@ function configFor(nodeId: string, destinationRpc?: string): string {
       solverKey: { env: 'RELAY_SOLVER_KEY' },
       allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
       ha: { enabled: true, leaseMs: LEASE_MS, renewMs: RENEW_MS, nodeId },
+      ...(ledgerUrl ? { ledger: { url: ledgerUrl } } : {}),
     }),
   );
   return path;
@@ -107,16 +111,26 @@ function recordedFill(requestId: string) {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'relay-node-failover-'));
-  ledgerDir = join(dir, 'ledger');
-  devnet = await startDevnet({ dataDir: dir });
 });
 afterAll(async () => {
   killAllNodeProcesses();
   for (const c of counters) await c.stop();
-  await devnet?.stop();
+  await (await postgres)?.stop();
 });
 
-describe('active/standby nodes on one ledger', () => {
+describe.each(['sqlite', 'postgres'] as const)('active/standby nodes on one ledger (%s)', (kind) => {
+  // Each kind on chains and a ledger of its own (a fresh ledger would index the other kind's deposits): a SQLite
+  // file, or a fresh database on the file's PostgreSQL.
+  beforeAll(async () => {
+    devnet = await startDevnet({ dataDir: join(dir, kind) });
+    ledgerDir = join(dir, kind, 'ledger');
+    ledgerUrl = kind === 'postgres' ? await (await (postgres ??= startPostgres({ durable: false }))).createDatabase() : undefined;
+  }, 120_000);
+  afterAll(async () => {
+    killAllNodeProcesses();
+    await devnet?.stop();
+  });
+
   it('kill -9 of the leader mid-fill: the standby takes over, reconciles what was recorded and pays the order once', async () => {
     const a = await startNodeProcess(configFor('a'), env(), { fault: 'crash-after-fill-recorded' });
     await untilRole(a, 'leader', 'a to lead');
