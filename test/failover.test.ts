@@ -239,7 +239,9 @@ describe.each(['sqlite', 'postgres'] as const)('active/standby nodes on one ledg
       const cutAt = performance.now();
       a.child.kill('SIGCONT');
       await untilRole(b, 'leader', 'b3 to take over');
-      console.log(`leader cut off from PostgreSQL: the standby led ${Math.round(performance.now() - cutAt)} ms after the cut (lease ${LEASE_MS} ms, renewals every ${RENEW_MS} ms)`);
+      console.log(
+        `leader cut off from PostgreSQL: the standby led ${Math.round(performance.now() - cutAt)} ms after the cut (lease ${LEASE_MS} ms, renewals every ${RENEW_MS} ms)`,
+      );
       expect(lease()).toMatchObject({ holder: 'b3', epoch: epochA + 1 });
       const done = await waitForStatus(b.url, requestId, ['success', 'failure', 'refund'], 60_000);
       expect(done.status).toBe('success');
