@@ -147,6 +147,18 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
     expect(() => db.snapshot(() => db.prepare('INSERT INTO log (x) VALUES (?)').run('no'))).toThrow(/read-only transaction/);
   });
 
+  it('opened read-only (an API replica), it cannot write even on the primary: PostgreSQL refuses', () => {
+    const ro = new PgDb(url, { readonly: true });
+    try {
+      expect(ro.prepare('SELECT COUNT(*) AS n FROM log').pluck().get()).toBeTypeOf('number');
+      expect(() => ro.prepare('INSERT INTO log (x) VALUES (?)').run('ro')).toThrow(/read-only transaction/);
+      expect(() => ro.transaction(() => ro.prepare('INSERT INTO log (x) VALUES (?)').run('ro'))()).toThrow(/read-only transaction/);
+    } finally {
+      ro.close();
+    }
+    expect(db.prepare("SELECT COUNT(*) AS n FROM log WHERE x = 'ro'").pluck().get()).toBe(0);
+  });
+
   it('sends BEGIN, the lock and a bare write in one round trip, and nothing for an empty transaction', () => {
     const log = db.prepare('INSERT INTO log (x) VALUES (?)');
     const trips = (fn: () => void) => {

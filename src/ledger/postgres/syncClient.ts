@@ -88,6 +88,7 @@ const BOOT_TIMEOUT_MS = 60_000;
 export class SyncPgClient {
   readonly #url: string;
   readonly #timeoutMs: number;
+  readonly #readonly: boolean;
   #worker: Worker | undefined;
   #port: MessagePort | undefined;
   #wake: Int32Array | undefined;
@@ -98,9 +99,11 @@ export class SyncPgClient {
   // After a call found the database unreachable: until then, calls fail at once instead of each waiting its bound.
   #downUntil = 0;
 
-  constructor(url: string, opts: { timeoutMs?: number } = {}) {
+  /** `readonly`: every session is read-only in PostgreSQL itself (an API replica on the primary cannot write by mistake). */
+  constructor(url: string, opts: { timeoutMs?: number; readonly?: boolean } = {}) {
     this.#url = url;
     this.#timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#readonly = opts.readonly ?? false;
   }
 
   /** Runs one statement; rows as objects with typed values (`typedValue`). */
@@ -172,7 +175,7 @@ export class SyncPgClient {
     const { port1, port2 } = new MessageChannel();
     const signal = new SharedArrayBuffer(4);
     this.#worker = new Worker(new URL('./syncWorker.mjs', import.meta.url), {
-      workerData: { url: this.#url, port: port2, signal, timeoutMs: this.#timeoutMs },
+      workerData: { url: this.#url, port: port2, signal, timeoutMs: this.#timeoutMs, readonly: this.#readonly },
       transferList: [port2],
     });
     // The worker never keeps the process alive, and its failures surface as the caller's timeout.

@@ -5,7 +5,7 @@
 import { workerData } from 'node:worker_threads';
 import pg from 'pg';
 
-const { url, port, signal, timeoutMs } = workerData;
+const { url, port, signal, timeoutMs, readonly } = workerData;
 const wake = new Int32Array(signal);
 
 // Every value comes back as PostgreSQL's text: the main thread converts it by column type, the way the caller
@@ -16,7 +16,14 @@ let client;
 
 async function connection() {
   if (client) return client;
-  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs, keepAlive: true, types: raw });
+  const c = new pg.Client({
+    connectionString: url,
+    connectionTimeoutMillis: timeoutMs,
+    keepAlive: true,
+    types: raw,
+    // A read-only ledger (an API replica) is read-only in the server too: a write by mistake is refused, even on the primary.
+    ...(readonly ? { options: '-c default_transaction_read_only=on' } : {}),
+  });
   // A connection lost between calls: the next call opens a new one.
   c.on('error', () => {
     if (client === c) client = undefined;
