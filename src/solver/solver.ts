@@ -118,7 +118,12 @@ export class Solver implements PayoutHooks, ChainEvents {
         this.log.error({ err: errText(e) }, 'expiring fast-fill holds failed; retried on the next tick');
       }
       this.#breaker?.check().catch((e) => this.log.error({ err: errText(e) }, 'loss breaker check failed'));
-      this.#countWaiting();
+      try {
+        this.#countWaiting();
+      } catch (e) {
+        // A ledger that does not answer (PostgreSQL unreachable) must not end the process from a timer.
+        this.log.error({ err: errText(e) }, 'counting the deposits held back failed; retried on the next tick');
+      }
       // Inventory metrics and threshold withdrawals stay current when no deposit asks for a snapshot.
       this.#fresh().catch((e) => this.log.error({ err: errText(e) }, 'inventory refresh failed'));
     }, 2000);
