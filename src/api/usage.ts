@@ -27,7 +27,13 @@ export class UsageRecorder {
     private usage: Store<ApiUsage>,
     flushMs = 5_000,
   ) {
-    this.#timer = setInterval(() => this.flush(), flushMs);
+    this.#timer = setInterval(() => {
+      try {
+        this.flush();
+      } catch {
+        // The ledger did not answer (PostgreSQL unreachable): the counts stay pending for the next flush.
+      }
+    }, flushMs);
     this.#timer.unref();
   }
 
@@ -42,12 +48,18 @@ export class UsageRecorder {
     if (!this.#pending.size || !this.usage.writable) return;
     const rows = [...this.#pending];
     this.#pending.clear();
-    this.usage.add(
-      rows.map(([k, count]) => {
-        const [apiKeyId, minute, endpoint, statusCode, errorCode] = JSON.parse(k) as [string, number, string, number, string];
-        return { apiKeyId, minute, endpoint, statusCode, errorCode, count };
-      }),
-    );
+    try {
+      this.usage.add(
+        rows.map(([k, count]) => {
+          const [apiKeyId, minute, endpoint, statusCode, errorCode] = JSON.parse(k) as [string, number, string, number, string];
+          return { apiKeyId, minute, endpoint, statusCode, errorCode, count };
+        }),
+      );
+    } catch (e) {
+      // Not written: the counts go back, added to what was counted meanwhile.
+      for (const [k, count] of rows) this.#pending.set(k, (this.#pending.get(k) ?? 0) + count);
+      throw e;
+    }
   }
 
   /** The key's counts between two times (ms), summed per bucket of the granularity. */
@@ -67,7 +79,11 @@ export class UsageRecorder {
 
   stop(): void {
     clearInterval(this.#timer);
-    this.flush();
+    try {
+      this.flush();
+    } catch {
+      // Stopping with the ledger unreachable: the last few seconds of counts are lost, the stop goes on.
+    }
   }
 }
 
