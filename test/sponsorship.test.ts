@@ -264,7 +264,11 @@ describe('POST /fast-fill', () => {
     expect([200, 409]).toContain(ff.status);
     await waitForStatus(s.url, requestId, ['success']);
     // Let any second decision surface: the deposit is handled once it is confirmed.
-    await until(() => (s.node.ledger.deposits.byOrderRef(requestId).every((d) => d.state === 'handled') ? true : undefined), 'the deposit handled');
+    // (Indexed first: an empty list is "every deposit handled" too, and the fast fill may succeed before the deposit is seen.)
+    await until(() => {
+      const deps = s.node.ledger.deposits.byOrderRef(requestId);
+      return deps.length > 0 && deps.every((d) => d.state === 'handled') ? true : undefined;
+    }, 'the deposit indexed and handled');
     expect(s.node.ledger.payouts.forRequest(requestId).filter((p) => p.kind === 'fill')).toHaveLength(1);
     expect(s.node.ledger.balances.summary(account(4).address).held).toBe(0n);
   });
