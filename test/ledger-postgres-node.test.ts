@@ -3,7 +3,7 @@
 // no SQLite file written, the books reconciled with the chains, and the URL's password in no log line.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
+import { pgQuery } from './helpers/pgSql.ts';
 import { type Address, type Hex, zeroAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditStack } from './helpers/audit.ts';
@@ -22,15 +22,7 @@ afterAll(async () => {
   await s?.stop();
 });
 
-async function pgRows<T>(sql: string, params: unknown[] = []): Promise<T[]> {
-  const c = new pg.Client({ connectionString: s.node.config.ledger.url!.reveal() });
-  await c.connect();
-  try {
-    return (await c.query(sql, params)).rows as T[];
-  } finally {
-    await c.end();
-  }
-}
+const pgRows = <T>(sql: string, params: unknown[] = []): Promise<T[]> => pgQuery<T>(s.node.config.ledger.url!.reveal(), sql, params);
 
 describe('a node on the PostgreSQL ledger', () => {
   let requestId: Hex;

@@ -4,6 +4,7 @@ import { appendFileSync, chownSync, cpSync, mkdtempSync, rmSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { withPostgres } from '../ledger/pgUrl.ts';
 import { freePort } from './freePort.ts';
 
 /** A PostgreSQL server this process started (or one named by RELAY_TEST_POSTGRES_URL), with one fresh database. */
@@ -66,13 +67,7 @@ function withDatabase(url: string, database: string): string {
 }
 
 async function admin(url: string, sql: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(sql);
-  } finally {
-    await client.end();
-  }
+  await withPostgres(url, (client) => client.query(sql));
 }
 
 function databaseFactory(serverUrl: string, created: string[]) {
@@ -216,18 +211,15 @@ export async function startStandby(primary: PostgresHandle, databaseUrl: string)
   const dataDir = mkdtempSync(join(tmpdir(), 'relay-pg-standby-'));
   if (owner) chownSync(dataDir, owner.uid, owner.gid);
   const pgdata = join(dataDir, 'data');
-  const client = new pg.Client({ connectionString: primary.url });
-  await client.connect();
-  try {
+  const source = primary.dataDir;
+  await withPostgres(primary.url, async (client) => {
     // Non-exclusive backup: start and stop in the same session; the copy in between may see files mid-write,
     // which the WAL replayed from the backup's start repairs.
     await client.query(`SELECT pg_backup_start('relay-standby', true)`);
-    cpSync(primary.dataDir, pgdata, { recursive: true, filter: (src) => !/postmaster\.(pid|opts)$/.test(src) });
+    cpSync(source, pgdata, { recursive: true, filter: (src) => !/postmaster\.(pid|opts)$/.test(src) });
     const { rows } = await client.query<{ labelfile: string }>('SELECT labelfile FROM pg_backup_stop(true)');
     writeFileSync(join(pgdata, 'backup_label'), rows[0].labelfile);
-  } finally {
-    await client.end();
-  }
+  });
   const { password, port: primaryPort } = new URL(primary.url);
   writeFileSync(join(pgdata, 'standby.signal'), '');
   // Stays inside the standby's own data directory (mode 0700), like pg_basebackup -R writes it.

@@ -20,7 +20,7 @@ import { startDevnet } from '../../src/devnet/devnet.ts';
 import { checkInvariants, takeBaseline, waitForOutcomes, type InvariantReport } from './invariants.ts';
 import { depositRequestId, nodeCall, runLoad, type LoadResult } from './load.ts';
 import { Rng } from './prng.ts';
-import pg from 'pg';
+import { withPostgres } from '../../src/ledger/pgUrl.ts';
 import { startPostgres, type PostgresHandle } from '../../src/devnet/postgres.ts';
 import { Ledger } from '../../src/ledger/index.ts';
 import { TcpProxy } from '../helpers/tcpProxy.ts';
@@ -333,16 +333,12 @@ async function runCliAudit(configPath: string, keys: { solver: Hex; allocator: H
 
 /** The ledger's tables that tell what happened to the money (a failed run's evidence), as JSON in `dir`. */
 async function dumpLedger(url: string, dir: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
+  await withPostgres(url, async (client) => {
     for (const table of ['leader_lease', 'payouts', 'transactions', 'requests', 'deposits']) {
       const { rows } = await client.query(`SELECT * FROM ${table}`);
       writeFileSync(join(dir, `ledger-${table}.json`), JSON.stringify(rows, null, 1));
     }
-  } finally {
-    await client.end();
-  }
+  });
 }
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {

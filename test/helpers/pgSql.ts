@@ -1,4 +1,4 @@
-import pg from 'pg';
+import { withPostgres } from '../../src/ledger/pgUrl.ts';
 import { translate } from '../../src/ledger/postgres/pgDb.ts';
 
 // Tests that hand the stores' SQLite-style text to `pg` directly translate it with the engine's own translator.
@@ -19,12 +19,6 @@ export function pgArgs(params: string[], args: unknown[]): unknown[] {
 }
 
 /** One statement on its own connection (opened and closed around it): the rows. */
-export async function pgQuery<T = Record<string, unknown>>(url: string, sql: string): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(sql)).rows as T[];
-  } finally {
-    await client.end();
-  }
+export async function pgQuery<T = Record<string, unknown>>(url: string, sql: string, params: unknown[] = []): Promise<T[]> {
+  return withPostgres(url, async (client) => (await client.query(sql, params)).rows as T[]);
 }

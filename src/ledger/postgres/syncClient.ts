@@ -1,5 +1,6 @@
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { LedgerQueryError, LedgerUnavailable } from '../errors.ts';
+import { hideUrl } from '../pgUrl.ts';
 
 /** One statement of a batch: text with `$n` placeholders, its values, and a name to prepare it once per connection. */
 export interface SyncStatement {
@@ -242,14 +243,7 @@ export class SyncPgClient {
 
   // The URL and its password never leave this class, even inside a driver's message.
   #scrub(text: string): string {
-    let out = text.split(this.#url).join('[ledger url]');
-    try {
-      const password = decodeURIComponent(new URL(this.#url).password);
-      if (password) out = out.split(password).join('[redacted]');
-    } catch {
-      // Not a URL: nothing more to hide.
-    }
-    return out;
+    return hideUrl(text, this.#url);
   }
 }
 
