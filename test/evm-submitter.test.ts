@@ -28,6 +28,7 @@ import { Ledger, type PayoutKind, type TransactionRow } from '../src/ledger/inde
 import { createLogger } from '../src/log.ts';
 import { createMetrics, type Metrics } from '../src/metrics.ts';
 import { anvilKey } from './helpers/anvilKeys.ts';
+import { auditEvmChain } from '../src/audit/evmAudit.ts';
 
 const CHAIN_ID = 31_337_001;
 const DEPLOYER_KEY = anvilKey(0);
@@ -406,6 +407,9 @@ describe('EvmSubmitter', () => {
         .sort(),
     ).toEqual([paidBefore, refusing.requestId].sort());
     expect(await client.getBalance({ address: contracts.filler })).toBe(0n);
+    // The audit reads the batch as the node did: a success that skipped an order did not pay it.
+    const audit = await auditEvmChain(chainConfig({ currencies: [] }), client, ledger, solver.address);
+    expect(audit.differences.filter((d) => [dup.id, refusing.id].some((id) => d.includes(id)))).toEqual([]);
   });
 
   it('pays refunds through depository.execute, and a refund never executes twice', async () => {

@@ -56,6 +56,7 @@ import { AUDIT_OPENING } from '../chains/evm/auditOpening.ts';
 export { AUDIT_OPENING };
 
 const FILLED = toEventSelector(getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' }));
+const SKIPPED = toEventSelector(getAbiItem({ abi: OrderFillerAbi, name: 'FillSkipped' }));
 const CALL_EXECUTED = toEventSelector(getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' }));
 const BATCH = 50;
 
@@ -108,6 +109,12 @@ export function solverBooks(
   };
 }
 
+// Whether a receipt carries the filler's FillSkipped for this order: the batch was included, the order not paid.
+function skips(r: TransactionReceipt, filler: Address, orderId: string | null): boolean {
+  const id = orderId?.toLowerCase();
+  return r.logs.some((l) => getAddress(l.address) === filler && l.topics[0] === SKIPPED && l.topics[1]?.toLowerCase() === id);
+}
+
 /**
  * Reconciles one EVM chain's books with the chain, from the audit's opening block to the head:
  * every standing app balance credit against its transaction, every payout against exactly one
@@ -151,8 +158,9 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
     const successes: string[] = [];
     for (const t of own) {
       const r = await receiptOf(t.hash);
-      // A cancel (feeCapPolicy 'cancel') succeeds without paying: it is not the payout's transaction.
-      if (r?.status === 'success' && !t.cancel) successes.push(t.hash);
+      // A cancel (feeCapPolicy 'cancel') succeeds without paying, and so does a batch that skipped this
+      // order (FillSkipped): neither is the payout's transaction.
+      if (r?.status === 'success' && !t.cancel && !(p.kind === 'fill' && skips(r, filler, p.request_id))) successes.push(t.hash);
       if (r && t.fee !== null && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice)
         diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${r.gasUsed * r.effectiveGasPrice}`);
     }
