@@ -331,4 +331,45 @@ describe('node behind several providers', () => {
     expect(got).toBe(shorter);
     expect(p.floor).toBe(shorter);
   });
+
+  // Last too: it shortens the shared chain again. A provider lying ahead must not hold the floor up.
+  it('lowers its floor on a shorter chain even when one provider claims a head far ahead (quorum 2 of 3)', async () => {
+    const liar = await proxy(anvil.rpcUrl, { leadBlocks: 50 });
+    const a = await proxy(anvil.rpcUrl);
+    const b = await proxy(anvil.rpcUrl);
+    const snap = await rpc(anvil.rpcUrl, 'evm_snapshot');
+    await rpc(anvil.rpcUrl, 'anvil_mine', ['0x5']);
+    const top = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
+    const { pool: p } = pool(
+      [
+        { url: liar.url, name: 'liar' },
+        { url: a.url, name: 'a' },
+        { url: b.url, name: 'b' },
+      ],
+      { quorum: 2, maxWaitMs: 1_000, shorterAfterMs: 500, probeMs: 100 },
+    );
+    p.start();
+    try {
+      await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] });
+      expect(p.floor).toBe(top);
+      await rpc(anvil.rpcUrl, 'evm_revert', [snap]);
+      const shorter = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
+      expect(shorter).toBeLessThan(top);
+      const got = await until(
+        async () => {
+          try {
+            return BigInt(((await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as { number: string }).number);
+          } catch {
+            return undefined;
+          }
+        },
+        'a read on the shorter chain',
+        15_000,
+      );
+      expect(got).toBe(shorter);
+      expect(p.floor).toBe(shorter);
+    } finally {
+      await p.stop();
+    }
+  });
 });

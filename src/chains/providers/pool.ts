@@ -322,11 +322,12 @@ export class ProviderPool {
     const k = Math.max(1, this.quorumSize);
     const agreed = heads.length >= k ? heads[k - 1]! : undefined;
     if (agreed !== undefined && agreed > floor) floor = agreed;
-    // Every provider below the floor for a while: the chain itself got shorter (a reorg to a
-    // shorter branch, a devnet's revert), not one provider lagging (then another is at the floor).
-    // Keeping the floor would leave every read waiting for a block that may never come back; the
+    // The providers' agreed head below the floor for a while: the chain itself got shorter (a reorg
+    // to a shorter branch, a devnet's revert), not one provider lagging (then a quorum is still at the
+    // floor). Agreed, as for raising it: one provider claiming a head far ahead must not hold the floor
+    // up. Keeping the floor would leave every read waiting for a block that may never come back; the
     // indexers' own reorg checks handle what the shorter chain dropped.
-    const highest = heads[0];
+    const highest = agreed;
     if (highest !== undefined && highest < floor) {
       const now = Date.now();
       this.#shorterSince ??= now;
