@@ -444,8 +444,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   const pgProxies: TcpProxy[] = [];
   let lease: LeaseReader | undefined;
   let supervisor: NodeJS.Timeout | undefined;
-  // A run on PostgreSQL that fails (or throws) keeps its data dir, with the ledger's tables dumped in it.
-  let keepForFailure = ledgerKind === 'postgres';
+  // A run that fails (or throws) keeps its data dir (node logs, the SQLite ledger; on PostgreSQL the ledger's tables dumped in it).
+  let keepForFailure = true;
   // The load and the status polls go to a node that is up, taking turns; nodeCall tries again (the
   // other one) on a connection error or a 5xx.
   let turn = 0;
@@ -915,7 +915,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       machine: machine(),
       dataDir,
     };
-    keepForFailure = ledgerKind === 'postgres' && !result.ok;
+    keepForFailure = !result.ok;
     if (opts.resultsDir !== '') {
       const dir = opts.resultsDir ?? join(ROOT, 'test/chaos/results');
       mkdirSync(dir, { recursive: true });
@@ -940,6 +940,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     await Promise.all([svmProxy?.stop(), exchangeProxy?.stop()]);
     await devnet.stop();
     if (!opts.keepDataDir && !keepForFailure) rmSync(dataDir, { recursive: true, force: true });
+    else if (keepForFailure) say(`chaos: data kept in ${dataDir}`);
   }
 }
 
