@@ -1,11 +1,11 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseEventLogs, zeroAddress, type Address, type Hex } from 'viem';
+import { parseEventLogs, type Address, type Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
 import { ANVIL_MNEMONIC } from '../src/devnet/devnet.ts';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 
 // Risk limits that end an order (route's largest order, wallet lists) and the admin surface
 // (pause/resume, dry run, stuck payouts, manual refund), on the devnet with the node's admin API.
@@ -40,16 +40,7 @@ const admin = (path: string, init: { method?: string; body?: unknown; key?: stri
 
 async function quoteAndDeposit(account: number, origin: number, dest: number, amount: bigint, recipient: Address = user(account)): Promise<Hex> {
   const q = await api(s.url, '/quote', {
-    body: {
-      user: user(account),
-      recipient,
-      originChainId: origin,
-      destinationChainId: dest,
-      originCurrency: zeroAddress,
-      destinationCurrency: zeroAddress,
-      amount: amount.toString(),
-      tradeType: 'EXACT_INPUT',
-    },
+    body: nativeBridge(user(account), recipient, origin, dest, amount.toString()),
   });
   expect(q.status, JSON.stringify(q.body)).toBe(200);
   const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;

@@ -3,7 +3,7 @@
 // standby replayed it), streams the order's status events over the websocket (it follows the outbox by polling),
 // and never writes: a hot standby refuses every write, so any write on its path would show as an error.
 import { once } from 'node:events';
-import { zeroAddress } from 'viem';
+
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
@@ -11,7 +11,7 @@ import { buildConfigWithKeys } from '../src/config/load.ts';
 import { startStandby, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
-import { api, executeSteps, type Stack, startStack, until, waitForStatus } from './helpers/stack.ts';
+import { api, executeSteps, type Stack, startStack, until, waitForStatus, nativeBridge } from './helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -45,16 +45,7 @@ afterAll(async () => {
 async function order(account: number): Promise<{ requestId: string; body: any }> {
   const q = await api(s.url, '/quote/v2', {
     apiKey: key,
-    body: {
-      user: s.devnet.accounts[account]!.address,
-      recipient: s.devnet.accounts[account]!.address,
-      originChainId: A,
-      destinationChainId: B,
-      originCurrency: zeroAddress,
-      destinationCurrency: zeroAddress,
-      amount: '10000000000000000',
-      tradeType: 'EXACT_INPUT',
-    },
+    body: nativeBridge(s.devnet.accounts[account]!.address, s.devnet.accounts[account]!.address, A, B, '10000000000000000'),
   });
   expect(q.status).toBe(200);
   return { requestId: q.body.steps[0].requestId, body: q.body };

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, keccak256, parseEventLogs, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { orderId } from '../src/quote/orderId.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 import { auditStack } from './helpers/audit.ts';
 
 let s: Stack;
@@ -35,17 +35,7 @@ describe('bridges end to end', () => {
     const recipient = '0x000000000000000000000000000000000000dEaD' as Address;
     const before = await s.publicClient(B).getBalance({ address: recipient });
     const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: user(1),
-        recipient,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '100000000000000000',
-        tradeType: 'EXACT_INPUT',
-        protocolVersion: 'v2',
-      },
+      body: nativeBridge(user(1), recipient, A, B, '100000000000000000', { protocolVersion: 'v2' }),
     });
     expect(q.status).toBe(200);
     const deposit = q.body.steps.find((x: any) => x.id === 'deposit');

@@ -4,9 +4,9 @@
 // its fill confirmed only because the heads the chains push wake the node (before, the deposit
 // waited for the next poll, ten minutes away, and the bounded wait below failed).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, zeroAddress, type Hex } from 'viem';
+import { encodeFunctionData, type Hex } from 'viem';
 import { RelayDepositoryAbi } from '../contracts-abi/index.ts';
-import { api, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, startStack, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -29,16 +29,7 @@ describe('a node whose chains push their heads (websocket)', () => {
   it('indexes, fills and confirms a deposit on pushed heads, with no poll due', async () => {
     const user = s.devnet.accounts[1]!.address;
     const q = await api(s.url, '/quote', {
-      body: {
-        user,
-        recipient: '0x000000000000000000000000000000000000dEaD',
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '100000000000000000',
-        tradeType: 'EXACT_INPUT',
-      },
+      body: nativeBridge(user, '0x000000000000000000000000000000000000dEaD', A, B, '100000000000000000'),
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps[0].requestId as Hex;

@@ -4,10 +4,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pgQuery } from './helpers/pgSql.ts';
-import { type Address, type Hex, zeroAddress } from 'viem';
+import type { Address, Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditStack } from './helpers/audit.ts';
-import { api, executeSteps, type Stack, startStack, until, waitForStatus } from './helpers/stack.ts';
+import { api, executeSteps, type Stack, startStack, until, waitForStatus, nativeBridge } from './helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -31,17 +31,7 @@ describe('a node on the PostgreSQL ledger', () => {
     const recipient = '0x000000000000000000000000000000000000bEEF' as Address;
     const before = await s.publicClient(B).getBalance({ address: recipient });
     const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: s.devnet.accounts[1]!.address,
-        recipient,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '100000000000000000',
-        tradeType: 'EXACT_INPUT',
-        protocolVersion: 'v2',
-      },
+      body: nativeBridge(s.devnet.accounts[1]!.address, recipient, A, B, '100000000000000000', { protocolVersion: 'v2' }),
     });
     expect(q.status).toBe(200);
     requestId = q.body.steps[0].requestId;

@@ -2,10 +2,10 @@
 // order was fast-filled, while that payout is still in flight, waits under FAST_FILL_PENDING in
 // relay_solver_postponed_total, and is settled (never paid again) once the fast fill is paid.
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from './helpers/link.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -41,16 +41,7 @@ it('counts a deposit waiting for its fast fill under FAST_FILL_PENDING, then set
   const user = account(3).address as Address;
   const q = await api(s.url, '/quote/v2', {
     apiKey: app.key,
-    body: {
-      user,
-      recipient: user,
-      originChainId: A,
-      destinationChainId: B,
-      originCurrency: zeroAddress,
-      destinationCurrency: zeroAddress,
-      amount: '10000000000000000',
-      tradeType: 'EXACT_INPUT',
-    },
+    body: nativeBridge(user, user, A, B, '10000000000000000'),
   });
   expect(q.status).toBe(200);
   const requestId = q.body.steps[0].requestId as Hex;

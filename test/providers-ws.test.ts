@@ -4,14 +4,14 @@
 import { createHash } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseGwei, zeroAddress, type Hex } from 'viem';
+import { parseGwei, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import WebSocket, { WebSocketServer } from 'ws';
 import { ProviderPool, ProviderPoolError } from '../src/chains/providers/index.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { createLogger } from '../src/log.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 import { anvilKey } from './helpers/anvilKeys.ts';
 import { auditStack } from './helpers/audit.ts';
 
@@ -365,17 +365,7 @@ describe('a node whose EVM chains are reached by websocket', () => {
 
   it('indexes a deposit, pays it out and confirms the payout through websocket providers', async () => {
     const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: s.devnet.accounts[1]!.address,
-        recipient: '0x000000000000000000000000000000000000dEaD',
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '100000000000000000',
-        tradeType: 'EXACT_INPUT',
-        protocolVersion: 'v2',
-      },
+      body: nativeBridge(s.devnet.accounts[1]!.address, '0x000000000000000000000000000000000000dEaD', A, B, '100000000000000000', { protocolVersion: 'v2' }),
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;

@@ -4,13 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseEventLogs, zeroAddress, type Hex } from 'viem';
+import { parseEventLogs, type Hex } from 'viem';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
 import { reindex } from '../src/admin/actions.ts';
 import type { ChainAdapter } from '../src/chains/adapter.ts';
 import { EXCHANGE_CHAIN_ID } from '../src/chains/exchange/typedData.ts';
 import { Ledger } from '../src/ledger/index.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 
 // The admin re-index: a deposit the indexer passed over (its cursor was moved past the deposit's
 // block) is found by re-reading the range, recorded once, and filled; re-indexing again changes
@@ -70,16 +70,7 @@ describe('admin re-index of a block range', () => {
 
     const user = s.devnet.accounts[1]!.address;
     const q = await api(s.url, '/quote', {
-      body: {
-        user,
-        recipient: user,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '10000000000000000',
-        tradeType: 'EXACT_INPUT',
-      },
+      body: nativeBridge(user, user, A, B, '10000000000000000'),
     });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { zeroAddress, type Address, type Hex } from 'viem';
-import { api, executeSteps, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
+import type { Address, Hex } from 'viem';
+import { api, executeSteps, startStack, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 
 // Every log line about a request carries its id, under the one field name `requestId`: a line that
 // names the request, its deposit, its payout or a transaction of either is found by that field.
@@ -20,16 +20,7 @@ afterAll(async () => {
 async function quoteAndDeposit(account: number, recipient: Address): Promise<{ requestId: Hex; depositTx: Hex }> {
   const user = s.devnet.accounts[account]!.address;
   const q = await api(s.url, '/quote', {
-    body: {
-      user,
-      recipient,
-      originChainId: A,
-      destinationChainId: B,
-      originCurrency: zeroAddress,
-      destinationCurrency: zeroAddress,
-      amount: '10000000000000000',
-      tradeType: 'EXACT_INPUT',
-    },
+    body: nativeBridge(user, recipient, A, B, '10000000000000000'),
   });
   expect(q.status, JSON.stringify(q.body)).toBe(200);
   const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;

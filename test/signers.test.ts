@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWalletClient, getAddress, http, verifyMessage, verifyTypedData, zeroAddress, type Address, type Hex } from 'viem';
+import { createWalletClient, getAddress, http, verifyMessage, verifyTypedData, type Address, type Hex } from 'viem';
 import { mnemonicToAccount, privateKeyToAccount } from 'viem/accounts';
 import { Keypair } from '@solana/web3.js';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
@@ -17,7 +17,7 @@ import { devnetChain } from '../src/devnet/deploy.ts';
 import { DEVNET_SOLVER_KEY } from '../src/devnet/devnet.ts';
 import { decryptKeystore, encryptKeystore, KeystoreError } from '../src/signers/keystore.ts';
 import { remoteAccount } from '../src/signers/remote.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 
 const PASSPHRASE = 'correct horse battery staple 17';
 const dir = mkdtempSync(join(tmpdir(), 'relay-signers-'));
@@ -247,16 +247,7 @@ describe('signers fill orders on the devnet', () => {
 
   async function bridge(account: number, recipient: Address): Promise<{ status: string; txHashes: Hex[] }> {
     const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: s.devnet.accounts[account]!.address,
-        recipient,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '100000000000000000',
-        tradeType: 'EXACT_INPUT',
-      },
+      body: nativeBridge(s.devnet.accounts[account]!.address, recipient, A, B, '100000000000000000'),
     });
     expect(q.status).toBe(200);
     const [txHash] = await executeSteps(s, q.body, account);

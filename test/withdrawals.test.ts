@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { zeroAddress, type Hex } from 'viem';
 import { auditStack } from './helpers/audit.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 
 // Inventory that comes back: what the depository holds for filled orders is withdrawn to the
 // solver's wallet by an allocator-signed call request, on an operator's demand; only what the ledger
@@ -36,16 +36,7 @@ const admin = (path: string, body?: unknown) =>
 
 async function quoteAndDeposit(account: number, amount: bigint): Promise<Hex> {
   const q = await api(s.url, '/quote', {
-    body: {
-      user: user(account),
-      recipient: user(account),
-      originChainId: A,
-      destinationChainId: B,
-      originCurrency: zeroAddress,
-      destinationCurrency: zeroAddress,
-      amount: amount.toString(),
-      tradeType: 'EXACT_INPUT',
-    },
+    body: nativeBridge(user(account), user(account), A, B, amount.toString()),
   });
   expect(q.status, JSON.stringify(q.body)).toBe(200);
   const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
@@ -130,16 +121,7 @@ describe('withdrawals from the depository', () => {
 
   it('withdraws on its own above the configured threshold, recorded as the node; reports inventory against its target', { timeout: 180_000 }, async () => {
     const q = await api(s.url, '/quote', {
-      body: {
-        user: user(3),
-        recipient: user(3),
-        originChainId: B,
-        destinationChainId: A,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '25000000000000000',
-        tradeType: 'EXACT_INPUT',
-      },
+      body: nativeBridge(user(3), user(3), B, A, '25000000000000000'),
     });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const id = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;

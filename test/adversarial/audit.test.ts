@@ -2,7 +2,7 @@
 // the chains to the smallest unit; a ledger that says something the chain does not is named.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from '../helpers/stack.ts';
 import { auditCli, auditStack } from '../helpers/audit.ts';
 
 let s: Stack;
@@ -58,16 +58,7 @@ describe('relay-node audit', () => {
         topupGas: true,
         topupGasAmount: '1000000',
       },
-      {
-        user: account(2).address,
-        recipient: usdc(B),
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: zeroAddress,
-        destinationCurrency: zeroAddress,
-        amount: '10000000000000000',
-        tradeType: 'EXACT_INPUT',
-      },
+      nativeBridge(account(2).address, usdc(B), A, B, '10000000000000000'),
     ];
     const ids: Hex[] = [];
     for (const [i, body] of quotes.entries()) {

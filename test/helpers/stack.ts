@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createPublicClient, createWalletClient, http, type Hex, type PublicClient, type WalletClient } from 'viem';
+import { createPublicClient, createWalletClient, http, zeroAddress, type Hex, type PublicClient, type WalletClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { buildConfigWithKeys, type Faults } from '../../src/config/load.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
@@ -159,6 +159,24 @@ export async function api<T = any>(
 }
 
 // Sends each transaction step of a quote from the wallet, as a client following the steps does.
+/**
+ * The body of a native-currency bridge quote (EXACT_INPUT, the native currency on both chains) from `user` to
+ * `recipient`; `extra` adds fields (protocolVersion, a referrer...).
+ */
+export function nativeBridge(user: string, recipient: string, from: number, to: number, amount: string, extra: Record<string, unknown> = {}) {
+  return {
+    user,
+    recipient,
+    originChainId: from,
+    destinationChainId: to,
+    originCurrency: zeroAddress,
+    destinationCurrency: zeroAddress,
+    amount,
+    tradeType: 'EXACT_INPUT',
+    ...extra,
+  };
+}
+
 export async function executeSteps(stack: Stack, quote: any, account: number): Promise<Hex[]> {
   const hashes: Hex[] = [];
   for (const step of quote.steps) {
