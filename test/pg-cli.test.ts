@@ -110,7 +110,7 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
       expect(r.out).not.toContain('not-the-password-1234');
       expect(r.out).not.toContain('postgres://postgres');
     }
-  });
+  }, 180_000);
 
   it('db copy moves every row, keeps the ids and moves the sequences past them, verifies, and refuses a non-empty target', async () => {
     const url = await server.createDatabase();
@@ -159,7 +159,7 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
     expect(twice.code).toBe(1);
     expect(twice.out).toMatch(/db copy: the PostgreSQL ledger is not empty \(table \w+ has rows\)/);
     expect(twice.out).not.toContain(password());
-  });
+  }, 180_000);
 
   it('a copy whose verification fails (a row lost, an amount changed) rolls back whole and names the table', async () => {
     for (const c of [
@@ -184,5 +184,5 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
         expect((await pgQuery<{ n: string }>(url, `SELECT COUNT(*) AS n FROM ${t}`))[0]!.n, t).toBe('0');
       }
     }
-  });
+  }, 180_000);
 });
