@@ -17,10 +17,11 @@ import { startDevnet, type Devnet } from '../src/devnet/devnet.ts';
 import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { signature } from '../src/events/deliverer.ts';
 import { Ledger } from '../src/ledger/index.ts';
+import { EXIT_LEASE_LOST } from '../src/lease/leadership.ts';
 import { depositOn, fillsOn } from './helpers/devnetOrders.ts';
 import { haEnv, nodeRole, untilRole, writeHaConfig } from './helpers/haNodes.ts';
 import { killAllNodeProcesses, startNodeProcess, stopNodeProcess } from './helpers/nodeProcess.ts';
-import { api, until, waitForStatus } from './helpers/stack.ts';
+import { api, nativeBridge, until, waitForStatus } from './helpers/stack.ts';
 
 const LEASE_MS = 3_000;
 const RENEW_MS = 500;
@@ -66,11 +67,13 @@ interface Call {
 }
 
 // A webhook receiver on 127.0.0.1 that records each call and the process it came from. `hold`: calls are
-// left unanswered (deliveries outstanding) until released; `failNext`: that many calls answer 500.
+// left unanswered (deliveries outstanding) until released; `failNext`: that many calls answer 500;
+// `failAll`: every call answers 500 (deliveries stay pending, retried).
 class Receiver {
   calls: Call[] = [];
   hold = false;
   failNext = 0;
+  failAll = false;
   held: { call: Call; res: ServerResponse }[] = [];
   readonly pids = new Map<number, string>();
   url = '';
@@ -86,13 +89,16 @@ class Receiver {
       req.on('end', () => {
         call.body = JSON.parse(call.raw);
         if (this.hold) return void this.held.push({ call, res });
-        const status = this.failNext > 0 ? (this.failNext--, 500) : 200;
+        const status = this.failAll ? 500 : this.failNext > 0 ? (this.failNext--, 500) : 200;
         call.answered = status;
         res.writeHead(status).end(status === 200 ? 'ok' : 'no');
       });
     });
   }
   async start(): Promise<this> {
+    // Connections kept open across a long pause of a sender (as many receivers keep them), so that what a
+    // resumed process sends on its kept-alive connection arrives.
+    this.#server.keepAliveTimeout = 120_000;
     this.#server.listen(0, '127.0.0.1');
     await once(this.#server, 'listening');
     this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/hooks`;
@@ -115,15 +121,29 @@ let ledgerUrl: string;
 const receivers: Receiver[] = [];
 const sockets: WebSocket[] = [];
 const openLedger = (readonly = true) => Ledger.connect({ path: join(dir, 'ledger', 'ledger.sqlite'), url: ledgerUrl }, { readonly });
-const configFor = (nodeId: string) =>
+const configFor = (nodeId: string, events: Record<string, unknown> = {}) =>
   writeHaConfig(devnet, join(dir, `config-${nodeId}.json`), {
     nodeId,
     dataDir: join(dir, 'ledger'),
     leaseMs: LEASE_MS,
     renewMs: RENEW_MS,
     ledger: { url: ledgerUrl },
-    events: EVENTS,
+    events: { ...EVENTS, ...events },
   });
+// An integrator's key, written straight into the ledger (once a node migrated it).
+function createApiKey(name: string): string {
+  const ledger = openLedger(false);
+  try {
+    return ledger.apiKeys.create(name).key;
+  } finally {
+    ledger.close();
+  }
+}
+async function startReceiver(): Promise<Receiver> {
+  const r = await new Receiver().start();
+  receivers.push(r);
+  return r;
+}
 // The ledger's event ids of an order, in outbox order.
 function eventIdsOf(requestId: string): string[] {
   const l = openLedger();
@@ -150,8 +170,7 @@ afterAll(async () => {
 
 describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
   it('only the leader delivers; kill -9 of the leader mid-delivery: the standby delivers the rest, every event at least once, repeats with the same id', async () => {
-    const receiver = await new Receiver().start();
-    receivers.push(receiver);
+    const receiver = await startReceiver();
     const a = await startNodeProcess(configFor('a'), haEnv(devnet));
     await untilRole(a, 'leader', 'a to lead');
     const b = await startNodeProcess(configFor('b'), haEnv(devnet));
@@ -159,9 +178,7 @@ describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
     receiver.pids.set(a.child.pid!, 'a').set(b.child.pid!, 'b');
 
     // An integrator's key (written once the leader migrated the ledger), its webhook added through the standby's API.
-    const ledger = openLedger(false);
-    const key = ledger.apiKeys.create('webhooks-failover').key;
-    ledger.close();
+    const key = createApiKey('webhooks-failover');
     const hook = await api(b.url, '/webhooks', { body: { url: receiver.url }, apiKey: key });
     expect(hook.status).toBe(201);
     const secret = hook.body.secret as string;
@@ -256,6 +273,52 @@ describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
     );
     for (const id of orders) expect(streamed.filter((m) => m.type === 'request.status' && m.requestId === id).map((m) => m.id)).toEqual(eventIdsOf(id));
     for (const id of orders) expect(await fillsOn(devnet, id as `0x${string}`)).toHaveLength(1);
+    await stopNodeProcess(b);
+  }, 240_000);
+
+  it('a leader paused past its lease and resumed sends no webhook: the deliverer passes the lease gate first', async () => {
+    const receiver = await startReceiver();
+    // Polling often: once resumed, the old leader's deliverer comes round before its lease renewal does.
+    const a = await startNodeProcess(configFor('a2', { pollIntervalMs: 20 }), haEnv(devnet));
+    await untilRole(a, 'leader', 'a2 to lead');
+    const b = await startNodeProcess(configFor('b2', { pollIntervalMs: 20 }), haEnv(devnet));
+    expect(await nodeRole(b)).toBe('standby');
+    receiver.pids.set(a.child.pid!, 'a2').set(b.child.pid!, 'b2');
+    const key = createApiKey('webhooks-paused-leader');
+    const hook = await api(b.url, '/webhooks', { body: { url: receiver.url }, apiKey: key });
+    expect(hook.status).toBe(201);
+    const quote = async (account: number) => {
+      const user = devnet.accounts[account]!.address;
+      const q = await api(b.url, '/quote', { apiKey: key, body: nativeBridge(user, user, 8453, 10, '20000000000000000') });
+      expect(q.status).toBe(200);
+      return q.body.steps[0].requestId as string;
+    };
+
+    // A quote's 'waiting' event, delivered by a2 on a connection it keeps alive.
+    const first = await quote(1);
+    await until(() => (receiver.accepted().includes(eventIdsOf(first)[0]!) ? true : undefined), 'a2 to deliver');
+    expect(receiver.calls.map((c) => c.from)).toEqual(['a2']);
+    // Stopped (a long pause, a stalled VM), past its lease: b2 takes over.
+    a.child.kill('SIGSTOP');
+    await until(() => (/^\d+ \(.*\) T/.test(readFileSync(`/proc/${a.child.pid}/stat`, 'utf8')) ? true : undefined), 'a2 to stop');
+    await untilRole(b, 'leader', 'b2 to take over');
+    // A delivery pending meanwhile, retried by b2 (the receiver answers 500).
+    receiver.failAll = true;
+    const second = await quote(2);
+    await until(() => (receiver.calls.some((c) => c.from === 'b2') ? true : undefined), 'b2 to deliver');
+
+    // Resumed past its deadline: it sends nothing more, to the webhooks either, and exits.
+    const resumedAt = receiver.calls.length;
+    a.child.kill('SIGCONT');
+    expect(await a.exited).toBe(EXIT_LEASE_LOST);
+    const after = receiver.calls.slice(resumedAt).map((c) => c.from);
+    expect(after).toEqual(after.map(() => 'b2'));
+
+    // b2 delivers every event once the receiver accepts.
+    receiver.failAll = false;
+    const all = [first, second].flatMap((id) => eventIdsOf(id));
+    await until(() => (all.every((e) => receiver.accepted().includes(e)) ? true : undefined), 'every event delivered', 60_000);
+    expect(receiver.calls.slice(resumedAt).every((c) => c.from === 'b2')).toBe(true);
     await stopNodeProcess(b);
   }, 240_000);
 });
