@@ -162,7 +162,7 @@ export class RelayNode {
         onError: (e) => this.log.error({ err: e.message }, 'pruning unused quotes failed'),
       });
       this.depositFees = new DepositFeeReader(this.acting, this.chains, this.log);
-      this.deliverer = new Deliverer({ ledger: this.acting, config, metrics: this.metrics, log: this.log });
+      this.deliverer = new Deliverer({ ledger: this.acting, config, metrics: this.metrics, log: this.log, gate: this.leadership });
     }
     this.listings = new ListingPool(
       { ledger: ledgerLocation(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing, nice: config.api.listing.workerNice },

@@ -3,7 +3,7 @@
 // lease, reconciles what the old leader recorded and pays; the order is filled once, read from the
 // chain. A hung leader resumed after the takeover broadcasts and records nothing, and exits with
 // EXIT_LEASE_LOST.
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,8 +14,9 @@ import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { EXIT_LEASE_LOST } from '../src/lease/leadership.ts';
 import { depositOn, fillsOn } from './helpers/devnetOrders.ts';
-import { killAllNodeProcesses, type NodeProcess, startNodeProcess, stopNodeProcess } from './helpers/nodeProcess.ts';
-import { api, until, waitForStatus } from './helpers/stack.ts';
+import { killAllNodeProcesses, startNodeProcess, stopNodeProcess } from './helpers/nodeProcess.ts';
+import { haEnv, nodeRole, untilRole, writeHaConfig } from './helpers/haNodes.ts';
+import { until, waitForStatus } from './helpers/stack.ts';
 import { type ProxyProcess, startProxyProcess } from './helpers/tcpProxyProcess.ts';
 
 const LEASE_MS = 3_000;
@@ -72,24 +73,10 @@ function payoutsOfEpoch(epoch: number): number {
 // A node's config file: the devnet's chains, ha enabled with this node id; `destinationRpc` replaces
 // Optimism's RPC URL (a SendCounter in front of it).
 function configFor(nodeId: string, destinationRpc?: string, ledger: { url?: string; timeoutMs?: number } = { url: ledgerUrl }): string {
-  const base = devnet.nodeConfig({ port: 0, logLevel: 'info', dataDir: ledgerDir });
-  const path = join(dir, `config-${nodeId}.json`);
-  writeFileSync(
-    path,
-    JSON.stringify({
-      ...base,
-      chains: (base.chains as { id: number }[]).map((c) => (c.id === 10 && destinationRpc ? { ...c, rpcUrl: destinationRpc } : c)),
-      solverKey: { env: 'RELAY_SOLVER_KEY' },
-      allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
-      ha: { enabled: true, leaseMs: LEASE_MS, renewMs: RENEW_MS, nodeId },
-      ...(ledger.url ? { ledger } : {}),
-    }),
-  );
-  return path;
+  return writeHaConfig(devnet, join(dir, `config-${nodeId}.json`), { nodeId, dataDir: ledgerDir, leaseMs: LEASE_MS, renewMs: RENEW_MS, ledger, destinationRpc });
 }
-const env = () => ({ RELAY_SOLVER_KEY: devnet.keys.solver, RELAY_ALLOCATOR_KEY: devnet.keys.allocator });
-const role = async (n: NodeProcess) => (await api(n.url, '/health')).body.role as string;
-const untilRole = (n: NodeProcess, r: string, what: string) => until(async () => ((await role(n)) === r ? true : undefined), what, 60_000);
+const env = () => haEnv(devnet);
+const role = nodeRole;
 // The lease as the ledger holds it.
 function lease() {
   const l = openLedger();

@@ -8,6 +8,8 @@ import type { DueDelivery } from '../ledger/events.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
+import { LeaseLostError } from '../ledger/leases.ts';
+import { type BroadcastGate, OPEN_GATE } from '../submitter/gate.ts';
 import { BlockedTargetError, guardedLookup, ipLiteralHost, isNonPublicAddress } from './targetGuard.ts';
 import { errText } from '../lib/errors.ts';
 
@@ -44,6 +46,7 @@ export class Deliverer {
   readonly #config: Config;
   readonly #metrics: Metrics;
   readonly #log: Logger;
+  readonly #gate: BroadcastGate;
   readonly #inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
   #unsubscribe: (() => void) | undefined;
   #pollTimer: NodeJS.Timeout | undefined;
@@ -57,8 +60,14 @@ export class Deliverer {
   // Keep-alive agents whose DNS lookup refuses private targets at connect time (see targetGuard.ts).
   readonly #agents: { http: HttpAgent; https: HttpsAgent };
 
-  constructor(opts: { ledger: Ledger; config: Config; metrics: Metrics; log: Logger }) {
+  /**
+   * `gate`: on an active/standby node, the leader lease (src/lease/leadership.ts), checked right before
+   * deliveries are sent, as every broadcast checks it: a leader paused past its lease and resumed sends
+   * nothing (the new leader delivers), it stops instead. A single node's gate is always open.
+   */
+  constructor(opts: { ledger: Ledger; config: Config; metrics: Metrics; log: Logger; gate?: BroadcastGate }) {
     this.#ledger = opts.ledger;
+    this.#gate = opts.gate ?? OPEN_GATE;
     this.#config = opts.config;
     this.#metrics = opts.metrics;
     this.#log = opts.log.child({ component: 'webhooks' });
@@ -128,6 +137,8 @@ export class Deliverer {
       if (free > 0) {
         // Deliveries in flight are still pending in the ledger: ask for enough to see past them.
         const due = this.#ledger.events.due(Date.now(), free + this.#inFlight.size);
+        // After the read (which may have waited on the database): this node must still lead when it sends.
+        if (due.length > 0) this.#gate.check();
         let started = 0;
         for (const d of due) {
           if (started >= free) break;
@@ -139,6 +150,8 @@ export class Deliverer {
       }
       this.#metrics.outboxDepth.set(this.#ledger.events.pendingCount());
     } catch (e) {
+      // No longer the leader (the gate, or a fenced write of outcomes): the node stops acting; so does this.
+      if (e instanceof LeaseLostError) return void this.#log.warn({ err: errText(e) }, 'webhook deliveries stopped: this node no longer holds the leader lease');
       this.#log.error({ err: errText(e) }, 'webhook delivery pass failed');
     }
     this.#pollTimer = setTimeout(() => this.#tick(), this.#cfg.pollIntervalMs);

@@ -7,9 +7,13 @@ import { devnetChain } from '../../src/devnet/deploy.ts';
 import type { Devnet } from '../../src/devnet/devnet.ts';
 import { api } from './stack.ts';
 
-/** Quotes 0.03 ETH from Base (8453) to Optimism (10) at `url` for test account `account` and deposits it; returns the request id. */
-export async function depositOn(devnet: Devnet, url: string, account: number): Promise<Hex> {
+/**
+ * Quotes 0.03 ETH from Base (8453) to Optimism (10) at `url` for test account `account` and deposits it; returns the
+ * request id. With `apiKey`, the order is that key's (its webhooks get the order's events).
+ */
+export async function depositOn(devnet: Devnet, url: string, account: number, apiKey?: string): Promise<Hex> {
   const q = await api(url, '/quote', {
+    apiKey,
     body: {
       user: devnet.accounts[account]!.address,
       originChainId: 8453,

@@ -130,6 +130,59 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
     }
   });
 
+  it("ends a transaction left open by a stalled holder (a paused process, a cut link) after the holder's timeout: the writer's lock comes free", () => {
+    // The holder's transaction is open and idle, as a node's is when it is stopped (SIGSTOP) between two
+    // statements: it holds the writer's lock, so every other writer (a standby's lease takeover included) waits.
+    const holder = new PgDb(url, { timeoutMs: 1_000 });
+    const opened: PgDb[] = [holder];
+    const fresh = () => {
+      const d = new PgDb(url, { timeoutMs: 800 });
+      opened.push(d);
+      return d;
+    };
+    try {
+      holder.client.batch([{ sql: 'BEGIN' }, { sql: `SELECT pg_advisory_xact_lock(${WRITER_LOCK_KEY})` }, { sql: "INSERT INTO log (x) VALUES ('held')" }]);
+      // Another writer gets through once the server ended the holder's idle transaction (a bounded wait).
+      const end = Date.now() + 15_000;
+      let written = false;
+      while (!written) {
+        try {
+          fresh().prepare('INSERT INTO log (x) VALUES (?)').run('freed');
+          written = true;
+        } catch (e) {
+          if (Date.now() > end) throw e;
+        }
+      }
+      // The holder's transaction was rolled back: its COMMIT fails (not run on a new connection), its write is not there.
+      expect(() => holder.client.batch([{ sql: 'COMMIT' }])).toThrow(/unreachable/);
+      expect(db.prepare("SELECT x FROM log WHERE x IN ('held', 'freed')").pluck().all()).toEqual(['freed']);
+    } finally {
+      for (const d of opened) d.close();
+    }
+  });
+
+  it('a transaction whose connection the server ended between two statements fails whole: its rest never runs on a new connection', () => {
+    const holder = new PgDb(url, { timeoutMs: 500 });
+    const log = holder.prepare('INSERT INTO log (x) VALUES (?)');
+    try {
+      expect(() =>
+        holder.transaction(() => {
+          log.run('first half');
+          // The main thread stalls between two statements (a pause, a long GC) past the holder's bound: the
+          // server ends the idle transaction and its session meanwhile.
+          const until = Date.now() + 1_500;
+          while (Date.now() < until) {
+            // stalled
+          }
+          log.run('second half');
+        })(),
+      ).toThrow(/unreachable/);
+      expect(db.prepare("SELECT x FROM log WHERE x IN ('first half', 'second half')").pluck().all()).toEqual([]);
+    } finally {
+      holder.close();
+    }
+  });
+
   it('reads one snapshot in snapshot(fn): a commit in between is not seen', async () => {
     const count = db.prepare('SELECT COUNT(*) AS n FROM log').pluck();
     const before = count.get() as number;

@@ -13,6 +13,10 @@ const wake = new Int32Array(signal);
 const raw = { getTypeParser: () => (v) => v };
 
 let client;
+// The transaction status of the connection as the server last reported it (ReadyForQuery: I idle, T in a
+// transaction, E in a failed one), and whether a connection was lost while a transaction was open on it.
+let txStatus = 'I';
+let lostInTransaction = false;
 
 async function connection() {
   if (client) return client;
@@ -21,18 +25,29 @@ async function connection() {
     connectionTimeoutMillis: timeoutMs,
     keepAlive: true,
     types: raw,
+    // A transaction is open only while the main thread runs one synchronous function, so it is never idle for
+    // long unless the process is stopped (SIGSTOP, a stalled VM) or cut off mid-transaction. Its writer's lock
+    // would then hold back every other writer on the ledger, a standby's lease takeover included, for as long
+    // as the stall lasts: the server ends such a transaction (and the session) after the call bound instead.
+    idle_in_transaction_session_timeout: timeoutMs,
     // A read-only ledger (an API replica) is read-only in the server too: a write by mistake is refused, even on the primary.
     ...(readonly ? { options: '-c default_transaction_read_only=on' } : {}),
   });
-  // A connection lost between calls: the next call opens a new one.
-  c.on('error', () => {
-    if (client === c) client = undefined;
-  });
-  c.on('end', () => {
-    if (client === c) client = undefined;
-  });
+  // A connection lost between calls: the next call opens a new one (but see lostInTransaction).
+  const lost = () => {
+    if (client !== c) return;
+    client = undefined;
+    if (txStatus !== 'I') lostInTransaction = true;
+    txStatus = 'I';
+  };
+  c.on('error', lost);
+  c.on('end', lost);
   await c.connect();
+  c.connection.on('readyForQuery', (m) => {
+    if (client === c) txStatus = m.status;
+  });
   client = c;
+  txStatus = 'I';
   return c;
 }
 
@@ -51,6 +66,15 @@ function describe(e, index) {
 }
 
 async function run({ batch, rollbackOnError }) {
+  if (lostInTransaction) {
+    lostInTransaction = false;
+    // The main thread is inside the transaction that died with its connection (the server rolled it back): the
+    // rest of it must not run on a new connection, where each statement would commit on its own, outside the
+    // writer's lock and the lease check made at its start. It fails as a lost connection; a new BEGIN goes on.
+    if (!/^\s*BEGIN\b/i.test(batch[0]?.sql ?? '')) {
+      return { ok: false, error: { message: 'the ledger connection was lost inside a transaction, which the server rolled back', connection: true, index: 0 } };
+    }
+  }
   const c = await connection();
   const results = [];
   for (let i = 0; i < batch.length; i++) {
@@ -67,7 +91,10 @@ async function run({ batch, rollbackOnError }) {
       const error = describe(e, i);
       if (rollbackOnError && !error.connection) await c.query('ROLLBACK').catch(() => {});
       if (error.connection) {
-        client = undefined;
+        // Reported to the main thread as it happens: not a loss to report again at the next call.
+        if (client === c) client = undefined;
+        txStatus = 'I';
+        lostInTransaction = false;
         c.end().catch(() => {});
       }
       return { ok: false, error };

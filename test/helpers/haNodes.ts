@@ -1,0 +1,50 @@
+// Active/standby node processes on one ledger (config.ha), for the tests that start two `relay-node
+// start` processes: the config file of one node, the keys it reads from its environment, its role.
+import { writeFileSync } from 'node:fs';
+import type { Devnet } from '../../src/devnet/devnet.ts';
+import type { NodeProcess } from './nodeProcess.ts';
+import { api, until } from './stack.ts';
+
+export interface HaConfigOptions {
+  nodeId: string;
+  /** The SQLite ledger's directory (also the node's dataDir). */
+  dataDir: string;
+  leaseMs: number;
+  renewMs: number;
+  /** The PostgreSQL ledger (absent: the SQLite file in dataDir). */
+  ledger?: { url?: string; timeoutMs?: number };
+  /** Replaces Optimism's (10) RPC URL, e.g. with a counting proxy in front of it. */
+  destinationRpc?: string;
+  /** Merged into the devnet's `events` section (webhook delivery timings). */
+  events?: Record<string, unknown>;
+}
+
+/**
+ * Writes the config file of one active/standby node at `path`: the devnet's chains, the solver and
+ * allocator keys from the environment (haEnv), ha enabled under `nodeId`. Returns `path`.
+ */
+export function writeHaConfig(devnet: Devnet, path: string, o: HaConfigOptions): string {
+  const base = devnet.nodeConfig({ port: 0, logLevel: 'info', dataDir: o.dataDir });
+  writeFileSync(
+    path,
+    JSON.stringify({
+      ...base,
+      chains: (base.chains as { id: number }[]).map((c) => (c.id === 10 && o.destinationRpc ? { ...c, rpcUrl: o.destinationRpc } : c)),
+      solverKey: { env: 'RELAY_SOLVER_KEY' },
+      allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
+      ha: { enabled: true, leaseMs: o.leaseMs, renewMs: o.renewMs, nodeId: o.nodeId },
+      ...(o.events ? { events: { ...(base.events as object), ...o.events } } : {}),
+      ...(o.ledger?.url ? { ledger: o.ledger } : {}),
+    }),
+  );
+  return path;
+}
+
+/** The environment a node started with writeHaConfig's file reads its keys from. */
+export const haEnv = (devnet: Devnet) => ({ RELAY_SOLVER_KEY: devnet.keys.solver, RELAY_ALLOCATOR_KEY: devnet.keys.allocator });
+
+/** A node's role as its /health answers it: 'leader' or 'standby'. */
+export const nodeRole = async (n: NodeProcess) => (await api(n.url, '/health')).body.role as string;
+
+/** Waits (60 s at most) until the node answers role `r`. */
+export const untilRole = (n: NodeProcess, r: string, what: string) => until(async () => ((await nodeRole(n)) === r ? true : undefined), what, 60_000);
