@@ -16,14 +16,15 @@
 // its own, so hosts' clocks must agree to well under the quarter lease kept as margin (NTP: milliseconds).
 // A paused process (SIGSTOP, a long GC, a VM migration) does not see time pass on its timers, but it
 // does on its monotonic clock: on resuming past its deadline it broadcasts nothing more.
-import { performance } from 'node:perf_hooks';
 import type { ActingLedger } from '../ledger/fenced.ts';
-import type { Ledger } from '../ledger/index.ts';
+import type { Ledger, LedgerLocation } from '../ledger/index.ts';
 import { LeaseLostError } from '../ledger/leases.ts';
 import { errText } from '../lib/errors.ts';
+import { beat, monotonicMs } from '../lib/threadLife.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { BroadcastGate } from '../submitter/gate.ts';
+import { ThreadRenewer } from './renewer.ts';
 
 /** The exit code of a node that stopped acting because it lost the leader lease (EX_TEMPFAIL: start it again). */
 export const EXIT_LEASE_LOST = 75;
@@ -42,9 +43,15 @@ export interface LeadershipOptions {
   onLead(epoch: number): Promise<void>;
   /** This node stopped acting (already fenced): exit. */
   onLost(err: LeaseLostError): void;
-  /** Wall clock (ms since the Unix epoch), written into the lease. */
+  /**
+   * Where a renewer thread reaches the ledger on a connection of its own (the node's ledger location): the leader's
+   * renewals then run there, off this thread's event loop (renewer.ts), and the clocks are the real ones. Absent,
+   * the renewals run on this thread's timers, with the clocks below (tests on fake timers).
+   */
+  renewFrom?: LedgerLocation;
+  /** Wall clock (ms since the Unix epoch), written into the lease (without renewFrom). */
   now?: () => number;
-  /** Monotonic clock (ms), for the deadline. */
+  /** Monotonic clock (ms), for the deadline (without renewFrom; with it, the process-wide monotonic clock). */
   monotonic?: () => number;
 }
 
@@ -55,7 +62,10 @@ export class Leadership implements BroadcastGate {
   readonly #mono: () => number;
   readonly #marginMs: number;
   #epoch: number | undefined;
-  #deadline = Number.NEGATIVE_INFINITY;
+  // Renewals on this thread: when the last one that landed was sent (monotonic).
+  #sent = Number.NEGATIVE_INFINITY;
+  // Renewals on a thread of their own (renewFrom): it keeps the same, in shared memory.
+  #renewer: ThreadRenewer | undefined;
   #lost: LeaseLostError | undefined;
   #timer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
@@ -63,8 +73,8 @@ export class Leadership implements BroadcastGate {
 
   constructor(o: LeadershipOptions) {
     this.#o = o;
-    this.#now = o.now ?? Date.now;
-    this.#mono = o.monotonic ?? (() => performance.now());
+    this.#now = o.renewFrom ? Date.now : (o.now ?? Date.now);
+    this.#mono = o.renewFrom ? monotonicMs : (o.monotonic ?? monotonicMs);
     this.#marginMs = Math.floor(o.leaseMs / 4);
   }
 
@@ -95,6 +105,7 @@ export class Leadership implements BroadcastGate {
   check(): void {
     if (this.#lost) throw this.#lost;
     if (this.#epoch === undefined) throw new LeaseLostError(undefined, `${this.#o.nodeId} is a standby`);
+    if (this.#renewer?.refused) this.lost(new LeaseLostError(this.#fence(), 'the renewal was refused: another node holds the lease'));
     if (this.#mono() >= this.#deadline) this.lost(new LeaseLostError(this.#fence(), 'the lease deadline passed before a renewal'));
   }
 
@@ -107,6 +118,7 @@ export class Leadership implements BroadcastGate {
     if (!this.#lost) {
       this.#lost = err;
       this.#o.acting.disarm(err.message);
+      this.#renewer?.stop();
       clearTimeout(this.#timer);
       clearTimeout(this.#deadlineTimer);
       this.#o.metrics.leader.set(0);
@@ -119,6 +131,7 @@ export class Leadership implements BroadcastGate {
   /** A clean stop: stop renewing and, when leading, free the lease at once for a standby. */
   stop(): void {
     this.#stopped = true;
+    this.#renewer?.stop();
     clearTimeout(this.#timer);
     clearTimeout(this.#deadlineTimer);
     if (this.#epoch === undefined || this.#lost) return;
@@ -154,7 +167,7 @@ export class Leadership implements BroadcastGate {
     }
     if (epoch === undefined) return this.#schedule(() => this.#tryAcquire());
     this.#epoch = epoch;
-    this.#extend(sent);
+    this.#sent = sent;
     this.#o.acting.arm({ holder: nodeId, epoch });
     this.#o.metrics.leader.set(1);
     this.#o.metrics.leaderEpoch.set(epoch);
@@ -162,7 +175,13 @@ export class Leadership implements BroadcastGate {
       { nodeId, epoch, previousEpoch: previous?.epoch, previousHolder: previous?.holder ?? undefined },
       `took over the leader lease (epoch ${previous?.epoch ?? '?'} → ${epoch}): starting the chain stages`,
     );
-    this.#schedule(() => this.#renew());
+    if (this.#o.renewFrom) {
+      this.#renewer = new ThreadRenewer({ where: this.#o.renewFrom, holder: nodeId, epoch, leaseMs, renewMs: this.#o.renewMs, sentMs: sent, log });
+      this.#tick();
+    } else {
+      this.#watchDeadline();
+      this.#schedule(() => this.#renew());
+    }
     this.#o.onLead(epoch).catch((err) => {
       if (this.#lost || this.#stopped) return;
       try {
@@ -183,7 +202,8 @@ export class Leadership implements BroadcastGate {
       if (!ledger.leases.renew(nodeId, this.#epoch, this.#now(), leaseMs)) {
         this.lost(new LeaseLostError(this.#fence(), 'the renewal was refused: another node holds the lease'));
       }
-      this.#extend(sent);
+      this.#sent = sent;
+      this.#watchDeadline();
     } catch (err) {
       if (this.#lost) return;
       // The ledger did not answer: try again; the deadline timer ends it if no renewal lands in time.
@@ -192,10 +212,22 @@ export class Leadership implements BroadcastGate {
     this.#schedule(() => this.#renew());
   }
 
-  // A renewal sent at `sent` (monotonic) landed: act until sent + leaseMs − margin.
-  #extend(sent: number): void {
-    this.#deadline = sent + this.#o.leaseMs - this.#marginMs;
-    this.#watchDeadline();
+  // The last renewal that landed was sent at `sent` (monotonic): act until sent + leaseMs − margin.
+  get #deadline(): number {
+    return (this.#renewer ? this.#renewer.sentMs : this.#sent) + this.#o.leaseMs - this.#marginMs;
+  }
+
+  // With a renewer thread: every half renewal, show it this thread's event loop turns, and end the leadership
+  // when a renewal was refused or the deadline passed with none landing.
+  #tick(): void {
+    if (this.#stopped || this.#lost) return;
+    beat();
+    try {
+      this.check();
+    } catch {
+      return; // reported by check
+    }
+    this.#deadlineTimer = setTimeout(() => this.#tick(), Math.max(1, Math.floor(this.#o.renewMs / 2)));
   }
 
   // Ends the leadership when the deadline passes with no renewal (a timer may fire a little early: it looks again).

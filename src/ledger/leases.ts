@@ -28,6 +28,12 @@ export class LeaseLostError extends Error {
 }
 
 /**
+ * The renewal (`@expires`, `@holder`, `@epoch`): one row changed while the lease is still this holder's at this
+ * epoch. Exported for the leader's renewer thread (src/lease/renewer.ts), which runs it on a connection of its own.
+ */
+export const RENEW_SQL = 'UPDATE leader_lease SET expires_at = @expires WHERE id = 1 AND holder = @holder AND epoch = @epoch';
+
+/**
  * The leader lease (the one-row table leader_lease): which of several nodes on one ledger acts on
  * the chains, under which epoch. Each method is one statement (atomic on its own), in plain SQL.
  *
@@ -45,7 +51,7 @@ export class Leases {
   constructor(db: Db) {
     this.#acquire = db.prepare(`UPDATE leader_lease SET holder = @holder, epoch = epoch + 1, expires_at = @expires
       WHERE id = 1 AND (holder IS NULL OR expires_at <= @now) RETURNING epoch`);
-    this.#renew = db.prepare('UPDATE leader_lease SET expires_at = @expires WHERE id = 1 AND holder = @holder AND epoch = @epoch');
+    this.#renew = db.prepare(RENEW_SQL);
     this.#release = db.prepare('UPDATE leader_lease SET holder = NULL, expires_at = 0 WHERE id = 1 AND holder = @holder AND epoch = @epoch');
     this.#current = db.prepare('SELECT holder, epoch, expires_at FROM leader_lease WHERE id = 1');
     this.#holds = db.prepare('SELECT 1 AS yes FROM leader_lease WHERE id = 1 AND holder = @holder AND epoch = @epoch');
