@@ -4,13 +4,25 @@
 //             holder's clock);
 //   leader    on taking it: arms the acting ledger with (node id, epoch) and starts the chain stages as
 //             a fresh start does (each chain reconciles what the ledger recorded before signing
-//             anything new); renews every renewMs, and keeps a deadline on its own monotonic clock:
+//             anything new); renews every renewMs, and keeps a deadline on the monotonic clock:
 //             the moment it sent its last successful renewal + leaseMs − a quarter lease. Every
 //             broadcast checks that deadline first (the BroadcastGate), every ledger write checks the
 //             lease row (fencedLedger);
 //   lost      a renewal refused or failing past the deadline, a write finding the lease taken, a
 //             broadcast past the deadline: the acting ledger is disarmed first, then the process
 //             exits with EXIT_LEASE_LOST. Crash-only: a supervisor starts it again, as a standby.
+//
+// Renewals off the event loop (renewFrom, as the node runs): on PostgreSQL every ledger call blocks this
+// thread until it answers, so a new leader reconciling (thousands of calls back to back) or a loaded host
+// kept the event loop from turning for seconds, a renewal timer here fired late, and a healthy leader lost
+// its lease by itself. The renewals run on a thread of their own with a ledger connection of their own
+// (renewer.ts), and only while this thread shows life (src/lib/threadLife.ts): its event loop turns (a
+// heartbeat every renewMs/2) or it waits on the ledger inside a call's bound. A thread showing neither for
+// leaseMs/2 is hung: the renewals stop and the lease expires for a standby. The renewer writes when it sent
+// the last renewal that landed (process-wide monotonic clock) and a refusal into shared memory; check()
+// reads both, and the heartbeat timer turns a refusal or a passed deadline into lost(). Acquiring,
+// releasing, the fence inside write transactions, arming and disarming stay on this thread. Without
+// renewFrom (tests on fake timers) the renewals run on this thread's timers, as before.
 //
 // Clocks: the lease's expiry is written with the holder's wall clock and compared by a standby with
 // its own, so hosts' clocks must agree to well under the quarter lease kept as margin (NTP: milliseconds).
