@@ -7,10 +7,11 @@
 // starts without the main thread's TypeScript loader (tsx, vitest); it needs nothing but `pg` or `better-sqlite3`.
 import { parentPort, workerData } from 'node:worker_threads';
 
-const { life, lease, slots, where, statement, holder, epoch, leaseMs, renewMs, hungMs, timeoutMs } = workerData;
+const { life, lease, slots, where, statement, holder, epoch, leaseMs, actMs, renewMs, hungMs, timeoutMs } = workerData;
 const lifeView = new BigInt64Array(life);
 const leaseView = new BigInt64Array(lease);
 const hungMicros = BigInt(Math.round(hungMs * 1000));
+const actMicros = BigInt(Math.round(actMs * 1000));
 
 const micros = () => process.hrtime.bigint() / 1000n;
 const running = () => Atomics.load(leaseView, slots.state) === slots.renewing;
@@ -75,6 +76,9 @@ const ledger = await connect().catch((e) => {
 let hung = false;
 while (ledger && running()) {
   const sent = micros();
+  // Past the gate's deadline already (the process was paused, or no renewal landed in time): the leader stops
+  // acting, even if the lease is still its own; never extend it again.
+  if (sent >= Atomics.load(leaseView, slots.sent) + actMicros) break;
   if (alive(sent)) {
     if (hung) say({ alive: true });
     hung = false;

@@ -28,6 +28,8 @@ export interface RenewerOptions {
   renewMs: number;
   /** When the acquisition that took the lease was sent, on the process-wide monotonic clock (threadLife.monotonicMs). */
   sentMs: number;
+  /** How long a renewal sent lets the leader act (the gate's deadline after it): past it, no more renewals. */
+  actMs: number;
   /** A main thread showing no life for this long is hung: no more renewals (leaseMs / 2 by default). */
   hungMs?: number;
   log: Logger;
@@ -56,6 +58,7 @@ export class ThreadRenewer {
         holder: o.holder,
         epoch: o.epoch,
         leaseMs: o.leaseMs,
+        actMs: o.actMs,
         renewMs: o.renewMs,
         hungMs: o.hungMs ?? o.leaseMs / 2,
         timeoutMs,
