@@ -146,3 +146,26 @@ describe('lease renewal off the event loop', () => {
     expect(a.leadership.role).toBe('standby');
   }, 30_000);
 });
+
+describe('lease expiry on the database clock', () => {
+  it("PostgreSQL: a node whose clock runs ahead cannot take a running lease early, one whose clock lags neither shortens nor stretches its own", async () => {
+    const url = await server.createDatabase();
+    const a = Ledger.connect({ path: '', url });
+    const b = Ledger.connect({ path: '', url });
+    opened.push(a, b);
+    const TTL = 60_000;
+    const HOUR = 3_600_000;
+    const epoch = a.leases.acquire('a', Date.now(), TTL)!;
+    // By b's clock, an hour ahead, a's lease expired long ago; by the database's it runs for a minute.
+    expect(b.leases.acquire('b', Date.now() + HOUR, TTL)).toBeUndefined();
+    // a's clock an hour behind: the renewal still runs to the database's now + ttl (the database is on this host).
+    const before = Date.now();
+    expect(a.leases.renew('a', epoch, Date.now() - HOUR, TTL)).toBe(true);
+    expect(a.leases.current().expires_at).toBeGreaterThanOrEqual(before + TTL);
+    // A lease renewed for 1 ms expires by the database's clock: b takes it, its own clock an hour behind.
+    expect(a.leases.renew('a', epoch, Date.now() + HOUR, 1)).toBe(true);
+    const next = await until(() => b.leases.acquire('b', Date.now() - HOUR, TTL), 'b to take the expired lease', 5_000);
+    expect(next).toBe(epoch + 1);
+    expect(b.leases.current()).toMatchObject({ holder: 'b', epoch: epoch + 1 });
+  }, 30_000);
+});

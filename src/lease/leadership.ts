@@ -1,7 +1,6 @@
 // Active/standby: which of several nodes on one ledger acts on the chains.
 //
-//   standby   serves the API; every renewMs tries to take the leader lease (free, or expired by its
-//             holder's clock);
+//   standby   serves the API; every renewMs tries to take the leader lease (free, or expired);
 //   leader    on taking it: arms the acting ledger with (node id, epoch) and starts the chain stages as
 //             a fresh start does (each chain reconciles what the ledger recorded before signing
 //             anything new); renews every renewMs, and keeps a deadline on the monotonic clock:
@@ -24,8 +23,9 @@
 // releasing, the fence inside write transactions, arming and disarming stay on this thread. Without
 // renewFrom (tests on fake timers) the renewals run on this thread's timers, as before.
 //
-// Clocks: the lease's expiry is written with the holder's wall clock and compared by a standby with
-// its own, so hosts' clocks must agree to well under the quarter lease kept as margin (NTP: milliseconds).
+// Clocks: the lease's expiry is written and compared on the database's clock on PostgreSQL (one clock for
+// nodes on several hosts), on the host's wall clock on SQLite (one host); see leases.ts. The holder stops
+// acting by its monotonic clock, never by a wall clock.
 // A paused process (SIGSTOP, a long GC, a VM migration) does not see time pass on its timers, but it
 // does on its monotonic clock: on resuming past its deadline it broadcasts nothing more.
 import type { ActingLedger } from '../ledger/fenced.ts';

@@ -30,9 +30,9 @@ async function connect() {
   if (where.url) {
     const { default: pg } = await import('pg');
     let client;
-    const values = (expires) => statement.names.map((n) => ({ holder, epoch, expires })[n]);
+    const values = (now) => statement.names.map((n) => ({ holder, epoch, now, ttl: leaseMs })[n]);
     return {
-      async renew(expires) {
+      async renew(now) {
         if (!client) {
           const c = new pg.Client({ connectionString: where.url, connectionTimeoutMillis: timeoutMs, query_timeout: timeoutMs, keepAlive: true });
           c.on('error', () => {
@@ -47,7 +47,7 @@ async function connect() {
           client = c;
         }
         try {
-          const r = await client.query({ text: statement.text, values: values(expires), name: 'lease_renew' });
+          const r = await client.query({ text: statement.text, values: values(now), name: 'lease_renew' });
           return r.rowCount === 1;
         } catch (e) {
           // Timed out or failed: a connection of unknown state; the next renewal opens a new one.
@@ -64,7 +64,7 @@ async function connect() {
   db.pragma(`busy_timeout = ${timeoutMs}`);
   const renew = db.prepare(statement.text);
   return {
-    renew: async (expires) => renew.run({ holder, epoch, expires }).changes === 1,
+    renew: async (now) => renew.run({ holder, epoch, now, ttl: leaseMs }).changes === 1,
     close: () => db.close(),
   };
 }
@@ -83,8 +83,9 @@ while (ledger && running()) {
     if (hung) say({ alive: true });
     hung = false;
     try {
-      // The expiry on this host's wall clock, read after `sent`: the gate's deadline (sent + lease − margin) comes first.
-      const landed = await ledger.renew(Date.now() + leaseMs);
+      // The expiry is now + lease, now read after `sent` (PostgreSQL: the database's clock; SQLite: this host's): the
+      // gate's deadline (sent + lease − margin) comes first.
+      const landed = await ledger.renew(Date.now());
       if (!running()) break;
       if (landed) Atomics.store(leaseView, slots.sent, sent);
       else {

@@ -5,7 +5,7 @@
 // which the main thread reads without waiting: when the last renewal that landed was sent, or that one was refused.
 import { Worker } from 'node:worker_threads';
 import type { LedgerLocation } from '../ledger/index.ts';
-import { RENEW_SQL } from '../ledger/leases.ts';
+import { renewSql } from '../ledger/leases.ts';
 import { translate } from '../ledger/postgres/pgDb.ts';
 import { hideUrl } from '../ledger/pgUrl.ts';
 import { DEFAULT_TIMEOUT_MS } from '../ledger/postgres/syncClient.ts';
@@ -44,10 +44,10 @@ export class ThreadRenewer {
     this.#view = new BigInt64Array(new SharedArrayBuffer(2 * BigInt64Array.BYTES_PER_ELEMENT));
     Atomics.store(this.#view, SENT, BigInt(Math.floor(o.sentMs * 1000)));
     const timeoutMs = o.where.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    const t = translate(RENEW_SQL);
+    const t = translate(renewSql('postgres'));
     const statement = o.where.url
       ? { text: t.text, names: t.sources.map((s) => ('name' in s ? s.name : '')) }
-      : { text: RENEW_SQL, names: [] };
+      : { text: renewSql('sqlite'), names: [] };
     this.#worker = new Worker(new URL('./renewWorker.mjs', import.meta.url), {
       workerData: {
         life: lifeBuffer(),
