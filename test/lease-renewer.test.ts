@@ -148,7 +148,7 @@ describe('lease renewal off the event loop', () => {
 });
 
 describe('lease expiry on the database clock', () => {
-  it("PostgreSQL: a node whose clock runs ahead cannot take a running lease early, one whose clock lags neither shortens nor stretches its own", async () => {
+  it('PostgreSQL: a node whose clock runs ahead cannot take a running lease early, one whose clock lags neither shortens nor stretches its own', async () => {
     const url = await server.createDatabase();
     const a = Ledger.connect({ path: '', url });
     const b = Ledger.connect({ path: '', url });

@@ -188,7 +188,16 @@ export class Leadership implements BroadcastGate {
       `took over the leader lease (epoch ${previous?.epoch ?? '?'} → ${epoch}): starting the chain stages`,
     );
     if (this.#o.renewFrom) {
-      this.#renewer = new ThreadRenewer({ where: this.#o.renewFrom, holder: nodeId, epoch, leaseMs, renewMs: this.#o.renewMs, sentMs: sent, actMs: leaseMs - this.#marginMs, log });
+      this.#renewer = new ThreadRenewer({
+        where: this.#o.renewFrom,
+        holder: nodeId,
+        epoch,
+        leaseMs,
+        renewMs: this.#o.renewMs,
+        sentMs: sent,
+        actMs: leaseMs - this.#marginMs,
+        log,
+      });
       this.#tick();
     } else {
       this.#watchDeadline();

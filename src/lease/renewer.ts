@@ -45,9 +45,7 @@ export class ThreadRenewer {
     Atomics.store(this.#view, SENT, BigInt(Math.floor(o.sentMs * 1000)));
     const timeoutMs = o.where.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const t = translate(renewSql('postgres'));
-    const statement = o.where.url
-      ? { text: t.text, names: t.sources.map((s) => ('name' in s ? s.name : '')) }
-      : { text: renewSql('sqlite'), names: [] };
+    const statement = o.where.url ? { text: t.text, names: t.sources.map((s) => ('name' in s ? s.name : '')) } : { text: renewSql('sqlite'), names: [] };
     this.#worker = new Worker(new URL('./renewWorker.mjs', import.meta.url), {
       workerData: {
         life: lifeBuffer(),
