@@ -120,7 +120,7 @@ describe('lease renewal off the event loop', () => {
 
       // Stuck (a loop, a deadlock in native code): no timer, no ledger call, for longer than the lease and the
       // half lease after which the renewer calls the thread hung.
-      busy(2 * LEASE_MS + RENEW_MS);
+      busy(2 * LEASE_MS + 3 * RENEW_MS);
       expect(() => a.leadership.check()).toThrow(LeaseLostError);
       expect(a.state.lost).toHaveLength(1);
       // The renewals stopped: the lease expired in the ledger while a was stuck.
