@@ -112,6 +112,8 @@ export class RelayNode {
         nodeId: config.ha.nodeId ?? `${hostname()}:${process.pid}`,
         leaseMs: config.ha.leaseMs,
         renewMs: config.ha.renewMs,
+        // Renewals on a thread of their own, with a connection of their own: the event loop may stall in ledger calls.
+        renewFrom: ledgerLocation(config),
         log: this.log,
         metrics: this.metrics,
         onLead: () => this.#startStages(),

@@ -51,6 +51,8 @@ function node(nodeId: string, ledgerUrl: string) {
     nodeId,
     leaseMs: LEASE_MS,
     renewMs: RENEW_MS,
+    // As a node renews: from a thread of its own, on its own connection through the same (cut) link.
+    renewFrom: { path: '', url: ledgerUrl, timeoutMs: CALL_TIMEOUT_MS },
     log: createLogger('silent'),
     metrics: createMetrics(),
     onLead: async (epoch) => void state.led.push(epoch),

@@ -1,10 +1,9 @@
 // Active/standby: which of several nodes on one ledger acts on the chains.
 //
-//   standby   serves the API; every renewMs tries to take the leader lease (free, or expired by its
-//             holder's clock);
+//   standby   serves the API; every renewMs tries to take the leader lease (free, or expired);
 //   leader    on taking it: arms the acting ledger with (node id, epoch) and starts the chain stages as
 //             a fresh start does (each chain reconciles what the ledger recorded before signing
-//             anything new); renews every renewMs, and keeps a deadline on its own monotonic clock:
+//             anything new); renews every renewMs, and keeps a deadline on the monotonic clock:
 //             the moment it sent its last successful renewal + leaseMs − a quarter lease. Every
 //             broadcast checks that deadline first (the BroadcastGate), every ledger write checks the
 //             lease row (fencedLedger);
@@ -12,18 +11,32 @@
 //             broadcast past the deadline: the acting ledger is disarmed first, then the process
 //             exits with EXIT_LEASE_LOST. Crash-only: a supervisor starts it again, as a standby.
 //
-// Clocks: the lease's expiry is written with the holder's wall clock and compared by a standby with
-// its own, so hosts' clocks must agree to well under the quarter lease kept as margin (NTP: milliseconds).
+// Renewals off the event loop (renewFrom, as the node runs): on PostgreSQL every ledger call blocks this
+// thread until it answers, so a new leader reconciling (thousands of calls back to back) or a loaded host
+// kept the event loop from turning for seconds, a renewal timer here fired late, and a healthy leader lost
+// its lease by itself. The renewals run on a thread of their own with a ledger connection of their own
+// (renewer.ts), and only while this thread shows life (src/lib/threadLife.ts): its event loop turns (a
+// heartbeat every renewMs/2) or it waits on the ledger inside a call's bound. A thread showing neither for
+// leaseMs/2 is hung: the renewals stop and the lease expires for a standby. The renewer writes when it sent
+// the last renewal that landed (process-wide monotonic clock) and a refusal into shared memory; check()
+// reads both, and the heartbeat timer turns a refusal or a passed deadline into lost(). Acquiring,
+// releasing, the fence inside write transactions, arming and disarming stay on this thread. Without
+// renewFrom (tests on fake timers) the renewals run on this thread's timers, as before.
+//
+// Clocks: the lease's expiry is written and compared on the database's clock on PostgreSQL (one clock for
+// nodes on several hosts), on the host's wall clock on SQLite (one host); see leases.ts. The holder stops
+// acting by its monotonic clock, never by a wall clock.
 // A paused process (SIGSTOP, a long GC, a VM migration) does not see time pass on its timers, but it
 // does on its monotonic clock: on resuming past its deadline it broadcasts nothing more.
-import { performance } from 'node:perf_hooks';
 import type { ActingLedger } from '../ledger/fenced.ts';
-import type { Ledger } from '../ledger/index.ts';
+import type { Ledger, LedgerLocation } from '../ledger/index.ts';
 import { LeaseLostError } from '../ledger/leases.ts';
 import { errText } from '../lib/errors.ts';
+import { beat, monotonicMs } from '../lib/threadLife.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { BroadcastGate } from '../submitter/gate.ts';
+import { ThreadRenewer } from './renewer.ts';
 
 /** The exit code of a node that stopped acting because it lost the leader lease (EX_TEMPFAIL: start it again). */
 export const EXIT_LEASE_LOST = 75;
@@ -42,9 +55,15 @@ export interface LeadershipOptions {
   onLead(epoch: number): Promise<void>;
   /** This node stopped acting (already fenced): exit. */
   onLost(err: LeaseLostError): void;
-  /** Wall clock (ms since the Unix epoch), written into the lease. */
+  /**
+   * Where a renewer thread reaches the ledger on a connection of its own (the node's ledger location): the leader's
+   * renewals then run there, off this thread's event loop (renewer.ts), and the clocks are the real ones. Absent,
+   * the renewals run on this thread's timers, with the clocks below (tests on fake timers).
+   */
+  renewFrom?: LedgerLocation;
+  /** Wall clock (ms since the Unix epoch), written into the lease (without renewFrom). */
   now?: () => number;
-  /** Monotonic clock (ms), for the deadline. */
+  /** Monotonic clock (ms), for the deadline (without renewFrom; with it, the process-wide monotonic clock). */
   monotonic?: () => number;
 }
 
@@ -55,7 +74,10 @@ export class Leadership implements BroadcastGate {
   readonly #mono: () => number;
   readonly #marginMs: number;
   #epoch: number | undefined;
-  #deadline = Number.NEGATIVE_INFINITY;
+  // Renewals on this thread: when the last one that landed was sent (monotonic).
+  #sent = Number.NEGATIVE_INFINITY;
+  // Renewals on a thread of their own (renewFrom): it keeps the same, in shared memory.
+  #renewer: ThreadRenewer | undefined;
   #lost: LeaseLostError | undefined;
   #timer: NodeJS.Timeout | undefined;
   #deadlineTimer: NodeJS.Timeout | undefined;
@@ -63,8 +85,8 @@ export class Leadership implements BroadcastGate {
 
   constructor(o: LeadershipOptions) {
     this.#o = o;
-    this.#now = o.now ?? Date.now;
-    this.#mono = o.monotonic ?? (() => performance.now());
+    this.#now = o.renewFrom ? Date.now : (o.now ?? Date.now);
+    this.#mono = o.renewFrom ? monotonicMs : (o.monotonic ?? monotonicMs);
     this.#marginMs = Math.floor(o.leaseMs / 4);
   }
 
@@ -95,6 +117,7 @@ export class Leadership implements BroadcastGate {
   check(): void {
     if (this.#lost) throw this.#lost;
     if (this.#epoch === undefined) throw new LeaseLostError(undefined, `${this.#o.nodeId} is a standby`);
+    if (this.#renewer?.refused) this.lost(new LeaseLostError(this.#fence(), 'the renewal was refused: another node holds the lease'));
     if (this.#mono() >= this.#deadline) this.lost(new LeaseLostError(this.#fence(), 'the lease deadline passed before a renewal'));
   }
 
@@ -107,6 +130,7 @@ export class Leadership implements BroadcastGate {
     if (!this.#lost) {
       this.#lost = err;
       this.#o.acting.disarm(err.message);
+      this.#renewer?.stop();
       clearTimeout(this.#timer);
       clearTimeout(this.#deadlineTimer);
       this.#o.metrics.leader.set(0);
@@ -119,6 +143,7 @@ export class Leadership implements BroadcastGate {
   /** A clean stop: stop renewing and, when leading, free the lease at once for a standby. */
   stop(): void {
     this.#stopped = true;
+    this.#renewer?.stop();
     clearTimeout(this.#timer);
     clearTimeout(this.#deadlineTimer);
     if (this.#epoch === undefined || this.#lost) return;
@@ -154,7 +179,7 @@ export class Leadership implements BroadcastGate {
     }
     if (epoch === undefined) return this.#schedule(() => this.#tryAcquire());
     this.#epoch = epoch;
-    this.#extend(sent);
+    this.#sent = sent;
     this.#o.acting.arm({ holder: nodeId, epoch });
     this.#o.metrics.leader.set(1);
     this.#o.metrics.leaderEpoch.set(epoch);
@@ -162,7 +187,22 @@ export class Leadership implements BroadcastGate {
       { nodeId, epoch, previousEpoch: previous?.epoch, previousHolder: previous?.holder ?? undefined },
       `took over the leader lease (epoch ${previous?.epoch ?? '?'} → ${epoch}): starting the chain stages`,
     );
-    this.#schedule(() => this.#renew());
+    if (this.#o.renewFrom) {
+      this.#renewer = new ThreadRenewer({
+        where: this.#o.renewFrom,
+        holder: nodeId,
+        epoch,
+        leaseMs,
+        renewMs: this.#o.renewMs,
+        sentMs: sent,
+        actMs: leaseMs - this.#marginMs,
+        log,
+      });
+      this.#tick();
+    } else {
+      this.#watchDeadline();
+      this.#schedule(() => this.#renew());
+    }
     this.#o.onLead(epoch).catch((err) => {
       if (this.#lost || this.#stopped) return;
       try {
@@ -183,7 +223,8 @@ export class Leadership implements BroadcastGate {
       if (!ledger.leases.renew(nodeId, this.#epoch, this.#now(), leaseMs)) {
         this.lost(new LeaseLostError(this.#fence(), 'the renewal was refused: another node holds the lease'));
       }
-      this.#extend(sent);
+      this.#sent = sent;
+      this.#watchDeadline();
     } catch (err) {
       if (this.#lost) return;
       // The ledger did not answer: try again; the deadline timer ends it if no renewal lands in time.
@@ -192,10 +233,22 @@ export class Leadership implements BroadcastGate {
     this.#schedule(() => this.#renew());
   }
 
-  // A renewal sent at `sent` (monotonic) landed: act until sent + leaseMs − margin.
-  #extend(sent: number): void {
-    this.#deadline = sent + this.#o.leaseMs - this.#marginMs;
-    this.#watchDeadline();
+  // The last renewal that landed was sent at `sent` (monotonic): act until sent + leaseMs − margin.
+  get #deadline(): number {
+    return (this.#renewer ? this.#renewer.sentMs : this.#sent) + this.#o.leaseMs - this.#marginMs;
+  }
+
+  // With a renewer thread: every half renewal, show it this thread's event loop turns, and end the leadership
+  // when a renewal was refused or the deadline passed with none landing.
+  #tick(): void {
+    if (this.#stopped || this.#lost) return;
+    beat();
+    try {
+      this.check();
+    } catch {
+      return; // reported by check
+    }
+    this.#deadlineTimer = setTimeout(() => this.#tick(), Math.max(1, Math.floor(this.#o.renewMs / 2)));
   }
 
   // Ends the leadership when the deadline passes with no renewal (a timer may fire a little early: it looks again).

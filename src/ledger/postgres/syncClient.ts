@@ -1,5 +1,6 @@
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from 'node:worker_threads';
 import { LedgerQueryError, LedgerUnavailable } from '../errors.ts';
+import { ledgerCallEnded, ledgerCallStarted } from '../../lib/threadLife.ts';
 import { hideUrl } from '../pgUrl.ts';
 
 /** One statement of a batch: text with `$n` placeholders, its values, and a name to prepare it once per connection. */
@@ -214,8 +215,18 @@ export class SyncPgClient {
     return m;
   }
 
-  // Blocks until the worker's answer `id` arrives; past `timeoutMs` the worker is dropped and the call fails.
+  // The thread waits on the ledger, within a bound: alive meanwhile, for the lease's renewer (src/lib/threadLife.ts).
   #await(id: number, timeoutMs: number, late: string): Answer {
+    const before = ledgerCallStarted(timeoutMs);
+    try {
+      return this.#awaitAnswer(id, timeoutMs, late);
+    } finally {
+      ledgerCallEnded(before);
+    }
+  }
+
+  // Blocks until the worker's answer `id` arrives; past `timeoutMs` the worker is dropped and the call fails.
+  #awaitAnswer(id: number, timeoutMs: number, late: string): Answer {
     const port = this.#port!;
     const wake = this.#wake!;
     const deadline = Date.now() + timeoutMs;
