@@ -2,38 +2,75 @@
 // chains, users, statuses and currencies, served by `relay-node api` in its own process; then p50/p99
 // latency and requests/s of the listed queries, beside /health of the same server (a constant body:
 // the ceiling), all driven by the same load generator (autocannon) in the same run.
-// Usage: npm run bench:requests-api -- [rows] [requests per query] [concurrency]
+// Usage: npm run bench:requests-api -- [rows] [requests per query] [concurrency] [--ledger sqlite|postgres]
+// --ledger postgres: the ledger in a PostgreSQL this bench starts (fsync off while seeding does not change reads),
+// seeded in bulk (seedRequestsPostgres: the same rows as SQLite's), and the same API process on it.
+// The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 import { spawn } from 'node:child_process';
 import autocannon from 'autocannon';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { startPostgres } from '../src/devnet/postgres.ts';
 import { Ledger } from '../src/ledger/index.ts';
-import { seededRequest, seedRequests } from '../test/helpers/seedRequests.ts';
+import { withPostgres } from '../src/ledger/pgUrl.ts';
+import { PostgresLedger } from '../src/ledger/postgres/ledger.ts';
+import { seededRequest, seedRequests, seedRequestsPostgres } from '../test/helpers/seedRequests.ts';
 
-const ROWS = Number(process.argv[2] ?? 1_000_000);
-const PER_QUERY = Number(process.argv[3] ?? 2_000);
-const CONCURRENCY = Number(process.argv[4] ?? 2);
+const args = process.argv.slice(2);
+const at = args.indexOf('--ledger');
+const LEDGER = at >= 0 ? args.splice(at, 2)[1] : 'sqlite';
+if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
+const ROWS = Number(args[0] ?? 1_000_000);
+const PER_QUERY = Number(args[1] ?? 2_000);
+const CONCURRENCY = Number(args[2] ?? 2);
 
 const dir = mkdtempSync(join(tmpdir(), 'relay-bench-requests-'));
 const CHAINS = [8453, 10, 1, 42161, 137];
 
 // ---------------------------------------------------------------- the ledger
 const t0 = Date.now();
-const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
-const { key } = ledger.apiKeys.create('bench');
-ledger.db.pragma('synchronous = OFF');
-seedRequests(ledger.db, ROWS);
+const postgres = LEDGER === 'postgres' ? await startPostgres({ durable: false }) : undefined;
+let key: string;
+let ledgerUrl: string | undefined;
+let seedSeconds = 0;
+try {
+  if (postgres) {
+    // Migrated and given its key through the ledger, then seeded in bulk on a connection of its own.
+    ledgerUrl = await postgres.createDatabase();
+    const ledger = PostgresLedger.open(ledgerUrl);
+    key = ledger.apiKeys.create('bench').key;
+    ledger.close();
+    const s0 = Date.now();
+    await withPostgres(ledgerUrl, async (client) => {
+      await seedRequestsPostgres(client, ROWS);
+      await client.query('ANALYZE');
+    });
+    seedSeconds = (Date.now() - s0) / 1000;
+  } else {
+    const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
+    key = ledger.apiKeys.create('bench').key;
+    ledger.db.pragma('synchronous = OFF');
+    const s0 = Date.now();
+    seedRequests(ledger.db, ROWS);
+    ledger.db.pragma('synchronous = FULL');
+    ledger.db.exec('ANALYZE');
+    seedSeconds = (Date.now() - s0) / 1000;
+    ledger.close();
+  }
+} catch (e) {
+  await postgres?.stop();
+  throw e;
+}
 // A fill from the middle of the ledger: the request, its wallet and its hashes are what the listed queries look up.
 let mid = Math.floor(ROWS / 2);
 while (seededRequest(mid).status !== 'success') mid++;
 const { id, user, depositTx, fillTx } = seededRequest(mid);
 const samples = { id, user, depositTx: depositTx!, fillTx: fillTx! };
-ledger.db.pragma('synchronous = FULL');
-ledger.db.exec('ANALYZE');
-ledger.close();
 const buildSeconds = (Date.now() - t0) / 1000;
-console.log(`ledger: ${ROWS.toLocaleString()} requests built in ${buildSeconds.toFixed(1)} s`);
+console.log(
+  `ledger (${LEDGER}): ${ROWS.toLocaleString()} requests seeded in ${seedSeconds.toFixed(1)} s (${Math.round(ROWS / Math.max(seedSeconds, 0.001)).toLocaleString()} rows/s, with ANALYZE), ${buildSeconds.toFixed(1)} s with the ledger's creation${postgres ? ' (server start and migrations)' : ''}`,
+);
 
 // ---------------------------------------------------------------- the server, in its own process
 const configPath = join(dir, 'config.json');
@@ -41,6 +78,7 @@ writeFileSync(
   configPath,
   JSON.stringify({
     dataDir: dir,
+    ...(ledgerUrl ? { ledger: { url: ledgerUrl } } : {}),
     api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000 } },
     log: { level: 'info' },
     solverKey: { env: 'BENCH_SOLVER_KEY' },
@@ -69,6 +107,10 @@ const url = await new Promise<string>((resolve, reject) => {
   server.stdout.on('data', onData);
   server.stderr.on('data', onData);
   server.on('exit', (code) => reject(new Error(`api exited (${code}): ${out}`)));
+}).catch(async (e: unknown) => {
+  server.kill('SIGKILL');
+  await postgres?.stop();
+  throw e;
 });
 
 // autocannon drives the server from this process, which only sends and counts: the same load
@@ -132,12 +174,17 @@ try {
   writeFileSync(
     file,
     JSON.stringify(
-      { rows: ROWS, perQuery: PER_QUERY, concurrency: CONCURRENCY, buildSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
+      { ledger: LEDGER, rows: ROWS, perQuery: PER_QUERY, concurrency: CONCURRENCY, buildSeconds, seedSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
       null,
       2,
     ),
   );
   console.log(`wrote ${file}`);
+  // The figures as the last line, one JSON object, for bench/ledgers.ts.
+  console.log(JSON.stringify({ bench: 'requests-api', ledger: LEDGER, rows: ROWS, seedSeconds, buildSeconds, results }));
 } finally {
+  const exited = new Promise((r) => (server.exitCode !== null || server.signalCode !== null ? r(null) : server.once('exit', r)));
   server.kill('SIGTERM');
+  await exited;
+  await postgres?.stop();
 }
