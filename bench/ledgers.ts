@@ -2,7 +2,7 @@
 // bench/requests-api.ts, each run with --ledger sqlite then --ledger postgres in child processes, one
 // after the other (never two at once: they would share the cores), then one table of their final JSON
 // lines: figure | SQLite | PostgreSQL | ceiling (as each run measured it: SQLite's run / PostgreSQL's run).
-// Usage: npm run bench:ledgers -- [fills] [rows] [calls per query] [concurrency]
+// Usage: npm run bench:ledgers -- [fills] [rows] [seconds per query] [concurrency]
 // Defaults are small enough to finish in a few minutes on a 2-core machine; the benches' own defaults are larger.
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -10,10 +10,10 @@ import { createInterface } from 'node:readline';
 
 const FILLS = Number(process.argv[2] ?? 200);
 const ROWS = Number(process.argv[3] ?? 50_000);
-const CALLS = Number(process.argv[4] ?? 300);
+const SECONDS = Number(process.argv[4] ?? 5);
 const CONCURRENCY = Number(process.argv[5] ?? 2);
-for (const [name, v] of Object.entries({ fills: FILLS, rows: ROWS, calls: CALLS, concurrency: CONCURRENCY })) {
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: a positive integer (usage: npm run bench:ledgers -- [fills] [rows] [calls] [concurrency])`);
+for (const [name, v] of Object.entries({ fills: FILLS, rows: ROWS, seconds: SECONDS, concurrency: CONCURRENCY })) {
+  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: a positive integer (usage: npm run bench:ledgers -- [fills] [rows] [seconds per query] [concurrency])`);
 }
 const LEDGERS = ['sqlite', 'postgres'] as const;
 type LedgerName = (typeof LEDGERS)[number];
@@ -35,10 +35,12 @@ interface RequestsApi {
   results: Record<string, { p50: number; p99: number; rps: number }>;
 }
 
+// Interrupted: the running bench is told (it stops what it started), and no further one starts.
 let current: ReturnType<typeof spawn> | undefined;
+let interrupted = false;
 process.on('SIGINT', () => {
+  interrupted = true;
   current?.kill('SIGINT');
-  process.exit(130);
 });
 
 /** Runs one bench in a child process, its output passed through with a prefix; resolves to its last JSON line (undefined if it printed none). */
@@ -60,13 +62,14 @@ async function run<T>(file: string, args: string[], label: string): Promise<{ fi
   }
   const code = await exited;
   current = undefined;
+  if (interrupted) process.exit(130);
   return { figures: last, code, seconds: (Date.now() - t0) / 1000 };
 }
 
 const throughput = {} as Record<LedgerName, Awaited<ReturnType<typeof run<Throughput>>>>;
 const requests = {} as Record<LedgerName, Awaited<ReturnType<typeof run<RequestsApi>>>>;
 for (const ledger of LEDGERS) {
-  requests[ledger] = await run<RequestsApi>('bench/requests-api.ts', [String(ROWS), String(CALLS), String(CONCURRENCY), '--ledger', ledger], `requests-api ${ledger}`);
+  requests[ledger] = await run<RequestsApi>('bench/requests-api.ts', [String(ROWS), String(SECONDS), String(CONCURRENCY), '--ledger', ledger], `requests-api ${ledger}`);
 }
 for (const ledger of LEDGERS) {
   throughput[ledger] = await run<Throughput>('bench/throughput.ts', [String(FILLS), '--ledger', ledger], `throughput ${ledger}`);
@@ -100,12 +103,12 @@ row(throughput, 'ledger round trips per fill', (f) => (f.roundTripsPerFill === u
 const header: [string, string, string, string] = ['figure', 'SQLite', 'PostgreSQL', 'ceiling (SQLite run / PostgreSQL run)'];
 const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
 const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
-console.log(`\nboth ledgers, side by side (requests-api: ${int(CALLS)} calls per query, concurrency ${CONCURRENCY}; PostgreSQL local, the throughput run durable):`);
+console.log(`\nboth ledgers, side by side (requests-api: ${SECONDS} s per query, concurrency ${CONCURRENCY}; PostgreSQL local, the throughput run durable):`);
 console.log(line(header));
 console.log(line(widths.map((w) => '-'.repeat(w))));
 for (const r of rows) console.log(line(r));
 mkdirSync('bench/results', { recursive: true });
 const file = `bench/results/ledgers-${Date.now()}.json`;
-writeFileSync(file, JSON.stringify({ fills: FILLS, rows: ROWS, calls: CALLS, concurrency: CONCURRENCY, throughput, requests, table: rows }, null, 2));
+writeFileSync(file, JSON.stringify({ fills: FILLS, rows: ROWS, secondsPerQuery: SECONDS, concurrency: CONCURRENCY, throughput, requests, table: rows }, null, 2));
 console.log(`wrote ${file}`);
 if ([...Object.values(throughput), ...Object.values(requests)].some((r) => r.code !== 0)) process.exitCode = 1;

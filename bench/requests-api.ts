@@ -2,7 +2,9 @@
 // chains, users, statuses and currencies, served by `relay-node api` in its own process; then p50/p99
 // latency and requests/s of the listed queries, beside /health of the same server (a constant body:
 // the ceiling), all driven by the same load generator (autocannon) in the same run.
-// Usage: npm run bench:requests-api -- [rows] [requests per query] [concurrency] [--ledger sqlite|postgres]
+// Usage: npm run bench:requests-api -- [rows] [seconds per query] [concurrency] [--ledger sqlite|postgres]
+// Each query runs for a fixed time (after a 1 s warm-up): autocannon ends a run given a number of calls at its next
+// whole-second tick, so a fast route's rate was capped near the call count per second (the ceiling included).
 // --ledger postgres: the ledger in a PostgreSQL this bench starts (fsync off while seeding does not change reads),
 // seeded in bulk (seedRequestsPostgres: the same rows as SQLite's), and the same API process on it.
 // The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
@@ -22,7 +24,7 @@ const at = args.indexOf('--ledger');
 const LEDGER = at >= 0 ? args.splice(at, 2)[1] : 'sqlite';
 if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
 const ROWS = Number(args[0] ?? 1_000_000);
-const PER_QUERY = Number(args[1] ?? 2_000);
+const SECONDS = Number(args[1] ?? 10);
 const CONCURRENCY = Number(args[2] ?? 2);
 
 const dir = mkdtempSync(join(tmpdir(), 'relay-bench-requests-'));
@@ -31,6 +33,14 @@ const CHAINS = [8453, 10, 1, 42161, 137];
 // ---------------------------------------------------------------- the ledger
 const t0 = Date.now();
 const postgres = LEDGER === 'postgres' ? await startPostgres({ durable: false }) : undefined;
+// Interrupted (bench/ledgers.ts forwards its SIGINT): stop what this bench started, the API server and PostgreSQL.
+let apiProcess: ReturnType<typeof spawn> | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    apiProcess?.kill('SIGKILL');
+    void (postgres?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
+}
 let key: string;
 let ledgerUrl: string | undefined;
 let seedSeconds = 0;
@@ -97,6 +107,7 @@ const server = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'api', 
   env: { ...process.env, BENCH_SOLVER_KEY: `0x${'11'.repeat(32)}` },
   stdio: ['ignore', 'pipe', 'pipe'],
 });
+apiProcess = server;
 const url = await new Promise<string>((resolve, reject) => {
   let out = '';
   const onData = (d: Buffer) => {
@@ -120,8 +131,8 @@ async function measure(path: string, withKey = true) {
   // A check that the query answers what it should, then a warm-up.
   const probe = await fetch(url + path, { headers });
   if (probe.status !== 200) throw new Error(`${path}: ${probe.status} ${await probe.text()}`);
-  await autocannon({ url: url + path, headers, connections: CONCURRENCY, amount: Math.min(200, PER_QUERY) });
-  const r = await autocannon({ url: url + path, headers, connections: CONCURRENCY, amount: PER_QUERY });
+  await autocannon({ url: url + path, headers, connections: CONCURRENCY, duration: 1 });
+  const r = await autocannon({ url: url + path, headers, connections: CONCURRENCY, duration: SECONDS });
   if (r.non2xx || r.errors || r.timeouts) throw new Error(`${path}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
   const seconds = r.duration;
   return { p50: r.latency.p50, p99: r.latency.p99, rps: Math.round(r.requests.total / seconds) };
@@ -167,7 +178,7 @@ try {
   const hwmKb = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1] ?? 0);
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
   console.log(
-    `server memory: ${(rssKb / 1024).toFixed(0)} MB resident, ${(hwmKb / 1024).toFixed(0)} MB peak; concurrency ${CONCURRENCY}, ${PER_QUERY} calls per query`,
+    `server memory: ${(rssKb / 1024).toFixed(0)} MB resident, ${(hwmKb / 1024).toFixed(0)} MB peak; concurrency ${CONCURRENCY}, ${SECONDS} s per query`,
   );
   console.log(`machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
@@ -175,7 +186,7 @@ try {
   writeFileSync(
     file,
     JSON.stringify(
-      { ledger: LEDGER, rows: ROWS, perQuery: PER_QUERY, concurrency: CONCURRENCY, buildSeconds, seedSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
+      { ledger: LEDGER, rows: ROWS, secondsPerQuery: SECONDS, concurrency: CONCURRENCY, buildSeconds, seedSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
       null,
       2,
     ),
