@@ -10,7 +10,7 @@
 // The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 import { spawn } from 'node:child_process';
 import autocannon from 'autocannon';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { startPostgres } from '../src/devnet/postgres.ts';
@@ -28,6 +28,8 @@ const SECONDS = Number(args[1] ?? 10);
 const CONCURRENCY = Number(args[2] ?? 2);
 
 const dir = mkdtempSync(join(tmpdir(), 'relay-bench-requests-'));
+// The ledger file and the server's data go with the run (a million requests is hundreds of MB).
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 const CHAINS = [8453, 10, 1, 42161, 137];
 
 // ---------------------------------------------------------------- the ledger
