@@ -91,7 +91,7 @@ writeFileSync(
   JSON.stringify({
     dataDir: dir,
     ...(ledgerUrl ? { ledger: { url: ledgerUrl } } : {}),
-    api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000 } },
+    api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000, probesPerMinute: 100_000_000 } },
     log: { level: 'info' },
     solverKey: { env: 'BENCH_SOLVER_KEY' },
     chains: CHAINS.map((id) => ({
