@@ -9,7 +9,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
 const FILLS = Number(process.argv[2] ?? 200);
-const ROWS = Number(process.argv[3] ?? 50_000);
+const ROWS = Number(process.argv[3] ?? 20_000);
 const SECONDS = Number(process.argv[4] ?? 5);
 const CONCURRENCY = Number(process.argv[5] ?? 2);
 for (const [name, v] of Object.entries({ fills: FILLS, rows: ROWS, seconds: SECONDS, concurrency: CONCURRENCY })) {
