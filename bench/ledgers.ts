@@ -90,7 +90,7 @@ const query = (name: string) => (f: RequestsApi) => {
   return q ? `${int(q.rps)} req/s (p50 ${q.p50}, p99 ${q.p99} ms)` : '–';
 };
 const CEILING = 'ceiling: GET /health (constant body)';
-row(requests, `requests-api: ${int(ROWS)} requests seeded`, (f) => `${f.seedSeconds.toFixed(1)} s (${int(f.rows / f.seedSeconds)} rows/s)`);
+row(requests, `requests-api: ${int(ROWS)} requests seeded`, (f) => `${f.seedSeconds.toFixed(1)} s (${int(f.rows / f.seedSeconds)} requests/s)`);
 for (const name of Object.keys(requests.sqlite.figures?.results ?? requests.postgres.figures?.results ?? {})) {
   if (name !== CEILING) row(requests, name, query(name), (f) => `${int(f.results[CEILING]?.rps ?? 0)} req/s`);
 }

@@ -81,7 +81,7 @@ const { id, user, depositTx, fillTx } = seededRequest(mid);
 const samples = { id, user, depositTx: depositTx!, fillTx: fillTx! };
 const buildSeconds = (Date.now() - t0) / 1000;
 console.log(
-  `ledger (${LEDGER}): ${ROWS.toLocaleString()} requests seeded in ${seedSeconds.toFixed(1)} s (${Math.round(ROWS / Math.max(seedSeconds, 0.001)).toLocaleString()} rows/s, with ANALYZE), ${buildSeconds.toFixed(1)} s with the ledger's creation${postgres ? ' (server start and migrations)' : ''}`,
+  `ledger (${LEDGER}): ${ROWS.toLocaleString()} requests seeded in ${seedSeconds.toFixed(1)} s (${Math.round(ROWS / Math.max(seedSeconds, 0.001)).toLocaleString()} requests/s, with ANALYZE), ${buildSeconds.toFixed(1)} s with the ledger's creation${postgres ? ' (server start and migrations)' : ''}`,
 );
 
 // ---------------------------------------------------------------- the server, in its own process
