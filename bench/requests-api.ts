@@ -2,38 +2,87 @@
 // chains, users, statuses and currencies, served by `relay-node api` in its own process; then p50/p99
 // latency and requests/s of the listed queries, beside /health of the same server (a constant body:
 // the ceiling), all driven by the same load generator (autocannon) in the same run.
-// Usage: npm run bench:requests-api -- [rows] [requests per query] [concurrency]
+// Usage: npm run bench:requests-api -- [rows] [seconds per query] [concurrency] [--ledger sqlite|postgres]
+// Each query runs for a fixed time (after a 1 s warm-up): autocannon ends a run given a number of calls at its next
+// whole-second tick, so a fast route's rate was capped near the call count per second (the ceiling included).
+// --ledger postgres: the ledger in a PostgreSQL this bench starts (fsync off while seeding does not change reads),
+// seeded in bulk (seedRequestsPostgres: the same rows as SQLite's), and the same API process on it.
+// The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 import { spawn } from 'node:child_process';
 import autocannon from 'autocannon';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { startPostgres } from '../src/devnet/postgres.ts';
 import { Ledger } from '../src/ledger/index.ts';
-import { seededRequest, seedRequests } from '../test/helpers/seedRequests.ts';
+import { withPostgres } from '../src/ledger/pgUrl.ts';
+import { PostgresLedger } from '../src/ledger/postgres/ledger.ts';
+import { seededRequest, seedRequests, seedRequestsPostgres } from '../test/helpers/seedRequests.ts';
 
-const ROWS = Number(process.argv[2] ?? 1_000_000);
-const PER_QUERY = Number(process.argv[3] ?? 2_000);
-const CONCURRENCY = Number(process.argv[4] ?? 2);
+const args = process.argv.slice(2);
+const at = args.indexOf('--ledger');
+const LEDGER = at >= 0 ? args.splice(at, 2)[1] : 'sqlite';
+if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
+const ROWS = Number(args[0] ?? 1_000_000);
+const SECONDS = Number(args[1] ?? 10);
+const CONCURRENCY = Number(args[2] ?? 2);
 
 const dir = mkdtempSync(join(tmpdir(), 'relay-bench-requests-'));
+// The ledger file and the server's data go with the run (a million requests is hundreds of MB).
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 const CHAINS = [8453, 10, 1, 42161, 137];
 
 // ---------------------------------------------------------------- the ledger
 const t0 = Date.now();
-const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
-const { key } = ledger.apiKeys.create('bench');
-ledger.db.pragma('synchronous = OFF');
-seedRequests(ledger.db, ROWS);
+const postgres = LEDGER === 'postgres' ? await startPostgres({ durable: false }) : undefined;
+// Interrupted (bench/ledgers.ts forwards its SIGINT): stop what this bench started, the API server and PostgreSQL.
+let apiProcess: ReturnType<typeof spawn> | undefined;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    apiProcess?.kill('SIGKILL');
+    void (postgres?.stop() ?? Promise.resolve()).finally(() => process.exit(130));
+  });
+}
+let key: string;
+let ledgerUrl: string | undefined;
+let seedSeconds = 0;
+try {
+  if (postgres) {
+    // Migrated and given its key through the ledger, then seeded in bulk on a connection of its own.
+    ledgerUrl = await postgres.createDatabase();
+    const ledger = PostgresLedger.open(ledgerUrl);
+    key = ledger.apiKeys.create('bench').key;
+    ledger.close();
+    const s0 = Date.now();
+    await withPostgres(ledgerUrl, async (client) => {
+      await seedRequestsPostgres(client, ROWS);
+      await client.query('ANALYZE');
+    });
+    seedSeconds = (Date.now() - s0) / 1000;
+  } else {
+    const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
+    key = ledger.apiKeys.create('bench').key;
+    ledger.db.pragma('synchronous = OFF');
+    const s0 = Date.now();
+    seedRequests(ledger.db, ROWS);
+    ledger.db.pragma('synchronous = FULL');
+    ledger.db.exec('ANALYZE');
+    seedSeconds = (Date.now() - s0) / 1000;
+    ledger.close();
+  }
+} catch (e) {
+  await postgres?.stop();
+  throw e;
+}
 // A fill from the middle of the ledger: the request, its wallet and its hashes are what the listed queries look up.
 let mid = Math.floor(ROWS / 2);
 while (seededRequest(mid).status !== 'success') mid++;
 const { id, user, depositTx, fillTx } = seededRequest(mid);
 const samples = { id, user, depositTx: depositTx!, fillTx: fillTx! };
-ledger.db.pragma('synchronous = FULL');
-ledger.db.exec('ANALYZE');
-ledger.close();
 const buildSeconds = (Date.now() - t0) / 1000;
-console.log(`ledger: ${ROWS.toLocaleString()} requests built in ${buildSeconds.toFixed(1)} s`);
+console.log(
+  `ledger (${LEDGER}): ${ROWS.toLocaleString()} requests seeded in ${seedSeconds.toFixed(1)} s (${Math.round(ROWS / Math.max(seedSeconds, 0.001)).toLocaleString()} requests/s, with ANALYZE), ${buildSeconds.toFixed(1)} s with the ledger's creation${postgres ? ' (server start and migrations)' : ''}`,
+);
 
 // ---------------------------------------------------------------- the server, in its own process
 const configPath = join(dir, 'config.json');
@@ -41,7 +90,8 @@ writeFileSync(
   configPath,
   JSON.stringify({
     dataDir: dir,
-    api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000 } },
+    ...(ledgerUrl ? { ledger: { url: ledgerUrl } } : {}),
+    api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000, probesPerMinute: 100_000_000 } },
     log: { level: 'info' },
     solverKey: { env: 'BENCH_SOLVER_KEY' },
     chains: CHAINS.map((id) => ({
@@ -59,6 +109,7 @@ const server = spawn(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'api', 
   env: { ...process.env, BENCH_SOLVER_KEY: `0x${'11'.repeat(32)}` },
   stdio: ['ignore', 'pipe', 'pipe'],
 });
+apiProcess = server;
 const url = await new Promise<string>((resolve, reject) => {
   let out = '';
   const onData = (d: Buffer) => {
@@ -69,6 +120,10 @@ const url = await new Promise<string>((resolve, reject) => {
   server.stdout.on('data', onData);
   server.stderr.on('data', onData);
   server.on('exit', (code) => reject(new Error(`api exited (${code}): ${out}`)));
+}).catch(async (e: unknown) => {
+  server.kill('SIGKILL');
+  await postgres?.stop();
+  throw e;
 });
 
 // autocannon drives the server from this process, which only sends and counts: the same load
@@ -78,17 +133,18 @@ async function measure(path: string, withKey = true) {
   // A check that the query answers what it should, then a warm-up.
   const probe = await fetch(url + path, { headers });
   if (probe.status !== 200) throw new Error(`${path}: ${probe.status} ${await probe.text()}`);
-  await autocannon({ url: url + path, headers, connections: CONCURRENCY, amount: Math.min(200, PER_QUERY) });
-  const r = await autocannon({ url: url + path, headers, connections: CONCURRENCY, amount: PER_QUERY });
+  await autocannon({ url: url + path, headers, connections: CONCURRENCY, duration: 1 });
+  const r = await autocannon({ url: url + path, headers, connections: CONCURRENCY, duration: SECONDS });
   if (r.non2xx || r.errors || r.timeouts) throw new Error(`${path}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
   const seconds = r.duration;
   return { p50: r.latency.p50, p99: r.latency.p99, rps: Math.round(r.requests.total / seconds) };
 }
 
-// A page deep in a continuation: follow 200 pages of 50 first.
+// A page deep in a continuation: follow 200 pages of 50 first (fewer on a smaller ledger: half of it).
+const DEPTH = Math.max(1, Math.min(200, Math.floor(ROWS / 100)));
 async function deepContinuation(): Promise<string> {
   let c = '';
-  for (let i = 0; i < 200; i++) {
+  for (let i = 0; i < DEPTH; i++) {
     const r = (await (await fetch(`${url}/requests/v3?limit=50${c ? `&continuation=${c}` : ''}`, { headers: { 'x-api-key': key } })).json()) as {
       continuation: string;
     };
@@ -110,7 +166,7 @@ try {
     ['requests/v3 by user', `/requests/v3?user=${samples.user}`, true],
     ['requests/v3 by term = tx hash', `/requests/v3?term=${samples.fillTx}`, true],
     ['requests/v3 two-group filters', `/requests/v3?filters=${twoGroups}`, true],
-    ['requests/v3 page deep in a continuation', `/requests/v3?limit=50&continuation=${await deepContinuation()}`, true],
+    [`requests/v3 ${DEPTH} pages deep in a continuation`, `/requests/v3?limit=50&continuation=${await deepContinuation()}`, true],
   ];
   const results: Record<string, { p50: number; p99: number; rps: number }> = {};
   for (const [name, path, withKey] of queries) {
@@ -124,7 +180,7 @@ try {
   const hwmKb = Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${server.pid}/status`, 'utf8'))?.[1] ?? 0);
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
   console.log(
-    `server memory: ${(rssKb / 1024).toFixed(0)} MB resident, ${(hwmKb / 1024).toFixed(0)} MB peak; concurrency ${CONCURRENCY}, ${PER_QUERY} calls per query`,
+    `server memory: ${(rssKb / 1024).toFixed(0)} MB resident, ${(hwmKb / 1024).toFixed(0)} MB peak; concurrency ${CONCURRENCY}, ${SECONDS} s per query`,
   );
   console.log(`machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
@@ -132,12 +188,17 @@ try {
   writeFileSync(
     file,
     JSON.stringify(
-      { rows: ROWS, perQuery: PER_QUERY, concurrency: CONCURRENCY, buildSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
+      { ledger: LEDGER, rows: ROWS, secondsPerQuery: SECONDS, concurrency: CONCURRENCY, buildSeconds, seedSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
       null,
       2,
     ),
   );
   console.log(`wrote ${file}`);
+  // The figures as the last line, one JSON object, for bench/ledgers.ts.
+  console.log(JSON.stringify({ bench: 'requests-api', ledger: LEDGER, rows: ROWS, seedSeconds, buildSeconds, results }));
 } finally {
+  const exited = new Promise((r) => (server.exitCode !== null || server.signalCode !== null ? r(null) : server.once('exit', r)));
   server.kill('SIGTERM');
+  await exited;
+  await postgres?.stop();
 }

@@ -6,6 +6,7 @@
 // few keys sent while anvil mines can be stranded in anvil's pool and never included (see
 // bench/rawTransactions.ts), which left 33 to 103 orders unfilled in about one run in six.
 // Usage: npm run bench:throughput -- [fills] [--ledger sqlite|postgres]
+// The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 // --ledger postgres: the node's ledger in a PostgreSQL this bench starts (durable: fsync on, as SQLite's
 // synchronous = FULL), reached through the synchronous bridge (src/ledger/postgres).
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -218,6 +219,22 @@ try {
     ),
   );
   console.log(`  wrote ${file}`);
+  // The figures as the last line, one JSON object, for bench/ledgers.ts.
+  console.log(
+    JSON.stringify({
+      bench: 'throughput',
+      ledger: LEDGER,
+      orders: N,
+      filled,
+      fillsPerSecond,
+      latencyMs: { p50: pct(lat, 50), p99: pct(lat, 99) },
+      filledTwice: twice,
+      missing,
+      ceilingPerSecond,
+      cpuMsPerFill,
+      roundTripsPerFill: roundTrips === undefined ? undefined : roundTrips / Math.max(1, filled),
+    }),
+  );
   if (twice || missing) process.exitCode = 1;
 } finally {
   await stopNode();
