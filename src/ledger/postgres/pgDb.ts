@@ -13,6 +13,24 @@ const BEGIN_WRITE: SyncStatement[] = [{ sql: 'BEGIN' }, { sql: `SELECT pg_adviso
 const BEGIN_READ: SyncStatement[] = [{ sql: 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' }];
 const COMMIT: SyncStatement = { sql: 'COMMIT' };
 
+/**
+ * What a round trip carried (PgDb.trips): a read alone (`single`), a write alone in its own transaction
+ * (`bareWrite`), a write transaction's first statement (with BEGIN and the lock), a later read or write in it, its
+ * COMMIT (`commitNoWrite`: it wrote nothing), a snapshot's first, later and last trips, a ROLLBACK.
+ */
+export type TripKind =
+  | 'single'
+  | 'bareWrite'
+  | 'txFirst'
+  | 'txRead'
+  | 'txWrite'
+  | 'commit'
+  | 'commitNoWrite'
+  | 'snapshotFirst'
+  | 'snapshotNext'
+  | 'snapshotEnd'
+  | 'rollback';
+
 /** Where a `$n` of the translated text takes its value from: a position among the anonymous values, or a name. */
 type Source = { pos: number } | { name: string };
 
@@ -220,6 +238,21 @@ export class PgDb implements SqlDb {
   #pending: SyncStatement[] = [];
   #depth = 0;
   #sent = false;
+  #kind: 'write' | 'read' = 'write';
+  #wrote = false;
+  readonly #trips: Record<TripKind, number> = {
+    single: 0,
+    bareWrite: 0,
+    txFirst: 0,
+    txRead: 0,
+    txWrite: 0,
+    commit: 0,
+    commitNoWrite: 0,
+    snapshotFirst: 0,
+    snapshotNext: 0,
+    snapshotEnd: 0,
+    rollback: 0,
+  };
 
   /** Opened for an API replica (which writes nothing of its own; a streaming standby refuses writes anyway). */
   readonly readonly: boolean;
@@ -232,6 +265,11 @@ export class PgDb implements SqlDb {
   /** The connection, for what the stores do not do (migrations, tests' set-up). */
   get client(): SyncPgClient {
     return this.#client;
+  }
+
+  /** Round trips so far by what each carried (the sum is `client.roundTrips` less the migrations'): where they go. */
+  get trips(): Readonly<Record<TripKind, number>> {
+    return this.#trips;
   }
 
   /** Whether a transaction (or snapshot) is open. */
@@ -260,10 +298,13 @@ export class PgDb implements SqlDb {
     if (this.#depth > 0) {
       const batch = [...this.#pending, s];
       this.#pending = [];
+      this.#trips[this.#kind === 'read' ? (this.#sent ? 'snapshotNext' : 'snapshotFirst') : !this.#sent ? 'txFirst' : write ? 'txWrite' : 'txRead']++;
       this.#sent = true;
+      if (write) this.#wrote = true;
       const results = this.#client.batch(batch);
       return results[results.length - 1];
     }
+    this.#trips[write ? 'bareWrite' : 'single']++;
     if (!write) return this.#client.batch([s])[0];
     const results = this.#client.batch([...BEGIN_WRITE, s, COMMIT], { rollbackOnError: true });
     return results[BEGIN_WRITE.length];
@@ -286,10 +327,13 @@ export class PgDb implements SqlDb {
     const generation = this.#client.generation;
     this.#pending = [...begin];
     this.#sent = false;
+    this.#wrote = false;
+    this.#kind = begin === BEGIN_READ ? 'read' : 'write';
     this.#depth = 1;
     try {
       const result = fn();
       if (this.#sent) {
+        this.#trips[this.#kind === 'read' ? 'snapshotEnd' : this.#wrote ? 'commit' : 'commitNoWrite']++;
         const results = this.#client.batch([...this.#pending, COMMIT]);
         // A COMMIT of a transaction in which a statement failed (and the caller went on) is a ROLLBACK.
         if (results[results.length - 1].command === 'ROLLBACK')
@@ -300,6 +344,7 @@ export class PgDb implements SqlDb {
       // Nothing to undo if nothing was sent, or if the connection (and its transaction) is gone.
       if (this.#sent && this.#client.generation === generation && !(e instanceof LedgerUnavailable)) {
         try {
+          this.#trips.rollback++;
           this.#client.batch([{ sql: 'ROLLBACK' }]);
         } catch {
           // The connection failed: the server rolls the transaction back with it.
