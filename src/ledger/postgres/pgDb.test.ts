@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../../devnet/postgres.ts';
+import { LedgerQueryError, LedgerUnavailable } from '../errors.ts';
 import { PgDb, translate, WRITER_LOCK_KEY } from './pgDb.ts';
 
 describe('translate: better-sqlite3 placeholders to PostgreSQL', () => {
@@ -177,5 +178,112 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
       ),
     ).toBe(3);
     expect(db.prepare("SELECT COUNT(*) FROM log WHERE x IN ('one trip', 'two', 'statements')").pluck().get()).toBe(3);
+  });
+
+  it("serializes a check-then-write: the lock travels with a transaction's first statement, a read, so a second waits there", () => {
+    db.exec('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
+    db.prepare('INSERT INTO counter VALUES (1, 0)').run();
+    // Each connection's check-then-write: read the count, write it plus one.
+    const bump = (d: PgDb) =>
+      d.transaction(() => {
+        const n = d.prepare('SELECT n FROM counter WHERE id = 1').pluck().get() as number;
+        d.prepare('UPDATE counter SET n = ? WHERE id = 1').run(n + 1);
+        return n;
+      })();
+    const second = new PgDb(url, { timeoutMs: 1_000 });
+    let secondFirst: unknown;
+    try {
+      const sawFirst = db.transaction(() => {
+        const n = db.prepare('SELECT n FROM counter WHERE id = 1').pluck().get() as number;
+        // While this transaction is open, having only read, another connection's check-then-write must wait at its
+        // first statement, the read: were the lock taken after the first read, it would read 0, write 1 and commit,
+        // and this transaction would then write 1 over it (an update lost).
+        try {
+          bump(second);
+        } catch (e) {
+          secondFirst = e;
+        }
+        db.prepare('UPDATE counter SET n = ? WHERE id = 1').run(n + 1);
+        return n;
+      })();
+      expect(sawFirst).toBe(0);
+      expect(secondFirst).toBeInstanceOf(LedgerUnavailable);
+      // Once the first committed, the second's check-then-write sees its write (on a new connection: the waiting
+      // one was dropped and its server session rolls back when it notices).
+      const third = new PgDb(url, { timeoutMs: 5_000 });
+      try {
+        expect(bump(third)).toBe(1);
+      } finally {
+        third.close();
+      }
+      expect(db.prepare('SELECT n FROM counter WHERE id = 1').pluck().get()).toBe(2);
+    } finally {
+      second.close();
+    }
+  });
+
+  it('rolls back a transaction whose first statement (sent with BEGIN and the lock) fails, and the connection goes on', async () => {
+    const log = db.prepare('INSERT INTO log (x) VALUES (?)');
+    db.prepare('INSERT INTO t (k) VALUES (?)').run('first-statement');
+    const trips = db.client.roundTrips;
+    let err: unknown;
+    try {
+      db.transaction(() => {
+        db.prepare('INSERT INTO t (k) VALUES (?)').run('first-statement'); // a duplicate key, in the same round trip as BEGIN and the lock
+        log.run('never');
+      })();
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(LedgerQueryError);
+    expect((err as LedgerQueryError).message).toMatch(/duplicate key/);
+    // The failed first batch, then its ROLLBACK.
+    expect(db.client.roundTrips - trips).toBe(2);
+    // Rolled back, the lock released: another connection takes it at once.
+    await other.query('BEGIN');
+    expect((await other.query(`SELECT pg_try_advisory_xact_lock(${WRITER_LOCK_KEY}) AS ok`)).rows).toEqual([{ ok: true }]);
+    await other.query('ROLLBACK');
+    // The connection is usable: not left in an aborted transaction.
+    db.transaction(() => log.run('after the failed first statement'))();
+    expect(db.prepare("SELECT COUNT(*) FROM log WHERE x IN ('never', 'after the failed first statement')").pluck().get()).toBe(1);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it('answers a read repeated in a transaction with nothing written since without a round trip, and reads again after a write or a rollback to a savepoint', () => {
+    db.exec('CREATE TABLE cache_t (id INT PRIMARY KEY, v TEXT NOT NULL)');
+    db.prepare("INSERT INTO cache_t VALUES (1, 'a')").run();
+    const read = db.prepare('SELECT v FROM cache_t WHERE id = ?').pluck();
+    const write = db.prepare('UPDATE cache_t SET v = ? WHERE id = 1');
+    const trips = (fn: () => void) => {
+      const before = db.client.roundTrips;
+      fn();
+      return db.client.roundTrips - before;
+    };
+    const cached = db.cachedReads;
+    expect(
+      trips(() =>
+        db.transaction(() => {
+          expect(read.get(1)).toBe('a');
+          expect(read.get(1)).toBe('a'); // cached
+          expect(read.get(2)).toBeUndefined(); // other values: another read
+          write.run('b');
+          expect(read.get(1)).toBe('b'); // read again after the write
+          expect(read.get(1)).toBe('b'); // cached
+          expect(() =>
+            db.transaction(() => {
+              write.run('c');
+              expect(read.get(1)).toBe('c');
+              throw new Error('undo the savepoint');
+            })(),
+          ).toThrow('undo the savepoint');
+          expect(read.get(1)).toBe('b'); // read again: the savepoint's write was undone
+        })(),
+      ),
+    ).toBe(8);
+    expect(db.cachedReads - cached).toBe(2);
+    // Outside a transaction nothing is kept: each read is its own.
+    expect(trips(() => [read.get(1), read.get(1)])).toBe(2);
+    // A snapshot's repeated read is answered too.
+    expect(trips(() => db.snapshot(() => [read.get(1), read.get(1)]))).toBe(2);
   });
 });

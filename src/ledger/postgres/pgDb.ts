@@ -109,6 +109,16 @@ export function translate(sql: string): Translated {
   return { text: out, sources, write: !reads, returning: /\bRETURNING\b/i.test(bare) };
 }
 
+// A prepared statement and its values as one string, each value typed and length-prefixed (no two differ alike).
+function readKey(s: SyncStatement): string {
+  let key = s.name!;
+  for (const v of s.params ?? []) {
+    const text = Buffer.isBuffer(v) ? v.toString('hex') : String(v);
+    key += `|${Buffer.isBuffer(v) ? 'buffer' : v === null ? 'null' : typeof v}${text.length}:${text}`;
+  }
+  return key;
+}
+
 // better-sqlite3's binding: arrays are spread, one plain object carries the named values.
 function bind(t: Translated, args: unknown[]): unknown[] {
   const anonymous: unknown[] = [];
@@ -240,6 +250,13 @@ export class PgDb implements SqlDb {
   #sent = false;
   #kind: 'write' | 'read' = 'write';
   #wrote = false;
+  // The reads of the open transaction, by statement and values, until it writes anything: in a write transaction
+  // no other session writes (every writer holds the writer's lock, taken with its first statement), in a snapshot
+  // nothing changes, so a read repeated with nothing written since (a store re-reading a row another store just
+  // read) is answered without a round trip. Any write, any statement without a name (exec), a rollback to a
+  // savepoint and the transaction's end clear it.
+  readonly #reads = new Map<string, RawResult>();
+  #cachedReads = 0;
   readonly #trips: Record<TripKind, number> = {
     single: 0,
     bareWrite: 0,
@@ -296,18 +313,41 @@ export class PgDb implements SqlDb {
   /** Runs one statement: in the open transaction (with what waits to be sent), else on its own. */
   execute(s: SyncStatement, write: boolean): RawResult {
     if (this.#depth > 0) {
+      // A read the transaction already made, with nothing written since, has the same answer (see #reads).
+      const key = !write && s.name ? readKey(s) : undefined;
+      if (key !== undefined) {
+        const hit = this.#reads.get(key);
+        if (hit) {
+          this.#cachedReads++;
+          return hit;
+        }
+      } else this.#reads.clear();
       const batch = [...this.#pending, s];
       this.#pending = [];
       this.#trips[this.#kind === 'read' ? (this.#sent ? 'snapshotNext' : 'snapshotFirst') : !this.#sent ? 'txFirst' : write ? 'txWrite' : 'txRead']++;
       this.#sent = true;
       if (write) this.#wrote = true;
-      const results = this.#client.batch(batch);
-      return results[results.length - 1];
+      let results: RawResult[];
+      try {
+        results = this.#client.batch(batch);
+      } catch (e) {
+        // The transaction failed in the server: a read after this fails there too, as it would have without a cache.
+        this.#reads.clear();
+        throw e;
+      }
+      const result = results[results.length - 1];
+      if (key !== undefined) this.#reads.set(key, result);
+      return result;
     }
     this.#trips[write ? 'bareWrite' : 'single']++;
     if (!write) return this.#client.batch([s])[0];
     const results = this.#client.batch([...BEGIN_WRITE, s, COMMIT], { rollbackOnError: true });
     return results[BEGIN_WRITE.length];
+  }
+
+  /** Reads answered from the transaction's own earlier read of the same statement and values (no round trip). */
+  get cachedReads(): number {
+    return this.#cachedReads;
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: any function may run in a transaction
@@ -353,6 +393,7 @@ export class PgDb implements SqlDb {
       throw e;
     } finally {
       this.#pending = [];
+      this.#reads.clear();
       this.#depth = 0;
     }
   }
@@ -368,7 +409,9 @@ export class PgDb implements SqlDb {
       this.#pending.push({ sql: `RELEASE SAVEPOINT ${name}` });
       return result;
     } catch (e) {
-      // Not sent yet: forget it; sent: undo to it with the next statement (or at COMMIT).
+      // Not sent yet: forget it; sent: undo to it with the next statement (or at COMMIT). What was read after
+      // its writes is undone with them.
+      this.#reads.clear();
       const unsent = this.#pending.findIndex((s, i) => i >= mark && s.sql === `SAVEPOINT ${name}`);
       if (unsent >= 0) this.#pending.length = unsent;
       else this.#pending.push({ sql: `ROLLBACK TO SAVEPOINT ${name}` }, { sql: `RELEASE SAVEPOINT ${name}` });
