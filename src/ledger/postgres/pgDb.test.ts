@@ -160,7 +160,7 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
     expect(db.prepare("SELECT COUNT(*) AS n FROM log WHERE x = 'ro'").pluck().get()).toBe(0);
   });
 
-  it('sends BEGIN, the lock and a bare write in one round trip, and nothing for an empty transaction', () => {
+  it('sends BEGIN, the lock and a bare write in one round trip, a transaction of writes with its COMMIT, and nothing for an empty transaction', () => {
     const log = db.prepare('INSERT INTO log (x) VALUES (?)');
     const trips = (fn: () => void) => {
       const before = db.client.roundTrips;
@@ -176,7 +176,7 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
           log.run('statements');
         })(),
       ),
-    ).toBe(3);
+    ).toBe(1);
     expect(db.prepare("SELECT COUNT(*) FROM log WHERE x IN ('one trip', 'two', 'statements')").pluck().get()).toBe(3);
   });
 
@@ -279,11 +279,68 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
           expect(read.get(1)).toBe('b'); // read again: the savepoint's write was undone
         })(),
       ),
-    ).toBe(8);
+    ).toBe(6); // the writes travel with the reads after them (see the deferred writes' test)
     expect(db.cachedReads - cached).toBe(2);
     // Outside a transaction nothing is kept: each read is its own.
     expect(trips(() => [read.get(1), read.get(1)])).toBe(2);
     // A snapshot's repeated read is answered too.
     expect(trips(() => db.snapshot(() => [read.get(1), read.get(1)]))).toBe(2);
+  });
+
+  it("sends a write whose outcome nobody reads with the transaction's next statement; one that fails there fails the transaction, or only its savepoint", () => {
+    db.exec('CREATE TABLE defer_t (k TEXT PRIMARY KEY, n INT NOT NULL)');
+    const put = db.prepare('INSERT INTO defer_t (k, n) VALUES (?, ?)');
+    const bump = db.prepare('UPDATE defer_t SET n = n + 1 WHERE k = ?');
+    const n = db.prepare('SELECT n FROM defer_t WHERE k = ?').pluck();
+    const trips = db.client.roundTrips;
+    const deferred = db.deferredWrites;
+    db.transaction(() => {
+      put.run('a', 1);
+      bump.run('a');
+      // Sent together with this read, in order: it sees both.
+      expect(n.get('a')).toBe(2);
+      // Its outcome read: sent at once, with the right count.
+      expect(bump.run('a').changes).toBe(1);
+      expect(bump.run('none').changes).toBe(0);
+      put.run('b', 1);
+    })();
+    // BEGIN + lock + two writes + the read; the first looked-at write; the second; the last write with COMMIT.
+    expect(db.client.roundTrips - trips).toBe(4);
+    expect(db.deferredWrites - deferred).toBe(5);
+    expect(db.prepare('SELECT k, n FROM defer_t ORDER BY k').all()).toEqual([
+      { k: 'a', n: 3 },
+      { k: 'b', n: 1 },
+    ]);
+
+    // A deferred write that fails (a duplicate key) fails its transaction at COMMIT: nothing of it is written.
+    expect(() =>
+      db.transaction(() => {
+        put.run('c', 1);
+        put.run('a', 9);
+      })(),
+    ).toThrow(/rolled back: a statement in it failed: duplicate key/);
+    expect(n.get('c')).toBeUndefined();
+
+    // In a nested transaction it fails inside it, at its end: only the savepoint is undone, the outer commits.
+    let inner: unknown;
+    db.transaction(() => {
+      put.run('d', 1);
+      try {
+        db.transaction(() => {
+          put.run('e', 1);
+          put.run('a', 9);
+        })();
+      } catch (e) {
+        inner = e;
+      }
+      bump.run('d');
+    })();
+    expect((inner as Error).message).toMatch(/duplicate key/);
+    expect(db.prepare('SELECT k, n FROM defer_t ORDER BY k').raw().all()).toEqual([
+      ['a', 3],
+      ['b', 1],
+      ['d', 2],
+    ]);
+    expect(db.inTransaction).toBe(false);
   });
 });

@@ -31,6 +31,14 @@ export type TripKind =
   | 'snapshotEnd'
   | 'rollback';
 
+/** Where the outcome of a write sent later (PgDb.defer) lands once its batch ran. */
+interface Slot {
+  result?: RawResult;
+}
+
+/** A statement waiting to travel with the next one; a deferred write carries the slot of its outcome. */
+type Pending = SyncStatement & { slot?: Slot };
+
 /** Where a `$n` of the translated text takes its value from: a position among the anonymous values, or a name. */
 type Source = { pos: number } | { name: string };
 
@@ -214,6 +222,19 @@ class PgStatement implements SqlStatement {
   }
 
   run(...args: unknown[]): SqlRunResult {
+    if (this.t.write && !this.t.returning && this.db.defers) {
+      const slot = this.db.defer({ sql: this.t.text, params: bind(this.t, args), name: this.name });
+      // Sent with the transaction's next statement or its COMMIT, unless the caller looks at the outcome first.
+      const outcome = () => this.db.outcome(slot);
+      return {
+        get changes() {
+          return outcome().rowCount;
+        },
+        get lastInsertRowid() {
+          return outcome(), 0;
+        },
+      };
+    }
     const r = this.#execute(args);
     const first = this.t.returning ? r.rows[0]?.[0] : undefined;
     return { changes: r.rowCount, lastInsertRowid: first == null ? 0 : this.#safe ? BigInt(first) : Number(first) };
@@ -238,14 +259,16 @@ class PgStatement implements SqlStatement {
  *   when nested; `snapshot(fn)` is a REPEATABLE READ READ ONLY transaction (one snapshot, no lock);
  * - a write outside a transaction runs in one of its own, under the lock, in a single round trip;
  * - BEGIN, the lock and SAVEPOINTs are not sent on their own: they travel with the next statement (or COMMIT), so
- *   a transaction of n statements costs n + 1 round trips, and one that ran none costs nothing;
+ *   a transaction of n statements costs at most n + 1 round trips, and one that ran none costs nothing;
+ * - in a write transaction, a write whose outcome (`changes`) nobody reads travels with the next statement or the
+ *   COMMIT too (`defer`), and a read repeated with nothing written since is answered from the first (`cachedReads`);
  * - `aggregate` registrations are no-ops: the PostgreSQL schema defines those functions; `pragma` answers nothing.
  */
 export class PgDb implements SqlDb {
   readonly dialect = 'postgres';
   readonly #client: SyncPgClient;
   readonly #prepared = new Map<string, { t: Translated; name: string }>();
-  #pending: SyncStatement[] = [];
+  #pending: Pending[] = [];
   #depth = 0;
   #sent = false;
   #kind: 'write' | 'read' = 'write';
@@ -257,6 +280,7 @@ export class PgDb implements SqlDb {
   // savepoint and the transaction's end clear it.
   readonly #reads = new Map<string, RawResult>();
   #cachedReads = 0;
+  #deferred = 0;
   readonly #trips: Record<TripKind, number> = {
     single: 0,
     bareWrite: 0,
@@ -322,19 +346,9 @@ export class PgDb implements SqlDb {
           return hit;
         }
       } else this.#reads.clear();
-      const batch = [...this.#pending, s];
-      this.#pending = [];
       this.#trips[this.#kind === 'read' ? (this.#sent ? 'snapshotNext' : 'snapshotFirst') : !this.#sent ? 'txFirst' : write ? 'txWrite' : 'txRead']++;
-      this.#sent = true;
       if (write) this.#wrote = true;
-      let results: RawResult[];
-      try {
-        results = this.#client.batch(batch);
-      } catch (e) {
-        // The transaction failed in the server: a read after this fails there too, as it would have without a cache.
-        this.#reads.clear();
-        throw e;
-      }
+      const results = this.#send([s]);
       const result = results[results.length - 1];
       if (key !== undefined) this.#reads.set(key, result);
       return result;
@@ -348,6 +362,62 @@ export class PgDb implements SqlDb {
   /** Reads answered from the transaction's own earlier read of the same statement and values (no round trip). */
   get cachedReads(): number {
     return this.#cachedReads;
+  }
+
+  /** Whether a write's `run` may be sent later (`defer`): inside a write transaction of a connection that writes. */
+  get defers(): boolean {
+    return this.#depth > 0 && this.#kind === 'write' && !this.readonly;
+  }
+
+  /**
+   * Queues a write of the open write transaction to travel with its next statement, or with its COMMIT: a write
+   * whose outcome nobody reads costs no round trip of its own. The lock is not concerned (it was queued first,
+   * with BEGIN), nor the order (statements run in the order queued). What changes is when a failing write throws:
+   * at the transaction's next round trip (a statement, a nested transaction's end, `outcome`, COMMIT), and the
+   * transaction fails as a whole, as any failed statement makes a PostgreSQL transaction fail.
+   */
+  defer(s: SyncStatement): Slot {
+    const slot: Slot = {};
+    this.#pending.push({ ...s, slot });
+    this.#reads.clear();
+    this.#wrote = true;
+    this.#deferred++;
+    return slot;
+  }
+
+  /** A deferred write's outcome: sent now (with what waits) if it was not yet. */
+  outcome(slot: Slot): RawResult {
+    if (!slot.result && this.#pending.some((p) => p.slot === slot)) {
+      this.#trips.txWrite++;
+      this.#send([]);
+    }
+    if (!slot.result) throw new LedgerQueryError('the write was not run: its transaction or savepoint was rolled back', undefined);
+    return slot.result;
+  }
+
+  /** Writes sent later than their call (with a next statement or COMMIT, see `defer`). */
+  get deferredWrites(): number {
+    return this.#deferred;
+  }
+
+  // Sends what waits, then `more`, in one round trip of the open transaction; each deferred write gets its outcome.
+  #send(more: SyncStatement[]): RawResult[] {
+    const batch = [...this.#pending, ...more];
+    this.#pending = [];
+    this.#sent = true;
+    let results: RawResult[];
+    try {
+      results = this.#client.batch(batch);
+    } catch (e) {
+      // The transaction failed in the server: a read after this fails there too, as it would have without a cache.
+      this.#reads.clear();
+      throw e;
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const slot = (batch[i] as Pending).slot;
+      if (slot) slot.result = results[i];
+    }
+    return results;
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: any function may run in a transaction
@@ -372,9 +442,18 @@ export class PgDb implements SqlDb {
     this.#depth = 1;
     try {
       const result = fn();
-      if (this.#sent) {
+      const deferred = this.#pending.some((p) => p.slot);
+      if (this.#sent || deferred) {
         this.#trips[this.#kind === 'read' ? 'snapshotEnd' : this.#wrote ? 'commit' : 'commitNoWrite']++;
-        const results = this.#client.batch([...this.#pending, COMMIT]);
+        let results: RawResult[];
+        try {
+          results = this.#send([COMMIT]);
+        } catch (e) {
+          // A write sent with the COMMIT failed: nothing was committed (the ROLLBACK below ends the transaction).
+          if (deferred && e instanceof LedgerQueryError)
+            throw new LedgerQueryError(`the transaction was rolled back: a statement in it failed: ${e.message}`, e.code, e.detail, e.constraint);
+          throw e;
+        }
         // A COMMIT of a transaction in which a statement failed (and the caller went on) is a ROLLBACK.
         if (results[results.length - 1].command === 'ROLLBACK')
           throw new LedgerQueryError('the transaction was rolled back: a statement in it failed', '25P02');
@@ -407,6 +486,11 @@ export class PgDb implements SqlDb {
     try {
       const result = fn();
       this.#pending.push({ sql: `RELEASE SAVEPOINT ${name}` });
+      // A write of it still waiting is sent now: if it fails, it fails here, inside, and only the savepoint is undone.
+      if (this.#pending.some((p) => p.slot)) {
+        this.#trips.txWrite++;
+        this.#send([]);
+      }
       return result;
     } catch (e) {
       // Not sent yet: forget it; sent: undo to it with the next statement (or at COMMIT). What was read after
