@@ -283,8 +283,8 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
     expect(db.cachedReads - cached).toBe(2);
     // Outside a transaction nothing is kept: each read is its own.
     expect(trips(() => [read.get(1), read.get(1)])).toBe(2);
-    // A snapshot's repeated read is answered too.
-    expect(trips(() => db.snapshot(() => [read.get(1), read.get(1)]))).toBe(2);
+    // A snapshot's repeated read is answered too (and its end is posted, not waited for).
+    expect(trips(() => db.snapshot(() => [read.get(1), read.get(1)]))).toBe(1);
   });
 
   it("sends a write whose outcome nobody reads with the transaction's next statement; one that fails there fails the transaction, or only its savepoint", () => {
@@ -342,5 +342,32 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
       ['d', 2],
     ]);
     expect(db.inTransaction).toBe(false);
+  });
+
+  it('ends a snapshot without waiting for its COMMIT: one read costs one round trip, the next call runs after it, and a snapshot whose read failed still throws', () => {
+    const count = db.prepare('SELECT COUNT(*) AS n FROM log').pluck();
+    const trips = db.client.roundTrips;
+    const posted = db.client.posted;
+    const n = db.snapshot(() => count.get()) as number;
+    expect(db.client.roundTrips - trips).toBe(1);
+    expect(db.client.posted - posted).toBe(1);
+    // The next call runs after that COMMIT: this write is not inside the read-only snapshot, and it commits.
+    db.transaction(() => db.prepare('INSERT INTO log (x) VALUES (?)').run('after a snapshot'))();
+    expect(db.snapshot(() => count.get())).toBe(n + 1);
+    // A read that failed, the caller going on: the snapshot throws, as a COMMIT turned ROLLBACK does.
+    expect(() =>
+      db.snapshot(() => {
+        try {
+          db.prepare('SELECT * FROM no_such_table').all();
+        } catch {
+          // going on as if nothing happened
+        }
+        return 'partial';
+      }),
+    ).toThrow(/rolled back/);
+    // The connection goes on, out of the aborted snapshot.
+    expect(count.get()).toBe(n + 1);
+    db.transaction(() => db.prepare('INSERT INTO log (x) VALUES (?)').run('after a failed snapshot'))();
+    expect(db.snapshot(() => count.get())).toBe(n + 2);
   });
 });

@@ -16,7 +16,8 @@ const COMMIT: SyncStatement = { sql: 'COMMIT' };
 /**
  * What a round trip carried (PgDb.trips): a read alone (`single`), a write alone in its own transaction
  * (`bareWrite`), a write transaction's first statement (with BEGIN and the lock), a later read or write in it, its
- * COMMIT (`commitNoWrite`: it wrote nothing), a snapshot's first, later and last trips, a ROLLBACK.
+ * COMMIT (`commitNoWrite`: it wrote nothing), a snapshot's first and later trips and its end (posted, not waited
+ * for: see SyncPgClient.post), a ROLLBACK.
  */
 export type TripKind =
   | 'single'
@@ -281,6 +282,8 @@ export class PgDb implements SqlDb {
   readonly #reads = new Map<string, RawResult>();
   #cachedReads = 0;
   #deferred = 0;
+  // A statement of the open transaction failed (the server aborted it).
+  #failed = false;
   readonly #trips: Record<TripKind, number> = {
     single: 0,
     bareWrite: 0,
@@ -411,6 +414,7 @@ export class PgDb implements SqlDb {
     } catch (e) {
       // The transaction failed in the server: a read after this fails there too, as it would have without a cache.
       this.#reads.clear();
+      if (e instanceof LedgerQueryError) this.#failed = true;
       throw e;
     }
     for (let i = 0; i < batch.length; i++) {
@@ -438,13 +442,24 @@ export class PgDb implements SqlDb {
     this.#pending = [...begin];
     this.#sent = false;
     this.#wrote = false;
+    this.#failed = false;
     this.#kind = begin === BEGIN_READ ? 'read' : 'write';
     this.#depth = 1;
     try {
       const result = fn();
+      if (this.#kind === 'read' && this.#sent) {
+        // A snapshot's end has no outcome to wait for: its COMMIT goes without a round trip of its own, ahead of the
+        // next call. One of its reads failed and the caller went on: it throws as a COMMIT turned ROLLBACK would.
+        this.#trips.snapshotEnd++;
+        const failed = this.#failed;
+        this.#client.post([...this.#pending, failed ? { sql: 'ROLLBACK' } : COMMIT]);
+        this.#sent = false; // ended: nothing for the catch below to roll back
+        if (failed) throw new LedgerQueryError('the transaction was rolled back: a statement in it failed', '25P02');
+        return result;
+      }
       const deferred = this.#pending.some((p) => p.slot);
       if (this.#sent || deferred) {
-        this.#trips[this.#kind === 'read' ? 'snapshotEnd' : this.#wrote ? 'commit' : 'commitNoWrite']++;
+        this.#trips[this.#wrote ? 'commit' : 'commitNoWrite']++;
         let results: RawResult[];
         try {
           results = this.#send([COMMIT]);
@@ -464,7 +479,9 @@ export class PgDb implements SqlDb {
       if (this.#sent && this.#client.generation === generation && !(e instanceof LedgerUnavailable)) {
         try {
           this.#trips.rollback++;
-          this.#client.batch([{ sql: 'ROLLBACK' }]);
+          // A snapshot's ROLLBACK has no outcome to wait for either.
+          if (this.#kind === 'read') this.#client.post([{ sql: 'ROLLBACK' }]);
+          else this.#client.batch([{ sql: 'ROLLBACK' }]);
         } catch {
           // The connection failed: the server rolls the transaction back with it.
         }
