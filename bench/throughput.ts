@@ -103,6 +103,11 @@ try {
   const stopProfile = await profileWindow('throughput');
   const started = Date.now();
   const cpu0 = process.cpuUsage();
+  // Round trips of the fill window only (quoting before it is not the fill path).
+  const roundTrips0 = 'client' in node.ledger.db ? (node.ledger.db as { client: { roundTrips: number } }).client.roundTrips : 0;
+  const deferredWrites0 = 'deferredWrites' in node.ledger.db ? (node.ledger.db.deferredWrites as number) : 0;
+  const cachedReads0 = 'cachedReads' in node.ledger.db ? (node.ledger.db.cachedReads as number) : 0;
+  const trips0 = 'trips' in node.ledger.db ? { ...(node.ledger.db.trips as Record<string, number>) } : undefined;
   for (let i = 0; i < raws.length; i += 50) {
     const batch = raws.slice(i, i + 50);
     const now = Date.now();
@@ -141,7 +146,10 @@ try {
   // whole path (indexing the deposit, deciding, pricing, signing, recording, broadcasting, receipts).
   const cpuMsPerFill = (cpu.user + cpu.system) / 1000 / Math.max(1, filled);
   // PostgreSQL: round trips to the database per fill (each a batch of statements through the bridge).
-  const roundTrips = 'client' in db ? (db as { client: { roundTrips: number } }).client.roundTrips : undefined;
+  const roundTrips = 'client' in db ? (db as { client: { roundTrips: number } }).client.roundTrips - roundTrips0 : undefined;
+  const deferredWrites = 'deferredWrites' in db ? (db.deferredWrites as number) - deferredWrites0 : undefined;
+  const cachedReads = 'cachedReads' in db ? (db.cachedReads as number) - cachedReads0 : undefined;
+  const trips = 'trips' in db ? Object.fromEntries(Object.entries(db.trips as Record<string, number>).map(([k, n]) => [k, n - (trips0?.[k] ?? 0)])) : undefined;
   const txs = db
     .prepare(
       `SELECT COUNT(*) AS n, SUM(gas) AS gas FROM (SELECT DISTINCT t.hash, CAST(t.gas_used AS INTEGER) AS gas FROM transactions t JOIN payouts p ON p.id = t.payout_id WHERE p.kind = 'fill' AND t.state = 'included')`,
@@ -191,6 +199,9 @@ try {
     `  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`,
   );
   if (roundTrips !== undefined) console.log(`  ledger round trips: ${(roundTrips / Math.max(1, filled)).toFixed(1)} per fill`);
+  if (trips) console.log(`  ledger round trips per fill by what they carried: ${Object.entries(trips).map(([k, n]) => `${k} ${(n / Math.max(1, filled)).toFixed(2)}`).join(', ')}`);
+  if (cachedReads !== undefined) console.log(`  ledger reads answered from the transaction's own earlier read: ${(cachedReads / Math.max(1, filled)).toFixed(2)} per fill`);
+  if (deferredWrites !== undefined) console.log(`  ledger writes sent with a later statement or COMMIT: ${(deferredWrites / Math.max(1, filled)).toFixed(2)} per fill`);
   console.log(`  machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/throughput-${Date.now()}.json`;

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../../devnet/postgres.ts';
+import { LedgerQueryError, LedgerUnavailable } from '../errors.ts';
 import { PgDb, translate, WRITER_LOCK_KEY } from './pgDb.ts';
 
 describe('translate: better-sqlite3 placeholders to PostgreSQL', () => {
@@ -212,7 +213,7 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
     expect(db.prepare("SELECT COUNT(*) AS n FROM log WHERE x = 'ro'").pluck().get()).toBe(0);
   });
 
-  it('sends BEGIN, the lock and a bare write in one round trip, and nothing for an empty transaction', () => {
+  it('sends BEGIN, the lock and a bare write in one round trip, a transaction of writes with its COMMIT, and nothing for an empty transaction', () => {
     const log = db.prepare('INSERT INTO log (x) VALUES (?)');
     const trips = (fn: () => void) => {
       const before = db.client.roundTrips;
@@ -228,7 +229,198 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
           log.run('statements');
         })(),
       ),
-    ).toBe(3);
+    ).toBe(1);
     expect(db.prepare("SELECT COUNT(*) FROM log WHERE x IN ('one trip', 'two', 'statements')").pluck().get()).toBe(3);
+  });
+
+  it("serializes a check-then-write: the lock travels with a transaction's first statement, a read, so a second waits there", () => {
+    db.exec('CREATE TABLE counter (id INT PRIMARY KEY, n INT NOT NULL)');
+    db.prepare('INSERT INTO counter VALUES (1, 0)').run();
+    // Each connection's check-then-write: read the count, write it plus one.
+    const bump = (d: PgDb) =>
+      d.transaction(() => {
+        const n = d.prepare('SELECT n FROM counter WHERE id = 1').pluck().get() as number;
+        d.prepare('UPDATE counter SET n = ? WHERE id = 1').run(n + 1);
+        return n;
+      })();
+    const second = new PgDb(url, { timeoutMs: 1_000 });
+    let secondFirst: unknown;
+    try {
+      const sawFirst = db.transaction(() => {
+        const n = db.prepare('SELECT n FROM counter WHERE id = 1').pluck().get() as number;
+        // While this transaction is open, having only read, another connection's check-then-write must wait at its
+        // first statement, the read: were the lock taken after the first read, it would read 0, write 1 and commit,
+        // and this transaction would then write 1 over it (an update lost).
+        try {
+          bump(second);
+        } catch (e) {
+          secondFirst = e;
+        }
+        db.prepare('UPDATE counter SET n = ? WHERE id = 1').run(n + 1);
+        return n;
+      })();
+      expect(sawFirst).toBe(0);
+      expect(secondFirst).toBeInstanceOf(LedgerUnavailable);
+      // Once the first committed, the second's check-then-write sees its write (on a new connection: the waiting
+      // one was dropped and its server session rolls back when it notices).
+      const third = new PgDb(url, { timeoutMs: 5_000 });
+      try {
+        expect(bump(third)).toBe(1);
+      } finally {
+        third.close();
+      }
+      expect(db.prepare('SELECT n FROM counter WHERE id = 1').pluck().get()).toBe(2);
+    } finally {
+      second.close();
+    }
+  });
+
+  it('rolls back a transaction whose first statement (sent with BEGIN and the lock) fails, and the connection goes on', async () => {
+    const log = db.prepare('INSERT INTO log (x) VALUES (?)');
+    db.prepare('INSERT INTO t (k) VALUES (?)').run('first-statement');
+    const trips = db.client.roundTrips;
+    let err: unknown;
+    try {
+      db.transaction(() => {
+        db.prepare('INSERT INTO t (k) VALUES (?)').run('first-statement'); // a duplicate key, in the same round trip as BEGIN and the lock
+        log.run('never');
+      })();
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(LedgerQueryError);
+    expect((err as LedgerQueryError).message).toMatch(/duplicate key/);
+    // The failed first batch, then its ROLLBACK.
+    expect(db.client.roundTrips - trips).toBe(2);
+    // Rolled back, the lock released: another connection takes it at once.
+    await other.query('BEGIN');
+    expect((await other.query(`SELECT pg_try_advisory_xact_lock(${WRITER_LOCK_KEY}) AS ok`)).rows).toEqual([{ ok: true }]);
+    await other.query('ROLLBACK');
+    // The connection is usable: not left in an aborted transaction.
+    db.transaction(() => log.run('after the failed first statement'))();
+    expect(db.prepare("SELECT COUNT(*) FROM log WHERE x IN ('never', 'after the failed first statement')").pluck().get()).toBe(1);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it('answers a read repeated in a transaction with nothing written since without a round trip, and reads again after a write or a rollback to a savepoint', () => {
+    db.exec('CREATE TABLE cache_t (id INT PRIMARY KEY, v TEXT NOT NULL)');
+    db.prepare("INSERT INTO cache_t VALUES (1, 'a')").run();
+    const read = db.prepare('SELECT v FROM cache_t WHERE id = ?').pluck();
+    const write = db.prepare('UPDATE cache_t SET v = ? WHERE id = 1');
+    const trips = (fn: () => void) => {
+      const before = db.client.roundTrips;
+      fn();
+      return db.client.roundTrips - before;
+    };
+    const cached = db.cachedReads;
+    expect(
+      trips(() =>
+        db.transaction(() => {
+          expect(read.get(1)).toBe('a');
+          expect(read.get(1)).toBe('a'); // cached
+          expect(read.get(2)).toBeUndefined(); // other values: another read
+          write.run('b');
+          expect(read.get(1)).toBe('b'); // read again after the write
+          expect(read.get(1)).toBe('b'); // cached
+          expect(() =>
+            db.transaction(() => {
+              write.run('c');
+              expect(read.get(1)).toBe('c');
+              throw new Error('undo the savepoint');
+            })(),
+          ).toThrow('undo the savepoint');
+          expect(read.get(1)).toBe('b'); // read again: the savepoint's write was undone
+        })(),
+      ),
+    ).toBe(6); // the writes travel with the reads after them (see the deferred writes' test)
+    expect(db.cachedReads - cached).toBe(2);
+    // Outside a transaction nothing is kept: each read is its own.
+    expect(trips(() => [read.get(1), read.get(1)])).toBe(2);
+    // A snapshot's repeated read is answered too (and its end is posted, not waited for).
+    expect(trips(() => db.snapshot(() => [read.get(1), read.get(1)]))).toBe(1);
+  });
+
+  it("sends a write whose outcome nobody reads with the transaction's next statement; one that fails there fails the transaction, or only its savepoint", () => {
+    db.exec('CREATE TABLE defer_t (k TEXT PRIMARY KEY, n INT NOT NULL)');
+    const put = db.prepare('INSERT INTO defer_t (k, n) VALUES (?, ?)');
+    const bump = db.prepare('UPDATE defer_t SET n = n + 1 WHERE k = ?');
+    const n = db.prepare('SELECT n FROM defer_t WHERE k = ?').pluck();
+    const trips = db.client.roundTrips;
+    const deferred = db.deferredWrites;
+    db.transaction(() => {
+      put.run('a', 1);
+      bump.run('a');
+      // Sent together with this read, in order: it sees both.
+      expect(n.get('a')).toBe(2);
+      // Its outcome read: sent at once, with the right count.
+      expect(bump.run('a').changes).toBe(1);
+      expect(bump.run('none').changes).toBe(0);
+      put.run('b', 1);
+    })();
+    // BEGIN + lock + two writes + the read; the first looked-at write; the second; the last write with COMMIT.
+    expect(db.client.roundTrips - trips).toBe(4);
+    expect(db.deferredWrites - deferred).toBe(5);
+    expect(db.prepare('SELECT k, n FROM defer_t ORDER BY k').all()).toEqual([
+      { k: 'a', n: 3 },
+      { k: 'b', n: 1 },
+    ]);
+
+    // A deferred write that fails (a duplicate key) fails its transaction at COMMIT: nothing of it is written.
+    expect(() =>
+      db.transaction(() => {
+        put.run('c', 1);
+        put.run('a', 9);
+      })(),
+    ).toThrow(/rolled back: a statement in it failed: duplicate key/);
+    expect(n.get('c')).toBeUndefined();
+
+    // In a nested transaction it fails inside it, at its end: only the savepoint is undone, the outer commits.
+    let inner: unknown;
+    db.transaction(() => {
+      put.run('d', 1);
+      try {
+        db.transaction(() => {
+          put.run('e', 1);
+          put.run('a', 9);
+        })();
+      } catch (e) {
+        inner = e;
+      }
+      bump.run('d');
+    })();
+    expect((inner as Error).message).toMatch(/duplicate key/);
+    expect(db.prepare('SELECT k, n FROM defer_t ORDER BY k').raw().all()).toEqual([
+      ['a', 3],
+      ['b', 1],
+      ['d', 2],
+    ]);
+    expect(db.inTransaction).toBe(false);
+  });
+
+  it('ends a snapshot without waiting for its COMMIT: one read costs one round trip, the next call runs after it, and a snapshot whose read failed still throws', () => {
+    const count = db.prepare('SELECT COUNT(*) AS n FROM log').pluck();
+    const trips = db.client.roundTrips;
+    const posted = db.client.posted;
+    const n = db.snapshot(() => count.get()) as number;
+    expect(db.client.roundTrips - trips).toBe(1);
+    expect(db.client.posted - posted).toBe(1);
+    // The next call runs after that COMMIT: this write is not inside the read-only snapshot, and it commits.
+    db.transaction(() => db.prepare('INSERT INTO log (x) VALUES (?)').run('after a snapshot'))();
+    expect(db.snapshot(() => count.get())).toBe(n + 1);
+    // A read that failed, the caller going on: the snapshot throws, as a COMMIT turned ROLLBACK does.
+    expect(() =>
+      db.snapshot(() => {
+        try {
+          db.prepare('SELECT * FROM no_such_table').all();
+        } catch {
+          // going on as if nothing happened
+        }
+        return 'partial';
+      }),
+    ).toThrow(/rolled back/);
+    // The connection goes on, out of the aborted snapshot.
+    expect(count.get()).toBe(n + 1);
+    db.transaction(() => db.prepare('INSERT INTO log (x) VALUES (?)').run('after a failed snapshot'))();
+    expect(db.snapshot(() => count.get())).toBe(n + 2);
   });
 });

@@ -13,6 +13,33 @@ const BEGIN_WRITE: SyncStatement[] = [{ sql: 'BEGIN' }, { sql: `SELECT pg_adviso
 const BEGIN_READ: SyncStatement[] = [{ sql: 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY' }];
 const COMMIT: SyncStatement = { sql: 'COMMIT' };
 
+/**
+ * What a round trip carried (PgDb.trips): a read alone (`single`), a write alone in its own transaction
+ * (`bareWrite`), a write transaction's first statement (with BEGIN and the lock), a later read or write in it, its
+ * COMMIT (`commitNoWrite`: it wrote nothing), a snapshot's first and later trips and its end (posted, not waited
+ * for: see SyncPgClient.post), a ROLLBACK.
+ */
+export type TripKind =
+  | 'single'
+  | 'bareWrite'
+  | 'txFirst'
+  | 'txRead'
+  | 'txWrite'
+  | 'commit'
+  | 'commitNoWrite'
+  | 'snapshotFirst'
+  | 'snapshotNext'
+  | 'snapshotEnd'
+  | 'rollback';
+
+/** Where the outcome of a write sent later (PgDb.defer) lands once its batch ran. */
+interface Slot {
+  result?: RawResult;
+}
+
+/** A statement waiting to travel with the next one; a deferred write carries the slot of its outcome. */
+type Pending = SyncStatement & { slot?: Slot };
+
 /** Where a `$n` of the translated text takes its value from: a position among the anonymous values, or a name. */
 type Source = { pos: number } | { name: string };
 
@@ -89,6 +116,16 @@ export function translate(sql: string): Translated {
   const reads =
     head === 'SELECT' || head === 'VALUES' || head === 'SHOW' || head === 'EXPLAIN' || (head === 'WITH' && !/\b(INSERT|UPDATE|DELETE)\b/i.test(bare));
   return { text: out, sources, write: !reads, returning: /\bRETURNING\b/i.test(bare) };
+}
+
+// A prepared statement and its values as one string, each value typed and length-prefixed (no two differ alike).
+function readKey(s: SyncStatement): string {
+  let key = s.name!;
+  for (const v of s.params ?? []) {
+    const text = Buffer.isBuffer(v) ? v.toString('hex') : String(v);
+    key += `|${Buffer.isBuffer(v) ? 'buffer' : v === null ? 'null' : typeof v}${text.length}:${text}`;
+  }
+  return key;
 }
 
 // better-sqlite3's binding: arrays are spread, one plain object carries the named values.
@@ -186,6 +223,19 @@ class PgStatement implements SqlStatement {
   }
 
   run(...args: unknown[]): SqlRunResult {
+    if (this.t.write && !this.t.returning && this.db.defers) {
+      const slot = this.db.defer({ sql: this.t.text, params: bind(this.t, args), name: this.name });
+      // Sent with the transaction's next statement or its COMMIT, unless the caller looks at the outcome first.
+      const outcome = () => this.db.outcome(slot);
+      return {
+        get changes() {
+          return outcome().rowCount;
+        },
+        get lastInsertRowid() {
+          return outcome(), 0;
+        },
+      };
+    }
     const r = this.#execute(args);
     const first = this.t.returning ? r.rows[0]?.[0] : undefined;
     return { changes: r.rowCount, lastInsertRowid: first == null ? 0 : this.#safe ? BigInt(first) : Number(first) };
@@ -210,16 +260,43 @@ class PgStatement implements SqlStatement {
  *   when nested; `snapshot(fn)` is a REPEATABLE READ READ ONLY transaction (one snapshot, no lock);
  * - a write outside a transaction runs in one of its own, under the lock, in a single round trip;
  * - BEGIN, the lock and SAVEPOINTs are not sent on their own: they travel with the next statement (or COMMIT), so
- *   a transaction of n statements costs n + 1 round trips, and one that ran none costs nothing;
+ *   a transaction of n statements costs at most n + 1 round trips, and one that ran none costs nothing;
+ * - in a write transaction, a write whose outcome (`changes`) nobody reads travels with the next statement or the
+ *   COMMIT too (`defer`), and a read repeated with nothing written since is answered from the first (`cachedReads`);
  * - `aggregate` registrations are no-ops: the PostgreSQL schema defines those functions; `pragma` answers nothing.
  */
 export class PgDb implements SqlDb {
   readonly dialect = 'postgres';
   readonly #client: SyncPgClient;
   readonly #prepared = new Map<string, { t: Translated; name: string }>();
-  #pending: SyncStatement[] = [];
+  #pending: Pending[] = [];
   #depth = 0;
   #sent = false;
+  #kind: 'write' | 'read' = 'write';
+  #wrote = false;
+  // The reads of the open transaction, by statement and values, until it writes anything: in a write transaction
+  // no other session writes (every writer holds the writer's lock, taken with its first statement), in a snapshot
+  // nothing changes, so a read repeated with nothing written since (a store re-reading a row another store just
+  // read) is answered without a round trip. Any write, any statement without a name (exec), a rollback to a
+  // savepoint and the transaction's end clear it.
+  readonly #reads = new Map<string, RawResult>();
+  #cachedReads = 0;
+  #deferred = 0;
+  // A statement of the open transaction failed (the server aborted it).
+  #failed = false;
+  readonly #trips: Record<TripKind, number> = {
+    single: 0,
+    bareWrite: 0,
+    txFirst: 0,
+    txRead: 0,
+    txWrite: 0,
+    commit: 0,
+    commitNoWrite: 0,
+    snapshotFirst: 0,
+    snapshotNext: 0,
+    snapshotEnd: 0,
+    rollback: 0,
+  };
 
   /** Opened for an API replica (which writes nothing of its own; a streaming standby refuses writes anyway). */
   readonly readonly: boolean;
@@ -232,6 +309,11 @@ export class PgDb implements SqlDb {
   /** The connection, for what the stores do not do (migrations, tests' set-up). */
   get client(): SyncPgClient {
     return this.#client;
+  }
+
+  /** Round trips so far by what each carried (the sum is `client.roundTrips` less the migrations'): where they go. */
+  get trips(): Readonly<Record<TripKind, number>> {
+    return this.#trips;
   }
 
   /** Whether a transaction (or snapshot) is open. */
@@ -258,15 +340,88 @@ export class PgDb implements SqlDb {
   /** Runs one statement: in the open transaction (with what waits to be sent), else on its own. */
   execute(s: SyncStatement, write: boolean): RawResult {
     if (this.#depth > 0) {
-      const batch = [...this.#pending, s];
-      this.#pending = [];
-      this.#sent = true;
-      const results = this.#client.batch(batch);
-      return results[results.length - 1];
+      // A read the transaction already made, with nothing written since, has the same answer (see #reads).
+      const key = !write && s.name ? readKey(s) : undefined;
+      if (key !== undefined) {
+        const hit = this.#reads.get(key);
+        if (hit) {
+          this.#cachedReads++;
+          return hit;
+        }
+      } else this.#reads.clear();
+      this.#trips[this.#kind === 'read' ? (this.#sent ? 'snapshotNext' : 'snapshotFirst') : !this.#sent ? 'txFirst' : write ? 'txWrite' : 'txRead']++;
+      if (write) this.#wrote = true;
+      const results = this.#send([s]);
+      const result = results[results.length - 1];
+      if (key !== undefined) this.#reads.set(key, result);
+      return result;
     }
+    this.#trips[write ? 'bareWrite' : 'single']++;
     if (!write) return this.#client.batch([s])[0];
     const results = this.#client.batch([...BEGIN_WRITE, s, COMMIT], { rollbackOnError: true });
     return results[BEGIN_WRITE.length];
+  }
+
+  /** Reads answered from the transaction's own earlier read of the same statement and values (no round trip). */
+  get cachedReads(): number {
+    return this.#cachedReads;
+  }
+
+  /** Whether a write's `run` may be sent later (`defer`): inside a write transaction of a connection that writes. */
+  get defers(): boolean {
+    return this.#depth > 0 && this.#kind === 'write' && !this.readonly;
+  }
+
+  /**
+   * Queues a write of the open write transaction to travel with its next statement, or with its COMMIT: a write
+   * whose outcome nobody reads costs no round trip of its own. The lock is not concerned (it was queued first,
+   * with BEGIN), nor the order (statements run in the order queued). What changes is when a failing write throws:
+   * at the transaction's next round trip (a statement, a nested transaction's end, `outcome`, COMMIT), and the
+   * transaction fails as a whole, as any failed statement makes a PostgreSQL transaction fail.
+   */
+  defer(s: SyncStatement): Slot {
+    const slot: Slot = {};
+    this.#pending.push({ ...s, slot });
+    this.#reads.clear();
+    this.#wrote = true;
+    this.#deferred++;
+    return slot;
+  }
+
+  /** A deferred write's outcome: sent now (with what waits) if it was not yet. */
+  outcome(slot: Slot): RawResult {
+    if (!slot.result && this.#pending.some((p) => p.slot === slot)) {
+      this.#trips.txWrite++;
+      this.#send([]);
+    }
+    if (!slot.result) throw new LedgerQueryError('the write was not run: its transaction or savepoint was rolled back', undefined);
+    return slot.result;
+  }
+
+  /** Writes sent later than their call (with a next statement or COMMIT, see `defer`). */
+  get deferredWrites(): number {
+    return this.#deferred;
+  }
+
+  // Sends what waits, then `more`, in one round trip of the open transaction; each deferred write gets its outcome.
+  #send(more: SyncStatement[]): RawResult[] {
+    const batch = [...this.#pending, ...more];
+    this.#pending = [];
+    this.#sent = true;
+    let results: RawResult[];
+    try {
+      results = this.#client.batch(batch);
+    } catch (e) {
+      // The transaction failed in the server: a read after this fails there too, as it would have without a cache.
+      this.#reads.clear();
+      if (e instanceof LedgerQueryError) this.#failed = true;
+      throw e;
+    }
+    for (let i = 0; i < batch.length; i++) {
+      const slot = (batch[i] as Pending).slot;
+      if (slot) slot.result = results[i];
+    }
+    return results;
   }
 
   // biome-ignore lint/suspicious/noExplicitAny: any function may run in a transaction
@@ -286,11 +441,34 @@ export class PgDb implements SqlDb {
     const generation = this.#client.generation;
     this.#pending = [...begin];
     this.#sent = false;
+    this.#wrote = false;
+    this.#failed = false;
+    this.#kind = begin === BEGIN_READ ? 'read' : 'write';
     this.#depth = 1;
     try {
       const result = fn();
-      if (this.#sent) {
-        const results = this.#client.batch([...this.#pending, COMMIT]);
+      if (this.#kind === 'read' && this.#sent) {
+        // A snapshot's end has no outcome to wait for: its COMMIT goes without a round trip of its own, ahead of the
+        // next call. One of its reads failed and the caller went on: it throws as a COMMIT turned ROLLBACK would.
+        this.#trips.snapshotEnd++;
+        const failed = this.#failed;
+        this.#client.post([...this.#pending, failed ? { sql: 'ROLLBACK' } : COMMIT]);
+        this.#sent = false; // ended: nothing for the catch below to roll back
+        if (failed) throw new LedgerQueryError('the transaction was rolled back: a statement in it failed', '25P02');
+        return result;
+      }
+      const deferred = this.#pending.some((p) => p.slot);
+      if (this.#sent || deferred) {
+        this.#trips[this.#wrote ? 'commit' : 'commitNoWrite']++;
+        let results: RawResult[];
+        try {
+          results = this.#send([COMMIT]);
+        } catch (e) {
+          // A write sent with the COMMIT failed: nothing was committed (the ROLLBACK below ends the transaction).
+          if (deferred && e instanceof LedgerQueryError)
+            throw new LedgerQueryError(`the transaction was rolled back: a statement in it failed: ${e.message}`, e.code, e.detail, e.constraint);
+          throw e;
+        }
         // A COMMIT of a transaction in which a statement failed (and the caller went on) is a ROLLBACK.
         if (results[results.length - 1].command === 'ROLLBACK')
           throw new LedgerQueryError('the transaction was rolled back: a statement in it failed', '25P02');
@@ -300,7 +478,10 @@ export class PgDb implements SqlDb {
       // Nothing to undo if nothing was sent, or if the connection (and its transaction) is gone.
       if (this.#sent && this.#client.generation === generation && !(e instanceof LedgerUnavailable)) {
         try {
-          this.#client.batch([{ sql: 'ROLLBACK' }]);
+          this.#trips.rollback++;
+          // A snapshot's ROLLBACK has no outcome to wait for either.
+          if (this.#kind === 'read') this.#client.post([{ sql: 'ROLLBACK' }]);
+          else this.#client.batch([{ sql: 'ROLLBACK' }]);
         } catch {
           // The connection failed: the server rolls the transaction back with it.
         }
@@ -308,6 +489,7 @@ export class PgDb implements SqlDb {
       throw e;
     } finally {
       this.#pending = [];
+      this.#reads.clear();
       this.#depth = 0;
     }
   }
@@ -321,9 +503,16 @@ export class PgDb implements SqlDb {
     try {
       const result = fn();
       this.#pending.push({ sql: `RELEASE SAVEPOINT ${name}` });
+      // A write of it still waiting is sent now: if it fails, it fails here, inside, and only the savepoint is undone.
+      if (this.#pending.some((p) => p.slot)) {
+        this.#trips.txWrite++;
+        this.#send([]);
+      }
       return result;
     } catch (e) {
-      // Not sent yet: forget it; sent: undo to it with the next statement (or at COMMIT).
+      // Not sent yet: forget it; sent: undo to it with the next statement (or at COMMIT). What was read after
+      // its writes is undone with them.
+      this.#reads.clear();
       const unsent = this.#pending.findIndex((s, i) => i >= mark && s.sql === `SAVEPOINT ${name}`);
       if (unsent >= 0) this.#pending.length = unsent;
       else this.#pending.push({ sql: `ROLLBACK TO SAVEPOINT ${name}` }, { sql: `RELEASE SAVEPOINT ${name}` });

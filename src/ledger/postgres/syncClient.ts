@@ -98,6 +98,7 @@ export class SyncPgClient {
   #closed = false;
   #generation = 0;
   #roundTrips = 0;
+  #posted = 0;
   // After a call found the database unreachable: until then, calls fail at once instead of each waiting its bound.
   #downUntil = 0;
 
@@ -134,6 +135,27 @@ export class SyncPgClient {
     });
     if (answer.ok) return answer.results!;
     throw this.#failure(answer.error!);
+  }
+
+  /**
+   * Posts statements without waiting for them (a read-only transaction's COMMIT: there is no outcome to wait for).
+   * The worker runs them before the next call's batch (it takes messages one at a time, in order), so that call's
+   * bound covers them too; their failure is not reported (a lost connection is found by the next call). Without a
+   * connection there is nothing open to end, and nothing is posted.
+   */
+  post(statements: readonly SyncStatement[]): void {
+    if (this.#closed || !this.#port) return;
+    this.#posted++;
+    this.#port.postMessage({
+      id: ++this.#seq,
+      batch: statements.map((s) => ({ sql: s.sql, params: s.params?.map(toParam), name: s.name })),
+      rollbackOnError: false,
+    });
+  }
+
+  /** Batches posted without waiting (`post`): not round trips. */
+  get posted(): number {
+    return this.#posted;
   }
 
   /** Round trips to the worker so far (each a batch of statements). */

@@ -136,7 +136,13 @@ function answer(msg) {
   Atomics.notify(wake, 0);
 }
 
-port.on('message', async (req) => {
+// One message at a time, in order: a batch posted without waiting (a read-only COMMIT) runs whole before the next.
+let queue = Promise.resolve();
+port.on('message', (req) => {
+  queue = queue.then(() => handle(req)).catch(() => {});
+});
+
+async function handle(req) {
   if (req.close) {
     await client?.end().catch(() => {});
     client = undefined;
@@ -151,7 +157,7 @@ port.on('message', async (req) => {
     out = { ok: false, error: { ...describe(e, -1), connection: true } };
   }
   answer({ id: req.id, ...out });
-});
+}
 
 // Loaded: the main thread waits for this before it counts a call's bound (booting a thread is not the database's time).
 answer({ id: 0, ok: true, results: [] });
