@@ -169,6 +169,8 @@ describe('PgDb: better-sqlite3 over PostgreSQL', () => {
       expect(() =>
         holder.transaction(() => {
           log.run('first half');
+          // A read: the transaction (and its first half, which waited to travel with it) is now open on the server.
+          holder.prepare('SELECT COUNT(*) AS n FROM log').get();
           // The main thread stalls between two statements (a pause, a long GC) past the holder's bound: the
           // server ends the idle transaction and its session meanwhile.
           const until = Date.now() + 1_500;
