@@ -5,12 +5,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { LedgerUnavailable } from '../src/ledger/errors.ts';
-import { fencedLedger } from '../src/ledger/fenced.ts';
 import { LeaseLostError } from '../src/ledger/leases.ts';
 import { PostgresLedger } from '../src/ledger/postgres/ledger.ts';
-import { Leadership } from '../src/lease/leadership.ts';
-import { createLogger } from '../src/log.ts';
-import { createMetrics } from '../src/metrics.ts';
+import type { Leadership } from '../src/lease/leadership.ts';
+import { leaseNode } from './helpers/leaseNode.ts';
 import { until } from './helpers/stack.ts';
 import { type ProxyProcess, startProxyProcess } from './helpers/tcpProxyProcess.ts';
 
@@ -42,24 +40,11 @@ afterAll(async () => {
 function node(nodeId: string, ledgerUrl: string) {
   const ledger = PostgresLedger.open(ledgerUrl, { timeoutMs: CALL_TIMEOUT_MS });
   opened.push(ledger);
-  const state = { led: [] as number[], lost: [] as LeaseLostError[] };
-  let leadership: Leadership | undefined;
-  const acting = fencedLedger(ledger, (e) => leadership?.lost(e));
-  leadership = new Leadership({
-    ledger,
-    acting,
-    nodeId,
-    leaseMs: LEASE_MS,
-    renewMs: RENEW_MS,
-    // As a node renews: from a thread of its own, on its own connection through the same (cut) link.
-    renewFrom: { path: '', url: ledgerUrl, timeoutMs: CALL_TIMEOUT_MS },
-    log: createLogger('silent'),
-    metrics: createMetrics(),
-    onLead: async (epoch) => void state.led.push(epoch),
-    onLost: (e) => void state.lost.push(e),
-  });
-  leaders.push(leadership);
-  return { ledger, acting, leadership, state };
+  // As a node renews: from a thread of its own, on its own connection through the same (cut) link.
+  const renewFrom = { path: '', url: ledgerUrl, timeoutMs: CALL_TIMEOUT_MS };
+  const n = leaseNode(ledger, { nodeId, leaseMs: LEASE_MS, renewMs: RENEW_MS, renewFrom });
+  leaders.push(n.leadership);
+  return n;
 }
 
 describe('a leader partitioned from PostgreSQL', () => {

@@ -9,12 +9,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
-import { fencedLedger } from '../src/ledger/fenced.ts';
 import { Ledger, type LedgerLocation, type OpenedLedger } from '../src/ledger/index.ts';
 import { LeaseLostError } from '../src/ledger/leases.ts';
-import { Leadership } from '../src/lease/leadership.ts';
-import { createLogger } from '../src/log.ts';
-import { createMetrics } from '../src/metrics.ts';
+import type { Leadership } from '../src/lease/leadership.ts';
+import { leaseNode } from './helpers/leaseNode.ts';
 import { until } from './helpers/stack.ts';
 
 const LEASE_MS = 1_500;
@@ -42,23 +40,9 @@ afterAll(async () => {
 function node(nodeId: string, where: LedgerLocation) {
   const ledger = Ledger.connect(where);
   opened.push(ledger);
-  const state = { led: [] as number[], lost: [] as LeaseLostError[] };
-  let leadership: Leadership | undefined;
-  const acting = fencedLedger(ledger, (e) => leadership?.lost(e));
-  leadership = new Leadership({
-    ledger,
-    acting,
-    nodeId,
-    leaseMs: LEASE_MS,
-    renewMs: RENEW_MS,
-    renewFrom: where,
-    log: createLogger('silent'),
-    metrics: createMetrics(),
-    onLead: async (epoch) => void state.led.push(epoch),
-    onLost: (e) => void state.lost.push(e),
-  });
-  leaders.push(leadership);
-  return { ledger, acting, leadership, state };
+  const n = leaseNode(ledger, { nodeId, leaseMs: LEASE_MS, renewMs: RENEW_MS, renewFrom: where });
+  leaders.push(n.leadership);
+  return n;
 }
 
 // The lease has been renewed at least once by the thread (its expiry moved past the one the acquisition wrote).
