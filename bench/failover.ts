@@ -13,11 +13,10 @@ import { startPostgres } from '../src/devnet/postgres.ts';
 import { depositOn } from '../test/helpers/devnetOrders.ts';
 import { killAllNodeProcesses, type NodeProcess, startNodeProcess, stopNodeProcess } from '../test/helpers/nodeProcess.ts';
 import { api, until, waitForStatus } from '../test/helpers/stack.ts';
+import { takeLedgerFlag } from './ledgerFlag.ts';
 
 const argv = process.argv.slice(2);
-const flag = argv.indexOf('--ledger');
-const LEDGER = flag >= 0 ? argv.splice(flag, 2)[1] : 'sqlite';
-if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
+const LEDGER = takeLedgerFlag(argv);
 const ROUNDS = Number(argv[0] ?? 3);
 const LEASE_MS = Number(argv[1] ?? 3_000);
 const RENEW_MS = Number(argv[2] ?? 500);

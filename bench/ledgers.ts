@@ -13,7 +13,8 @@ const ROWS = Number(process.argv[3] ?? 20_000);
 const SECONDS = Number(process.argv[4] ?? 5);
 const CONCURRENCY = Number(process.argv[5] ?? 2);
 for (const [name, v] of Object.entries({ fills: FILLS, rows: ROWS, seconds: SECONDS, concurrency: CONCURRENCY })) {
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: a positive integer (usage: npm run bench:ledgers -- [fills] [rows] [seconds per query] [concurrency])`);
+  if (!Number.isInteger(v) || v < 1)
+    throw new Error(`${name}: a positive integer (usage: npm run bench:ledgers -- [fills] [rows] [seconds per query] [concurrency])`);
 }
 const LEDGERS = ['sqlite', 'postgres'] as const;
 type LedgerName = (typeof LEDGERS)[number];
@@ -69,7 +70,11 @@ async function run<T>(file: string, args: string[], label: string): Promise<{ fi
 const throughput = {} as Record<LedgerName, Awaited<ReturnType<typeof run<Throughput>>>>;
 const requests = {} as Record<LedgerName, Awaited<ReturnType<typeof run<RequestsApi>>>>;
 for (const ledger of LEDGERS) {
-  requests[ledger] = await run<RequestsApi>('bench/requests-api.ts', [String(ROWS), String(SECONDS), String(CONCURRENCY), '--ledger', ledger], `requests-api ${ledger}`);
+  requests[ledger] = await run<RequestsApi>(
+    'bench/requests-api.ts',
+    [String(ROWS), String(SECONDS), String(CONCURRENCY), '--ledger', ledger],
+    `requests-api ${ledger}`,
+  );
 }
 for (const ledger of LEDGERS) {
   throughput[ledger] = await run<Throughput>('bench/throughput.ts', [String(FILLS), '--ledger', ledger], `throughput ${ledger}`);
@@ -95,7 +100,12 @@ for (const name of Object.keys(requests.sqlite.figures?.results ?? requests.post
   if (name !== CEILING) row(requests, name, query(name), (f) => `${int(f.results[CEILING]?.rps ?? 0)} req/s`);
 }
 row(requests, 'GET /health (the ceiling itself)', query(CEILING));
-row(throughput, `throughput: ${int(FILLS)} fills`, (f) => `${f.fillsPerSecond.toFixed(0)} fills/s (${f.filled}/${f.orders}, ${f.filledTwice} twice)`, (f) => `${int(f.ceilingPerSecond)} tx/s`);
+row(
+  throughput,
+  `throughput: ${int(FILLS)} fills`,
+  (f) => `${f.fillsPerSecond.toFixed(0)} fills/s (${f.filled}/${f.orders}, ${f.filledTwice} twice)`,
+  (f) => `${int(f.ceilingPerSecond)} tx/s`,
+);
 row(throughput, 'deposit → fill included', (f) => `p50 ${int(f.latencyMs.p50)}, p99 ${int(f.latencyMs.p99)} ms`);
 row(throughput, 'node CPU per fill', (f) => `${f.cpuMsPerFill.toFixed(1)} ms`);
 row(throughput, 'ledger round trips per fill', (f) => (f.roundTripsPerFill === undefined ? '(in-process)' : f.roundTripsPerFill.toFixed(0)));
@@ -109,6 +119,9 @@ console.log(line(widths.map((w) => '-'.repeat(w))));
 for (const r of rows) console.log(line(r));
 mkdirSync('bench/results', { recursive: true });
 const file = `bench/results/ledgers-${Date.now()}.json`;
-writeFileSync(file, JSON.stringify({ fills: FILLS, rows: ROWS, secondsPerQuery: SECONDS, concurrency: CONCURRENCY, throughput, requests, table: rows }, null, 2));
+writeFileSync(
+  file,
+  JSON.stringify({ fills: FILLS, rows: ROWS, secondsPerQuery: SECONDS, concurrency: CONCURRENCY, throughput, requests, table: rows }, null, 2),
+);
 console.log(`wrote ${file}`);
 if ([...Object.values(throughput), ...Object.values(requests)].some((r) => r.code !== 0)) process.exitCode = 1;

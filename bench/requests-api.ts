@@ -18,11 +18,10 @@ import { Ledger } from '../src/ledger/index.ts';
 import { withPostgres } from '../src/ledger/pgUrl.ts';
 import { PostgresLedger } from '../src/ledger/postgres/ledger.ts';
 import { seededRequest, seedRequests, seedRequestsPostgres } from '../test/helpers/seedRequests.ts';
+import { takeLedgerFlag } from './ledgerFlag.ts';
 
 const args = process.argv.slice(2);
-const at = args.indexOf('--ledger');
-const LEDGER = at >= 0 ? args.splice(at, 2)[1] : 'sqlite';
-if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
+const LEDGER = takeLedgerFlag(args);
 const ROWS = Number(args[0] ?? 1_000_000);
 const SECONDS = Number(args[1] ?? 10);
 const CONCURRENCY = Number(args[2] ?? 2);
@@ -188,7 +187,18 @@ try {
   writeFileSync(
     file,
     JSON.stringify(
-      { ledger: LEDGER, rows: ROWS, secondsPerQuery: SECONDS, concurrency: CONCURRENCY, buildSeconds, seedSeconds, results, serverRssMb: rssKb / 1024, serverPeakMb: hwmKb / 1024, machine },
+      {
+        ledger: LEDGER,
+        rows: ROWS,
+        secondsPerQuery: SECONDS,
+        concurrency: CONCURRENCY,
+        buildSeconds,
+        seedSeconds,
+        results,
+        serverRssMb: rssKb / 1024,
+        serverPeakMb: hwmKb / 1024,
+        machine,
+      },
       null,
       2,
     ),

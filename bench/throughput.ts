@@ -23,11 +23,10 @@ import { startDevnet } from '../src/devnet/devnet.ts';
 import { startPostgres } from '../src/devnet/postgres.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
+import { takeLedgerFlag } from './ledgerFlag.ts';
 
 const args = process.argv.slice(2);
-const at = args.indexOf('--ledger');
-const LEDGER = at >= 0 ? args.splice(at, 2)[1] : 'sqlite';
-if (LEDGER !== 'sqlite' && LEDGER !== 'postgres') throw new Error(`--ledger ${LEDGER}: sqlite or postgres`);
+const LEDGER = takeLedgerFlag(args);
 const N = Number(args[0] ?? 1000);
 // Fills pay these few existing accounts in turn, as when the depositors were these five keys, so that
 // gas per fill stays comparable with earlier runs (a first payment to an empty account costs 25,000 gas more).
@@ -199,9 +198,16 @@ try {
     `  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`,
   );
   if (roundTrips !== undefined) console.log(`  ledger round trips: ${(roundTrips / Math.max(1, filled)).toFixed(1)} per fill`);
-  if (trips) console.log(`  ledger round trips per fill by what they carried: ${Object.entries(trips).map(([k, n]) => `${k} ${(n / Math.max(1, filled)).toFixed(2)}`).join(', ')}`);
-  if (cachedReads !== undefined) console.log(`  ledger reads answered from the transaction's own earlier read: ${(cachedReads / Math.max(1, filled)).toFixed(2)} per fill`);
-  if (deferredWrites !== undefined) console.log(`  ledger writes sent with a later statement or COMMIT: ${(deferredWrites / Math.max(1, filled)).toFixed(2)} per fill`);
+  if (trips)
+    console.log(
+      `  ledger round trips per fill by what they carried: ${Object.entries(trips)
+        .map(([k, n]) => `${k} ${(n / Math.max(1, filled)).toFixed(2)}`)
+        .join(', ')}`,
+    );
+  if (cachedReads !== undefined)
+    console.log(`  ledger reads answered from the transaction's own earlier read: ${(cachedReads / Math.max(1, filled)).toFixed(2)} per fill`);
+  if (deferredWrites !== undefined)
+    console.log(`  ledger writes sent with a later statement or COMMIT: ${(deferredWrites / Math.max(1, filled)).toFixed(2)} per fill`);
   console.log(`  machine: ${machine.cpus} × ${machine.cpu}, ${machine.memGiB} GiB, node ${machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const file = `bench/results/throughput-${Date.now()}.json`;

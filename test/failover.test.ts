@@ -73,7 +73,14 @@ function payoutsOfEpoch(epoch: number): number {
 // A node's config file: the devnet's chains, ha enabled with this node id; `destinationRpc` replaces
 // Optimism's RPC URL (a SendCounter in front of it).
 function configFor(nodeId: string, destinationRpc?: string, ledger: { url?: string; timeoutMs?: number } = { url: ledgerUrl }): string {
-  return writeHaConfig(devnet, join(dir, `config-${nodeId}.json`), { nodeId, dataDir: ledgerDir, leaseMs: LEASE_MS, renewMs: RENEW_MS, ledger, destinationRpc });
+  return writeHaConfig(devnet, join(dir, `config-${nodeId}.json`), {
+    nodeId,
+    dataDir: ledgerDir,
+    leaseMs: LEASE_MS,
+    renewMs: RENEW_MS,
+    ledger,
+    destinationRpc,
+  });
 }
 const env = () => haEnv(devnet);
 const role = nodeRole;

@@ -200,10 +200,7 @@ describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
       orders.push(id);
       expect((await waitForStatus(b.url, id, ['success', 'failure', 'refund'], 60_000)).status).toBe('success');
     }
-    await until(
-      () => (orders.every((id) => eventIdsOf(id).every((e) => receiver.accepted().includes(e))) ? true : undefined),
-      'the first orders delivered',
-    );
+    await until(() => (orders.every((id) => eventIdsOf(id).every((e) => receiver.accepted().includes(e))) ? true : undefined), 'the first orders delivered');
     expect(receiver.calls.length).toBeGreaterThanOrEqual(8);
     expect(receiver.calls.map((c) => c.from)).toEqual(receiver.calls.map(() => 'a'));
     expect(new Set(receiver.calls.map((c) => c.body.id)).size).toBe(receiver.calls.length);
@@ -231,11 +228,7 @@ describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
     receiver.failNext = 3;
 
     await untilRole(b, 'leader', 'b to take over');
-    await until(
-      () => (orders.every((id) => eventIdsOf(id).every((e) => receiver.accepted().includes(e))) ? true : undefined),
-      'every event delivered',
-      60_000,
-    );
+    await until(() => (orders.every((id) => eventIdsOf(id).every((e) => receiver.accepted().includes(e))) ? true : undefined), 'every event delivered', 60_000);
     const pending = await api(b.url, `/webhooks/${hook.body.id}/deliveries?state=pending`, { apiKey: key });
     expect(pending.body.deliveries).toEqual([]);
 
@@ -268,7 +261,8 @@ describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
 
     // The standby's stream, served by b throughout: the same events, in the same order per order.
     await until(
-      () => (orders.every((id) => streamed.filter((m) => m.type === 'request.status' && m.requestId === id).length === eventIdsOf(id).length) ? true : undefined),
+      () =>
+        orders.every((id) => streamed.filter((m) => m.type === 'request.status' && m.requestId === id).length === eventIdsOf(id).length) ? true : undefined,
       'the stream to show every event',
     );
     for (const id of orders) expect(streamed.filter((m) => m.type === 'request.status' && m.requestId === id).map((m) => m.id)).toEqual(eventIdsOf(id));

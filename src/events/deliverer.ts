@@ -151,7 +151,8 @@ export class Deliverer {
       this.#metrics.outboxDepth.set(this.#ledger.events.pendingCount());
     } catch (e) {
       // No longer the leader (the gate, or a fenced write of outcomes): the node stops acting; so does this.
-      if (e instanceof LeaseLostError) return void this.#log.warn({ err: errText(e) }, 'webhook deliveries stopped: this node no longer holds the leader lease');
+      if (e instanceof LeaseLostError)
+        return void this.#log.warn({ err: errText(e) }, 'webhook deliveries stopped: this node no longer holds the leader lease');
       this.#log.error({ err: errText(e) }, 'webhook delivery pass failed');
     }
     this.#pollTimer = setTimeout(() => this.#tick(), this.#cfg.pollIntervalMs);

@@ -232,7 +232,7 @@ class PgStatement implements SqlStatement {
           return outcome().rowCount;
         },
         get lastInsertRowid() {
-          return outcome(), 0;
+          return (outcome(), 0);
         },
       };
     }
