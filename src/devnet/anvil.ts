@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { freePort } from './freePort.ts';
+import { listensOn } from './listener.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 
 export interface StartAnvilOptions {
@@ -197,6 +198,12 @@ async function startOnce(opts: StartAnvilOptions, port: number): Promise<AnvilHa
       if (id !== opts.chainId) {
         await terminate(child);
         throw new Error(`anvil on ${rpcUrl} reports chain id ${id}, expected ${opts.chainId} (port taken by another node?)`);
+      }
+      // The same chain id from another process that took the port before our child bound it (a parallel test's
+      // devnet): ours will fail to bind; try another port rather than share someone else's chain.
+      if (listensOn(pid, port) === false) {
+        await terminate(child);
+        throw new AnvilStartError(`anvil (chain ${opts.chainId}, port ${port}): another process answered on the port`, 'address already in use');
       }
       break;
     }
