@@ -305,18 +305,17 @@ describe('node behind several providers', () => {
     expect(JSON.stringify(ready.body)).not.toContain('127.0.0.1');
   });
 
-  // Last: it shortens the shared chain.
-  it('lowers its floor when the chain itself gets shorter (a reorg to a shorter branch), once every provider has said so for a while', async () => {
+  // Mines 5 blocks and has `p` read them, reverts them, then polls `p` at `latest` (bounded): the read and the
+  // floor must come back to the shorter chain's head.
+  async function readsAfterShortening(p: ProviderPool) {
     const snap = await rpc(anvil.rpcUrl, 'evm_snapshot');
     await rpc(anvil.rpcUrl, 'anvil_mine', ['0x5']);
     const top = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
-    const { pool: p } = pool([{ url: anvil.rpcUrl, name: 'only' }], { maxWaitMs: 1_000, shorterAfterMs: 500 });
     await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] });
     expect(p.floor).toBe(top);
     await rpc(anvil.rpcUrl, 'evm_revert', [snap]);
     const shorter = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
     expect(shorter).toBeLessThan(top);
-    // Reads at `latest` recover within a bound and answer at the shorter chain's head.
     const got = await until(
       async () => {
         try {
@@ -330,6 +329,12 @@ describe('node behind several providers', () => {
     );
     expect(got).toBe(shorter);
     expect(p.floor).toBe(shorter);
+  }
+
+  // Last: it shortens the shared chain.
+  it('lowers its floor when the chain itself gets shorter (a reorg to a shorter branch), once every provider has said so for a while', async () => {
+    const { pool: p } = pool([{ url: anvil.rpcUrl, name: 'only' }], { maxWaitMs: 1_000, shorterAfterMs: 500 });
+    await readsAfterShortening(p);
   });
 
   // Last too: it shortens the shared chain again. A provider lying ahead must not hold the floor up.
@@ -337,9 +342,6 @@ describe('node behind several providers', () => {
     const liar = await proxy(anvil.rpcUrl, { leadBlocks: 50 });
     const a = await proxy(anvil.rpcUrl);
     const b = await proxy(anvil.rpcUrl);
-    const snap = await rpc(anvil.rpcUrl, 'evm_snapshot');
-    await rpc(anvil.rpcUrl, 'anvil_mine', ['0x5']);
-    const top = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
     const { pool: p } = pool(
       [
         { url: liar.url, name: 'liar' },
@@ -350,24 +352,7 @@ describe('node behind several providers', () => {
     );
     p.start();
     try {
-      await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] });
-      expect(p.floor).toBe(top);
-      await rpc(anvil.rpcUrl, 'evm_revert', [snap]);
-      const shorter = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
-      expect(shorter).toBeLessThan(top);
-      const got = await until(
-        async () => {
-          try {
-            return BigInt(((await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] })) as { number: string }).number);
-          } catch {
-            return undefined;
-          }
-        },
-        'a read on the shorter chain',
-        15_000,
-      );
-      expect(got).toBe(shorter);
-      expect(p.floor).toBe(shorter);
+      await readsAfterShortening(p);
     } finally {
       await p.stop();
     }
