@@ -11,7 +11,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { startDevnet, type Devnet } from '../src/devnet/devnet.ts';
 import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
@@ -25,8 +25,10 @@ import { api, nativeBridge, until, waitForStatus } from './helpers/stack.ts';
 
 const LEASE_MS = 3_000;
 const RENEW_MS = 500;
-// Fast retries; a delivery the receiver holds stays in flight (unanswered) well past a fill.
-const EVENTS = { deliveryTimeoutMs: 60_000, maxAttempts: 1_000, backoffBaseMs: 10, backoffMaxMs: 200, pollIntervalMs: 100, heartbeatSeconds: 1 };
+// Fast retries; a delivery the receiver holds stays in flight (unanswered) well past a fill. The stream's
+// heartbeat stays at its default: at 1 s, a test process busy for a second (under CI load) missed a pong
+// and the node rightly closed its stream.
+const EVENTS = { deliveryTimeoutMs: 60_000, maxAttempts: 1_000, backoffBaseMs: 10, backoffMaxMs: 200, pollIntervalMs: 100 };
 
 /** The process (among `pids`) that owns the loopback TCP connection from `clientPort` to `serverPort` (Linux /proc). */
 function processOfConnection(clientPort: number, serverPort: number, pids: Map<number, string>): string | undefined {
@@ -144,24 +146,30 @@ async function startReceiver(): Promise<Receiver> {
   receivers.push(r);
   return r;
 }
-// The ledger's event ids of an order, in outbox order.
+// The ledger's event ids of an order, in outbox order, read through one connection per test (a connection
+// per poll kept the test's event loop busy for seconds under load).
+let reader: Ledger | undefined;
 function eventIdsOf(requestId: string): string[] {
-  const l = openLedger();
-  try {
-    return l.events.forRequest(requestId).map((e) => e.id);
-  } finally {
-    l.close();
-  }
+  reader ??= openLedger();
+  return reader.events.forRequest(requestId).map((e) => e.id);
 }
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'relay-node-webhooks-failover-'));
   devnet = await startDevnet({ dataDir: join(dir, 'devnet') });
   postgres = await startPostgres({ durable: false });
-  ledgerUrl = await postgres.createDatabase();
 }, 120_000);
-afterAll(async () => {
+// Each test on a ledger of its own, and none leaves a node running into the next (a failed test's leader
+// would otherwise hold the next test's lease).
+beforeEach(async () => {
+  ledgerUrl = await postgres!.createDatabase();
+});
+afterEach(() => {
   killAllNodeProcesses();
+  reader?.close();
+  reader = undefined;
+});
+afterAll(async () => {
   for (const s of sockets) s.terminate();
   for (const r of receivers) r.close();
   await devnet?.stop();
@@ -228,19 +236,29 @@ describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
     receiver.failNext = 3;
 
     await untilRole(b, 'leader', 'b to take over');
-    await until(() => (orders.every((id) => eventIdsOf(id).every((e) => receiver.accepted().includes(e))) ? true : undefined), 'every event delivered', 60_000);
-    const pending = await api(b.url, `/webhooks/${hook.body.id}/deliveries?state=pending`, { apiKey: key });
-    expect(pending.body.deliveries).toEqual([]);
+    // Every event delivered and none pending, read in that order (an order's record can change after its status
+    // did, the fill's confirmation say, which appends an event of the same status).
+    const { perOrder, accepted } = await until(
+      async () => {
+        const pending = await api(b.url, `/webhooks/${hook.body.id}/deliveries?state=pending`, { apiKey: key });
+        if (pending.body.deliveries.length > 0) return undefined;
+        const perOrder = orders.map((id) => eventIdsOf(id));
+        const accepted = receiver.accepted();
+        return perOrder.flat().every((e) => accepted.includes(e)) ? { perOrder, accepted } : undefined;
+      },
+      'every event delivered, none pending',
+      60_000,
+    );
 
     // Only b delivered after the kill, and it did deliver (the held ones at least, and the 500s again).
     const after = receiver.calls.slice(beforeKill);
     expect(after.length).toBeGreaterThanOrEqual(held.length + 3);
     expect(after.map((c) => c.from)).toEqual(after.map(() => 'b'));
     // Every event of every order, in the ledger's order per order; nothing else.
-    const all = orders.flatMap((id) => eventIdsOf(id));
+    const all = perOrder.flat();
     expect(all.length).toBeGreaterThanOrEqual(16);
-    expect(new Set(receiver.accepted())).toEqual(new Set(all));
-    for (const id of orders) expect(receiver.accepted().filter((e) => eventIdsOf(id).includes(e))).toEqual(eventIdsOf(id));
+    expect(new Set(accepted)).toEqual(new Set(all));
+    for (const events of perOrder) expect(accepted.filter((e) => events.includes(e))).toEqual(events);
     // Repeats: the same event id in the header and the body, the same body, each signed for its own attempt.
     const byId = new Map<string, Call[]>();
     for (const c of receiver.calls) byId.set(c.body.id, [...(byId.get(c.body.id) ?? []), c]);
@@ -260,6 +278,7 @@ describe('webhooks across a takeover (two nodes on PostgreSQL)', () => {
     );
 
     // The standby's stream, served by b throughout: the same events, in the same order per order.
+    expect(ws.readyState, 'the stream is still open').toBe(WebSocket.OPEN);
     await until(
       () =>
         orders.every((id) => streamed.filter((m) => m.type === 'request.status' && m.requestId === id).length === eventIdsOf(id).length) ? true : undefined,
