@@ -384,6 +384,22 @@ describe('websocket status stream', () => {
     expect(c.ws.readyState).toBe(WebSocket.OPEN);
   });
 
+  it('keeps a client whose pong arrived while the node itself was busy past a heartbeat', async () => {
+    const c = await streamClient(s.url);
+    clients.push(c.ws);
+    // The node's event loop (shared with this test) kept busy for 2.5 heartbeats right after the client answered a
+    // ping, as a long synchronous call under load would keep it: the pong waits in the node's socket meanwhile, and
+    // the overdue heartbeat fires before the loop reads it.
+    let stalls = 0;
+    c.ws.on('ping', () => {
+      if (stalls++ < 2) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2_500);
+    });
+    await until(() => (stalls >= 2 ? true : undefined), 'a second ping (none comes to a dropped client)', 20_000);
+    const heartbeats = c.msgs.filter((m) => m.type === 'heartbeat').length;
+    await until(() => (c.msgs.filter((m) => m.type === 'heartbeat').length > heartbeats + 1 ? true : undefined), 'heartbeats after the stalls', 10_000);
+    expect(c.ws.readyState).toBe(WebSocket.OPEN);
+  });
+
   it('closes a client that does not read with 4008 instead of buffering without bound', async () => {
     const { requestId } = await quote(undefined, 2);
     const stream = s.node.api.statusStream;

@@ -75,7 +75,9 @@ export class StatusStream {
   // Re-reads the interval at every beat (a running node picks up a changed value).
   #scheduleBeat(): NodeJS.Timeout {
     const t = setTimeout(() => {
-      this.#beat();
+      // After the I/O already waiting: a beat overdue because the node itself was busy would otherwise run before
+      // the pongs that arrived meanwhile are read, and drop clients for the node's own delay.
+      setImmediate(() => this.#beat());
       if (!this.#closed) this.#heartbeat = this.#scheduleBeat();
     }, this.#ctx.config.events.heartbeatSeconds * 1000);
     t.unref();
