@@ -8,8 +8,8 @@
 //
 // Prints its figures and writes them to test/chaos/results/<timestamp>.json. `runChaos` is also what
 // the short form inside `npm test` (chaos.test.ts) calls.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync, createWriteStream } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,7 +24,8 @@ import { withPostgres } from '../../src/ledger/pgUrl.ts';
 import { startPostgres, type PostgresHandle } from '../../src/devnet/postgres.ts';
 import { Ledger } from '../../src/ledger/index.ts';
 import { TcpProxy } from '../helpers/tcpProxy.ts';
-import { LeaseReader, epochInvariants, epochStarts, haEvent, percentile, type HaEvent, type HaEventKind } from './ha.ts';
+import { LeaseReader, epochInvariants, epochStarts, haEvent, percentile, type FaultPoint, type HaEvent, type HaEventKind } from './ha.ts';
+import { NodeProcess } from './nodeProcess.ts';
 import { FAULT_KINDS, RpcProxy, startProxies, type FaultKind } from './proxy.ts';
 import { EXCHANGE_FAULT_KINDS, ExchangeProxy, SVM_FAULT_KINDS, SvmProxy, type ExchangeFaultKind, type SvmFaultKind } from './kindProxies.ts';
 import { freePort } from '../../src/devnet/freePort.ts';
@@ -153,131 +154,6 @@ async function until<T>(fn: () => Promise<T | undefined>, what: string, ms: numb
   }
 }
 
-class StartExit extends Error {}
-
-// The node process: started, killed and restarted on the same config, ledger and port.
-class NodeProcess {
-  child: ChildProcess | undefined;
-  exited: Promise<NodeJS.Signals | number | null> = Promise.resolve(null);
-  output: string[] = [];
-  starts = 0;
-  unexpectedExits = 0;
-  // Exits with code 75: the node lost the leader lease and stopped acting (a standby took over).
-  leaseLostExits = 0;
-  startFailures: string[] = [];
-  restarting = false;
-  #expectExit = false;
-  #started = false;
-  #log;
-  constructor(
-    private configPath: string,
-    readonly port: number,
-    private keys: { solver: Hex; allocator: Hex; svmSolver?: string },
-    logFile: string,
-    readonly nodeId = 'node',
-  ) {
-    this.#log = createWriteStream(logFile);
-  }
-
-  /** Its /health role (leader or standby); undefined if it does not answer. */
-  async role(): Promise<string | undefined> {
-    return fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) })
-      .then((r) => r.json() as Promise<{ role?: string }>)
-      .then(
-        (b) => b.role,
-        () => undefined,
-      );
-  }
-  get url() {
-    return `http://127.0.0.1:${this.port}`;
-  }
-
-  // Starts the node; a node that exits while starting (an RPC fault at startup) is started again,
-  // a few times, and counted.
-  async start(fault?: 'crash-after-fill-recorded' | 'crash-after-fill-broadcast'): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.#startOnce(fault);
-      } catch (e) {
-        if (!(e instanceof StartExit) || attempt >= 5) throw e;
-        this.startFailures.push(e.message.slice(0, 400));
-      }
-    }
-  }
-
-  async #startOnce(fault?: 'crash-after-fill-recorded' | 'crash-after-fill-broadcast'): Promise<void> {
-    const args = [join(ROOT, 'bin/relay-node.js'), 'start', '--config', this.configPath, '--port', String(this.port)];
-    if (fault) args.push('--fault', fault);
-    const child = spawn(process.execPath, args, {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        RELAY_SOLVER_KEY: this.keys.solver,
-        RELAY_ALLOCATOR_KEY: this.keys.allocator,
-        ...(this.keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: this.keys.svmSolver } : {}),
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    this.child = child;
-    this.starts++;
-    this.#started = false;
-    this.#expectExit = Boolean(fault);
-    const sink = (d: Buffer) => {
-      const s = d.toString();
-      this.output.push(s);
-      this.#log.write(s);
-    };
-    child.stdout!.on('data', sink);
-    child.stderr!.on('data', sink);
-    this.exited = new Promise((resolve) =>
-      child.on('exit', (code, signal) => {
-        if (code === 75) this.leaseLostExits++;
-        else if (this.child === child && !this.#expectExit && this.#started) this.unexpectedExits++;
-        resolve(signal ?? code);
-      }),
-    );
-    // Generous: on a 2-core machine shared with other work, loading the sources alone can take a minute.
-    const end = Date.now() + 180_000;
-    for (;;) {
-      // Started at a fault point, it may reach its first fill (and kill itself there) before it
-      // answers: that is the crash asked for, not a failure to start.
-      if (fault && child.signalCode === 'SIGKILL') return;
-      if (child.exitCode !== null || child.signalCode !== null) {
-        throw new StartExit(`the node exited while starting: ${this.output.slice(-3).join('').slice(-1500)}`);
-      }
-      const ok = await fetch(`${this.url}/health`, { signal: AbortSignal.timeout(2_000) }).then(
-        (r) => r.status === 200,
-        () => false,
-      );
-      if (ok) break;
-      if (Date.now() > end) {
-        // Counted as a failure to start, and started again (by start()).
-        this.#expectExit = true;
-        child.kill('SIGKILL');
-        await this.exited;
-        throw new StartExit(`the node did not answer /health within 180 s: ${this.output.slice(-3).join('').slice(-1500)}`);
-      }
-      await sleep(50);
-    }
-    this.#started = true;
-  }
-
-  alive(): boolean {
-    return Boolean(this.child && this.child.exitCode === null && this.child.signalCode === null);
-  }
-
-  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    if (!this.alive()) return;
-    this.#expectExit = true;
-    this.child!.kill(signal);
-    await this.exited;
-  }
-
-  close() {
-    this.#log.end();
-  }
-}
-
 // Mines a block on each chain every `ms` (deposits need blocks on top to reach their confirmations);
 // a chain can be paused while a reorg is staged on it.
 class Ticker {
@@ -310,16 +186,21 @@ function machine() {
 
 const nodeName = (i: number) => `node-${String.fromCharCode(97 + i)}`;
 
+type NodeKeys = { solver: Hex; allocator: Hex; svmSolver?: string };
+
+// The node's environment: its keys, from the variables its config names.
+const nodeEnv = (keys: NodeKeys): NodeJS.ProcessEnv => ({
+  ...process.env,
+  RELAY_SOLVER_KEY: keys.solver,
+  RELAY_ALLOCATOR_KEY: keys.allocator,
+  ...(keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: keys.svmSolver } : {}),
+});
+
 /** `relay-node audit --config` as its own process: its exit code (0: no difference) and output. */
-async function runCliAudit(configPath: string, keys: { solver: Hex; allocator: Hex; svmSolver?: string }): Promise<{ code: number | null; output: string }> {
+async function runCliAudit(configPath: string, keys: NodeKeys): Promise<{ code: number | null; output: string }> {
   const child = spawn(process.execPath, [join(ROOT, 'bin/relay-node.js'), 'audit', '--config', configPath], {
     cwd: ROOT,
-    env: {
-      ...process.env,
-      RELAY_SOLVER_KEY: keys.solver,
-      RELAY_ALLOCATOR_KEY: keys.allocator,
-      ...(keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: keys.svmSolver } : {}),
-    },
+    env: nodeEnv(keys),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -480,7 +361,21 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     for (let i = 0; i < nodeCount; i++) {
       const configPath = join(dataDir, nodeCount > 1 ? `config-${nodeName(i)}.json` : 'config.json');
       writeFileSync(configPath, JSON.stringify(configOf(i)));
-      nodes.push(new NodeProcess(configPath, await freePort(), devnet.keys, join(dataDir, nodeCount > 1 ? `${nodeName(i)}.log` : 'node.log'), nodeName(i)));
+      const port = await freePort();
+      const command = {
+        args: (fault?: FaultPoint) => [
+          join(ROOT, 'bin/relay-node.js'),
+          'start',
+          '--config',
+          configPath,
+          '--port',
+          String(port),
+          ...(fault ? ['--fault', fault] : []),
+        ],
+        env: nodeEnv(devnet.keys),
+        cwd: ROOT,
+      };
+      nodes.push(new NodeProcess(command, port, join(dataDir, nodeCount > 1 ? `${nodeName(i)}.log` : 'node.log'), nodeName(i)));
     }
     node = nodes[0]!;
     ticker.start();
@@ -915,7 +810,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       machine: machine(),
       dataDir,
     };
-    keepForFailure = !result.ok;
+    // A node that exited by itself is a finding even when the end conditions hold: its log is kept to read.
+    keepForFailure = !result.ok || crashes.unexpectedExits > 0;
+    for (const n of nodes) for (const tail of n.unexpectedExitTails) say(`chaos: ${n.nodeId} exited by itself: ${tail}`);
     if (opts.resultsDir !== '') {
       const dir = opts.resultsDir ?? join(ROOT, 'test/chaos/results');
       mkdirSync(dir, { recursive: true });
