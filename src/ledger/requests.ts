@@ -5,6 +5,7 @@ import { searchRequests, type RequestQuery, type SearchResult } from './requestS
 import type { Events } from './events.ts';
 import type { RequestRow, Status } from './types.ts';
 import type { FailReason, RefundFailReason } from './reasons.ts';
+import { STATUS_BY_ID, statusFromRow, type StatusRecord, type StatusRow } from './statusRecord.ts';
 
 // Set by the ledger as the request progresses, never by its creator.
 type StatusFields = { status: string; fail_reason: FailReason | null; refund_fail_reason: RefundFailReason | null };
@@ -55,6 +56,7 @@ export class Requests {
   #statusOf;
   #ofUser;
   #manualRefunds;
+  #status;
   #db: Db;
   constructor(db: Db, events?: Events) {
     this.#db = db;
@@ -108,6 +110,7 @@ export class Requests {
       fill_time_ms = CASE WHEN @status = 'success' THEN @now - (SELECT MIN(seen_at) FROM deposits WHERE request_id = @id) ELSE fill_time_ms END,
       updated_at = @now WHERE id = @id`);
     this.#children = db.prepare('SELECT * FROM requests WHERE parent_id = ? ORDER BY created_at');
+    this.#status = db.prepare(STATUS_BY_ID);
   }
 
   insert(r: NewRequest): void {
@@ -130,6 +133,12 @@ export class Requests {
     }
     this.#insertWithEvent.immediate(args);
     this.#events.committed();
+  }
+
+  /** The request's Status record (GET /intents/status), in one statement; undefined if there is no such request. */
+  status(id: string): StatusRecord | undefined {
+    const row = this.#status.get(id) as StatusRow | undefined;
+    return row && statusFromRow(row);
   }
 
   get(id: string): RequestRow | undefined {

@@ -6,7 +6,7 @@ import { ApiError } from '../errors.ts';
 import { UsageRecorder, usageHooks } from '../usage.ts';
 import { chainIdParam, hashParam } from '../validate.ts';
 import { currencyId } from './reference.ts';
-import { statusRecord } from '../statusRecord.ts';
+import { statusRequestId } from './status.ts';
 import { amountObject } from '../../quote/currency.ts';
 
 // Operations the interface lists at the hosted service's paths and in its published shapes, each
@@ -47,7 +47,6 @@ const usageQuery = z
     apiKey: z.string().max(200).optional(),
   })
   .strict();
-const statusQuery = z.object({ requestId: hashParam });
 
 // v2 statuses had no `submitted`: a submitted fill was still pending.
 const V2_STATUS: Record<string, string> = { submitted: 'pending' };
@@ -198,10 +197,9 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
   });
 
   app.get('/intents/status/v2', async (req) => {
-    const { requestId } = statusQuery.parse(req.query ?? {});
-    const r = ledger.requests.get(requestId);
-    if (!r) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${requestId}`);
-    const s = statusRecord(ledger, r);
+    const requestId = statusRequestId(req.query);
+    const s = ledger.requests.status(requestId);
+    if (!s) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${requestId}`);
     return {
       status: V2_STATUS[s.status] ?? s.status,
       details: s.details,

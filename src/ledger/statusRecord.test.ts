@@ -1,0 +1,148 @@
+// The Status record read by id in one statement (Requests.status, GET /intents/status) against the record the
+// events outbox builds from the request's row and its deposits and payouts (statusRecord): the same record, on
+// both ledgers, for the cases that shape it — deposits seen for a waiting order (one transaction carrying two,
+// one reorged, one from an earlier block written later), deposits handled for the request, payouts decided out of
+// their written order and one not yet signed, the reasons' details, a change read right after it, no such request.
+import { describe, expect, it } from 'vitest';
+import { LEDGER_KINDS, testLedgers } from '../../test/helpers/ledgers.ts';
+import type { OpenedLedger } from './index.ts';
+import type { NewDeposit } from './deposits.ts';
+import { statusRecord } from './statusRecord.ts';
+
+const ledgers = testLedgers();
+const hex = (n: number, bytes = 32) => `0x${n.toString(16).padStart(bytes * 2, '0')}` as `0x${string}`;
+const USER = hex(7, 20);
+
+function request(l: OpenedLedger, n: number, kind: 'order' | 'orphan' = 'order') {
+  const id = hex(0x5000 + n);
+  l.requests.insert({
+    id,
+    parent_id: null,
+    kind,
+    request_type: 'bridge',
+    status: 'waiting',
+    user: USER,
+    recipient: USER,
+    refund_to: USER,
+    origin_chain_id: 8453,
+    destination_chain_id: 10,
+    origin_currency: hex(0, 20),
+    destination_currency: hex(0, 20),
+    trade_type: 'EXACT_INPUT',
+    amount_in: '100',
+    amount_out: '99',
+    min_amount_out: '98',
+    pricing: null,
+    order_data: null,
+    quote: '{"a large quote":"not read by the status"}',
+    expires_at: null,
+    fill_deadline: null,
+    created_at: 1_000 + n,
+  });
+  return id;
+}
+
+const deposit = (tx: number, logIndex: number, block: number, orderRef: `0x${string}`): NewDeposit => ({
+  id: `8453:${hex(tx)}:${logIndex}`,
+  chain_id: 8453,
+  tx_hash: hex(tx),
+  log_index: logIndex,
+  block_number: block,
+  block_hash: hex(1000 + block),
+  depositor: USER,
+  currency: hex(0, 20),
+  amount: '100',
+  order_ref: orderRef,
+  seen_at: 2_000 + tx,
+});
+
+/** The outbox's record of the request (statusRecord over its row), which the read by id must equal. */
+const built = (l: OpenedLedger, id: string) => statusRecord(l, l.requests.get(id)!);
+
+describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
+  it("shows a waiting order's seen deposits: in block order, each transaction once, the reorged one not", async () => {
+    const l = await ledgers.open(kind);
+    const id = request(l, 1);
+    expect(l.requests.status(id)).toMatchObject({ status: 'waiting', inTxHashes: [], txHashes: [] });
+    // Written in this order; block 30's two logs are one transaction, and block 40's is reorged out.
+    l.deposits.insert(deposit(3, 0, 30, id));
+    l.deposits.insert(deposit(3, 1, 30, id));
+    l.deposits.insert(deposit(2, 5, 20, id));
+    l.deposits.insert(deposit(4, 0, 40, id));
+    l.deposits.insert(deposit(9, 0, 25, hex(0xdead))); // another order's
+    l.deposits.reorgAbove(8453, 35);
+    const s = l.requests.status(id)!;
+    expect(s.inTxHashes).toEqual([hex(2), hex(3)]);
+    expect(s).toEqual(built(l, id));
+    expect(s).toEqual({
+      status: 'waiting',
+      details: 'Waiting for the deposit to be confirmed',
+      inTxHashes: [hex(2), hex(3)],
+      txHashes: [],
+      updatedAt: 1_001,
+      originChainId: 8453,
+      destinationChainId: 10,
+      quoteCreatedAt: 1_001,
+      failReason: null,
+      refundFailReason: null,
+    });
+  });
+
+  it("shows a filled request's own deposits and its payouts' hashes in decision order, and a change read right after it", async () => {
+    const l = await ledgers.open(kind);
+    const id = request(l, 2);
+    l.deposits.insert(deposit(12, 0, 50, id));
+    l.deposits.insert(deposit(11, 3, 45, id));
+    l.deposits.insert(deposit(13, 0, 46, id)); // seen for the order, never handled: not shown once it is pending
+    l.deposits.confirmUpTo(8453, 100, 3_000);
+    l.deposits.markHandled(`8453:${hex(12)}:0`, id);
+    l.deposits.markHandled(`8453:${hex(11)}:3`, id);
+    l.requests.setStatus(id, 'pending', {}, 4_000);
+    const payout = (n: number, decidedAt: number) =>
+      l.payouts.insert({
+        id: `p${n}`,
+        kind: 'fill',
+        request_id: id as `0x${string}`,
+        deposit_id: `8453:${hex(12)}:0`,
+        chain_id: 10,
+        recipient: USER,
+        currency: hex(0, 20),
+        amount: '99',
+        decided_at: decidedAt,
+      });
+    payout(1, 5_002);
+    payout(2, 5_001);
+    payout(3, 5_003); // decided, not signed: no hash yet
+    l.payouts.setState('p1', 'sent', { txHash: hex(0xf1) });
+    l.payouts.setState('p2', 'failed', { txHash: hex(0xf2), failReason: 'TRANSACTION_REVERTED' });
+    let s = l.requests.status(id)!;
+    expect(s).toMatchObject({ status: 'pending', inTxHashes: [hex(11), hex(12)], txHashes: [hex(0xf2), hex(0xf1)], updatedAt: 4_000 });
+    expect(s).toEqual(built(l, id));
+
+    // The next read shows the next change (nothing between the ledger and the answer).
+    l.payouts.setState('p3', 'sent', { txHash: hex(0xf3) });
+    l.requests.setStatus(id, 'success', {}, 6_000);
+    s = l.requests.status(id)!;
+    expect(s).toMatchObject({ status: 'success', details: 'Filled', txHashes: [hex(0xf2), hex(0xf1), hex(0xf3)], updatedAt: 6_000 });
+    expect(s).toEqual(built(l, id));
+  });
+
+  it("gives the reasons' details, a recorded detail as it is, and nothing for an unknown id", async () => {
+    const l = await ledgers.open(kind);
+    const failed = request(l, 3);
+    l.requests.setStatus(failed, 'failure', { failReason: 'SOLVER_CAPACITY_EXCEEDED', refundFailReason: 'AMOUNT_TOO_LOW_TO_REFUND' }, 7_000);
+    expect(l.requests.status(failed)).toMatchObject({
+      status: 'failure',
+      details: 'Failed (SOLVER_CAPACITY_EXCEEDED); refund not possible: AMOUNT_TOO_LOW_TO_REFUND',
+      failReason: 'SOLVER_CAPACITY_EXCEEDED',
+      refundFailReason: 'AMOUNT_TOO_LOW_TO_REFUND',
+    });
+    expect(l.requests.status(failed)).toEqual(built(l, failed));
+    const orphan = request(l, 4, 'orphan');
+    l.deposits.insert(deposit(21, 0, 60, orphan)); // an orphan shows no deposits seen by reference
+    l.requests.setStatus(orphan, 'refund', { failReason: 'ORDER_EXPIRED', details: 'refunded by the operator' }, 8_000);
+    expect(l.requests.status(orphan)).toMatchObject({ status: 'refund', details: 'refunded by the operator', inTxHashes: [] });
+    expect(l.requests.status(orphan)).toEqual(built(l, orphan));
+    expect(l.requests.status(hex(0x9999))).toBeUndefined();
+  });
+});
