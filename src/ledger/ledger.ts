@@ -13,6 +13,7 @@ import type { Payouts } from './payouts.ts';
 import type { RelayedAuthorizations } from './relays.ts';
 import type { Requests } from './requests.ts';
 import type { SignatureNonces } from './signatureNonces.ts';
+import type { StatusRecord } from './statusRecord.ts';
 import type { Withdrawals } from './withdrawals.ts';
 
 /** The public face of a store: its methods, without the statements an implementation prepares (private fields). */
@@ -67,6 +68,11 @@ export interface Ledger {
   tx<T>(fn: () => T, opts?: TxOptions): T;
   /** Runs fn's reads as one consistent snapshot (one read transaction; nested in tx, it joins it). */
   read<T>(fn: () => T): T;
+  /**
+   * A request's Status record by id (GET /intents/status), the same as `requests.status`, read without holding the
+   * event loop where the ledger allows it (PostgreSQL: a pooled connection of its own; SQLite: in place).
+   */
+  statusOf(id: string): Promise<StatusRecord | undefined>;
   /** Throws if the ledger does not answer (liveness). */
   ping(): void;
   close(): void;

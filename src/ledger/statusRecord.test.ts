@@ -2,7 +2,8 @@
 // events outbox builds from the request's row and its deposits and payouts (statusRecord): the same record, on
 // both ledgers, for the cases that shape it — deposits seen for a waiting order (one transaction carrying two,
 // one reorged, one from an earlier block written later), deposits handled for the request, payouts decided out of
-// their written order and one not yet signed, the reasons' details, a change read right after it, no such request.
+// their written order and one not yet signed, the reasons' details, a change read right after it, no such request; and
+// the API's read (Ledger.statusOf: on PostgreSQL, a pooled connection of its own) gives the same records.
 import { describe, expect, it } from 'vitest';
 import { LEDGER_KINDS, testLedgers } from '../../test/helpers/ledgers.ts';
 import type { OpenedLedger } from './index.ts';
@@ -74,6 +75,7 @@ describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
     const s = l.requests.status(id)!;
     expect(s.inTxHashes).toEqual([hex(2), hex(3)]);
     expect(s).toEqual(built(l, id));
+    expect(await l.statusOf(id)).toEqual(s);
     expect(s).toEqual({
       status: 'waiting',
       details: 'Waiting for the deposit to be confirmed',
@@ -118,6 +120,8 @@ describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
     let s = l.requests.status(id)!;
     expect(s).toMatchObject({ status: 'pending', inTxHashes: [hex(11), hex(12)], txHashes: [hex(0xf2), hex(0xf1)], updatedAt: 4_000 });
     expect(s).toEqual(built(l, id));
+    // The API's read (PostgreSQL: on a pooled connection of its own) gives the same record.
+    expect(await l.statusOf(id)).toEqual(s);
 
     // The next read shows the next change (nothing between the ledger and the answer).
     l.payouts.setState('p3', 'sent', { txHash: hex(0xf3) });
@@ -125,6 +129,7 @@ describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
     s = l.requests.status(id)!;
     expect(s).toMatchObject({ status: 'success', details: 'Filled', txHashes: [hex(0xf2), hex(0xf1), hex(0xf3)], updatedAt: 6_000 });
     expect(s).toEqual(built(l, id));
+    expect(await l.statusOf(id)).toEqual(s);
   });
 
   it("gives the reasons' details, a recorded detail as it is, and nothing for an unknown id", async () => {
@@ -144,5 +149,6 @@ describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
     expect(l.requests.status(orphan)).toMatchObject({ status: 'refund', details: 'refunded by the operator', inTxHashes: [] });
     expect(l.requests.status(orphan)).toEqual(built(l, orphan));
     expect(l.requests.status(hex(0x9999))).toBeUndefined();
+    expect(await l.statusOf(hex(0x9999))).toBeUndefined();
   });
 });

@@ -16,6 +16,7 @@ import { SignatureNonces } from './signatureNonces.ts';
 import { Withdrawals } from './withdrawals.ts';
 import { ExchangeNonces } from './exchangeNonces.ts';
 import type { Ledger, TxOptions } from './ledger.ts';
+import type { StatusRecord } from './statusRecord.ts';
 
 /**
  * The ledger built from its stores over one connection (`SqlDb`): SQLite's (sqlite.ts) and PostgreSQL's
@@ -101,6 +102,11 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
 
   /** Runs fn's reads as one consistent snapshot; nested in tx, it joins it. */
   abstract read<T>(fn: () => T): T;
+
+  /** As `requests.status`; PostgreSQL's reads it on a connection of its own (see PostgresLedger). */
+  async statusOf(id: string): Promise<StatusRecord | undefined> {
+    return this.requests.status(id);
+  }
 
   /** Throws if the ledger does not answer. */
   ping(): void {

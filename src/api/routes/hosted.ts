@@ -198,7 +198,7 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
 
   app.get('/intents/status/v2', async (req) => {
     const requestId = statusRequestId(req.query);
-    const s = ledger.requests.status(requestId);
+    const s = await ledger.statusOf(requestId);
     if (!s) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${requestId}`);
     return {
       status: V2_STATUS[s.status] ?? s.status,

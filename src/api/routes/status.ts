@@ -21,8 +21,8 @@ export function statusRequestId(q: unknown): Hex {
 export function statusRoutes(app: FastifyInstance, ctx: ApiContext) {
   const handler = async (req: { query: unknown }) => {
     const requestId = statusRequestId(req.query);
-    // One statement: the request's shown fields and its hashes (Requests.status).
-    const s = ctx.ledger.requests.status(requestId);
+    // One statement: the request's shown fields and its hashes (Requests.status), off the event loop on PostgreSQL.
+    const s = await ctx.ledger.statusOf(requestId);
     if (!s) throw new ApiError(404, 'REQUEST_NOT_FOUND', `no request with id ${requestId}`);
     return s;
   };

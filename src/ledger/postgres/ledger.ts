@@ -1,4 +1,6 @@
+import type { StatusRecord } from '../statusRecord.ts';
 import { StoreLedger } from '../storeLedger.ts';
+import { PgAsyncReads } from './asyncReads.ts';
 import { PgDb } from './pgDb.ts';
 
 /** Bound of a migration run at open (the baseline on an empty database takes well under this). */
@@ -26,11 +28,32 @@ export class PostgresLedger extends StoreLedger<PgDb> {
     const db = new PgDb(url, { timeoutMs: opts.timeoutMs, readonly: opts.readonly });
     try {
       if (!opts.readonly) db.client.callModule(new URL('../pgMigrate.ts', import.meta.url).href, 'migratePostgres', MIGRATE_TIMEOUT_MS);
-      return new PostgresLedger(db);
+      const ledger = new PostgresLedger(db);
+      ledger.#asyncReads = () => new PgAsyncReads(url, { timeoutMs: opts.timeoutMs, readonly: opts.readonly });
+      return ledger;
     } catch (e) {
       db.close();
       throw e;
     }
+  }
+
+  #asyncReads: (() => PgAsyncReads) | undefined;
+  #reads: PgAsyncReads | undefined;
+
+  /**
+   * As `requests.status`, on a pooled connection of its own (PgAsyncReads, opened on first use): the synchronous
+   * bridge would hold the process's event loop for the round trip, and with it every other request. Inside a
+   * transaction of this connection (nothing of the API's), it reads there, to see what the transaction wrote.
+   */
+  override async statusOf(id: string): Promise<StatusRecord | undefined> {
+    if (this.db.inTransaction || !this.#asyncReads) return this.requests.status(id);
+    this.#reads ??= this.#asyncReads();
+    return this.#reads.status(id);
+  }
+
+  override close(): void {
+    void this.#reads?.close();
+    super.close();
   }
 
   /** Runs fn's reads in one snapshot (REPEATABLE READ READ ONLY); nested in tx, it joins it. */

@@ -1,0 +1,71 @@
+import pg from 'pg';
+import { LedgerQueryError, LedgerUnavailable } from '../errors.ts';
+import { hideUrl } from '../pgUrl.ts';
+import { STATUS_BY_ID, statusFromRow, type StatusRecord, type StatusRow } from '../statusRecord.ts';
+import { DEFAULT_TIMEOUT_MS, OID } from './syncClient.ts';
+import { translate } from './pgDb.ts';
+
+// Integers as numbers, as the stores read them through PgDb (better-sqlite3's numbers): chain ids and times here.
+const INTEGERS: number[] = [OID.int2, OID.int4, OID.int8, OID.numeric];
+const TYPES = {
+  getTypeParser: ((oid: number, format?: string) =>
+    INTEGERS.includes(oid) ? (text: string) => Number(text) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+};
+
+const STATUS = { name: 'rn_status_by_id', text: translate(STATUS_BY_ID).text };
+
+/**
+ * Reads served without blocking the event loop, on a small pool of connections of their own. The stores reach
+ * PostgreSQL through a synchronous bridge (SyncPgClient): each call holds the whole process for a round trip,
+ * which caps an API at one request per round trip. A read that is one statement outside any transaction (GET
+ * /intents/status by id: STATUS_BY_ID) gains nothing from that connection and goes here instead; it sees what
+ * is committed, as the bridge's own read outside a transaction would. Opened on first use.
+ */
+export class PgAsyncReads {
+  readonly #pool: pg.Pool;
+  readonly #url: string;
+
+  constructor(url: string, opts: { timeoutMs?: number; readonly?: boolean; max?: number } = {}) {
+    const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#url = url;
+    this.#pool = new pg.Pool({
+      connectionString: url,
+      max: opts.max ?? 2,
+      connectionTimeoutMillis: timeoutMs,
+      query_timeout: timeoutMs,
+      keepAlive: true,
+      // Idle connections do not keep a finished process alive.
+      allowExitOnIdle: true,
+      types: TYPES,
+      ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
+    });
+    // A pooled connection lost while idle: the pool drops it and the next read opens another.
+    this.#pool.on('error', () => {});
+  }
+
+  /** The request's Status record (the same statement and record as Requests.status); undefined if there is none. */
+  async status(id: string): Promise<StatusRecord | undefined> {
+    let r: pg.QueryResult;
+    try {
+      r = await this.#pool.query({ ...STATUS, values: [id] });
+    } catch (e) {
+      throw this.#error(e);
+    }
+    const row = r.rows[0] as StatusRow | undefined;
+    return row && statusFromRow(row);
+  }
+
+  /** Closes the pool's connections. */
+  close(): Promise<void> {
+    return this.#pool.end().catch(() => {});
+  }
+
+  // As the bridge reports them: a statement refused (with its SQLSTATE) or the ledger unreachable; never the URL.
+  #error(e: unknown): Error {
+    const err = e as { message?: string; code?: unknown; detail?: string; constraint?: string };
+    const message = hideUrl(String(err?.message ?? e), this.#url);
+    const code = typeof err?.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) ? err.code : undefined;
+    if (code === undefined || /^(08|57)/.test(code)) return new LedgerUnavailable(`the ledger did not answer: ${message}`);
+    return new LedgerQueryError(message, code, err.detail, err.constraint);
+  }
+}
