@@ -44,7 +44,11 @@ describe('fenced ledger', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('writes nothing before it leads; reads answer (a standby serves the API)', () => {
+  it('writes nothing before it leads; reads answer (a standby serves the API)', async () => {
+    // The Status record by id reads, whether through the store or the ledger's own statusOf.
+    const none = `0x${'ab'.repeat(32)}`;
+    expect(acting.requests.status(none)).toBeUndefined();
+    expect(await acting.statusOf(none)).toBeUndefined();
     a.payouts.insert(payout());
     expect(acting.payouts.get(`p${n}`)?.amount).toBe('5');
     expect(acting.payouts.unsent()).toBe(1);

@@ -16,7 +16,7 @@ export interface ActingLedger extends Ledger {
 }
 
 // Ledger members that are not stores.
-const OWN = new Set<PropertyKey>(['tx', 'read', 'ping', 'close']);
+const OWN = new Set<PropertyKey>(['tx', 'read', 'statusOf', 'ping', 'close']);
 
 /**
  * Store methods that only read (or, events.committed and onAppended, only wake listeners): called
@@ -33,7 +33,7 @@ export const READS = new Set<PropertyKey>(
     'deliveries ofTx standingFrom all scanMark cursor tip block current holds actions actionsOf switches postponement postponed ' +
     'dryRunDecisions adminKey adminKeys queued forDeposit reservedOn openTxs txsOf rowsOfTx maxNonce ofChain txsOfChain made ' +
     'txCostsOfSender hashesOfSender outflowSums hasOpenWithdrawal fillsSince unsettled unsent relayedBy children depositAddresses ' +
-    'byDepositAddress search latestOfUser manualRefundsOwed owed owedByCurrency depositsOf'
+    'byDepositAddress search latestOfUser manualRefundsOwed owed owedByCurrency depositsOf status'
   ).split(' '),
 );
 
@@ -107,6 +107,8 @@ export function fencedLedger(inner: Ledger, onLost: (err: LeaseLostError) => voi
     },
     tx,
     read: <T>(fn: () => T): T => inner.read(fn),
+    // A read of the inner ledger as it is (on PostgreSQL, over a connection of its own).
+    statusOf: (id: string) => inner.statusOf(id),
     ping: () => inner.ping(),
     close: () => inner.close(),
   };
