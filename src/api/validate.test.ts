@@ -1,6 +1,8 @@
 // The API's shared parameter checks: what they accept, what they make of it, and the message naming
 // what is wrong (answered as a 400).
 import { describe, expect, it } from 'vitest';
+import { z, ZodError } from 'zod';
+import { statusRequestId } from './routes/status.ts';
 import { amountParam, chainIdParam, hashParam } from './validate.ts';
 
 const message = (r: { success: boolean; error?: { issues: { message: string }[] } }) => (r.success ? undefined : r.error!.issues[0]!.message);
@@ -44,5 +46,30 @@ describe('amountParam', () => {
     }
     expect(message(amountParam.safeParse((2n ** 256n).toString()))).toBe('must fit in uint256');
     expect(message(amountParam.safeParse(1000))).toBe('must be a string of digits');
+  });
+});
+
+describe('statusRequestId (the status routes: a regular expression first, the schema for everything else)', () => {
+  it('answers what the schema answers: the lower-cased id, or a 400 naming what is wrong', () => {
+    const schema = z.object({ requestId: hashParam });
+    const cases: unknown[] = [
+      { requestId: `0x${'AB'.repeat(32)}` },
+      { requestId: `0x${'ab'.repeat(32)}`, other: 'ignored' },
+      { requestId: `0x${'ab'.repeat(31)}` },
+      { requestId: `0x${'ab'.repeat(33)}` },
+      { requestId: `0x${'zz'.repeat(32)}` },
+      { requestId: ` 0x${'ab'.repeat(32)}` },
+      { requestId: `0x${'ab'.repeat(32)}\n` },
+      { requestId: [`0x${'ab'.repeat(32)}`, `0x${'cd'.repeat(32)}`] },
+      { requestId: 5 },
+      {},
+      undefined,
+    ];
+    for (const q of cases) {
+      const expected = schema.safeParse(q ?? {});
+      if (expected.success) expect(statusRequestId(q)).toBe(expected.data.requestId);
+      else expect(() => statusRequestId(q)).toThrow(ZodError);
+    }
+    expect(statusRequestId({ requestId: `0x${'AB'.repeat(32)}` })).toBe(`0x${'ab'.repeat(32)}`);
   });
 });
