@@ -293,6 +293,28 @@ describe('IndexerDriver', () => {
     expect(s.driver.indexed()).toBe(200);
   });
 
+  it('commits ranges of final blocks lazily (no disk flush), and every range touching the unfinalized window durably', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(200, (n) => (n % 3 === 0 ? 1 : 0));
+    const s = setup(chain, { confirmations: 1, finalityDepth: 16 });
+    // Each commit that moved the cursor: where to, and whether it was lazy.
+    const commits: { cursor: number; lazy: boolean }[] = [];
+    const tx = s.ledger.tx.bind(s.ledger);
+    s.ledger.tx = ((fn: () => unknown, opts?: { lazy?: boolean }) => {
+      const before = s.driver.indexed();
+      const r = tx(fn, opts);
+      if (s.driver.indexed() !== before) commits.push({ cursor: s.driver.indexed(), lazy: opts?.lazy === true });
+      return r;
+    }) as typeof s.ledger.tx;
+    s.driver.start();
+    await s.driver.waitFor(200);
+    // A backfill's final ranges (up to 200 - 16) are bookkeeping the chain gives back: lazy.
+    expect(commits.filter((c) => c.lazy).length).toBeGreaterThan(0);
+    for (const c of commits) expect({ ...c, lazy: c.cursor <= 200 - 16 }).toEqual(c);
+    expect(s.deposits()).toHaveLength(Math.floor(200 / 3));
+    expect(s.deposits().every((d) => d.state === 'confirmed')).toBe(true);
+  });
+
   it('a final source: unbounded reads, the cursor held below what is not served yet, deposits confirmed as they are written', async () => {
     const chain = new FakeChain(0);
     chain.mine(40, (n) => (n % 10 === 0 ? 1 : 0));
