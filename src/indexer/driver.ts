@@ -443,7 +443,21 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         earlier.block_hash = d.block_hash;
         continue;
       }
-      const row: NewDeposit & { confirmed_at?: number } = { seen_at: now, ...d, chain_id: chainId, id: `${chainId}:${d.tx_hash}:${d.log_index}` };
+      // Spelled out rather than spread: one shape for every row (a backfill builds tens of thousands
+      // in a few calls, before the JIT has warmed up to a spread).
+      const row: NewDeposit & { confirmed_at?: number } = {
+        id: `${chainId}:${d.tx_hash}:${d.log_index}`,
+        chain_id: chainId,
+        tx_hash: d.tx_hash,
+        log_index: d.log_index,
+        block_number: d.block_number,
+        block_hash: d.block_hash,
+        depositor: d.depositor,
+        currency: d.currency,
+        amount: d.amount,
+        order_ref: d.order_ref,
+        seen_at: d.seen_at ?? now,
+      };
       if (confirmedNow?.(row)) row.confirmed_at = now;
       rows.push(row);
     }
