@@ -16,6 +16,7 @@ import { startDevnet } from '../src/devnet/devnet.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics.ts';
+import { profileWindow } from './profile.ts';
 
 const N = Number(process.argv[2] ?? 100_000);
 const PER_TX = Number(process.argv[3] ?? 500);
@@ -109,11 +110,15 @@ try {
     metrics: createMetrics(),
     log: createLogger('silent'),
   });
+  // BENCH_PROFILE=1: a CPU profile of the indexer's window only.
+  const stopProfile = await profileWindow('backfill');
   const started = performance.now();
   indexer.start();
   await indexer.waitFor(head);
   const seconds = (performance.now() - started) / 1000;
   await indexer.stop();
+  const profile = await stopProfile();
+  if (profile) console.log(`profile: ${profile}`);
   const indexed = (ledger.db.prepare('SELECT COUNT(*) AS n FROM deposits').get() as { n: number }).n;
   ledger.close();
   if (indexed !== N) throw new Error(`indexed ${indexed} deposits, expected ${N}`);

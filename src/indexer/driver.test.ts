@@ -141,8 +141,8 @@ describe('IndexerDriver', () => {
     const { driver, deposits } = setup(chain);
     driver.start();
     await driver.waitFor(600);
-    // 32, 64, 128, 256 blocks: each read is twice the last, up to what is left.
-    expect(chain.reads.slice(0, 4).map((r) => r.to - r.from + 1)).toEqual([32, 64, 128, 256]);
+    // 8, 16, 32, 64, 128, 256 blocks: each read is twice the last, up to what is left.
+    expect(chain.reads.slice(0, 6).map((r) => r.to - r.from + 1)).toEqual([8, 16, 32, 64, 128, 256]);
     expect(deposits()).toHaveLength(0);
 
     const capped = new FakeChain(300);
@@ -230,15 +230,15 @@ describe('IndexerDriver', () => {
     const chain = new FakeChain(0);
     chain.mine(100, (n) => (n % 3 === 0 ? 1 : 0));
     const s = setup(chain, { confirmations: 5, finalityDepth: 50 });
-    // While the first range (1..32) is written, the next one's final part (33..50) has been asked
+    // While the first range (1..8) is written, the next one (9..24, final blocks) has been asked
     // for already; the chain then replaces blocks 61.. (unfinalized) with a fork whose deposits sit
     // elsewhere. Every deposit written must be of a block of the chain as it was when written.
     let readAhead = false;
     const stale: number[] = [];
     const insertMany = s.ledger.deposits.insertMany.bind(s.ledger.deposits);
     s.ledger.deposits.insertMany = (ds) => {
-      if (!readAhead && ds.some((d) => d.block_number <= 32)) {
-        readAhead = chain.reads.some((r) => r.from === 33);
+      if (!readAhead && ds.some((d) => d.block_number <= 8)) {
+        readAhead = chain.reads.some((r) => r.from === 9);
         chain.reorg(60, 50, 'b', (n) => (n % 5 === 0 ? 1 : 0));
       }
       for (const d of ds) if (chain.blocks[d.block_number]?.hash !== d.block_hash) stale.push(d.block_number);
@@ -248,7 +248,7 @@ describe('IndexerDriver', () => {
     await s.driver.waitFor(110);
     await until(() => s.ledger.indexer.tip(CHAIN)?.hash === '0xb-110', 'the new fork read');
     expect(readAhead).toBe(true);
-    expect(chain.reads.some((r) => r.from === 33 && r.to <= 50)).toBe(true);
+    expect(chain.reads.some((r) => r.from === 9 && r.to <= 50)).toBe(true);
     expect(stale).toEqual([]);
     const live = s.deposits().filter((d) => d.state !== 'reorged');
     const expected = [
@@ -291,6 +291,28 @@ describe('IndexerDriver', () => {
     expect(violations).toEqual([]);
     expect(s.deposits()).toHaveLength(Math.floor(200 / 3));
     expect(s.driver.indexed()).toBe(200);
+  });
+
+  it('commits ranges of final blocks lazily (no disk flush), and every range touching the unfinalized window durably', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(200, (n) => (n % 3 === 0 ? 1 : 0));
+    const s = setup(chain, { confirmations: 1, finalityDepth: 16 });
+    // Each commit that moved the cursor: where to, and whether it was lazy.
+    const commits: { cursor: number; lazy: boolean }[] = [];
+    const tx = s.ledger.tx.bind(s.ledger);
+    s.ledger.tx = ((fn: () => unknown, opts?: { lazy?: boolean }) => {
+      const before = s.driver.indexed();
+      const r = tx(fn, opts);
+      if (s.driver.indexed() !== before) commits.push({ cursor: s.driver.indexed(), lazy: opts?.lazy === true });
+      return r;
+    }) as typeof s.ledger.tx;
+    s.driver.start();
+    await s.driver.waitFor(200);
+    // A backfill's final ranges (up to 200 - 16) are bookkeeping the chain gives back: lazy.
+    expect(commits.filter((c) => c.lazy).length).toBeGreaterThan(0);
+    for (const c of commits) expect({ ...c, lazy: c.cursor <= 200 - 16 }).toEqual(c);
+    expect(s.deposits()).toHaveLength(Math.floor(200 / 3));
+    expect(s.deposits().every((d) => d.state === 'confirmed')).toBe(true);
   });
 
   it('a final source: unbounded reads, the cursor held below what is not served yet, deposits confirmed as they are written', async () => {
