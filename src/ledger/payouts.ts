@@ -16,11 +16,16 @@ export type NewTransaction = Omit<
   cancel?: 0 | 1;
 };
 
+// A transaction row with its signed bytes (stored once per hash, migration 23). LEFT: a row is never
+// hidden from a reader (the foreign key makes the bytes exist anyway).
+const WITH_RAW = 'SELECT t.*, b.raw FROM transactions t LEFT JOIN transaction_bytes b ON b.hash = t.hash';
+
 export class Payouts {
   #insert;
   #get;
   #queued;
   #setState;
+  #insertBytes;
   #insertTx;
   #txState;
   #openTxs;
@@ -54,15 +59,19 @@ export class Payouts {
       AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || CAST(@chain AS BIGINT))) ORDER BY decided_at LIMIT @limit`);
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
       fail_reason = COALESCE(@fail_reason, fail_reason), updated_at = @now WHERE id = @id`);
-    this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
-      max_priority_fee_per_gas, state, created_at, updated_at, cancel) VALUES (@hash, @payout_id, @chain_id, @sender, @nonce, @raw,
+    // The signed bytes once per hash (migration 23): a batch's later rows find them there. The hash is
+    // the bytes' keccak (EVM) or the signature they carry (SVM), so the same hash is the same bytes.
+    this.#insertBytes = db.prepare('INSERT INTO transaction_bytes (hash, raw) VALUES (@hash, @raw) ON CONFLICT (hash) DO NOTHING');
+    this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, gas_limit, max_fee_per_gas,
+      max_priority_fee_per_gas, state, created_at, updated_at, cancel) VALUES (@hash, @payout_id, @chain_id, @sender, @nonce,
       @gas_limit, @max_fee_per_gas, @max_priority_fee_per_gas, 'signed', @created_at, @created_at, @cancel)`);
     this.#txState = db.prepare(`UPDATE transactions SET state = @state, sent_block = COALESCE(@sent_block, sent_block),
       block_number = COALESCE(@block_number, block_number), gas_used = COALESCE(@gas_used, gas_used), fee = COALESCE(@fee, fee),
       error = COALESCE(@error, error), broadcast_at = COALESCE(@broadcast_at, broadcast_at), updated_at = @now WHERE hash = @hash`);
-    this.#openTxs = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
-    this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
-    this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY payout_id');
+    // Rows read with their bytes (TransactionRow.raw), joined from transaction_bytes.
+    this.#openTxs = db.prepare(`${WITH_RAW} WHERE t.chain_id = ? AND t.state IN ('signed', 'broadcast') ORDER BY t.nonce, t.created_at`);
+    this.#txsOfPayout = db.prepare(`${WITH_RAW} WHERE t.payout_id = ? ORDER BY t.created_at`);
+    this.#rowsOfTx = db.prepare(`${WITH_RAW} WHERE t.hash = ? ORDER BY t.payout_id`);
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
     // Sweeps and signed deposits move the user's funds, not the solver's, and withdrawals bring funds
@@ -71,7 +80,7 @@ export class Payouts {
       `SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`,
     );
     this.#ofChain = db.prepare('SELECT * FROM payouts WHERE chain_id = ?');
-    this.#txsOfChain = db.prepare('SELECT * FROM transactions WHERE chain_id = ?');
+    this.#txsOfChain = db.prepare(`${WITH_RAW} WHERE t.chain_id = ?`);
     this.#made = db.prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts
         WHERE chain_id = ? AND state IN ('success', 'sent')`);
     // One row per transaction hash (a batch has a row per payout it carries, each with the whole fee).
@@ -128,8 +137,14 @@ export class Payouts {
     return out;
   }
 
+  /**
+   * Records a signed transaction for one payout: its row, and its bytes unless a row of the same hash
+   * (an earlier payout of the same batch) wrote them already.
+   */
   insertTx(t: NewTransaction): void {
-    this.#insertTx.run({ ...t, cancel: t.cancel ?? 0 });
+    const { raw, ...row } = t;
+    this.#insertBytes.run({ hash: t.hash, raw });
+    this.#insertTx.run({ ...row, cancel: t.cancel ?? 0 });
   }
   setTxState(
     hash: string,

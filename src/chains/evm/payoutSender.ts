@@ -10,8 +10,9 @@
 // BATCH_MAX_ORDERS orders (and BATCH_MAX_GAS gas), each paid or skipped on its own. A batch is never
 // waited for: a fill leaves at once when a sending slot is free, and the fills that arrive while the
 // slots are busy leave together in the next one (the pipeline's batch slots). The batch transaction is
-// recorded once per payout it carries (same hash, nonce, bytes) in the same ledger transaction, before
-// broadcast, as a lone fill is; the confirm pass works per nonce, and reads each order's own OrderFilled
+// recorded with a row per payout it carries (same hash and nonce; its signed bytes stored once, keyed by
+// the hash) in the same ledger transaction, before broadcast, as a lone fill is; a change of its state is
+// one statement over its rows. The confirm pass works per nonce, and reads each order's own OrderFilled
 // (paid) or FillSkipped (requeued, to be sent alone, where it is paid or fails with its own reason) from
 // the receipt.
 //
