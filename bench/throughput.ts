@@ -24,7 +24,10 @@ import { startPostgres } from '../src/devnet/postgres.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { takeLedgerFlag } from './ledgerFlag.ts';
+import { sqlStats } from './sqlStats.ts';
 
+// BENCH_SQL=1: the SQLite statements of the fill window, per fill (bench/sqlStats.ts); wrapped before the node opens its ledger.
+const sql = sqlStats();
 const args = process.argv.slice(2);
 const LEDGER = takeLedgerFlag(args);
 const N = Number(args[0] ?? 1000);
@@ -102,6 +105,7 @@ try {
   const stopProfile = await profileWindow('throughput');
   const started = Date.now();
   const cpu0 = process.cpuUsage();
+  sql.snapshot();
   // Round trips of the fill window only (quoting before it is not the fill path).
   const roundTrips0 = 'client' in node.ledger.db ? (node.ledger.db as { client: { roundTrips: number } }).client.roundTrips : 0;
   const deferredWrites0 = 'deferredWrites' in node.ledger.db ? (node.ledger.db.deferredWrites as number) : 0;
@@ -144,6 +148,7 @@ try {
   // The node runs in this process: its CPU (user + system) over the run, per fill. It covers the
   // whole path (indexing the deposit, deciding, pricing, signing, recording, broadcasting, receipts).
   const cpuMsPerFill = (cpu.user + cpu.system) / 1000 / Math.max(1, filled);
+  sql.report(Math.max(1, filled));
   // PostgreSQL: round trips to the database per fill (each a batch of statements through the bridge).
   const roundTrips = 'client' in db ? (db as { client: { roundTrips: number } }).client.roundTrips - roundTrips0 : undefined;
   const deferredWrites = 'deferredWrites' in db ? (db.deferredWrites as number) - deferredWrites0 : undefined;

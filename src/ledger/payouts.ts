@@ -1,5 +1,6 @@
 import type { SqlDb as Db } from './sqlDb.ts';
-import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
+import type { Hex } from 'viem';
+import type { BareTransactionRow, PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
 import type { FailReason } from './reasons.ts';
 
 export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup' | 'calls' | 'max_gas' | 'authorization'> & {
@@ -10,8 +11,13 @@ export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'u
 };
 export type NewTransaction = Omit<
   TransactionRow,
-  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block' | 'cancel'
+  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block' | 'cancel' | 'raw'
 > & {
+  /**
+   * The signed bytes. Omitted: another row of the same transaction (an earlier payout of the same batch)
+   * recorded them; the row's key to transaction_bytes refuses a row whose bytes nobody recorded.
+   */
+  raw?: Hex;
   /** 1: a cancel at the nonce of the payout's fee-capped transaction (absent: 0). */
   cancel?: 0 | 1;
 };
@@ -30,6 +36,9 @@ export class Payouts {
   #txState;
   #openTxs;
   #txsOfPayout;
+  #openTxsBare;
+  #txsOfPayoutBare;
+  #rawOf;
   #rowsOfTx;
   #forRequest;
   #maxNonce;
@@ -71,6 +80,11 @@ export class Payouts {
     // Rows read with their bytes (TransactionRow.raw), joined from transaction_bytes.
     this.#openTxs = db.prepare(`${WITH_RAW} WHERE t.chain_id = ? AND t.state IN ('signed', 'broadcast') ORDER BY t.nonce, t.created_at`);
     this.#txsOfPayout = db.prepare(`${WITH_RAW} WHERE t.payout_id = ? ORDER BY t.created_at`);
+    // The same rows without their bytes: the confirm pass reads every open row on every head, and a
+    // batch's rows share one 5 KB byte string it needs only to rebroadcast or replace (rawOf).
+    this.#openTxsBare = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
+    this.#txsOfPayoutBare = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
+    this.#rawOf = db.prepare('SELECT raw FROM transaction_bytes WHERE hash = ?');
     this.#rowsOfTx = db.prepare(`${WITH_RAW} WHERE t.hash = ? ORDER BY t.payout_id`);
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
@@ -138,12 +152,12 @@ export class Payouts {
   }
 
   /**
-   * Records a signed transaction for one payout: its row, and its bytes unless a row of the same hash
-   * (an earlier payout of the same batch) wrote them already.
+   * Records a signed transaction for one payout: its row, and its bytes when given (stored once per
+   * hash: a second row of the same hash given them writes nothing more).
    */
   insertTx(t: NewTransaction): void {
     const { raw, ...row } = t;
-    this.#insertBytes.run({ hash: t.hash, raw });
+    if (raw !== undefined) this.#insertBytes.run({ hash: t.hash, raw });
     this.#insertTx.run({ ...row, cancel: t.cancel ?? 0 });
   }
   setTxState(
@@ -164,11 +178,21 @@ export class Payouts {
       now,
     });
   }
-  openTxs(chainId: number): TransactionRow[] {
-    return this.#openTxs.all(chainId) as TransactionRow[];
+  /** A chain's transactions signed or broadcast, by nonce; `{ raw: false }`: without their signed bytes (see rawOf). */
+  openTxs(chainId: number): TransactionRow[];
+  openTxs(chainId: number, opts: { raw: false }): BareTransactionRow[];
+  openTxs(chainId: number, opts: { raw?: boolean } = {}): BareTransactionRow[] {
+    return (opts.raw === false ? this.#openTxsBare : this.#openTxs).all(chainId) as BareTransactionRow[];
   }
-  txsOf(payoutId: string): TransactionRow[] {
-    return this.#txsOfPayout.all(payoutId) as TransactionRow[];
+  /** A payout's transactions, oldest first; `{ raw: false }`: without their signed bytes (see rawOf). */
+  txsOf(payoutId: string): TransactionRow[];
+  txsOf(payoutId: string, opts: { raw: false }): BareTransactionRow[];
+  txsOf(payoutId: string, opts: { raw?: boolean } = {}): BareTransactionRow[] {
+    return (opts.raw === false ? this.#txsOfPayoutBare : this.#txsOfPayout).all(payoutId) as BareTransactionRow[];
+  }
+  /** A recorded transaction's signed bytes (stored once per hash), or undefined if none is recorded under it. */
+  rawOf(hash: string): Hex | undefined {
+    return (this.#rawOf.get(hash) as { raw: Hex } | undefined)?.raw;
   }
   /** The rows of one transaction: one per payout it carries (several for a batched fill). */
   rowsOfTx(hash: string): TransactionRow[] {

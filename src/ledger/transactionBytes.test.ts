@@ -97,6 +97,23 @@ describe.each(LEDGER_KINDS)('signed bytes stored once per transaction (%s)', (ki
     expect(ledger.payouts.openTxs(CHAIN)).toEqual([]);
   });
 
+  it("records a batch's later rows without the bytes, reads rows bare, and refuses a row whose bytes nobody recorded", () => {
+    const ids = payouts(ledger, 3);
+    ledger.tx(() => {
+      ids.forEach((id, i) => ledger.payouts.insertTx({ ...row(id), raw: i === 0 ? RAW : undefined }));
+    });
+    expect(ledger.payouts.rowsOfTx(HASH).map((t) => t.raw)).toEqual([RAW, RAW, RAW]);
+    expect(ledger.payouts.rawOf(HASH)).toBe(RAW);
+    expect(ledger.payouts.rawOf('0xnone')).toBeUndefined();
+    const bare = ledger.payouts.openTxs(CHAIN, { raw: false });
+    expect(bare.map((t) => t.payout_id)).toEqual(ids);
+    expect(bare.every((t) => !('raw' in t))).toBe(true);
+    expect(ledger.payouts.txsOf(ids[0]!, { raw: false })).toEqual([expect.not.objectContaining({ raw: expect.anything() })]);
+    const orphan = `0x${'d9'.repeat(32)}` as const;
+    expect(() => ledger.tx(() => ledger.payouts.insertTx({ ...row(ids[0]!, orphan), raw: undefined }))).toThrow(/foreign key/i);
+    expect(ledger.payouts.txsOf(ids[0]!).map((t) => t.hash)).toEqual([HASH]);
+  });
+
   it('keeps a replacement at the same nonce (another hash) with its own bytes', () => {
     const ids = payouts(ledger, 2);
     const other = `0x${'c8'.repeat(32)}` as const;
