@@ -127,6 +127,13 @@ export class Payouts {
   get(id: string): PayoutRow | undefined {
     return this.#get.get(id) as PayoutRow | undefined;
   }
+  /** Several payouts in one statement (a batch's, when it is recorded), in no particular order; ids not found are absent. */
+  getMany(ids: string[]): PayoutRow[] {
+    if (ids.length <= 1) return ids.flatMap((id) => this.get(id) ?? []);
+    // One statement per batch size (at most the batch's bound): prepared again on each call, which costs
+    // less than a statement per payout.
+    return this.db.prepare(`SELECT * FROM payouts WHERE id IN (${ids.map(() => '?').join(', ')})`).all(...ids) as PayoutRow[];
+  }
   queued(chainId: number, limit = 50): PayoutRow[] {
     return this.#queued.all({ chain: chainId, limit }) as PayoutRow[];
   }

@@ -114,6 +114,18 @@ describe.each(LEDGER_KINDS)('signed bytes stored once per transaction (%s)', (ki
     expect(ledger.payouts.txsOf(ids[0]!).map((t) => t.hash)).toEqual([HASH]);
   });
 
+  it("reads a batch's payouts in one call (getMany), the ones not found left out", () => {
+    const ids = payouts(ledger, 3);
+    expect(
+      ledger.payouts
+        .getMany([ids[2]!, 'fill:none', ids[0]!])
+        .map((p) => p.id)
+        .sort(),
+    ).toEqual([ids[0], ids[2]].sort());
+    expect(ledger.payouts.getMany([ids[1]!]).map((p) => p.id)).toEqual([ids[1]]);
+    expect(ledger.payouts.getMany([])).toEqual([]);
+  });
+
   it('keeps a replacement at the same nonce (another hash) with its own bytes', () => {
     const ids = payouts(ledger, 2);
     const other = `0x${'c8'.repeat(32)}` as const;
