@@ -34,6 +34,16 @@ DROP TRIGGER owed_deposit_state;
 CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits WHEN OLD.state = 'handled' OR NEW.state = 'handled' BEGIN${recomputeOwed('NEW.id')}
 END;`;
 
+// owed_payout_state fires only where a payout enters or leaves 'success' (migration 24): depository_owed
+// reads payouts' state only as success or not (a fill succeeded; an excess paid or not yet; a refund by its
+// existence, which the insert trigger sees), so a payout moving between queued, sent and failed changes
+// nothing there, and recording and requeueing fills run no trigger. A migration that makes owedTriggers
+// again must make this one after them.
+const owedPayoutStateTrigger = `
+DROP TRIGGER owed_payout_state;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL AND (OLD.state = 'success' OR NEW.state = 'success') BEGIN${recomputeOwed('NEW.deposit_id')}
+END;`;
+
 // The triggers that keep depository_owed (migration 16; made again by a migration that rebuilds payouts).
 const owedTriggers = `
 CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
@@ -832,6 +842,16 @@ CREATE TABLE transaction_bytes (hash TEXT PRIMARY KEY, raw TEXT NOT NULL);
 INSERT INTO transaction_bytes (hash, raw) SELECT DISTINCT hash, raw FROM transactions;
 ALTER TABLE transactions DROP COLUMN raw;
 ALTER TABLE transactions ADD FOREIGN KEY (hash) REFERENCES transaction_bytes(hash) DEFERRABLE INITIALLY IMMEDIATE;
+`,
+  },
+  {
+    version: 24,
+    name: 'the payout state trigger of depository_owed runs only where a payout enters or leaves success',
+    sql: owedPayoutStateTrigger,
+    pg: `
+DROP TRIGGER owed_payout_state ON payouts;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts FOR EACH ROW
+  WHEN (NEW.deposit_id IS NOT NULL AND (OLD.state = 'success' OR NEW.state = 'success')) EXECUTE FUNCTION owed_on_payout();
 `,
   },
 ];
