@@ -205,7 +205,7 @@ try {
   console.log(
     `  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`,
   );
-  if (diskKbPerFill !== undefined) console.log(`  written to disk by the node's process: ${diskKbPerFill.toFixed(1)} KB per fill`);
+  if (diskKbPerFill !== undefined && LEDGER !== 'postgres') console.log(`  written to disk by the node's process: ${diskKbPerFill.toFixed(1)} KB per fill`);
   if (roundTrips !== undefined) console.log(`  ledger round trips: ${(roundTrips / Math.max(1, filled)).toFixed(1)} per fill`);
   if (trips)
     console.log(

@@ -735,8 +735,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log : this.#payoutLog(t.payout_id).child({ nonce }));
         if (receipt.status === 'success' && rows.length > 1) {
           // A batch that landed: every fill it carries settles in one commit (one disk flush, not one per fill).
+          // Its payouts read in one statement, in that transaction (settling one fill changes no other's row).
           this.#ledger.tx(() => {
-            for (const t of rows) this.#onIncluded(t, receipt, logOf(t));
+            const byId = new Map(this.#ledger.payouts.getMany([...new Set(rows.map((t) => t.payout_id))]).map((p) => [p.id, p]));
+            for (const t of rows) this.#onIncluded(t, receipt, logOf(t), byId.get(t.payout_id) ?? null);
           });
         } else {
           for (const t of rows) await this.#onReceipt(t, receipt, logOf(t));
@@ -787,14 +789,15 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
   }
 
-  // A successful transaction carrying this payout: paid, or (a batch's fill) skipped.
-  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger): void {
+  // A successful transaction carrying this payout: paid, or (a batch's fill) skipped. `read`: the payout as
+  // read in the caller's ledger transaction (null: not found), if it has it.
+  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger, read?: PayoutRow | null): void {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
     // The payout read and settled in one ledger transaction (a batch's: the one of all its fills), so
     // the settling reads it once.
     const out = this.#ledger.tx(() => {
-      const payout = this.#ledger.payouts.get(t.payout_id);
+      const payout = read === undefined ? this.#ledger.payouts.get(t.payout_id) : read;
       const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
       if (fill && !fill.paid) return { skipped: fill.reason };
       const paid = fill?.paid ? { ...own, share: fill.fee } : own;
