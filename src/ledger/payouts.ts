@@ -146,6 +146,13 @@ export class Payouts {
   setState(id: string, state: PayoutState, extra: { txHash?: string; failReason?: FailReason } = {}, now = Date.now()): void {
     this.#setState.run({ id, state, tx_hash: extra.txHash ?? null, fail_reason: extra.failReason ?? null, now });
   }
+  /** setState of several payouts in one statement (a batch's payouts, sent by one transaction). */
+  setStateMany(ids: string[], state: PayoutState, extra: { txHash?: string } = {}, now = Date.now()): void {
+    if (ids.length <= 1) return ids.forEach((id) => this.setState(id, state, extra, now));
+    this.db
+      .prepare(`UPDATE payouts SET state = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id IN (${ids.map(() => '?').join(', ')})`)
+      .run(state, extra.txHash ?? null, now, ...ids);
+  }
   /**
    * Amounts promised but not yet paid, per currency (canonical address): the solver's inventory
    * must cover them too.

@@ -126,6 +126,19 @@ describe.each(LEDGER_KINDS)('signed bytes stored once per transaction (%s)', (ki
     expect(ledger.payouts.getMany([])).toEqual([]);
   });
 
+  it("marks a batch's payouts sent in one call (setStateMany), the others untouched", () => {
+    const ids = payouts(ledger, 4);
+    ledger.payouts.setStateMany(ids.slice(0, 3), 'sent', { txHash: HASH }, now + 5);
+    expect(ids.map((id) => ledger.payouts.get(id)).map((p) => [p?.state, p?.tx_hash, p?.updated_at])).toEqual([
+      ['sent', HASH, now + 5],
+      ['sent', HASH, now + 5],
+      ['sent', HASH, now + 5],
+      ['queued', null, now + 3],
+    ]);
+    ledger.payouts.setStateMany([ids[3]!], 'sent', { txHash: HASH }, now + 6);
+    expect(ledger.payouts.get(ids[3]!)).toMatchObject({ state: 'sent', tx_hash: HASH, updated_at: now + 6 });
+  });
+
   it('keeps a replacement at the same nonce (another hash) with its own bytes', () => {
     const ids = payouts(ledger, 2);
     const other = `0x${'c8'.repeat(32)}` as const;

@@ -429,9 +429,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
           max_priority_fee_per_gas: tx.fees.maxPriorityFeePerGas.toString(),
           created_at: Date.now(),
         });
-        this.#ledger.payouts.setState(cur.id, 'sent', { txHash: tx.hash });
-        this.#hooks.onSigned(cur, tx.hash);
       }
+      // Every payout the transaction carries marked sent in one statement, then each one's hook.
+      this.#ledger.payouts.setStateMany(payoutIds, 'sent', { txHash: tx.hash });
+      for (const cur of current as PayoutRow[]) this.#hooks.onSigned(cur, tx.hash);
       return true;
     });
   }
