@@ -9,7 +9,7 @@
 // The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 // --ledger postgres: the node's ledger in a PostgreSQL this bench starts (durable: fsync on, as SQLite's
 // synchronous = FULL), reached through the synchronous bridge (src/ledger/postgres).
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createPublicClient, encodeFunctionData, http, keccak256, parseEventLogs, toHex, zeroAddress, type Hex } from 'viem';
@@ -24,7 +24,10 @@ import { startPostgres } from '../src/devnet/postgres.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { takeLedgerFlag } from './ledgerFlag.ts';
+import { sqlStats } from './sqlStats.ts';
 
+// BENCH_SQL=1: the SQLite statements of the fill window, per fill (bench/sqlStats.ts); wrapped before the node opens its ledger.
+const sql = sqlStats();
 const args = process.argv.slice(2);
 const LEDGER = takeLedgerFlag(args);
 const N = Number(args[0] ?? 1000);
@@ -102,6 +105,8 @@ try {
   const stopProfile = await profileWindow('throughput');
   const started = Date.now();
   const cpu0 = process.cpuUsage();
+  const disk0 = diskWrites();
+  sql.snapshot();
   // Round trips of the fill window only (quoting before it is not the fill path).
   const roundTrips0 = 'client' in node.ledger.db ? (node.ledger.db as { client: { roundTrips: number } }).client.roundTrips : 0;
   const deferredWrites0 = 'deferredWrites' in node.ledger.db ? (node.ledger.db.deferredWrites as number) : 0;
@@ -144,6 +149,9 @@ try {
   // The node runs in this process: its CPU (user + system) over the run, per fill. It covers the
   // whole path (indexing the deposit, deciding, pricing, signing, recording, broadcasting, receipts).
   const cpuMsPerFill = (cpu.user + cpu.system) / 1000 / Math.max(1, filled);
+  // Bytes this process (the node's ledger, mostly) had written to the disk over the window, per fill.
+  const diskKbPerFill = disk0 === undefined ? undefined : ((diskWrites() ?? disk0) - disk0) / 1024 / Math.max(1, filled);
+  sql.report(Math.max(1, filled));
   // PostgreSQL: round trips to the database per fill (each a batch of statements through the bridge).
   const roundTrips = 'client' in db ? (db as { client: { roundTrips: number } }).client.roundTrips - roundTrips0 : undefined;
   const deferredWrites = 'deferredWrites' in db ? (db.deferredWrites as number) - deferredWrites0 : undefined;
@@ -197,6 +205,7 @@ try {
   console.log(
     `  fill transactions: ${txs.n} for ${filled} fills (${(filled / Math.max(1, txs.n)).toFixed(1)} fills per transaction, ${Math.round((txs.gas ?? 0) / Math.max(1, filled)).toLocaleString()} gas per fill); node CPU ${cpuMsPerFill.toFixed(2)} ms per fill`,
   );
+  if (diskKbPerFill !== undefined && LEDGER !== 'postgres') console.log(`  written to disk by the node's process: ${diskKbPerFill.toFixed(1)} KB per fill`);
   if (roundTrips !== undefined) console.log(`  ledger round trips: ${(roundTrips / Math.max(1, filled)).toFixed(1)} per fill`);
   if (trips)
     console.log(
@@ -249,6 +258,7 @@ try {
       missing,
       ceilingPerSecond,
       cpuMsPerFill,
+      diskKbPerFill,
       roundTripsPerFill: roundTrips === undefined ? undefined : roundTrips / Math.max(1, filled),
     }),
   );
@@ -393,4 +403,14 @@ async function dumpStall(raws: { id: Hex; raw: Hex }[], filled: number): Promise
       receipts: dump.missingReceipts,
     }),
   );
+}
+
+/** This process's bytes written to storage so far (Linux /proc/self/io write_bytes), or undefined where there is none. */
+function diskWrites(): number | undefined {
+  try {
+    const m = /^write_bytes: (\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
+    return m ? Number(m[1]) : undefined;
+  } catch {
+    return undefined;
+  }
 }

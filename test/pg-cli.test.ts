@@ -125,6 +125,9 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
       const tables = tablesInForeignKeyOrder(lite);
       expect(tables.indexOf('requests')).toBeLessThan(tables.indexOf('deposits'));
       expect(tables.indexOf('payouts')).toBeLessThan(tables.indexOf('transactions'));
+      // A transaction's signed bytes (stored once per hash, migration 23) before the rows that reference them.
+      expect(tables.indexOf('transaction_bytes')).toBeLessThan(tables.indexOf('transactions'));
+      expect(r.out).toMatch(/copied transaction_bytes: [1-9]\d* rows/);
       let nonEmpty = 0;
       for (const t of tables) {
         const a = lite.prepare(`SELECT * FROM "${t}"`).safeIntegers(true).all() as Record<string, unknown>[];

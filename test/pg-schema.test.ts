@@ -262,10 +262,13 @@ describe('the PostgreSQL schema', () => {
       expect(await run(entry, 'credit', 5, 'ref1')).toEqual({ sqlite: 'unique', pg: 'unique' });
       expect(await run(entry, 'gift', 5, 'ref2')).toEqual({ sqlite: 'check', pg: 'check' });
       expect(await run(entry, 'credit', null, 'ref3')).toEqual({ sqlite: 'not null', pg: 'not null' });
-      const tx = `INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, cancel)
-        VALUES ('h', 'p1', 1, 's', 0, 'r', '1', '1', '1', 'signed', 0, 0, ?)`;
-      expect(await run(tx, 2)).toEqual({ sqlite: 'check', pg: 'check' });
-      expect(await run(tx, 1)).toEqual({ sqlite: 'ok', pg: 'ok' });
+      const tx = `INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, cancel)
+        VALUES (?, 'p1', 1, 's', 0, '1', '1', '1', 'signed', 0, 0, ?)`;
+      // A transaction row without its signed bytes is refused (migration 23: the bytes are stored once per hash).
+      expect(await run(tx, 'h', 1)).toEqual({ sqlite: 'foreign key', pg: 'foreign key' });
+      expect(await run(`INSERT INTO transaction_bytes (hash, raw) VALUES ('h', 'r')`)).toEqual({ sqlite: 'ok', pg: 'ok' });
+      expect(await run(tx, 'h', 2)).toEqual({ sqlite: 'check', pg: 'check' });
+      expect(await run(tx, 'h', 1)).toEqual({ sqlite: 'ok', pg: 'ok' });
       expect(await run(`INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount) VALUES ('d', 1, 'c', 0, '1')`)).toEqual({
         sqlite: 'check',
         pg: 'check',

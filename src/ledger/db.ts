@@ -18,13 +18,14 @@ export function openDb(path: string, opts: { readonly?: boolean } = {}): Db {
   return db;
 }
 
-export function migrate(db: Db): number[] {
+/** Applies the migrations not yet applied, in version order, up to `upTo` (all by default; tests stop earlier to build an old ledger). */
+export function migrate(db: Db, upTo = Number.POSITIVE_INFINITY): number[] {
   db.exec('CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)');
   const applied = new Set((db.prepare('SELECT version FROM schema_migrations').all() as { version: number }[]).map((r) => r.version));
   const ran: number[] = [];
   // Versions are applied in order whatever order they were written in.
   for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
-    if (applied.has(m.version)) continue;
+    if (applied.has(m.version) || m.version > upTo) continue;
     // A table rebuild runs with foreign keys off (the pragma is a no-op inside a transaction), and
     // must leave every reference intact before it commits.
     const fk = m.rebuilds ? (db.pragma('foreign_keys', { simple: true }) as number) : 0;

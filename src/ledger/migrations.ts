@@ -34,6 +34,16 @@ DROP TRIGGER owed_deposit_state;
 CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits WHEN OLD.state = 'handled' OR NEW.state = 'handled' BEGIN${recomputeOwed('NEW.id')}
 END;`;
 
+// owed_payout_state fires only where a payout enters or leaves 'success' (migration 24): depository_owed
+// reads payouts' state only as success or not (a fill succeeded; an excess paid or not yet; a refund by its
+// existence, which the insert trigger sees), so a payout moving between queued, sent and failed changes
+// nothing there, and recording and requeueing fills run no trigger. A migration that makes owedTriggers
+// again must make this one after them.
+const owedPayoutStateTrigger = `
+DROP TRIGGER owed_payout_state;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL AND (OLD.state = 'success' OR NEW.state = 'success') BEGIN${recomputeOwed('NEW.deposit_id')}
+END;`;
+
 // The triggers that keep depository_owed (migration 16; made again by a migration that rebuilds payouts).
 const owedTriggers = `
 CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id')}
@@ -781,5 +791,67 @@ DROP INDEX requests_amount_usd;
 CREATE INDEX requests_amount_usd ON requests(COALESCE(amount_usd, -1), id);
 `,
     pg: `-- Nothing: PostgreSQL's baseline made requests_amount_usd over COALESCE already.`,
+  },
+  {
+    version: 23,
+    name: "a transaction's signed bytes stored once, keyed by its hash, not once per payout it carries",
+    sql: `
+-- A batched fill is one transaction with a row per payout it carries: with its bytes on every row, each
+-- update of its state (broadcast, included...) rewrote them all (about 200 KB for 40 fills). The bytes are
+-- written once, with the first row, in the same ledger transaction (before broadcast); the rows keep the
+-- state. Every row's hash must have its bytes (the key). Two different byte strings under one hash (never:
+-- the hash is their keccak, or the signature they carry) would fail this migration on the primary key.
+CREATE TABLE transaction_bytes (
+  hash TEXT PRIMARY KEY,
+  raw TEXT NOT NULL
+);
+INSERT INTO transaction_bytes (hash, raw) SELECT DISTINCT hash, raw FROM transactions;
+CREATE TABLE transactions_v23 (
+  hash TEXT NOT NULL REFERENCES transaction_bytes(hash),
+  payout_id TEXT NOT NULL REFERENCES payouts(id),
+  chain_id INTEGER NOT NULL,
+  sender TEXT NOT NULL,
+  nonce INTEGER NOT NULL,
+  gas_limit TEXT NOT NULL,
+  max_fee_per_gas TEXT NOT NULL,
+  max_priority_fee_per_gas TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('signed', 'broadcast', 'included', 'reverted', 'replaced', 'dropped')),
+  sent_block INTEGER,
+  block_number INTEGER,
+  gas_used TEXT,
+  fee TEXT,
+  error TEXT,
+  created_at INTEGER NOT NULL,
+  broadcast_at INTEGER,
+  updated_at INTEGER NOT NULL,
+  cancel INTEGER NOT NULL DEFAULT 0 CHECK (cancel IN (0, 1)),
+  PRIMARY KEY (hash, payout_id)
+);
+INSERT INTO transactions_v23 (hash, payout_id, chain_id, sender, nonce, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state,
+  sent_block, block_number, gas_used, fee, error, created_at, broadcast_at, updated_at, cancel)
+  SELECT hash, payout_id, chain_id, sender, nonce, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state,
+  sent_block, block_number, gas_used, fee, error, created_at, broadcast_at, updated_at, cancel FROM transactions;
+DROP TABLE transactions;
+ALTER TABLE transactions_v23 RENAME TO transactions;
+CREATE INDEX transactions_open ON transactions(chain_id, state);
+CREATE INDEX transactions_payout ON transactions(payout_id);
+CREATE INDEX transactions_nonce ON transactions(chain_id, sender, nonce);
+`,
+    pg: `
+CREATE TABLE transaction_bytes (hash TEXT PRIMARY KEY, raw TEXT NOT NULL);
+INSERT INTO transaction_bytes (hash, raw) SELECT DISTINCT hash, raw FROM transactions;
+ALTER TABLE transactions DROP COLUMN raw;
+ALTER TABLE transactions ADD FOREIGN KEY (hash) REFERENCES transaction_bytes(hash) DEFERRABLE INITIALLY IMMEDIATE;
+`,
+  },
+  {
+    version: 24,
+    name: 'the payout state trigger of depository_owed runs only where a payout enters or leaves success',
+    sql: owedPayoutStateTrigger,
+    pg: `
+DROP TRIGGER owed_payout_state ON payouts;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts FOR EACH ROW
+  WHEN (NEW.deposit_id IS NOT NULL AND (OLD.state = 'success' OR NEW.state = 'success')) EXECUTE FUNCTION owed_on_payout();
+`,
   },
 ];

@@ -147,3 +147,56 @@ describe.each(LEDGER_KINDS)('Payouts.outflowSums (%s)', (kind) => {
     expect(ledger.payouts.outflowSums(CHAIN, SOLVER)).toEqual({ payouts: [], fees: 0n, openCost: 0n });
   });
 });
+
+// depository_owed is recomputed by a trigger on a payout's state: only a change into or out of 'success'
+// can change it (migration 24). A fill moving queued → sent → queued (recorded, then requeued) runs it no
+// more: before, each such change rewrote the deposit's owed row as a net-zero pair of entries.
+describe.each(LEDGER_KINDS)('depository_owed on payout state changes (%s)', (kind) => {
+  beforeEach(async () => {
+    ledger = await ledgers.open(kind);
+  });
+  it('is recomputed where a payout enters or leaves success, and only there', () => {
+    const db = ledger.db;
+    const now = 1_700_000_000_000;
+    db.prepare(`INSERT INTO requests (id, kind, request_type, status, origin_chain_id, destination_chain_id, origin_currency,
+      destination_currency, amount_in, amount_out, min_amount_out, created_at, updated_at) VALUES ('r-owed', 'order', 'bridge', 'waiting', 1, ?, 'a', 'b', '1', '1', '1', ?, ?)`).run(
+      CHAIN,
+      now,
+      now,
+    );
+    db.prepare(`INSERT INTO deposits (id, chain_id, tx_hash, log_index, block_number, block_hash, depositor, currency, amount, order_ref, state, seen_at, request_id)
+      VALUES ('d-owed', 1, '0xd', 0, 1, '0xb', '0xdep', ?, '500', 'r-owed', 'handled', ?, 'r-owed')`).run(USDC, now);
+    const entries = () =>
+      Number((db.prepare(`SELECT COUNT(*) AS n FROM depository_owed_entries WHERE deposit_id = 'd-owed'`).get() as { n: number | string }).n);
+    const owed = () => db.prepare(`SELECT amount FROM depository_owed WHERE deposit_id = 'd-owed'`).all();
+    const fill = (id: string) =>
+      ledger.payouts.insert({
+        id,
+        kind: 'fill',
+        request_id: 'r-owed' as `0x${string}`,
+        deposit_id: 'd-owed',
+        chain_id: CHAIN,
+        recipient: SOLVER,
+        currency: USDC,
+        amount: '490',
+        decided_at: now,
+      });
+    fill('f-owed-1');
+    ledger.payouts.setState('f-owed-1', 'sent');
+    ledger.payouts.setState('f-owed-1', 'success');
+    expect(owed()).toEqual([{ amount: '500' }]);
+    const written = entries();
+    expect(written).toBeGreaterThan(0);
+    // A second payout of the deposit moving between states other than success: the owed row is as it was,
+    // and no entries are written for it.
+    fill('f-owed-2');
+    const afterInsert = entries();
+    for (const s of ['sent', 'queued', 'sent', 'failed'] as const) ledger.payouts.setState('f-owed-2', s);
+    expect(entries()).toBe(afterInsert);
+    expect(owed()).toEqual([{ amount: '500' }]);
+    // Leaving success still recomputes (an operator's correction, say): the deposit is no longer owed.
+    ledger.payouts.setState('f-owed-1', 'failed');
+    expect(owed()).toEqual([]);
+    expect(entries()).toBe(afterInsert + 1);
+  });
+});

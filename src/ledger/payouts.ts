@@ -1,5 +1,6 @@
 import type { SqlDb as Db } from './sqlDb.ts';
-import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
+import type { Hex } from 'viem';
+import type { BareTransactionRow, PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
 import type { FailReason } from './reasons.ts';
 
 export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup' | 'calls' | 'max_gas' | 'authorization'> & {
@@ -10,21 +11,34 @@ export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'u
 };
 export type NewTransaction = Omit<
   TransactionRow,
-  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block' | 'cancel'
+  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block' | 'cancel' | 'raw'
 > & {
+  /**
+   * The signed bytes. Omitted: another row of the same transaction (an earlier payout of the same batch)
+   * recorded them; the row's key to transaction_bytes refuses a row whose bytes nobody recorded.
+   */
+  raw?: Hex;
   /** 1: a cancel at the nonce of the payout's fee-capped transaction (absent: 0). */
   cancel?: 0 | 1;
 };
+
+// A transaction row with its signed bytes (stored once per hash, migration 23). LEFT: a row is never
+// hidden from a reader (the foreign key makes the bytes exist anyway).
+const WITH_RAW = 'SELECT t.*, b.raw FROM transactions t LEFT JOIN transaction_bytes b ON b.hash = t.hash';
 
 export class Payouts {
   #insert;
   #get;
   #queued;
   #setState;
+  #insertBytes;
   #insertTx;
   #txState;
   #openTxs;
   #txsOfPayout;
+  #openTxsBare;
+  #txsOfPayoutBare;
+  #rawOf;
   #rowsOfTx;
   #forRequest;
   #maxNonce;
@@ -54,15 +68,24 @@ export class Payouts {
       AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || CAST(@chain AS BIGINT))) ORDER BY decided_at LIMIT @limit`);
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
       fail_reason = COALESCE(@fail_reason, fail_reason), updated_at = @now WHERE id = @id`);
-    this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
-      max_priority_fee_per_gas, state, created_at, updated_at, cancel) VALUES (@hash, @payout_id, @chain_id, @sender, @nonce, @raw,
+    // The signed bytes once per hash (migration 23): a batch's later rows find them there. The hash is
+    // the bytes' keccak (EVM) or the signature they carry (SVM), so the same hash is the same bytes.
+    this.#insertBytes = db.prepare('INSERT INTO transaction_bytes (hash, raw) VALUES (@hash, @raw) ON CONFLICT (hash) DO NOTHING');
+    this.#insertTx = db.prepare(`INSERT INTO transactions (hash, payout_id, chain_id, sender, nonce, gas_limit, max_fee_per_gas,
+      max_priority_fee_per_gas, state, created_at, updated_at, cancel) VALUES (@hash, @payout_id, @chain_id, @sender, @nonce,
       @gas_limit, @max_fee_per_gas, @max_priority_fee_per_gas, 'signed', @created_at, @created_at, @cancel)`);
     this.#txState = db.prepare(`UPDATE transactions SET state = @state, sent_block = COALESCE(@sent_block, sent_block),
       block_number = COALESCE(@block_number, block_number), gas_used = COALESCE(@gas_used, gas_used), fee = COALESCE(@fee, fee),
       error = COALESCE(@error, error), broadcast_at = COALESCE(@broadcast_at, broadcast_at), updated_at = @now WHERE hash = @hash`);
-    this.#openTxs = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
-    this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
-    this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY payout_id');
+    // Rows read with their bytes (TransactionRow.raw), joined from transaction_bytes.
+    this.#openTxs = db.prepare(`${WITH_RAW} WHERE t.chain_id = ? AND t.state IN ('signed', 'broadcast') ORDER BY t.nonce, t.created_at`);
+    this.#txsOfPayout = db.prepare(`${WITH_RAW} WHERE t.payout_id = ? ORDER BY t.created_at`);
+    // The same rows without their bytes: the confirm pass reads every open row on every head, and a
+    // batch's rows share one 5 KB byte string it needs only to rebroadcast or replace (rawOf).
+    this.#openTxsBare = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
+    this.#txsOfPayoutBare = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
+    this.#rawOf = db.prepare('SELECT raw FROM transaction_bytes WHERE hash = ?');
+    this.#rowsOfTx = db.prepare(`${WITH_RAW} WHERE t.hash = ? ORDER BY t.payout_id`);
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
     // Sweeps and signed deposits move the user's funds, not the solver's, and withdrawals bring funds
@@ -71,7 +94,7 @@ export class Payouts {
       `SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`,
     );
     this.#ofChain = db.prepare('SELECT * FROM payouts WHERE chain_id = ?');
-    this.#txsOfChain = db.prepare('SELECT * FROM transactions WHERE chain_id = ?');
+    this.#txsOfChain = db.prepare(`${WITH_RAW} WHERE t.chain_id = ?`);
     this.#made = db.prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts
         WHERE chain_id = ? AND state IN ('success', 'sent')`);
     // One row per transaction hash (a batch has a row per payout it carries, each with the whole fee).
@@ -104,6 +127,13 @@ export class Payouts {
   get(id: string): PayoutRow | undefined {
     return this.#get.get(id) as PayoutRow | undefined;
   }
+  /** Several payouts in one statement (a batch's, when it is recorded), in no particular order; ids not found are absent. */
+  getMany(ids: string[]): PayoutRow[] {
+    if (ids.length <= 1) return ids.flatMap((id) => this.get(id) ?? []);
+    // One statement per batch size (at most the batch's bound): prepared again on each call, which costs
+    // less than a statement per payout.
+    return this.db.prepare(`SELECT * FROM payouts WHERE id IN (${ids.map(() => '?').join(', ')})`).all(...ids) as PayoutRow[];
+  }
   queued(chainId: number, limit = 50): PayoutRow[] {
     return this.#queued.all({ chain: chainId, limit }) as PayoutRow[];
   }
@@ -115,6 +145,13 @@ export class Payouts {
   }
   setState(id: string, state: PayoutState, extra: { txHash?: string; failReason?: FailReason } = {}, now = Date.now()): void {
     this.#setState.run({ id, state, tx_hash: extra.txHash ?? null, fail_reason: extra.failReason ?? null, now });
+  }
+  /** setState of several payouts in one statement (a batch's payouts, sent by one transaction). */
+  setStateMany(ids: string[], state: PayoutState, extra: { txHash?: string } = {}, now = Date.now()): void {
+    if (ids.length <= 1) return ids.forEach((id) => this.setState(id, state, extra, now));
+    this.db
+      .prepare(`UPDATE payouts SET state = ?, tx_hash = COALESCE(?, tx_hash), updated_at = ? WHERE id IN (${ids.map(() => '?').join(', ')})`)
+      .run(state, extra.txHash ?? null, now, ...ids);
   }
   /**
    * Amounts promised but not yet paid, per currency (canonical address): the solver's inventory
@@ -128,8 +165,14 @@ export class Payouts {
     return out;
   }
 
+  /**
+   * Records a signed transaction for one payout: its row, and its bytes when given (stored once per
+   * hash: a second row of the same hash given them writes nothing more).
+   */
   insertTx(t: NewTransaction): void {
-    this.#insertTx.run({ ...t, cancel: t.cancel ?? 0 });
+    const { raw, ...row } = t;
+    if (raw !== undefined) this.#insertBytes.run({ hash: t.hash, raw });
+    this.#insertTx.run({ ...row, cancel: t.cancel ?? 0 });
   }
   setTxState(
     hash: string,
@@ -149,11 +192,21 @@ export class Payouts {
       now,
     });
   }
-  openTxs(chainId: number): TransactionRow[] {
-    return this.#openTxs.all(chainId) as TransactionRow[];
+  /** A chain's transactions signed or broadcast, by nonce; `{ raw: false }`: without their signed bytes (see rawOf). */
+  openTxs(chainId: number): TransactionRow[];
+  openTxs(chainId: number, opts: { raw: false }): BareTransactionRow[];
+  openTxs(chainId: number, opts: { raw?: boolean } = {}): BareTransactionRow[] {
+    return (opts.raw === false ? this.#openTxsBare : this.#openTxs).all(chainId) as BareTransactionRow[];
   }
-  txsOf(payoutId: string): TransactionRow[] {
-    return this.#txsOfPayout.all(payoutId) as TransactionRow[];
+  /** A payout's transactions, oldest first; `{ raw: false }`: without their signed bytes (see rawOf). */
+  txsOf(payoutId: string): TransactionRow[];
+  txsOf(payoutId: string, opts: { raw: false }): BareTransactionRow[];
+  txsOf(payoutId: string, opts: { raw?: boolean } = {}): BareTransactionRow[] {
+    return (opts.raw === false ? this.#txsOfPayoutBare : this.#txsOfPayout).all(payoutId) as BareTransactionRow[];
+  }
+  /** A recorded transaction's signed bytes (stored once per hash), or undefined if none is recorded under it. */
+  rawOf(hash: string): Hex | undefined {
+    return (this.#rawOf.get(hash) as { raw: Hex } | undefined)?.raw;
   }
   /** The rows of one transaction: one per payout it carries (several for a batched fill). */
   rowsOfTx(hash: string): TransactionRow[] {

@@ -145,3 +145,6 @@ export interface TransactionRow {
   /** 1: a cancel of a fee-capped transaction at its nonce (a zero-value transfer to the solver), never the payout's payment. */
   cancel: 0 | 1;
 }
+
+/** A transaction row without its signed bytes (Payouts.openTxs/txsOf with `{ raw: false }`; the bytes by Payouts.rawOf). */
+export type BareTransactionRow = Omit<TransactionRow, 'raw'>;

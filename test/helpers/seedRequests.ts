@@ -22,7 +22,10 @@ export const SEED_USERS = Array.from({ length: 20_000 }, (_, i) => getAddress(`0
 type Row = Record<string, string | number | null>;
 
 /** The rows of seeded request number `i`: the request, and (when it has them) its deposit, its fill payout and the fill's transaction. */
-export function syntheticRows(i: number, opts: { prefix?: string; start?: number } = {}): { requests: Row; deposits?: Row; payouts?: Row; transactions?: Row } {
+export function syntheticRows(
+  i: number,
+  opts: { prefix?: string; start?: number } = {},
+): { requests: Row; deposits?: Row; payouts?: Row; transaction_bytes?: Row; transactions?: Row } {
   const prefix = opts.prefix ?? '';
   const h = (s: string) => keccak256(toHex(`${prefix}${s}`));
   const id = h(`req${i}`);
@@ -101,7 +104,6 @@ export function syntheticRows(i: number, opts: { prefix?: string; start?: number
     chain_id: dest,
     sender: user,
     nonce: i,
-    raw: '0x',
     gas_limit: '21000',
     max_fee_per_gas: '1',
     max_priority_fee_per_gas: '1',
@@ -112,11 +114,13 @@ export function syntheticRows(i: number, opts: { prefix?: string; start?: number
     created_at: created + 3000,
     updated_at: created + 5000,
   };
-  return { requests, deposits, payouts, transactions };
+  // The transaction's signed bytes, stored once per hash (migration 23).
+  const transaction_bytes: Row = { hash: fillTx, raw: '0x' };
+  return { requests, deposits, payouts, transaction_bytes, transactions };
 }
 
 /** The tables in the order their rows reference one another. */
-const TABLES = ['requests', 'deposits', 'payouts', 'transactions'] as const;
+const TABLES = ['requests', 'deposits', 'payouts', 'transaction_bytes', 'transactions'] as const;
 
 /** A column list, quoted: `user` is a reserved word in PostgreSQL (and quoting is the same in SQLite). */
 const columnList = (row: Row) =>
@@ -170,7 +174,7 @@ export async function seedRequestsPostgres(client: pg.Client, rows: number, opts
   const CHUNK = opts.chunk ?? 10_000;
   let inserting: Promise<unknown> = Promise.resolve();
   for (let b = 0; b < rows; b += CHUNK) {
-    const chunk: Record<(typeof TABLES)[number], Row[]> = { requests: [], deposits: [], payouts: [], transactions: [] };
+    const chunk: Record<(typeof TABLES)[number], Row[]> = { requests: [], deposits: [], payouts: [], transaction_bytes: [], transactions: [] };
     for (let i = b; i < Math.min(rows, b + CHUNK); i++) {
       const r = syntheticRows(i, opts);
       for (const t of TABLES) if (r[t]) chunk[t].push(r[t]);

@@ -10,8 +10,9 @@
 // BATCH_MAX_ORDERS orders (and BATCH_MAX_GAS gas), each paid or skipped on its own. A batch is never
 // waited for: a fill leaves at once when a sending slot is free, and the fills that arrive while the
 // slots are busy leave together in the next one (the pipeline's batch slots). The batch transaction is
-// recorded once per payout it carries (same hash, nonce, bytes) in the same ledger transaction, before
-// broadcast, as a lone fill is; the confirm pass works per nonce, and reads each order's own OrderFilled
+// recorded with a row per payout it carries (same hash and nonce; its signed bytes stored once, keyed by
+// the hash) in the same ledger transaction, before broadcast, as a lone fill is; a change of its state is
+// one statement over its rows. The confirm pass works per nonce, and reads each order's own OrderFilled
 // (paid) or FillSkipped (requeued, to be sent alone, where it is paid or fails with its own reason) from
 // the receipt.
 //
@@ -50,7 +51,7 @@ import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '..
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Ledger } from '../../ledger/index.ts';
-import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
+import type { BareTransactionRow as TransactionRow, PayoutRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
@@ -172,6 +173,9 @@ function relayCall(payout: PayoutRow): PreparedCall {
     throw new UnpayableError(`relay ${payout.id}: ${errText(e)}`, 'TRANSACTION_SUBMISSION_FAILED', { cause: e });
   }
 }
+
+// The confirm pass reads transaction rows without their signed bytes (Payouts.rawOf when it needs them).
+const BARE = { raw: false } as const;
 
 function isOpen(t: TransactionRow): boolean {
   return OPEN_STATES.has(t.state);
@@ -407,24 +411,28 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     tx: { hash: Hex; raw: Hex; nonce: number; gas: bigint; fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint } },
   ): boolean {
     return this.#ledger.tx(() => {
-      const current = payoutIds.map((id) => this.#ledger.payouts.get(id));
+      // A batch's payouts in one read (one statement, one round trip on PostgreSQL), in the batch's order.
+      const byId = new Map(this.#ledger.payouts.getMany(payoutIds).map((p) => [p.id, p]));
+      const current = payoutIds.map((id) => byId.get(id));
       if (current.some((cur) => !cur || cur.state !== 'queued')) return false;
-      for (const cur of current as PayoutRow[]) {
+      for (const [i, cur] of (current as PayoutRow[]).entries()) {
         this.#ledger.payouts.insertTx({
           hash: tx.hash,
           payout_id: cur.id,
           chain_id: this.chainId,
           sender: this.address,
           nonce: tx.nonce,
-          raw: tx.raw,
+          // The bytes once, with the first row (a batch's other rows reference them).
+          raw: i === 0 ? tx.raw : undefined,
           gas_limit: tx.gas.toString(),
           max_fee_per_gas: tx.fees.maxFeePerGas.toString(),
           max_priority_fee_per_gas: tx.fees.maxPriorityFeePerGas.toString(),
           created_at: Date.now(),
         });
-        this.#ledger.payouts.setState(cur.id, 'sent', { txHash: tx.hash });
-        this.#hooks.onSigned(cur, tx.hash);
       }
+      // Every payout the transaction carries marked sent in one statement, then each one's hook.
+      this.#ledger.payouts.setStateMany(payoutIds, 'sent', { txHash: tx.hash });
+      for (const cur of current as PayoutRow[]) this.#hooks.onSigned(cur, tx.hash);
       return true;
     });
   }
@@ -652,7 +660,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // failure, the transaction is still recorded 'signed' and the confirm pass sends its bytes again.
     this.#ledger.tx(
       () => {
-        const t = this.#ledger.payouts.txsOf(payoutId).find((x) => x.hash === hash);
+        const t = this.#ledger.payouts.txsOf(payoutId, BARE).find((x) => x.hash === hash);
         if (!t || t.state !== 'signed') return;
         if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
         // An underpriced transaction starts its replacement countdown even though the node refused it.
@@ -677,7 +685,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   /** One pass over the solver's open transactions on this chain, nonce by nonce. */
   async confirm(): Promise<TxStatus[]> {
     this.#requeued = [];
-    const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
+    const open = this.#ledger.payouts.openTxs(this.chainId, BARE).filter((t) => t.sender === this.address);
     // Nothing open: no head to read (a pass runs on every head, and on the backstop timer when idle).
     if (open.length === 0) return [];
     const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
@@ -728,8 +736,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log : this.#payoutLog(t.payout_id).child({ nonce }));
         if (receipt.status === 'success' && rows.length > 1) {
           // A batch that landed: every fill it carries settles in one commit (one disk flush, not one per fill).
+          // Its payouts read in one statement, in that transaction (settling one fill changes no other's row).
           this.#ledger.tx(() => {
-            for (const t of rows) this.#onIncluded(t, receipt, logOf(t));
+            const byId = new Map(this.#ledger.payouts.getMany([...new Set(rows.map((t) => t.payout_id))]).map((p) => [p.id, p]));
+            for (const t of rows) this.#onIncluded(t, receipt, logOf(t), byId.get(t.payout_id) ?? null);
           });
         } else {
           for (const t of rows) await this.#onReceipt(t, receipt, logOf(t));
@@ -749,9 +759,12 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (!known) {
       const level = this.#firstTime(`rebroadcast:${newest.hash}`) ? 'info' : 'debug';
       log[level]({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
-      if (await this.#broadcast(newest.payout_id, newest.hash, newest.raw, log)) return;
+      // The bytes recorded before the first broadcast, read only now (the pass reads its rows without them).
+      const raw = this.#ledger.payouts.rawOf(newest.hash);
+      if (!raw) throw new Error(`transaction ${newest.hash} has no recorded bytes`);
+      if (await this.#broadcast(newest.payout_id, newest.hash, raw, log)) return;
     }
-    const fresh = this.#ledger.payouts.txsOf(newest.payout_id).find((t) => t.hash === newest.hash);
+    const fresh = this.#ledger.payouts.txsOf(newest.payout_id, BARE).find((t) => t.hash === newest.hash);
     const sentBlock = fresh?.sent_block;
     if (fresh && isOpen(fresh) && sentBlock !== null && sentBlock !== undefined && head - BigInt(sentBlock) >= BigInt(this.#chain.replaceAfterBlocks)) {
       await this.#replace(fresh, head, log, nonce === latestNonce);
@@ -777,16 +790,23 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
   }
 
-  // A successful transaction carrying this payout: paid, or (a batch's fill) skipped.
-  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger): void {
+  // A successful transaction carrying this payout: paid, or (a batch's fill) skipped. `read`: the payout as
+  // read in the caller's ledger transaction (null: not found), if it has it.
+  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger, read?: PayoutRow | null): void {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
-    const payout = this.#ledger.payouts.get(t.payout_id);
-    const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
-    if (fill && !fill.paid) return this.#onSkipped(t, receipt, fill.reason, log);
-    const paid = fill?.paid ? { ...own, share: fill.fee } : own;
-    const settled = this.#ledger.tx(() => this.#settlePaid(t.payout_id, paid));
-    if (settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
+    // The payout read and settled in one ledger transaction (a batch's: the one of all its fills), so
+    // the settling reads it once.
+    const out = this.#ledger.tx(() => {
+      const payout = read === undefined ? this.#ledger.payouts.get(t.payout_id) : read;
+      const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
+      if (fill && !fill.paid) return { skipped: fill.reason };
+      const paid = fill?.paid ? { ...own, share: fill.fee } : own;
+      return { paid, settled: this.#settlePaid(t.payout_id, paid, payout ?? null) };
+    });
+    if (out.skipped !== undefined) return this.#onSkipped(t, receipt, out.skipped, log);
+    const { paid } = out;
+    if (out.settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
   }
 
   async #onReceipt(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
@@ -876,7 +896,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   #onSkipped(t: TransactionRow, receipt: TransactionReceipt, reason: string, log: Logger): void {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const requeued = this.#ledger.tx(() => {
-      const mine = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
+      const mine = this.#ledger.payouts.txsOf(t.payout_id, BARE).find((x) => x.hash === t.hash);
       if (mine && isOpen(mine)) {
         this.#ledger.payouts.setTxState(t.hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
       }
@@ -898,7 +918,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (!payout) return;
     const paid = payout.state === 'sent' ? await this.#findPaid(payout, await this.#requestOf(payout)) : null;
     const outcome = this.#ledger.tx(() => {
-      for (const t of this.#ledger.payouts.txsOf(payoutId)) {
+      for (const t of this.#ledger.payouts.txsOf(payoutId, BARE)) {
         if (t.nonce === nonce && isOpen(t)) this.#ledger.payouts.setTxState(t.hash, 'dropped', { error: 'nonce taken by another transaction' });
       }
       if (paid) return this.#settlePaid(payoutId, paid) ? 'paid' : 'none';
@@ -915,13 +935,15 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
 
   // `first`: the transaction is at the nonce the chain expects next (the one holding the nonces after it).
   async #replace(t: TransactionRow, head: bigint, log: Logger, first: boolean): Promise<void> {
-    const parsed = parseTransaction(t.raw);
+    const raw0 = this.#ledger.payouts.rawOf(t.hash);
+    if (!raw0) throw new Error(`transaction ${t.hash} has no recorded bytes`);
+    const parsed = parseTransaction(raw0);
     const old: Eip1559Fees = { maxFeePerGas: BigInt(t.max_fee_per_gas), maxPriorityFeePerGas: BigInt(t.max_priority_fee_per_gas) };
     const market = await this.#fees.current();
     // A stuck cancel is bumped like any transaction, within the cancel's own cap.
     if (t.cancel) return this.#sendCancel(t, old, market, head, log);
     const fees = replacementWithinCap(old, market, this.#feeCap);
-    const bumps = this.#ledger.payouts.txsOf(t.payout_id).filter((x) => x.nonce === t.nonce).length - 1;
+    const bumps = this.#ledger.payouts.txsOf(t.payout_id, BARE).filter((x) => x.nonce === t.nonce).length - 1;
     if (!fees || (this.#chain.maxReplacements !== undefined && bumps >= this.#chain.maxReplacements)) {
       // Held at the cap (or out of bumps), and with it every nonce after it. feeCapPolicy 'wait': it stays
       // as it is and lands when the base fee falls; 'cancel': after its bound, a cancel takes the nonce. Only
@@ -1081,16 +1103,18 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // ------------------------------------------------------------------------------------------ settling
 
   // Inside a ledger transaction: the payout was paid by `paid`. Returns whether this settled it now
-  // (false when it was settled before: the hook never fires twice).
-  #settlePaid(payoutId: string, paid: PaidBy): boolean {
-    const txs = this.#ledger.payouts.txsOf(payoutId);
+  // (false when it was settled before: the hook never fires twice). `read`: the payout as read in this
+  // same ledger transaction (null: not found), if the caller has it (settling changes no payout row
+  // before it reads it).
+  #settlePaid(payoutId: string, paid: PaidBy, read?: PayoutRow | null): boolean {
+    const txs = this.#ledger.payouts.txsOf(payoutId, BARE);
     const mine = txs.find((x) => x.hash === paid.txHash);
     if (mine && mine.state !== 'included') {
       this.#ledger.payouts.setTxState(mine.hash, 'included', { blockNumber: Number(paid.blockNumber), gasUsed: paid.gasUsed, fee: paid.fee });
     }
     // The siblings from the rows read above: only `mine` changed since, and it is not its own sibling.
     if (mine) this.#closeSiblings(payoutId, mine.nonce, mine.hash, 'replaced', txs);
-    const cur = this.#ledger.payouts.get(payoutId);
+    const cur = read === undefined ? this.#ledger.payouts.get(payoutId) : read;
     if (!cur) return false;
     if (cur.state === 'success') {
       if (cur.tx_hash?.toLowerCase() !== paid.txHash.toLowerCase()) {
@@ -1109,14 +1133,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   // Same-nonce transactions can never land once one of them did.
-  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced', txs = this.#ledger.payouts.txsOf(payoutId)): void {
+  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced', txs = this.#ledger.payouts.txsOf(payoutId, BARE)): void {
     for (const x of txs) {
       if (x.nonce === nonce && x.hash !== except && isOpen(x)) this.#ledger.payouts.setTxState(x.hash, state);
     }
   }
 
   #hasOpen(payoutId: string): boolean {
-    return this.#ledger.payouts.txsOf(payoutId).some(isOpen);
+    return this.#ledger.payouts.txsOf(payoutId, BARE).some(isOpen);
   }
 
   async #requestOf(payout: PayoutRow): Promise<CallRequest | undefined> {
