@@ -131,6 +131,9 @@ function exercise(l: SqliteLedger): void {
   o.adminKeys();
   o.revokeAdminKey(key.id);
   l.payouts.forDeposit('x');
+  // A batch's payouts, read and marked in one statement each.
+  l.payouts.getMany(['x', 'y']);
+  l.payouts.setStateMany(['x', 'y'], 'sent', { txHash: '0xt' });
   l.requests.pruneUnusedQuotes(Date.now());
   const search = (q: Partial<RequestQuery>) => l.requests.search(query(q));
   for (const field of FILTER_FIELDS) {
