@@ -337,6 +337,24 @@ describe('node behind several providers', () => {
     await readsAfterShortening(p);
   });
 
+  // Last too: it shortens the shared chain again. With one provider there is no head probe: a read pinned to a
+  // block the shorter chain lacks (eth_getBalance at `latest`) is the only call, and it must find the chain's head
+  // itself, lower the floor and answer, not wait out its bound while nothing else reads the head.
+  it('answers a read pinned above a shorter chain with one provider and no other call reading the head', async () => {
+    const { pool: p } = pool([{ url: anvil.rpcUrl, name: 'only' }], { maxWaitMs: 5_000, shorterAfterMs: 500 });
+    const snap = await rpc(anvil.rpcUrl, 'evm_snapshot');
+    await rpc(anvil.rpcUrl, 'anvil_mine', ['0x5']);
+    await p.request({ method: 'eth_getBlockByNumber', params: ['latest', false] });
+    const top = p.floor;
+    await rpc(anvil.rpcUrl, 'evm_revert', [snap]);
+    const shorter = BigInt(await rpc(anvil.rpcUrl, 'eth_blockNumber'));
+    expect(shorter).toBeLessThan(top);
+    const [account] = (await rpc(anvil.rpcUrl, 'eth_accounts')) as Address[];
+    const balance = await p.request({ method: 'eth_getBalance', params: [account, 'latest'] });
+    expect(BigInt(balance as string)).toBeGreaterThan(0n);
+    expect(p.floor).toBe(shorter);
+  });
+
   // Last too: it shortens the shared chain again. A provider lying ahead must not hold the floor up.
   it('lowers its floor on a shorter chain even when one provider claims a head far ahead (quorum 2 of 3)', async () => {
     const liar = await proxy(anvil.rpcUrl, { leadBlocks: 50 });

@@ -1,7 +1,7 @@
 // The chaos harness's node process never runs twice on one port, and never takes another process's answer for its own
 // start (both ways an orphan node made later starts exit by themselves, counted as the node's own exits).
 import { once } from 'node:events';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,7 +13,11 @@ import { NodeProcess } from './nodeProcess.ts';
 // A stand-in for `relay-node start`: answers /health on its port (and fails to start if the port is taken).
 const HEALTH_SERVER = `require('node:http').createServer((q, r) => r.end('{"role":"leader"}')).listen(Number(process.argv[1]), '127.0.0.1')`;
 const command = (port: number) => ({ args: () => ['-e', HEALTH_SERVER, String(port)], env: process.env });
-const logFile = () => join(mkdtempSync(join(tmpdir(), 'relay-node-chaos-node-')), 'node.log');
+const dirs: string[] = [];
+const logFile = () => {
+  dirs.push(mkdtempSync(join(tmpdir(), 'relay-node-chaos-node-')));
+  return join(dirs.at(-1)!, 'node.log');
+};
 
 const started: NodeProcess[] = [];
 afterEach(async () => {
@@ -21,6 +25,7 @@ afterEach(async () => {
     await n.kill('SIGKILL');
     n.close();
   }
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
 describe('chaos node process', () => {

@@ -159,11 +159,17 @@ export class ProviderPool {
 
   /** Answers one call through the best provider, failing over as needed. Throws RpcAnswerError for a JSON-RPC error answer. */
   async request(call: RpcCall): Promise<unknown> {
-    const prep = this.#prepare(call);
+    let prep = this.#prepare(call);
+    let preparedAt = this.floor;
     const deadline = Date.now() + this.#maxWaitMs;
     const tried = new Set<RpcProvider>();
     let pause = 25;
     for (;;) {
+      // The floor went down meanwhile (a shorter chain): the call is pinned again, to a block that exists.
+      if (this.floor < preparedAt) {
+        prep = this.#prepare(call);
+        preparedAt = this.floor;
+      }
       const p = await this.#pick(prep, tried, deadline);
       if (!p) {
         // Everyone failed this call once: start over after a pause (a lagging provider catches up).
@@ -178,7 +184,20 @@ export class ProviderPool {
         return this.#unwrap(p, call, await this.#once(p, prep));
       } catch (e) {
         if (!(e instanceof ProviderFailure)) throw e;
+        // Behind a call whose answer carried no head: read the provider's head, so that a chain that got shorter is
+        // seen (and the floor lowered, see #sawHead) even when no other call reads heads (one provider: no probe).
+        if (e.kind === 'behind' && !prep.headCheck && !prep.latest) await this.#readHead(p);
       }
+    }
+  }
+
+  // A provider's head, read on its own (its failure is the call's own failure already counted: ignored here).
+  async #readHead(p: RpcProvider): Promise<void> {
+    try {
+      const [h] = await p.send([{ method: 'eth_blockNumber', params: [] }]);
+      if (h && 'result' in h && typeof h.result === 'string') this.#sawHead(p, BigInt(h.result), false);
+    } catch {
+      // unreachable now: the next attempt says so
     }
   }
 
