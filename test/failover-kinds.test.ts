@@ -4,6 +4,8 @@
 // the standby takes the lease (epoch + 1), reconciles what the old leader recorded (the SVM signature
 // and its blockhash; the exchange's nonce) and pays the order once, read from the chain and from the
 // exchange's own ledger: the recorded transaction / action is the one that lands, never a second one.
+// When the recorded SVM blockhash expired before anyone took over, the new leader signs the fill again,
+// and the recorded signature never lands: still one transfer.
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +20,7 @@ import { startPostgres, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { killAllNodeProcesses, startNodeProcess, stopNodeProcess, type NodeProcess } from './helpers/nodeProcess.ts';
 import { haEnv, nodeRole, untilRole, writeHaConfig } from './helpers/haNodes.ts';
-import { api, waitForStatus } from './helpers/stack.ts';
+import { api, until, waitForStatus } from './helpers/stack.ts';
 
 const LEASE_MS = 3_000;
 const RENEW_MS = 500;
@@ -52,20 +54,23 @@ function recordedFill(url: string, requestId: string) {
   }
 }
 
-// Two nodes on one ledger and one devnet: a leads with the crash fault, b waits as standby.
+// A node on the test's ledger: `a` leads with the crash fault; `b` (started while a leads, or once a is dead)
+// is the standby that takes over.
+function nodeOn(devnet: Devnet, ledgerUrl: string, nodeId: string, fault?: string): Promise<NodeProcess> {
+  const config = writeHaConfig(devnet, join(dir, `config-${nodeId}.json`), {
+    nodeId,
+    dataDir: join(dir, nodeId, 'data'),
+    leaseMs: LEASE_MS,
+    renewMs: RENEW_MS,
+    ledger: { url: ledgerUrl },
+  });
+  return startNodeProcess(config, haEnv(devnet), fault ? { fault } : {});
+}
 async function leaderAndStandby(devnet: Devnet, ledgerUrl: string, name: string): Promise<{ a: NodeProcess; b: NodeProcess; epochA: number }> {
-  const config = (nodeId: string) =>
-    writeHaConfig(devnet, join(dir, `config-${nodeId}.json`), {
-      nodeId,
-      dataDir: join(dir, name, 'data'),
-      leaseMs: LEASE_MS,
-      renewMs: RENEW_MS,
-      ledger: { url: ledgerUrl },
-    });
-  const a = await startNodeProcess(config(`${name}-a`), haEnv(devnet), { fault: 'crash-after-fill-recorded' });
+  const a = await nodeOn(devnet, ledgerUrl, `${name}-a`, 'crash-after-fill-recorded');
   await untilRole(a, 'leader', `${name}-a to lead`);
   const epochA = lease(ledgerUrl).epoch;
-  const b = await startNodeProcess(config(`${name}-b`), haEnv(devnet));
+  const b = await nodeOn(devnet, ledgerUrl, `${name}-b`);
   expect(await nodeRole(b)).toBe('standby');
   return { a, b, epochA };
 }
@@ -102,7 +107,7 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
     await devnet?.stop();
   });
   // Each test on chains of its own: a fresh ledger on a devnet another test used would index that test's deposits.
-  const setup = async (name: string, opts: { svm?: boolean; exchange?: boolean }) => {
+  const setup = async (name: string, opts: { svm?: boolean; exchange?: boolean; svmSlotIntervalMs?: number }) => {
     await devnet?.stop();
     devnet = undefined;
     devnet = await startDevnet({ dataDir: join(dir, name), ...opts });
@@ -200,6 +205,50 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
     expect(state.ledger(recipient).filter((u) => u.delta.type === 'send')).toHaveLength(1);
     expect(done.txHashes).toEqual([tx.hash]);
     expect(recordedFill(ledgerUrl, requestId)!.txs.map((t) => [t.hash, t.state])).toEqual([[tx.hash, 'included']]);
+    await stopNodeProcess(b);
+  }, 180_000);
+
+  it('SVM, the recorded blockhash expired before anyone took over: the new leader signs again, and the recorded signature never lands (one transfer)', async () => {
+    // Short slots: the recorded blockhash (150 blocks, then 32 to be finalized) expires in about 9 s.
+    const { devnet, ledgerUrl } = await setup('svm-expired', { svm: true, exchange: false, svmSlotIntervalMs: 50 });
+    const conn = new Connection(devnet.svm!.rpcUrl, 'confirmed');
+    const a = await nodeOn(devnet, ledgerUrl, 'svx-a', 'crash-after-fill-recorded');
+    await untilRole(a, 'leader', 'svx-a to lead');
+    const epochA = lease(ledgerUrl).epoch;
+    const recipient = Keypair.generate().publicKey;
+    const { requestId, out } = await quoteAndDeposit(devnet, a.url, 1, {
+      recipient: recipient.toBase58(),
+      originChainId: BASE,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '100000000000000000',
+    });
+    expect(await a.exited).toBe('SIGKILL');
+    const recorded = recordedFill(ledgerUrl, requestId)!;
+    expect(recorded.payout).toMatchObject({ state: 'sent', epoch: epochA, chain_id: SVM });
+    const old = recorded.txs[0]!;
+    expect(recorded.txs.map((t) => t.state)).toEqual(['signed']);
+    // No node runs until the recorded blockhash has expired at the finalized height.
+    await until(async () => ((await conn.getEpochInfo('finalized')).blockHeight! > old.nonce ? true : undefined), 'the recorded blockhash to expire', 60_000);
+
+    const b = await nodeOn(devnet, ledgerUrl, 'svx-b');
+    await untilRole(b, 'leader', 'svx-b to lead');
+    expect(lease(ledgerUrl)).toMatchObject({ holder: 'svx-b', epoch: epochA + 1 });
+    const done = await waitForStatus(b.url, requestId, ['success', 'failure', 'refund'], 60_000);
+    expect(done.status, JSON.stringify(done)).toBe('success');
+
+    // One transfer, by a new signature; the recorded one is dropped in the ledger and absent from the chain.
+    expect(BigInt(await conn.getBalance(recipient, 'confirmed'))).toBe(out);
+    const toRecipient = await conn.getSignaturesForAddress(recipient, undefined, 'confirmed');
+    expect(toRecipient).toHaveLength(1);
+    expect(toRecipient[0]!.signature).not.toBe(old.hash);
+    expect(done.txHashes).toEqual([toRecipient[0]!.signature]);
+    expect((await conn.getSignatureStatus(old.hash, { searchTransactionHistory: true })).value).toBeNull();
+    const txs = recordedFill(ledgerUrl, requestId)!.txs;
+    expect(Object.fromEntries(txs.map((t) => [t.hash, t.state]))).toEqual({ [old.hash]: 'dropped', [toRecipient[0]!.signature]: 'included' });
+    // The payout keeps the epoch it was decided under (a's); only its transaction was signed again.
+    expect(recordedFill(ledgerUrl, requestId)!.payout).toMatchObject({ state: 'success', epoch: epochA });
     await stopNodeProcess(b);
   }, 180_000);
 });
