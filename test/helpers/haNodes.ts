@@ -21,7 +21,7 @@ export interface HaConfigOptions {
 
 /**
  * Writes the config file of one active/standby node at `path`: the devnet's chains, the solver and
- * allocator keys from the environment (haEnv), ha enabled under `nodeId`. Returns `path`.
+ * allocator keys (and the SVM solver's, with an SVM chain) from the environment (haEnv), ha enabled under `nodeId`. Returns `path`.
  */
 export function writeHaConfig(devnet: Devnet, path: string, o: HaConfigOptions): string {
   const base = devnet.nodeConfig({ port: 0, logLevel: 'info', dataDir: o.dataDir });
@@ -32,6 +32,8 @@ export function writeHaConfig(devnet: Devnet, path: string, o: HaConfigOptions):
       chains: (base.chains as { id: number }[]).map((c) => (c.id === 10 && o.destinationRpc ? { ...c, rpcUrl: o.destinationRpc } : c)),
       solverKey: { env: 'RELAY_SOLVER_KEY' },
       allocatorKey: { env: 'RELAY_ALLOCATOR_KEY' },
+      // The SVM chain's payouts are signed by a key of their own (a devnet started with svm: true).
+      ...(devnet.svm ? { svmSolverKey: { env: 'RELAY_SVM_SOLVER_KEY' } } : {}),
       ha: { enabled: true, leaseMs: o.leaseMs, renewMs: o.renewMs, nodeId: o.nodeId },
       ...(o.events ? { events: { ...(base.events as object), ...o.events } } : {}),
       ...(o.ledger?.url ? { ledger: o.ledger } : {}),
@@ -41,7 +43,11 @@ export function writeHaConfig(devnet: Devnet, path: string, o: HaConfigOptions):
 }
 
 /** The environment a node started with writeHaConfig's file reads its keys from. */
-export const haEnv = (devnet: Devnet) => ({ RELAY_SOLVER_KEY: devnet.keys.solver, RELAY_ALLOCATOR_KEY: devnet.keys.allocator });
+export const haEnv = (devnet: Devnet) => ({
+  RELAY_SOLVER_KEY: devnet.keys.solver,
+  RELAY_ALLOCATOR_KEY: devnet.keys.allocator,
+  ...(devnet.keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: devnet.keys.svmSolver } : {}),
+});
 
 /** A node's role as its /health answers it: 'leader' or 'standby'. */
 export const nodeRole = async (n: NodeProcess) => (await api(n.url, '/health')).body.role as string;
