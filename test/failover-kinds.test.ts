@@ -53,6 +53,15 @@ function recordedFill(url: string, requestId: string) {
     l.close();
   }
 }
+// The one transaction the killed leader `a` recorded for the request's fill, under its epoch, before it died
+// (SIGKILL at the fault) without sending it.
+async function recordedByKilledLeader(a: NodeProcess, url: string, requestId: string, fill: { epoch: number; chain_id: number; amount?: string }) {
+  expect(await a.exited).toBe('SIGKILL');
+  const recorded = recordedFill(url, requestId)!;
+  expect(recorded.payout).toMatchObject({ state: 'sent', ...fill });
+  expect(recorded.txs.map((t) => t.state)).toEqual(['signed']);
+  return recorded.txs[0]!;
+}
 
 // A node on the test's ledger: `a` leads with the crash fault; `b` (started while a leads, or once a is dead)
 // is the standby that takes over.
@@ -131,11 +140,8 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
     expect(out).toBeGreaterThan(0n);
 
     // a recorded the fill (signed, its blockhash's last valid height as the nonce) and died before sending it.
-    expect(await a.exited).toBe('SIGKILL');
-    const recorded = recordedFill(ledgerUrl, requestId)!;
-    expect(recorded.payout).toMatchObject({ state: 'sent', epoch: epochA, chain_id: SVM, amount: out.toString() });
-    expect(recorded.txs.map((t) => t.state)).toEqual(['signed']);
-    const signature = recorded.txs[0]!.hash;
+    const recorded = await recordedByKilledLeader(a, ledgerUrl, requestId, { epoch: epochA, chain_id: SVM, amount: out.toString() });
+    const signature = recorded.hash;
     expect(await conn.getSignatureStatus(signature, { searchTransactionHistory: true })).toMatchObject({ value: null });
     expect(await conn.getBalance(recipient, 'confirmed')).toBe(0);
 
@@ -151,7 +157,7 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
     const toRecipient = await conn.getSignaturesForAddress(recipient, undefined, 'confirmed');
     expect(toRecipient.map((s) => s.signature)).toEqual([signature]);
     expect(toRecipient[0]!.err).toBeNull();
-    expect(heightAtTakeover).toBeLessThanOrEqual(recorded.txs[0]!.nonce);
+    expect(heightAtTakeover).toBeLessThanOrEqual(recorded.nonce);
     expect(done.txHashes).toEqual([signature]);
     // The solver sent one transaction carrying this order's memo.
     const solverSigs = await conn.getSignaturesForAddress(new PublicKey(devnet.svm!.solver), { limit: 1000 }, 'confirmed');
@@ -183,11 +189,7 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
 
     // a signed and recorded the sendAsset (its id the keccak of the signed body, the action's nonce) and died
     // before posting it: the exchange never saw it.
-    expect(await a.exited).toBe('SIGKILL');
-    const recorded = recordedFill(ledgerUrl, requestId)!;
-    expect(recorded.payout).toMatchObject({ state: 'sent', epoch: epochA, chain_id: EX, amount: out.toString() });
-    expect(recorded.txs.map((t) => t.state)).toEqual(['signed']);
-    const tx = recorded.txs[0]!;
+    const tx = await recordedByKilledLeader(a, ledgerUrl, requestId, { epoch: epochA, chain_id: EX, amount: out.toString() });
     expect(keccak256(tx.raw)).toBe(tx.hash);
     expect(state.isNonceUsed(devnet.solver, tx.nonce)).toBe(false);
     expect(state.perpsUsd(recipient)).toBe(before);
@@ -224,11 +226,7 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
       destinationCurrency: SVM_NATIVE,
       amount: '100000000000000000',
     });
-    expect(await a.exited).toBe('SIGKILL');
-    const recorded = recordedFill(ledgerUrl, requestId)!;
-    expect(recorded.payout).toMatchObject({ state: 'sent', epoch: epochA, chain_id: SVM });
-    const old = recorded.txs[0]!;
-    expect(recorded.txs.map((t) => t.state)).toEqual(['signed']);
+    const old = await recordedByKilledLeader(a, ledgerUrl, requestId, { epoch: epochA, chain_id: SVM });
     // No node runs until the recorded blockhash has expired at the finalized height.
     await until(async () => ((await conn.getEpochInfo('finalized')).blockHeight! > old.nonce ? true : undefined), 'the recorded blockhash to expire', 60_000);
 
