@@ -4,7 +4,7 @@
 // the same run, after the node stops). Nothing may be lost, nothing paid twice.
 // Each deposit comes from its own key (as many users, each paying once): a chain of nonces from a
 // few keys sent while anvil mines can be stranded in anvil's pool and never included (see
-// bench/rawTransactions.ts), which left 33 to 103 orders unfilled in about one run in six.
+// src/devnet/rawTransactions.ts), which left 33 to 103 orders unfilled in about one run in six.
 // Usage: npm run bench:throughput -- [fills] [--ledger sqlite|postgres]
 // The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 // --ledger postgres: the node's ledger in a PostgreSQL this bench starts (durable: fsync on, as SQLite's
@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { createPublicClient, encodeFunctionData, http, keccak256, parseEventLogs, toHex, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { profileWindow } from './profile.ts';
-import { awaitIncluded, rpc, sendRawBatches, type RawTx } from './rawTransactions.ts';
+import { awaitIncluded, rpc, sendRawBatches, type RawTx } from '../src/devnet/rawTransactions.ts';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { buildConfigWithKeys } from '../src/config/load.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
@@ -271,7 +271,7 @@ try {
 
 /** Pre-signs `count` fillNative transactions from the solver key and sends them in JSON-RPC batches
  * of 50; returns transactions per second, from the first send to the last one's receipt (and how many
- * anvil stranded and had to be sent again: bench/rawTransactions.ts). */
+ * anvil stranded and had to be sent again: src/devnet/rawTransactions.ts). */
 async function fillIntake(chain: typeof dest, count: number): Promise<{ perSecond: number; reSent: number }> {
   const solver = privateKeyToAccount(devnet.keys.solver);
   const pc = client(chain);

@@ -1,24 +1,25 @@
 // Deploy the node's contracts (depository, order filler, test stablecoin) to a local anvil chain and fund
-// the solver and test accounts. Works with instant mining and with --block-time: the transactions are sent
-// together with explicit nonces, gas and fees, then all receipts are awaited.
+// the solver and test accounts. Works with instant mining and with --block-time: the transactions are signed with
+// explicit nonces, gas and fees, sent together, and awaited until the chain has included every one.
 
 import {
   createPublicClient,
   createTestClient,
-  createWalletClient,
   defineChain,
   encodeDeployData,
+  encodeFunctionData,
   getAddress,
   getContractAddress,
   http,
+  keccak256,
   parseEther,
   type Abi,
   type Address,
   type Chain,
-  type Hash,
   type Hex,
 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { awaitIncluded, sendRawBatches, type RawTx } from './rawTransactions.ts';
 import {
   OrderFillerAbi,
   OrderFillerBytecode,
@@ -90,7 +91,6 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   const transport = http(opts.rpcUrl, { retryCount: 0 });
   const account = privateKeyToAccount(opts.deployerKey);
   const publicClient = createPublicClient({ chain, transport, pollingInterval: 50 });
-  const walletClient = createWalletClient({ chain, transport, account });
   const testClient = createTestClient({ chain, transport, mode: 'anvil' });
 
   const remoteChainId = await publicClient.getChainId();
@@ -135,72 +135,58 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
   // Everyone funded once, solver first.
   const funded = [...new Set([opts.solver, ...opts.fund.accounts].map((a) => getAddress(a)))];
 
-  const sent: { label: string; hash: Promise<Hash> }[] = all.map((d, i) => ({
+  // In nonce order: the deployments, a mint per funded account, the wrapped native inventory, the relayer role.
+  const calls: { label: string; to?: Address; data: Hex; value?: bigint; gas: bigint }[] = all.map((d, i) => ({
     label: `deploy ${d.name}`,
-    hash: walletClient.sendTransaction({
-      data: deployData[i]!,
-      nonce: nonce + i,
-      gas: (deployGas[i]! * 12n) / 10n,
-      ...feeFields,
-    }),
+    data: deployData[i]!,
+    gas: (deployGas[i]! * 12n) / 10n,
   }));
   if (opts.fund.stablecoinUnits > 0n) {
-    funded.forEach((to, i) => {
-      sent.push({
-        label: `mint stablecoin to ${to}`,
-        hash: walletClient.writeContract({
-          address: stablecoin,
-          abi: TestStablecoinAbi,
-          functionName: 'mint',
-          args: [to, opts.fund.stablecoinUnits],
-          nonce: nonce + all.length + i,
-          gas: MINT_GAS,
-          ...feeFields,
-        }),
-      });
-    });
+    for (const to of funded) {
+      const data = encodeFunctionData({ abi: TestStablecoinAbi, functionName: 'mint', args: [to, opts.fund.stablecoinUnits] });
+      calls.push({ label: `mint stablecoin to ${to}`, to: stablecoin, data, gas: MINT_GAS });
+    }
   }
-
   // The solver's inventory of the wrapped native currency: wrapped by the deployer, sent over.
-  const next = nonce + all.length + (opts.fund.stablecoinUnits > 0n ? funded.length : 0);
-  sent.push(
+  calls.push(
     {
       label: 'wrap native',
-      hash: walletClient.writeContract({
-        address: wrappedNative,
-        abi: WrappedNativeAbi,
-        functionName: 'deposit',
-        value: SOLVER_WRAPPED,
-        nonce: next,
-        gas: WRAP_GAS,
-        ...feeFields,
-      }),
+      to: wrappedNative,
+      data: encodeFunctionData({ abi: WrappedNativeAbi, functionName: 'deposit' }),
+      value: SOLVER_WRAPPED,
+      gas: WRAP_GAS,
     },
     {
       label: 'send wrapped native to the solver',
-      hash: walletClient.writeContract({
-        address: wrappedNative,
-        abi: WrappedNativeAbi,
-        functionName: 'transfer',
-        args: [opts.solver, SOLVER_WRAPPED],
-        nonce: next + 1,
-        gas: WRAP_GAS,
-        ...feeFields,
-      }),
+      to: wrappedNative,
+      data: encodeFunctionData({ abi: WrappedNativeAbi, functionName: 'transfer', args: [opts.solver, SOLVER_WRAPPED] }),
+      gas: WRAP_GAS,
     },
     {
       // The solver submits users' permit deposits.
       label: 'make the solver a relayer of the depository',
-      hash: walletClient.writeContract({
-        address: depository,
-        abi: RelayDepositoryAbi,
-        functionName: 'setRelayer',
-        args: [opts.solver, true],
-        nonce: next + 2,
-        gas: WRAP_GAS,
+      to: depository,
+      data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'setRelayer', args: [opts.solver, true] }),
+      gas: WRAP_GAS,
+    },
+  );
+  // Signed here and sent together; anvil's automine can strand such a nonce chain (it then waits in `queued`
+  // forever, and a deployment never came: CI saw a devnet start time out so), which awaitIncluded sends again.
+  const txs: RawTx[] = await Promise.all(
+    calls.map(async (c, i) => ({
+      raw: await account.signTransaction({
+        chainId: opts.chainId,
+        type: 'eip1559',
+        nonce: nonce + i,
+        to: c.to,
+        data: c.data,
+        value: c.value,
+        gas: c.gas,
         ...feeFields,
       }),
-    },
+      sender: account.address,
+      nonce: nonce + i,
+    })),
   );
 
   const balances: Promise<unknown>[] = funded.map((address) => testClient.setBalance({ address, value: opts.fund.nativeWei }));
@@ -213,16 +199,18 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     }),
   );
 
-  const [receipts] = await Promise.all([
-    Promise.all(
-      sent.map(async ({ label, hash }) => {
-        const receipt = await publicClient.waitForTransactionReceipt({ hash: await hash, timeout: 60_000 });
-        if (receipt.status !== 'success') throw new Error(`devnet ${label} reverted (tx ${receipt.transactionHash})`);
-        return receipt;
-      }),
-    ),
-    Promise.all(balances),
-  ]);
+  await sendRawBatches(
+    opts.rpcUrl,
+    txs.map((t) => t.raw),
+  );
+  await Promise.all([awaitIncluded(opts.rpcUrl, txs, { timeoutMs: 60_000, pollMs: 20 }), Promise.all(balances)]);
+  const receipts = await Promise.all(
+    txs.map(async (t, i) => {
+      const receipt = await publicClient.getTransactionReceipt({ hash: keccak256(t.raw) });
+      if (receipt.status !== 'success') throw new Error(`devnet ${calls[i]!.label} reverted (tx ${receipt.transactionHash})`);
+      return receipt;
+    }),
+  );
 
   const deployReceipts = receipts.slice(0, all.length);
   deployReceipts.forEach((r, i) => {

@@ -1,5 +1,6 @@
-// Pre-signed transactions for the benchmarks: sent in JSON-RPC batches (so that neither signing nor
-// round trips are counted), then waited for until the chain has included every one of them.
+// Pre-signed transactions sent to a local anvil in JSON-RPC batches, then waited for until the chain has included
+// every one of them, sending again a nonce chain anvil stranded. The benchmarks use it (neither signing nor round
+// trips are counted), and so does the devnet's deployment (many transactions from one key at once).
 import { keccak256, type Address, type Hex } from 'viem';
 
 /** One pre-signed transaction, with the sender and nonce it was signed for. */
@@ -17,7 +18,7 @@ export interface Inclusion {
   reSent: number;
 }
 
-/** One JSON-RPC call to the chain (bench only: 127.0.0.1). */
+/** One JSON-RPC call to the chain (a local devnet chain: 127.0.0.1). */
 export async function rpc<T = unknown>(url: string, method: string, params: unknown[]): Promise<T> {
   const res = (await (
     await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })
@@ -50,9 +51,9 @@ export async function sendRawBatches(url: string, raws: Hex[], batchSize = 50): 
  * transaction validated against the state before its predecessor's block was committed (so it needs the
  * predecessor from the pool) is inserted after that block took the predecessor out of the pool; it then
  * waits in `queued` at the account's own nonce for a predecessor that never comes, and no block ever
- * takes it (nor the rest of the chain behind it). A sender whose transactions are not all included
- * while anvil has nothing pending, and holds none of them or only queued ones starting at the account's
- * nonce, is stuck; seen so twice in a row (`strandCheckMs` apart), its transactions are taken out of
+ * takes it (nor the rest of the chain behind it). A transaction the pool lost leaves the rest queued behind
+ * it just as well. A sender whose transactions are not all included while anvil has nothing pending is
+ * stuck; seen so twice in a row (`strandCheckMs` apart), its transactions are taken out of
  * the pool and those from the account's nonce on are sent again in nonce order: anvil validates them
  * afresh against the state and mines them, under the same hashes.
  */
@@ -99,20 +100,14 @@ export async function awaitIncluded(url: string, txs: RawTx[], opts: { timeoutMs
   }
 }
 
-// Senders (of `ours`, those not all included) that nothing will move while anvil has no pending
-// transaction: none of theirs in the pool, or only queued ones starting at the account's own nonce.
-// Keys are `sender:accountNonce`.
+// Senders (of `ours`, those not all included) that nothing will move: anvil has no pending transaction, so what of
+// theirs is still out is queued behind a nonce it will never get (stranded at the account's own nonce, or behind a
+// transaction the pool lost). Keys are `sender:accountNonce`.
 async function strandedSenders(url: string, ours: Set<Address>): Promise<Set<string>> {
   const out = new Set<string>();
   if (!ours.size) return out;
   const status = await rpc<{ pending: string; queued: string }>(url, 'txpool_status', []);
   if (Number(status.pending) !== 0) return out;
-  const pool = await rpc<{ queued: Record<string, Record<string, string>> }>(url, 'txpool_inspect', []);
-  const queued = new Map(Object.entries(pool.queued).map(([who, byNonce]) => [who.toLowerCase(), Object.keys(byNonce).map(Number)]));
-  for (const sender of ours) {
-    const nonce = Number(await rpc<Hex>(url, 'eth_getTransactionCount', [sender, 'latest']));
-    const held = queued.get(sender.toLowerCase());
-    if (!held?.length || Math.min(...held) === nonce) out.add(`${sender}:${nonce}`);
-  }
+  for (const sender of ours) out.add(`${sender}:${Number(await rpc<Hex>(url, 'eth_getTransactionCount', [sender, 'latest']))}`);
   return out;
 }

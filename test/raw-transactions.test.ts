@@ -1,10 +1,11 @@
-// The benchmarks' sender of pre-signed transactions (bench/rawTransactions.ts) against a real anvil:
+// The devnet's sender of pre-signed transactions (src/devnet/rawTransactions.ts; the benchmarks and the devnet's
+// deployment use it) against a real anvil:
 // every transaction it sends is included, including when anvil's pool strands a sender's nonce chain.
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keccak256, type Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
-import { awaitIncluded, rpc, sendRawBatches, type RawTx } from '../bench/rawTransactions.ts';
+import { awaitIncluded, rpc, sendRawBatches, type RawTx } from '../src/devnet/rawTransactions.ts';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import { ANVIL_MNEMONIC } from '../src/devnet/devnet.ts';
 
