@@ -126,7 +126,7 @@ describe('deposits to the exchange (destination 1337)', () => {
     expect(send.delta).toMatchObject({ type: 'send', user: s.devnet.solver, destination: recipient, sourceDex: '', destinationDex: '' });
     const tx = s.node.ledger.payouts.txsOf(`fill:${requestId}`)[0]!;
     expect(tx).toMatchObject({ hash: done.txHashes[0], state: 'included', nonce: send.delta.nonce });
-    expect(keccak256(tx.raw)).toBe(tx.hash);
+    expect(keccak256(s.node.ledger.payouts.rawOf(tx.hash))).toBe(tx.hash);
   });
 
   it('spot tokens: USDC to spot USDC, and ETH to HYPE on the named DEX xyz', async () => {

@@ -43,12 +43,12 @@ function lease(url: string) {
     l.close();
   }
 }
-// The fill payout of a request and its recorded transactions (what a node wrote before sending).
+// The fill payout of a request and its recorded transactions with their signed bytes (what a node wrote before sending).
 function recordedFill(url: string, requestId: string) {
   const l = openLedger(url);
   try {
     const p = l.payouts.forRequest(requestId).find((x) => x.kind === 'fill');
-    return p && { payout: p, txs: l.payouts.txsOf(p.id) };
+    return p && { payout: p, txs: l.payouts.txsOf(p.id).map((t) => ({ ...t, raw: l.payouts.rawOf(t.hash) })) };
   } finally {
     l.close();
   }

@@ -303,7 +303,7 @@ it('the original fill landing instead of its cancel pays the payout once, and it
   expect(cancel?.state).toBe('broadcast');
   // The original reaches a block first (another node's mempool still held it): the cancel never lands.
   await client.request({ method: 'anvil_dropTransaction' as never, params: [cancel!.hash] as never });
-  await client.sendRawTransaction({ serializedTransaction: first.raw });
+  await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(first.hash) });
   // (Dropping the cancel drops the fill behind it from anvil's pool too: the node rebroadcasts it.)
   for (let i = 0; i < 6 && ledger.payouts.get(p2.id)!.state !== 'success'; i++) await mineAt(sub, 5n * GWEI);
   await waitFor(() => ledger.payouts.get(p1.id)!.state === 'success' && ledger.payouts.get(p2.id)!.state === 'success', 'both fills paid');

@@ -100,7 +100,7 @@ describe('SVM decision reads by a quorum of providers', () => {
     sig = await recordedFill(id, recipient, amount);
     const ledger = s.node.ledger;
     const from = logLines.length;
-    await conn.sendRawTransaction(Buffer.from(s.node.ledger.payouts.txsOf(`fill:${id}`)[0]!.raw, 'base64'));
+    await conn.sendRawTransaction(Buffer.from(s.node.ledger.payouts.rawOf(s.node.ledger.payouts.txsOf(`fill:${id}`)[0]!.hash), 'base64'));
     await until(async () => ((await lamports(recipient.toBase58())) === amount ? true : undefined), 'the payout to land');
     // Its blockhash then expires: only the liar's word stands between the node and a second signature.
     const before = await disagreements('getSignatureStatuses');
@@ -229,7 +229,7 @@ describe('SVM decision reads by a quorum of providers', () => {
     });
     sig = await recordedFill(id, recipient, amount);
     const before = await disagreements('getSignatureStatuses');
-    await conn.sendRawTransaction(Buffer.from(s.node.ledger.payouts.txsOf(`fill:${id}`)[0]!.raw, 'base64'));
+    await conn.sendRawTransaction(Buffer.from(s.node.ledger.payouts.rawOf(s.node.ledger.payouts.txsOf(`fill:${id}`)[0]!.hash), 'base64'));
     await until(async () => ((await lamports(recipient.toBase58())) === amount ? true : undefined), 'the payout to land');
     await until(
       async () => (s.node.ledger.payouts.get(`fill:${id}`)!.state !== 'sent' || (await disagreements('getSignatureStatuses')) > before + 1 ? true : undefined),

@@ -1,6 +1,6 @@
 import type { SqlDb as Db } from './sqlDb.ts';
 import type { Hex } from 'viem';
-import type { BareTransactionRow, PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
+import type { PayoutRow, PayoutState, TransactionRow, TxState } from './types.ts';
 import type { FailReason } from './reasons.ts';
 
 export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'updated_at' | 'native_topup' | 'calls' | 'max_gas' | 'authorization'> & {
@@ -11,7 +11,7 @@ export type NewPayout = Omit<PayoutRow, 'state' | 'tx_hash' | 'fail_reason' | 'u
 };
 export type NewTransaction = Omit<
   TransactionRow,
-  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block' | 'cancel' | 'raw'
+  'state' | 'block_number' | 'gas_used' | 'fee' | 'error' | 'broadcast_at' | 'updated_at' | 'sent_block' | 'cancel'
 > & {
   /**
    * The signed bytes. Omitted: another row of the same transaction (an earlier payout of the same batch)
@@ -24,7 +24,6 @@ export type NewTransaction = Omit<
 
 // A transaction row with its signed bytes (stored once per hash, migration 23). LEFT: a row is never
 // hidden from a reader (the foreign key makes the bytes exist anyway).
-const WITH_RAW = 'SELECT t.*, b.raw FROM transactions t LEFT JOIN transaction_bytes b ON b.hash = t.hash';
 
 export class Payouts {
   #insert;
@@ -36,8 +35,6 @@ export class Payouts {
   #txState;
   #openTxs;
   #txsOfPayout;
-  #openTxsBare;
-  #txsOfPayoutBare;
   #rawOf;
   #rowsOfTx;
   #forRequest;
@@ -77,15 +74,12 @@ export class Payouts {
     this.#txState = db.prepare(`UPDATE transactions SET state = @state, sent_block = COALESCE(@sent_block, sent_block),
       block_number = COALESCE(@block_number, block_number), gas_used = COALESCE(@gas_used, gas_used), fee = COALESCE(@fee, fee),
       error = COALESCE(@error, error), broadcast_at = COALESCE(@broadcast_at, broadcast_at), updated_at = @now WHERE hash = @hash`);
-    // Rows read with their bytes (TransactionRow.raw), joined from transaction_bytes.
-    this.#openTxs = db.prepare(`${WITH_RAW} WHERE t.chain_id = ? AND t.state IN ('signed', 'broadcast') ORDER BY t.nonce, t.created_at`);
-    this.#txsOfPayout = db.prepare(`${WITH_RAW} WHERE t.payout_id = ? ORDER BY t.created_at`);
-    // The same rows without their bytes: the confirm pass reads every open row on every head, and a
+    // Rows are read without their bytes: the confirm pass reads every open row on every head, and a
     // batch's rows share one 5 KB byte string it needs only to rebroadcast or replace (rawOf).
-    this.#openTxsBare = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
-    this.#txsOfPayoutBare = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
+    this.#openTxs = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
+    this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
     this.#rawOf = db.prepare('SELECT raw FROM transaction_bytes WHERE hash = ?');
-    this.#rowsOfTx = db.prepare(`${WITH_RAW} WHERE t.hash = ? ORDER BY t.payout_id`);
+    this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY payout_id');
     this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
     // Sweeps and signed deposits move the user's funds, not the solver's, and withdrawals bring funds
@@ -94,7 +88,7 @@ export class Payouts {
       `SELECT currency, amount FROM payouts WHERE chain_id = ? AND state IN ('queued', 'sent') AND kind NOT IN ('sweep', 'deposit', 'withdrawal')`,
     );
     this.#ofChain = db.prepare('SELECT * FROM payouts WHERE chain_id = ?');
-    this.#txsOfChain = db.prepare(`${WITH_RAW} WHERE t.chain_id = ?`);
+    this.#txsOfChain = db.prepare('SELECT * FROM transactions WHERE chain_id = ?');
     this.#made = db.prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts
         WHERE chain_id = ? AND state IN ('success', 'sent')`);
     // One row per transaction hash (a batch has a row per payout it carries, each with the whole fee).
@@ -192,21 +186,19 @@ export class Payouts {
       now,
     });
   }
-  /** A chain's transactions signed or broadcast, by nonce; `{ raw: false }`: without their signed bytes (see rawOf). */
-  openTxs(chainId: number): TransactionRow[];
-  openTxs(chainId: number, opts: { raw: false }): BareTransactionRow[];
-  openTxs(chainId: number, opts: { raw?: boolean } = {}): BareTransactionRow[] {
-    return (opts.raw === false ? this.#openTxsBare : this.#openTxs).all(chainId) as BareTransactionRow[];
+  /** A chain's transactions signed or broadcast, by nonce. */
+  openTxs(chainId: number): TransactionRow[] {
+    return this.#openTxs.all(chainId) as TransactionRow[];
   }
-  /** A payout's transactions, oldest first; `{ raw: false }`: without their signed bytes (see rawOf). */
-  txsOf(payoutId: string): TransactionRow[];
-  txsOf(payoutId: string, opts: { raw: false }): BareTransactionRow[];
-  txsOf(payoutId: string, opts: { raw?: boolean } = {}): BareTransactionRow[] {
-    return (opts.raw === false ? this.#txsOfPayoutBare : this.#txsOfPayout).all(payoutId) as BareTransactionRow[];
+  /** A payout's transactions, oldest first. */
+  txsOf(payoutId: string): TransactionRow[] {
+    return this.#txsOfPayout.all(payoutId) as TransactionRow[];
   }
-  /** A recorded transaction's signed bytes (stored once per hash), or undefined if none is recorded under it. */
-  rawOf(hash: string): Hex | undefined {
-    return (this.#rawOf.get(hash) as { raw: Hex } | undefined)?.raw;
+  /** A recorded transaction's signed bytes (stored once per hash; every transaction row has them, by foreign key). */
+  rawOf(hash: string): Hex {
+    const row = this.#rawOf.get(hash) as { raw: Hex } | undefined;
+    if (!row) throw new Error(`transaction ${hash} has no recorded bytes`);
+    return row.raw;
   }
   /** The rows of one transaction: one per payout it carries (several for a batched fill). */
   rowsOfTx(hash: string): TransactionRow[] {

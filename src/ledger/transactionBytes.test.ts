@@ -82,18 +82,19 @@ describe.each(LEDGER_KINDS)('signed bytes stored once per transaction (%s)', (ki
     expect(ledger.db.prepare('SELECT COUNT(*) AS n, SUM(LENGTH(raw)) AS bytes FROM transaction_bytes').get()).toEqual({ n: 1, bytes: RAW.length });
     const cols = ledger.db.prepare('SELECT * FROM transactions LIMIT 1').get() as Record<string, unknown>;
     expect(Object.keys(cols)).not.toContain('raw');
-    // Every reader still gets each row with its bytes.
+    // Every reader gets each row (without the bytes), and the bytes by hash.
     const rows = ledger.payouts.rowsOfTx(HASH);
     expect(rows).toHaveLength(FILLS);
-    expect(rows.every((r) => r.raw === RAW && r.state === 'signed')).toBe(true);
-    expect(ledger.payouts.txsOf(ids[3]!)).toEqual([expect.objectContaining({ hash: HASH, raw: RAW, payout_id: ids[3] })]);
+    expect(rows.every((r) => r.state === 'signed' && !('raw' in r))).toBe(true);
+    expect(ledger.payouts.txsOf(ids[3]!)).toEqual([expect.objectContaining({ hash: HASH, payout_id: ids[3] })]);
     expect(ledger.payouts.openTxs(CHAIN)).toHaveLength(FILLS);
-    expect(ledger.payouts.txsOfChain(CHAIN).every((r) => r.raw === RAW)).toBe(true);
+    expect(ledger.payouts.txsOfChain(CHAIN)).toHaveLength(FILLS);
+    expect(ledger.payouts.rawOf(HASH)).toBe(RAW);
 
     ledger.payouts.setTxState(HASH, 'broadcast', { broadcastAt: now + 1, sentBlock: 5 });
     ledger.payouts.setTxState(HASH, 'included', { blockNumber: 6, gasUsed: 1_000_000n, fee: 3n * 10n ** 15n });
     const after = ledger.payouts.rowsOfTx(HASH);
-    expect(after.every((r) => r.state === 'included' && r.raw === RAW && r.block_number === 6 && r.broadcast_at === now + 1)).toBe(true);
+    expect(after.every((r) => r.state === 'included' && r.block_number === 6 && r.broadcast_at === now + 1)).toBe(true);
     expect(ledger.payouts.openTxs(CHAIN)).toEqual([]);
   });
 
@@ -102,13 +103,13 @@ describe.each(LEDGER_KINDS)('signed bytes stored once per transaction (%s)', (ki
     ledger.tx(() => {
       ids.forEach((id, i) => ledger.payouts.insertTx({ ...row(id), raw: i === 0 ? RAW : undefined }));
     });
-    expect(ledger.payouts.rowsOfTx(HASH).map((t) => t.raw)).toEqual([RAW, RAW, RAW]);
+    expect(ledger.payouts.rowsOfTx(HASH)).toHaveLength(3);
     expect(ledger.payouts.rawOf(HASH)).toBe(RAW);
-    expect(ledger.payouts.rawOf('0xnone')).toBeUndefined();
-    const bare = ledger.payouts.openTxs(CHAIN, { raw: false });
+    expect(() => ledger.payouts.rawOf('0xnone')).toThrow(/0xnone has no recorded bytes/);
+    const bare = ledger.payouts.openTxs(CHAIN);
     expect(bare.map((t) => t.payout_id)).toEqual(ids);
     expect(bare.every((t) => !('raw' in t))).toBe(true);
-    expect(ledger.payouts.txsOf(ids[0]!, { raw: false })).toEqual([expect.not.objectContaining({ raw: expect.anything() })]);
+    expect(ledger.payouts.txsOf(ids[0]!)).toEqual([expect.not.objectContaining({ raw: expect.anything() })]);
     const orphan = `0x${'d9'.repeat(32)}` as const;
     expect(() => ledger.tx(() => ledger.payouts.insertTx({ ...row(ids[0]!, orphan), raw: undefined }))).toThrow(/foreign key/i);
     expect(ledger.payouts.txsOf(ids[0]!).map((t) => t.hash)).toEqual([HASH]);
@@ -146,7 +147,7 @@ describe.each(LEDGER_KINDS)('signed bytes stored once per transaction (%s)', (ki
       for (const id of ids) ledger.payouts.insertTx(row(id));
       for (const id of ids) ledger.payouts.insertTx(row(id, other, '0x01'));
     });
-    expect(ledger.payouts.txsOf(ids[1]!).map((t) => [t.hash, t.raw])).toEqual([
+    expect(ledger.payouts.txsOf(ids[1]!).map((t) => [t.hash, ledger.payouts.rawOf(t.hash)])).toEqual([
       [HASH, RAW],
       [other, '0x01'],
     ]);
@@ -221,7 +222,7 @@ describe('an existing ledger with batch rows migrates (migration 23)', () => {
     // The node's own reads, on the migrated file.
     const ledger = Ledger.open(path);
     try {
-      expect(ledger.payouts.txsOf('p0').map((t) => [t.state, t.raw])).toEqual([
+      expect(ledger.payouts.txsOf('p0').map((t) => [t.state, ledger.payouts.rawOf(t.hash)])).toEqual([
         ['included', RAW],
         ['replaced', '0x02'],
       ]);

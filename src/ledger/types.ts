@@ -123,13 +123,13 @@ export interface PayoutRow {
 
 export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';
 
+/** A row of `transactions`: one per payout a transaction carries. Its signed bytes are stored once per hash (Payouts.rawOf). */
 export interface TransactionRow {
   hash: Hex;
   payout_id: string;
   chain_id: number;
   sender: string;
   nonce: number;
-  raw: Hex;
   gas_limit: string;
   max_fee_per_gas: string;
   max_priority_fee_per_gas: string;
@@ -145,6 +145,3 @@ export interface TransactionRow {
   /** 1: a cancel of a fee-capped transaction at its nonce (a zero-value transfer to the solver), never the payout's payment. */
   cancel: 0 | 1;
 }
-
-/** A transaction row without its signed bytes (Payouts.openTxs/txsOf with `{ raw: false }`; the bytes by Payouts.rawOf). */
-export type BareTransactionRow = Omit<TransactionRow, 'raw'>;

@@ -418,7 +418,7 @@ export class PayoutPipeline<P, S> implements Payouts {
     try {
       const { ledger } = this.#o;
       const queued = ledger.payouts.queued(this.chainId, 100_000).length;
-      const inFlight = new Set(ledger.payouts.openTxs(this.chainId, { raw: false }).map((t) => t.payout_id)).size;
+      const inFlight = new Set(ledger.payouts.openTxs(this.chainId).map((t) => t.payout_id)).size;
       this.#o.metrics.queueDepth.set(this.#label, queued + inFlight);
     } catch {
       // metrics never break the pipeline

@@ -51,7 +51,7 @@ import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '..
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Ledger } from '../../ledger/index.ts';
-import type { BareTransactionRow as TransactionRow, PayoutRow } from '../../ledger/types.ts';
+import type { TransactionRow, PayoutRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
@@ -173,9 +173,6 @@ function relayCall(payout: PayoutRow): PreparedCall {
     throw new UnpayableError(`relay ${payout.id}: ${errText(e)}`, 'TRANSACTION_SUBMISSION_FAILED', { cause: e });
   }
 }
-
-// The confirm pass reads transaction rows without their signed bytes (Payouts.rawOf when it needs them).
-const BARE = { raw: false } as const;
 
 function isOpen(t: TransactionRow): boolean {
   return OPEN_STATES.has(t.state);
@@ -660,7 +657,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // failure, the transaction is still recorded 'signed' and the confirm pass sends its bytes again.
     this.#ledger.tx(
       () => {
-        const t = this.#ledger.payouts.txsOf(payoutId, BARE).find((x) => x.hash === hash);
+        const t = this.#ledger.payouts.txsOf(payoutId).find((x) => x.hash === hash);
         if (!t || t.state !== 'signed') return;
         if (accepted) this.#ledger.payouts.setTxState(hash, 'broadcast', { broadcastAt: Date.now(), sentBlock });
         // An underpriced transaction starts its replacement countdown even though the node refused it.
@@ -685,7 +682,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   /** One pass over the solver's open transactions on this chain, nonce by nonce. */
   async confirm(): Promise<TxStatus[]> {
     this.#requeued = [];
-    const open = this.#ledger.payouts.openTxs(this.chainId, BARE).filter((t) => t.sender === this.address);
+    const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
     // Nothing open: no head to read (a pass runs on every head, and on the backstop timer when idle).
     if (open.length === 0) return [];
     const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
@@ -760,11 +757,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       const level = this.#firstTime(`rebroadcast:${newest.hash}`) ? 'info' : 'debug';
       log[level]({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
       // The bytes recorded before the first broadcast, read only now (the pass reads its rows without them).
-      const raw = this.#ledger.payouts.rawOf(newest.hash);
-      if (!raw) throw new Error(`transaction ${newest.hash} has no recorded bytes`);
-      if (await this.#broadcast(newest.payout_id, newest.hash, raw, log)) return;
+      if (await this.#broadcast(newest.payout_id, newest.hash, this.#ledger.payouts.rawOf(newest.hash), log)) return;
     }
-    const fresh = this.#ledger.payouts.txsOf(newest.payout_id, BARE).find((t) => t.hash === newest.hash);
+    const fresh = this.#ledger.payouts.txsOf(newest.payout_id).find((t) => t.hash === newest.hash);
     const sentBlock = fresh?.sent_block;
     if (fresh && isOpen(fresh) && sentBlock !== null && sentBlock !== undefined && head - BigInt(sentBlock) >= BigInt(this.#chain.replaceAfterBlocks)) {
       await this.#replace(fresh, head, log, nonce === latestNonce);
@@ -896,7 +891,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   #onSkipped(t: TransactionRow, receipt: TransactionReceipt, reason: string, log: Logger): void {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const requeued = this.#ledger.tx(() => {
-      const mine = this.#ledger.payouts.txsOf(t.payout_id, BARE).find((x) => x.hash === t.hash);
+      const mine = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
       if (mine && isOpen(mine)) {
         this.#ledger.payouts.setTxState(t.hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
       }
@@ -918,7 +913,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (!payout) return;
     const paid = payout.state === 'sent' ? await this.#findPaid(payout, await this.#requestOf(payout)) : null;
     const outcome = this.#ledger.tx(() => {
-      for (const t of this.#ledger.payouts.txsOf(payoutId, BARE)) {
+      for (const t of this.#ledger.payouts.txsOf(payoutId)) {
         if (t.nonce === nonce && isOpen(t)) this.#ledger.payouts.setTxState(t.hash, 'dropped', { error: 'nonce taken by another transaction' });
       }
       if (paid) return this.#settlePaid(payoutId, paid) ? 'paid' : 'none';
@@ -935,15 +930,13 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
 
   // `first`: the transaction is at the nonce the chain expects next (the one holding the nonces after it).
   async #replace(t: TransactionRow, head: bigint, log: Logger, first: boolean): Promise<void> {
-    const raw0 = this.#ledger.payouts.rawOf(t.hash);
-    if (!raw0) throw new Error(`transaction ${t.hash} has no recorded bytes`);
-    const parsed = parseTransaction(raw0);
+    const parsed = parseTransaction(this.#ledger.payouts.rawOf(t.hash));
     const old: Eip1559Fees = { maxFeePerGas: BigInt(t.max_fee_per_gas), maxPriorityFeePerGas: BigInt(t.max_priority_fee_per_gas) };
     const market = await this.#fees.current();
     // A stuck cancel is bumped like any transaction, within the cancel's own cap.
     if (t.cancel) return this.#sendCancel(t, old, market, head, log);
     const fees = replacementWithinCap(old, market, this.#feeCap);
-    const bumps = this.#ledger.payouts.txsOf(t.payout_id, BARE).filter((x) => x.nonce === t.nonce).length - 1;
+    const bumps = this.#ledger.payouts.txsOf(t.payout_id).filter((x) => x.nonce === t.nonce).length - 1;
     if (!fees || (this.#chain.maxReplacements !== undefined && bumps >= this.#chain.maxReplacements)) {
       // Held at the cap (or out of bumps), and with it every nonce after it. feeCapPolicy 'wait': it stays
       // as it is and lands when the base fee falls; 'cancel': after its bound, a cancel takes the nonce. Only
@@ -1107,7 +1100,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // same ledger transaction (null: not found), if the caller has it (settling changes no payout row
   // before it reads it).
   #settlePaid(payoutId: string, paid: PaidBy, read?: PayoutRow | null): boolean {
-    const txs = this.#ledger.payouts.txsOf(payoutId, BARE);
+    const txs = this.#ledger.payouts.txsOf(payoutId);
     const mine = txs.find((x) => x.hash === paid.txHash);
     if (mine && mine.state !== 'included') {
       this.#ledger.payouts.setTxState(mine.hash, 'included', { blockNumber: Number(paid.blockNumber), gasUsed: paid.gasUsed, fee: paid.fee });
@@ -1133,14 +1126,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   // Same-nonce transactions can never land once one of them did.
-  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced', txs = this.#ledger.payouts.txsOf(payoutId, BARE)): void {
+  #closeSiblings(payoutId: string, nonce: number, except: Hex, state: 'replaced', txs = this.#ledger.payouts.txsOf(payoutId)): void {
     for (const x of txs) {
       if (x.nonce === nonce && x.hash !== except && isOpen(x)) this.#ledger.payouts.setTxState(x.hash, state);
     }
   }
 
   #hasOpen(payoutId: string): boolean {
-    return this.#ledger.payouts.txsOf(payoutId, BARE).some(isOpen);
+    return this.#ledger.payouts.txsOf(payoutId).some(isOpen);
   }
 
   async #requestOf(payout: PayoutRow): Promise<CallRequest | undefined> {

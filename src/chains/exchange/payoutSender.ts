@@ -273,7 +273,7 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       this.#reposts.set(t.hash, { attempts, at: now + backoffMs(attempts, PAYOUT_BACKOFF, () => 1) });
       let body: SignedSendAsset;
       try {
-        body = JSON.parse(hexToString(t.raw)) as SignedSendAsset;
+        body = JSON.parse(hexToString(ledger.payouts.rawOf(t.hash))) as SignedSendAsset;
       } catch {
         log.error('recorded exchange action is unreadable; manual action required');
         continue;

@@ -362,7 +362,7 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     }
     // Not seen yet and still valid: send the same bytes again now and then.
     const last = this.#lastSent.get(t.hash) ?? 0;
-    if (Date.now() - last >= REBROADCAST_MS) await this.#broadcast(t.payout_id, t.hash, t.raw, log);
+    if (Date.now() - last >= REBROADCAST_MS) await this.#broadcast(t.payout_id, t.hash, this.#o.ledger.payouts.rawOf(t.hash), log);
     return 'pending';
   }
 }
