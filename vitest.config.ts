@@ -25,6 +25,8 @@ export default defineConfig({
   test: {
     // Unit tests sit beside the module they test; chain-backed tests live in test/.
     include: ['test/**/*.test.ts', 'src/**/*.test.ts'],
+    // Kills, by PID, whatever a worker ended by a signal left running (test/globalSetup.ts).
+    globalSetup: ['test/globalSetup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Integration tests start their own chains; two cores do not profit from more workers.

@@ -5,6 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
+import { trackChild } from './children.ts';
 import { freePort } from './freePort.ts';
 import { listensOn } from './listener.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
@@ -82,23 +83,6 @@ function assertPortFree(port: number): Promise<void> {
   });
 }
 
-// Every live anvil child, killed synchronously if the parent exits without stopping it.
-const liveChildren = new Set<ChildProcess>();
-let exitHookInstalled = false;
-function installExitHook(): void {
-  if (exitHookInstalled) return;
-  exitHookInstalled = true;
-  process.on('exit', () => {
-    for (const child of liveChildren) {
-      try {
-        child.kill('SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  });
-}
-
 class OutputTail {
   private text = '';
   push(chunk: Buffer | string): void {
@@ -151,7 +135,6 @@ async function terminate(child: ChildProcess): Promise<void> {
       await waitForExit(child, KILL_GRACE_MS);
     }
   }
-  liveChildren.delete(child);
 }
 
 async function startOnce(opts: StartAnvilOptions, port: number): Promise<AnvilHandle> {
@@ -174,9 +157,7 @@ async function startOnce(opts: StartAnvilOptions, port: number): Promise<AnvilHa
     throw new Error(`failed to spawn anvil (${binary}): ${spawnError?.message ?? 'unknown error'}`);
   }
   const pid = child.pid;
-  installExitHook();
-  liveChildren.add(child);
-  child.once('exit', () => liveChildren.delete(child));
+  trackChild(child, 'anvil');
   // Neither the child nor its pipes keep the parent alive; the exit hook cleans up.
   child.unref();
   for (const stream of [child.stdout, child.stderr]) {
@@ -187,7 +168,6 @@ async function startOnce(opts: StartAnvilOptions, port: number): Promise<AnvilHa
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     if (spawnError || child.exitCode !== null || child.signalCode !== null) {
-      liveChildren.delete(child);
       const why = spawnError ? spawnError.message : `exited with ${child.exitCode !== null ? `code ${child.exitCode}` : child.signalCode}`;
       throw new AnvilStartError(`anvil (chain ${opts.chainId}, port ${port}) ${why}: ${output.toString() || '(no output)'}`, output.toString());
     }

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { withPostgres } from '../ledger/pgUrl.ts';
+import { trackChild } from './children.ts';
 import { freePort } from './freePort.ts';
 
 /** A PostgreSQL server this process started (or one named by RELAY_TEST_POSTGRES_URL), with one fresh database. */
@@ -79,19 +80,6 @@ function databaseFactory(serverUrl: string, created: string[]) {
   };
 }
 
-// Every server we started, killed if this process exits without stopping it.
-const live = new Set<ChildProcess>();
-let hooked = false;
-function killOnExit(child: ChildProcess): void {
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-  if (hooked) return;
-  hooked = true;
-  process.on('exit', () => {
-    for (const c of live) c.kill('SIGKILL');
-  });
-}
-
 function waitForExit(child: ChildProcess, ms: number): Promise<boolean> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
   return new Promise((resolve) => {
@@ -117,7 +105,7 @@ async function launch(
     output = (output + c.toString()).slice(-4_000);
   });
   if (child.pid === undefined) throw new Error('failed to spawn postgres');
-  killOnExit(child);
+  trackChild(child, 'postgres');
   child.unref();
   (child.stderr as unknown as { unref?: () => void } | null)?.unref?.();
   const deadline = Date.now() + READY_TIMEOUT_MS;

@@ -5,6 +5,7 @@
 // the node exiting by itself.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
+import { trackChild } from '../../src/devnet/children.ts';
 import { listensOn } from '../../src/devnet/listener.ts';
 import type { FaultPoint } from './ha.ts';
 
@@ -84,6 +85,7 @@ export class NodeProcess {
 
   async #startOnce(fault?: FaultPoint): Promise<void> {
     const child = spawn(process.execPath, this.command.args(fault), { env: this.command.env, cwd: this.command.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    trackChild(child, 'relay-node');
     this.child = child;
     this.starts++;
     this.#started = false;

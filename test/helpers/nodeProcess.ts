@@ -1,6 +1,7 @@
 // `relay-node start` as its own process (bin/relay-node.js) for the tests that kill, pause or stop a
 // node by its PID: the crash tests and the active/standby tests.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { trackChild } from '../../src/devnet/children.ts';
 import { freePort } from '../../src/devnet/freePort.ts';
 import { api, until } from './stack.ts';
 
@@ -26,6 +27,7 @@ export async function startNodeProcess(configPath: string, env: NodeJS.ProcessEn
   if (opts.fault) args.push('--fault', opts.fault);
   const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   children.add(child);
+  trackChild(child, 'relay-node');
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>

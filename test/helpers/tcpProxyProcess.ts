@@ -5,6 +5,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { TcpProxy } from './tcpProxy.ts';
+import { trackChild } from '../../src/devnet/children.ts';
 
 /** The proxy process as the test drives it. */
 export interface ProxyProcess {
@@ -22,6 +23,7 @@ export async function startProxyProcess(target: { host: string; port: number }):
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
+  trackChild(child, 'tcpProxyProcess');
   const [port] = (await once(child, 'message')) as [number];
   const ask = async (cmd: string) => {
     child.send(cmd);
