@@ -48,9 +48,13 @@ function pool(urls: { url: string; name: string; maxRps?: number }[], extra: Par
   return { pool: p, metrics };
 }
 
+// Sends a transfer and waits for its receipt: anvil's automine answers the send before it mines the block
+// (under load the head read right after the send was one behind).
 async function sendTx(): Promise<Hex> {
   const [from] = (await rpc(anvil.rpcUrl, 'eth_accounts')) as Address[];
-  return rpc(anvil.rpcUrl, 'eth_sendTransaction', [{ from, to: '0x000000000000000000000000000000000000dEaD', value: '0x1' }]);
+  const hash: Hex = await rpc(anvil.rpcUrl, 'eth_sendTransaction', [{ from, to: '0x000000000000000000000000000000000000dEaD', value: '0x1' }]);
+  await until(async () => (await rpc(anvil.rpcUrl, 'eth_getTransactionReceipt', [hash])) ?? undefined, `the receipt of ${hash}`);
+  return hash;
 }
 
 beforeAll(async () => {
