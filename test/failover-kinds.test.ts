@@ -63,6 +63,17 @@ async function recordedByKilledLeader(a: NodeProcess, url: string, requestId: st
   return recorded.txs[0]!;
 }
 
+// A quote of 0.1 ETH on Base to SOL for `recipient`.
+function ethToSol(recipient: PublicKey) {
+  return {
+    recipient: recipient.toBase58(),
+    originChainId: BASE,
+    destinationChainId: SVM,
+    originCurrency: zeroAddress,
+    destinationCurrency: SVM_NATIVE,
+    amount: '100000000000000000',
+  };
+}
 // A node on the test's ledger: `a` leads with the crash fault; `b` (started while a leads, or once a is dead)
 // is the standby that takes over.
 function nodeOn(devnet: Devnet, ledgerUrl: string, nodeId: string, fault?: string): Promise<NodeProcess> {
@@ -129,14 +140,7 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
     const { a, b, epochA } = await leaderAndStandby(devnet, ledgerUrl, 'svm');
     // A fresh account: whatever it holds afterwards came from this order's fill.
     const recipient = Keypair.generate().publicKey;
-    const { requestId, out } = await quoteAndDeposit(devnet, b.url, 1, {
-      recipient: recipient.toBase58(),
-      originChainId: BASE,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '100000000000000000',
-    });
+    const { requestId, out } = await quoteAndDeposit(devnet, b.url, 1, ethToSol(recipient));
     expect(out).toBeGreaterThan(0n);
 
     // a recorded the fill (signed, its blockhash's last valid height as the nonce) and died before sending it.
@@ -218,14 +222,7 @@ describe('active/standby on PostgreSQL: kill -9 of the leader between recording 
     await untilRole(a, 'leader', 'svx-a to lead');
     const epochA = lease(ledgerUrl).epoch;
     const recipient = Keypair.generate().publicKey;
-    const { requestId, out } = await quoteAndDeposit(devnet, a.url, 1, {
-      recipient: recipient.toBase58(),
-      originChainId: BASE,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '100000000000000000',
-    });
+    const { requestId, out } = await quoteAndDeposit(devnet, a.url, 1, ethToSol(recipient));
     const old = await recordedByKilledLeader(a, ledgerUrl, requestId, { epoch: epochA, chain_id: SVM });
     // No node runs until the recorded blockhash has expired at the finalized height.
     await until(async () => ((await conn.getEpochInfo('finalized')).blockHeight! > old.nonce ? true : undefined), 'the recorded blockhash to expire', 60_000);
