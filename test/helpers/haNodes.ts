@@ -52,5 +52,14 @@ export const haEnv = (devnet: Devnet) => ({
 /** A node's role as its /health answers it: 'leader' or 'standby'. */
 export const nodeRole = async (n: NodeProcess) => (await api(n.url, '/health')).body.role as string;
 
-/** Waits (60 s at most) until the node answers role `r`. */
-export const untilRole = (n: NodeProcess, r: string, what: string) => until(async () => ((await nodeRole(n)) === r ? true : undefined), what, 60_000);
+/** Waits (60 s at most) until the node answers role `r`; on a timeout, the error carries the end of the node's stderr. */
+export async function untilRole(n: NodeProcess, r: string, what: string): Promise<void> {
+  try {
+    await until(async () => ((await nodeRole(n)) === r ? true : undefined), what, 60_000);
+  } catch (e) {
+    const exit = n.child.exitCode ?? n.child.signalCode;
+    throw new Error(
+      `${(e as Error).message}; the node ${exit === null ? 'runs' : `exited (${exit})`}, its stderr ends: ${n.stderr().slice(-3000) || '(empty)'}`,
+    );
+  }
+}
