@@ -2,9 +2,10 @@ import { formatUnits } from 'viem';
 import { apiAddress } from '../chains/address.ts';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
-import type { DepositRow, PayoutRow, Pricing, RequestRow, TransactionRow } from '../ledger/types.ts';
+import type { DepositRow, PayoutRow, Pricing, TransactionRow } from '../ledger/types.ts';
 import { currencyObject } from '../quote/currency.ts';
 import { conversionRate, formatUsd, mulRatioFloor, parseDecimal, usdMicro } from '../lib/money.ts';
+import type { FoundRequest } from '../ledger/requestSearch.ts';
 
 // The interface's Request record (v3), read from the ledger as the node recorded it. Where the
 // node has no value, the field is null or an empty array.
@@ -81,7 +82,7 @@ function txStatus(t: TransactionRow): string {
   return 'pending';
 }
 
-export function requestRecord(ctx: RecordContext, r: RequestRow) {
+export function requestRecord(ctx: RecordContext, r: FoundRequest) {
   const { ledger, registry } = ctx;
   const quote: QuoteJson = r.quote ? JSON.parse(r.quote) : {};
   const money: MoneyJson | null = r.money ? JSON.parse(r.money) : null;

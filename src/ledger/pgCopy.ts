@@ -30,7 +30,7 @@ export interface CopyReport {
 }
 
 // Parameters per INSERT statement: PostgreSQL takes at most 65535. And about this many bytes of text
-// per statement: a request row carries its quote (up to ~70 KB), so a thousand of them would be 70 MB.
+// per statement: a quote (request_quotes) is up to ~70 KB, so a thousand of them would be 70 MB.
 const MAX_PARAMS = 30_000;
 const MAX_ROWS = 1_000;
 const MAX_BYTES = 8_000_000;

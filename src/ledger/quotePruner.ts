@@ -2,9 +2,9 @@ import type { SqlDb as Db } from './sqlDb.ts';
 import type { Store } from './ledger.ts';
 import type { Requests } from './requests.ts';
 
-// Quotes nobody used: a quote is stored when it is given (its request row, ~1-70 KB with its
-// transactions) and most are never deposited against. Past its expiry plus a grace period, a
-// quote that nothing happened to is deleted. "Nothing happened" is strict: still 'waiting', not a
+// Quotes nobody used: a quote is stored when it is given (its request row, and its text in
+// request_quotes, ~1-70 KB with its transactions) and most are never deposited against. Past its
+// expiry plus a grace period, a quote that nothing happened to is deleted. "Nothing happened" is strict: still 'waiting', not a
 // deposit-address request (funds may still arrive there), and no deposit, payout (a fill, refund or
 // node-submitted signed deposit), exchange signature, balance or app fee entry, child request,
 // or status event beyond the quote's own 'waiting'.
@@ -40,6 +40,7 @@ export function pruneUnusedQuotes(db: Db, before: number, limit = PRUNE_BATCH): 
       if (n > 0) {
         db.exec('DELETE FROM event_deliveries WHERE request_id IN (SELECT id FROM prune_ids)');
         db.exec('DELETE FROM events WHERE request_id IN (SELECT id FROM prune_ids)');
+        db.exec('DELETE FROM request_quotes WHERE request_id IN (SELECT id FROM prune_ids)');
         db.exec('DELETE FROM requests WHERE id IN (SELECT id FROM prune_ids)');
       }
       db.exec('DELETE FROM prune_ids');

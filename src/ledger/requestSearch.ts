@@ -182,8 +182,11 @@ function whereClause(q: RequestQuery, params: unknown[], dialect: Dialect): stri
   return parts.length ? `WHERE ${parts.join(' AND ')}` : '';
 }
 
+/** A request the listing found, with the quote it was given (request_quotes; null for a request no quote made). */
+export type FoundRequest = RequestRow & { quote: string | null };
+
 export interface SearchResult {
-  rows: RequestRow[];
+  rows: FoundRequest[];
   /** The sort key and id of the last row, when there may be more. */
   next?: { key: number; id: string };
   total?: number;
@@ -202,7 +205,11 @@ export function searchRequests(db: Db, q: RequestQuery): SearchResult {
     page = `${where ? `${where} AND` : 'WHERE'} (${key}, r.id) ${dir === 'ASC' ? '>' : '<'} (?, ?)`;
     pageParams.push(q.after.key, q.after.id);
   }
-  const rows = db.prepare(`SELECT r.* FROM requests r ${page} ORDER BY ${key} ${dir}, r.id ${dir} LIMIT ?`).all(...pageParams, q.limit + 1) as RequestRow[];
+  const rows = db
+    .prepare(
+      `SELECT r.*, (SELECT rq.quote FROM request_quotes rq WHERE rq.request_id = r.id) AS quote FROM requests r ${page} ORDER BY ${key} ${dir}, r.id ${dir} LIMIT ?`,
+    )
+    .all(...pageParams, q.limit + 1) as FoundRequest[];
   const more = rows.length > q.limit;
   if (more) rows.length = q.limit;
   const last = rows[rows.length - 1];

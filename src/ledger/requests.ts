@@ -34,6 +34,8 @@ type Optional =
 export type NewRequest = Omit<RequestRow, Progress | Optional> & {
   [K in Exclude<Optional, 'money' | 'features'>]?: RequestRow[K];
 } & {
+  /** The quote given (the /quote answer, JSON), stored in request_quotes; null for a request no quote made. */
+  quote: string | null;
   status?: Status;
   money?: string | null;
   features?: string;
@@ -41,6 +43,8 @@ export type NewRequest = Omit<RequestRow, Progress | Optional> & {
 
 export class Requests {
   #insert;
+  #insertQuote;
+  #quoteOf;
   #get;
   #setStatus;
   #children;
@@ -52,7 +56,7 @@ export class Requests {
   // The status events outbox: every status change appends its event in the same transaction.
   #events: Events | undefined;
   #changeStatus;
-  #insertWithEvent;
+  #insertRow;
   #statusOf;
   #ofUser;
   #manualRefunds;
@@ -71,7 +75,7 @@ export class Requests {
     // Savepoints inside a caller's transaction, a transaction of their own (IMMEDIATE: it reads
     // then writes) otherwise.
     this.#changeStatus = db.transaction((args: Record<string, unknown>) => {
-      // Only the announced fields are compared: a whole row carries the quote (up to ~70 KB).
+      // Only the announced fields are read and compared, not the whole row.
       const before = this.#statusOf.get(args.id) as StatusFields | undefined;
       const res = this.#setStatus.run(args);
       if (res.changes !== 1 || !before) throw new Error(`request ${args.id as string} not found`);
@@ -86,9 +90,10 @@ export class Requests {
         this.#events!.record(this.get(args.id as string)!);
       }
     });
-    this.#insertWithEvent = db.transaction((args: Record<string, unknown>) => {
+    this.#insertRow = db.transaction((args: Record<string, unknown>, quote: string | null) => {
       this.#insert.run(args);
-      this.#events!.record(this.get(args.id as string)!);
+      if (quote !== null) this.#insertQuote.run(args.id, quote);
+      this.#events?.record(this.get(args.id as string)!);
     });
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
     this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests
@@ -98,12 +103,14 @@ export class Requests {
     this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, "user", recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
-      min_amount_out, pricing, order_data, quote, expires_at, fill_deadline, created_at, updated_at, money, features, api_key_id, referrer, amount_usd, app_fees_usd, currency_in_symbol,
+      min_amount_out, pricing, order_data, expires_at, fill_deadline, created_at, updated_at, money, features, api_key_id, referrer, amount_usd, app_fees_usd, currency_in_symbol,
       currency_out_symbol, deposit_address)
       VALUES (@id, @parent_id, @kind, @request_type, @status, @user, @recipient, @refund_to, @origin_chain_id,
       @destination_chain_id, @origin_currency, @destination_currency, @trade_type, @amount_in, @amount_out,
-      @min_amount_out, @pricing, @order_data, @quote, @expires_at, @fill_deadline, @created_at, @created_at, @money, @features, @api_key_id, @referrer, @amount_usd, @app_fees_usd,
+      @min_amount_out, @pricing, @order_data, @expires_at, @fill_deadline, @created_at, @created_at, @money, @features, @api_key_id, @referrer, @amount_usd, @app_fees_usd,
       @currency_in_symbol, @currency_out_symbol, @deposit_address)`);
+    this.#insertQuote = db.prepare('INSERT INTO request_quotes (request_id, quote) VALUES (?, ?)');
+    this.#quoteOf = db.prepare('SELECT quote FROM request_quotes WHERE request_id = ?');
     this.#get = db.prepare('SELECT * FROM requests WHERE id = ?');
     this.#setStatus = db.prepare(`UPDATE requests SET status = @status, fail_reason = COALESCE(@fail_reason, fail_reason),
       refund_fail_reason = COALESCE(@refund_fail_reason, refund_fail_reason), details = COALESCE(@details, details),
@@ -113,7 +120,9 @@ export class Requests {
     this.#status = db.prepare(STATUS_BY_ID);
   }
 
+  /** Records a request, its quote and (with events) its 'waiting' event, in one transaction. */
   insert(r: NewRequest): void {
+    const { quote, ...row } = r;
     const args = {
       status: 'waiting',
       money: null,
@@ -125,14 +134,15 @@ export class Requests {
       currency_in_symbol: null,
       currency_out_symbol: null,
       deposit_address: null,
-      ...r,
+      ...row,
     };
-    if (!this.#events) {
-      this.#insert.run(args);
-      return;
-    }
-    this.#insertWithEvent.immediate(args);
-    this.#events.committed();
+    this.#insertRow.immediate(args, quote);
+    this.#events?.committed();
+  }
+
+  /** The quote the request was given (the /quote answer, JSON); undefined for a request no quote made. */
+  quoteOf(id: string): string | undefined {
+    return (this.#quoteOf.get(id) as { quote: string } | undefined)?.quote;
   }
 
   /** The request's Status record (GET /intents/status), in one statement; undefined if there is no such request. */

@@ -10,7 +10,7 @@ export interface StatusSources {
 
 export type StatusRecord = ReturnType<typeof shapeStatus>;
 
-/** The request's fields the Status record shows (a few of its ~40 columns: never the quote, up to ~70 KB). */
+/** The request's fields the Status record shows (a few of its ~40 columns). */
 type StatusFields = Pick<
   RequestRow,
   'status' | 'details' | 'fail_reason' | 'refund_fail_reason' | 'updated_at' | 'origin_chain_id' | 'destination_chain_id' | 'created_at'

@@ -48,7 +48,6 @@ export interface RequestRow {
   min_amount_out: string;
   pricing: string | null;
   order_data: string | null;
-  quote: string | null;
   expires_at: number | null;
   fill_deadline: number | null;
   created_at: number;

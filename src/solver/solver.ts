@@ -448,6 +448,8 @@ export class Solver implements PayoutHooks, ChainEvents {
       deposit_block: null,
       fill_time_ms: null,
       amount_usd: null,
+      // The template's quote, as the arrival's record shows it (its fees and details).
+      quote: this.ledger.requests.quoteOf(t.id) ?? null,
     };
   }
 

@@ -38,7 +38,7 @@ interface QuotedMapping {
 }
 
 // The nonce mapping the request's quote asked for (its `authorize` step's post body).
-function quotedMapping(quote: string | null): QuotedMapping | undefined {
+function quotedMapping(quote: string | undefined): QuotedMapping | undefined {
   if (!quote) return undefined;
   try {
     const q = JSON.parse(quote) as { steps?: { id: string; items?: { data?: { post?: { body?: QuotedMapping } } }[] }[] };
@@ -86,7 +86,7 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (taken && taken.request_id !== r.id) {
       throw new ApiError(400, 'NONCE_ALREADY_USED', `nonce ${b.nonce} of ${wallet} is already mapped to another request`);
     }
-    const quoted = quotedMapping(r.quote);
+    const quoted = quotedMapping(ctx.ledger.requests.quoteOf(r.id));
     if (!quoted || quoted.nonce !== b.nonce || getAddress(quoted.wallet) !== wallet || getAddress(quoted.depositor) !== depositor) {
       throw new ApiError(
         400,
