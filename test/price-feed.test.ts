@@ -52,7 +52,17 @@ describe('live price feed', () => {
     expect(await price()).toEqual({ price: '3000' });
     await post(312_345_000_000n);
     // The feed is cached for a second; poll until the node sees the new answer.
-    expect(await until(async () => ((await price()).price === '3123.45' ? await price() : undefined), 'the new price', 30_000)).toEqual({ price: '3123.45' });
+    // A wait that times out names the node's last answer.
+    const seen = await until(
+      async () => {
+        const p = await price();
+        if (p.price !== '3123.45') throw new Error(`the node answered ${JSON.stringify(p)}`);
+        return p;
+      },
+      'the new price',
+      30_000,
+    );
+    expect(seen).toEqual({ price: '3123.45' });
     // The price on chain 8453 (no feed configured there) stays the config's.
     expect((await api(node.url, `/currencies/token/price/v2?chainId=8453&address=${zeroAddress}`)).body).toEqual({ price: '3000' });
   });

@@ -33,8 +33,12 @@ describe('child processes recorded by PID', () => {
   const dirs: string[] = [];
   const strays: number[] = [];
   afterEach(() => {
+    // A test that failed midway: its parent and whatever the parent recorded.
     for (const pid of strays.splice(0)) if (alive(pid)) process.kill(pid, 'SIGKILL');
-    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+    for (const d of dirs.splice(0)) {
+      killRecordedChildren(d);
+      rmSync(d, { recursive: true, force: true });
+    }
   });
   const tempDir = () => {
     const d = mkdtempSync(join(tmpdir(), 'children-test-'));
@@ -48,6 +52,7 @@ describe('child processes recorded by PID', () => {
       env: { ...process.env, [CHILD_PIDS_ENV]: dir },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
+    strays.push(parent.pid!);
     let out = '';
     parent.stdout!.on('data', (d) => (out += d));
     await until(() => out.includes('\n'), 'the parent to start its anvil', 30_000);

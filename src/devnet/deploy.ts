@@ -199,11 +199,15 @@ export async function deployNodeContracts(opts: DeployNodeContractsOptions): Pro
     }),
   );
 
-  await sendRawBatches(
-    opts.rpcUrl,
-    txs.map((t) => t.raw),
-  );
-  await Promise.all([awaitIncluded(opts.rpcUrl, txs, { timeoutMs: 60_000, pollMs: 20 }), Promise.all(balances)]);
+  // One await for both: a balance call failing while the batch is sent is this deployment's error, never an
+  // unhandled rejection.
+  await Promise.all([
+    sendRawBatches(
+      opts.rpcUrl,
+      txs.map((t) => t.raw),
+    ).then(() => awaitIncluded(opts.rpcUrl, txs, { timeoutMs: 60_000, pollMs: 20 })),
+    Promise.all(balances),
+  ]);
   const receipts = await Promise.all(
     txs.map(async (t, i) => {
       const receipt = await publicClient.getTransactionReceipt({ hash: keccak256(t.raw) });

@@ -333,11 +333,12 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     let fresh = 0;
     let confirmedFresh = 0;
     let final = 0;
-    // A range of final blocks that reports nothing to the solver is bookkeeping the chain gives back:
-    // its commit does not wait for the disk (a lazy commit). Its deposits and the cursor past them are
-    // one transaction, and the write-ahead log keeps commits in order, so a power failure can only take
-    // back the newest ranges whole (deposits and cursor together: they are read again), never a
-    // deposit the cursor has passed; the solver's first (durable) decision flushes them all to disk.
+    // A range of final blocks (no reorg takes it back, so the chain gives it back whole) commits without
+    // waiting for the disk (a lazy commit), though its deposits may be confirmed ones the solver acts on. Its
+    // deposits and the cursor past them are one transaction, and the write-ahead log keeps commits in order,
+    // so a power failure can only take back the newest ranges whole (deposits and cursor together: they are
+    // read again), never a deposit the cursor has passed. The solver acts on a deposit only after its own
+    // durable decision, whose commit makes every commit before it durable too.
     const lazy = to <= head - finalityDepth && gone.length === 0 && !this.#cfg.final;
     this.#ledger.tx(
       () => {

@@ -22,9 +22,6 @@ export type NewTransaction = Omit<
   cancel?: 0 | 1;
 };
 
-// A transaction row with its signed bytes (stored once per hash, migration 23). LEFT: a row is never
-// hidden from a reader (the foreign key makes the bytes exist anyway).
-
 export class Payouts {
   #insert;
   #get;
@@ -80,7 +77,7 @@ export class Payouts {
     this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
     this.#rawOf = db.prepare('SELECT raw FROM transaction_bytes WHERE hash = ?');
     this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY payout_id');
-    this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at');
+    this.#forRequest = db.prepare('SELECT * FROM payouts WHERE request_id = ? ORDER BY decided_at, id');
     this.#maxNonce = db.prepare('SELECT MAX(nonce) AS n FROM transactions WHERE chain_id = ? AND sender = ?');
     // Sweeps and signed deposits move the user's funds, not the solver's, and withdrawals bring funds
     // to the solver: they reserve nothing.

@@ -40,7 +40,7 @@ export function statusRecord(ledger: StatusSources, r: RequestRow) {
  * The Status record of one request by id in ONE statement (one read lock on SQLite, one round trip on
  * PostgreSQL, one snapshot on both): the request's shown fields, and its hashes each aggregated in the
  * order statusRecord reads them (deposits by block and log index, then those seen for a waiting order,
- * payouts by decision time). Aggregates take ORDER BY on both ledgers (SQLite 3.44+); hashes are hex or
+ * payouts by decision time, then id). Aggregates take ORDER BY on both ledgers (SQLite 3.44+); hashes are hex or
  * base58, so a comma separates them unambiguously.
  */
 export const STATUS_BY_ID = `SELECT r.status, r.details, r.fail_reason, r.refund_fail_reason, r.updated_at, r.origin_chain_id,
@@ -49,7 +49,7 @@ export const STATUS_BY_ID = `SELECT r.status, r.details, r.fail_reason, r.refund
   CASE WHEN r.kind = 'order' AND r.status = 'waiting' THEN
     (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.order_ref = r.id AND d.state != 'reorged')
   END AS seen_hashes,
-  (SELECT string_agg(p.tx_hash, ',' ORDER BY p.decided_at) FROM payouts p WHERE p.request_id = r.id AND p.tx_hash IS NOT NULL) AS out_hashes
+  (SELECT string_agg(p.tx_hash, ',' ORDER BY p.decided_at, p.id) FROM payouts p WHERE p.request_id = r.id AND p.tx_hash IS NOT NULL) AS out_hashes
   FROM requests r WHERE r.id = ?`;
 
 /** A row of STATUS_BY_ID. */

@@ -1,6 +1,6 @@
 // A transaction's signed bytes are stored once (migration 23), however many payouts it carries: a batched
 // fill of 40 orders writes its bytes once, and an update of its state (broadcast, included) rewrites small
-// rows only. The rows still read with their bytes (TransactionRow.raw), on both ledgers. An existing
+// rows only. The rows are read without their bytes, and the bytes by hash (Payouts.rawOf), on both ledgers. An existing
 // ledger with batch rows (bytes on every row) migrates with every row and its bytes kept, on both.
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,7 +73,7 @@ describe.each(LEDGER_KINDS)('signed bytes stored once per transaction (%s)', (ki
     ledger = await ledgers.open(kind);
   });
 
-  it("writes a batch's bytes once, reads every row with them, and updates its state in small rows", () => {
+  it("writes a batch's bytes once, reads every row and the bytes by hash, and updates its state in small rows", () => {
     const ids = payouts(ledger, FILLS);
     ledger.tx(() => {
       for (const id of ids) ledger.payouts.insertTx(row(id));

@@ -33,7 +33,10 @@ describe('chaos node process', () => {
     const port = await freePort();
     const node = new NodeProcess(command(port), port, logFile());
     started.push(node);
-    await Promise.all([node.start(), node.start()]);
+    // A caller asking for a fault the start under way does not carry is refused, not silently joined.
+    const [first, faulted] = await Promise.allSettled([node.start(), node.start('crash-after-fill-recorded'), node.start()]);
+    expect(first.status).toBe('fulfilled');
+    expect(faulted).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ message: expect.stringMatching(/would be lost/) }) });
     expect(node.starts).toBe(1);
     expect(node.alive()).toBe(true);
     // Asked again while it runs, it is left as it is.

@@ -37,6 +37,7 @@ export class NodeProcess {
   #expectExit = false;
   #started = false;
   #starting: Promise<void> | undefined;
+  #startingFault: FaultPoint | undefined;
   #log;
   constructor(
     private command: NodeCommand,
@@ -63,10 +64,14 @@ export class NodeProcess {
 
   /**
    * Starts the node; a node that exits while starting (an RPC fault at startup) is started again, a few times, and
-   * counted. One start at a time: a caller asking while a start is under way joins it, and a node already running
-   * is left as it is.
+   * counted. One start at a time: a caller asking while a start is under way joins it (a fault it asks for that
+   * the start under way does not carry is refused: it would be lost), and a node already running is left as it is.
    */
   start(fault?: FaultPoint): Promise<void> {
+    if (this.#starting && fault !== this.#startingFault) {
+      return Promise.reject(new Error(`a start with fault ${this.#startingFault ?? 'none'} is under way; ${fault ?? 'none'} would be lost`));
+    }
+    this.#startingFault = fault;
     this.#starting ??= this.#start(fault).finally(() => (this.#starting = undefined));
     return this.#starting;
   }

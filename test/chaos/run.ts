@@ -24,6 +24,7 @@ import { withPostgres } from '../../src/ledger/pgUrl.ts';
 import { startPostgres, type PostgresHandle } from '../../src/devnet/postgres.ts';
 import { Ledger } from '../../src/ledger/index.ts';
 import { TcpProxy } from '../helpers/tcpProxy.ts';
+import { keyEnv } from '../helpers/haNodes.ts';
 import { LeaseReader, epochInvariants, epochStarts, haEvent, percentile, type FaultPoint, type HaEvent, type HaEventKind } from './ha.ts';
 import { NodeProcess } from './nodeProcess.ts';
 import { FAULT_KINDS, RpcProxy, startProxies, type FaultKind } from './proxy.ts';
@@ -189,12 +190,7 @@ const nodeName = (i: number) => `node-${String.fromCharCode(97 + i)}`;
 type NodeKeys = { solver: Hex; allocator: Hex; svmSolver?: string };
 
 // The node's environment: its keys, from the variables its config names.
-const nodeEnv = (keys: NodeKeys): NodeJS.ProcessEnv => ({
-  ...process.env,
-  RELAY_SOLVER_KEY: keys.solver,
-  RELAY_ALLOCATOR_KEY: keys.allocator,
-  ...(keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: keys.svmSolver } : {}),
-});
+const nodeEnv = (keys: NodeKeys): NodeJS.ProcessEnv => ({ ...process.env, ...keyEnv(keys) });
 
 /** `relay-node audit --config` as its own process: its exit code (0: no difference) and output. */
 async function runCliAudit(configPath: string, keys: NodeKeys): Promise<{ code: number | null; output: string }> {

@@ -43,10 +43,13 @@ export function writeHaConfig(devnet: Devnet, path: string, o: HaConfigOptions):
 }
 
 /** The environment a node started with writeHaConfig's file reads its keys from. */
-export const haEnv = (devnet: Devnet) => ({
-  RELAY_SOLVER_KEY: devnet.keys.solver,
-  RELAY_ALLOCATOR_KEY: devnet.keys.allocator,
-  ...(devnet.keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: devnet.keys.svmSolver } : {}),
+export const haEnv = (devnet: Devnet) => keyEnv(devnet.keys);
+
+/** The variables a devnet node's config names its keys by (the SVM solver's only with an SVM chain). */
+export const keyEnv = (keys: { solver: string; allocator: string; svmSolver?: string }) => ({
+  RELAY_SOLVER_KEY: keys.solver,
+  RELAY_ALLOCATOR_KEY: keys.allocator,
+  ...(keys.svmSolver ? { RELAY_SVM_SOLVER_KEY: keys.svmSolver } : {}),
 });
 
 /** A node's role as its /health answers it: 'leader' or 'standby'. */

@@ -3,6 +3,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { trackChild } from '../../src/devnet/children.ts';
 import { freePort } from '../../src/devnet/freePort.ts';
+import { listensOn } from '../../src/devnet/listener.ts';
 import { api, until } from './stack.ts';
 
 /** A started node process. `exited` resolves with its signal, or its exit code. */
@@ -19,7 +20,9 @@ const children = new Set<ChildProcess>();
 
 /**
  * Starts `relay-node start --config configPath` on a free port (with `--fault` when given) and waits
- * until its /health answers (a standby answers too).
+ * until its /health answers (a standby answers too) from the port this child holds: another test's node
+ * that took the port meanwhile is not taken for it. A child that exits first fails the start at once, with
+ * its stderr.
  */
 export async function startNodeProcess(configPath: string, env: NodeJS.ProcessEnv, opts: { fault?: string } = {}): Promise<NodeProcess> {
   const port = await freePort();
@@ -34,7 +37,27 @@ export async function startNodeProcess(configPath: string, env: NodeJS.ProcessEn
     child.on('exit', (code, signal) => (children.delete(child), resolve(signal ?? code))),
   );
   const url = `http://127.0.0.1:${port}`;
-  await until(async () => ((await api(url, '/health').catch(() => ({ status: 0 }))).status === 200 ? true : undefined), `node to start (${stderr})`, 60_000);
+  let dead = false;
+  const answered = until(
+    async () => {
+      if (dead) return true; // ends the polling; the exit is the answer
+      const ok = (await api(url, '/health').catch(() => ({ status: 0 }))).status === 200;
+      return ok && listensOn(child.pid!, port) !== false ? true : undefined;
+    },
+    'the node to start',
+    60_000,
+  );
+  const died = exited.then((e) => {
+    dead = true;
+    throw new Error(`the node exited (${e}) before it answered`);
+  });
+  died.catch(() => {}); // it loses the race when the node starts, and may reject later
+  try {
+    await Promise.race([answered, died]);
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw new Error(`${(e as Error).message}; its stderr: ${stderr || '(empty)'}`);
+  }
   return { child, url, exited, stderr: () => stderr };
 }
 

@@ -988,14 +988,15 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   #recordSameNonce(t: TransactionRow, tx: { hash: Hex; raw: Hex; gas: bigint; fees: Eip1559Fees }, cancel: boolean): string[] {
     return this.#ledger.tx(() => {
       const still = this.#ledger.payouts.rowsOfTx(t.hash).filter(isOpen);
-      for (const row of still) {
+      still.forEach((row, i) => {
         this.#ledger.payouts.insertTx({
           hash: tx.hash,
           payout_id: row.payout_id,
           chain_id: this.chainId,
           sender: this.address,
           nonce: t.nonce,
-          raw: tx.raw,
+          // The bytes once, with the first row (the others' key finds them).
+          raw: i === 0 ? tx.raw : undefined,
           gas_limit: tx.gas.toString(),
           max_fee_per_gas: tx.fees.maxFeePerGas.toString(),
           max_priority_fee_per_gas: tx.fees.maxPriorityFeePerGas.toString(),
@@ -1003,7 +1004,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
           cancel: cancel ? 1 : 0,
         });
         if (!cancel && this.#ledger.payouts.get(row.payout_id)?.state === 'sent') this.#ledger.payouts.setState(row.payout_id, 'sent', { txHash: tx.hash });
-      }
+      });
       return still.map((row) => row.payout_id);
     });
   }

@@ -143,18 +143,7 @@ export class ProviderPool {
 
   /** Reads every provider's head once (failures are scored, not thrown); a provider subscribed to its new heads is not polled. */
   async probeHeads(): Promise<void> {
-    await Promise.all(
-      this.providers
-        .filter((p) => !p.cooling() && !p.followsHeads())
-        .map(async (p) => {
-          try {
-            const [a] = await p.send([{ method: 'eth_blockNumber', params: [] }]);
-            if (a && 'result' in a && typeof a.result === 'string') this.#sawHead(p, BigInt(a.result), false);
-          } catch {
-            // scored by the provider
-          }
-        }),
-    );
+    await Promise.all(this.providers.filter((p) => !p.cooling() && !p.followsHeads()).map((p) => this.#readHead(p)));
   }
 
   /** Answers one call through the best provider, failing over as needed. Throws RpcAnswerError for a JSON-RPC error answer. */
@@ -191,13 +180,13 @@ export class ProviderPool {
     }
   }
 
-  // A provider's head, read on its own (its failure is the call's own failure already counted: ignored here).
+  // A provider's head, read on its own; a failure is scored by the provider, not thrown.
   async #readHead(p: RpcProvider): Promise<void> {
     try {
       const [h] = await p.send([{ method: 'eth_blockNumber', params: [] }]);
       if (h && 'result' in h && typeof h.result === 'string') this.#sawHead(p, BigInt(h.result), false);
     } catch {
-      // unreachable now: the next attempt says so
+      // scored by the provider
     }
   }
 

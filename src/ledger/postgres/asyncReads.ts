@@ -60,12 +60,13 @@ export class PgAsyncReads {
     return this.#pool.end().catch(() => {});
   }
 
-  // As the bridge reports them: a statement refused (with its SQLSTATE) or the ledger unreachable; never the URL.
+  // As the bridge reports them (SyncPgClient's #failure): a statement refused (with its SQLSTATE), or the ledger
+  // unreachable with the driver's text in details; never the URL, in the message or the detail.
   #error(e: unknown): Error {
     const err = e as { message?: string; code?: unknown; detail?: string; constraint?: string };
     const message = hideUrl(String(err?.message ?? e), this.#url);
     const code = typeof err?.code === 'string' && /^[0-9A-Z]{5}$/.test(err.code) ? err.code : undefined;
-    if (code === undefined || /^(08|57)/.test(code)) return new LedgerUnavailable(`the ledger did not answer: ${message}`);
-    return new LedgerQueryError(message, code, err.detail, err.constraint);
+    if (code === undefined || /^(08|57)/.test(code)) return new LedgerUnavailable('the ledger database is unreachable', { details: message });
+    return new LedgerQueryError(message, code, err.detail === undefined ? undefined : hideUrl(err.detail, this.#url), err.constraint);
   }
 }
