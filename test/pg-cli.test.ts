@@ -34,7 +34,7 @@ function seedLedger(file: string): void {
   l.events.addWebhook(key.id, 'https://example.com/hook');
   l.tx(() => {
     l.db.prepare('UPDATE requests SET api_key_id = ? WHERE id = ?').run(key.id, requests[0]!.id);
-    for (const r of requests) l.events.record(l.requests.get(r.id)!);
+    for (const r of requests) l.events.record(r.id);
     l.balances.post({ wallet: '0xa', kind: 'credit', amount: 9_000_000_000_000n, request_id: null, ref: 'credit:1' });
     l.balances.post({ wallet: '0xa', kind: 'hold', amount: 5_000_000n, request_id: requests[1]!.id, ref: `hold:${requests[1]!.id}` });
     l.balances.post({ wallet: '0xa', kind: 'sponsorship', amount: -1_250_000n, request_id: requests[2]!.id, ref: `sponsorship:${requests[2]!.id}` });

@@ -4,9 +4,8 @@ import { getAddress, isAddress } from 'viem';
 import type WebSocket from 'ws';
 import type { ApiContext } from './context.ts';
 import type { ApiLimits } from './limits.ts';
-import { statusRecord } from '../ledger/statusRecord.ts';
 import type { StreamEventRow } from '../ledger/events.ts';
-import type { RequestRow } from '../ledger/types.ts';
+import type { StatusRecord } from '../ledger/statusRecord.ts';
 import { errText } from '../lib/errors.ts';
 
 // GET /intents/status/ws: the status stream. A client subscribes to request ids, or (with an API
@@ -256,13 +255,13 @@ export class StatusStream {
     }
     const ledger = this.#ctx.ledger;
     // One read: the current records and the outbox position they include.
-    const { seq, rows } = ledger.read(() => ({ seq: ledger.events.maxSeq(), rows: fresh.map((id) => ledger.requests.get(id)) }));
+    const { seq, records } = ledger.read(() => ({ seq: ledger.events.maxSeq(), records: fresh.map((id) => ledger.requests.status(id)) }));
     this.#send(c, { type: 'subscribed', requestIds: ids });
     fresh.forEach((id, i) => {
       c.requests.set(id, seq);
       this.#index(this.#byRequest, id, c);
-      const r = rows[i];
-      if (r) this.#snapshot(c, r, seq);
+      const data = records[i];
+      if (data) this.#snapshot(c, id, data, seq);
       else this.#error(c, 'REQUEST_NOT_FOUND', `no request with id ${id} (yet): its changes will follow`, { requestId: id });
     });
   }
@@ -286,13 +285,16 @@ export class StatusStream {
     if (c.wallets.size >= MAX_WALLET_SUBSCRIPTIONS)
       return this.#error(c, 'TOO_MANY_SUBSCRIPTIONS', `at most ${MAX_WALLET_SUBSCRIPTIONS} wallets per connection`);
     const ledger = this.#ctx.ledger;
-    const { seq, rows } = ledger.read(() => ({ seq: ledger.events.maxSeq(), rows: ledger.requests.latestOfUser(wallet, WALLET_SNAPSHOT_LIMIT) }));
+    const { seq, records } = ledger.read(() => ({
+      seq: ledger.events.maxSeq(),
+      records: ledger.requests.latestOfUser(wallet, WALLET_SNAPSHOT_LIMIT).map((r) => ({ id: r.id, data: ledger.requests.status(r.id)! })),
+    }));
     c.wallets.set(wallet, seq);
     this.#index(this.#byWallet, wallet, c);
     this.#send(c, { type: 'subscribed', wallet });
-    for (const r of rows) {
+    for (const r of records) {
       if (c.requests.has(r.id)) continue;
-      this.#snapshot(c, r, seq);
+      this.#snapshot(c, r.id, r.data, seq);
     }
   }
 
@@ -312,9 +314,8 @@ export class StatusStream {
     this.#send(c, { type: 'unsubscribed', requestIds: ids });
   }
 
-  #snapshot(c: Client, r: RequestRow, seq: number): void {
-    const data = statusRecord(this.#ctx.ledger, r);
-    this.#send(c, { type: 'snapshot', requestId: r.id, status: r.status, seq, data });
+  #snapshot(c: Client, requestId: string, data: StatusRecord, seq: number): void {
+    this.#send(c, { type: 'snapshot', requestId, status: data.status, seq, data });
   }
 
   #index(map: Map<string, Set<Client>>, key: string, c: Client): void {

@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { SqlDb as Db } from './sqlDb.ts';
-import { statusRecord, type StatusSources } from './statusRecord.ts';
-import type { RequestRow } from './types.ts';
+import { STATUS_BY_ID, statusFromRow, type StatusRow } from './statusRecord.ts';
 
 // Event ids take 12 random bytes each from a pool filled 4 KiB at a time: a randomBytes call per
 // event was a system call per status change (about 1% of the fill path's CPU in a profile).
@@ -80,7 +79,7 @@ export interface DueDelivery {
 
 export class Events {
   #db: Db;
-  #sources: StatusSources;
+  #statusRow;
   #insertEvent;
   #insertDeliveries;
   #since;
@@ -105,9 +104,9 @@ export class Events {
   #listeners = new Set<() => void>();
   #dirty = false;
 
-  constructor(db: Db, sources: StatusSources) {
+  constructor(db: Db) {
     this.#db = db;
-    this.#sources = sources;
+    this.#statusRow = db.prepare(STATUS_BY_ID);
     this.#insertEvent = db.prepare(`INSERT INTO events (id, request_id, api_key_id, type, status, payload, created_at)
       VALUES (@id, @request_id, @api_key_id, @type, @status, @payload, @created_at) RETURNING seq`);
     // One pending delivery per live webhook of the request's key (a revoked key's webhooks get nothing).
@@ -162,22 +161,23 @@ export class Events {
   // --- the outbox ------------------------------------------------------------------------------
 
   /**
-   * Appends the event of a change of `row` (already written) and its deliveries. Called by
-   * Requests inside the transaction of the change.
+   * Appends the event of a change of request `requestId` (already written: its Status record is read back, one
+   * statement) and its deliveries. Called by Requests inside the transaction of the change.
    */
-  record(row: RequestRow, now = Date.now()): EventRow {
-    const payload = JSON.stringify(statusRecord(this.#sources, row));
+  record(requestId: string, now = Date.now()): EventRow {
+    const row = this.#statusRow.get(requestId) as StatusRow | undefined;
+    if (!row) throw new Error(`request ${requestId} not found`);
     const ev = {
       id: `evt_${eventIdBytes()}`,
-      request_id: row.id,
+      request_id: requestId,
       api_key_id: row.api_key_id ?? null,
       type: EVENT_TYPE_STATUS,
       status: row.status,
-      payload,
+      payload: JSON.stringify(statusFromRow(row)),
       created_at: now,
     };
     const seq = Number((this.#insertEvent.get(ev) as { seq: number | bigint }).seq);
-    if (ev.api_key_id) this.#insertDeliveries.run({ event_id: ev.id, request_id: row.id, event_seq: seq, now, api_key_id: ev.api_key_id });
+    if (ev.api_key_id) this.#insertDeliveries.run({ event_id: ev.id, request_id: requestId, event_seq: seq, now, api_key_id: ev.api_key_id });
     this.#dirty = true;
     return { seq, ...ev };
   }

@@ -87,13 +87,13 @@ export class Requests {
       };
       // A call that leaves the status (and its reasons) as they were announces nothing.
       if (after.status !== before.status || after.fail_reason !== before.fail_reason || after.refund_fail_reason !== before.refund_fail_reason) {
-        this.#events!.record(this.get(args.id as string)!);
+        this.#events!.record(args.id as string);
       }
     });
     this.#insertRow = db.transaction((args: Record<string, unknown>, quote: string | null) => {
       this.#insert.run(args);
       if (quote !== null) this.#insertQuote.run(args.id, quote);
-      this.#events?.record(this.get(args.id as string)!);
+      this.#events?.record(args.id as string);
     });
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
     this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests

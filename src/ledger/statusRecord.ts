@@ -1,14 +1,4 @@
-import type { Deposits } from './deposits.ts';
-import type { Payouts } from './payouts.ts';
 import type { RequestRow } from './types.ts';
-
-/** What the builder reads: the ledger, or the parts of it the outbox has while a request changes. */
-export interface StatusSources {
-  deposits: Pick<Deposits, 'forRequest' | 'byOrderRef'>;
-  payouts: Pick<Payouts, 'forRequest'>;
-}
-
-export type StatusRecord = ReturnType<typeof shapeStatus>;
 
 /** The request's fields the Status record shows (a few of its ~40 columns). */
 type StatusFields = Pick<
@@ -16,34 +6,17 @@ type StatusFields = Pick<
   'status' | 'details' | 'fail_reason' | 'refund_fail_reason' | 'updated_at' | 'origin_chain_id' | 'destination_chain_id' | 'created_at'
 >;
 
-/**
- * The Status record of the interface, read from the ledger only. It lives in the ledger because
- * every status change writes it to the events outbox (src/ledger/events.ts). A read by id takes
- * one statement instead (STATUS_BY_ID, Requests.status): the same record.
- */
-export function statusRecord(ledger: StatusSources, r: RequestRow) {
-  const deposits = ledger.deposits.forRequest(r.id);
-  // Before its deposit is confirmed, an order has no deposit assigned; show the ones seen for it.
-  const seen = r.kind === 'order' && r.status === 'waiting' ? ledger.deposits.byOrderRef(r.id) : [];
-  const txHashes: string[] = [];
-  for (const p of ledger.payouts.forRequest(r.id)) {
-    if (p.tx_hash) txHashes.push(p.tx_hash);
-  }
-  return shapeStatus(
-    r,
-    [...deposits, ...seen].map((d) => d.tx_hash),
-    txHashes,
-  );
-}
+export type StatusRecord = ReturnType<typeof shapeStatus>;
 
 /**
- * The Status record of one request by id in ONE statement (one read lock on SQLite, one round trip on
- * PostgreSQL, one snapshot on both): the request's shown fields, and its hashes each aggregated in the
- * order statusRecord reads them (deposits by block and log index, then those seen for a waiting order,
- * payouts by decision time, then id). Aggregates take ORDER BY on both ledgers (SQLite 3.44+); hashes are hex or
- * base58, so a comma separates them unambiguously.
+ * The Status record of the interface (GET /intents/status by id, and every status event of the outbox,
+ * src/ledger/events.ts) in ONE statement (one read lock on SQLite, one round trip on PostgreSQL, one
+ * snapshot on both): the request's shown fields, and its hashes each aggregated in order (deposits by
+ * block and log index, then those seen for a waiting order, payouts by decision time, then id); with the
+ * request's API key, whose webhooks an event goes to. Aggregates take ORDER BY on both ledgers (SQLite
+ * 3.44+); hashes are hex or base58, so a comma separates them unambiguously.
  */
-export const STATUS_BY_ID = `SELECT r.status, r.details, r.fail_reason, r.refund_fail_reason, r.updated_at, r.origin_chain_id,
+export const STATUS_BY_ID = `SELECT r.api_key_id, r.status, r.details, r.fail_reason, r.refund_fail_reason, r.updated_at, r.origin_chain_id,
   r.destination_chain_id, r.created_at,
   (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.request_id = r.id) AS in_hashes,
   CASE WHEN r.kind = 'order' AND r.status = 'waiting' THEN
@@ -53,7 +26,7 @@ export const STATUS_BY_ID = `SELECT r.status, r.details, r.fail_reason, r.refund
   FROM requests r WHERE r.id = ?`;
 
 /** A row of STATUS_BY_ID. */
-export type StatusRow = StatusFields & { in_hashes: string | null; seen_hashes: string | null; out_hashes: string | null };
+export type StatusRow = StatusFields & { api_key_id: string | null; in_hashes: string | null; seen_hashes: string | null; out_hashes: string | null };
 
 /** The Status record from a row of STATUS_BY_ID. */
 export function statusFromRow(row: StatusRow): StatusRecord {
@@ -61,7 +34,6 @@ export function statusFromRow(row: StatusRow): StatusRecord {
   return shapeStatus(row, [...list(row.in_hashes), ...list(row.seen_hashes)], list(row.out_hashes));
 }
 
-// The record from its fields: one shape for the outbox's builder and the read by id.
 function shapeStatus(r: StatusFields, inHashes: string[], txHashes: string[]) {
   return {
     status: r.status,

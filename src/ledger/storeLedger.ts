@@ -55,7 +55,7 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
   constructor(readonly db: D) {
     this.deposits = new Deposits(db);
     this.payouts = new Payouts(db);
-    this.events = new Events(db, this);
+    this.events = new Events(db);
     this.requests = new Requests(db, this.events);
     this.indexer = new IndexerState(db);
     this.balances = new Balances(db);
