@@ -7,13 +7,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { LEDGER_KINDS, testLedgers } from '../../test/helpers/ledgers.ts';
+import { LEDGER_KINDS, migratePgTo, testLedgers } from '../../test/helpers/ledgers.ts';
 import { migrate, openDb } from './db.ts';
 import { Ledger, type OpenedLedger } from './index.ts';
 import { migrations } from './migrations.ts';
 import type { RequestQuery } from './requestSearch.ts';
 import type { NewRequest } from './requests.ts';
-import { pgBaseline, PG_BASELINE_VERSION } from './pgBaseline.ts';
 
 const now = 1_700_000_000_000;
 // About the size of a plain bridge's /quote answer.
@@ -156,8 +155,7 @@ describe('an existing ledger with quotes on its request rows migrates (migration
     const client = new pg.Client({ connectionString: await ledgers.url() });
     await client.connect();
     try {
-      await client.query(pgBaseline);
-      for (const m of migrations.filter((x) => x.version > PG_BASELINE_VERSION && x.version <= 24)) await client.query(m.pg as string);
+      await migratePgTo(client, 24);
       await client.query(seed);
       await client.query(migrations.find((m) => m.version === 25)!.pg as string);
       expect((await client.query('SELECT request_id, quote FROM request_quotes')).rows).toEqual([{ request_id: 'r1', quote: QUOTE }]);

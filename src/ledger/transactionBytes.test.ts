@@ -7,11 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { LEDGER_KINDS, testLedgers } from '../../test/helpers/ledgers.ts';
+import { LEDGER_KINDS, migratePgTo, testLedgers } from '../../test/helpers/ledgers.ts';
 import { migrate, openDb } from './db.ts';
 import { Ledger, type OpenedLedger } from './index.ts';
 import { migrations } from './migrations.ts';
-import { pgBaseline, PG_BASELINE_VERSION } from './pgBaseline.ts';
 import type { NewTransaction } from './payouts.ts';
 
 const CHAIN = 10;
@@ -235,8 +234,7 @@ describe('an existing ledger with batch rows migrates (migration 23)', () => {
     const client = new pg.Client({ connectionString: await ledgers.url() });
     await client.connect();
     try {
-      await client.query(pgBaseline);
-      for (const m of migrations.filter((x) => x.version > PG_BASELINE_VERSION && x.version <= 22)) await client.query(m.pg as string);
+      await migratePgTo(client, 22);
       await client.query(seed(ids));
       await client.query(migrations.find((m) => m.version === 23)!.pg as string);
       const rows: unknown[][] = [];

@@ -1,10 +1,13 @@
 // The ledger test suite runs against both implementations: `describe.each(LEDGER_KINDS)` and a fresh ledger of
 // the kind from `testLedgers().open(kind)` — SQLite in memory, or a fresh database on one PostgreSQL server per
 // test file (started on first use, stopped after the file's tests).
+import type pg from 'pg';
 import { afterAll } from 'vitest';
 import { startPostgres, type PostgresHandle } from '../../src/devnet/postgres.ts';
 import { Ledger, type OpenedLedger } from '../../src/ledger/index.ts';
 import { PostgresLedger } from '../../src/ledger/postgres/ledger.ts';
+import { migrations } from '../../src/ledger/migrations.ts';
+import { pgBaseline, PG_BASELINE_VERSION } from '../../src/ledger/pgBaseline.ts';
 
 export type LedgerKind = 'sqlite' | 'postgres';
 export const LEDGER_KINDS: LedgerKind[] = ['sqlite', 'postgres'];
@@ -37,4 +40,10 @@ export function testLedgers(): { open(kind: LedgerKind): Promise<OpenedLedger>; 
 export function withoutForeignKeys(ledger: OpenedLedger): void {
   if (ledger instanceof PostgresLedger) ledger.db.exec('SET session_replication_role = replica');
   else ledger.db.pragma('foreign_keys = OFF');
+}
+
+/** Brings a fresh PostgreSQL database to schema `version` (its baseline, then each later migration's text): a ledger as it was, to migrate from. */
+export async function migratePgTo(client: pg.Client, version: number): Promise<void> {
+  await client.query(pgBaseline);
+  for (const m of migrations.filter((x) => x.version > PG_BASELINE_VERSION && x.version <= version)) await client.query(m.pg as string);
 }

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPublicClient, createWalletClient, http, zeroAddress, type Hex, type PublicClient, type WalletClient } from 'viem';
@@ -115,6 +115,7 @@ export async function startStack(
       await node.stop().catch(() => {});
       await devnet.stop();
       await postgres?.stop();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
   return stack;
