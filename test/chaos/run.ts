@@ -806,8 +806,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       machine: machine(),
       dataDir,
     };
-    // A node that exited by itself is a finding even when the end conditions hold: its log is kept to read.
-    keepForFailure = !result.ok || crashes.unexpectedExits > 0;
+    // A node that exited by itself, or a takeover no event caused (a leader that lost its lease by itself), is a
+    // finding even when the end conditions hold: the nodes' logs are kept to read.
+    keepForFailure = !result.ok || crashes.unexpectedExits > 0 || (ha?.unprovokedTakeovers ?? 0) > 0;
     for (const n of nodes) for (const tail of n.unexpectedExitTails) say(`chaos: ${n.nodeId} exited by itself: ${tail}`);
     if (opts.resultsDir !== '') {
       const dir = opts.resultsDir ?? join(ROOT, 'test/chaos/results');
