@@ -21,6 +21,8 @@ import {
 } from '../src/chains/exchange/typedData.ts';
 import { ExchangeActionError, ExchangeClient, ExchangeHttpError, parseDecimalFloor, signSendAsset } from '../src/chains/exchange/client.ts';
 import { STANDIN_TOKENS, startExchangeStandin, type ExchangeStandin } from '../src/devnet/exchange/standin.ts';
+import { ExchangeAssets } from '../src/chains/exchange/assets.ts';
+import type { ExchangeChainConfig } from '../src/config/schema.ts';
 
 const USDC = STANDIN_TOKENS.find((t) => t.name === 'USDC')!;
 const HYPE = STANDIN_TOKENS.find((t) => t.name === 'HYPE')!;
@@ -176,6 +178,30 @@ describe('exchange stand-in over HTTP', () => {
   });
   afterAll(async () => {
     await ex?.stop();
+  });
+
+  // The start check of the configured tokens (a new leader's, or a node's start): a transient answer of the exchange
+  // is asked again; before, one injected HTTP 500 made a new leader give up its lease (chaos seed 22 on PostgreSQL).
+  it("start check: asks the exchange's spotMeta again after a transient failure, and fails at once on a refusal", async () => {
+    const answering = (statuses: number[]) => {
+      const calls: number[] = [];
+      const fetchImpl: typeof fetch = async (input, init) => {
+        const status = statuses[calls.length];
+        calls.push(status ?? 200);
+        return status ? new Response('injected', { status }) : fetch(input, init);
+      };
+      const assets = new ExchangeAssets({ id: 1337, currencies: [] } as unknown as ExchangeChainConfig, new ExchangeClient({ url: ex.url, fetch: fetchImpl }));
+      return { assets, calls };
+    };
+    const flaky = answering([500, 502]);
+    await flaky.assets.check();
+    expect(flaky.calls).toEqual([500, 502, 200]);
+    const refused = answering([403]);
+    await expect(refused.assets.check()).rejects.toThrow(/HTTP 403/);
+    expect(refused.calls).toEqual([403]);
+    const down = answering([500, 500, 500, 500, 500]);
+    await expect(down.assets.check()).rejects.toThrow(/HTTP 500/);
+    expect(down.calls).toHaveLength(4);
   });
 
   it('spotMeta answers in Hyperliquid shape', async () => {

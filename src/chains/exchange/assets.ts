@@ -3,7 +3,7 @@
 
 import { canonicalAddress, EXCHANGE_PERPS_USD } from '../address.ts';
 import type { ExchangeChainConfig } from '../../config/schema.ts';
-import type { ExchangeClient, SpotMeta, SpotMetaToken } from './client.ts';
+import { type ExchangeClient, ExchangeHttpError, type SpotMeta, type SpotMetaToken } from './client.ts';
 import { formatExchangeCurrency, parseExchangeCurrency, sendAssetDexFor, sendAssetToken } from './typedData.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 
@@ -22,6 +22,23 @@ export interface ExchangeAsset {
 
 export class UnknownAssetError extends RelayNodeError {
   override name = 'UnknownAssetError';
+}
+
+// The start's read of the exchange, asked again on a transient failure (no answer, a 5xx, a 429): a node that starts,
+// or a new leader that starts its chain stages, gave up on one such answer (a new leader gave up its lease and cost a
+// takeover). A refusal or a configuration error fails at once. 4 attempts, 250 ms then doubling: under 2 s.
+const START_ATTEMPTS = 4;
+const START_BACKOFF_MS = 250;
+async function startRead<T>(read: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (e) {
+      const transient = e instanceof ExchangeHttpError && (e.status === undefined || e.status >= 500 || e.status === 429);
+      if (!transient || attempt >= START_ATTEMPTS) throw e;
+      await new Promise((r) => setTimeout(r, START_BACKOFF_MS * 2 ** (attempt - 1)));
+    }
+  }
 }
 
 export class ExchangeAssets {
@@ -45,7 +62,7 @@ export class ExchangeAssets {
    * the configured decimals (amounts are converted with them).
    */
   async check(): Promise<void> {
-    const meta = await this.meta(true);
+    const meta = await startRead(() => this.meta(true));
     if (!usdToken(meta)) throw new Error(`chain ${this.chain.id}: the exchange's spotMeta lists no USDC token (index 0)`);
     this.chain.currencies.forEach((c, i) => {
       const parsed = parseExchangeCurrency(c.address);
