@@ -77,6 +77,25 @@ describe('leadership', () => {
     b.leadership.stop();
   });
 
+  it("an acquisition that waited (a stalled holder's lock) is renewed at once: the new leader acts for a whole lease from then", () => {
+    const a = node('a');
+    // The acquire waits 3 s of the 4 s lease (on PostgreSQL: for a stopped holder's transaction to end, which frees
+    // the writer's lock). Measured from before it was sent, the deadline (lease − a quarter) would pass at once.
+    const acquire = a.ledger.leases.acquire.bind(a.ledger.leases);
+    vi.spyOn(a.ledger.leases, 'acquire').mockImplementation((...args) => {
+      const epoch = acquire(...args);
+      a.state.paused += 3_000;
+      return epoch;
+    });
+    a.leadership.start();
+    expect(a.leadership.role).toBe('leader');
+    // Just before the deadline measured from the renewal right after the acquisition.
+    a.state.paused += LEASE - LEASE / 4 - 10;
+    expect(() => a.leadership.check()).not.toThrow();
+    expect(a.state.lost).toEqual([]);
+    a.leadership.stop();
+  });
+
   it('a paused leader resuming past its deadline is fenced and reports the loss before anything else; the standby takes over', async () => {
     const a = node('a');
     const b = node('b');

@@ -170,7 +170,7 @@ export class Leadership implements BroadcastGate {
     const { ledger, nodeId, leaseMs, log } = this.#o;
     let epoch: number | undefined;
     let previous: { holder: string | null; epoch: number } | undefined;
-    const sent = this.#mono();
+    let sent = this.#mono();
     try {
       previous = ledger.leases.current();
       epoch = ledger.leases.acquire(nodeId, this.#now(), leaseMs);
@@ -178,6 +178,17 @@ export class Leadership implements BroadcastGate {
       log.warn({ err: errText(err) }, 'could not read the leader lease; trying again');
     }
     if (epoch === undefined) return this.#schedule(() => this.#tryAcquire());
+    // An acquisition that waited (on PostgreSQL, for a stopped holder's transaction to end and free the writer's
+    // lock) left little of the lease measured from before it was sent: the deadline passed before the renewer's
+    // first renewal could land, and the new leader gave up its lease. Renewed at once, measured from now.
+    if (this.#mono() - sent > this.#o.renewMs) {
+      const again = this.#mono();
+      try {
+        if (ledger.leases.renew(nodeId, epoch, this.#now(), leaseMs)) sent = again;
+      } catch (err) {
+        log.warn({ err: errText(err) }, 'the renewal right after taking the lease failed; the renewer tries again');
+      }
+    }
     this.#epoch = epoch;
     this.#sent = sent;
     this.#o.acting.arm({ holder: nodeId, epoch });

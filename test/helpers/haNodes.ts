@@ -61,8 +61,15 @@ export async function untilRole(n: NodeProcess, r: string, what: string): Promis
     await until(async () => ((await nodeRole(n)) === r ? true : undefined), what, 60_000);
   } catch (e) {
     const exit = n.child.exitCode ?? n.child.signalCode;
+    // Its last warnings and errors (the node logs JSON lines to stdout; level 40 and up).
+    const warnings = n
+      .logTail()
+      .split('\n')
+      .filter((l) => /"level":[456]0/.test(l))
+      .slice(-8)
+      .join('\n');
     throw new Error(
-      `${(e as Error).message}; the node ${exit === null ? 'runs' : `exited (${exit})`}, its stderr ends: ${n.stderr().slice(-3000) || '(empty)'}`,
+      `${(e as Error).message}; the node ${exit === null ? 'runs' : `exited (${exit})`}, its stderr ends: ${n.stderr().slice(-3000) || '(empty)'}; its last warnings: ${warnings || '(none)'}`,
     );
   }
 }

@@ -13,6 +13,8 @@ export interface NodeProcess {
   exited: Promise<NodeJS.Signals | number | null>;
   /** What it wrote to stderr so far. */
   stderr(): string;
+  /** The end of what it wrote to stdout (its log lines), for a failure's message. */
+  logTail(): string;
 }
 
 // Every node process started and not yet exited, for killAll.
@@ -28,11 +30,13 @@ export async function startNodeProcess(configPath: string, env: NodeJS.ProcessEn
   const port = await freePort();
   const args = ['bin/relay-node.js', 'start', '--config', configPath, '--port', String(port)];
   if (opts.fault) args.push('--fault', opts.fault);
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   trackChild(child, 'relay-node');
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
+  let stdout = '';
+  child.stdout!.on('data', (d) => (stdout = (stdout + d).slice(-16_000)));
   const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
     child.on('exit', (code, signal) => (children.delete(child), resolve(signal ?? code))),
   );
@@ -58,7 +62,7 @@ export async function startNodeProcess(configPath: string, env: NodeJS.ProcessEn
     child.kill('SIGKILL');
     throw new Error(`${(e as Error).message}; its stderr: ${stderr || '(empty)'}`);
   }
-  return { child, url, exited, stderr: () => stderr };
+  return { child, url, exited, stderr: () => stderr, logTail: () => stdout };
 }
 
 /** A graceful stop (SIGTERM: drain, then stop), waited for. */
