@@ -5,12 +5,9 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { LEDGER_KINDS, migratePgTo, testLedgers } from '../../test/helpers/ledgers.ts';
-import { migrate, openDb } from './db.ts';
+import { LEDGER_KINDS, pgMigratedFrom, sqliteMigratedFrom, testLedgers } from '../../test/helpers/ledgers.ts';
 import { Ledger, type OpenedLedger } from './index.ts';
-import { migrations } from './migrations.ts';
 import type { RequestQuery } from './requestSearch.ts';
 import type { NewRequest } from './requests.ts';
 
@@ -134,36 +131,23 @@ describe('an existing ledger with quotes on its request rows migrates (migration
   it('on SQLite', () => {
     const dir = mkdtempSync(join(tmpdir(), 'rq-mig-'));
     dirs.push(dir);
-    const path = join(dir, 'ledger.db');
-    const db = openDb(path);
-    migrate(db, 24);
-    db.exec(seed);
-    expect(migrate(db)).toEqual(migrations.filter((m) => m.version > 24).map((m) => m.version));
-    expect(db.prepare('SELECT request_id, quote FROM request_quotes').all()).toEqual([{ request_id: 'r1', quote: QUOTE }]);
-    expect((db.prepare('SELECT * FROM requests ORDER BY id').all() as object[]).map((r) => 'quote' in r)).toEqual([false, false]);
-    expect(db.pragma('foreign_key_check')).toEqual([]);
-    db.close();
-    const ledger = Ledger.open(path);
-    try {
-      expect(ledger.requests.quoteOf('r1')).toBe(QUOTE);
-    } finally {
-      ledger.close();
-    }
+    sqliteMigratedFrom(
+      join(dir, 'ledger.db'),
+      24,
+      seed,
+      (db) => {
+        expect(db.prepare('SELECT request_id, quote FROM request_quotes').all()).toEqual([{ request_id: 'r1', quote: QUOTE }]);
+        expect((db.prepare('SELECT * FROM requests ORDER BY id').all() as object[]).map((r) => 'quote' in r)).toEqual([false, false]);
+      },
+      (ledger) => expect(ledger.requests.quoteOf('r1')).toBe(QUOTE),
+    );
   });
 
   it('on PostgreSQL', async () => {
-    const client = new pg.Client({ connectionString: await ledgers.url() });
-    await client.connect();
-    try {
-      await migratePgTo(client, 24);
-      await client.query(seed);
-      await client.query(migrations.find((m) => m.version === 25)!.pg as string);
+    await pgMigratedFrom(await ledgers.url(), 24, seed, async (client) => {
       expect((await client.query('SELECT request_id, quote FROM request_quotes')).rows).toEqual([{ request_id: 'r1', quote: QUOTE }]);
-      expect((await client.query("SELECT column_name FROM information_schema.columns WHERE table_name = 'requests' AND column_name = 'quote'")).rows).toEqual(
-        [],
-      );
-    } finally {
-      await client.end();
-    }
+      const column = "SELECT column_name FROM information_schema.columns WHERE table_name = 'requests' AND column_name = 'quote'";
+      expect((await client.query(column)).rows).toEqual([]);
+    });
   });
 });

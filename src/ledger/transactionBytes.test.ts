@@ -5,12 +5,9 @@
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { LEDGER_KINDS, migratePgTo, testLedgers } from '../../test/helpers/ledgers.ts';
-import { migrate, openDb } from './db.ts';
+import { LEDGER_KINDS, pgMigratedFrom, sqliteMigratedFrom, testLedgers } from '../../test/helpers/ledgers.ts';
 import { Ledger, type OpenedLedger } from './index.ts';
-import { migrations } from './migrations.ts';
 import type { NewTransaction } from './payouts.ts';
 
 const CHAIN = 10;
@@ -210,33 +207,22 @@ describe('an existing ledger with batch rows migrates (migration 23)', () => {
   it('on SQLite', () => {
     const dir = mkdtempSync(join(tmpdir(), 'txbytes-mig-'));
     dirs.push(dir);
-    const path = join(dir, 'ledger.db');
-    const db = openDb(path);
-    migrate(db, 22);
-    db.exec(seed(ids));
-    expect(migrate(db)).toEqual(migrations.filter((m) => m.version > 22).map((m) => m.version));
-    expectMigrated((sql) => db.prepare(sql).all());
-    expect(db.pragma('foreign_key_check')).toEqual([]);
-    db.close();
-    // The node's own reads, on the migrated file.
-    const ledger = Ledger.open(path);
-    try {
-      expect(ledger.payouts.txsOf('p0').map((t) => [t.state, ledger.payouts.rawOf(t.hash)])).toEqual([
-        ['included', RAW],
-        ['replaced', '0x02'],
-      ]);
-    } finally {
-      ledger.close();
-    }
+    sqliteMigratedFrom(
+      join(dir, 'ledger.db'),
+      22,
+      seed(ids),
+      (db) => expectMigrated((sql) => db.prepare(sql).all()),
+      // The node's own reads, on the migrated file.
+      (ledger) =>
+        expect(ledger.payouts.txsOf('p0').map((t) => [t.state, ledger.payouts.rawOf(t.hash)])).toEqual([
+          ['included', RAW],
+          ['replaced', '0x02'],
+        ]),
+    );
   });
 
   it('on PostgreSQL', async () => {
-    const client = new pg.Client({ connectionString: await ledgers.url() });
-    await client.connect();
-    try {
-      await migratePgTo(client, 22);
-      await client.query(seed(ids));
-      await client.query(migrations.find((m) => m.version === 23)!.pg as string);
+    await pgMigratedFrom(await ledgers.url(), 22, seed(ids), async (client) => {
       const rows: unknown[][] = [];
       for (const sql of [
         'SELECT hash, raw FROM transaction_bytes ORDER BY hash',
@@ -247,8 +233,6 @@ describe('an existing ledger with batch rows migrates (migration 23)', () => {
       }
       let i = 0;
       expectMigrated(() => rows[i++]!);
-    } finally {
-      await client.end();
-    }
+    });
   });
 });

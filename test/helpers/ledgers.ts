@@ -1,8 +1,10 @@
 // The ledger test suite runs against both implementations: `describe.each(LEDGER_KINDS)` and a fresh ledger of
 // the kind from `testLedgers().open(kind)` — SQLite in memory, or a fresh database on one PostgreSQL server per
 // test file (started on first use, stopped after the file's tests).
-import type pg from 'pg';
-import { afterAll } from 'vitest';
+import pg from 'pg';
+import { afterAll, expect } from 'vitest';
+import { migrate, openDb } from '../../src/ledger/db.ts';
+import type { SqlDb as Db } from '../../src/ledger/sqlDb.ts';
 import { startPostgres, type PostgresHandle } from '../../src/devnet/postgres.ts';
 import { Ledger, type OpenedLedger } from '../../src/ledger/index.ts';
 import { PostgresLedger } from '../../src/ledger/postgres/ledger.ts';
@@ -42,8 +44,44 @@ export function withoutForeignKeys(ledger: OpenedLedger): void {
   else ledger.db.pragma('foreign_keys = OFF');
 }
 
-/** Brings a fresh PostgreSQL database to schema `version` (its baseline, then each later migration's text): a ledger as it was, to migrate from. */
-export async function migratePgTo(client: pg.Client, version: number): Promise<void> {
-  await client.query(pgBaseline);
-  for (const m of migrations.filter((x) => x.version > PG_BASELINE_VERSION && x.version <= version)) await client.query(m.pg as string);
+/**
+ * A ledger file as it was at schema `version`, with `seed` written into it, then migrated to the newest schema (every
+ * later migration applied, asserted; foreign keys checked). Returns the migrated database, open, and then opens the
+ * node's ledger on the file for `read`, closed after it.
+ */
+export function sqliteMigratedFrom(path: string, version: number, seed: string, check: (db: Db) => void, read: (ledger: OpenedLedger) => void): void {
+  const db = openDb(path);
+  try {
+    migrate(db, version);
+    db.exec(seed);
+    expect(migrate(db)).toEqual(migrations.filter((m) => m.version > version).map((m) => m.version));
+    check(db);
+    expect(db.pragma('foreign_key_check')).toEqual([]);
+  } finally {
+    db.close();
+  }
+  const ledger = Ledger.open(path);
+  try {
+    read(ledger);
+  } finally {
+    ledger.close();
+  }
+}
+
+/**
+ * A fresh PostgreSQL database (at `url`) brought to schema `version` (its baseline, then each later migration's text),
+ * `seed` written into it, then migration `version + 1` applied; `check` reads the result on the same connection.
+ */
+export async function pgMigratedFrom(url: string, version: number, seed: string, check: (client: pg.Client) => Promise<void>): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(pgBaseline);
+    for (const m of migrations.filter((x) => x.version > PG_BASELINE_VERSION && x.version <= version)) await client.query(m.pg as string);
+    await client.query(seed);
+    await client.query(migrations.find((m) => m.version === version + 1)!.pg as string);
+    await check(client);
+  } finally {
+    await client.end();
+  }
 }
