@@ -6,6 +6,8 @@ declare module 'autocannon' {
     connections?: number;
     amount?: number;
     duration?: number;
+    /** Each call's request, as setupRequest returns it from the default one (its path, here). */
+    requests?: { setupRequest?: (req: { path: string }) => { path: string } }[];
   }
   interface Histogram {
     p50: number;

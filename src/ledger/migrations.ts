@@ -81,6 +81,63 @@ INSERT INTO request_quotes (request_id, quote) SELECT id, quote FROM requests WH
 ALTER TABLE requests DROP COLUMN quote;
 `;
 
+// PostgreSQL only (migration 26): each change of a request's Status record (what STATUS_BY_ID reads: the request
+// row, the deposits it holds or that a waiting order has seen, its payouts' hashes) notifies channel relay_status
+// with the request id. An API replica keeps Status records in memory and drops one on its notification
+// (src/ledger/postgres/statusCache.ts). Notifications go out when their transaction commits, each distinct id
+// once per transaction. Statement-level triggers over the changed rows: a backfill writes hundreds of deposits
+// per statement, and a deposit notifies only when a request has its order reference. A request's insert notifies
+// nothing: a replica keeps no record of an id it did not find.
+/** The migration that makes the triggers below (an API replica keeps records only once it is applied). */
+export const STATUS_NOTIFY_VERSION = 26;
+const STATUS_NOTIFY = `
+CREATE FUNCTION relay_status_of_requests() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    PERFORM pg_notify('relay_status', id) FROM old_rows;
+  ELSE
+    PERFORM pg_notify('relay_status', id) FROM new_rows;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE FUNCTION relay_status_of_deposits() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    PERFORM pg_notify('relay_status', x) FROM (SELECT request_id AS x FROM old_rows WHERE request_id IS NOT NULL
+      UNION SELECT o.order_ref FROM old_rows o JOIN requests r ON r.id = o.order_ref) s;
+  ELSE
+    PERFORM pg_notify('relay_status', x) FROM (SELECT request_id AS x FROM new_rows WHERE request_id IS NOT NULL
+      UNION SELECT n.order_ref FROM new_rows n JOIN requests r ON r.id = n.order_ref) s;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE FUNCTION relay_status_of_payouts() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    PERFORM pg_notify('relay_status', x) FROM (SELECT DISTINCT request_id AS x FROM old_rows WHERE request_id IS NOT NULL) s;
+  ELSE
+    PERFORM pg_notify('relay_status', x) FROM (SELECT DISTINCT request_id AS x FROM new_rows WHERE request_id IS NOT NULL) s;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER relay_status_requests_update AFTER UPDATE ON requests REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_requests();
+CREATE TRIGGER relay_status_requests_delete AFTER DELETE ON requests REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_requests();
+CREATE TRIGGER relay_status_deposits_insert AFTER INSERT ON deposits REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_deposits();
+CREATE TRIGGER relay_status_deposits_update AFTER UPDATE ON deposits REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_deposits();
+CREATE TRIGGER relay_status_deposits_delete AFTER DELETE ON deposits REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_deposits();
+CREATE TRIGGER relay_status_payouts_insert AFTER INSERT ON payouts REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_payouts();
+CREATE TRIGGER relay_status_payouts_update AFTER UPDATE ON payouts REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_payouts();
+CREATE TRIGGER relay_status_payouts_delete AFTER DELETE ON payouts REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_payouts();
+`;
+
 export const migrations: Migration[] = [
   {
     version: 1,
@@ -872,5 +929,11 @@ CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts FOR EACH ROW
     name: "a request's quote in a table of its own, written once",
     sql: REQUEST_QUOTES,
     pg: REQUEST_QUOTES,
+  },
+  {
+    version: STATUS_NOTIFY_VERSION,
+    name: "PostgreSQL notifies each change of a request's Status record (channel relay_status), for the API replicas' caches",
+    sql: `-- Nothing: an API replica on SQLite reads the file itself, and keeps nothing in memory.`,
+    pg: STATUS_NOTIFY,
   },
 ];

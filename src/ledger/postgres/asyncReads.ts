@@ -4,6 +4,8 @@ import { hideUrl } from '../pgUrl.ts';
 import { STATUS_BY_ID, statusFromRow, type StatusRecord, type StatusRow } from '../statusRecord.ts';
 import { DEFAULT_TIMEOUT_MS, OID } from './syncClient.ts';
 import { translate } from './pgDb.ts';
+import { StatusCache, type StatusCacheOptions } from './statusCache.ts';
+import { StatusListener } from './statusListener.ts';
 
 // Integers as numbers, as the stores read them through PgDb (better-sqlite3's numbers): chain ids and times here.
 const INTEGERS: number[] = [OID.int2, OID.int4, OID.int8, OID.numeric];
@@ -20,14 +22,24 @@ const STATUS = { name: 'rn_status_by_id', text: translate(STATUS_BY_ID).text };
  * which caps an API at one request per round trip. A read that is one statement outside any transaction (GET
  * /intents/status by id: STATUS_BY_ID) gains nothing from that connection and goes here instead; it sees what
  * is committed, as the bridge's own read outside a transaction would. Opened on first use.
+ *
+ * `cache` (an API replica, which writes nothing): records are kept in memory between their changes (StatusCache,
+ * told of each change by PostgreSQL's notifications: StatusListener). A record is then served up to one
+ * notification's delivery after a change commits, as a read replica lags; the node that writes the changes reads
+ * its own writes, so it keeps nothing.
  */
 export class PgAsyncReads {
   readonly #pool: pg.Pool;
   readonly #url: string;
+  readonly #cache: { records: StatusCache; listener: StatusListener } | undefined;
 
-  constructor(url: string, opts: { timeoutMs?: number; readonly?: boolean; max?: number } = {}) {
+  constructor(url: string, opts: { timeoutMs?: number; readonly?: boolean; max?: number; cache?: StatusCacheOptions } = {}) {
     const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.#url = url;
+    if (opts.cache) {
+      const records = new StatusCache(opts.cache);
+      this.#cache = { records, listener: new StatusListener(url, records, timeoutMs) };
+    }
     this.#pool = new pg.Pool({
       connectionString: url,
       max: opts.max ?? 2,
@@ -44,7 +56,11 @@ export class PgAsyncReads {
   }
 
   /** The request's Status record (the same statement and record as Requests.status); undefined if there is none. */
-  async status(id: string): Promise<StatusRecord | undefined> {
+  status(id: string): Promise<StatusRecord | undefined> {
+    return this.#cache ? this.#cache.records.get(id, () => this.#status(id)) : this.#status(id);
+  }
+
+  async #status(id: string): Promise<StatusRecord | undefined> {
     let r: pg.QueryResult;
     try {
       r = await this.#pool.query({ ...STATUS, values: [id] });
@@ -56,8 +72,8 @@ export class PgAsyncReads {
   }
 
   /** Closes the pool's connections. */
-  close(): Promise<void> {
-    return this.#pool.end().catch(() => {});
+  async close(): Promise<void> {
+    await Promise.all([this.#cache?.listener.close(), this.#pool.end().catch(() => {})]);
   }
 
   // As the bridge reports them (SyncPgClient's #failure): a statement refused (with its SQLSTATE), or the ledger

@@ -8,7 +8,7 @@ const MIGRATE_TIMEOUT_MS = 120_000;
 
 /** How a PostgreSQL ledger is reached (config `ledger`). */
 export interface PostgresLedgerOptions {
-  /** Opened for an API replica: no migration, nothing written of its own. */
+  /** Opened for an API replica: no migration, nothing written of its own; Status records kept between their changes (PgAsyncReads). */
   readonly?: boolean;
   /** Bound of one database call before it throws LedgerUnavailable (config `ledger.timeoutMs`). */
   timeoutMs?: number;
@@ -29,7 +29,7 @@ export class PostgresLedger extends StoreLedger<PgDb> {
     try {
       if (!opts.readonly) db.client.callModule(new URL('../pgMigrate.ts', import.meta.url).href, 'migratePostgres', MIGRATE_TIMEOUT_MS);
       const ledger = new PostgresLedger(db);
-      ledger.#asyncReads = () => new PgAsyncReads(url, { timeoutMs: opts.timeoutMs, readonly: opts.readonly });
+      ledger.#asyncReads = () => new PgAsyncReads(url, { timeoutMs: opts.timeoutMs, readonly: opts.readonly, cache: opts.readonly ? {} : undefined });
       return ledger;
     } catch (e) {
       db.close();
