@@ -211,7 +211,10 @@ describe('the PostgreSQL schema', () => {
     expect(b.foreignKeys).toEqual(a.foreignKeys);
     expect(b.indexes).toEqual(a.indexes);
     expect(b.checks).toEqual(a.checks);
-    expect(b.triggers).toEqual(a.triggers);
+    // PostgreSQL's own: the notifications of status changes to the API replicas (migration 26); SQLite has no replica that keeps records.
+    const notify = b.triggers.filter((t) => t.split('.')[1]!.startsWith('relay_status_'));
+    expect(notify).toHaveLength(8);
+    expect(b.triggers.filter((t) => !notify.includes(t))).toEqual(a.triggers);
   });
 
   it('names no column with a word PostgreSQL reserves, except the two every statement quotes', async () => {
