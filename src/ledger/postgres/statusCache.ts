@@ -3,8 +3,10 @@ import type { StatusRecord } from '../statusRecord.ts';
 /** How many records are kept (the oldest kept goes first); a record is about half a kilobyte. */
 const MAX_ENTRIES = 10_000;
 /**
- * The oldest a kept record is served. Every change the node writes notifies (migration 26), so this bounds only
- * what a write that skips the triggers would leave (an operator's session with session_replication_role = replica).
+ * The oldest a kept record is served. Every change the node writes notifies (migration 26), and a connection that
+ * fails stops the keeping; this bounds what a change missed otherwise would leave: a write that skips the triggers
+ * (a session with session_replication_role = replica), or a connection cut without a word (no reset: TCP keepalive
+ * finds it only after hours).
  */
 const MAX_AGE_MS = 5_000;
 
