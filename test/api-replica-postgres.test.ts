@@ -1,7 +1,8 @@
 // An API replica on another "host": `relay-node api`'s node (read-only) whose ledger.url names a streaming hot
 // standby of the leader's PostgreSQL. It answers status and listings for an order the leader filled (once the
 // standby replayed it), streams the order's status events over the websocket (it follows the outbox by polling),
-// and never writes: a hot standby refuses every write, so any write on its path would show as an error.
+// and never writes: a hot standby refuses every write, so any write on its path would show as an error. A replica on
+// the primary itself keeps the Status records it reads, listening for their changes, and follows an order to its end.
 import { once } from 'node:events';
 
 import { privateKeyToAccount } from 'viem/accounts';
@@ -11,6 +12,8 @@ import { buildConfigWithKeys } from '../src/config/load.ts';
 import { startStandby, type PostgresHandle } from '../src/devnet/postgres.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
+import { LISTENER_NAME } from '../src/ledger/postgres/statusListener.ts';
+import { withPostgres } from '../src/ledger/pgUrl.ts';
 import { api, executeSteps, type Stack, startStack, until, waitForStatus, nativeBridge } from './helpers/stack.ts';
 
 const A = 8453;
@@ -97,6 +100,34 @@ describe('an API replica on a streaming standby of the PostgreSQL ledger', () =>
     expect(statuses().at(-1)).toBe('success');
     expect(replicaErrors()).toEqual([]);
   }, 120_000);
+  it('on the primary itself, keeps the records it reads (listening for their changes) and follows an order the leader fills', async () => {
+    const onPrimary = await new RelayNode(
+      buildConfigWithKeys(
+        { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'warn' }), ledger: { url: s.node.config.ledger.url!.reveal() } },
+        s.devnet.keys,
+      ),
+      { readOnly: true, log: createLogger('warn', { write: () => {} }) },
+    ).start();
+    try {
+      const { requestId, body } = await order(3);
+      // Read (and kept) before the deposit: each change after it must reach the replica's answer.
+      expect((await api(onPrimary.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('waiting');
+      // Its listening connection (opened on its first status read); the replica on the standby has none.
+      await until(
+        () =>
+          withPostgres(s.node.config.ledger.url!.reveal(), (c) =>
+            c.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1', [LISTENER_NAME]),
+          ).then((r) => (r.rows[0]!.n === 1 ? true : undefined)),
+        'the replica on the primary to listen',
+      );
+      await executeSteps(s, body, 3);
+      const seen = await waitForStatus(onPrimary.url, requestId, ['success', 'failure', 'refund'], 60_000);
+      expect(seen).toEqual(await waitForStatus(s.url, requestId, ['success'], 60_000));
+    } finally {
+      await onPrimary.stop();
+    }
+  }, 120_000);
+
   it('refuses the signed writes an integrator would send it (app balance link and unlink) with 503 READ_ONLY, not a 500', async () => {
     const wallet = privateKeyToAccount(s.devnet.accounts[3]!.privateKey);
     // The message to sign, from the node; signed and posted to the replica.
