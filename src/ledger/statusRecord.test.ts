@@ -6,55 +6,17 @@
 // outbox, whose event of a change is the record read in the change's transaction.
 import { describe, expect, it } from 'vitest';
 import { LEDGER_KINDS, testLedgers } from '../../test/helpers/ledgers.ts';
+import { depositFor, hex, USER, waitingOrder } from '../../test/helpers/statusFixtures.ts';
 import type { OpenedLedger } from './index.ts';
-import type { NewDeposit } from './deposits.ts';
 
 const ledgers = testLedgers();
-const hex = (n: number, bytes = 32) => `0x${n.toString(16).padStart(bytes * 2, '0')}` as `0x${string}`;
-const USER = hex(7, 20);
-
 function request(l: OpenedLedger, n: number, kind: 'order' | 'orphan' = 'order') {
   const id = hex(0x5000 + n);
-  l.requests.insert({
-    id,
-    parent_id: null,
-    kind,
-    request_type: 'bridge',
-    status: 'waiting',
-    user: USER,
-    recipient: USER,
-    refund_to: USER,
-    origin_chain_id: 8453,
-    destination_chain_id: 10,
-    origin_currency: hex(0, 20),
-    destination_currency: hex(0, 20),
-    trade_type: 'EXACT_INPUT',
-    amount_in: '100',
-    amount_out: '99',
-    min_amount_out: '98',
-    pricing: null,
-    order_data: null,
-    quote: '{"a large quote":"not read by the status"}',
-    expires_at: null,
-    fill_deadline: null,
-    created_at: 1_000 + n,
-  });
+  l.requests.insert(waitingOrder(id, 1_000 + n, { kind }));
   return id;
 }
 
-const deposit = (tx: number, logIndex: number, block: number, orderRef: `0x${string}`): NewDeposit => ({
-  id: `8453:${hex(tx)}:${logIndex}`,
-  chain_id: 8453,
-  tx_hash: hex(tx),
-  log_index: logIndex,
-  block_number: block,
-  block_hash: hex(1000 + block),
-  depositor: USER,
-  currency: hex(0, 20),
-  amount: '100',
-  order_ref: orderRef,
-  seen_at: 2_000 + tx,
-});
+const deposit = depositFor;
 
 /** The record of the request's latest status event in the outbox (what the stream and the webhooks send). */
 const lastEvent = (l: OpenedLedger, id: string) => JSON.parse(l.events.forRequest(id).at(-1)!.payload);

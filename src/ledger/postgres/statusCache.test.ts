@@ -6,6 +6,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testLedgers } from '../../../test/helpers/ledgers.ts';
+import { depositFor, hex, USER, waitingOrder } from '../../../test/helpers/statusFixtures.ts';
 import { PgAsyncReads } from './asyncReads.ts';
 import { PostgresLedger } from './ledger.ts';
 import { StatusCache } from './statusCache.ts';
@@ -13,8 +14,6 @@ import { LISTENER_NAME } from './statusListener.ts';
 import { STATUS_NOTIFY_VERSION } from '../migrations.ts';
 import type { StatusRecord } from '../statusRecord.ts';
 
-const hex = (n: number, bytes = 32) => `0x${n.toString(16).padStart(bytes * 2, '0')}` as `0x${string}`;
-const USER = hex(7, 20);
 const record = (status: string) => ({ status }) as StatusRecord;
 
 // A promise settled from outside, for a read held in flight.
@@ -135,47 +134,10 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
 
   const newRequest = () => {
     const id = hex(0x5000 + ++n);
-    writer.tx(() =>
-      writer.requests.insert({
-        id,
-        parent_id: null,
-        kind: 'order',
-        request_type: 'bridge',
-        status: 'waiting',
-        user: USER,
-        recipient: USER,
-        refund_to: USER,
-        origin_chain_id: 8453,
-        destination_chain_id: 10,
-        origin_currency: hex(0, 20),
-        destination_currency: hex(0, 20),
-        trade_type: 'EXACT_INPUT',
-        amount_in: '100',
-        amount_out: '99',
-        min_amount_out: '98',
-        pricing: null,
-        order_data: null,
-        quote: null,
-        expires_at: 1,
-        fill_deadline: null,
-        created_at: 1_000,
-      }),
-    );
+    writer.tx(() => writer.requests.insert(waitingOrder(id, 1_000, { expiresAt: 1 })));
     return id;
   };
-  const deposit = (tx: number, orderRef: `0x${string}`) => ({
-    id: `8453:${hex(tx)}:0`,
-    chain_id: 8453,
-    tx_hash: hex(tx),
-    log_index: 0,
-    block_number: 10,
-    block_hash: hex(1010),
-    depositor: USER,
-    currency: hex(0, 20),
-    amount: '100',
-    order_ref: orderRef,
-    seen_at: 2_000,
-  });
+  const deposit = (tx: number, orderRef: `0x${string}`) => depositFor(tx, 0, 10, orderRef);
   // The replica's record shows `shown` and is kept: a change written without a notification is not seen. Polled:
   // a change is seen once its notification arrives, and nothing is kept before the listener listens.
   let quietChanges = 0;
@@ -259,7 +221,7 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
     }
     // The triggers back: the listener, trying again, keeps records again.
     await quiet.query("INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, 'status notifications', 0)", [STATUS_NOTIFY_VERSION]);
-    // (It tries after 250 ms, doubling: the fourth try is 3.75 s after the loss.)
+    // (It tries again within 250 ms, doubling: the fourth try is within 3.75 s of the loss.)
     await keptBy((x) => replica.status(x), id, { status: 'pending' }, 30_000);
   });
 

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { backoffMs } from '../../lib/backoff.ts';
 import { STATUS_NOTIFY_VERSION } from '../migrations.ts';
 import type { StatusCache } from './statusCache.ts';
 
@@ -6,14 +7,14 @@ import type { StatusCache } from './statusCache.ts';
 export const STATUS_CHANNEL = 'relay_status';
 /** The listening connection's application_name (seen in pg_stat_activity). */
 export const LISTENER_NAME = 'relay-node status listener';
-const RETRY_MIN_MS = 250;
-const RETRY_MAX_MS = 10_000;
+// Retries after a lost connection: full jitter under 250 ms doubling up to 10 s (replicas that lost one server spread out).
+const RETRY = { baseMs: 250, maxMs: 10_000 };
 
 /**
  * Keeps `cache` told of changes: one connection of its own LISTENs on the ledger's status channel and drops the
  * record of each request notified. The cache keeps records only while this connection listens: it is `live` once
  * LISTEN has returned (a change committed later is notified), and `stopped` as soon as the connection fails or ends
- * (a change may then go unnoticed). A lost connection is opened again, after 250 ms doubling up to 10 s; so is one
+ * (a change may then go unnoticed). A lost connection is opened again (a random wait under 250 ms, doubling up to 10 s); so is one
  * to a ledger whose writer has not made the triggers yet (migration 26: nothing would be notified).
  */
 export class StatusListener {
@@ -21,7 +22,7 @@ export class StatusListener {
   readonly #cache: StatusCache;
   readonly #timeoutMs: number;
   #client: pg.Client | undefined;
-  #retryMs = RETRY_MIN_MS;
+  #attempt = 0;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
 
@@ -75,15 +76,13 @@ export class StatusListener {
       return;
     }
     if (lost || this.#closed) return;
-    this.#retryMs = RETRY_MIN_MS;
+    this.#attempt = 0;
     this.#cache.live();
   }
 
   #retry(): void {
     if (this.#closed) return;
-    const wait = this.#retryMs;
-    this.#retryMs = Math.min(RETRY_MAX_MS, this.#retryMs * 2);
-    this.#timer = setTimeout(() => void this.#connect(), wait);
+    this.#timer = setTimeout(() => void this.#connect(), backoffMs(++this.#attempt, RETRY));
     this.#timer.unref();
   }
 }
