@@ -14,8 +14,9 @@ const RETRY = { baseMs: 250, maxMs: 10_000 };
  * Keeps `cache` told of changes: one connection of its own LISTENs on the ledger's status channel and drops the
  * record of each request notified. The cache keeps records only while this connection listens: it is `live` once
  * LISTEN has returned (a change committed later is notified), and `stopped` as soon as the connection fails or ends
- * (a change may then go unnoticed). A lost connection is opened again (a random wait under 250 ms, doubling up to 10 s); so is one
- * to a ledger whose writer has not made the triggers yet (migration 26: nothing would be notified).
+ * (a change may then go unnoticed). A lost connection is opened again (after a random wait under 250 ms, the bound
+ * doubling up to 10 s); so is one to a ledger whose writer has not made the triggers yet (migration 26: nothing
+ * would be notified).
  */
 export class StatusListener {
   readonly #url: string;
