@@ -287,14 +287,14 @@ export class StatusStream {
     const ledger = this.#ctx.ledger;
     const { seq, records } = ledger.read(() => ({
       seq: ledger.events.maxSeq(),
-      records: ledger.requests.latestOfUser(wallet, WALLET_SNAPSHOT_LIMIT).map((r) => ({ id: r.id, data: ledger.requests.status(r.id)! })),
+      records: ledger.requests.latestStatusesOfUser(wallet, WALLET_SNAPSHOT_LIMIT),
     }));
     c.wallets.set(wallet, seq);
     this.#index(this.#byWallet, wallet, c);
     this.#send(c, { type: 'subscribed', wallet });
     for (const r of records) {
       if (c.requests.has(r.id)) continue;
-      this.#snapshot(c, r.id, r.data, seq);
+      this.#snapshot(c, r.id, r.record, seq);
     }
   }
 

@@ -5,7 +5,7 @@ import { searchRequests, type RequestQuery, type SearchResult } from './requestS
 import type { Events } from './events.ts';
 import type { RequestRow, Status } from './types.ts';
 import type { FailReason, RefundFailReason } from './reasons.ts';
-import { STATUS_BY_ID, statusFromRow, type StatusRecord, type StatusRow } from './statusRecord.ts';
+import { STATUS_BY_ID, STATUSES_OF_USER, statusFromRow, type StatusRecord, type StatusRow } from './statusRecord.ts';
 
 // Set by the ledger as the request progresses, never by its creator.
 type StatusFields = { status: string; fail_reason: FailReason | null; refund_fail_reason: RefundFailReason | null };
@@ -65,9 +65,7 @@ export class Requests {
   constructor(db: Db, events?: Events) {
     this.#db = db;
     this.#events = events;
-    this.#ofUser = db.prepare(
-      `SELECT * FROM (SELECT * FROM requests WHERE "user" = ? ORDER BY created_at DESC, id DESC LIMIT ?) AS latest ORDER BY created_at, id`,
-    );
+    this.#ofUser = db.prepare(STATUSES_OF_USER);
     this.#manualRefunds = db.prepare(`SELECT r.id, r.fail_reason, r.updated_at, d.id AS deposit_id, d.chain_id, d.amount, d.currency FROM requests r
       JOIN deposits d ON d.request_id = r.id WHERE r.status = 'failure' AND r.refund_fail_reason = 'MANUAL_REFUND_REQUIRED'
       AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id AND p.kind = 'refund' AND p.state != 'failed')`);
@@ -221,8 +219,9 @@ export class Requests {
     return searchRequests(this.#db, q);
   }
   /** A wallet's (`user`) latest `limit` requests, oldest first. */
-  latestOfUser(user: string, limit: number): RequestRow[] {
-    return this.#ofUser.all(user, limit) as RequestRow[];
+  /** The Status records of the user's latest `limit` requests, oldest first (the status stream's wallet snapshot). */
+  latestStatusesOfUser(user: string, limit: number): { id: string; record: StatusRecord }[] {
+    return (this.#ofUser.all(user, limit) as (StatusRow & { id: string })[]).map((row) => ({ id: row.id, record: statusFromRow(row) }));
   }
   /**
    * Failed requests left for a manual refund (a blocked depositor, a refund the chain refused)

@@ -111,4 +111,20 @@ describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
     expect(l.requests.status(hex(0x9999))).toBeUndefined();
     expect(await l.statusOf(hex(0x9999))).toBeUndefined();
   });
+
+  it("gives a user's latest requests' records in one read, oldest first, each as read by id", async () => {
+    const l = await ledgers.open(kind);
+    const ids = [5, 6, 7].map((n) => request(l, n));
+    l.deposits.insert(deposit(31, 0, 70, ids[1]!));
+    l.requests.setStatus(ids[2]!, 'failure', { failReason: 'ORDER_EXPIRED' }, 9_000);
+    const other = hex(0x6000);
+    l.requests.insert({ ...waitingOrder(other, 2_000), user: hex(8, 20) });
+    const all = l.requests.latestStatusesOfUser(USER, 10);
+    expect(all.map((r) => r.id)).toEqual(ids);
+    for (const r of all) expect(r.record).toEqual(l.requests.status(r.id));
+    expect(all[1]!.record.inTxHashes).toEqual([hex(31)]);
+    // The latest two, still oldest first.
+    expect(l.requests.latestStatusesOfUser(USER, 2).map((r) => r.id)).toEqual(ids.slice(1));
+    expect(l.requests.latestStatusesOfUser(hex(9, 20), 10)).toEqual([]);
+  });
 });

@@ -8,6 +8,15 @@ type StatusFields = Pick<
 
 export type StatusRecord = ReturnType<typeof shapeStatus>;
 
+// The record's columns over a request row `r`.
+const STATUS_COLUMNS = `r.api_key_id, r.status, r.details, r.fail_reason, r.refund_fail_reason, r.updated_at, r.origin_chain_id,
+  r.destination_chain_id, r.created_at,
+  (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.request_id = r.id) AS in_hashes,
+  CASE WHEN r.kind = 'order' AND r.status = 'waiting' THEN
+    (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.order_ref = r.id AND d.state != 'reorged')
+  END AS seen_hashes,
+  (SELECT string_agg(p.tx_hash, ',' ORDER BY p.decided_at, p.id) FROM payouts p WHERE p.request_id = r.id AND p.tx_hash IS NOT NULL) AS out_hashes`;
+
 /**
  * The Status record of the interface (GET /intents/status by id, and every status event of the outbox,
  * src/ledger/events.ts) in ONE statement (one read lock on SQLite, one round trip on PostgreSQL, one
@@ -16,14 +25,15 @@ export type StatusRecord = ReturnType<typeof shapeStatus>;
  * request's API key, whose webhooks an event goes to. Aggregates take ORDER BY on both ledgers (SQLite
  * 3.44+); hashes are hex or base58, so a comma separates them unambiguously.
  */
-export const STATUS_BY_ID = `SELECT r.api_key_id, r.status, r.details, r.fail_reason, r.refund_fail_reason, r.updated_at, r.origin_chain_id,
-  r.destination_chain_id, r.created_at,
-  (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.request_id = r.id) AS in_hashes,
-  CASE WHEN r.kind = 'order' AND r.status = 'waiting' THEN
-    (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.order_ref = r.id AND d.state != 'reorged')
-  END AS seen_hashes,
-  (SELECT string_agg(p.tx_hash, ',' ORDER BY p.decided_at, p.id) FROM payouts p WHERE p.request_id = r.id AND p.tx_hash IS NOT NULL) AS out_hashes
+export const STATUS_BY_ID = `SELECT ${STATUS_COLUMNS}
   FROM requests r WHERE r.id = ?`;
+
+/**
+ * The Status records of a user's latest requests (at most the limit), oldest first, each with its request id: the
+ * wallet snapshot of the status stream in one statement (one round trip on PostgreSQL, not one per request).
+ */
+export const STATUSES_OF_USER = `SELECT r.id, ${STATUS_COLUMNS}
+  FROM (SELECT * FROM requests WHERE "user" = ? ORDER BY created_at DESC, id DESC LIMIT ?) AS r ORDER BY r.created_at, r.id`;
 
 /** A row of STATUS_BY_ID. */
 export type StatusRow = StatusFields & { api_key_id: string | null; in_hashes: string | null; seen_hashes: string | null; out_hashes: string | null };
