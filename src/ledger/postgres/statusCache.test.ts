@@ -158,11 +158,16 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
   };
   const expectKept = (id: string, shown: Partial<StatusRecord>) => keptBy((x) => replica.status(x), id, shown);
 
-  it("sees each change the writer makes: the request's status, a deposit seen and held, a payout's hash, a prune", async () => {
+  it("sees each change the writer makes: the request's status, a deposit seen, reorged and held, a payout's hash, a prune", async () => {
     const id = newRequest();
     await expectKept(id, { status: 'waiting', inTxHashes: [] });
     // A deposit seen for the waiting order.
     writer.tx(() => writer.deposits.insert(deposit(1, id)));
+    await expectKept(id, { inTxHashes: [hex(1)] });
+    // Another, in a later block, then reorged out (a deposit's update: no change of the request row).
+    writer.tx(() => writer.deposits.insert(depositFor(2, 0, 20, id)));
+    await expectKept(id, { inTxHashes: [hex(1), hex(2)] });
+    writer.tx(() => writer.deposits.reorgAbove(8453, 15));
     await expectKept(id, { inTxHashes: [hex(1)] });
     // Confirmed, held for the request, and the request pending.
     writer.tx(() => {
