@@ -159,6 +159,11 @@ export function createMetrics() {
       registers: r,
     }) as TypedCounter<{ chain: string; outcome: 'sent' | 'landed' }>,
     wsClients: new Gauge({ name: 'relay_status_stream_clients', help: 'Open websocket status stream connections', registers: r }),
+    notifyQueueUsage: new Gauge({
+      name: 'relay_ledger_notify_queue_usage',
+      help: "PostgreSQL ledger: the share of its notification queue in use (0-1), as the leading node last read it; API replicas' status listeners are ended past 0.1",
+      registers: r,
+    }),
     leader: new Gauge({ name: 'relay_leader', help: 'Active/standby: 1 while this node holds the leader lease and acts on chains, else 0', registers: r }),
     leaderEpoch: new Gauge({
       name: 'relay_leader_epoch',

@@ -11,6 +11,8 @@ import { Registry } from './config/registry.ts';
 import { Deliverer } from './events/deliverer.ts';
 import { Ledger, type LedgerLocation, type OpenedLedger } from './ledger/index.ts';
 import { QuotePruner } from './ledger/quotePruner.ts';
+import { NotifyQueueGuard } from './ledger/postgres/notifyQueueGuard.ts';
+import { PostgresLedger } from './ledger/postgres/ledger.ts';
 import { DepositFeeReader } from './chains/depositFeeReader.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
@@ -84,6 +86,8 @@ export class RelayNode {
   /** Deletes quotes nobody used, past their expiry (absent on a read-only replica). */
   readonly quotePruner: QuotePruner | undefined;
   readonly depositFees: DepositFeeReader | undefined;
+  /** PostgreSQL: keeps the notification queue from filling behind a stuck API replica (the leader's). */
+  readonly notifyQueue: NotifyQueueGuard | undefined;
   #url: string | undefined;
   #operatorUrl: string | undefined;
 
@@ -164,6 +168,14 @@ export class RelayNode {
         onError: (e) => this.log.error({ err: e.message }, 'pruning unused quotes failed'),
       });
       this.depositFees = new DepositFeeReader(this.acting, this.chains, this.log);
+      if (this.ledger instanceof PostgresLedger) {
+        this.notifyQueue = new NotifyQueueGuard(this.ledger, {
+          onUsage: (u) => this.metrics.notifyQueueUsage.set(u),
+          onEnded: (n, usage) =>
+            this.log.warn({ listeners: n, usage }, "PostgreSQL's notification queue is held back: the API replicas' status listeners ended"),
+          onError: (e) => this.log.error({ err: e.message }, "reading PostgreSQL's notification queue failed"),
+        });
+      }
       this.deliverer = new Deliverer({ ledger: this.acting, config, metrics: this.metrics, log: this.log, gate: this.leadership });
     }
     this.listings = new ListingPool(
@@ -243,6 +255,7 @@ export class RelayNode {
     this.deliverer?.start();
     this.quotePruner?.start();
     this.depositFees?.start();
+    this.notifyQueue?.start();
   }
 
   /**
@@ -275,6 +288,7 @@ export class RelayNode {
   async stop(): Promise<void> {
     await this.admin?.close();
     this.quotePruner?.stop();
+    this.notifyQueue?.stop();
     await this.depositFees?.stop();
     await this.api.close();
     await this.operatorApi?.close();

@@ -123,6 +123,11 @@ describe('an API replica on a streaming standby of the PostgreSQL ledger', () =>
       await executeSteps(s, body, 3);
       const seen = await waitForStatus(onPrimary.url, requestId, ['success', 'failure', 'refund'], 60_000);
       expect(seen).toEqual(await waitForStatus(s.url, requestId, ['success'], 60_000));
+      // The leader's guard of the notification queue this listener reads (notifyQueueGuard.test.ts): nothing held back.
+      const { usage, ended } = s.node.notifyQueue!.check();
+      expect(usage).toBeLessThan(0.001);
+      expect(ended).toBe(0);
+      expect(await s.node.metrics.registry.getSingleMetricAsString('relay_ledger_notify_queue_usage')).toContain(`relay_ledger_notify_queue_usage ${usage}`);
     } finally {
       await onPrimary.stop();
     }

@@ -1,6 +1,7 @@
 import type { StatusRecord } from '../statusRecord.ts';
 import { StoreLedger } from '../storeLedger.ts';
 import { PgAsyncReads } from './asyncReads.ts';
+import { LISTENER_NAME } from './statusListener.ts';
 import { PgDb } from './pgDb.ts';
 
 /** Bound of a migration run at open (the baseline on an empty database takes well under this). */
@@ -49,6 +50,18 @@ export class PostgresLedger extends StoreLedger<PgDb> {
     if (this.db.inTransaction || !this.#asyncReads) return this.requests.status(id);
     this.#reads ??= this.#asyncReads();
     return this.#reads.status(id);
+  }
+
+  /** The share of PostgreSQL's notification queue in use, 0 to 1 (a listener that stops reading holds it back). */
+  notifyQueueUsage(): number {
+    return Number((this.db.prepare('SELECT pg_notification_queue_usage() AS u').get() as { u: number | string }).u);
+  }
+
+  /** Ends the connection of every API replica's status listener on this database (each listens again); returns how many. */
+  endStatusListeners(): number {
+    return this.db
+      .prepare('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ? AND datname = current_database()')
+      .all(LISTENER_NAME).length;
   }
 
   override close(): void {
