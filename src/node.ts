@@ -47,7 +47,12 @@ export function ledgerPath(config: Config): string {
 
 /** Where the configured ledger is: PostgreSQL at `ledger.url` when set (a secret, revealed to the connection only), else the SQLite file. */
 export function ledgerLocation(config: Config): LedgerLocation {
-  return { path: ledgerPath(config), url: config.ledger?.url?.reveal(), timeoutMs: config.ledger?.timeoutMs };
+  return {
+    path: ledgerPath(config),
+    url: config.ledger?.url?.reveal(),
+    timeoutMs: config.ledger?.timeoutMs,
+    statusCacheMaxAgeMs: config.ledger?.statusCacheMaxAgeMs,
+  };
 }
 
 /** One relay node: chains → indexers → ledger → solver → submitters → chains, and the API over the ledger. */

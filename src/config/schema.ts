@@ -320,6 +320,9 @@ const ledgerSchema = z
       .optional(),
     // Bound of one call to PostgreSQL: past it the call fails (LedgerUnavailable) and the connection is dropped.
     timeoutMs: z.number().int().min(100).max(120_000).default(5_000),
+    // An API replica (relay-node api) on PostgreSQL keeps the Status records it reads between their changes, told of
+    // each by PostgreSQL's notifications; this bounds how old a kept record may be served (0: keep none).
+    statusCacheMaxAgeMs: z.number().int().min(0).max(3_600_000).default(5_000),
   })
   .strict()
   .default({});

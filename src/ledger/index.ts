@@ -15,6 +15,8 @@ export interface LedgerLocation {
   url?: string;
   /** PostgreSQL: bound of one call (config ledger.timeoutMs). */
   timeoutMs?: number;
+  /** PostgreSQL, an API replica: the oldest a kept Status record is served (config ledger.statusCacheMaxAgeMs). */
+  statusCacheMaxAgeMs?: number;
 }
 
 /** A ledger as opened: SQLite's or PostgreSQL's (tests and benchmarks reach its connection, `db`, for set-up). */
@@ -36,7 +38,8 @@ export const Ledger = {
    * at `path`; unless read-only, it is migrated.
    */
   connect(where: LedgerLocation, opts: { readonly?: boolean } = {}): OpenedLedger {
-    if (where.url) return PostgresLedger.open(where.url, { readonly: opts.readonly, timeoutMs: where.timeoutMs });
+    if (where.url)
+      return PostgresLedger.open(where.url, { readonly: opts.readonly, timeoutMs: where.timeoutMs, statusCacheMaxAgeMs: where.statusCacheMaxAgeMs });
     return SqliteLedger.open(where.path, opts);
   },
 };

@@ -81,7 +81,7 @@ describe('chaos: crashes, RPC faults and a reorg under load', () => {
 });
 
 describe('chaos: two nodes on a PostgreSQL ledger, the leader killed and cut off', () => {
-  it('takes over each time, loses nothing, pays nothing twice, every payout under its epoch', async () => {
+  it("takes over each time, loses nothing, pays nothing twice, every payout under its epoch; an API replica ends with the ledger's records", async () => {
     const lines: string[] = [];
     const r = await runChaos({
       orders: 14,
@@ -125,6 +125,10 @@ describe('chaos: two nodes on a PostgreSQL ledger, the leader killed and cut off
     expect(r.ha!.payoutsChecked).toBeGreaterThanOrEqual(10);
     // relay-node audit (the CLI, over the PostgreSQL ledger) found no difference.
     expect(r.cliAudit!.code).toBe(0);
+    // An API replica read records all along (keeping them an hour), and every one matches the ledger's at the end.
+    expect(r.replica!.reads).toBeGreaterThan(0);
+    expect(r.replica!.compared).toBeGreaterThanOrEqual(r.deposits);
+    expect(r.replica!.differed).toEqual([]);
     expect(r.secretsInLog).toEqual([]);
     expect(r.ok).toBe(true);
   }, 600_000);

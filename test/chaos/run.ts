@@ -26,6 +26,7 @@ import { Ledger } from '../../src/ledger/index.ts';
 import { TcpProxy } from '../helpers/tcpProxy.ts';
 import { keyEnv } from '../helpers/haNodes.ts';
 import { LeaseReader, epochInvariants, epochStarts, haEvent, percentile, type FaultPoint, type HaEvent, type HaEventKind } from './ha.ts';
+import { ChaosReplica, type ReplicaReport } from './replica.ts';
 import { NodeProcess } from './nodeProcess.ts';
 import { FAULT_KINDS, RpcProxy, startProxies, type FaultKind } from './proxy.ts';
 import { EXCHANGE_FAULT_KINDS, ExchangeProxy, SVM_FAULT_KINDS, SvmProxy, type ExchangeFaultKind, type SvmFaultKind } from './kindProxies.ts';
@@ -137,6 +138,8 @@ export interface ChaosResult {
   };
   // PostgreSQL: `relay-node audit --config` run as its own process over the same ledger.
   cliAudit?: { code: number | null; output: string };
+  // PostgreSQL with several nodes: an API replica's kept Status records against the ledger's after the load (replica.ts).
+  replica?: ReplicaReport;
   loadMs: number;
   settleMs: number;
   machine: { cpus: number; model: string; memGb: number; node: string };
@@ -320,6 +323,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
   let ledgerUrl: string | undefined;
   const pgProxies: TcpProxy[] = [];
   let lease: LeaseReader | undefined;
+  let replica: ChaosReplica | undefined;
   let supervisor: NodeJS.Timeout | undefined;
   // A run that fails (or throws) keeps its data dir (node logs, the SQLite ledger; on PostgreSQL the ledger's tables dumped in it).
   let keepForFailure = true;
@@ -378,6 +382,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     // The first node takes the lease (it is alone); then the second starts as its standby.
     for (const n of nodes) await n.start();
     if (ledgerUrl) lease = await LeaseReader.open(ledgerUrl);
+    if (ledgerUrl && nodeCount > 1) {
+      replica = await ChaosReplica.start({
+        root: ROOT,
+        dataDir,
+        config: configOf(0),
+        ledgerUrl,
+        env: nodeEnv(devnet.keys),
+        write: (path, json) => writeFileSync(path, JSON.stringify(json)),
+      });
+      replica.poll();
+    }
     say(
       `chaos: seed ${opts.seed}, ${opts.orders} orders, ${opts.crashes} crashes, fault rate ${opts.faults}, chains evm${kinds.map((k) => `+${k}`).join('')}, ledger ${ledgerKind}${nodeCount > 1 ? `, ${nodeCount} nodes (lease ${leaseMs} ms, renew ${renewMs} ms)` : ''}; data in ${dataDir}`,
     );
@@ -691,6 +706,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
     const held = lease ? (await lease.current().catch(() => undefined))?.holder : undefined;
     for (const n of [...nodes].sort((a, b) => Number(a.nodeId === held) - Number(b.nodeId === held))) await n.kill('SIGTERM');
     ticker.stop();
+    const replicaReport = await replica?.compare();
 
     const invariants = await checkInvariants({
       devnet,
@@ -734,6 +750,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       for (const x of haEvents)
         if (x.kind === 'cut-leader' && !x.exitedLeaseLost) invariants.failures.push(`cut-leader at ${x.atMs} ms: the cut-off leader did not exit 75`);
       invariants.ok = invariants.failures.length === 0;
+    }
+    if (replicaReport?.differed.length) {
+      invariants.failures.push(
+        `the API replica's Status records of ${replicaReport.differed.length} requests differ from the ledger's: ${replicaReport.differed.slice(0, 5).join(', ')}`,
+      );
+      invariants.ok = false;
     }
     // PostgreSQL: relay-node audit, the CLI, over the same ledger (the chains read directly).
     let cliAudit: ChaosResult['cliAudit'];
@@ -801,6 +823,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       secretsInLog: secretsInLog.map((k) => `${k.slice(0, 6)}…`),
       ...(ha ? { ha } : {}),
       ...(cliAudit ? { cliAudit } : {}),
+      ...(replicaReport ? { replica: replicaReport } : {}),
       loadMs,
       settleMs,
       machine: machine(),
@@ -826,6 +849,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
       n.close();
     }
     await lease?.close();
+    await replica?.stop();
     await Promise.all(pgProxies.map((p) => p.stop()));
     // A failed run on PostgreSQL: its ledger's tables are kept in the data dir (the server's own data goes).
     if (postgres && ledgerUrl && keepForFailure) await dumpLedger(ledgerUrl, dataDir).catch(() => {});
@@ -883,6 +907,10 @@ export function printResult(r: ChaosResult, say: (l: string) => void = (l) => pr
       `  nodes       ${r.ha.events.length} events (${(['kill-leader', 'kill-standby', 'cut-leader'] as const).map((k) => `${k} ${r.ha!.events.filter((e) => e.kind === k).length}`).join(', ')}; ${r.ha.events.filter((e) => e.diedAtFaultPoint).length} at fill fault points), ${r.ha.takeovers} takeovers: p50 ${r.ha.takeoverP50Ms} ms, max ${r.ha.takeoverMaxMs} ms; ${r.ha.leaseLostExits} exits 75 (lease lost), ${r.ha.unprovokedTakeovers} takeovers no event caused; ${r.ha.epochs} epochs, ${r.ha.payoutsChecked} payouts each with its epoch, ${r.ha.laterEpochTxs} transactions recorded by a later leader (reconciliation)`,
     );
   }
+  if (r.replica)
+    say(
+      `  replica     ${r.replica.reads} status reads of an API replica during the load; after it, ${r.replica.compared} requests' records compared with the ledger's, ${r.replica.differed.length} differed`,
+    );
   if (r.cliAudit) say(`  cli audit   relay-node audit --config (PostgreSQL ledger) exited ${r.cliAudit.code}`);
   say(`  secrets     ${r.secretsInLog.length ? `FOUND in the log: ${r.secretsInLog.join(', ')}` : 'none in the log'}`);
   say(`  machine     ${r.machine.cpus} x ${r.machine.model}, ${r.machine.memGb} GB, node ${r.machine.node}`);

@@ -13,6 +13,8 @@ export interface PostgresLedgerOptions {
   readonly?: boolean;
   /** Bound of one database call before it throws LedgerUnavailable (config `ledger.timeoutMs`). */
   timeoutMs?: number;
+  /** Read-only: the oldest a kept Status record is served, 0 to keep none (config `ledger.statusCacheMaxAgeMs`; 5 s by default). */
+  statusCacheMaxAgeMs?: number;
 }
 
 /**
@@ -30,7 +32,12 @@ export class PostgresLedger extends StoreLedger<PgDb> {
     try {
       if (!opts.readonly) db.client.callModule(new URL('../pgMigrate.ts', import.meta.url).href, 'migratePostgres', MIGRATE_TIMEOUT_MS);
       const ledger = new PostgresLedger(db);
-      ledger.#asyncReads = () => new PgAsyncReads(url, { timeoutMs: opts.timeoutMs, readonly: opts.readonly, cache: opts.readonly ? {} : undefined });
+      ledger.#asyncReads = () =>
+        new PgAsyncReads(url, {
+          timeoutMs: opts.timeoutMs,
+          readonly: opts.readonly,
+          cache: opts.readonly && opts.statusCacheMaxAgeMs !== 0 ? { maxAgeMs: opts.statusCacheMaxAgeMs } : undefined,
+        });
       return ledger;
     } catch (e) {
       db.close();

@@ -248,4 +248,23 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
       api.close();
     }
   });
+
+  it('keeps nothing on a read-only ledger told to (ledger.statusCacheMaxAgeMs 0), and opens no listener', async () => {
+    const id = newRequest();
+    const api = PostgresLedger.open(url, { readonly: true, statusCacheMaxAgeMs: 0 });
+    try {
+      for (const details of ['first', 'second', 'third']) {
+        await quiet.query('UPDATE requests SET details = $2 WHERE id = $1', [id, details]);
+        expect((await api.statusOf(id))?.details).toBe(details);
+      }
+      // The replica of this file's other tests listens; this ledger adds none (the one closed above goes soon).
+      await until(
+        'one listener',
+        async () => (await quiet.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [LISTENER_NAME])).rowCount,
+        (n) => n === 1,
+      );
+    } finally {
+      api.close();
+    }
+  });
 });
