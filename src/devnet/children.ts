@@ -10,8 +10,8 @@ import { join } from 'node:path';
  */
 export const CHILD_PIDS_ENV = 'RELAY_CHILD_PIDS_DIR';
 
-// Every live tracked child, killed synchronously if this process exits without stopping it.
-const live = new Set<ChildProcess>();
+// Every live tracked child and its program's name, killed synchronously if this process exits without stopping it.
+const live = new Map<ChildProcess, string>();
 let hooked = false;
 
 /** Kills `child` with SIGKILL if this process exits while it runs, and records its PID (see CHILD_PIDS_ENV). */
@@ -21,7 +21,7 @@ export function trackChild(child: ChildProcess, name: string): void {
   const dir = process.env[CHILD_PIDS_ENV];
   const file = dir && join(dir, String(pid));
   if (file) writeFileSync(file, name);
-  live.add(child);
+  live.set(child, name);
   child.once('exit', () => {
     live.delete(child);
     if (file) rmSync(file, { force: true });
@@ -29,14 +29,20 @@ export function trackChild(child: ChildProcess, name: string): void {
   if (hooked) return;
   hooked = true;
   process.on('exit', () => {
-    for (const c of live) {
-      try {
-        c.kill('SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+    killTracked();
   });
+}
+
+/** SIGKILLs every live tracked child (of the program `name`, if given): a test's afterAll, or this process's exit. */
+export function killTracked(name?: string): void {
+  for (const [c, n] of live) {
+    if (name !== undefined && n !== name) continue;
+    try {
+      c.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 // `relay-node start` as its own process (bin/relay-node.js) for the tests that kill, pause or stop a
 // node by its PID: the crash tests and the active/standby tests.
 import { type ChildProcess, spawn } from 'node:child_process';
-import { trackChild } from '../../src/devnet/children.ts';
+import { killTracked, trackChild } from '../../src/devnet/children.ts';
 import { freePort } from '../../src/devnet/freePort.ts';
 import { listensOn } from '../../src/devnet/listener.ts';
 import { api, until } from './stack.ts';
@@ -17,8 +17,8 @@ export interface NodeProcess {
   logTail(): string;
 }
 
-// Every node process started and not yet exited, for killAll.
-const children = new Set<ChildProcess>();
+// The name node processes are tracked under (src/devnet/children.ts), which killAllNodeProcesses kills.
+const NODE = 'relay-node';
 
 /**
  * Starts `relay-node start --config configPath` on a free port (with `--fault` when given) and waits
@@ -31,15 +31,12 @@ export async function startNodeProcess(configPath: string, env: NodeJS.ProcessEn
   const args = ['bin/relay-node.js', 'start', '--config', configPath, '--port', String(port)];
   if (opts.fault) args.push('--fault', opts.fault);
   const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.add(child);
-  trackChild(child, 'relay-node');
+  trackChild(child, NODE);
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
   let stdout = '';
   child.stdout!.on('data', (d) => (stdout = (stdout + d).slice(-16_000)));
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
-    child.on('exit', (code, signal) => (children.delete(child), resolve(signal ?? code))),
-  );
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => child.on('exit', (code, signal) => resolve(signal ?? code)));
   const url = `http://127.0.0.1:${port}`;
   let dead = false;
   const answered = until(
@@ -73,5 +70,5 @@ export async function stopNodeProcess(n: { child: ChildProcess; exited: Promise<
 
 /** SIGKILLs every node process still running (a test's afterAll). */
 export function killAllNodeProcesses(): void {
-  for (const c of children) c.kill('SIGKILL');
+  killTracked(NODE);
 }
