@@ -130,7 +130,7 @@ export interface ChaosResult {
     takeoverMaxMs: number | null;
     leaseLostExits: number;
     // Takeovers no monkey event caused (a leader that missed its own renewals: a stalled event loop); the
-    // takeover after a node armed at a fill fault point died there counts as caused.
+    // takeover after a node armed at a fill fault point died there, or was killed when no fill came, counts as caused.
     unprovokedTakeovers: number;
     epochs: number;
     payoutsChecked: number;
@@ -735,8 +735,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResult> {
           takeoverP50Ms: percentile(takeovers, 0.5),
           takeoverMaxMs: takeovers.length ? Math.max(...takeovers) : null,
           leaseLostExits: nodes.reduce((a, n) => a + n.leaseLostExits, 0),
-          // (a node armed at a fill fault point that took over and died there is followed by one more takeover)
-          unprovokedTakeovers: Math.max(0, starts.size - 1 - takeovers.length - haEvents.filter((x) => x.diedAtFaultPoint).length),
+          // (a node armed at a fill fault point that took over is followed by one more takeover: it died there, or
+          // no fill came within 20 s and the monkey killed it)
+          unprovokedTakeovers: Math.max(0, starts.size - 1 - takeovers.length - haEvents.filter((x) => x.faultPoint !== undefined).length),
           epochs: starts.size,
           payoutsChecked: e.payouts,
           laterEpochTxs: e.laterTxs,
