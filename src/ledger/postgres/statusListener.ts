@@ -50,6 +50,8 @@ export class StatusListener {
       connectionString: this.#url,
       application_name: LISTENER_NAME,
       connectionTimeoutMillis: this.#timeoutMs,
+      // LISTEN and the migration's check answer within the bound, or the connection is opened again.
+      query_timeout: this.#timeoutMs,
       keepAlive: true,
     });
     this.#client = client;
