@@ -23,8 +23,9 @@ export type Store<T> = { [K in keyof T]: T[K] };
  * How a transaction commits. `lazy`: bookkeeping the node can read again from the chain (that a node
  * accepted a broadcast, a scan's cursor, a deposit's fee, a range of final blocks' deposits with the
  * cursor past them), committed without waiting for the disk: a power failure (never a crash of the
- * process) may lose it until the next durable commit, which makes it durable too. Ignored inside another transaction (it joins that one's commit). Nothing that
- * decides or announces a state of an order may be lazy.
+ * process) may lose it until the next durable commit, which makes it durable too. Ignored inside
+ * another transaction (it joins that one's commit). Nothing that decides or announces a state of an
+ * order may be lazy.
  */
 export interface TxOptions {
   lazy?: boolean;

@@ -90,51 +90,40 @@ ALTER TABLE requests DROP COLUMN quote;
 // nothing: a replica keeps no record of an id it did not find.
 /** The migration that makes the triggers below (an API replica keeps records only once it is applied). */
 export const STATUS_NOTIFY_VERSION = 26;
+// Each trigger names its changed rows `changed` (the new ones; the old ones of a delete), so one function per table
+// serves its insert, update and delete.
 const STATUS_NOTIFY = `
 CREATE FUNCTION relay_status_of_requests() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF TG_OP = 'DELETE' THEN
-    PERFORM pg_notify('relay_status', id) FROM old_rows;
-  ELSE
-    PERFORM pg_notify('relay_status', id) FROM new_rows;
-  END IF;
+  PERFORM pg_notify('relay_status', id) FROM changed;
   RETURN NULL;
 END $$;
 CREATE FUNCTION relay_status_of_deposits() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF TG_OP = 'DELETE' THEN
-    PERFORM pg_notify('relay_status', x) FROM (SELECT request_id AS x FROM old_rows WHERE request_id IS NOT NULL
-      UNION SELECT o.order_ref FROM old_rows o JOIN requests r ON r.id = o.order_ref) s;
-  ELSE
-    PERFORM pg_notify('relay_status', x) FROM (SELECT request_id AS x FROM new_rows WHERE request_id IS NOT NULL
-      UNION SELECT n.order_ref FROM new_rows n JOIN requests r ON r.id = n.order_ref) s;
-  END IF;
+  PERFORM pg_notify('relay_status', x) FROM (SELECT request_id AS x FROM changed WHERE request_id IS NOT NULL
+    UNION SELECT c.order_ref FROM changed c JOIN requests r ON r.id = c.order_ref) s;
   RETURN NULL;
 END $$;
 CREATE FUNCTION relay_status_of_payouts() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  IF TG_OP = 'DELETE' THEN
-    PERFORM pg_notify('relay_status', x) FROM (SELECT DISTINCT request_id AS x FROM old_rows WHERE request_id IS NOT NULL) s;
-  ELSE
-    PERFORM pg_notify('relay_status', x) FROM (SELECT DISTINCT request_id AS x FROM new_rows WHERE request_id IS NOT NULL) s;
-  END IF;
+  PERFORM pg_notify('relay_status', x) FROM (SELECT DISTINCT request_id AS x FROM changed WHERE request_id IS NOT NULL) s;
   RETURN NULL;
 END $$;
-CREATE TRIGGER relay_status_requests_update AFTER UPDATE ON requests REFERENCING NEW TABLE AS new_rows
+CREATE TRIGGER relay_status_requests_update AFTER UPDATE ON requests REFERENCING NEW TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_requests();
-CREATE TRIGGER relay_status_requests_delete AFTER DELETE ON requests REFERENCING OLD TABLE AS old_rows
+CREATE TRIGGER relay_status_requests_delete AFTER DELETE ON requests REFERENCING OLD TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_requests();
-CREATE TRIGGER relay_status_deposits_insert AFTER INSERT ON deposits REFERENCING NEW TABLE AS new_rows
+CREATE TRIGGER relay_status_deposits_insert AFTER INSERT ON deposits REFERENCING NEW TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_deposits();
-CREATE TRIGGER relay_status_deposits_update AFTER UPDATE ON deposits REFERENCING NEW TABLE AS new_rows
+CREATE TRIGGER relay_status_deposits_update AFTER UPDATE ON deposits REFERENCING NEW TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_deposits();
-CREATE TRIGGER relay_status_deposits_delete AFTER DELETE ON deposits REFERENCING OLD TABLE AS old_rows
+CREATE TRIGGER relay_status_deposits_delete AFTER DELETE ON deposits REFERENCING OLD TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_deposits();
-CREATE TRIGGER relay_status_payouts_insert AFTER INSERT ON payouts REFERENCING NEW TABLE AS new_rows
+CREATE TRIGGER relay_status_payouts_insert AFTER INSERT ON payouts REFERENCING NEW TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_payouts();
-CREATE TRIGGER relay_status_payouts_update AFTER UPDATE ON payouts REFERENCING NEW TABLE AS new_rows
+CREATE TRIGGER relay_status_payouts_update AFTER UPDATE ON payouts REFERENCING NEW TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_payouts();
-CREATE TRIGGER relay_status_payouts_delete AFTER DELETE ON payouts REFERENCING OLD TABLE AS old_rows
+CREATE TRIGGER relay_status_payouts_delete AFTER DELETE ON payouts REFERENCING OLD TABLE AS changed
   FOR EACH STATEMENT EXECUTE FUNCTION relay_status_of_payouts();
 `;
 

@@ -4,10 +4,10 @@ import type { Requests } from './requests.ts';
 
 // Quotes nobody used: a quote is stored when it is given (its request row, and its text in
 // request_quotes, ~1-70 KB with its transactions) and most are never deposited against. Past its
-// expiry plus a grace period, a quote that nothing happened to is deleted. "Nothing happened" is strict: still 'waiting', not a
-// deposit-address request (funds may still arrive there), and no deposit, payout (a fill, refund or
-// node-submitted signed deposit), exchange signature, balance or app fee entry, child request,
-// or status event beyond the quote's own 'waiting'.
+// expiry plus a grace period, a quote that nothing happened to is deleted. "Nothing happened" is
+// strict: still 'waiting', not a deposit-address request (funds may still arrive there), and no
+// deposit, payout (a fill, refund or node-submitted signed deposit), exchange signature, balance or
+// app fee entry, child request, or status event beyond the quote's own 'waiting'.
 
 // A batch per transaction: the write lock is held briefly, the solver's writes interleave.
 const PRUNE_BATCH = 1_000;

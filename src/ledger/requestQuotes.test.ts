@@ -129,10 +129,7 @@ describe('an existing ledger with quotes on its request rows migrates (migration
       ('r2', 'order', 'bridge', 'waiting', 1, 10, 'a', 'b', '1', '1', '1', NULL, 0, 0);`;
 
   it('on SQLite', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rq-mig-'));
-    dirs.push(dir);
     sqliteMigratedFrom(
-      join(dir, 'ledger.db'),
       24,
       seed,
       (db) => {

@@ -218,7 +218,6 @@ export class Requests {
   search(q: RequestQuery): SearchResult {
     return searchRequests(this.#db, q);
   }
-  /** A wallet's (`user`) latest `limit` requests, oldest first. */
   /** The Status records of the user's latest `limit` requests, oldest first (the status stream's wallet snapshot). */
   latestStatusesOfUser(user: string, limit: number): { id: string; record: StatusRecord }[] {
     return (this.#ofUser.all(user, limit) as (StatusRow & { id: string })[]).map((row) => ({ id: row.id, record: statusFromRow(row) }));

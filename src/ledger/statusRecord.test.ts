@@ -6,7 +6,7 @@
 // outbox, whose event of a change is the record read in the change's transaction.
 import { describe, expect, it } from 'vitest';
 import { LEDGER_KINDS, testLedgers } from '../../test/helpers/ledgers.ts';
-import { depositFor, hex, USER, waitingOrder } from '../../test/helpers/statusFixtures.ts';
+import { depositFor, fillPayout, hex, USER, waitingOrder } from '../../test/helpers/statusFixtures.ts';
 import type { OpenedLedger } from './index.ts';
 
 const ledgers = testLedgers();
@@ -60,18 +60,7 @@ describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
     l.deposits.markHandled(`8453:${hex(12)}:0`, id);
     l.deposits.markHandled(`8453:${hex(11)}:3`, id);
     l.requests.setStatus(id, 'pending', {}, 4_000);
-    const payout = (n: number, decidedAt: number) =>
-      l.payouts.insert({
-        id: `p${n}`,
-        kind: 'fill',
-        request_id: id as `0x${string}`,
-        deposit_id: `8453:${hex(12)}:0`,
-        chain_id: 10,
-        recipient: USER,
-        currency: hex(0, 20),
-        amount: '99',
-        decided_at: decidedAt,
-      });
+    const payout = (n: number, decidedAt: number) => l.payouts.insert(fillPayout(`p${n}`, id, `8453:${hex(12)}:0`, decidedAt));
     payout(1, 5_002);
     payout(2, 5_001);
     payout(3, 5_003); // decided, not signed: no hash yet

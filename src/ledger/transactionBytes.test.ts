@@ -205,10 +205,7 @@ describe('an existing ledger with batch rows migrates (migration 23)', () => {
   };
 
   it('on SQLite', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'txbytes-mig-'));
-    dirs.push(dir);
     sqliteMigratedFrom(
-      join(dir, 'ledger.db'),
       22,
       seed(ids),
       (db) => expectMigrated((sql) => db.prepare(sql).all()),

@@ -1,6 +1,9 @@
 // The ledger test suite runs against both implementations: `describe.each(LEDGER_KINDS)` and a fresh ledger of
 // the kind from `testLedgers().open(kind)` — SQLite in memory, or a fresh database on one PostgreSQL server per
 // test file (started on first use, stopped after the file's tests).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, expect } from 'vitest';
 import { migrate, openDb } from '../../src/ledger/db.ts';
@@ -45,26 +48,32 @@ export function withoutForeignKeys(ledger: OpenedLedger): void {
 }
 
 /**
- * A ledger file as it was at schema `version`, with `seed` written into it, then migrated to the newest schema (every
- * later migration applied, asserted; foreign keys checked). Returns the migrated database, open, and then opens the
- * node's ledger on the file for `read`, closed after it.
+ * A ledger file (in a temporary directory of its own, removed after) as it was at schema `version`, with `seed`
+ * written into it, then migrated to the newest schema (every later migration applied, asserted; foreign keys
+ * checked): `check` reads the migrated database, then the node's ledger is opened on the file for `read`.
  */
-export function sqliteMigratedFrom(path: string, version: number, seed: string, check: (db: Db) => void, read: (ledger: OpenedLedger) => void): void {
-  const db = openDb(path);
+export function sqliteMigratedFrom(version: number, seed: string, check: (db: Db) => void, read: (ledger: OpenedLedger) => void): void {
+  const dir = mkdtempSync(join(tmpdir(), 'relay-migrated-'));
+  const path = join(dir, 'ledger.db');
   try {
-    migrate(db, version);
-    db.exec(seed);
-    expect(migrate(db)).toEqual(migrations.filter((m) => m.version > version).map((m) => m.version));
-    check(db);
-    expect(db.pragma('foreign_key_check')).toEqual([]);
+    const db = openDb(path);
+    try {
+      migrate(db, version);
+      db.exec(seed);
+      expect(migrate(db)).toEqual(migrations.filter((m) => m.version > version).map((m) => m.version));
+      check(db);
+      expect(db.pragma('foreign_key_check')).toEqual([]);
+    } finally {
+      db.close();
+    }
+    const ledger = Ledger.open(path);
+    try {
+      read(ledger);
+    } finally {
+      ledger.close();
+    }
   } finally {
-    db.close();
-  }
-  const ledger = Ledger.open(path);
-  try {
-    read(ledger);
-  } finally {
-    ledger.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -11,6 +11,7 @@ import { createLogger } from '../../src/log.ts';
 import { RelayNode } from '../../src/node.ts';
 import type { Currency } from '../../src/config/registry.ts';
 import { StaticPriceSource, type PriceSource } from '../../src/quote/prices.ts';
+import { until } from './until.ts';
 
 /** A GET /requests/v2 retirement far enough away that tests using v2 do not depend on the date they run. */
 export const V2_LIVE = { sunsetAt: '2100-01-01' };
@@ -121,21 +122,7 @@ export async function startStack(
   return stack;
 }
 
-// Polls fn until it returns a value that is not undefined, or fails after `timeoutMs`.
-export async function until<T>(fn: () => Promise<T | undefined> | T | undefined, what: string, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+export { until };
 
 export async function api<T = any>(
   url: string,

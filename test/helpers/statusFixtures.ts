@@ -1,6 +1,7 @@
 // Rows for the Status record's tests (src/ledger/statusRecord.test.ts, src/ledger/postgres/statusCache.test.ts): a
 // waiting bridge order and the deposits seen for it, on chain 8453 to 10, from and to one user.
 import type { NewDeposit } from '../../src/ledger/deposits.ts';
+import type { NewPayout } from '../../src/ledger/payouts.ts';
 import type { NewRequest } from '../../src/ledger/requests.ts';
 
 /** `n` as a 0x hex string of `bytes` bytes. */
@@ -48,4 +49,17 @@ export const depositFor = (tx: number, logIndex: number, block: number, orderRef
   amount: '100',
   order_ref: orderRef,
   seen_at: 2_000 + tx,
+});
+
+/** A fill of 99 on chain 10 to the user, payout `id` of request `requestId` for `depositId`, decided at `decidedAt`. */
+export const fillPayout = (id: string, requestId: `0x${string}`, depositId: string, decidedAt: number): NewPayout => ({
+  id,
+  kind: 'fill',
+  request_id: requestId,
+  deposit_id: depositId,
+  chain_id: 10,
+  recipient: USER,
+  currency: hex(0, 20),
+  amount: '99',
+  decided_at: decidedAt,
 });

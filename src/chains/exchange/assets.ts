@@ -5,6 +5,7 @@ import { canonicalAddress, EXCHANGE_PERPS_USD } from '../address.ts';
 import type { ExchangeChainConfig } from '../../config/schema.ts';
 import { type ExchangeClient, ExchangeHttpError, type SpotMeta, type SpotMetaToken } from './client.ts';
 import { formatExchangeCurrency, parseExchangeCurrency, sendAssetDexFor, sendAssetToken } from './typedData.ts';
+import { backoffMs } from '../../lib/backoff.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 export interface ExchangeAsset {
@@ -28,7 +29,7 @@ export class UnknownAssetError extends RelayNodeError {
 // or a new leader that starts its chain stages, gave up on one such answer (a new leader gave up its lease and cost a
 // takeover). A refusal or a configuration error fails at once. 4 attempts, 250 ms then doubling: under 2 s.
 const START_ATTEMPTS = 4;
-const START_BACKOFF_MS = 250;
+const START_BACKOFF = { baseMs: 250, maxMs: 1_000 };
 async function startRead<T>(read: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -36,7 +37,12 @@ async function startRead<T>(read: () => Promise<T>): Promise<T> {
     } catch (e) {
       const transient = e instanceof ExchangeHttpError && (e.status === undefined || e.status >= 500 || e.status === 429);
       if (!transient || attempt >= START_ATTEMPTS) throw e;
-      await new Promise((r) => setTimeout(r, START_BACKOFF_MS * 2 ** (attempt - 1)));
+      await new Promise((r) =>
+        setTimeout(
+          r,
+          backoffMs(attempt, START_BACKOFF, () => 1),
+        ),
+      );
     }
   }
 }

@@ -6,21 +6,12 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testLedgers } from '../../../test/helpers/ledgers.ts';
+import { until } from '../../../test/helpers/until.ts';
 import { hex, waitingOrder } from '../../../test/helpers/statusFixtures.ts';
 import { PgAsyncReads } from './asyncReads.ts';
 import { PostgresLedger } from './ledger.ts';
 import { NotifyQueueGuard } from './notifyQueueGuard.ts';
 import { LISTENER_NAME, STATUS_CHANNEL } from './statusListener.ts';
-
-async function until<T>(what: string, read: () => Promise<T> | T, ok: (v: T) => boolean, boundMs = 10_000): Promise<T> {
-  const end = Date.now() + boundMs;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`${what}: still ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe("the guard of PostgreSQL's notification queue", () => {
   const ledgers = testLedgers();
@@ -53,7 +44,7 @@ describe("the guard of PostgreSQL's notification queue", () => {
       const listeners = () =>
         writer.read(() => writer.db.prepare('SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = ?').get(LISTENER_NAME) as { n: number })
           .n;
-      await until('the replica listening', listeners, (n) => n === 2);
+      await until(() => (listeners() === 2 ? true : undefined), 'the replica listening', 10_000);
       // Changes, each its own transaction: each notifies, and the stuck listener reads none of them.
       for (let i = 0; i < 300; i++) writer.tx(() => writer.requests.setStatus(id, i % 2 ? 'pending' : 'waiting', {}, 2_000 + i));
       const usages: number[] = [];
@@ -75,15 +66,15 @@ describe("the guard of PostgreSQL's notification queue", () => {
       expect(guard(0).check()).toMatchObject({ ended: 2 });
       expect(ended).toEqual([2]);
       await stuckGone;
-      await until('the replica listening again', listeners, (n) => n === 1);
+      await until(() => (listeners() === 1 ? true : undefined), 'the replica listening again', 10_000);
       // The queue empties once the next notification moves its tail past what nobody holds any more.
       await until(
-        'the queue emptied',
         () => {
           writer.tx(() => writer.requests.setStatus(id, 'pending', {}, 9_000));
-          return writer.notifyQueueUsage();
+          return writer.notifyQueueUsage() === 0 ? true : undefined;
         },
-        (u) => u === 0,
+        'the queue emptied',
+        10_000,
       );
     } finally {
       await replica.close();

@@ -6,7 +6,8 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testLedgers } from '../../../test/helpers/ledgers.ts';
-import { depositFor, hex, USER, waitingOrder } from '../../../test/helpers/statusFixtures.ts';
+import { until } from '../../../test/helpers/until.ts';
+import { depositFor, fillPayout, hex, waitingOrder } from '../../../test/helpers/statusFixtures.ts';
 import { PgAsyncReads } from './asyncReads.ts';
 import { PostgresLedger } from './ledger.ts';
 import { StatusCache } from './statusCache.ts';
@@ -21,17 +22,6 @@ function deferred<T>() {
   let resolve!: (v: T) => void;
   const promise = new Promise<T>((r) => (resolve = r));
   return { promise, resolve };
-}
-
-async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, boundMs = 10_000): Promise<T> {
-  const end = Date.now() + boundMs;
-  let last: T;
-  for (;;) {
-    last = await read();
-    if (ok(last)) return last;
-    if (Date.now() > end) throw new Error(`${what}: still ${JSON.stringify(last)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe('StatusCache', () => {
@@ -145,15 +135,14 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
     const seen = (s: StatusRecord | undefined) =>
       s !== undefined && Object.entries(shown).every(([k, v]) => JSON.stringify(s[k as keyof StatusRecord]) === JSON.stringify(v));
     await until(
-      `${id} showing ${JSON.stringify(shown)}, kept`,
       async () => {
         const before = await read(id);
-        if (!seen(before)) return false;
+        if (!seen(before)) return undefined;
         await quiet.query('UPDATE requests SET details = $2 WHERE id = $1', [id, `written without a notification ${++quietChanges}`]);
-        return JSON.stringify(await read(id)) === JSON.stringify(before);
+        return JSON.stringify(await read(id)) === JSON.stringify(before) ? true : undefined;
       },
-      (kept) => kept,
-      boundMs,
+      `${id} showing ${JSON.stringify(shown)}, kept`,
+      boundMs ?? 10_000,
     );
   };
   const expectKept = (id: string, shown: Partial<StatusRecord>) => keptBy((x) => replica.status(x), id, shown);
@@ -177,19 +166,7 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
     writer.tx(() => writer.requests.setStatus(id, 'pending', {}, 4_000));
     await expectKept(id, { status: 'pending', updatedAt: 4_000 });
     // A payout decided, then signed.
-    writer.tx(() =>
-      writer.payouts.insert({
-        id: 'p1',
-        kind: 'fill',
-        request_id: id as `0x${string}`,
-        deposit_id: `8453:${hex(1)}:0`,
-        chain_id: 10,
-        recipient: USER,
-        currency: hex(0, 20),
-        amount: '99',
-        decided_at: 5_000,
-      }),
-    );
+    writer.tx(() => writer.payouts.insert(fillPayout('p1', id, `8453:${hex(1)}:0`, 5_000)));
     writer.tx(() => writer.payouts.setState('p1', 'sent', { txHash: hex(0xf1) }));
     await expectKept(id, { txHashes: [hex(0xf1)] });
 
@@ -197,11 +174,7 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
     const unused = newRequest();
     await expectKept(unused, { status: 'waiting' });
     expect(writer.tx(() => writer.requests.pruneUnusedQuotes(10))).toBeGreaterThan(0);
-    await until(
-      'the pruned request gone',
-      () => replica.status(unused),
-      (s) => s === undefined,
-    );
+    await until(async () => ((await replica.status(unused)) === undefined ? true : undefined), 'the pruned request gone', 10_000);
   });
 
   it('keeps nothing once the listening connection is lost, nor on a ledger without the triggers, and keeps again once it listens', async () => {
@@ -214,11 +187,7 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
     await quiet.query('DELETE FROM schema_migrations WHERE version = $1', [STATUS_NOTIFY_VERSION]);
     const ended = await quiet.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1', [LISTENER_NAME]);
     expect(ended.rowCount).toBe(1);
-    await until(
-      'the change read once the notifications stopped',
-      () => replica.status(id),
-      (s) => s?.status === 'pending',
-    );
+    await until(async () => ((await replica.status(id))?.status === 'pending' ? true : undefined), 'the change read once the notifications stopped', 10_000);
     // Nothing kept while the triggers are missing: a change nobody is told of is read at once.
     for (const details of ['one', 'two']) {
       await quiet.query('UPDATE requests SET details = $2 WHERE id = $1', [id, details]);
@@ -236,11 +205,7 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
     try {
       await keptBy((x) => api.statusOf(x), id, { status: 'waiting' });
       writer.tx(() => writer.requests.setStatus(id, 'failure', { failReason: 'UNKNOWN' }, 9_000));
-      await until(
-        'the change seen',
-        () => api.statusOf(id),
-        (s) => s?.status === 'failure',
-      );
+      await until(async () => ((await api.statusOf(id))?.status === 'failure' ? true : undefined), 'the change seen', 10_000);
       // The writer reads its own writes: it keeps nothing.
       await quiet.query(`UPDATE requests SET updated_at = 9999 WHERE id = $1`, [id]);
       expect((await writer.statusOf(id))?.updatedAt).toBe(9_999);
@@ -259,9 +224,9 @@ describe('a replica on PostgreSQL keeps Status records between their changes', (
       }
       // The replica of this file's other tests listens; this ledger adds none (the one closed above goes soon).
       await until(
+        async () => ((await quiet.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [LISTENER_NAME])).rowCount === 1 ? true : undefined),
         'one listener',
-        async () => (await quiet.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [LISTENER_NAME])).rowCount,
-        (n) => n === 1,
+        10_000,
       );
     } finally {
       api.close();
