@@ -107,6 +107,33 @@ describe('strict deposit addresses', () => {
     expect((await waitForStatus(s.url, id, ['success'])).status).toBe('success');
   });
 
+  it('returns an overpayment once when its fill fails: the refund is the quoted amount, the excess went back on its own', async () => {
+    // The recipient is a token contract, which refuses ether: the fill reverts and the deposit is refunded.
+    const q = await quote({
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      recipient: usdc(B),
+      amount: parseEther('0.01').toString(),
+    });
+    expect(q.status).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const refundBefore = await balance(A, account(3).address);
+    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
+    const settled = (kind: string) => {
+      const p = s.node.ledger.payouts.get(`${kind}:${id}`);
+      return p && (p.state === 'success' || p.state === 'failed') ? p : undefined;
+    };
+    const [refund, excess] = [await until(() => settled('refund'), 'the refund settled'), await until(() => settled('excess'), 'the excess settled')];
+    expect([refund.state, excess.state]).toEqual(['success', 'success']);
+    expect(await waitForStatus(s.url, id, ['refund'])).toMatchObject({ status: 'refund', failReason: 'EXECUTION_REVERTED' });
+    // Together they return the deposit less the gas of the two transfers, never more than came in.
+    expect(BigInt(refund.amount) + BigInt(excess.amount)).toBeLessThan(parseEther('0.013'));
+    expect(BigInt(refund.amount)).toBeLessThan(parseEther('0.01'));
+    const back = (await balance(A, account(3).address)) - refundBefore;
+    expect(back).toBeGreaterThan(parseEther('0.0125'));
+    expect(back).toBeLessThan(parseEther('0.013'));
+  });
+
   it('refunds another currency than the quoted one with DEPOSIT_ADDRESS_MISMATCH', async () => {
     const q = await quote({ originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '5000000' });
     const id = q.body.steps.at(-1).requestId as Hex;

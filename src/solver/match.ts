@@ -50,6 +50,14 @@ export interface MatchContext {
   fastFillOutcome(requestId: string): 'paid' | 'failed' | 'pending';
 }
 
+/**
+ * What a deposit brought beyond its order's quoted amount, where that goes back on its own (an
+ * `excess` payout): a deposit address fills the quoted amount at most. 0 for any other order.
+ */
+export function overpaid(deposit: DepositRow, order: RequestRow): bigint {
+  return order.deposit_address && BigInt(deposit.amount) > BigInt(order.amount_in) ? BigInt(deposit.amount) - BigInt(order.amount_in) : 0n;
+}
+
 /** Decides what a confirmed deposit leads to. Pure: the caller commits the decision. */
 export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext): Decision {
   if (!order || order.kind !== 'order') return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
@@ -69,8 +77,7 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
   if (deposit.currency !== order.origin_currency) return fail(order.deposit_address ? 'DEPOSIT_ADDRESS_MISMATCH' : 'INCORRECT_DEPOSIT_CURRENCY');
   if (order.expires_at !== null && deposit.seen_at > order.expires_at) return fail('ORDER_EXPIRED');
   const pricing = JSON.parse(order.pricing!) as Pricing;
-  // A deposit address fills the quoted amount at most; the rest goes back.
-  const excess = order.deposit_address && BigInt(deposit.amount) > BigInt(order.amount_in) ? BigInt(deposit.amount) - BigInt(order.amount_in) : 0n;
+  const excess = overpaid(deposit, order);
   const used = BigInt(deposit.amount) - excess;
   let fees = breakdown(used, pricing);
   const topUp = BigInt(pricing.topUpNative ?? 0);

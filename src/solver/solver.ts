@@ -14,7 +14,7 @@ import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/mon
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift, type UnexplainedMovement } from './lossBreaker.ts';
-import { match, type Decision } from './match.ts';
+import { match, overpaid, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
@@ -538,6 +538,13 @@ export class Solver implements PayoutHooks, ChainEvents {
   #queueRefund(requestId: Hex, d: DepositRow, to: string, snap: Snapshot, now: number, kind: 'refund' | 'excess' = 'refund'): number | undefined {
     const cost = this.#refundCost(d.chain_id, d.currency, snap);
     const amount = cost === undefined ? undefined : BigInt(d.amount) - cost;
+    // Never more back than the deposit brought, whatever paid some of it back already (a guard: the
+    // callers pass only what is left of it; a refund past it would be the solver's own money).
+    if (amount !== undefined && amount > 0n && this.#returned(d.id) + amount > BigInt(this.ledger.deposits.get(d.id)!.amount)) {
+      this.log.error({ requestId, deposit: d.id, amount: amount.toString(), kind }, 'refund refused: it would return more than the deposit brought');
+      if (kind === 'refund') this.ledger.requests.setStatus(requestId, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
+      return undefined;
+    }
     if (amount === undefined || amount <= 0n) {
       const refundFailReason = amount === undefined ? 'MANUAL_REFUND_REQUIRED' : 'AMOUNT_TOO_LOW_TO_REFUND';
       // An excess too small to return leaves the fill's status as it is.
@@ -562,6 +569,20 @@ export class Solver implements PayoutHooks, ChainEvents {
       decided_at: now,
     });
     return d.chain_id;
+  }
+
+  // What the payouts of a deposit return of it: its refunds and excess, failed ones aside (in its currency).
+  #returned(depositId: string): bigint {
+    return this.ledger.payouts
+      .forDeposit(depositId)
+      .reduce((sum, p) => ((p.kind === 'refund' || p.kind === 'excess') && p.state !== 'failed' ? sum + BigInt(p.amount) : sum), 0n);
+  }
+
+  // The part of a request's deposit still the user's to get back: all of it, less a deposit address's
+  // overpayment when that went back on its own (an excess payout, sent or on its way).
+  #unreturned(d: DepositRow, r: RequestRow): DepositRow {
+    const excessLive = this.ledger.payouts.forDeposit(d.id).some((p) => p.kind === 'excess' && p.state !== 'failed');
+    return excessLive ? { ...d, amount: (BigInt(d.amount) - overpaid(d, r)).toString() } : d;
   }
 
   // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown.
@@ -602,8 +623,11 @@ export class Solver implements PayoutHooks, ChainEvents {
         now,
       );
       const cost = this.#refundCost(d.chain_id, d.currency, snap);
-      const amount = cost === undefined ? undefined : BigInt(d.amount) - cost;
+      const amount = cost === undefined ? undefined : BigInt(this.#unreturned(d, r).amount) - cost;
       if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the deposit of ${requestId} cannot pay its own refund`);
+      if (this.#returned(d.id) + amount > BigInt(d.amount)) {
+        throw new AdminRefusal(409, `the deposit of ${requestId} was returned already, in part or whole: a refund would return more than it brought`);
+      }
       const id = `refund:${requestId}:admin:${actionId}`;
       this.ledger.payouts.insert({
         id,
@@ -733,7 +757,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       return;
     }
     const snap = this.#snapshot;
-    const chain = snap ? this.#queueRefund(r.id, d, r.refund_to ?? d.depositor, snap, now) : undefined;
+    const chain = snap ? this.#queueRefund(r.id, this.#unreturned(d, r), r.refund_to ?? d.depositor, snap, now) : undefined;
     if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
     // The refund is on another chain than the failed fill; wake its submitter once this commits.
     if (chain !== undefined) queueMicrotask(() => this.chains.payoutsQueued(chain));
