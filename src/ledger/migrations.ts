@@ -925,4 +925,10 @@ CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts FOR EACH ROW
     sql: `-- Nothing: an API replica on SQLite reads the file itself, and keeps nothing in memory.`,
     pg: STATUS_NOTIFY,
   },
+  {
+    version: 27,
+    name: "the input a request's fast fill was priced at: its app fees are earned on it",
+    sql: 'ALTER TABLE requests ADD COLUMN fast_fill_input TEXT;',
+    pg: 'ALTER TABLE requests ADD COLUMN fast_fill_input TEXT;',
+  },
 ];

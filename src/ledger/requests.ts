@@ -16,6 +16,7 @@ type Progress =
   | 'details'
   | 'updated_at'
   | 'fast_fill_deadline'
+  | 'fast_fill_input'
   | 'failed_call_data'
   | 'sender'
   | 'deposit_block'
@@ -98,7 +99,8 @@ export class Requests {
       WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
     this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ?');
     this.#failedCall = db.prepare('UPDATE requests SET failed_call_data = ? WHERE id = ?');
-    this.#fastFill = db.prepare('UPDATE requests SET fast_fill_deadline = @deadline, features = @features, updated_at = @now WHERE id = @id');
+    this.#fastFill = db.prepare(`UPDATE requests SET fast_fill_deadline = @deadline,
+      fast_fill_input = @input, features = @features, updated_at = @now WHERE id = @id`);
     this.#insert = db.prepare(`INSERT INTO requests (id, parent_id, kind, request_type, status, "user", recipient, refund_to,
       origin_chain_id, destination_chain_id, origin_currency, destination_currency, trade_type, amount_in, amount_out,
       min_amount_out, pricing, order_data, expires_at, fill_deadline, created_at, updated_at, money, features, api_key_id, referrer, amount_usd, app_fees_usd, currency_in_symbol,
@@ -194,10 +196,10 @@ export class Requests {
   }
 
   /** The request was filled before its deposit: its hold runs until `deadline`. */
-  markFastFilled(id: string, deadline: number, now = Date.now()): void {
+  markFastFilled(id: string, deadline: number, input: bigint, now = Date.now()): void {
     const r = this.get(id)!;
     const features = [...new Set([...(JSON.parse(r.features) as string[]), 'fast_fill'])];
-    this.#fastFill.run({ id, deadline, features: JSON.stringify(features), now });
+    this.#fastFill.run({ id, deadline, input: input.toString(), features: JSON.stringify(features), now });
   }
 
   addFeature(id: string, feature: string, now = Date.now()): void {

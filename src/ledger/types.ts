@@ -57,6 +57,11 @@ export interface RequestRow {
   /** JSON array of the interface's feature flags. */
   features: string;
   fast_fill_deadline: number | null;
+  /**
+   * The origin amount a fast fill was priced at (the caller's solverInputCurrencyAmount, or the quote's
+   * amount_in), in the smallest unit; null until fast-filled (migration 27).
+   */
+  fast_fill_input: string | null;
   failed_call_data: string | null;
   /** The API key that quoted the request, and the referrer the quote named (migration 2). */
   api_key_id: string | null;

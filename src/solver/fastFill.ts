@@ -83,14 +83,16 @@ export async function fastFill(
   const wallet = ledger.balances.sponsorOf(input.apiKeyId);
   if (!wallet) throw new FastFillError('NO_APP_BALANCE', 'this API key has no linked app balance wallet: link one first');
   const pricing = JSON.parse(r.pricing!) as Pricing;
-  const fees = breakdown(input.solverInputCurrencyAmount ?? BigInt(r.amount_in), pricing);
+  // What the fill is priced at: the hold covers its worth, and the app's fees are earned on it.
+  const priced = input.solverInputCurrencyAmount ?? BigInt(r.amount_in);
+  const fees = breakdown(priced, pricing);
   if (fees.out <= 0n) throw new FastFillError('NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
   const cout = registry.currency(r.destination_chain_id, r.destination_currency)!;
   const cin = registry.currency(r.origin_chain_id, r.origin_currency)!;
   const [priceOut, priceIn] = await Promise.all([prices.usdPrice(cout), prices.usdPrice(cin)]);
   const valueMicro = usdMicroCeil(fees.out, cout.decimals, priceOut);
   // The hold covers what the deposit is expected to bring: the input's worth.
-  const holdMicro = usdMicroCeil(input.solverInputCurrencyAmount ?? BigInt(r.amount_in), cin.decimals, priceIn);
+  const holdMicro = usdMicroCeil(priced, cin.decimals, priceIn);
   if (input.maxFillAmountUsd !== undefined) {
     const max = parseDecimal(input.maxFillAmountUsd);
     if (valueMicro * max.den > max.num * 1_000_000n) {
@@ -121,12 +123,12 @@ export async function fastFill(
       throw new FastFillError('APP_BALANCE_TOO_LOW', `the app balance has ${available} micro-USD available; the fast fill needs ${holdMicro + charged}`);
     }
     if (input.risk)
-      judgeRisk(input.risk, registry, current, fees, BigInt(pricing.topUpNative ?? 0), input.solverInputCurrencyAmount ?? BigInt(r.amount_in), {
+      judgeRisk(input.risk, registry, current, fees, BigInt(pricing.topUpNative ?? 0), priced, {
         in: priceIn,
         out: priceOut,
       });
     placeHold(ledger, wallet, current, holdMicro);
-    ledger.requests.markFastFilled(r.id, now + input.holdSeconds * 1000, now);
+    ledger.requests.markFastFilled(r.id, now + input.holdSeconds * 1000, priced, now);
     ledger.requests.setStatus(r.id, 'pending', {}, now);
     ledger.payouts.insert({
       id: `fill:${r.id}`,

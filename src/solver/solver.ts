@@ -443,6 +443,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       created_at: now,
       updated_at: now,
       fast_fill_deadline: null,
+      fast_fill_input: null,
       failed_call_data: null,
       sender: null,
       deposit_block: null,
@@ -700,8 +701,9 @@ export class Solver implements PayoutHooks, ChainEvents {
     if (payout.kind === 'fill') {
       const r = this.ledger.requests.get(payout.request_id!)!;
       const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
-      // The fees are those of what was deposited (a fast fill, paid before its deposit, of the quote).
-      if (r.pricing) accrueAppFees(this.ledger, r, breakdown(BigInt(d?.amount ?? r.amount_in), JSON.parse(r.pricing) as Pricing));
+      // The fees are those of what was deposited; a fast fill's, paid before its deposit, of the input
+      // it was priced at (a caller naming a small input must not earn fees on the quote's).
+      if (r.pricing) accrueAppFees(this.ledger, r, breakdown(BigInt(d?.amount ?? r.fast_fill_input ?? r.amount_in), JSON.parse(r.pricing) as Pricing));
     }
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }

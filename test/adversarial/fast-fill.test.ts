@@ -244,6 +244,37 @@ describe('fast fill under attack', () => {
     expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
     expect(s.node.ledger.balances.get(`permanent_debit:${requestId}`)).toBeUndefined();
   });
+  it('app fees are earned on the input a fast fill was priced at (solverInputCurrencyAmount), not on the quoted amount', async () => {
+    // A quote of 50 USDC with a 50% app fee, fast-filled as if 5 USDC came in: the fill pays under
+    // 2.5 USDC and the hold is 5 USD, so the app's fee is at most 2.5 USDC (on the quote's 50, 25).
+    const feeTo = privateKeyToAccount(generatePrivateKey()).address;
+    const q = await api(s.url, '/quote/v2', {
+      apiKey: app.key,
+      body: {
+        user: account(2).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '50000000',
+        tradeType: 'EXACT_INPUT',
+        appFees: [{ recipient: feeTo, fee: '5000' }],
+      },
+    });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    const ff = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId, solverInputCurrencyAmount: '5000000' } });
+    expect(ff.status).toBe(200);
+    await waitForStatus(s.url, requestId, ['success']);
+    const accrued = await until(() => {
+      const entries = s.node.ledger.appFees.accruedFor(requestId);
+      return entries.length ? entries : undefined;
+    }, 'the app fee accrued');
+    expect(accrued.map((e) => e.recipient)).toEqual([feeTo]);
+    expect(BigInt(accrued[0]!.amount)).toBeLessThanOrEqual(2_500_000n);
+    expect(BigInt(accrued[0]!.amount)).toBeGreaterThan(0n);
+  });
+
   it("a sponsored request's fast fill must cover its hold and the sponsored fees: it cannot drive the app balance below zero", async () => {
     // A fresh wallet credited exactly 10 USD, and a 10 USDC request whose fees it sponsors.
     const exact = privateKeyToAccount(generatePrivateKey());
