@@ -13,7 +13,7 @@ import {
 } from 'viem';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { decodeDepositLog, type RpcLog } from '../chains/evm/depositLogs.ts';
-import { fundingParts } from '../chains/evm/fundingWatcher.ts';
+import { fundingParts, nodeContracts } from '../chains/evm/fundingWatcher.ts';
 import type { EvmChainConfig } from '../config/schema.ts';
 import type { FundingCredit } from '../ledger/funding.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -251,7 +251,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       continue;
     }
     const tx = await client.getTransaction({ hash: c.tx_hash as Hex });
-    const now = fundingParts(tx, r, solver, tokens);
+    const now = fundingParts(tx, r, solver, tokens, nodeContracts(chain));
     const key = (ps: { currency: string; amount: bigint }[]) =>
       ps
         .map((p) => `${getAddress(p.currency)}:${p.amount}`)

@@ -2,8 +2,9 @@
 // whose transfer a reorg removes is reversed (issue 12, item 1).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, getContractAddress, type Address, type Hex } from 'viem';
-import { FeeOnTransferTokenAbi, FeeOnTransferTokenBytecode } from '../../contracts-abi/index.ts';
+import { FeeOnTransferTokenAbi, FeeOnTransferTokenBytecode, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { erc20TransferCall, signCallRequest } from '../../src/chains/evm/callRequest.ts';
 import { linkWallet } from '../helpers/link.ts';
 import { api, startStack, until, type Stack } from '../helpers/stack.ts';
 
@@ -121,6 +122,67 @@ describe('app balance funding under attack', () => {
     expect(receipt.status).toBe('success');
     await rpc('anvil_mine', ['0x3']);
     await scanned(receipt.blockNumber);
+    expect(s.node.ledger.balances.summary(evil.address).balance).toBe(0n);
+  });
+
+  it('the depository paying the solver, through an execute another account submits with its marker appended, credits nothing', async () => {
+    // The depository holds 30 USDC a depositor left there.
+    const depository = s.devnet.chains.find((c) => c.id === A)!.contracts.depository;
+    const depositor = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
+    const w = s.wallet(0, A);
+    const amount = 30_000_000n;
+    const stocked = await w.sendTransaction({
+      account: depositor,
+      chain: w.chain,
+      to: usdc(A),
+      data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [depository, amount] }),
+    });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: stocked });
+
+    // A withdrawal of it to the solver, signed by the allocator as the payout sender signs one: what
+    // an attacker reads from the node's pending transaction. The attacker submits it with the marker
+    // naming its own wallet after the arguments, which the contract ignores.
+    const request = { calls: [erc20TransferCall(usdc(A), s.devnet.solver, amount)], nonce: 0xfeedn, expiration: 2n ** 40n };
+    const signature = await signCallRequest({ chainId: A, depository, request, allocatorKey: s.devnet.keys.allocator });
+    const evil = await attacker();
+    const data = `${encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'execute', args: [request, signature] })}${marker(evil.address)}` as Hex;
+    const solverBefore = await s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [s.devnet.solver] });
+    const hash = await w.sendTransaction({ account: evil, chain: w.chain, to: depository, data });
+    const receipt = await s.publicClient(A).waitForTransactionReceipt({ hash });
+    expect(receipt.status).toBe('success');
+    // The solver was paid its own withdrawal by this transaction.
+    expect(await s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [s.devnet.solver] })).toBe(
+      solverBefore + amount,
+    );
+    await rpc('anvil_mine', ['0x3']);
+    await scanned(receipt.blockNumber);
+    expect(s.node.ledger.funding.ofTx(A, hash)).toEqual([]);
+    expect(s.node.ledger.balances.get(`credit:${A}:${hash}`)).toBeUndefined();
+    expect(s.node.ledger.balances.summary(evil.address).balance).toBe(0n);
+  });
+
+  it('tokens moved to the solver from an address other than the sender (a transferFrom of an allowance) credit nothing', async () => {
+    // Not the node's contract: the sender's own rule alone refuses it. The owner allowed the attacker 5
+    // USDC; the attacker moves them to the solver with its marker.
+    const owner = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
+    const evil = await attacker();
+    const w = s.wallet(0, A);
+    const amount = 5_000_000n;
+    const approved = await w.sendTransaction({
+      account: owner,
+      chain: w.chain,
+      to: usdc(A),
+      data: encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [evil.address, amount] }),
+    });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: approved });
+    const data =
+      `${encodeFunctionData({ abi: erc20Abi, functionName: 'transferFrom', args: [owner.address, s.devnet.solver, amount] })}${marker(evil.address)}` as Hex;
+    const hash = await w.sendTransaction({ account: evil, chain: w.chain, to: usdc(A), data });
+    const receipt = await s.publicClient(A).waitForTransactionReceipt({ hash });
+    expect(receipt.status).toBe('success');
+    await rpc('anvil_mine', ['0x3']);
+    await scanned(receipt.blockNumber);
+    expect(s.node.ledger.funding.ofTx(A, hash)).toEqual([]);
     expect(s.node.ledger.balances.summary(evil.address).balance).toBe(0n);
   });
 

@@ -24,26 +24,43 @@ export function parseFunding(input: string): Address | undefined {
 }
 
 /**
- * What moved to `solver` in a successful transaction: each Transfer log of a configured token to it
- * (the logged amount, so a fee-on-transfer token counts what arrived) and the transaction's native
- * value when it is sent to the solver directly. Nothing for a reverted transaction, and nothing the
- * solver sent itself.
+ * The node's own contracts on `chain` (depository, filler, deposit address factory). A call to one of
+ * them is never an app balance funding: whatever it pays the solver is the solver's own money (a
+ * depository withdrawal anyone may submit, with a marker appended that the contract ignores).
+ */
+export function nodeContracts(chain: Pick<EvmChainConfig, 'depository' | 'filler' | 'depositAddressFactory'>): Set<Address> {
+  const own = [chain.depository, chain.filler, chain.depositAddressFactory].filter((a): a is Address => !!a);
+  return new Set(own.map((a) => getAddress(a)));
+}
+
+/**
+ * What the sender of a successful transaction paid `solver` from its own address: each Transfer log of
+ * a configured token from `tx.from` to the solver (the logged amount, so a fee-on-transfer token counts
+ * what arrived) and the transaction's native value when it is sent to the solver directly. Nothing for
+ * a reverted transaction, for one the solver sent, or for a call to one of `own` (the node's contracts).
  */
 export function fundingParts(
-  tx: { to: Address | null; value: bigint },
+  tx: { from: Address; to: Address | null; value: bigint },
   receipt: Pick<TransactionReceipt, 'status' | 'logs'>,
   solver: Address,
   tokens: Set<string>,
+  own: ReadonlySet<Address>,
 ): FundingPart[] {
   if (receipt.status !== 'success') return [];
+  const sender = getAddress(tx.from);
+  if (sender === solver || (tx.to && own.has(getAddress(tx.to)))) return [];
   const parts: FundingPart[] = [];
+  // The native value is the sender's own by construction; value a contract forwards inside the call is not read.
   if (tx.to && getAddress(tx.to) === solver && tx.value > 0n) parts.push({ currency: zeroAddress, amount: tx.value, logIndex: -1 });
   for (const l of receipt.logs) {
     if (l.topics.length !== 3 || l.topics[0] !== TRANSFER_TOPIC || !tokens.has(getAddress(l.address))) continue;
     const from = getAddress(`0x${l.topics[1]!.slice(26)}`);
     const to = getAddress(`0x${l.topics[2]!.slice(26)}`);
     const amount = BigInt(l.data === '0x' ? 0 : l.data);
-    if (to !== solver || from === solver || amount <= 0n) continue;
+    // Only a transfer out of the sender's own address proves the sender funded it: tokens some contract
+    // pays the solver in the same transaction (a depository withdrawal, a transferFrom of a third
+    // party's allowance) are not the sender's money.
+    if (to !== solver || from !== sender || amount <= 0n) continue;
     parts.push({ currency: getAddress(l.address), amount, logIndex: l.logIndex ?? 0 });
   }
   return parts;
@@ -64,6 +81,7 @@ async function receiptOf(client: PublicClient, hash: Hex): Promise<TransactionRe
 export class FundingWatcher {
   readonly #loop: Loop;
   #tokens: Set<string>;
+  readonly #own: Set<Address>;
   // The newest head the indexer reported (0 before the first).
   #head = 0;
 
@@ -75,6 +93,7 @@ export class FundingWatcher {
     private report: (t: FundingTransfer) => Promise<void>,
     private log: Logger,
   ) {
+    this.#own = nodeContracts(chain);
     this.#tokens = new Set(chain.currencies.filter((c) => getAddress(c.address) !== zeroAddress).map((c) => getAddress(c.address)));
     this.#loop = new Loop(
       async () => {
@@ -114,9 +133,11 @@ export class FundingWatcher {
         const receipt = await receiptOf(this.client, tx.hash);
         // Not found: the block was replaced since it was read; the reorg check rewinds the cursor.
         if (!receipt) return;
-        const parts = fundingParts(tx, receipt, this.solver, this.#tokens);
+        const parts = fundingParts(tx, receipt, this.solver, this.#tokens, this.#own);
         if (!parts.length) {
           if (receipt.status !== 'success') this.log.warn({ tx: tx.hash }, 'marked funding transaction reverted: nothing credited');
+          // Named so a funder paying from another address (a contract wallet) can be told why.
+          else this.log.warn({ tx: tx.hash, from: tx.from }, 'marked transaction paid the solver nothing from its sender: nothing credited');
           continue;
         }
         const credited = marked === zeroAddress ? getAddress(tx.from) : marked;
@@ -158,7 +179,7 @@ export class FundingWatcher {
       if (receipt?.status === 'success' && Number(receipt.blockNumber) > confirmed) continue;
       if (receipt?.status === 'success') {
         const tx = await this.client.getTransaction({ hash: c.tx_hash as Hex });
-        const now = fundingParts(tx, receipt, this.solver, this.#tokens);
+        const now = fundingParts(tx, receipt, this.solver, this.#tokens, this.#own);
         const sum = (ps: FundingPart[], cur: string) => ps.filter((p) => p.currency === cur).reduce((a, p) => a + p.amount, 0n);
         if (c.parts.every((p) => sum(now, p.currency) >= sum(c.parts, p.currency))) continue;
       }
