@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, parseEther, zeroAddress, type Address, type Hex } from 'viem';
 import { TestNftAbi, TestNftBytecode } from '../contracts-abi/index.ts';
-import { api, executeSteps, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, executeSteps, MovablePrices, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
 
+// The devnet's static prices, which a test may move between a quote and its deposit.
+const prices = new MovablePrices();
 let s: Stack;
 beforeAll(async () => {
-  s = await startStack();
+  s = await startStack({ prices });
 });
 afterAll(async () => {
   await s?.stop();
@@ -38,6 +40,9 @@ describe('contract calls', () => {
     const q = await callQuote(1, nft(B), { protocolVersion: 'v2' });
     expect(q.status).toBe(200);
     expect(q.body.details.operation).toBe('call');
+    // Paid in the native currency it spends: one asset, no swap, so no spread and no slippage.
+    expect(Number(q.body.details.swapImpact.usd)).toBe(0);
+    expect(q.body.details.slippageTolerance.destination.value).toBe('0');
     // The order's output carries the call.
     expect(q.body.protocol.v2.orderData.output.calls).toHaveLength(1);
     const requestId = q.body.steps.at(-1).requestId as Hex;
@@ -46,6 +51,44 @@ describe('contract calls', () => {
     expect(done.status).toBe('success');
     expect(await s.publicClient(B).readContract({ address: nft(B), abi: TestNftAbi, functionName: 'balanceOf', args: [user(1)] })).toBe(1n);
     expect(s.node.ledger.requests.get(requestId)!.request_type).toBe('Call');
+  });
+
+  it('prices a call paid from another asset (USDC → ETH) as a swap: spread, slippage, and refunded (SLIPPAGE) when the price moves past it', async () => {
+    const usdcA = s.devnet.chains.find((c) => c.id === A)!.contracts.stablecoin;
+    const q = await callQuote(4, nft(B), { originCurrency: usdcA, slippageTolerance: 50 });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    expect(q.body.details.operation).toBe('call');
+    // About 30 USDC for 0.01 ETH at 3000: the spread (30 bps) shows as the swap's impact, and the
+    // slippage tolerance is the one asked for.
+    expect(Number(q.body.details.swapImpact.usd)).toBeLessThan(-0.08);
+    expect(q.body.details.expandedPriceImpact.swap.usd).toBe(q.body.details.swapImpact.usd);
+    expect(q.body.details.slippageTolerance.destination.value).toBe('50');
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    // ETH dearer by 1% before the deposit: at the fill's price the USDC buys past the 0.5% tolerance less.
+    prices.set('ETH', '3030');
+    try {
+      s.node.solver!.invalidate();
+      await executeSteps(s, q.body, 4);
+      // 'failure' first (the fill refused), then 'refund' once the refund is paid.
+      const done = await waitForStatus(s.url, requestId, ['success', 'refund']);
+      expect(done).toMatchObject({ status: 'refund', failReason: 'SLIPPAGE' });
+      expect(await s.publicClient(B).readContract({ address: nft(B), abi: TestNftAbi, functionName: 'balanceOf', args: [user(4)] })).toBe(0n);
+    } finally {
+      prices.overrides.clear();
+      s.node.solver!.invalidate();
+    }
+    expect(s.node.ledger.requests.get(requestId)!.request_type).toBe('Call');
+  });
+
+  it('fills a call paid from another asset (USDC → ETH) at the unmoved price, the spread taken', async () => {
+    const usdcA = s.devnet.chains.find((c) => c.id === A)!.contracts.stablecoin;
+    const q = await callQuote(3, nft(B), { originCurrency: usdcA });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    expect(Number(q.body.details.swapImpact.usd)).toBeLessThan(0);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    await executeSteps(s, q.body, 3);
+    expect((await waitForStatus(s.url, requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    expect(await s.publicClient(B).readContract({ address: nft(B), abi: TestNftAbi, functionName: 'balanceOf', args: [user(3)] })).toBe(1n);
   });
 
   it('refuses at quote time calls that revert in simulation', async () => {

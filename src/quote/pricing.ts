@@ -3,7 +3,7 @@ import type { Pricing } from '../ledger/types.ts';
 import { QuoteError } from '../lib/quoteError.ts';
 import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, usdMicro, usdValue, type Ratio } from '../lib/money.ts';
 import { evmCodec } from '../kinds/evm.ts';
-import { isSwap, type Route } from './route.ts';
+import type { Route } from './route.ts';
 import { DEFAULT_MAX_TOPUP_USD, DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
 
 export interface PricedRoute {
@@ -47,7 +47,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     destCosts.fillCost({ currency: cout.address, recipient, amount: callsValue(route) ?? q.amount, calls: route.calls }),
     originCosts.depositCost(cin.address),
   ]);
-  const spreadBps = isSwap(route.requestType) ? config.fees.swapSpreadBps : 0;
+  const spreadBps = route.swap ? config.fees.swapSpreadBps : 0;
   const rate = swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), spreadBps);
   const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
   let gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
@@ -65,7 +65,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     serviceBps: config.fees.relayerServiceBps,
     gasFeeOut: gasFeeOut.toString(),
     gasFeeUsd: usdValue(fillCost.native, destNative.decimals, destNativePrice),
-    ...(isSwap(route.requestType) ? { swap: { spreadBps } } : {}),
+    ...(route.swap ? { swap: { spreadBps } } : {}),
   };
   if (q.appFees?.length) {
     pricing.appFees = q.appFees.map((f, i) => {

@@ -19,6 +19,11 @@ export interface Route {
   cin: Currency;
   cout: Currency;
   requestType: RequestType;
+  /**
+   * Priced and filled as a swap: a spread, a slippage tolerance, and the rate of the fill's moment.
+   * A swap is, and so is a Call paid from another asset than the destination's native currency.
+   */
+  swap: boolean;
   calls?: DestinationCall[];
 }
 
@@ -87,6 +92,9 @@ export function resolveRoute(q: QuoteInput, registry: Registry, chains: Pick<Quo
       throw new QuoteError('txs: destination calls are paid in the native currency of an EVM destination', 'UNSUPPORTED_ROUTE');
     calls = q.txs.map((t, i) => ({ to: address(destProfile, `txs.${i}.to`, t.to), value: t.value, data: t.data }));
   }
-  const type = calls ? 'Call' : requestType(origin.id === dest.id, cin, cout, originProfile.nativeIsGas && destProfile.nativeIsGas);
-  return { origin, dest, originProfile, destProfile, user, recipient, refundTo, feePayer, cin, cout, calls, requestType: type };
+  const moved = requestType(origin.id === dest.id, cin, cout, originProfile.nativeIsGas && destProfile.nativeIsGas);
+  // A Call trades the origin currency for the native currency its calls spend: from another asset,
+  // that is a swap, and priced as one, or the quote would be a free option on the solver at a stale rate.
+  const type = calls ? 'Call' : moved;
+  return { origin, dest, originProfile, destProfile, user, recipient, refundTo, feePayer, cin, cout, calls, requestType: type, swap: isSwap(moved) };
 }
