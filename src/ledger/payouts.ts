@@ -128,6 +128,14 @@ export class Payouts {
   queued(chainId: number, limit = 50): PayoutRow[] {
     return this.#queued.all({ chain: chainId, limit }) as PayoutRow[];
   }
+  /**
+   * Names the deposit a payout made before any deposit is paid for by (a fast fill, once its deposit
+   * settles it): the deposit is then owed to the solver like any filled one. A payout already tied to
+   * a deposit keeps it.
+   */
+  linkDeposit(id: string, depositId: string): void {
+    this.db.prepare('UPDATE payouts SET deposit_id = ? WHERE id = ? AND deposit_id IS NULL').run(depositId, id);
+  }
   forDeposit(depositId: string): PayoutRow[] {
     return this.db.prepare('SELECT * FROM payouts WHERE deposit_id = ? ORDER BY decided_at').all(depositId) as PayoutRow[];
   }

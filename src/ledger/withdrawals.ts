@@ -25,8 +25,12 @@ export class Withdrawals {
   readonly #totals = new Map<number, Map<string, bigint>>();
   #seq = 0;
   constructor(db: Db) {
+    // A deposit whose request records DEPOSIT_REORGED is left out: a reorg took it back after the solver
+    // paid, so the depository does not hold it, and withdrawing it would take other deposits' money.
     this.#owed = db.prepare(`SELECT o.deposit_id AS id, o.chain_id, o.currency, o.amount, o.excess FROM depository_owed o
-      JOIN deposits d ON d.id = o.deposit_id WHERE o.chain_id = ? ORDER BY d.confirmed_at, d.id`);
+      JOIN deposits d ON d.id = o.deposit_id WHERE o.chain_id = ?
+        AND NOT EXISTS (SELECT 1 FROM requests r WHERE r.id = d.request_id AND r.fail_reason = 'DEPOSIT_REORGED')
+      ORDER BY d.confirmed_at, d.id`);
     this.#entries = db.prepare('SELECT seq, chain_id, currency, sign, amount, excess FROM depository_owed_entries WHERE seq > ? ORDER BY seq LIMIT 10000');
     this.#take = db.prepare('INSERT INTO withdrawn_deposits (deposit_id, payout_id) VALUES (?, ?)');
     this.#release = db.prepare('DELETE FROM withdrawn_deposits WHERE payout_id = ?');

@@ -100,6 +100,30 @@ export function settleHold(ledger: Ledger, r: RequestRow, d: DepositRow | undefi
   }
 }
 
+/**
+ * A reorg took back the deposit that settled a paid fast fill's hold: the app bears the fill as if
+ * the deposit had never landed (what the hold was for), charged the whole hold in all. Once.
+ */
+export function unsettleHold(ledger: Ledger, requestId: string): void {
+  const hold = ledger.balances.get(`hold:${requestId}`);
+  if (!hold || !ledger.balances.get(`hold_release:${requestId}`) || ledger.balances.get(`permanent_debit_reorged:${requestId}`)) return;
+  // What the app is charged now: the deposit's shortfall, or the expiry's debit less what the late deposit took back.
+  const charged = -ledger.balances
+    .ofRequest(requestId)
+    .filter((e) => e.kind === 'permanent_debit')
+    .reduce((sum, e) => sum + BigInt(e.amount), 0n);
+  const owed = BigInt(hold.amount) - charged;
+  if (owed <= 0n) return;
+  ledger.balances.post({
+    wallet: hold.wallet,
+    kind: 'permanent_debit',
+    amount: -owed,
+    request_id: requestId,
+    ref: `permanent_debit_reorged:${requestId}`,
+    detail: 'the deposit that settled the fast fill was removed by a reorg',
+  });
+}
+
 /** A fast fill whose payout failed paid nothing: its hold is released whole, nothing is debited. */
 export function releaseHold(ledger: Ledger, requestId: string, reason: FailReason): void {
   const hold = ledger.balances.get(`hold:${requestId}`);

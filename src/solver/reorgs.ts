@@ -3,7 +3,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import { reverseSponsor } from './appBalanceBooks.ts';
+import { reverseSponsor, unsettleHold } from './appBalanceBooks.ts';
 
 const REASON = 'DEPOSIT_REORGED';
 
@@ -41,6 +41,8 @@ export class DepositReorgs implements ReorgDecider {
       if (d.request_id && payouts.some((p) => p.kind === 'fill')) reverseSponsor(this.ledger, d.request_id);
     }
     const r = d.request_id ? this.ledger.requests.get(d.request_id) : undefined;
+    // A fast fill this deposit settled was paid before it came: the app that held for it bears it now.
+    if (r?.fast_fill_deadline != null && this.ledger.payouts.get(`fill:${r.id}`)?.state === 'success') unsettleHold(this.ledger, r.id);
     if (r) this.ledger.requests.setStatus(r.id, signed.length ? r.status : 'failure', { failReason: REASON }, now);
     this.metrics.decisions.inc({ decision: 'fail', reason: REASON });
     this.log.error(

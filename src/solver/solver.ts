@@ -318,6 +318,8 @@ export class Solver implements PayoutHooks, ChainEvents {
 
   // The deposit of a fast-filled request: it releases the hold; nothing is paid again.
   #settleFastFill(d: DepositRow, r: RequestRow, snap: Snapshot): undefined {
+    // Linked before the deposit is handled: the ledger's trigger then counts it owed to the solver.
+    this.ledger.payouts.linkDeposit(`fill:${r.id}`, d.id);
     this.ledger.deposits.markHandled(d.id, r.id);
     const cur = this.registry.currency(d.chain_id, d.currency)!;
     const value = usdMicro(BigInt(d.amount), cur.decimals, snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice);

@@ -175,6 +175,10 @@ describe('fast fill under attack', () => {
     // Paid once: the fast fill's payout only, nothing refunded, the request a success.
     expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:success']);
     expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
+    // The solver paid the fill from its own funds: the deposit in the depository is owed to it.
+    const d = s.node.ledger.deposits.forRequest(requestId)[0]!;
+    expect(s.node.ledger.payouts.get(`fill:${requestId}`)!.deposit_id).toBe(d.id);
+    expect(s.node.ledger.withdrawals.owed(A).map((o) => o.id)).toContain(d.id);
     // Settled once: another pass over the hold books nothing more.
     s.node.solver!.expireHolds(pastDeadline(requestId));
     expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
