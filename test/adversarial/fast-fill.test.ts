@@ -51,6 +51,18 @@ const nativeQuote = (from: number, recipient: Address) => ({
   tradeType: 'EXACT_INPUT',
 });
 
+// `amount` USDC (smallest unit) from chain A to chain B for account 2, with `extra` fields.
+const usdcQuote = (amount: string, extra: Record<string, unknown>) => ({
+  user: account(2).address,
+  originChainId: A,
+  destinationChainId: B,
+  originCurrency: usdc(A),
+  destinationCurrency: usdc(B),
+  amount,
+  tradeType: 'EXACT_INPUT',
+  ...extra,
+});
+
 // Holds chain `chainId`'s submitter: it is handed no queued payout until released, so a payout
 // recorded meanwhile stays in flight (queued, not sent). A chain pause would refuse the fast fill itself.
 function holdSubmitter(chainId: number): () => void {
@@ -130,16 +142,7 @@ describe('fast fill under attack', () => {
     // A sponsored quote against the held money is refused: the balance is spoken for.
     const sponsored = await api(s.url, '/quote/v2', {
       apiKey: k.key,
-      body: {
-        user: account(2).address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: usdc(B),
-        amount: '10000000',
-        tradeType: 'EXACT_INPUT',
-        subsidizeFees: true,
-      },
+      body: usdcQuote('10000000', { subsidizeFees: true }),
     });
     expect(sponsored.status).toBe(400);
     expect(sponsored.body.errorCode).toBe('SPONSOR_BALANCE_TOO_LOW');
@@ -254,16 +257,7 @@ describe('fast fill under attack', () => {
     const feeTo = privateKeyToAccount(generatePrivateKey()).address;
     const q = await api(s.url, '/quote/v2', {
       apiKey: app.key,
-      body: {
-        user: account(2).address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: usdc(B),
-        amount: '50000000',
-        tradeType: 'EXACT_INPUT',
-        appFees: [{ recipient: feeTo, fee: '5000' }],
-      },
+      body: usdcQuote('50000000', { appFees: [{ recipient: feeTo, fee: '5000' }] }),
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
@@ -291,16 +285,7 @@ describe('fast fill under attack', () => {
     await until(() => (s.node.ledger.balances.get(`credit:${A}:${hash}`) ? true : undefined), 'the credit');
     const q = await api(s.url, '/quote/v2', {
       apiKey: k.key,
-      body: {
-        user: account(2).address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: usdc(B),
-        amount: '10000000',
-        tradeType: 'EXACT_INPUT',
-        subsidizeFees: true,
-      },
+      body: usdcQuote('10000000', { subsidizeFees: true }),
     });
     expect(q.status).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
