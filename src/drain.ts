@@ -1,17 +1,19 @@
 import type { FastifyInstance } from 'fastify';
+import { matchedRoute } from './api/route.ts';
 import type { Ledger } from './ledger/index.ts';
 
 // Routes that commit the node to new money movements (a quote, a signed deposit, a fast fill, a
-// claim): refused while draining. Reads (status, requests, chains) keep answering.
-const COMMITTING = [/^\/quote(\/|$)/, /^\/execute$/, /^\/(execute\/)?permits$/, /^\/fast-fill$/, /^\/app-fees\/[^/]+\/claim$/];
+// claim): refused while draining. Reads (status, requests, chains) keep answering. Route patterns,
+// so that every spelling of a path (percent-encoded) is refused alike: see matchedRoute.
+const COMMITTING = new Set(['/quote', '/quote/v2', '/execute', '/permits', '/execute/permits', '/fast-fill', '/app-fees/:wallet/claim']);
 
 /** While `draining()` says so, committing routes answer 503 with the reason. */
 export function refuseWhileDraining(api: FastifyInstance, draining: () => string | undefined): void {
   api.addHook('onRequest', async (req, reply) => {
     const why = draining();
     if (!why || req.method !== 'POST') return;
-    const path = req.url.split('?')[0]!;
-    if (COMMITTING.some((r) => r.test(path))) {
+    const route = matchedRoute(req);
+    if (route !== undefined && COMMITTING.has(route)) {
       return reply
         .status(503)
         .header('retry-after', '30')

@@ -97,18 +97,19 @@ async function quote(apiKey: string | undefined, account = 1) {
   return { body: q.body, requestId: q.body.steps.at(-1).requestId as string };
 }
 
-// A read-only replica over the stack's ledger with the given API settings.
-async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
+// A read-only replica over the stack's ledger with the given API settings; with logLines, its log (debug) goes there.
+async function replica(apiOverrides: Record<string, unknown>, logLines?: string[]): Promise<RelayNode> {
   const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE };
   const config = buildConfigWithKeys(
     { ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides, rateLimit: { ...RATE_LIMIT, ...(apiOverrides.rateLimit as object) } } },
     s.devnet.keys,
   );
-  return new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
+  const log = logLines ? createLogger('debug', { write: (line: string) => void logLines.push(line) }) : createLogger('silent');
+  return new RelayNode(config, { readOnly: true, log }).start();
 }
 
-async function wsClient(url: string) {
-  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/intents/status/ws`);
+async function wsClient(url: string, path = '/intents/status/ws') {
+  const ws = new WebSocket(`${url.replace(/^http/, 'ws')}${path}`);
   sockets.push(ws);
   const msgs: any[] = [];
   ws.on('message', (d) => msgs.push(JSON.parse(d.toString())));
@@ -462,4 +463,44 @@ describe('listings isolated from the node', () => {
     // Listing workers run at a lower thread priority: on a machine busy with other test files they
     // take the wait, so the bound is generous.
   }, 240_000);
+});
+
+describe('limits keyed on the matched route, however the path is spelled', () => {
+  it('counts a percent-encoded /quote in the anonymous-quote limit', async () => {
+    const r = await replica({});
+    try {
+      // Fastify decodes the path before routing: /qu%6Fte is /quote (a replica answers it 503 READ_ONLY).
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await api(r.url, '/qu%6Fte', { body: quoteBody(1) })).status);
+      expect(statuses).toEqual([503, 503, 503, 429]);
+      expect((await api(r.url, '/quote/v%32', { body: quoteBody(1) })).status).toBe(429);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('caps status stream connections opened by a percent-encoded path', async () => {
+    const r = await replica({ rateLimit: { wsConnectionsPerIp: 2 } });
+    try {
+      const c1 = await wsClient(r.url);
+      const c2 = await wsClient(r.url, '/intents/status/w%73');
+      expect(await c1.opened).toBe('open');
+      expect(await c2.opened).toBe('open');
+      const c3 = await wsClient(r.url, '/intents/st%61tus/w%73');
+      expect(await c3.opened).toBe(429);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('refuses a percent-encoded committing route while draining', async () => {
+    const r = await replica({});
+    try {
+      await r.drain(0);
+      const refused = await api(r.url, '/qu%6Fte', { body: quoteBody(1) });
+      expect([refused.status, refused.body.errorCode]).toEqual([503, 'NODE_DRAINING']);
+    } finally {
+      await r.stop();
+    }
+  });
 });

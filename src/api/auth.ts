@@ -3,10 +3,13 @@ import './caller.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError } from './errors.ts';
 import type { ApiLimits } from './limits.ts';
+import { matchedRoute } from './route.ts';
 import { STREAM_PATH } from './statusStream.ts';
 
 // Probes and metrics have their own per-IP bucket (a load balancer probes from few addresses).
+// Route patterns, not raw paths: see matchedRoute.
 const PROBES = new Set(['/health', '/ready', '/metrics']);
+// Only POST routes exist at these patterns.
 const QUOTES = new Set(['/quote', '/quote/v2']);
 
 /** The key from `x-api-key`, or from `Authorization: Bearer <key>`. */
@@ -33,8 +36,8 @@ function limited(reply: FastifyReply, retryAfterMs: number, message: string): Ap
 export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimits): void {
   app.addHook('onRequest', async (req, reply) => {
     if (req.method === 'OPTIONS') return;
-    const path = req.url.split('?')[0]!;
-    if (PROBES.has(path)) {
+    const route = matchedRoute(req);
+    if (route !== undefined && PROBES.has(route)) {
       const taken = limits.probes.take(req.ip);
       if (!taken.ok) throw limited(reply, taken.retryAfterMs, 'too many probe requests from this address');
       return;
@@ -56,7 +59,7 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
         taken.retryAfterMs,
         req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit',
       );
-    if (!req.apiCaller && QUOTES.has(path) && req.method === 'POST') {
+    if (!req.apiCaller && route !== undefined && QUOTES.has(route)) {
       const q = limits.anonymousQuotes.take(req.ip);
       if (!q.ok)
         throw limited(
@@ -65,7 +68,7 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
           `at most ${limits.config.anonymousQuotesPerMinute} quotes per minute without an API key; an API key has a higher limit`,
         );
     }
-    if (path === STREAM_PATH && !limits.wsConnectionAllowed(req.ip)) {
+    if (route === STREAM_PATH && !limits.wsConnectionAllowed(req.ip)) {
       throw limited(reply, 1000, `at most ${limits.config.wsConnectionsPerIp} status stream connections per address`);
     }
   });
