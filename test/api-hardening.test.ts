@@ -504,3 +504,32 @@ describe('limits keyed on the matched route, however the path is spelled', () =>
     }
   });
 });
+
+describe('priced routes in the anonymous-quote limit', () => {
+  it('counts /price (GET and POST) and /config/v2 with the quotes: each prices a route with RPC reads', async () => {
+    const r = await replica({});
+    try {
+      const priceQuery = new URLSearchParams({ ...quoteBody(1), originChainId: String(A), destinationChainId: String(B) }).toString();
+      const first = [
+        (await api(r.url, `/price?${priceQuery}`)).status,
+        (await api(r.url, '/price', { body: quoteBody(1) })).status,
+        (await api(r.url, `/config/v2?originChainId=${A}&destinationChainId=${B}`)).status,
+      ];
+      // A replica prices nothing itself (503 READ_ONLY) but answers /config/v2: either way, a call counted.
+      expect(first).toEqual([503, 503, 200]);
+      for (const call of [
+        () => api(r.url, '/quote', { body: quoteBody(1) }),
+        () => api(r.url, `/price?${priceQuery}`),
+        () => api(r.url, `/config/v2?originChainId=${A}&destinationChainId=${B}`),
+      ]) {
+        const limited = await call();
+        expect([limited.status, limited.body.message]).toEqual([429, expect.stringMatching(/at most 3 quotes and prices per minute without an API key/)]);
+      }
+      // A key is not in the anonymous bucket.
+      const k = s.node.ledger.apiKeys.create('priced');
+      expect((await api(r.url, `/config/v2?originChainId=${A}&destinationChainId=${B}`, { apiKey: k.key })).status).toBe(200);
+    } finally {
+      await r.stop();
+    }
+  });
+});

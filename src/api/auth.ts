@@ -9,8 +9,10 @@ import { STREAM_PATH } from './statusStream.ts';
 // Probes and metrics have their own per-IP bucket (a load balancer probes from few addresses).
 // Route patterns, not raw paths: see matchedRoute.
 const PROBES = new Set(['/health', '/ready', '/metrics']);
-// Only POST routes exist at these patterns.
-const QUOTES = new Set(['/quote', '/quote/v2']);
+// Routes that price a route (buildQuote, balances read over RPC) share the anonymous-quote
+// bucket, whatever their method: /price is a quote without a request, /config/v2 prices its fee
+// through /price and reads balances. Each costs the node RPC calls, however few it stores.
+const PRICED = new Set(['/quote', '/quote/v2', '/price', '/config/v2']);
 
 /** The key from `x-api-key`, or from `Authorization: Bearer <key>`. */
 export function presentedKey(req: FastifyRequest): string | undefined {
@@ -59,13 +61,13 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
         taken.retryAfterMs,
         req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit',
       );
-    if (!req.apiCaller && route !== undefined && QUOTES.has(route)) {
+    if (!req.apiCaller && route !== undefined && PRICED.has(route)) {
       const q = limits.anonymousQuotes.take(req.ip);
       if (!q.ok)
         throw limited(
           reply,
           q.retryAfterMs,
-          `at most ${limits.config.anonymousQuotesPerMinute} quotes per minute without an API key; an API key has a higher limit`,
+          `at most ${limits.config.anonymousQuotesPerMinute} quotes and prices per minute without an API key; an API key has a higher limit`,
         );
     }
     if (route === STREAM_PATH && !limits.wsConnectionAllowed(req.ip)) {

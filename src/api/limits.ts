@@ -9,7 +9,7 @@ export class ApiLimits {
   /** Calls per API key, and per client IP without one (a failed key lookup costs the IP bucket too). */
   readonly perKey: RateLimiter;
   readonly perIp: RateLimiter;
-  /** Quotes without a key, per IP: each is stored and costs RPC calls. */
+  /** Quotes and prices (/quote, /price, /config/v2) without a key, per IP: each costs RPC calls, a quote is stored too. */
   readonly anonymousQuotes: RateLimiter;
   /** /health, /ready, /metrics per IP. */
   readonly probes: RateLimiter;
