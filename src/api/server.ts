@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { authHooks } from './auth.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
+import { DepositAddressReindex } from './depositReindex.ts';
 import { errorHandler } from './errors.ts';
 import { registerOpenApi } from './openapi.ts';
 import { ApiLimits } from './limits.ts';
@@ -42,19 +43,21 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   // The routes load after @fastify/swagger (registered above), whose onRoute hook collects them.
   let stream: StatusStream | undefined;
   app.decorate('statusStream', { getter: () => stream! });
+  // One for both reindex paths (the node's and the hosted alias): they share its guards and buckets.
+  const reindex = new DepositAddressReindex(ctx);
   app.register(async (routes) => {
     // /ready and /metrics move to the operator's own address when one is configured (createOperatorApi).
     healthRoutes(routes, ctx, { operator: ctx.config.api.metricsListen === undefined });
     quoteRoutes(routes, ctx);
     statusRoutes(routes, ctx);
-    transactionRoutes(routes, ctx);
+    transactionRoutes(routes, ctx, reindex);
     referenceRoutes(routes, ctx);
     appBalanceRoutes(routes, ctx);
     requestRoutes(routes, ctx);
     permitRoutes(routes, ctx);
     authorizeRoutes(routes, ctx);
     webhookRoutes(routes, ctx);
-    hostedRoutes(routes, ctx);
+    hostedRoutes(routes, ctx, reindex);
     // Last: registers @fastify/websocket and GET /intents/status/ws.
     stream = statusStreamRoutes(routes, ctx, limits);
   });

@@ -101,3 +101,37 @@ describe('POST /deposit-address/reindex', () => {
     expect(sweeps(id)).toEqual([]);
   });
 });
+
+// The hosted body of the same operation: the same guards, the same buckets (one guarded function).
+describe('POST /transactions/deposit-address/reindex (hosted alias)', () => {
+  const hosted = (depositAddress: string) => api(s.url, '/transactions/deposit-address/reindex', { body: { chainId: A, depositAddress } });
+
+  it('is rate-limited per deposit address', async () => {
+    const q = await quote();
+    const at = q.body.steps.at(-1).depositAddress;
+    const answers: number[] = [];
+    for (let i = 0; i < 5; i++) answers.push((await hosted(at)).status);
+    expect(answers[0]).toBe(200);
+    expect(answers).toContain(429);
+  });
+
+  it('shares the per-address bucket with the node path: the alias is no second budget', async () => {
+    const q = await quote();
+    const at = q.body.steps.at(-1).depositAddress;
+    const { reindexPerAddressPerMinute } = s.node.config.depositAddresses;
+    for (let i = 0; i < reindexPerAddressPerMinute; i++)
+      expect((await api(s.url, '/deposit-address/reindex', { body: { depositAddress: at } })).status).toBe(200);
+    const r = await hosted(at);
+    expect([r.status, r.body.errorCode]).toEqual([429, 'RATE_LIMITED']);
+  });
+
+  it('does not watch requests older than the configured window again', async () => {
+    const q = await quote();
+    const id = q.body.steps.at(-1).requestId as Hex;
+    s.node.ledger.db.prepare('UPDATE requests SET created_at = ? WHERE id = ?').run(Date.now() - 400 * 86_400_000, id);
+    await pay(q.body.steps.at(-1).depositAddress, usdc(A), 10_000_000n);
+    const r = await hosted(q.body.steps.at(-1).depositAddress);
+    expect([r.status, r.body.errorCode]).toEqual([400, 'DEPOSIT_ADDRESS_EXPIRED']);
+    expect(sweeps(id)).toEqual([]);
+  });
+});

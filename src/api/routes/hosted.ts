@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
+import type { DepositAddressReindex } from '../depositReindex.ts';
 import { ApiError } from '../errors.ts';
 import { UsageRecorder, usageHooks } from '../usage.ts';
 import { chainIdParam, hashParam } from '../validate.ts';
@@ -51,7 +52,7 @@ const usageQuery = z
 // v2 statuses had no `submitted`: a submitted fill was still pending.
 const V2_STATUS: Record<string, string> = { submitted: 'pending' };
 
-export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
+export function hostedRoutes(app: FastifyInstance, ctx: ApiContext, reindex: DepositAddressReindex) {
   const { ledger, registry } = ctx;
   const usage = new UsageRecorder(ledger.apiUsage);
   usageHooks(app, usage);
@@ -89,8 +90,7 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
   // The hosted body of the deposit-address reindex (POST /deposit-address/reindex takes the node's).
   app.post('/transactions/deposit-address/reindex', async (req) => {
     const b = reindexBody.parse(req.body ?? {});
-    const chains = ctx.ports;
-    if (!chains) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     const chain = registry.chain(b.chainId);
     if (!chain) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `chainId ${b.chainId} is not a supported chain`);
     const { codec } = ctx.chains.profile(chain.id)!;
@@ -98,10 +98,9 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext) {
     const r = address ? ledger.requests.byDepositAddress(address) : undefined;
     if (!r || r.origin_chain_id !== b.chainId)
       throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `no deposit address ${b.depositAddress} on chain ${b.chainId}`);
-    const intake = chains.intake(b.chainId)!;
     const c = registry.currency(r.origin_chain_id, r.origin_currency);
-    const held = await chains.costs(b.chainId)!.balanceOf(r.deposit_address!, r.origin_currency);
-    const sweeps = (await intake.checkDepositAddress?.(r.id)) ?? 0;
+    // The node path's guards and buckets, before any chain read (see DepositAddressReindex).
+    const { sweeps, held = 0n } = await reindex.reindex(r, { readBalance: true });
     return {
       message: 'Success',
       triggeredCurrencies: sweeps > 0 ? [{ currency: codec.api(r.origin_currency), symbol: c?.symbol ?? '', balance: held.toString() }] : [],

@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { getAddress, isAddress } from 'viem';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
+import type { DepositAddressReindex } from '../depositReindex.ts';
 import { ApiError } from '../errors.ts';
-import { RateLimiter } from '../rateLimit.ts';
 import { chainIdParam } from '../validate.ts';
 
 const body = z.object({
@@ -12,7 +12,7 @@ const body = z.object({
 });
 
 /** The public SDK reports its deposit here right after sending it, so the node indexes it at once. */
-export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
+export function transactionRoutes(app: FastifyInstance, ctx: ApiContext, reindex: DepositAddressReindex) {
   app.post('/transactions/index', async (req) => {
     const { txHash, chainId } = body.parse(req.body ?? {});
     const intake = ctx.ports?.intake(chainId);
@@ -33,15 +33,8 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
   });
 
   // Looks at a deposit address now rather than at the next block (an arrival the watcher missed,
-  // or one older than its window): whatever sits there is swept and indexed. Anyone may call it,
-  // so it reaches requests up to reindexMaxAgeDays old only, and each address (and all of them
-  // together) a few times a minute: it cannot be used to make the solver sweep at will.
-  const limits = ctx.config.depositAddresses;
-  const perAddress = new RateLimiter(limits.reindexPerAddressPerMinute);
-  const overall = new RateLimiter(limits.reindexPerMinute);
-  const limited = (t: ReturnType<RateLimiter['take']>, what: string) => {
-    if (!t.ok) throw new ApiError(429, 'RATE_LIMITED', `too many reindex calls ${what}; retry in ${Math.ceil(t.retryAfterMs / 1000)} s`);
-  };
+  // or one older than its window): whatever sits there is swept and indexed. Unauthenticated: the
+  // guards (age, per-address and node-wide limits) are the shared DepositAddressReindex's.
   app.post('/deposit-address/reindex', async (req) => {
     const b = reindexBody.parse(req.body ?? {});
     if (!ctx.ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
@@ -52,16 +45,7 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext) {
         : undefined;
     if (!b.requestId && !b.depositAddress) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give depositAddress or requestId');
     if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no request with that deposit address');
-    if (r.created_at < ctx.now() - limits.reindexMaxAgeDays * 86_400_000) {
-      throw new ApiError(
-        400,
-        'DEPOSIT_ADDRESS_EXPIRED',
-        `the deposit address of request ${r.id} was quoted more than ${limits.reindexMaxAgeDays} days ago; ask the operator to sweep it`,
-      );
-    }
-    limited(perAddress.take(r.deposit_address), 'for this deposit address');
-    limited(overall.take('all'), 'on this node');
-    const sweeps = (await ctx.ports.intake(r.origin_chain_id)?.checkDepositAddress?.(r.id)) ?? 0;
+    const { sweeps } = await reindex.reindex(r);
     return { message: 'Success', requestId: r.id, depositAddress: r.deposit_address, sweeps };
   });
 }
