@@ -439,6 +439,27 @@ describe('listings isolated from the node', () => {
     expect((await api(s.url, `/requests/v3?${heaviestListing(b)}`, { apiKey: k.key })).status).toBe(200);
   });
 
+  it('counts features toward the filter-value bound (each is a condition), once per distinct name', async () => {
+    const k = s.node.ledger.apiKeys.create('features');
+    const { maxFilterValues } = s.node.config.api.listing;
+    const names = (n: number) => Array.from({ length: n }, (_, i) => `f${i}`).join(',');
+    const over = await api(s.url, `/requests/v3?features=${names(maxFilterValues + 1)}`, { apiKey: k.key });
+    expect([over.status, over.body.message]).toEqual([400, expect.stringMatching(`features: at most ${maxFilterValues} filter values in all`)]);
+    // With other filters: the sum is what is bounded.
+    const mixed = await api(s.url, `/requests/v3?status=success&features=${names(maxFilterValues)}`, { apiKey: k.key });
+    expect([mixed.status, mixed.body.message]).toEqual([400, expect.stringMatching(`this query has ${maxFilterValues + 1}`)]);
+    // The same name many times is one condition.
+    const repeated = await api(
+      s.url,
+      `/requests/v3?features=${Array(maxFilterValues * 3)
+        .fill('fast_fill')
+        .join(',')}&features=fast_fill`,
+      { apiKey: k.key },
+    );
+    expect(repeated.status).toBe(200);
+    expect((await api(s.url, `/requests/v3?features=${names(maxFilterValues)}`, { apiKey: k.key })).status).toBe(200);
+  });
+
   it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
     const k = s.node.ledger.apiKeys.create('isolation');
     seedRequests(s.node.ledger.db, 20_000, { prefix: 'iso', start: Date.UTC(2025, 0, 1) });

@@ -252,8 +252,15 @@ export function parseRequestQuery(query: Record<string, unknown>, ctx: RequestQu
   if (values > bounds.maxFilterValues)
     throw bad('filters', `at most ${bounds.maxFilterValues} filter values in all (the listing's cost bound); this query has ${values}`);
 
-  const features = query.features === undefined ? [] : list(query.features);
+  // Each distinct feature is one more condition (an EXISTS over the request's features): they count
+  // toward the same bound, or a long list would make a query too large to run, or run for seconds.
+  const features = query.features === undefined ? [] : [...new Set(list(query.features))];
   for (const f of features) if (!/^[a-z0-9_]{1,40}$/.test(f)) throw bad('features', `${f} is not a feature name`);
+  if (values + features.length > bounds.maxFilterValues)
+    throw bad(
+      'features',
+      `at most ${bounds.maxFilterValues} filter values in all, each distinct feature counted (the listing's cost bound); this query has ${values + features.length}`,
+    );
 
   const sortBy = (single(query, 'sortBy') ?? 'createdAt') as SortBy;
   if (!['createdAt', 'updatedAt', 'amountUsd'].includes(sortBy)) throw bad('sortBy', 'must be createdAt, updatedAt or amountUsd');
