@@ -460,6 +460,23 @@ describe('listings isolated from the node', () => {
     expect((await api(s.url, `/requests/v3?features=${names(maxFilterValues)}`, { apiKey: k.key })).status).toBe(200);
   });
 
+  it('refuses a forged continuation whose sort key is not a safe integer (PostgreSQL compares it as BIGINT)', async () => {
+    const k = s.node.ledger.apiKeys.create('continuation');
+    const forged = (key: unknown, sortBy = 'createdAt', d = 'desc') => Buffer.from(JSON.stringify({ s: sortBy, d, k: key, i: 'x' })).toString('base64url');
+    for (const [key, sortBy, dir] of [
+      [1.5, 'createdAt', 'desc'],
+      [1e300, 'updatedAt', 'desc'],
+      [2 ** 53, 'amountUsd', 'asc'],
+    ] as const) {
+      const r = await api(s.url, `/requests/v3?sortBy=${sortBy}&sortDirection=${dir}&continuation=${forged(key, sortBy, dir)}`, { apiKey: k.key });
+      expect([key, r.status, r.body.message]).toEqual([key, 400, expect.stringMatching(/continuation: is not a continuation this API returned/)]);
+    }
+    // An integer key (an unpriced request sorts as -1) is one the API could have returned.
+    expect((await api(s.url, `/requests/v3?sortBy=amountUsd&sortDirection=asc&continuation=${forged(-1, 'amountUsd', 'asc')}`, { apiKey: k.key })).status).toBe(
+      200,
+    );
+  });
+
   it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
     const k = s.node.ledger.apiKeys.create('isolation');
     seedRequests(s.node.ledger.db, 20_000, { prefix: 'iso', start: Date.UTC(2025, 0, 1) });

@@ -205,7 +205,9 @@ function decodeContinuation(v: string, sortBy: SortBy, dir: 'asc' | 'desc'): { k
   } catch {
     throw bad('continuation', 'is not a continuation this API returned');
   }
-  if (!c || typeof c !== 'object' || typeof c.k !== 'number' || typeof c.i !== 'string' || c.i.length > 100)
+  // Every sort key (createdAt, updatedAt, amountUsd) is an integer column: a forged fraction or a
+  // number past 2^53 would reach PostgreSQL's BIGINT compare and fail there (a 500).
+  if (!c || typeof c !== 'object' || !Number.isSafeInteger(c.k) || typeof c.i !== 'string' || c.i.length > 100)
     throw bad('continuation', 'is not a continuation this API returned');
   if (c.s !== sortBy || c.d !== dir) throw bad('continuation', 'belongs to a different sortBy or sortDirection');
   return { key: c.k, id: c.i };
