@@ -426,6 +426,33 @@ describe('operations at the hosted paths', () => {
     expect((await call('/metrics/usage')).status).toBe(401);
     expect((await call(`/metrics/usage?apiKey=${key.key}`, { apiKey: other.key })).status).toBe(403);
   });
+
+  it('GET /metrics/usage bounds the span it reads per granularity, and the timestamps: a 400 naming the bound', async () => {
+    const other = s.node.ledger.apiKeys.create('usage span');
+    const now = Math.floor(Date.now() / 1000);
+    const cases: [string, RegExp][] = [
+      ['granularity=minutely&startTimestamp=0', /minutely: at most 1 day from startTimestamp to endTimestamp/],
+      [`granularity=hourly&startTimestamp=${now - 32 * 86_400}&endTimestamp=${now}`, /hourly: at most 31 days/],
+      [`granularity=daily&startTimestamp=0&endTimestamp=${now}`, /daily: at most 366 days/],
+      ['granularity=daily&endTimestamp=99999999999999999999', /endTimestamp: must be a Unix time in seconds from 0 to 253402300799/],
+      ['granularity=daily&startTimestamp=1e300', /startTimestamp: must be a Unix time in seconds/],
+      [`startTimestamp=${now}&endTimestamp=${now - 60}`, /startTimestamp: must not be after endTimestamp/],
+    ];
+    for (const [q, message] of cases) {
+      const r = await call(`/metrics/usage?${q}`, { apiKey: other.key });
+      expect([q, r.status, r.body.message]).toEqual([q, 400, expect.stringMatching(message)]);
+    }
+    // At each bound exactly: answered.
+    for (const [g, days] of [
+      ['minutely', 1],
+      ['hourly', 31],
+      ['daily', 366],
+    ] as const) {
+      const r = await call(`/metrics/usage?granularity=${g}&startTimestamp=${now - days * 86_400}&endTimestamp=${now}`, { apiKey: other.key });
+      expect([g, r.status]).toEqual([g, 200]);
+    }
+    expect((await call('/metrics/usage?granularity=minutely', { apiKey: other.key })).status).toBe(200);
+  });
 });
 
 describe('the OpenAPI document', () => {

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ApiUsage } from '../ledger/apiUsage.ts';
 import type { Store } from '../ledger/index.ts';
+import { ApiError } from './errors.ts';
 
 interface UsageRow {
   apiKey: string;
@@ -14,6 +15,36 @@ interface UsageRow {
 const MINUTE = 60_000;
 const BUCKET = { minutely: MINUTE, hourly: 60 * MINUTE, daily: 24 * 60 * MINUTE } as const;
 export type Granularity = keyof typeof BUCKET;
+
+/**
+ * The longest span one read covers, per granularity: a read is a synchronous scan of the key's
+ * rows on the node's event loop, so its size is bounded (a minutely read of all time would stall
+ * every other request). Longer spans take a coarser granularity.
+ */
+export const MAX_USAGE_SPAN_DAYS: Record<Granularity, number> = { minutely: 1, hourly: 31, daily: 366 };
+/** The last second of 9999-12-31: timestamps past it are no time a usage row has, and overflow in ms arithmetic stays far away. */
+export const MAX_UNIX_SECONDS = 253_402_300_799;
+
+/**
+ * The window (ms, [from, to)) of a usage read from the query's Unix-second bounds: by default the
+ * last day up to the current minute. 400 naming the bound when the span exceeds the granularity's
+ * MAX_USAGE_SPAN_DAYS, or when it starts after it ends.
+ */
+export function usageWindow(granularity: Granularity, startS: number | undefined, endS: number | undefined, now: number): { from: number; to: number } {
+  const end = endS !== undefined ? endS * 1000 : now;
+  const from = startS !== undefined ? startS * 1000 : end - 24 * 3600_000;
+  if (from > end) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: startTimestamp: must not be after endTimestamp');
+  const days = MAX_USAGE_SPAN_DAYS[granularity];
+  if (end - from > days * 86_400_000) {
+    throw new ApiError(
+      400,
+      'INVALID_INPUT_PARAMETERS',
+      `invalid request: granularity: ${granularity}: at most ${days} ${days === 1 ? 'day' : 'days'} from startTimestamp to endTimestamp (the usage read's bound); ask for a shorter span or a coarser granularity`,
+    );
+  }
+  // Without an end, the read includes the current minute's counts.
+  return { from, to: endS !== undefined ? end : end + MINUTE };
+}
 
 /**
  * Counts the API calls of each key per minute, route, status and error code, in memory, and adds

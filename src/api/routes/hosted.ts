@@ -4,7 +4,7 @@ import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import type { DepositAddressReindex } from '../depositReindex.ts';
 import { ApiError } from '../errors.ts';
-import { UsageRecorder, usageHooks } from '../usage.ts';
+import { MAX_UNIX_SECONDS, UsageRecorder, usageHooks, usageWindow } from '../usage.ts';
 import { chainIdParam, hashParam } from '../validate.ts';
 import { currencyId } from './reference.ts';
 import { statusRequestId } from './status.ts';
@@ -40,11 +40,15 @@ const swapSourcesQuery = z.object({ chainId: chainIdParam.optional() }).strict()
 const livesQuery = z
   .object({ withReport: z.string().max(10).optional(), skipPostgres: z.string().max(10).optional(), skipRedis: z.string().max(10).optional() })
   .strict();
+// Safe integers within a calendar's range: a larger one overflowed PostgreSQL's BIGINT (a 500).
+const unixSeconds = z.coerce
+  .number()
+  .refine((n) => Number.isSafeInteger(n) && n >= 0 && n <= MAX_UNIX_SECONDS, `must be a Unix time in seconds from 0 to ${MAX_UNIX_SECONDS}`);
 const usageQuery = z
   .object({
     granularity: z.enum(['minutely', 'hourly', 'daily']).default('hourly'),
-    startTimestamp: z.coerce.number().int().min(0).optional(),
-    endTimestamp: z.coerce.number().int().min(0).optional(),
+    startTimestamp: unixSeconds.optional(),
+    endTimestamp: unixSeconds.optional(),
     apiKey: z.string().max(200).optional(),
   })
   .strict();
@@ -219,8 +223,7 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext, reindex: Dep
     if (named && (named.state !== 'valid' || named.key.id !== caller.id)) {
       throw new ApiError(403, 'FORBIDDEN', 'a key reads its own usage only');
     }
-    const to = q.endTimestamp !== undefined ? q.endTimestamp * 1000 : ctx.now() + 60_000;
-    const from = q.startTimestamp !== undefined ? q.startTimestamp * 1000 : to - 24 * 3600_000;
+    const { from, to } = usageWindow(q.granularity, q.startTimestamp, q.endTimestamp, ctx.now());
     return { metrics: usage.read(caller.id, q.granularity, from, to) };
   });
 }
