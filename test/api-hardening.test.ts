@@ -571,3 +571,30 @@ describe('priced routes in the anonymous-quote limit', () => {
     }
   });
 });
+
+describe('logged URLs', () => {
+  it('carry no API key: a request with ?apiKey=<key> that fails leaves no key in the log', async () => {
+    const lines: string[] = [];
+    const r = await replica({}, lines);
+    try {
+      const k = s.node.ledger.apiKeys.create('logged');
+      // The replica's usage table fails under the read (a ledger fault): a 500, logged with the request's URL.
+      r.ledger.apiUsage.buckets = () => {
+        throw new Error('usage table unreadable');
+      };
+      const failed = await api(r.url, `/metrics/usage?apiKey=${k.key}&granularity=daily`, { apiKey: k.key });
+      expect([failed.status, failed.body.errorCode]).toEqual([500, 'INTERNAL_ERROR']);
+      // Another spelling of the parameter name: Fastify decodes it to apiKey too.
+      await api(r.url, `/metrics/usage?api%4Bey=${k.key}`, { apiKey: k.key });
+      const logged = await until(() => {
+        const failures = lines.filter((l) => l.includes('request failed'));
+        return failures.length === 2 ? failures : undefined;
+      }, 'both failures to be logged');
+      expect(logged[0]).toContain('/metrics/usage?');
+      expect(lines.join('\n')).not.toContain(k.key);
+      expect(lines.join('\n')).not.toContain(k.key.slice(3));
+    } finally {
+      await r.stop();
+    }
+  });
+});

@@ -3,6 +3,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ZodError } from 'zod';
 import { formatZodError } from '../config/load.ts';
 import { isChainUnavailable } from '../chains/unavailable.ts';
+import { loggedUrl } from './loggedUrl.ts';
 import type { Logger } from '../log.ts';
 import { PriceUnavailableError } from '../quote/prices.ts';
 import { QuoteError } from '../quote/quote.ts';
@@ -85,7 +86,7 @@ export function errorHandler(log: Logger) {
     if (err instanceof ZodError) return send(400, `invalid request: ${formatZodError(err)}`, 'INVALID_INPUT_PARAMETERS');
     if (isChainUnavailable(err)) {
       // No provider of a chain answered (the client library may have wrapped it): the chain, not the request, failed.
-      log.warn({ err: err.message, url: req.url }, 'a chain could not be read for a request');
+      log.warn({ err: err.message, url: loggedUrl(req.url) }, 'a chain could not be read for a request');
       return send(503, 'a chain this request needs could not be read; try again shortly', 'CHAIN_UNAVAILABLE');
     }
     const fe = err as FastifyError;
@@ -93,7 +94,7 @@ export function errorHandler(log: Logger) {
       // Fastify's own rejections: malformed JSON, body too large, wrong content type.
       return send(fe.statusCode, fe.message, fe.code ?? 'BAD_REQUEST');
     }
-    log.error({ err: err.message, stack: err.stack, url: req.url }, 'request failed');
+    log.error({ err: err.message, stack: err.stack, url: loggedUrl(req.url) }, 'request failed');
     return send(500, 'internal error', 'INTERNAL_ERROR');
   };
 }
