@@ -3,6 +3,7 @@
 // apiKey filters, unused quote pruning, and the read-only replica without a private key.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -594,6 +595,63 @@ describe('logged URLs', () => {
       expect(lines.join('\n')).not.toContain(k.key);
       expect(lines.join('\n')).not.toContain(k.key.slice(3));
     } finally {
+      await r.stop();
+    }
+  });
+});
+
+describe('client address and slow clients', () => {
+  const forwarded = (url: string, client: string) => api(url, '/chains', { headers: { 'x-forwarded-for': client } });
+
+  it('ignores X-Forwarded-For by default: every forwarded value shares the peer address bucket', async () => {
+    const r = await replica({ rateLimit: { unauthenticatedPerMinute: 2 } });
+    try {
+      const statuses = [
+        (await forwarded(r.url, '203.0.113.1')).status,
+        (await forwarded(r.url, '203.0.113.1')).status,
+        (await forwarded(r.url, '203.0.113.2')).status,
+      ];
+      expect(statuses).toEqual([200, 200, 429]);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('with the peer a trusted proxy (api.trustProxy), each forwarded client has its own bucket', async () => {
+    const r = await replica({ trustProxy: ['127.0.0.1/32', '::1'], rateLimit: { unauthenticatedPerMinute: 2 } });
+    try {
+      const statuses = [
+        (await forwarded(r.url, '203.0.113.1')).status,
+        (await forwarded(r.url, '203.0.113.1')).status,
+        (await forwarded(r.url, '203.0.113.1')).status,
+      ];
+      expect(statuses).toEqual([200, 200, 429]);
+      expect((await forwarded(r.url, '203.0.113.2')).status).toBe(200);
+      // A client cannot name itself past the proxy: the address the trusted proxy saw is the one that counts.
+      expect((await forwarded(r.url, '203.0.113.9, 203.0.113.1')).status).toBe(429);
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('closes a connection whose request body stalls (api.requestTimeoutMs)', async () => {
+    const r = await replica({ requestTimeoutMs: 1_000, headersTimeoutMs: 1_000 });
+    const { hostname, port } = new URL(r.url);
+    const socket = connect(Number(port), hostname);
+    try {
+      await once(socket, 'connect');
+      let closed = false;
+      let answer = '';
+      socket.on('data', (d) => (answer += d));
+      socket.on('close', () => (closed = true));
+      socket.on('error', () => {});
+      // Promises 100 bytes of body, sends one, and never the rest.
+      socket.write(`POST /chains HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`);
+      await until(() => (closed ? true : undefined), 'the server to close the stalled connection', 20_000);
+      expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    } finally {
+      // A connection left open would hold the server's close.
+      socket.destroy();
       await r.stop();
     }
   });

@@ -1,4 +1,6 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { Server } from 'node:http';
+import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
+import type { Config } from '../config/load.ts';
 import { authHooks } from './auth.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
@@ -23,7 +25,7 @@ import { statusStreamRoutes, type StatusStream } from './statusStream.ts';
  * poisoning, and per-route hooks, which a hand-written node:http router would have to repeat.
  */
 export function createApi(ctx: ApiContext): FastifyInstance {
-  const app = Fastify({ bodyLimit: 64 * 1024, logger: false, return503OnClosing: true });
+  const app = Fastify({ bodyLimit: 64 * 1024, ...serverOptions(ctx.config.api) });
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
   app.addHook('onRequest', async (req, reply) => {
@@ -69,9 +71,30 @@ export function createApi(ctx: ApiContext): FastifyInstance {
  * `api.metricsListen`: bound to a private interface, not reachable from the public API address.
  */
 export function createOperatorApi(ctx: ApiContext): FastifyInstance {
-  const app = Fastify({ bodyLimit: 1024, logger: false, return503OnClosing: true });
+  const app = Fastify({ bodyLimit: 1024, ...serverOptions(ctx.config.api) });
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
   healthRoutes(app, ctx, { operator: true });
   return app;
+}
+
+/**
+ * The server options both API listeners share: whose X-Forwarded-For names the client (none unless
+ * configured: see api.trustProxy) and how long receiving a request may take. Fastify's own request
+ * log stays off: the API logs what it chooses, without query strings that may carry a key.
+ */
+export function serverOptions(api: Config['api']): FastifyHttpOptions<Server> {
+  return {
+    logger: false,
+    return503OnClosing: true,
+    trustProxy: api.trustProxy,
+    requestTimeout: api.requestTimeoutMs,
+    http: {
+      requestTimeout: api.requestTimeoutMs,
+      headersTimeout: api.headersTimeoutMs,
+      // Node enforces both bounds only when it checks its connections (every 30 s by default): checked
+      // at a quarter of the shorter bound, a stalled request is cut within 1.25 times its bound.
+      connectionsCheckingInterval: Math.max(100, Math.floor(Math.min(api.headersTimeoutMs, api.requestTimeoutMs) / 4)),
+    },
+  };
 }

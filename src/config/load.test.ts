@@ -21,6 +21,19 @@ const base = { solverKey: { env: 'K' }, chains: [chain] };
 const env = { K: KEY };
 
 describe('config', () => {
+  it('api: trusts no proxy by default, only listed addresses or CIDRs; bounds receiving a request', () => {
+    const api = (a: Record<string, unknown>) => buildConfig({ ...base, api: a }, env).api;
+    expect(api({ trustProxy: ['10.0.0.0/8', '127.0.0.1', '::1', 'fd00::/8'] }).trustProxy).toEqual(['10.0.0.0/8', '127.0.0.1', '::1', 'fd00::/8']);
+    for (const bad of [true, 1, [], ['not-an-ip'], ['10.0.0.0/33'], ['::1/129'], ['10.0.0.1/8/1'], ['fe80::1%eth0'], '127.0.0.1']) {
+      expect(() => api({ trustProxy: bad })).toThrow(/api\.trustProxy/);
+    }
+    expect(api({ headersTimeoutMs: 5_000, requestTimeoutMs: 5_000 })).toMatchObject({ headersTimeoutMs: 5_000, requestTimeoutMs: 5_000 });
+    expect(() => api({ headersTimeoutMs: 20_000, requestTimeoutMs: 10_000 })).toThrow(
+      /api\.headersTimeoutMs: is 20000: must be at most api\.requestTimeoutMs \(10000\)/,
+    );
+    expect(() => api({ requestTimeoutMs: 0 })).toThrow(/api\.requestTimeoutMs/);
+  });
+
   it('active/standby: disabled by default; a renewal interval above a third of the lease is refused', () => {
     expect(buildConfig(base, env).ha).toEqual({ enabled: false, leaseMs: 15_000, renewMs: 3_000 });
     expect(buildConfig({ ...base, ha: { enabled: true, leaseMs: 3_000, renewMs: 1_000, nodeId: 'a' } }, env).ha).toMatchObject({ enabled: true, nodeId: 'a' });
@@ -61,6 +74,9 @@ describe('config', () => {
         wsMessagesPerIpPerMinute: 600,
       },
       listing: { workers: 2, timeoutMs: 10_000, workerNice: 10, maxGroups: 5, maxValuesPerField: 20, maxFilterValues: 100, maxFiltersLength: 4096 },
+      trustProxy: false,
+      headersTimeoutMs: 15_000,
+      requestTimeoutMs: 30_000,
     });
     expect(c.chains[0]).toMatchObject({ kind: 'evm', confirmations: 1 });
     expect(c.solverSigner.address).toBe(privateKeyToAccount(KEY).address);

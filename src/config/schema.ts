@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { Secret } from './secret.ts';
 import { evmSignerSource, svmSignerSource } from './signerSchema.ts';
@@ -327,6 +328,15 @@ const ledgerSchema = z
   .strict()
   .default({});
 
+// A proxy the API trusts: an IPv4 or IPv6 address, or a CIDR range of either.
+const proxyAddress = z.string().refine((s) => {
+  const [ip, bits, ...rest] = s.split('/');
+  // No IPv6 zone (fe80::1%eth0): the proxy matcher does not take one.
+  const v = ip?.includes('%') ? 0 : isIP(ip ?? '');
+  if (!v || rest.length) return false;
+  return bits === undefined || (/^[0-9]{1,3}$/.test(bits) && Number(bits) <= (v === 4 ? 32 : 128));
+}, 'must be an IP address or a CIDR range (e.g. 10.0.0.0/8)');
+
 export const configSchema = z
   .object({
     dataDir: z.string().min(1).default('./data'),
@@ -352,6 +362,17 @@ export const configSchema = z
           })
           .strict()
           .default({}),
+        // Whose X-Forwarded-For gives the client address (what every per-IP limit counts by). false
+        // (the default): nobody's, the peer address counts, as a client can write any header. A list
+        // of proxy addresses or CIDRs: when the peer is one of them, the client is the last address
+        // in X-Forwarded-For that is not. No hop count: it cannot tell a proxy from a client that
+        // reaches the node directly (Fastify 5 refuses to trust one).
+        trustProxy: z.union([z.literal(false), z.array(proxyAddress).min(1).max(64)]).default(false),
+        // Receiving one request: its headers within headersTimeoutMs, all of it within requestTimeoutMs,
+        // else 408 and the connection closed (a client that sends Content-Length and trickles its body
+        // would otherwise hold a socket forever). Answering is not bounded here (listing.timeoutMs is).
+        headersTimeoutMs: z.number().int().min(500).max(600_000).default(15_000),
+        requestTimeoutMs: z.number().int().min(500).max(600_000).default(30_000),
         // Serve /metrics and /ready on their own address (a private interface) instead of the public one.
         metricsListen: z
           .object({ host: z.string().min(1).default('127.0.0.1'), port: z.number().int().min(0).max(65_535) })
@@ -558,6 +579,13 @@ export const configSchema = z
     });
     // A leader renews at least three times per lease: it stops acting a quarter of a lease before its
     // expiry (src/lease/leadership.ts), so a renewal (or two) must land before that.
+    // Node refuses a headers bound past the request's (the headers are part of the request).
+    if (cfg.api.headersTimeoutMs > cfg.api.requestTimeoutMs)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['api', 'headersTimeoutMs'],
+        message: `is ${cfg.api.headersTimeoutMs}: must be at most api.requestTimeoutMs (${cfg.api.requestTimeoutMs})`,
+      });
     if (cfg.ha.renewMs * 3 > cfg.ha.leaseMs)
       ctx.addIssue({ code: 'custom', path: ['ha', 'renewMs'], message: `is ${cfg.ha.renewMs}: must be at most a third of ha.leaseMs (${cfg.ha.leaseMs})` });
     if (!cfg.solverKey && !cfg.solverSigner && !cfg.solverAddress)
