@@ -8,6 +8,7 @@ import { DepositAddressReindex } from './depositReindex.ts';
 import { errorHandler } from './errors.ts';
 import { registerOpenApi } from './openapi.ts';
 import { ApiLimits } from './limits.ts';
+import { loggedUrl } from './loggedUrl.ts';
 import { healthRoutes } from './routes/health.ts';
 import { hostedRoutes } from './routes/hosted.ts';
 import { appBalanceRoutes } from './routes/appBalances.ts';
@@ -40,7 +41,7 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   const limits = new ApiLimits(ctx.config.api.rateLimit);
   authHooks(app, ctx, limits);
   app.addHook('onResponse', async (req, reply) => {
-    ctx.log.debug({ method: req.method, url: req.url.split('?')[0], status: reply.statusCode, ms: reply.elapsedTime }, 'http');
+    ctx.log.debug({ method: req.method, url: loggedUrl(req.url.split('?')[0]!), status: reply.statusCode, ms: reply.elapsedTime }, 'http');
   });
   // The routes load after @fastify/swagger (registered above), whose onRoute hook collects them.
   let stream: StatusStream | undefined;
