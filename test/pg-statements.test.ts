@@ -131,6 +131,7 @@ function exercise(l: SqliteLedger): void {
   o.adminKeys();
   o.revokeAdminKey(key.id);
   l.payouts.forDeposit('x');
+  l.payouts.linkDeposit('x', 'y');
   // A batch's payouts, read and marked in one statement each.
   l.payouts.getMany(['x', 'y']);
   l.payouts.setStateMany(['x', 'y'], 'sent', { txHash: '0xt' });
