@@ -577,8 +577,6 @@ export const configSchema = z
       if (!seen.has(c.chainId)) ctx.addIssue({ code: 'custom', path: ['risk', 'chains', i, 'chainId'], message: `chain ${c.chainId} is not configured` });
       limited.add(c.chainId);
     });
-    // A leader renews at least three times per lease: it stops acting a quarter of a lease before its
-    // expiry (src/lease/leadership.ts), so a renewal (or two) must land before that.
     // Node refuses a headers bound past the request's (the headers are part of the request).
     if (cfg.api.headersTimeoutMs > cfg.api.requestTimeoutMs)
       ctx.addIssue({
@@ -586,6 +584,8 @@ export const configSchema = z
         path: ['api', 'headersTimeoutMs'],
         message: `is ${cfg.api.headersTimeoutMs}: must be at most api.requestTimeoutMs (${cfg.api.requestTimeoutMs})`,
       });
+    // A leader renews at least three times per lease: it stops acting a quarter of a lease before its
+    // expiry (src/lease/leadership.ts), so a renewal (or two) must land before that.
     if (cfg.ha.renewMs * 3 > cfg.ha.leaseMs)
       ctx.addIssue({ code: 'custom', path: ['ha', 'renewMs'], message: `is ${cfg.ha.renewMs}: must be at most a third of ha.leaseMs (${cfg.ha.leaseMs})` });
     if (!cfg.solverKey && !cfg.solverSigner && !cfg.solverAddress)
