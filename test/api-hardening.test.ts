@@ -547,7 +547,7 @@ describe('limits keyed on the matched route, however the path is spelled', () =>
 });
 
 describe('priced routes in the anonymous-quote limit', () => {
-  it('counts /price (GET and POST) and /config/v2 with the quotes: each prices a route with RPC reads', async () => {
+  it('counts /price (GET and POST), /config/v2 and /chains/liquidity with the quotes: each makes RPC reads', async () => {
     const r = await replica({});
     try {
       const priceQuery = new URLSearchParams({ ...quoteBody(1), originChainId: String(A), destinationChainId: String(B) }).toString();
@@ -562,6 +562,7 @@ describe('priced routes in the anonymous-quote limit', () => {
         () => api(r.url, '/quote', { body: quoteBody(1) }),
         () => api(r.url, `/price?${priceQuery}`),
         () => api(r.url, `/config/v2?originChainId=${A}&destinationChainId=${B}`),
+        () => api(r.url, `/chains/liquidity?chainId=${B}`),
       ]) {
         const limited = await call();
         expect([limited.status, limited.body.message]).toEqual([429, expect.stringMatching(/at most 3 quotes and prices per minute without an API key/)]);

@@ -351,7 +351,8 @@ export const configSchema = z
           .object({
             perKeyPerMinute: z.number().int().min(1).default(6_000),
             unauthenticatedPerMinute: z.number().int().min(1).default(600),
-            // Quotes and prices (/quote, /price, /config/v2) without an API key, per client IP (each costs RPC calls).
+            // Quotes, prices and liquidity (/quote, /price, /config/v2, /chains/liquidity) without an API key,
+            // per client IP (each costs RPC calls).
             anonymousQuotesPerMinute: z.number().int().min(1).default(60),
             // /health, /ready, /metrics per client IP (probes need far less).
             probesPerMinute: z.number().int().min(1).default(600),
