@@ -74,27 +74,33 @@ describe('DepositReorgs (the solver decides what a reorg means)', () => {
     ledger.close();
   });
 
-  it('a reorg removing the deposit that settled a fast fill charges the app the hold, as if the deposit never landed; the fill stays paid', () => {
-    const { ledger, reorgs, deposit } = setup();
-    const d = deposit('success');
-    const r = ledger.requests.get(d.request_id!)!;
-    // The request was fast-filled: its deposit settled the 700 micro-USD hold (a 100 shortfall debited).
-    const wallet = '0x00000000000000000000000000000000000000aa';
-    ledger.balances.post({ wallet, kind: 'credit', amount: 1_000n, request_id: null, ref: 'credit:test' });
-    ledger.balances.post({ wallet, kind: 'hold', amount: 700n, request_id: r.id, ref: `hold:${r.id}` });
-    ledger.balances.post({ wallet, kind: 'hold_release', amount: -700n, request_id: r.id, ref: `hold_release:${r.id}`, detail: d.id });
-    ledger.balances.post({ wallet, kind: 'permanent_debit', amount: -100n, request_id: r.id, ref: `permanent_debit:${r.id}` });
-    ledger.db.prepare('UPDATE requests SET fast_fill_deadline = 1 WHERE id = ?').run(r.id);
-    expect(ledger.balances.summary(wallet)).toEqual({ balance: 900n, held: 0n, available: 900n });
+  // Untied: a fast fill settled before its payout was tied to the deposit (deposit_id NULL).
+  it.each(['tied to the deposit', 'untied'])(
+    'a reorg removing the deposit that settled a fast fill (its payout %s) charges the app the hold, as if the deposit never landed; the fill stays paid',
+    (tie) => {
+      const { ledger, reorgs, deposit } = setup();
+      const d = deposit('success');
+      const r = ledger.requests.get(d.request_id!)!;
+      if (tie === 'untied') ledger.db.prepare('UPDATE payouts SET deposit_id = NULL WHERE id = ?').run(`fill:${r.id}`);
+      // The request was fast-filled: its deposit settled the 700 micro-USD hold (a 100 shortfall debited).
+      const wallet = '0x00000000000000000000000000000000000000aa';
+      ledger.balances.post({ wallet, kind: 'credit', amount: 1_000n, request_id: null, ref: 'credit:test' });
+      ledger.balances.post({ wallet, kind: 'hold', amount: 700n, request_id: r.id, ref: `hold:${r.id}` });
+      ledger.balances.post({ wallet, kind: 'hold_release', amount: -700n, request_id: r.id, ref: `hold_release:${r.id}`, detail: d.id });
+      ledger.balances.post({ wallet, kind: 'permanent_debit', amount: -100n, request_id: r.id, ref: `permanent_debit:${r.id}` });
+      ledger.db.prepare('UPDATE requests SET fast_fill_deadline = 1 WHERE id = ?').run(r.id);
+      expect(ledger.balances.summary(wallet)).toEqual({ balance: 900n, held: 0n, available: 900n });
 
-    ledger.tx(() => reorgs.onDepositReorged(d, 2));
+      ledger.tx(() => reorgs.onDepositReorged(d, 2));
 
-    // Charged the whole hold in all: the 600 the deposit had covered on top of the 100.
-    expect(ledger.balances.summary(wallet)).toEqual({ balance: 300n, held: 0n, available: 300n });
-    expect(ledger.requests.get(r.id)).toMatchObject({ status: 'success', fail_reason: 'DEPOSIT_REORGED' });
-    // Decided once: the same report again charges nothing more.
-    ledger.tx(() => reorgs.onDepositReorged(d, 3));
-    expect(ledger.balances.summary(wallet).balance).toBe(300n);
-    ledger.close();
-  });
+      // Charged the whole hold in all: the 600 the deposit had covered on top of the 100.
+      expect(ledger.balances.summary(wallet)).toEqual({ balance: 300n, held: 0n, available: 300n });
+      expect(ledger.requests.get(r.id)).toMatchObject({ status: 'success', fail_reason: 'DEPOSIT_REORGED' });
+      expect(ledger.deposits.get(d.id)?.state).toBe('handled');
+      // Decided once: the same report again charges nothing more.
+      ledger.tx(() => reorgs.onDepositReorged(d, 3));
+      expect(ledger.balances.summary(wallet).balance).toBe(300n);
+      ledger.close();
+    },
+  );
 });

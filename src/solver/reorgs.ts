@@ -31,6 +31,12 @@ export class DepositReorgs implements ReorgDecider {
    * Runs inside the indexer's ledger transaction.
    */
   onDepositReorged(d: DepositRow, now: number): void {
+    const r = d.request_id ? this.ledger.requests.get(d.request_id) : undefined;
+    // A fast fill is paid before its deposit comes, and tied to it when it settles. One settled before
+    // payouts were tied is tied now, so that it counts below as the payout already made.
+    const fastFill = r?.fast_fill_deadline != null ? this.ledger.payouts.get(`fill:${r.id}`) : undefined;
+    const paidAhead = fastFill?.state === 'success';
+    if (paidAhead && fastFill.deposit_id === null) this.ledger.payouts.linkDeposit(fastFill.id, d.id);
     const payouts = this.ledger.payouts.forDeposit(d.id);
     const signed = payouts.filter((p) => p.state !== 'queued');
     for (const p of payouts) {
@@ -40,9 +46,8 @@ export class DepositReorgs implements ReorgDecider {
       this.ledger.deposits.unhandleReorged(d.id);
       if (d.request_id && payouts.some((p) => p.kind === 'fill')) reverseSponsor(this.ledger, d.request_id);
     }
-    const r = d.request_id ? this.ledger.requests.get(d.request_id) : undefined;
-    // A fast fill this deposit settled was paid before it came: the app that held for it bears it now.
-    if (r?.fast_fill_deadline != null && this.ledger.payouts.get(`fill:${r.id}`)?.state === 'success') unsettleHold(this.ledger, r.id);
+    // The fast fill this deposit settled: the app that held for it bears it now.
+    if (paidAhead) unsettleHold(this.ledger, r!.id);
     if (r) this.ledger.requests.setStatus(r.id, signed.length ? r.status : 'failure', { failReason: REASON }, now);
     this.metrics.decisions.inc({ decision: 'fail', reason: REASON });
     this.log.error(
