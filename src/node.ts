@@ -213,6 +213,7 @@ export class RelayNode {
         solver: this.solver,
         log: this.log,
         reindexMaxBlocks: config.admin.reindexMaxBlocks,
+        receive: config.api,
       });
     }
   }

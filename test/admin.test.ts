@@ -1,4 +1,6 @@
 import { execFile } from 'node:child_process';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEventLogs, type Address, type Hex } from 'viem';
@@ -21,6 +23,8 @@ beforeAll(async () => {
   s = await startStack({
     config: {
       admin: { port: 0 },
+      // Short bounds on receiving a request, so the stalled-request test below ends soon.
+      api: { requestTimeoutMs: 2_000, headersTimeoutMs: 2_000 },
       risk: {
         routes: [{ originChainId: A, destinationChainId: B, maxOrderUsd: '1000' }],
         denyRecipients: [BLOCKED_RECIPIENT.toLowerCase()],
@@ -68,6 +72,27 @@ describe('admin API authentication', () => {
     expect(r.status).toBe(403);
     expect(r.body.errorCode).toBe('FORBIDDEN');
     expect((await admin('/admin/switches')).status).toBe(200);
+  });
+
+  it('closes a connection whose request body stalls, as the API does (api.requestTimeoutMs)', async () => {
+    const { hostname, port } = new URL(s.node.adminUrl);
+    const socket = connect(Number(port), hostname);
+    try {
+      await once(socket, 'connect');
+      let closed = false;
+      let answer = '';
+      socket.on('data', (d) => (answer += d));
+      socket.on('close', () => (closed = true));
+      socket.on('error', () => {});
+      // Promises 100 bytes of body, sends one, and never the rest: it held the admin listener's socket for good.
+      socket.write(
+        `POST /admin/pause HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${adminKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`,
+      );
+      await until(() => (closed ? true : undefined), 'the admin listener to close the stalled connection', 20_000);
+      expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    } finally {
+      socket.destroy();
+    }
   });
 
   it('refuses an action without a reason (400 naming it)', async () => {

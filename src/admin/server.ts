@@ -2,6 +2,8 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Hex } from 'viem';
 import { ApiError, errorHandler } from '../api/errors.ts';
+import { receiveBounds } from '../api/server.ts';
+import type { Config } from '../config/load.ts';
 import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -21,6 +23,8 @@ export interface AdminContext {
   log: Logger;
   /** The widest block range one re-index reads (config admin.reindexMaxBlocks). */
   reindexMaxBlocks: number;
+  /** How long receiving one request may take (the API's bounds, config api.*TimeoutMs). */
+  receive: Pick<Config['api'], 'headersTimeoutMs' | 'requestTimeoutMs'>;
 }
 
 const reason = z.string().trim().min(1, 'must say why (it is recorded with the action)').max(500);
@@ -59,7 +63,7 @@ function who(req: FastifyRequest, why: string): Who {
  * is an admin action in the ledger with the key's name and the reason given.
  */
 export function createAdminApi(ctx: AdminContext): FastifyInstance {
-  const app = Fastify({ bodyLimit: 16 * 1024, logger: false, return503OnClosing: true });
+  const app = Fastify({ bodyLimit: 16 * 1024, logger: false, return503OnClosing: true, ...receiveBounds(ctx.receive) });
   app.setErrorHandler((err, req, reply) => {
     if (err instanceof WithdrawalRefused) return reply.status(409).send({ message: err.message, errorCode: err.errorCode });
     if (err instanceof AdminRefusal) return reply.status(err.status).send({ message: err.message, errorCode: err.status === 404 ? 'NOT_FOUND' : 'CONFLICT' });

@@ -85,17 +85,22 @@ export function createOperatorApi(ctx: ApiContext): FastifyInstance {
  * log stays off: the API logs what it chooses, without query strings that may carry a key.
  */
 export function serverOptions(api: Config['api']): FastifyHttpOptions<Server> {
+  return { logger: false, return503OnClosing: true, trustProxy: api.trustProxy, ...receiveBounds(api) };
+}
+
+/**
+ * How long receiving one request may take on a listener (the API's and the admin's): its headers
+ * within headersTimeoutMs, all of it within requestTimeoutMs, else 408 and the connection closed.
+ */
+export function receiveBounds(t: Pick<Config['api'], 'headersTimeoutMs' | 'requestTimeoutMs'>): FastifyHttpOptions<Server> {
   return {
-    logger: false,
-    return503OnClosing: true,
-    trustProxy: api.trustProxy,
-    requestTimeout: api.requestTimeoutMs,
+    requestTimeout: t.requestTimeoutMs,
     http: {
-      requestTimeout: api.requestTimeoutMs,
-      headersTimeout: api.headersTimeoutMs,
+      requestTimeout: t.requestTimeoutMs,
+      headersTimeout: t.headersTimeoutMs,
       // Node enforces both bounds only when it checks its connections (every 30 s by default): checked
       // at a quarter of the shorter bound, a stalled request is cut within 1.25 times its bound.
-      connectionsCheckingInterval: Math.max(100, Math.floor(Math.min(api.headersTimeoutMs, api.requestTimeoutMs) / 4)),
+      connectionsCheckingInterval: Math.max(100, Math.floor(Math.min(t.headersTimeoutMs, t.requestTimeoutMs) / 4)),
     },
   };
 }
