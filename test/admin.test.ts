@@ -1,6 +1,4 @@
 import { execFile } from 'node:child_process';
-import { once } from 'node:events';
-import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEventLogs, type Address, type Hex } from 'viem';
@@ -8,6 +6,7 @@ import { mnemonicToAccount } from 'viem/accounts';
 import { ANVIL_MNEMONIC } from '../src/devnet/devnet.ts';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
+import { stalledRequest } from './helpers/stalledRequest.ts';
 
 // Risk limits that end an order (route's largest order, wallet lists) and the admin surface
 // (pause/resume, dry run, stuck payouts, manual refund), on the devnet with the node's admin API.
@@ -75,24 +74,8 @@ describe('admin API authentication', () => {
   });
 
   it('closes a connection whose request body stalls, as the API does (api.requestTimeoutMs)', async () => {
-    const { hostname, port } = new URL(s.node.adminUrl);
-    const socket = connect(Number(port), hostname);
-    try {
-      await once(socket, 'connect');
-      let closed = false;
-      let answer = '';
-      socket.on('data', (d) => (answer += d));
-      socket.on('close', () => (closed = true));
-      socket.on('error', () => {});
-      // Promises 100 bytes of body, sends one, and never the rest: it held the admin listener's socket for good.
-      socket.write(
-        `POST /admin/pause HTTP/1.1\r\nHost: ${hostname}\r\nAuthorization: Bearer ${adminKey}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`,
-      );
-      await until(() => (closed ? true : undefined), 'the admin listener to close the stalled connection', 20_000);
-      expect(answer).toMatch(/^HTTP\/1\.1 408/);
-    } finally {
-      socket.destroy();
-    }
+    // A key, so the listener waits for the body: it held the socket for good.
+    expect(await stalledRequest(s.node.adminUrl, '/admin/pause', { Authorization: `Bearer ${adminKey}` })).toMatch(/^HTTP\/1\.1 408/);
   });
 
   it('refuses an action without a reason (400 naming it)', async () => {

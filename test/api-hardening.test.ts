@@ -3,7 +3,6 @@
 // apiKey filters, unused quote pruning, and the read-only replica without a private key.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { connect } from 'node:net';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,6 +19,7 @@ import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { heaviestListing, seedRequests } from './helpers/seedRequests.ts';
 import { api, executeSteps, startStack, until, V2_LIVE, waitForStatus, type Stack } from './helpers/stack.ts';
+import { stalledRequest } from './helpers/stalledRequest.ts';
 
 const A = 8453;
 const B = 10;
@@ -642,22 +642,9 @@ describe('client address and slow clients', () => {
 
   it('closes a connection whose request body stalls (api.requestTimeoutMs)', async () => {
     const r = await replica({ requestTimeoutMs: 1_000, headersTimeoutMs: 1_000 });
-    const { hostname, port } = new URL(r.url);
-    const socket = connect(Number(port), hostname);
     try {
-      await once(socket, 'connect');
-      let closed = false;
-      let answer = '';
-      socket.on('data', (d) => (answer += d));
-      socket.on('close', () => (closed = true));
-      socket.on('error', () => {});
-      // Promises 100 bytes of body, sends one, and never the rest.
-      socket.write(`POST /chains HTTP/1.1\r\nHost: ${hostname}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{`);
-      await until(() => (closed ? true : undefined), 'the server to close the stalled connection', 20_000);
-      expect(answer).toMatch(/^HTTP\/1\.1 408/);
+      expect(await stalledRequest(r.url, '/chains')).toMatch(/^HTTP\/1\.1 408/);
     } finally {
-      // A connection left open would hold the server's close.
-      socket.destroy();
       await r.stop();
     }
   });
