@@ -352,6 +352,51 @@ describe('webhooks', () => {
       s.node.config.events.maxAttempts = eventsConfig.maxAttempts;
     }
   });
+
+  // A receiver that answers 200 at once and then keeps sending its body: `chunk` every `everyMs`, never
+  // ending. Resolves its URL; `closed` turns true when the node gives the connection up.
+  async function endlessAnswer(chunk: string, everyMs: number): Promise<{ url: string; closed: () => boolean; stop: () => void }> {
+    let closed = false;
+    const timers: NodeJS.Timeout[] = [];
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const t = setInterval(() => res.write(chunk), everyMs);
+      timers.push(t);
+      res.on('close', () => {
+        clearInterval(t);
+        closed = true;
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return {
+      url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks`,
+      closed: () => closed,
+      stop: () => {
+        for (const t of timers) clearInterval(t);
+        server.closeAllConnections();
+        server.close();
+      },
+    };
+  }
+
+  it.each([
+    ['a body that trickles forever', 'x', 50],
+    ['a body larger than any acknowledgement needs', 'y'.repeat(64 * 1024), 5],
+  ])('counts a 200 as delivered and gives the connection up when the answer is %s', async (_what, chunk, everyMs) => {
+    const k = s.node.ledger.apiKeys.create(`events-endless-${everyMs}`);
+    const r = await endlessAnswer(chunk, everyMs);
+    try {
+      const w = await addWebhook(k.key, r.url);
+      await quote(k.key, 1);
+      await until(() => (s.node.ledger.events.deliveryCounts(w.id).delivered >= 1 ? true : undefined), 'the delivery recorded');
+      // It held the connection (and its socket) for as long as the receiver kept sending.
+      await until(() => (r.closed() ? true : undefined), 'the node to close the endless answer', 20_000);
+    } finally {
+      r.stop();
+    }
+  });
 });
 
 describe('websocket status stream', () => {

@@ -13,6 +13,9 @@ import { type BroadcastGate, OPEN_GATE } from '../submitter/gate.ts';
 import { BlockedTargetError, guardedLookup, ipLiteralHost, isNonPublicAddress } from './targetGuard.ts';
 import { errText } from '../lib/errors.ts';
 
+// The most of a receiver's answer read (an acknowledgement needs none of it): past it, the connection is dropped.
+const MAX_ANSWER_BYTES = 64 * 1024;
+
 // Webhook deliveries: at least once, signed, in order per request and webhook, with retries on an
 // exponential backoff with full jitter, then dead. All state is in the ledger (event_deliveries),
 // so a restart resumes where the last run stopped; a delivery cut by a stop is simply sent again.
@@ -193,8 +196,10 @@ export class Deliverer {
     this.#inFlight.set(key, { abort, done });
   }
 
-  // POSTs with node:http(s) through the guarded agents; resolves with the answer's status (the body
-  // is drained, so the connection can be reused; its content does not matter).
+  // POSTs with node:http(s) through the guarded agents; resolves with the answer's status. The body is
+  // drained so the connection can be reused (its content does not matter), but only so far: past
+  // MAX_ANSWER_BYTES, or still arriving deliveryTimeoutMs after the status, the connection is dropped.
+  // A receiver that answers 200 and then sends without end would otherwise hold its socket for good.
   #post(url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<number> {
     const u = new URL(url);
     const literal = ipLiteralHost(u.hostname);
@@ -212,7 +217,13 @@ export class Deliverer {
         },
         (res: IncomingMessage) => {
           res.on('error', () => {});
-          res.resume();
+          const cut = setTimeout(() => res.destroy(), this.#cfg.deliveryTimeoutMs);
+          res.on('close', () => clearTimeout(cut));
+          let read = 0;
+          res.on('data', (chunk: Buffer) => {
+            read += chunk.length;
+            if (read > MAX_ANSWER_BYTES) res.destroy();
+          });
           resolve(res.statusCode ?? 0);
         },
       );
