@@ -132,6 +132,7 @@ function exercise(l: SqliteLedger): void {
   o.revokeAdminKey(key.id);
   l.payouts.forDeposit('x');
   l.payouts.linkDeposit('x', 'y');
+  l.withdrawals.writeOff('x');
   // A batch's payouts, read and marked in one statement each.
   l.payouts.getMany(['x', 'y']);
   l.payouts.setStateMany(['x', 'y'], 'sent', { txHash: '0xt' });

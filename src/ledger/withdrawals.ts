@@ -21,6 +21,8 @@ export class Withdrawals {
   #take;
   #release;
   #ofPayout;
+  #writeOffEntry;
+  #writeOffRow;
   // Per chain, per currency (lower-cased): the sum of the entries up to #seq.
   readonly #totals = new Map<number, Map<string, bigint>>();
   #seq = 0;
@@ -35,6 +37,19 @@ export class Withdrawals {
     this.#take = db.prepare('INSERT INTO withdrawn_deposits (deposit_id, payout_id) VALUES (?, ?)');
     this.#release = db.prepare('DELETE FROM withdrawn_deposits WHERE payout_id = ?');
     this.#ofPayout = db.prepare('SELECT deposit_id FROM withdrawn_deposits WHERE payout_id = ? ORDER BY deposit_id');
+    this.#writeOffEntry = db.prepare(`INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
+      SELECT deposit_id, chain_id, currency, -1, amount, excess FROM depository_owed WHERE deposit_id = ?`);
+    this.#writeOffRow = db.prepare('DELETE FROM depository_owed WHERE deposit_id = ?');
+  }
+
+  /**
+   * A deposit the depository no longer holds though the solver paid for it (a reorg took it back after
+   * the payout): it stops being owed, with a -1 entry like any change of what is owed. Inside the
+   * caller's transaction. (owed() also leaves out every request that records DEPOSIT_REORGED.)
+   */
+  writeOff(depositId: string): void {
+    this.#writeOffEntry.run(depositId);
+    this.#writeOffRow.run(depositId);
   }
 
   /** Deposits on a chain the depository holds for the solver (all currencies, or one). */

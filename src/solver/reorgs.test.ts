@@ -66,11 +66,15 @@ describe('DepositReorgs (the solver decides what a reorg means)', () => {
     const { ledger, reorgs, deposit } = setup();
     const d = deposit('success');
     const owed = () => ledger.withdrawals.owed(d.chain_id).map((o) => o.id);
+    const total = () => ledger.withdrawals.owedByCurrency(d.chain_id).get(d.currency.toLowerCase()) ?? 0n;
     expect(owed()).toContain(d.id);
+    const before = total();
 
     ledger.tx(() => reorgs.onDepositReorged(d, 2));
 
     expect(owed()).not.toContain(d.id);
+    // Nor counted in what the depository owes the solver (the inventory's figure), by a new entry.
+    expect(total()).toBe(before - BigInt(d.amount));
     ledger.close();
   });
 

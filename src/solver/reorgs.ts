@@ -45,6 +45,9 @@ export class DepositReorgs implements ReorgDecider {
     if (!signed.length) {
       this.ledger.deposits.unhandleReorged(d.id);
       if (d.request_id && payouts.some((p) => p.kind === 'fill')) reverseSponsor(this.ledger, d.request_id);
+    } else {
+      // It stays handled (a re-inclusion is the same deposit), but the depository does not hold it.
+      this.ledger.withdrawals.writeOff(d.id);
     }
     // The fast fill this deposit settled: the app that held for it bears it now.
     if (paidAhead) unsettleHold(this.ledger, r!.id);
