@@ -59,6 +59,7 @@ describe('solver refusals in the API', () => {
       [new GaslessRelayError('AUTHORIZATION_USED', 'relayed already'), 409],
       [new GaslessRelayError('INSUFFICIENT_APP_BALANCE', 'short'), 402],
       [new SignedDepositRefusedError('ALREADY_SUBMITTED', 'submitted already'), 409],
+      [new SignedDepositRefusedError('PERMIT_ALREADY_USED', 'funds another request'), 409],
       [new SignedDepositRefusedError('ORDER_EXPIRED', 'expired'), 400],
     ];
     cases.forEach(([err], i) => app.get(`/${i}`, async () => Promise.reject(err)));

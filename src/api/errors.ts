@@ -65,6 +65,7 @@ export const GASLESS_RELAY_STATUS: Record<GaslessRelayCode, number> = {
 /** The status of each refusal of a signed deposit (POST /permits, /execute). */
 export const SIGNED_DEPOSIT_STATUS: Record<SignedDepositRefusal, number> = {
   ALREADY_SUBMITTED: 409,
+  PERMIT_ALREADY_USED: 409,
   SPONSOR_BALANCE_TOO_LOW: 400,
   ORDER_EXPIRED: 400,
 };

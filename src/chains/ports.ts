@@ -1,5 +1,6 @@
 import type { Hex } from 'viem';
 import type { RequestRow } from '../ledger/types.ts';
+import type { PermitNonce } from '../ledger/usedPermits.ts';
 import type { DepositRequest, DepositStep, FillCost, FillCostRequest, RelaySimulation } from './adapter.ts';
 import type { RelayTerms } from './evm/relayTerms.ts';
 import type { AddressCodec } from '../kinds/codec.ts';
@@ -124,10 +125,18 @@ export interface DepositSteps {
   depositSteps(req: DepositRequest): Promise<DepositStep[]>;
   /**
    * Checks a depositor's signed deposit (the body of the quote's signature step, and its signature)
-   * against the request; returns what authorizes the node to submit it. Throws SignedDepositError.
-   * Absent where the chain takes no signed deposits.
+   * against the request; returns what authorizes the node to submit it and the nonce it spends.
+   * Throws SignedDepositError. Absent where the chain takes no signed deposits.
    */
-  verifySignedDeposit?(request: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string>;
+  verifySignedDeposit?(request: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<VerifiedSignedDeposit>;
+}
+
+/** A signed deposit checked against its request (DepositSteps.verifySignedDeposit). */
+export interface VerifiedSignedDeposit {
+  /** What authorizes the node to submit it (the chain's encoding of the permit). */
+  authorization: string;
+  /** What the signature spends: the ledger lets it fund one request only (the token may not consume it). */
+  permit: PermitNonce;
 }
 
 /** Simulates a user's call sent from the solver's key with its EIP-7702 authorizations (POST /execute rawCalls). */

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { sourceFiles } from '../../test/helpers/sources.ts';
 
 const STORES = ['apiKeys', 'balances', 'deposits', 'events', 'exchangeNonces', 'funding', 'indexerState', 'operations', 'payouts', 'relays', 'requests'].concat(
-  ['leases', 'signatureNonces', 'withdrawals', 'sqlite'],
+  ['leases', 'signatureNonces', 'usedPermits', 'withdrawals', 'sqlite'],
 );
 
 // Value imports still to go: the solver derives child request ids with Requests.derivedId (a pure

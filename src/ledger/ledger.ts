@@ -13,6 +13,7 @@ import type { Payouts } from './payouts.ts';
 import type { RelayedAuthorizations } from './relays.ts';
 import type { Requests } from './requests.ts';
 import type { SignatureNonces } from './signatureNonces.ts';
+import type { UsedPermits } from './usedPermits.ts';
 import type { StatusRecord } from './statusRecord.ts';
 import type { Withdrawals } from './withdrawals.ts';
 
@@ -51,6 +52,8 @@ export interface Ledger {
   readonly events: Store<Events>;
   /** Nonces of signed messages already acted on (links, unlinks, claims). */
   readonly signatureNonces: Store<SignatureNonces>;
+  /** EIP-2612 permits that funded a signed deposit, each one request (usedPermits.ts). */
+  readonly usedPermits: Store<UsedPermits>;
   /** Admin actions, pauses, dry run, postponed deposits, admin keys (operations.ts). */
   readonly operations: Store<Operations>;
   /** Deposits owed to the solver and the withdrawals that took them (withdrawals.ts). */

@@ -931,4 +931,35 @@ CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts FOR EACH ROW
     sql: 'ALTER TABLE requests ADD COLUMN fast_fill_input TEXT;',
     pg: 'ALTER TABLE requests ADD COLUMN fast_fill_input TEXT;',
   },
+  {
+    version: 28,
+    name: 'each EIP-2612 permit funds one request: (chain, token, owner, nonce) recorded with the deposit it authorizes, never released',
+    sql: `
+-- A permit is not tied to its request: the depository skips \`permit\` when the owner's allowance
+-- already covers the amount, so the token never consumes its nonce and the signature, public once
+-- posted, would pass again for another request of the same owner, token and amount. Written in the
+-- ledger transaction that records the signed deposit; never deleted (unlike signature_nonces, whose
+-- rows expire): the permit's nonce may stay the token's current one for ever.
+CREATE TABLE used_permits (
+  chain_id INTEGER NOT NULL,
+  token TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  request_id TEXT NOT NULL REFERENCES requests(id),
+  used_at INTEGER NOT NULL,
+  PRIMARY KEY (chain_id, token, owner, nonce)
+);
+`,
+    pg: `
+CREATE TABLE used_permits (
+  chain_id BIGINT NOT NULL,
+  token TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  request_id TEXT NOT NULL REFERENCES requests(id) DEFERRABLE INITIALLY IMMEDIATE,
+  used_at BIGINT NOT NULL,
+  PRIMARY KEY (chain_id, token, owner, nonce)
+);
+`,
+  },
 ];

@@ -13,6 +13,7 @@ import { Payouts } from './payouts.ts';
 import { Requests } from './requests.ts';
 import { RelayedAuthorizations } from './relays.ts';
 import { SignatureNonces } from './signatureNonces.ts';
+import { UsedPermits } from './usedPermits.ts';
 import { Withdrawals } from './withdrawals.ts';
 import { ExchangeNonces } from './exchangeNonces.ts';
 import type { Ledger, TxOptions } from './ledger.ts';
@@ -36,6 +37,8 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
   readonly events: Events;
   /** Nonces of signed messages already acted on (links, unlinks, claims). */
   readonly signatureNonces: SignatureNonces;
+  /** EIP-2612 permits that funded a signed deposit, each one request (src/ledger/usedPermits.ts). */
+  readonly usedPermits: UsedPermits;
   /** Admin actions, pauses, dry run, postponed deposits, admin keys (src/ledger/operations.ts). */
   readonly operations: Operations;
   /** Deposits owed to the solver and the withdrawals that took them (src/ledger/withdrawals.ts). */
@@ -63,6 +66,7 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
     this.apiKeys = new ApiKeys(db);
     this.funding = new FundingCredits(db, this.balances);
     this.signatureNonces = new SignatureNonces(db);
+    this.usedPermits = new UsedPermits(db);
     this.operations = new Operations(db);
     this.withdrawals = new Withdrawals(db);
     this.relayedAuthorizations = new RelayedAuthorizations(db);

@@ -1,13 +1,14 @@
 import type { Ledger } from '../ledger/index.ts';
 import type { RequestRow } from '../ledger/types.ts';
+import type { PermitNonce } from '../ledger/usedPermits.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import { formatUsd } from '../lib/money.ts';
 import { holdSponsorship } from './appBalanceBooks.ts';
 
 /** Why a signed deposit (usePermit) is not recorded; the API names each one's status (api/errors.ts). */
-export type SignedDepositRefusal = 'ALREADY_SUBMITTED' | 'SPONSOR_BALANCE_TOO_LOW' | 'ORDER_EXPIRED';
+export type SignedDepositRefusal = 'ALREADY_SUBMITTED' | 'PERMIT_ALREADY_USED' | 'SPONSOR_BALANCE_TOO_LOW' | 'ORDER_EXPIRED';
 
-/** A signed deposit the node will not submit: another post recorded it first, its quote expired, or its sponsor cannot pay. */
+/** A signed deposit the node will not submit: another post recorded it first, its permit funds another request, its quote expired, or its sponsor cannot pay. */
 export class SignedDepositRefusedError extends RelayNodeError {
   override name = 'SignedDepositRefusedError';
 
@@ -24,6 +25,8 @@ export interface SignedDeposit {
   request: RequestRow;
   /** What authorizes the node to submit it (the chain's encoding of the permit). */
   authorization: string;
+  /** The permit's nonce: it funds one request, whatever the token does with it. */
+  permit: PermitNonce;
   /** The sponsor whose app balance pays the request's fees, and how much of them (micro-USD). */
   sponsor?: { wallet: string; micro: bigint };
   /** Posted by an integrator's backend with its API key (POST /execute): the gasless flow. */
@@ -35,9 +38,9 @@ export const signedDepositPayoutId = (requestId: string) => `deposit:${requestId
 
 /**
  * Records a signed deposit the node will submit: its payout (the submitter sends it), the sponsor's
- * hold on the request's fees, and the request's status `depositing`, in one ledger transaction that
- * checks again that nothing recorded it first (two posts racing record one deposit). Throws
- * SignedDepositRefusedError.
+ * hold on the request's fees, the permit's nonce used, and the request's status `depositing`, in one
+ * ledger transaction that checks again that nothing recorded it first (two posts racing record one
+ * deposit) and that the permit funds no other request. Throws SignedDepositRefusedError.
  */
 export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date.now()): void {
   const r = s.request;
@@ -59,6 +62,18 @@ export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date
     }
     if (current.expires_at !== null && now > current.expires_at) {
       throw new SignedDepositRefusedError('ORDER_EXPIRED', `the quote of request ${r.id} has expired`);
+    }
+    // The token does not tie a permit to one request: with an allowance covering the amount the
+    // depository skips `permit` and the nonce stays current, so the public signature would pass for
+    // any other request of the same owner, token and amount (to another recipient). Never released,
+    // not even if this deposit fails: the signature is public from now on.
+    const p = s.permit;
+    if (!ledger.usedPermits.use(p, r.id, now)) {
+      const by = ledger.usedPermits.usedBy(p);
+      throw new SignedDepositRefusedError(
+        'PERMIT_ALREADY_USED',
+        `the permit of ${p.owner} on token ${p.token} of chain ${p.chainId} with nonce ${p.nonce} funds request ${by} already; sign a new permit for request ${r.id}`,
+      );
     }
     ledger.payouts.insert({
       id,

@@ -287,3 +287,62 @@ describe('POST /permits', () => {
     expect(s.node.ledger.balances.summary(sponsor.address)).toEqual({ balance: 500_000n, held: 0n, available: 500_000n });
   });
 });
+
+describe('one permit, one request', () => {
+  it('refuses a permit already posted for another request (409): the victim with an allowance is not deposited twice', async () => {
+    const victim = 1;
+    const attacker = privateKeyToAccount(generatePrivateKey()).address;
+    // The victim's allowance covers the amount: the depository deposits through it and skips
+    // `permit`, so the permit's nonce stays the token's current one after R1 is deposited.
+    const v = s.wallet(victim, A);
+    const approve = await v.writeContract({
+      account: v.account!,
+      chain: v.chain,
+      address: usdc(A),
+      abi: erc20Abi,
+      functionName: 'approve',
+      args: [chain(A).contracts.depository, 10n ** 30n],
+    });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: approve });
+    const permitQuote = (extra: Record<string, unknown> = {}) =>
+      api(s.url, '/quote/v2', {
+        body: {
+          user: account(victim).address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          amount: '7000000',
+          tradeType: 'EXACT_INPUT',
+          usePermit: true,
+          ...extra,
+        },
+      });
+    const balance = () => s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [account(victim).address] });
+    const before = await balance();
+    const q1 = await permitQuote();
+    expect(q1.status).toBe(200);
+    const step = q1.body.steps[0];
+    const r1 = step.requestId as Hex;
+    const signature = await privateKeyToAccount(account(victim).privateKey).signTypedData({
+      ...step.items[0].data.sign,
+      message: step.items[0].data.sign.value,
+    });
+    expect((await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body })).status).toBe(200);
+    await waitForStatus(s.url, r1, ['success']);
+    expect(await balance()).toBe(before - 7_000_000n);
+    // The signature is public now and its nonce still current: an attacker quotes the same user,
+    // token and amount to its own wallet and posts it, without an API key.
+    const q2 = await permitQuote({ recipient: attacker, refundTo: attacker });
+    expect(q2.status).toBe(200);
+    const r2 = q2.body.steps[0].requestId as Hex;
+    expect(r2).not.toBe(r1);
+    const r = await api(s.url, `/permits?signature=${signature}`, { body: { ...step.items[0].data.post.body, requestId: r2 } });
+    expect(r.status).toBe(409);
+    expect(r.body.errorCode).toBe('PERMIT_ALREADY_USED');
+    expect(r.body.message).toMatch(/nonce/);
+    expect(s.node.ledger.payouts.get(`deposit:${r2}`)).toBeUndefined();
+    expect(s.node.ledger.requests.get(r2)!.status).toBe('waiting');
+    expect(await balance()).toBe(before - 7_000_000n);
+  });
+});

@@ -4,6 +4,7 @@ import { executeRawCalls, isRawCalls } from './executeRawCalls.ts';
 import { isHex, type Hex } from 'viem';
 import { z } from 'zod';
 import { SignedDepositError } from '../../chains/adapter.ts';
+import type { VerifiedSignedDeposit } from '../../chains/ports.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
 import type { Pricing } from '../../ledger/types.ts';
@@ -66,9 +67,9 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     const submitted = () =>
       new ApiError(409, 'ALREADY_SUBMITTED', `request ${r.id} is ${ctx.ledger.requests.get(r.id)!.status}: its deposit was submitted already`);
     if (r.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
-    let authorization: string;
+    let verified: VerifiedSignedDeposit;
     try {
-      authorization = await deposits.verifySignedDeposit(r, b, signature as Hex);
+      verified = await deposits.verifySignedDeposit(r, b, signature as Hex);
     } catch (e) {
       if (e instanceof SignedDepositError) throw new ApiError(e.errorCode === 'RPC_UNAVAILABLE' ? 503 : 400, e.errorCode, e.message);
       throw e;
@@ -85,8 +86,9 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
       sponsoredMicro = usdMicroCeil(sponsored, cout.decimals, await ctx.prices.usdPrice(cout));
     }
     // The solver records the deposit it will submit (its payout, the sponsor's hold, status
-    // depositing) in one ledger transaction that checks again what was checked above.
-    solver.submitSignedDeposit({ request: r, authorization, sponsor: sponsorWallet ? { wallet: sponsorWallet, micro: sponsoredMicro } : undefined, gasless });
+    // depositing, the permit's nonce used) in one ledger transaction that checks again what was
+    // checked above, and refuses a permit that funds another request already (PERMIT_ALREADY_USED).
+    solver.submitSignedDeposit({ request: r, ...verified, sponsor: sponsorWallet ? { wallet: sponsorWallet, micro: sponsoredMicro } : undefined, gasless });
     return { message: 'Success', requestId: r.id };
   };
   app.post('/permits', (req) => submit(req, false));

@@ -35,7 +35,7 @@ import {
   type PayoutHooks,
   type ReindexResult,
 } from '../adapter.ts';
-import type { RelaySimulator } from '../ports.ts';
+import type { RelaySimulator, VerifiedSignedDeposit } from '../ports.ts';
 import { QuoteError } from '../../lib/quoteError.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
@@ -261,7 +261,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     };
   }
 
-  async verifySignedDeposit(r: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<string> {
+  async verifySignedDeposit(r: RequestRow, body: Record<string, unknown>, signature: Hex): Promise<VerifiedSignedDeposit> {
     const bad = (what: string) => new SignedDepositError('INVALID_INPUT_PARAMETERS', `invalid request: ${what}`);
     const str = (k: string) => (typeof body[k] === 'string' || typeof body[k] === 'number' ? String(body[k]) : undefined);
     if (str('kind') !== 'eip2612') throw bad('kind: must be eip2612');
@@ -315,7 +315,10 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     // The node pays the deposit's gas: a permit over tokens the owner does not hold is refused
     // here, not discovered by a transaction the node sends.
     if (held < value) throw new SignedDepositError('GASLESS_PERMIT_BALANCE_TOO_LOW', `${owner} holds ${held} of ${token}, less than the permit's ${value}`);
-    return JSON.stringify({ kind: 'eip2612', deadline: deadline.toString(), signature });
+    return {
+      authorization: JSON.stringify({ kind: 'eip2612', deadline: deadline.toString(), signature }),
+      permit: { chainId: this.chainId, token, owner, nonce },
+    };
   }
 
   async checkDepositAddress(requestId: string): Promise<number> {

@@ -1,0 +1,39 @@
+import type { SqlDb as Db } from './sqlDb.ts';
+
+/** What an EIP-2612 permit spends once: its owner's nonce on one token of one chain. */
+export interface PermitNonce {
+  chainId: number;
+  token: string;
+  owner: string;
+  nonce: bigint;
+}
+
+/**
+ * The EIP-2612 permits the node has recorded a signed deposit for (migration 28): each one funds one
+ * request. The token alone does not enforce it: the depository skips `permit` when the owner's
+ * allowance covers the amount, and the nonce then stays current.
+ */
+export class UsedPermits {
+  #use;
+  #of;
+  constructor(db: Db) {
+    this.#use = db.prepare(`INSERT INTO used_permits (chain_id, token, owner, nonce, request_id, used_at)
+      VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`);
+    this.#of = db.prepare('SELECT request_id FROM used_permits WHERE chain_id = ? AND token = ? AND owner = ? AND nonce = ?');
+  }
+
+  /**
+   * Records that `p` funds `requestId`. Returns false when it funds a request already. Call it in the
+   * ledger transaction that records the signed deposit, so that a second request racing it is refused;
+   * never undone, not even when that deposit fails (its signature is public from then on).
+   */
+  use(p: PermitNonce, requestId: string, now = Date.now()): boolean {
+    return this.#use.run(p.chainId, p.token.toLowerCase(), p.owner.toLowerCase(), p.nonce.toString(), requestId, now).changes === 1;
+  }
+
+  /** The request `p` funds, if any. */
+  usedBy(p: PermitNonce): string | undefined {
+    const row = this.#of.get(p.chainId, p.token.toLowerCase(), p.owner.toLowerCase(), p.nonce.toString()) as { request_id: string } | undefined;
+    return row?.request_id;
+  }
+}
