@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { axios as sdkAxios, convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
-import { concat, createWalletClient, encodeFunctionData, erc20Abi, http, parseEventLogs, type Address, type Hex } from 'viem';
+import { concat, createWalletClient, encodeFunctionData, erc20Abi, http, parseEventLogs, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
 import { CALIBUR_ADDRESS, devnetChain } from '../src/devnet/deploy.ts';
@@ -268,6 +268,50 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(rec.status).toBe(200);
     expect(rec.body.requests[0]).toMatchObject({ id: res.body.requestId, status: 'success' });
     expect(rec.body.requests[0].data.outTxs.map((t: { txHash: string }) => t.txHash)).toContain(payout!.tx_hash);
+  });
+
+  it("refuses a relay whose value is above the chain's cap (maxTopupGasUsd), holding and sending nothing; a small value still relays", async () => {
+    // The sponsor can pay for it: only the cap stands between it and the solver's ETH (50 USD at
+    // 3000 USD/ETH is about 0.0167 ETH; this is 0.02 ETH).
+    await fundAppBalance(s, 1, sponsorWallet(), 100_000_000n);
+    const before = entries(sponsorWallet()).length;
+    const to = privateKeyToAccount(generatePrivateKey()).address;
+    const res = await api(s.url, '/execute', { apiKey: app.key, body: { ...plainCall(), data: { chainId: A, to, data: '0x', value: '20000000000000000' } } });
+    expect(res.status).toBe(400);
+    expect(res.body.errorCode).toBe('RELAY_VALUE_TOO_HIGH');
+    expect(res.body.error).toMatch(/data\.value/);
+    expect(res.body.error).toMatch(/maxTopupGasUsd/);
+    expect(entries(sponsorWallet()).length).toBe(before);
+    // Nothing recorded, so nothing the submitter could send.
+    expect(s.node.ledger.db.prepare('SELECT count(*) AS n FROM payouts WHERE lower(recipient) = lower(?)').get(to)).toEqual({ n: 0 });
+    const small = await api(s.url, '/execute', { apiKey: app.key, body: { ...plainCall(), data: { chainId: A, to, data: '0x', value: '1000' } } });
+    expect(small.status).toBe(200);
+    await waitForStatus(s.url, small.body.requestId, ['success']);
+    expect(await s.publicClient(A).getBalance({ address: to })).toBe(1000n);
+  });
+
+  it("refuses a relay that would take the native balance the solver's queued payouts need (409), holding and recording nothing", async () => {
+    const before = entries(sponsorWallet()).length;
+    const to = privateKeyToAccount(generatePrivateKey()).address;
+    const held = await s.publicClient(A).getBalance({ address: s.devnet.solver });
+    // The ledger promises all of the solver's ETH on chain A but 1000 wei to payouts not yet sent.
+    const payouts = s.node.ledger.payouts;
+    const reservedOn = payouts.reservedOn.bind(payouts);
+    payouts.reservedOn = (chain: number) => {
+      const m = reservedOn(chain);
+      if (chain === A) m.set(zeroAddress, (m.get(zeroAddress) ?? 0n) + held - 1000n);
+      return m;
+    };
+    try {
+      const res = await api(s.url, '/execute', { apiKey: app.key, body: { ...plainCall(), data: { chainId: A, to, data: '0x', value: '1000' } } });
+      expect(res.status).toBe(409);
+      expect(res.body.errorCode).toBe('SOLVER_BALANCE_TOO_LOW');
+      expect(res.body.error).toMatch(/solver's native balance on chain 8453/);
+    } finally {
+      payouts.reservedOn = reservedOn;
+    }
+    expect(entries(sponsorWallet()).length).toBe(before);
+    expect(s.node.ledger.db.prepare('SELECT count(*) AS n FROM payouts WHERE lower(recipient) = lower(?)').get(to)).toEqual({ n: 0 });
   });
 
   it('relays a call with value, charges the value with the gas, and the books reconcile with the chains', async () => {

@@ -58,6 +58,7 @@ describe('solver refusals in the API', () => {
       [new GaslessRelayError('DRY_RUN', 'not relaying now'), 503],
       [new GaslessRelayError('AUTHORIZATION_USED', 'relayed already'), 409],
       [new GaslessRelayError('INSUFFICIENT_APP_BALANCE', 'short'), 402],
+      [new GaslessRelayError('SOLVER_BALANCE_TOO_LOW', 'needed by payouts'), 409],
       [new SignedDepositRefusedError('ALREADY_SUBMITTED', 'submitted already'), 409],
       [new SignedDepositRefusedError('PERMIT_ALREADY_USED', 'funds another request'), 409],
       [new SignedDepositRefusedError('ORDER_EXPIRED', 'expired'), 400],

@@ -108,7 +108,9 @@ const chainFields = {
   private: z.boolean().default(false),
   nativeCurrency,
   // The most native currency a quote's gas top-up (topupGasAmount) delivers on this chain: in USD
-  // (absent: 50), and in the smallest unit when given; the lower of the two applies.
+  // (absent: 50), and in the smallest unit when given; the lower of the two applies. The same caps
+  // bound a gasless relay's value (POST /execute rawCalls): both hand out the solver's native
+  // currency against a sponsor's app balance.
   maxTopupGasUsd: positiveUsd.optional(),
   maxTopupGasAmount: z
     .string()

@@ -17,13 +17,15 @@ import { serializeRelayTerms, type RelayTerms } from '../chains/evm/relayTerms.t
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
-import { formatUsd, usdMicroCeil } from '../lib/money.ts';
+import { conversionRate, formatUsd, mulRatioFloor, usdMicro, usdMicroCeil } from '../lib/money.ts';
+import { DEFAULT_MAX_TOPUP_USD } from '../quote/types.ts';
+import { spendableAfter, type HeldRead } from '../chains/spendable.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './appBalanceBooks.ts';
 import type { FailReason } from '../ledger/reasons.ts';
 
-/** Why a relay is not admitted: the operator's switches, a replay, or the sponsor's balance. */
-export type GaslessRelayCode = 'DRY_RUN' | 'PAUSED' | 'ALREADY_SUBMITTED' | 'AUTHORIZATION_USED' | 'INSUFFICIENT_APP_BALANCE';
+/** Why a relay is not admitted: the operator's switches, a replay, the sponsor's balance, or the solver's native balance. */
+export type GaslessRelayCode = 'DRY_RUN' | 'PAUSED' | 'ALREADY_SUBMITTED' | 'AUTHORIZATION_USED' | 'INSUFFICIENT_APP_BALANCE' | 'SOLVER_BALANCE_TOO_LOW';
 
 /** A relay the solver does not admit; the API answers its code with a status (api/errors.ts). */
 export class GaslessRelayError extends RelayNodeError {
@@ -52,7 +54,33 @@ export interface RelayAdmission {
   /** The chain's native currency: its USD price now (the gas is charged at it) and decimals. */
   nativeUsdPrice: string;
   nativeDecimals: number;
+  /** The solver's native balance on the chain, read just before (chains/spendable.ts): the relay may not take what its payouts need. */
+  solverNative: HeldRead;
   now: number;
+}
+
+/** A chain's bounds on the native value a relay sends: the gas top-up caps (config: maxTopupGasUsd, maxTopupGasAmount). */
+export interface RelayValueCaps {
+  maxTopupGasUsd?: string;
+  maxTopupGasAmount?: string;
+}
+
+/**
+ * Why a relay's value is above the chain's cap, or undefined when it is not. The top-up caps bound
+ * it: like a top-up, a relay's value is native currency the solver hands out against the sponsor's
+ * app balance, and without a bound a sponsor could swap stablecoins for the gas the solver needs to
+ * fill and refund, spread-free.
+ */
+export function relayValueAboveCap(value: bigint, chainId: number, caps: RelayValueCaps, nativeDecimals: number, nativeUsdPrice: string): string | undefined {
+  const capUsd = caps.maxTopupGasUsd ?? DEFAULT_MAX_TOPUP_USD;
+  const capWei = mulRatioFloor(usdMicro(1n, 0, capUsd), conversionRate('1', 6, nativeUsdPrice, nativeDecimals));
+  if (value > capWei) {
+    return `data.value: ${value} wei (${formatUsd(usdMicroCeil(value, nativeDecimals, nativeUsdPrice))} USD) is above the relay value cap of ${capUsd} USD (${capWei} wei) on chain ${chainId} (maxTopupGasUsd)`;
+  }
+  if (caps.maxTopupGasAmount !== undefined && value > BigInt(caps.maxTopupGasAmount)) {
+    return `data.value: ${value} wei is above the relay value cap of ${caps.maxTopupGasAmount} wei on chain ${chainId} (maxTopupGasAmount)`;
+  }
+  return undefined;
 }
 
 /**
@@ -99,6 +127,16 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
           'AUTHORIZATION_USED',
           `authorizationList[${i}]: ${auth.address}'s authorization of nonce ${auth.nonce} was relayed already (request ${by})`,
         );
+    }
+    // The solver pays the value and the gas from the native balance its queued and sent payouts
+    // (fills, refunds, other relays) are promised: a relay may not take it. Read again here, in the
+    // transaction that records this relay's payout: two relays racing cannot both take it.
+    const solverSpendable = spendableAfter(ledger, a.chainId, zeroAddress, a.solverNative);
+    if (maxCost > solverSpendable) {
+      throw new GaslessRelayError(
+        'SOLVER_BALANCE_TOO_LOW',
+        `data.value: the solver's native balance on chain ${a.chainId} not promised to its payouts is ${solverSpendable > 0n ? solverSpendable : 0n} wei; this relay may take up to ${maxCost} wei (value and gas)`,
+      );
     }
     // What is available (less every hold), not the balance: another relay's or a fast fill's hold is
     // money already promised. Checked in the transaction that writes the hold: two posts racing

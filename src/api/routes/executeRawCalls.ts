@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { RelayRefusedError } from '../../chains/adapter.ts';
 import type { RelayTerms } from '../../chains/evm/relayTerms.ts';
 import { PriceUnavailableError } from '../../quote/prices.ts';
-import { relayRequestId } from '../../solver/gaslessRelay.ts';
+import { readHeld, type HeldRead } from '../../chains/spendable.ts';
+import { relayRequestId, relayValueAboveCap } from '../../solver/gaslessRelay.ts';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
@@ -103,6 +104,11 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
   const id = relayRequestId(chainId, terms);
   if (ctx.ledger.requests.get(id)) throw new ApiError(409, 'ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
 
+  // A bad value is refused before it costs a simulation, and before anything is recorded or held.
+  const nativeUsdPrice = await ctx.prices.usdPrice(native);
+  const aboveCap = relayValueAboveCap(terms.value, chainId, ctx.registry.chain(chainId) ?? {}, native.decimals, nativeUsdPrice);
+  if (aboveCap) throw new ApiError(400, 'RELAY_VALUE_TOO_HIGH', `invalid request: ${aboveCap}`);
+
   let simulation;
   try {
     simulation = await relayer.simulateRelay(terms);
@@ -111,7 +117,17 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
     const status = e.errorCode === 'RPC_UNAVAILABLE' ? 503 : e.errorCode === 'AUTHORIZATION_USED' ? 409 : 400;
     throw new ApiError(status, e.errorCode, e.message);
   }
-  const nativeUsdPrice = await ctx.prices.usdPrice(native);
+  // The solver's native balance, with what its payouts are promised (admitRelay checks the relay
+  // leaves them covered, in the transaction that records it).
+  const solverWallet = chains.wallet(chainId);
+  if (!solverWallet) throw new ApiError(400, 'UNSUPPORTED_CHAIN', `invalid request: data.chainId: chain ${chainId} has no solver wallet on this node`);
+  let solverNative: HeldRead;
+  try {
+    solverNative = await readHeld(ctx.ledger, chainId, zeroAddress, () => solverWallet.balanceOf(solverWallet.solver, zeroAddress));
+  } catch {
+    // The RPC's error may name the provider URL: never echoed.
+    throw new ApiError(503, 'RPC_UNAVAILABLE', `chain ${chainId} cannot be read now to check the solver's balance; try again`);
+  }
   // A refusal is a GaslessRelayError: its code's status is the API's (errors.ts).
   const { requestId } = solver.admitRelay({
     chainId,
@@ -122,6 +138,7 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
     subsidizeFees: b.executionOptions.subsidizeFees,
     nativeUsdPrice,
     nativeDecimals: native.decimals,
+    solverNative,
     now: ctx.now(),
   });
   return { message: 'Transaction submitted', requestId };
