@@ -933,7 +933,7 @@ CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts FOR EACH ROW
   },
   {
     version: 28,
-    name: 'each EIP-2612 permit funds one request: (chain, token, owner, nonce) recorded with the deposit it authorizes, never released',
+    name: 'each EIP-2612 permit funds one request: (chain, token, owner, nonce, deadline) recorded with the deposit it authorizes, never released',
     sql: `
 -- A permit is not tied to its request: the depository skips \`permit\` when the owner's allowance
 -- already covers the amount, so the token never consumes its nonce and the signature, public once
@@ -945,9 +945,10 @@ CREATE TABLE used_permits (
   token TEXT NOT NULL,
   owner TEXT NOT NULL,
   nonce TEXT NOT NULL,
+  deadline TEXT NOT NULL,
   request_id TEXT NOT NULL REFERENCES requests(id),
   used_at INTEGER NOT NULL,
-  PRIMARY KEY (chain_id, token, owner, nonce)
+  PRIMARY KEY (chain_id, token, owner, nonce, deadline)
 );
 `,
     pg: `
@@ -956,9 +957,10 @@ CREATE TABLE used_permits (
   token TEXT NOT NULL,
   owner TEXT NOT NULL,
   nonce TEXT NOT NULL,
+  deadline TEXT NOT NULL,
   request_id TEXT NOT NULL REFERENCES requests(id) DEFERRABLE INITIALLY IMMEDIATE,
   used_at BIGINT NOT NULL,
-  PRIMARY KEY (chain_id, token, owner, nonce)
+  PRIMARY KEY (chain_id, token, owner, nonce, deadline)
 );
 `,
   },

@@ -1,11 +1,15 @@
 import type { SqlDb as Db } from './sqlDb.ts';
 
-/** What an EIP-2612 permit spends once: its owner's nonce on one token of one chain. */
+/**
+ * What names an EIP-2612 permit: its owner's nonce on one token of one chain, and its deadline (a
+ * later permit of the same owner with the same nonce is another message, another signature).
+ */
 export interface PermitNonce {
   chainId: number;
   token: string;
   owner: string;
   nonce: bigint;
+  deadline: bigint;
 }
 
 /**
@@ -17,9 +21,9 @@ export class UsedPermits {
   #use;
   #of;
   constructor(db: Db) {
-    this.#use = db.prepare(`INSERT INTO used_permits (chain_id, token, owner, nonce, request_id, used_at)
-      VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`);
-    this.#of = db.prepare('SELECT request_id FROM used_permits WHERE chain_id = ? AND token = ? AND owner = ? AND nonce = ?');
+    this.#use = db.prepare(`INSERT INTO used_permits (chain_id, token, owner, nonce, deadline, request_id, used_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`);
+    this.#of = db.prepare('SELECT request_id FROM used_permits WHERE chain_id = ? AND token = ? AND owner = ? AND nonce = ? AND deadline = ?');
   }
 
   /**
@@ -28,12 +32,14 @@ export class UsedPermits {
    * never undone, not even when that deposit fails (its signature is public from then on).
    */
   use(p: PermitNonce, requestId: string, now = Date.now()): boolean {
-    return this.#use.run(p.chainId, p.token.toLowerCase(), p.owner.toLowerCase(), p.nonce.toString(), requestId, now).changes === 1;
+    return this.#use.run(p.chainId, p.token.toLowerCase(), p.owner.toLowerCase(), p.nonce.toString(), p.deadline.toString(), requestId, now).changes === 1;
   }
 
   /** The request `p` funds, if any. */
   usedBy(p: PermitNonce): string | undefined {
-    const row = this.#of.get(p.chainId, p.token.toLowerCase(), p.owner.toLowerCase(), p.nonce.toString()) as { request_id: string } | undefined;
+    const row = this.#of.get(p.chainId, p.token.toLowerCase(), p.owner.toLowerCase(), p.nonce.toString(), p.deadline.toString()) as
+      | { request_id: string }
+      | undefined;
     return row?.request_id;
   }
 }

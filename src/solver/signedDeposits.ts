@@ -72,7 +72,7 @@ export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date
       const by = ledger.usedPermits.usedBy(p);
       throw new SignedDepositRefusedError(
         'PERMIT_ALREADY_USED',
-        `the permit of ${p.owner} on token ${p.token} of chain ${p.chainId} with nonce ${p.nonce} funds request ${by} already; a permit funds one request: request ${r.id} needs a permit with another nonce (the token's advances when a permit is used on chain), or a deposit without usePermit`,
+        `the permit of ${p.owner} on token ${p.token} of chain ${p.chainId} with nonce ${p.nonce} and deadline ${p.deadline} funds request ${by} already; a permit funds one request: request ${r.id} needs a permit of its own (its quote's deadline), or a deposit without usePermit`,
       );
     }
     ledger.payouts.insert({

@@ -344,5 +344,19 @@ describe('one permit, one request', () => {
     expect(s.node.ledger.payouts.get(`deposit:${r2}`)).toBeUndefined();
     expect(s.node.ledger.requests.get(r2)!.status).toBe('waiting');
     expect(await balance()).toBe(before - 7_000_000n);
+    // The victim's own next permit (same nonce, its quote's later deadline: another message) still works.
+    // Deadlines are in seconds: the next quote is taken once a second has passed.
+    const deadline = step.items[0].data.sign.value.deadline;
+    const q3 = await until(async () => {
+      const q = await permitQuote();
+      return q.body.steps[0].items[0].data.sign.value.deadline !== deadline ? q : undefined;
+    }, 'a quote with a later deadline');
+    const step3 = q3.body.steps[0];
+    expect(step3.items[0].data.sign.value.nonce).toBe(step.items[0].data.sign.value.nonce);
+    const own = await privateKeyToAccount(account(victim).privateKey).signTypedData({ ...step3.items[0].data.sign, message: step3.items[0].data.sign.value });
+    const posted = await api(s.url, `/permits?signature=${own}`, { body: step3.items[0].data.post.body });
+    expect(posted.status).toBe(200);
+    await waitForStatus(s.url, step3.requestId as Hex, ['success']);
+    expect(await balance()).toBe(before - 14_000_000n);
   });
 });

@@ -317,7 +317,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     if (held < value) throw new SignedDepositError('GASLESS_PERMIT_BALANCE_TOO_LOW', `${owner} holds ${held} of ${token}, less than the permit's ${value}`);
     return {
       authorization: JSON.stringify({ kind: 'eip2612', deadline: deadline.toString(), signature }),
-      permit: { chainId: this.chainId, token, owner, nonce },
+      permit: { chainId: this.chainId, token, owner, nonce, deadline },
     };
   }
 
