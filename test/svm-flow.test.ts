@@ -3,8 +3,25 @@
 // account (rent charged, or sponsored), a refund on SVM, a depositFeePayer deposit, the rent-too-low
 // quote, the request record's SVM signatures, and a payout whose blockhash expired before it landed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Connection, Keypair, PublicKey, SystemProgram, Transaction, TransactionMessage, VersionedTransaction } from '@solana/web3.js';
-import { createTransferCheckedInstruction, getAssociatedTokenAddressSync, TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID } from '@solana/spl-token';
+import {
+  Connection,
+  Keypair,
+  PublicKey,
+  SystemProgram,
+  Transaction,
+  type TransactionInstruction,
+  TransactionMessage,
+  VersionedTransaction,
+} from '@solana/web3.js';
+import {
+  createAssociatedTokenAccountIdempotentInstruction,
+  createCloseAccountInstruction,
+  createInitializeAccount3Instruction,
+  createTransferCheckedInstruction,
+  getAssociatedTokenAddressSync,
+  TOKEN_2022_PROGRAM_ID,
+  TOKEN_PROGRAM_ID,
+} from '@solana/spl-token';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from './helpers/link.ts';
@@ -246,7 +263,7 @@ describe('SVM chain', () => {
     expect(before - s.node.ledger.balances.summary(wallet.address).balance).toBeGreaterThan(305_000n);
   });
 
-  it('refunds a short SVM deposit on SVM, less the refund fee', async () => {
+  it('refunds a short SVM deposit on SVM, less the refund fee and token-account rent', async () => {
     const user = svm().keypair(3);
     const q = await quote({
       user: user.publicKey.toBase58(),
@@ -275,8 +292,10 @@ describe('SVM chain', () => {
     expect(done).toMatchObject({ status: 'refund', failReason: 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL', refundFailReason: null, inTxHashes: [sig] });
     expect(done.txHashes).toHaveLength(1);
     const back = (await tokens(user.publicKey)) - (before - 9_000_000n);
-    expect(back).toBeGreaterThan(8_990_000n);
-    expect(back).toBeLessThan(9_000_000n); // the refund's fee is deducted
+    // The refund's fee and the rent of a token account it may have to create (2,039,280 lamports at
+    // 150 USD/SOL = 305,892 units) are deducted, whether or not the depositor has one.
+    expect(9_000_000n - back).toBeGreaterThan(305_892n);
+    expect(9_000_000n - back).toBeLessThan(310_000n);
 
     // The request record shows both SVM signatures.
     const rec = await api(s.url, `/requests/v3?id=${requestId}`, { apiKey });
@@ -472,7 +491,83 @@ describe('SVM chain', () => {
     expect(txs.map((t) => t.state)).toEqual(['dropped', 'included']);
     expect((await conn.getSignatureStatuses([staleSig], { searchTransactionHistory: true })).value[0]).toBeNull();
   });
+
+  it('charges the refund of an SPL deposit for the token account it may create: a depositor without one drains no rent', async () => {
+    // The depositor is the owner of the token account whose balance fell: a plain (non-associated)
+    // token account owned by a fresh key, so the refund must create that key's associated account.
+    const funder = svm().keypair(3);
+    const owner = Keypair.generate();
+    const account = Keypair.generate();
+    const mint = new PublicKey(svm().mint);
+    const space = 165;
+    const rent = await conn.getMinimumBalanceForRentExemption(space);
+    await sendConfirmed(
+      [
+        SystemProgram.createAccount({ fromPubkey: funder.publicKey, newAccountPubkey: account.publicKey, lamports: rent, space, programId: TOKEN_PROGRAM_ID }),
+        createInitializeAccount3Instruction(account.publicKey, mint, owner.publicKey),
+        createTransferCheckedInstruction(ata(funder.publicKey), mint, account.publicKey, funder.publicKey, 5_000_000n, 6),
+      ],
+      funder,
+      [account],
+    );
+    expect(await conn.getAccountInfo(ata(owner.publicKey), 'confirmed')).toBeNull();
+    const solverBefore = await lamports(svm().solver);
+    // An orphan deposit (its memo names no request): refunded to the depositor, the fresh key.
+    const memo = `0x${'7e'.repeat(32)}`;
+    await sendConfirmed(
+      [createTransferCheckedInstruction(account.publicKey, mint, ata(svm().vault), owner.publicKey, 5_000_000n, 6), memoInstruction(memo)],
+      funder,
+      [owner],
+    );
+    const back = await until(async () => ((await tokens(owner.publicKey)) > 0n ? tokens(owner.publicKey) : undefined), 'the orphan refund');
+    const deducted = 5_000_000n - back;
+    // The deduction in token units (1 USD) as lamports at 150 USD/SOL: it covers what the solver spent.
+    const spent = solverBefore - (await lamports(svm().solver));
+    expect(spent).toBeGreaterThan(2_039_280n); // the token account was created by the refund
+    expect(spent).toBeLessThanOrEqual((deducted * 10n ** 9n) / (150n * 10n ** 6n));
+  });
+
+  it('never fills SPL into a token account its quote did not charge the rent of: closed after the quote, the deposit is refunded', async () => {
+    const funder = svm().keypair(3);
+    const to = Keypair.generate();
+    const mint = new PublicKey(svm().mint);
+    await sendConfirmed([createAssociatedTokenAccountIdempotentInstruction(funder.publicKey, ata(to.publicKey), to.publicKey, mint)], funder);
+    const q = await quote({
+      user: evmUser(3),
+      recipient: to.publicKey.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: usdc(A),
+      destinationCurrency: svm().mint,
+      amount: '20000000',
+    });
+    expect(q.status).toBe(200);
+    // The account exists at quote time: no rent in the quote. The recipient then closes it.
+    await sendConfirmed([createCloseAccountInstruction(ata(to.publicKey), funder.publicKey, to.publicKey)], funder, [to]);
+    expect(await conn.getAccountInfo(ata(to.publicKey), 'confirmed')).toBeNull();
+    const solverBefore = await lamports(svm().solver);
+    const id = q.body.steps.at(-1).requestId;
+    await executeSteps(s, q.body, 3);
+    const d = await waitForStatus(s.url, id, ['success', 'refund'], 30_000);
+    expect(d).toMatchObject({ status: 'refund', failReason: 'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE' });
+    expect(await conn.getAccountInfo(ata(to.publicKey), 'confirmed')).toBeNull();
+    expect(await lamports(svm().solver)).toBe(solverBefore);
+  });
 });
+
+// Signs (fee payer first) and sends instructions, and waits for them to be confirmed without error.
+async function sendConfirmed(ixs: TransactionInstruction[], payer: Keypair, others: Keypair[] = []): Promise<string> {
+  const { blockhash } = await conn.getLatestBlockhash('confirmed');
+  const tx = new Transaction({ feePayer: payer.publicKey, recentBlockhash: blockhash }).add(...ixs);
+  tx.sign(payer, ...others);
+  const sig = await conn.sendRawTransaction(tx.serialize(), { preflightCommitment: 'confirmed' });
+  await until(async () => {
+    const st = (await conn.getSignatureStatuses([sig])).value[0];
+    if (st?.err) throw new Error(`transaction failed: ${JSON.stringify(st.err)}`);
+    return st && st.confirmationStatus !== 'processed' ? true : undefined;
+  }, 'the transaction to be confirmed');
+  return sig;
+}
 
 describe('svmSolverKey', () => {
   it('is resolved like solverKey, as a Secret: base58 or a JSON byte array; a bad key is named, never echoed', async () => {
@@ -517,7 +612,8 @@ describe('relay-node audit of the SVM chain', () => {
       expect(x.solver.actual).not.toBe(x.solver.opening);
     }
     expect(spl.refunds).toBeGreaterThan(0n); // the short SPL deposit's refund, paid by the solver in the token
-    expect(sol.rent).toBe(2_039_280n * 2n); // the two recipients' token accounts the fills created
+    // The two recipients' token accounts the fills created, and the fresh depositor's the orphan refund created.
+    expect(sol.rent).toBe(2_039_280n * 3n);
     expect(sol.gas).toBeGreaterThan(sol.rent!);
   });
 

@@ -45,7 +45,7 @@ export interface CostOracle {
   balanceOf(owner: string, currency: string): Promise<bigint>;
   /** What a fill of `amount` to `recipient` costs the solver now, in native units. */
   fillCost(req: FillCostRequest): Promise<FillCost>;
-  /** What refunding a deposit of `currency` costs the solver now, in native units. */
+  /** What refunding a deposit of `currency` may cost the solver now, in native units (any account the refund may have to create included). */
   refundCost(currency: string): Promise<bigint>;
   /** What the user's own deposit transaction costs in fees, in native units (quoted, not charged). */
   depositCost(currency: string): Promise<bigint>;

@@ -15,6 +15,12 @@ export interface Pricing {
   /** destination gas for the fill, already converted to output currency units */
   gasFeeOut: string;
   gasFeeUsd: string;
+  /**
+   * Account rent the quote charged for the fill (the destination's native smallest unit; part of
+   * gasFeeOut): '0' when the fill was quoted to create no account, so its payout may create none.
+   * Absent on requests priced before it was recorded.
+   */
+  rent?: string;
   /** App fees: each recipient's share of the output value, in basis points. */
   appFees?: { recipient: string; bps: number }[];
   /** Gas top-up: the native amount delivered with the fill, and its price in output units. */

@@ -65,6 +65,9 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     serviceBps: config.fees.relayerServiceBps,
     gasFeeOut: gasFeeOut.toString(),
     gasFeeUsd: usdValue(fillCost.native, destNative.decimals, destNativePrice),
+    // Recorded so the payout knows what it may create: an account made missing after the quote
+    // (closed by its owner) would otherwise be created at the solver's expense.
+    rent: fillCost.rent.toString(),
     ...(route.swap ? { swap: { spreadBps } } : {}),
   };
   if (q.appFees?.length) {

@@ -27,6 +27,7 @@ export type PayoutFailReason = FailReasonOf<
   | 'QUOTED_GAS_LIMIT_EXCEEDED'
   | 'INVALID_SIGNATURE'
   | 'TRANSFER_FROM_FAILED'
+  | 'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE'
 >;
 
 /**

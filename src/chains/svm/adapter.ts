@@ -303,7 +303,15 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   async refundCost(currency: string): Promise<bigint> {
-    return this.#txFee(isSvmNative(currency) ? CU.sol : CU.spl);
+    if (isSvmNative(currency)) return this.#txFee(CU.sol);
+    // An SPL refund (or excess) is paid to the depositor's associated token account, which the payout
+    // creates at the solver's expense when it is missing. The depositor is whoever owned the token
+    // account that paid, which may be a plain account of a fresh key with no associated one: the rent
+    // is charged on every SPL refund, or anyone could have the solver create accounts and then close
+    // them to take the rent.
+    const mint = await this.mintInfo(currency);
+    const [fee, rent] = await Promise.all([this.#txFee(CU.spl + CU.createAta), this.#rentExempt(mint.accountLen)]);
+    return fee + rent;
   }
 
   async depositCost(): Promise<bigint> {

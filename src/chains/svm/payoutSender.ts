@@ -1,6 +1,6 @@
 // How an SVM destination chain pays (the payout pipeline's PayoutSender, src/submitter/): fills and refunds
 // as SOL or SPL transfers from the solver's account, with the order id in a memo and the recipient's token
-// account created when it is missing.
+// account created when it is missing (for a fill, only when its quote charged the rent).
 //
 //   prepare  read the mint and the recipient's token account, price the compute unit from recent
 //            prioritization fees, size the compute-unit limit by simulation (plus a margin);
@@ -23,7 +23,7 @@ import { PublicKey, type Connection, type Keypair, type SignatureStatus, type Tr
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Ledger } from '../../ledger/index.ts';
-import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
+import type { PayoutRow, Pricing, TransactionRow } from '../../ledger/types.ts';
 import { forRequest, type Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { errText } from '../../lib/errors.ts';
@@ -100,6 +100,15 @@ function lacksFunds(err: unknown): boolean {
   return /InsufficientFundsForFee|AccountNotFound|"Custom":1\b|"InsufficientFunds"/.test(s);
 }
 
+// Whether the fill's quote recorded that it charged no account rent. A request priced before the rent
+// was recorded (or a payout with no request) says nothing, and keeps the old course.
+function quotedNoRent(ledger: Ledger, p: PayoutRow): boolean {
+  const pricing = p.request_id ? ledger.requests.get(p.request_id)?.pricing : null;
+  if (!pricing) return false;
+  const { rent } = JSON.parse(pricing) as Pricing;
+  return rent !== undefined && BigInt(rent) === 0n;
+}
+
 /** The payout pipeline of an SVM chain, over its sender. */
 export function svmPayoutPipeline(o: SvmPayoutOptions): PayoutPipeline<SvmPrepared, SvmSigned> {
   const sender = new SvmPayoutSender(o);
@@ -156,6 +165,15 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
       const mint = await this.#o.mintInfo(p.currency);
       const ata = ataOf(to, mint.mint, mint.programId);
       const exists = (await this.#o.conn.getAccountInfo(ata, 'confirmed')) !== null;
+      // A fill pays for creating the account only when its quote charged the rent: one closed by its
+      // owner after the quote would otherwise be created (and its rent reclaimed) at the solver's expense.
+      // Refunds and excess are charged the rent whenever (SvmAdapter.refundCost).
+      if (!exists && p.kind === 'fill' && quotedNoRent(this.#o.ledger, p)) {
+        throw new UnpayableError(
+          `the recipient's token account ${ata.toBase58()} is missing and the quote charged no rent to create it`,
+          'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE',
+        );
+      }
       ixs.push(...transferInstructions({ from: solver, to, amount, mint, createAta: !exists, payer: solver }));
       writable.push(ata, ataOf(solver, mint.mint, mint.programId));
       // A gas top-up rides along as lamports to the recipient.
