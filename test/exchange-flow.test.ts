@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineChain, erc20Abi, keccak256, parseSignature, toHex, zeroAddress, type Address, type Hex } from 'viem';
+import { defineChain, erc20Abi, formatUnits, hexToString, keccak256, parseSignature, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { join } from 'node:path';
 import axios from 'axios';
@@ -559,5 +559,41 @@ describe('relay-node audit of the exchange', () => {
       new RegExp(`exchange transfer 0x[0-9a-f]{64} of 1500000 ${PERPS} out of the solver to ${stranger} is not a ledger payout`),
     );
     expect(out.out).toMatch(/solver USDC \(0x0{32}\): the exchange holds \d+, the books explain \d+ .*unexplained -1500000\b/);
+  });
+});
+
+// Last in the file: it credits the solver on the stand-in, outside the books the audit above reconciles.
+describe('a sendAsset refused for funds', () => {
+  it('is posted again as the same signed action once the solver holds enough: an earlier action applied late pays nothing more', async () => {
+    const recipient = account(2).address;
+    const solver = s.devnet.solver;
+    const before = state().perpsUsd(recipient);
+    // More than the solver holds: the first post is answered "Insufficient balance".
+    const amount = state().perpsUsd(solver) + 5_000_000n;
+    const id = 'claim:refused-for-funds';
+    s.node.ledger.payouts.insert({
+      id,
+      kind: 'claim',
+      request_id: null,
+      deposit_id: null,
+      chain_id: EX,
+      recipient,
+      currency: PERPS,
+      amount: amount.toString(),
+      decided_at: Date.now(),
+    });
+    s.node.chains.payoutsQueued(EX);
+    const first = await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /insufficient/i.test(t.error ?? '')), 'the first post refused for funds');
+
+    // Enough for the payout twice: a second application would not be refused for funds.
+    state().credit(solver, { perpsUsd: formatUnits(2n * amount, 6) });
+    await until(() => (s.node.ledger.payouts.get(id)?.state === 'success' ? true : undefined), 'the payout paid');
+    expect(state().perpsUsd(recipient) - before).toBe(amount);
+
+    // The first signed action reaches the exchange late (a post whose answer was lost, or anyone who
+    // kept the signed body): it must not pay a second time.
+    const body = JSON.parse(hexToString(s.node.ledger.payouts.rawOf(first.hash)));
+    await new ExchangeClient({ url: ex().url }).submit(body).catch((e) => e);
+    expect(state().perpsUsd(recipient) - before).toBe(amount);
   });
 });

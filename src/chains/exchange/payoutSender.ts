@@ -5,11 +5,12 @@
 //   submit   sign the sendAsset (nonce: ms-timestamp based, strictly increasing), record it in the ledger
 //            (tx id = keccak of the signed body) with the payout's new state, exactly like the EVM records a
 //            signed transaction before broadcasting it;
-//   send     post it: applied → paid; refused for funds → dropped and queued again (a new nonce later);
-//            refused otherwise → failed; no answer, or "nonce used" → left open for the confirm pass;
-//   confirm  a recorded action whose outcome is unknown (a crash, a lost answer) is paid when its nonce is in
-//            the solver's ledger updates; otherwise the same signed body is posted again (the same nonce:
-//            the exchange applies a nonce once).
+//   send     post it: applied → paid; refused otherwise than for funds → failed; no answer, "nonce used"
+//            or refused for funds → left open for the confirm pass;
+//   confirm  a recorded action whose outcome is unknown (a crash, a lost answer) or that was refused for
+//            funds is paid when its nonce is in the solver's ledger updates; otherwise the same signed
+//            body is posted again (the same nonce: the exchange applies a nonce once). A payout is never
+//            signed a second time: its first action is never proven dead, so a second could pay twice.
 //
 // The pipeline runs it serially (confirm, then send, in one loop): a recorded action is never posted by
 // the confirm pass while its first post is under way.
@@ -169,11 +170,11 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
 
   /** Posts a recorded action and settles what the answer decides. */
   async broadcast(s: ExchangeSigned, { log }: StepContext): Promise<BroadcastResult> {
-    const outcome = await this.#send(s.tx, s.body, log);
-    return outcome.kind === 'requeued' ? { kind: 'requeued', payoutId: s.tx.payout_id, cause: outcome.cause, why: 'no-funds' } : { kind: 'sent' };
+    await this.#send(s.tx, s.body, log);
+    return { kind: 'sent' };
   }
 
-  async #send(t: TransactionRow, body: SignedSendAsset, log: Logger): Promise<{ kind: TxStatus['kind']; cause?: unknown }> {
+  async #send(t: TransactionRow, body: SignedSendAsset, log: Logger): Promise<{ kind: TxStatus['kind'] }> {
     // Outside the try: a node that must not post leaves the action open (its outcome is not unknown).
     (this.#o.gate ?? OPEN_GATE).check();
     try {
@@ -190,7 +191,7 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
   }
 
   // The exchange refused the action: it was not applied (or, for a used nonce, maybe applied before).
-  #onRejected(t: TransactionRow, message: string, log: Logger): { kind: TxStatus['kind']; cause?: unknown } {
+  #onRejected(t: TransactionRow, message: string, log: Logger): { kind: TxStatus['kind'] } {
     const { ledger, hooks } = this.#o;
     if (NONCE_USED.test(message)) {
       // Applied by an earlier post whose answer was lost: the ledger updates will show it.
@@ -199,13 +200,13 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       return { kind: 'pending' };
     }
     if (INSUFFICIENT.test(message)) {
-      // Not applied; the payout is signed again (new nonce) once the solver holds enough.
-      ledger.tx(() => {
-        ledger.payouts.setTxState(t.hash, 'dropped', { error: message.slice(0, 300) });
-        const cur = ledger.payouts.get(t.payout_id);
-        if (cur?.state === 'sent') ledger.payouts.setState(cur.id, 'queued');
-      });
-      return { kind: 'requeued', cause: new Error(`exchange: ${message}`) };
+      // Not applied now, but not dead: the signed action stays valid (an earlier post whose answer was
+      // lost may still land; anyone holding the body may post it). Signing the payout again with a new
+      // nonce would let both pay. The action stays open and the confirm pass posts the same body until
+      // the solver holds enough: nothing in it goes stale (the exchange charges no gas).
+      ledger.payouts.setTxState(t.hash, 'broadcast', { broadcastAt: Date.now(), error: message.slice(0, 300) });
+      log.warn({ txHash: t.hash, message }, 'exchange sendAsset refused for funds; the same signed action will be posted again');
+      return { kind: 'pending' };
     }
     const failed = ledger.tx(() => {
       ledger.payouts.setTxState(t.hash, 'reverted', { error: message.slice(0, 300) });
@@ -280,7 +281,7 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       }
       log.info({ nonce: t.nonce }, 'recorded exchange action not in the solver ledger; posting the same signed action again');
       const outcome = await this.#send(t, body, log);
-      out.push(outcome.kind === 'requeued' ? { kind: 'requeued', ...status, cause: outcome.cause, why: 'no-funds' } : { kind: outcome.kind, ...status });
+      out.push({ kind: outcome.kind, ...status });
     }
     return out;
   }
