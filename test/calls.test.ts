@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, parseEther, zeroAddress, type Address, type Hex } from 'viem';
-import { TestNftAbi, TestNftBytecode } from '../contracts-abi/index.ts';
-import { api, executeSteps, MovablePrices, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
+import { GasTrapAbi, GasTrapBytecode, TestNftAbi, TestNftBytecode } from '../contracts-abi/index.ts';
+import { api, executeSteps, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 // The devnet's static prices, which a test may move between a quote and its deposit.
 const prices = new MovablePrices();
@@ -140,6 +140,49 @@ describe('contract calls', () => {
     const r = s.node.ledger.requests.get(requestId)!;
     expect(r.failed_call_data).toMatch(/^0x/);
     expect(r.failed_call_data!.length).toBeGreaterThan(10);
+  });
+
+  it('a fill whose calls revert on chain after the estimate: the refund bears the gas the fill burned', async () => {
+    // A call that burns gas and reverts once armed; the arming outbids the node's fill in the same block,
+    // so the fill passed its estimate and then reverted on chain, at the solver's gas.
+    const deployer = s.wallet(0, B);
+    const deployed = await deployer.deployContract({ account: deployer.account!, chain: deployer.chain, abi: GasTrapAbi, bytecode: GasTrapBytecode });
+    const trap = (await s.publicClient(B).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
+    const q = await callQuote(3, trap, {
+      txs: [{ to: trap, value: parseEther('0.01').toString(), data: encodeFunctionData({ abi: GasTrapAbi, functionName: 'spring', args: [1_500n] }) }],
+    });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    const rpcB = (method: string, params: unknown[] = []) => s.publicClient(B).request({ method, params } as never) as Promise<any>;
+    const pending = async () => Object.keys((await rpcB('txpool_content')).pending ?? {}).length;
+    await rpcB('evm_setAutomine', [false]);
+    try {
+      await executeSteps(s, q.body, 3);
+      await until(async () => ((await pending()) >= 1 ? true : undefined), "the node's fill in the mempool");
+      await deployer.sendTransaction({
+        account: deployer.account!,
+        chain: deployer.chain,
+        to: trap,
+        data: encodeFunctionData({ abi: GasTrapAbi, functionName: 'arm' }),
+        gas: 100_000n,
+        maxPriorityFeePerGas: parseEther('0.0000001'),
+        maxFeePerGas: parseEther('0.000001'),
+      });
+      await until(async () => ((await pending()) >= 2 ? true : undefined), 'the arming in the mempool');
+      await rpcB('evm_mine');
+    } finally {
+      await rpcB('evm_setAutomine', [true]);
+    }
+    const done = await waitForStatus(s.url, requestId, ['success', 'refund']);
+    expect(done).toMatchObject({ status: 'refund', failReason: 'TRANSACTION_REVERTED' });
+    const fill = s.node.ledger.payouts.get(`fill:${requestId}`)!;
+    const receipt = await s.publicClient(B).getTransactionReceipt({ hash: fill.tx_hash as Hex });
+    expect(receipt.status).toBe('reverted');
+    const burned = receipt.gasUsed * receipt.effectiveGasPrice;
+    const refund = s.node.ledger.payouts.get(`refund:${requestId}`)!;
+    const deposit = s.node.ledger.deposits.get(refund.deposit_id!)!;
+    // ETH on both chains at one price: the refund is the deposit less the fill's gas and its own.
+    expect(BigInt(refund.amount) + burned).toBeLessThan(BigInt(deposit.amount));
   });
 
   it('bounds the gas of calls (QUOTED_GAS_LIMIT_EXCEEDED)', async () => {

@@ -588,6 +588,18 @@ export class Solver implements PayoutHooks, ChainEvents {
     return excessLive ? { ...d, amount: (BigInt(d.amount) - overpaid(d, r)).toString() } : d;
   }
 
+  // What a payout's transaction paid in gas (its chain's native currency), in the deposit's currency at
+  // the snapshot's prices, rounded up; 0 when a price is unknown.
+  #feeIn(payout: PayoutRow, txHash: string, d: DepositRow, snap: Snapshot): bigint {
+    const fee = this.ledger.payouts.rowsOfTx(txHash).find((t) => t.payout_id === payout.id)?.fee;
+    const native = this.registry.native(payout.chain_id);
+    const cur = this.registry.currency(d.chain_id, d.currency);
+    const nativePrice = snap.prices.get(key(payout.chain_id, native.address));
+    const price = snap.prices.get(key(d.chain_id, d.currency));
+    if (!fee || !cur || !nativePrice || !price) return 0n;
+    return mulRatioCeil(BigInt(fee), conversionRate(nativePrice, native.decimals, price, cur.decimals));
+  }
+
   // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown.
   #refundCost(chainId: number, currency: string, snap: Snapshot): bigint | undefined {
     const cost = snap.refundCost.get(key(chainId, currency));
@@ -761,7 +773,13 @@ export class Solver implements PayoutHooks, ChainEvents {
       return;
     }
     const snap = this.#snapshot;
-    const chain = snap ? this.#queueRefund(r.id, this.#unreturned(d, r), r.refund_to ?? d.depositor, snap, now) : undefined;
+    const left = this.#unreturned(d, r);
+    // Calls that passed the fill's estimate and then reverted on chain burned the solver's gas on the
+    // caller's behalf (a caller who can make its own call fail after the estimate could repeat it at
+    // will): the refund bears that gas.
+    const burned = snap && reason === 'TRANSACTION_REVERTED' && payout.calls && txHash ? this.#feeIn(payout, txHash, d, snap) : 0n;
+    const refundable = burned > 0n ? { ...left, amount: (BigInt(left.amount) - burned).toString() } : left;
+    const chain = snap ? this.#queueRefund(r.id, refundable, r.refund_to ?? d.depositor, snap, now) : undefined;
     if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
     // The refund is on another chain than the failed fill; wake its submitter once this commits.
     if (chain !== undefined) queueMicrotask(() => this.chains.payoutsQueued(chain));
