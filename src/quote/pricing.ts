@@ -1,10 +1,11 @@
 import type { FillCost } from '../chains/adapter.ts';
 import type { Pricing } from '../ledger/types.ts';
 import { QuoteError } from '../lib/quoteError.ts';
-import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, usdMicro, usdValue, type Ratio } from '../lib/money.ts';
+import { conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, usdValue, type Ratio } from '../lib/money.ts';
 import { evmCodec } from '../kinds/evm.ts';
 import type { Route } from './route.ts';
-import { DEFAULT_MAX_TOPUP_USD, DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
+import { nativeCapPassed } from './nativeCap.ts';
+import { DEFAULT_TOPUP_MICRO_USD, SPONSORABLE, type QuoteContext, type QuoteInput } from './types.ts';
 
 export interface PricedRoute {
   pricing: Pricing;
@@ -87,16 +88,16 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     const native = mulRatioFloor(micro, conversionRate('1', 6, destNativePrice, destNative.decimals));
     // Capped per chain: a top-up is gas for the recipient, not a way to take the sponsor's
     // balance (or the solver's inventory) as native currency.
-    const capUsd = dest.maxTopupGasUsd ?? DEFAULT_MAX_TOPUP_USD;
-    if (micro > usdMicro(1n, 0, capUsd)) {
+    const passed = nativeCapPassed(dest, native, micro);
+    if (passed?.key === 'maxTopupGasUsd') {
       throw new QuoteError(
-        `topupGasAmount: ${formatUsd(micro)} USD is above the top-up cap of ${capUsd} USD on chain ${dest.id} (maxTopupGasUsd)`,
+        `topupGasAmount: ${formatUsd(micro)} USD is above the top-up cap of ${passed.cap} USD on chain ${dest.id} (maxTopupGasUsd)`,
         'INVALID_INPUT_PARAMETERS',
       );
     }
-    if (dest.maxTopupGasAmount !== undefined && native > BigInt(dest.maxTopupGasAmount)) {
+    if (passed?.key === 'maxTopupGasAmount') {
       throw new QuoteError(
-        `topupGasAmount: ${native} of ${destNative.symbol}'s smallest unit is above the top-up cap of ${dest.maxTopupGasAmount} on chain ${dest.id} (maxTopupGasAmount)`,
+        `topupGasAmount: ${native} of ${destNative.symbol}'s smallest unit is above the top-up cap of ${passed.cap} on chain ${dest.id} (maxTopupGasAmount)`,
         'INVALID_INPUT_PARAMETERS',
       );
     }

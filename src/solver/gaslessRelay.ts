@@ -17,8 +17,8 @@ import { serializeRelayTerms, type RelayTerms } from '../chains/evm/relayTerms.t
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
-import { conversionRate, formatUsd, mulRatioFloor, usdMicro, usdMicroCeil } from '../lib/money.ts';
-import { DEFAULT_MAX_TOPUP_USD } from '../quote/types.ts';
+import { formatUsd, usdMicroCeil } from '../lib/money.ts';
+import { nativeCapPassed, type NativeCaps } from '../quote/nativeCap.ts';
 import { spendableAfter, type HeldRead } from '../chains/spendable.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './appBalanceBooks.ts';
@@ -59,28 +59,18 @@ export interface RelayAdmission {
   now: number;
 }
 
-/** A chain's bounds on the native value a relay sends: the gas top-up caps (config: maxTopupGasUsd, maxTopupGasAmount). */
-export interface RelayValueCaps {
-  maxTopupGasUsd?: string;
-  maxTopupGasAmount?: string;
-}
-
 /**
- * Why a relay's value is above the chain's cap, or undefined when it is not. The top-up caps bound
- * it: like a top-up, a relay's value is native currency the solver hands out against the sponsor's
- * app balance, and without a bound a sponsor could swap stablecoins for the gas the solver needs to
- * fill and refund, spread-free.
+ * Why a relay's value is above the chain's cap, or undefined when it is not: the gas top-up caps
+ * bound it (quote/nativeCap.ts), as a relay's value is native currency the solver hands out against
+ * the sponsor's app balance.
  */
-export function relayValueAboveCap(value: bigint, chainId: number, caps: RelayValueCaps, nativeDecimals: number, nativeUsdPrice: string): string | undefined {
-  const capUsd = caps.maxTopupGasUsd ?? DEFAULT_MAX_TOPUP_USD;
-  const capWei = mulRatioFloor(usdMicro(1n, 0, capUsd), conversionRate('1', 6, nativeUsdPrice, nativeDecimals));
-  if (value > capWei) {
-    return `data.value: ${value} wei (${formatUsd(usdMicroCeil(value, nativeDecimals, nativeUsdPrice))} USD) is above the relay value cap of ${capUsd} USD (${capWei} wei) on chain ${chainId} (maxTopupGasUsd)`;
-  }
-  if (caps.maxTopupGasAmount !== undefined && value > BigInt(caps.maxTopupGasAmount)) {
-    return `data.value: ${value} wei is above the relay value cap of ${caps.maxTopupGasAmount} wei on chain ${chainId} (maxTopupGasAmount)`;
-  }
-  return undefined;
+export function relayValueAboveCap(value: bigint, chainId: number, caps: NativeCaps, nativeDecimals: number, nativeUsdPrice: string): string | undefined {
+  const micro = usdMicroCeil(value, nativeDecimals, nativeUsdPrice);
+  const passed = nativeCapPassed(caps, value, micro);
+  if (!passed) return undefined;
+  return passed.key === 'maxTopupGasUsd'
+    ? `data.value: ${value} wei (${formatUsd(micro)} USD) is above the relay value cap of ${passed.cap} USD on chain ${chainId} (maxTopupGasUsd)`
+    : `data.value: ${value} wei is above the relay value cap of ${passed.cap} wei on chain ${chainId} (maxTopupGasAmount)`;
 }
 
 /**

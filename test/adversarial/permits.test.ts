@@ -28,6 +28,13 @@ const quote = (from: number, extra: Record<string, unknown>) =>
     body: { user: account(from).address, originChainId: A, destinationChainId: B, amount: '7000000', tradeType: 'EXACT_INPUT', ...extra },
   });
 
+// The signature a quote's permit step asks for, by `from` (an account index, or a key of its own).
+const signStep = (from: number | PrivateKeyAccount, step: any): Promise<Hex> =>
+  (typeof from === 'number' ? privateKeyToAccount(account(from).privateKey) : from).signTypedData({
+    ...step.items[0].data.sign,
+    message: step.items[0].data.sign.value,
+  });
+
 // A permit the user really signed, for exactly the request's owner, token, depository and amount.
 async function validPermit(from: number | PrivateKeyAccount, token: Address, value: string) {
   const owner = typeof from === 'number' ? privateKeyToAccount(account(from).privateKey) : from;
@@ -113,7 +120,7 @@ describe('POST /permits', () => {
     });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
-    const signature = await broke.signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+    const signature = await signStep(broke, step);
     const r = await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body });
     expect(r.status).toBe(400);
     expect(r.body.errorCode).toBe('GASLESS_PERMIT_BALANCE_TOO_LOW');
@@ -157,10 +164,7 @@ describe('POST /permits', () => {
     expect([q1.status, q2.status]).toEqual([200, 200]);
     const post = async (q: any, user: number) => {
       const step = q.body.steps[0];
-      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({
-        ...step.items[0].data.sign,
-        message: step.items[0].data.sign.value,
-      });
+      const signature = await signStep(user, step);
       return api(s.url, '/execute', { apiKey: k.key, body: { ...step.items[0].data.post.body, signature } });
     };
     expect((await post(q1, 1)).status).toBe(200);
@@ -206,10 +210,7 @@ describe('POST /permits', () => {
     expect([q1.status, q2.status]).toEqual([200, 200]);
     const signed = async (q: any, user: number) => {
       const step = q.body.steps[0];
-      const signature = await privateKeyToAccount(account(user).privateKey).signTypedData({
-        ...step.items[0].data.sign,
-        message: step.items[0].data.sign.value,
-      });
+      const signature = await signStep(user, step);
       return { ...step.items[0].data.post.body, signature };
     };
     const [b1, b2] = [await signed(q1, 3), await signed(q2, 4)];
@@ -257,7 +258,7 @@ describe('POST /permits', () => {
     });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
-    const signature = await privateKeyToAccount(account(2).privateKey).signTypedData({ ...step.items[0].data.sign, message: step.items[0].data.sign.value });
+    const signature = await signStep(2, step);
     // Chain A's submitter held while the user moves the tokens away: the deposit then reverts.
     const payouts = s.node.ledger.payouts;
     const queued = payouts.queued.bind(payouts);
@@ -305,29 +306,14 @@ describe('one permit, one request', () => {
     });
     await s.publicClient(A).waitForTransactionReceipt({ hash: approve });
     const permitQuote = (extra: Record<string, unknown> = {}) =>
-      api(s.url, '/quote/v2', {
-        body: {
-          user: account(victim).address,
-          originChainId: A,
-          destinationChainId: B,
-          originCurrency: usdc(A),
-          destinationCurrency: usdc(B),
-          amount: '7000000',
-          tradeType: 'EXACT_INPUT',
-          usePermit: true,
-          ...extra,
-        },
-      });
+      quote(victim, { originCurrency: usdc(A), destinationCurrency: usdc(B), usePermit: true, ...extra });
     const balance = () => s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [account(victim).address] });
     const before = await balance();
     const q1 = await permitQuote();
     expect(q1.status).toBe(200);
     const step = q1.body.steps[0];
     const r1 = step.requestId as Hex;
-    const signature = await privateKeyToAccount(account(victim).privateKey).signTypedData({
-      ...step.items[0].data.sign,
-      message: step.items[0].data.sign.value,
-    });
+    const signature = await signStep(victim, step);
     expect((await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body })).status).toBe(200);
     await waitForStatus(s.url, r1, ['success']);
     expect(await balance()).toBe(before - 7_000_000n);
@@ -353,7 +339,7 @@ describe('one permit, one request', () => {
     }, 'a quote with a later deadline');
     const step3 = q3.body.steps[0];
     expect(step3.items[0].data.sign.value.nonce).toBe(step.items[0].data.sign.value.nonce);
-    const own = await privateKeyToAccount(account(victim).privateKey).signTypedData({ ...step3.items[0].data.sign, message: step3.items[0].data.sign.value });
+    const own = await signStep(victim, step3);
     const posted = await api(s.url, `/permits?signature=${own}`, { body: step3.items[0].data.post.body });
     expect(posted.status).toBe(200);
     await waitForStatus(s.url, step3.requestId as Hex, ['success']);
