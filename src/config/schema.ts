@@ -457,6 +457,9 @@ export const configSchema = z
         backoffMaxMs: z.number().int().min(1).default(3_600_000),
         // Deliveries in flight at once (never two of the same request to the same webhook).
         concurrency: z.number().int().min(1).max(256).default(16),
+        // Deliveries of one API key's webhooks in flight at once (absent: a quarter of concurrency, at least
+        // one): a key whose receivers hold every delivery until it times out cannot take every slot.
+        perKeyConcurrency: z.number().int().min(1).max(256).optional(),
         // The deliverer also polls (deliveries written by the CLI, retries coming due).
         pollIntervalMs: z.number().int().min(10).default(1_000),
         // Webhook targets on loopback, private, link-local, unique-local or CGNAT addresses are refused

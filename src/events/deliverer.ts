@@ -50,7 +50,7 @@ export class Deliverer {
   readonly #metrics: Metrics;
   readonly #log: Logger;
   readonly #gate: BroadcastGate;
-  readonly #inFlight = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  readonly #inFlight = new Map<string, { abort: AbortController; done: Promise<void>; apiKey: string }>();
   #unsubscribe: (() => void) | undefined;
   #pollTimer: NodeJS.Timeout | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
@@ -138,16 +138,24 @@ export class Deliverer {
       this.#writeOutcomes();
       const free = this.#cfg.concurrency - this.#inFlight.size;
       if (free > 0) {
-        // Deliveries in flight are still pending in the ledger: ask for enough to see past them.
-        const due = this.#ledger.events.due(Date.now(), free + this.#inFlight.size);
-        // After the read (which may have waited on the database): this node must still lead when it sends.
-        if (due.length > 0) this.#gate.check();
+        const perKey = this.#cfg.perKeyConcurrency ?? Math.max(1, Math.floor(this.#cfg.concurrency / 4));
+        const ofKey = new Map<string, number>();
+        for (const f of this.#inFlight.values()) ofKey.set(f.apiKey, (ofKey.get(f.apiKey) ?? 0) + 1);
+        // A key's own deliveries in flight are still pending in the ledger and among its earliest:
+        // twice its share shows what else it may start.
+        const due = this.#ledger.events.due(Date.now(), 2 * perKey);
         let started = 0;
-        for (const d of due) {
+        for (const { event_id, webhook_id, api_key_id } of due) {
           if (started >= free) break;
-          const key = `${d.event_id}|${d.webhook_id}`;
-          if (this.#inFlight.has(key)) continue;
+          const key = `${event_id}|${webhook_id}`;
+          const inFlightOfKey = ofKey.get(api_key_id) ?? 0;
+          if (this.#inFlight.has(key) || inFlightOfKey >= perKey) continue;
+          const d = this.#ledger.events.pendingDelivery(event_id, webhook_id);
+          if (!d) continue;
+          // After the reads (which may have waited on the database): this node must still lead when it sends.
+          if (started === 0) this.#gate.check();
           this.#launch(key, d);
+          ofKey.set(api_key_id, inFlightOfKey + 1);
           started++;
         }
       }
@@ -193,7 +201,7 @@ export class Deliverer {
         // The next event of the request (or another due delivery) may go now.
         this.wake();
       });
-    this.#inFlight.set(key, { abort, done });
+    this.#inFlight.set(key, { abort, done, apiKey: d.api_key_id });
   }
 
   // POSTs with node:http(s) through the guarded agents; resolves with the answer's status. The body is

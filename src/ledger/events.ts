@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { dialectOf } from './dialect.ts';
 import type { SqlDb as Db } from './sqlDb.ts';
 import { STATUS_BY_ID, statusFromRow, type StatusRow } from './statusRecord.ts';
 
@@ -62,6 +63,9 @@ export interface DeliveryRow {
   delivered_at: number | null;
 }
 
+/** A delivery due, named: its event and webhook, and the webhook's API key. */
+export type DueDeliveryRef = Pick<DueDelivery, 'event_id' | 'webhook_id' | 'api_key_id'>;
+
 /** A delivery that may be attempted now, with what it takes to send it. */
 export interface DueDelivery {
   event_id: string;
@@ -75,6 +79,7 @@ export interface DueDelivery {
   created_at: number;
   url: string;
   secret: string;
+  api_key_id: string;
 }
 
 export class Events {
@@ -93,6 +98,7 @@ export class Events {
   #removeWebhook;
   #killPending;
   #due;
+  #pendingDelivery;
   #delivered;
   #failed;
   #pendingCount;
@@ -125,18 +131,29 @@ export class Events {
     this.#allWebhooks = db.prepare('SELECT * FROM webhooks WHERE removed_at IS NULL ORDER BY created_at, id');
     this.#removeWebhook = db.prepare('UPDATE webhooks SET removed_at = ? WHERE id = ? AND removed_at IS NULL');
     this.#killPending = db.prepare(`UPDATE event_deliveries SET state = 'dead', last_error = 'webhook removed' WHERE webhook_id = ? AND state = 'pending'`);
-    // Due, and not behind an earlier pending event of the same request to the same webhook:
-    // that is what keeps every webhook's events of one request in order.
-    this.#due = db.prepare(`SELECT d.event_id, d.webhook_id, d.request_id, d.event_seq, d.attempts,
-        e.type, e.status, e.payload, e.created_at, w.url, w.secret
-      FROM event_deliveries d
-      JOIN events e ON e.seq = d.event_seq
-      JOIN webhooks w ON w.id = d.webhook_id
-      WHERE d.state = 'pending' AND d.next_attempt_at <= @now
-        AND NOT EXISTS (SELECT 1 FROM event_deliveries p
-          WHERE p.webhook_id = d.webhook_id AND p.request_id = d.request_id AND p.state = 'pending' AND p.event_seq < d.event_seq)
-      ORDER BY d.next_attempt_at, d.event_seq
-      LIMIT @limit`);
+    // Due, and not behind an earlier pending event of the same request to the same webhook (that keeps
+    // every webhook's events of one request in order). Each live webhook's earliest are read through its
+    // own index range, then at most @per_key of each key's are kept: a key with a long backlog (receivers
+    // that never answer) is neither walked past nor read whole to reach the other keys' deliveries.
+    const dueOfWebhook = `SELECT x.event_id, x.webhook_id, x.next_attempt_at, x.event_seq FROM event_deliveries x
+        WHERE x.webhook_id = w.id AND x.state = 'pending' AND x.next_attempt_at <= @now
+          AND NOT EXISTS (SELECT 1 FROM event_deliveries p
+            WHERE p.webhook_id = x.webhook_id AND p.request_id = x.request_id AND p.state = 'pending' AND p.event_seq < x.event_seq)
+        ORDER BY x.next_attempt_at, x.event_seq LIMIT @per_key`;
+    // PostgreSQL reads each webhook's rows with a lateral join; SQLite, which has none, by rowid.
+    const dueOfWebhooks =
+      dialectOf(db) === 'postgres'
+        ? `webhooks w CROSS JOIN LATERAL (${dueOfWebhook}) d`
+        : `webhooks w JOIN event_deliveries d ON d.rowid IN (${dueOfWebhook.replace(/^SELECT .*? FROM/, 'SELECT x.rowid FROM')})`;
+    this.#due = db.prepare(`SELECT event_id, webhook_id, api_key_id FROM (
+        SELECT d.event_id, d.webhook_id, w.api_key_id, d.next_attempt_at, d.event_seq,
+          ROW_NUMBER() OVER (PARTITION BY w.api_key_id ORDER BY d.next_attempt_at, d.event_seq) AS of_key
+        FROM ${dueOfWebhooks} WHERE w.removed_at IS NULL) k
+      WHERE of_key <= @per_key ORDER BY next_attempt_at, event_seq`);
+    this.#pendingDelivery = db.prepare(`SELECT d.event_id, d.webhook_id, d.request_id, d.event_seq, d.attempts, e.type, e.status, e.payload,
+        e.created_at, w.url, w.secret, w.api_key_id
+      FROM event_deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhooks w ON w.id = d.webhook_id
+      WHERE d.event_id = ? AND d.webhook_id = ? AND d.state = 'pending'`);
     this.#delivered = db.prepare(`UPDATE event_deliveries SET state = 'delivered', attempts = attempts + 1, last_status = @status,
       last_error = NULL, delivered_at = @now WHERE event_id = @event_id AND webhook_id = @webhook_id AND state = 'pending'`);
     this.#failed = db.prepare(`UPDATE event_deliveries SET state = @state, attempts = attempts + 1, next_attempt_at = @next,
@@ -254,8 +271,14 @@ export class Events {
 
   // --- deliveries ------------------------------------------------------------------------------
 
-  due(now: number, limit: number): DueDelivery[] {
-    return this.#due.all({ now, limit }) as DueDelivery[];
+  /** Deliveries that may go now (named only), earliest first, at most `perKey` of any one API key's webhooks. */
+  due(now: number, perKey: number): DueDeliveryRef[] {
+    return this.#due.all({ now, per_key: perKey }) as DueDeliveryRef[];
+  }
+
+  /** A pending delivery with what it takes to send it; undefined once it is not pending. */
+  pendingDelivery(eventId: string, webhookId: string): DueDelivery | undefined {
+    return this.#pendingDelivery.get(eventId, webhookId) as DueDelivery | undefined;
   }
 
   markDelivered(eventId: string, webhookId: string, status: number, now = Date.now()): boolean {

@@ -29,7 +29,7 @@ export const READS = new Set<PropertyKey>(
   (
     'get lookup list buckets lastRun hasSvmOpening svmOpening credits ofRequest summary expiredHolds sponsorOf balances claimedBy ' +
     'accruedFor claimsOf unconfirmed nextConfirmed byOrderRef recentWithoutTxFee forRequest handledAbove handledIn handledOfTxs ' +
-    'liveOfChain amountsInBlocks inBlocks inFlight committed onAppended since maxSeq webhook webhooks due deliveryCounts pendingCount ' +
+    'liveOfChain amountsInBlocks inBlocks inFlight committed onAppended since maxSeq webhook webhooks due pendingDelivery deliveryCounts pendingCount ' +
     'deliveries ofTx standingFrom all scanMark cursor tip block current holds actions actionsOf switches postponement postponed ' +
     'dryRunDecisions adminKey adminKeys queued forDeposit reservedOn openTxs txsOf rowsOfTx rawOf getMany maxNonce ofChain txsOfChain made ' +
     'txCostsOfSender hashesOfSender outflowSums hasOpenWithdrawal fillsSince unsettled unsent relayedBy children depositAddresses ' +

@@ -964,4 +964,10 @@ CREATE TABLE used_permits (
 );
 `,
   },
+  {
+    version: 29,
+    name: "webhook deliveries due, by webhook: each key's share is picked without walking another key's backlog",
+    sql: `CREATE INDEX event_deliveries_webhook_due ON event_deliveries(webhook_id, next_attempt_at, event_seq) WHERE state = 'pending';`,
+    pg: `CREATE INDEX event_deliveries_webhook_due ON event_deliveries(webhook_id, next_attempt_at, event_seq) WHERE state = 'pending';`,
+  },
 ];
