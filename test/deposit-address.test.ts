@@ -2,6 +2,7 @@
 // swept into the depository by the solver, then filled or refunded like any deposit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
+import { AcceptOnceAbi, AcceptOnceBytecode } from '../contracts-abi/index.ts';
 import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
@@ -132,6 +133,34 @@ describe('strict deposit addresses', () => {
     const back = (await balance(A, account(3).address)) - refundBefore;
     expect(back).toBeGreaterThan(parseEther('0.0125'));
     expect(back).toBeLessThan(parseEther('0.013'));
+  });
+
+  it("an operator's manual refund after the excess went back returns the quoted part only", async () => {
+    // refundTo takes the excess (the first ether it is sent) and refuses the refund of the failed fill,
+    // which leaves the request for an operator.
+    const deployer = s.wallet(0, A);
+    const deployed = await deployer.deployContract({ account: deployer.account!, chain: deployer.chain, abi: AcceptOnceAbi, bytecode: AcceptOnceBytecode });
+    const refundTo = (await s.publicClient(A).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
+    const q = await quote({
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      recipient: usdc(B),
+      refundTo,
+      amount: parseEther('0.01').toString(),
+    });
+    expect(q.status).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
+    await until(() => (s.node.ledger.payouts.get(`excess:${id}`)?.state === 'success' ? true : undefined), 'the excess returned');
+    await until(() => (s.node.ledger.payouts.get(`refund:${id}`)?.state === 'failed' ? true : undefined), "the fill's refund refused");
+    expect(await waitForStatus(s.url, id, ['failure'])).toMatchObject({ failReason: 'EXECUTION_REVERTED', refundFailReason: 'MANUAL_REFUND_REQUIRED' });
+
+    const manual = await s.node.solver!.manualRefund(id, { actor: 'test', reason: 'refundTo refused the refund' });
+    // The quoted 0.01 less the refund's gas: with the excess already back, never the whole 0.013.
+    expect(BigInt(manual.amount)).toBeLessThan(parseEther('0.01'));
+    expect(BigInt(manual.amount)).toBeGreaterThan(parseEther('0.0095'));
+    const returned = [`excess:${id}`, manual.payoutId].map((p) => BigInt(s.node.ledger.payouts.get(p)!.amount));
+    expect(returned[0]! + returned[1]!).toBeLessThan(parseEther('0.013'));
   });
 
   it('refunds another currency than the quoted one with DEPOSIT_ADDRESS_MISMATCH', async () => {
