@@ -23,6 +23,18 @@ export type MatchFailReason = FailReasonOf<
   | 'BLOCKED_WALLET'
 >;
 
+/**
+ * The failures of a deposit that cannot pay its order (the wrong chain or currency, too little), where
+ * the order itself could still be paid by another deposit naming it.
+ */
+export const CANNOT_PAY: ReadonlySet<MatchFailReason> = new Set<MatchFailReason>([
+  'DEPOSIT_CHAIN_MISMATCH',
+  'INCORRECT_DEPOSIT_CURRENCY',
+  'DEPOSIT_ADDRESS_MISMATCH',
+  'NEGATIVE_NEW_AMOUNT_AFTER_FEES',
+  'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL',
+]);
+
 export type Decision =
   // `excess`: what a deposit address received beyond the quote, returned to refundTo.
   | { kind: 'fill'; request: RequestRow; amount: bigint; fees: FeeBreakdown; topUp: bigint; excess: bigint }

@@ -14,7 +14,7 @@ import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/mon
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift, type UnexplainedMovement } from './lossBreaker.ts';
-import { match, overpaid, type Decision } from './match.ts';
+import { CANNOT_PAY, match, overpaid, type Decision, type MatchContext } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
@@ -334,7 +334,7 @@ export class Solver implements PayoutHooks, ChainEvents {
     // An open deposit address's quote is a template: each arrival is a request of its own.
     const arrival = found && moneyOf(found)?.depositAddressType === 'open' ? this.#arrival(found, d) : undefined;
     const order = arrival ? (this.ledger.requests.get(arrival.id) ?? arrival) : found;
-    const decision = match(d, order, {
+    const ctx: MatchContext = {
       now: Date.now(),
       spendable: (chainId, currency) => snap.spendable.get(key(chainId, currency)) ?? 0n,
       native: (chainId) => this.registry.native(chainId).address,
@@ -361,10 +361,28 @@ export class Solver implements PayoutHooks, ChainEvents {
             this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap)
         );
       },
-    });
+    };
+    const decision = match(d, order, ctx);
     // Left confirmed: decided again once the fast fill it waits for is paid or failed.
     if (decision.kind === 'wait') {
       this.metrics.postponed.inc({ reason: 'FAST_FILL_PENDING' });
+      return undefined;
+    }
+    // A deposit that cannot pay its order does not fail the order while another deposit naming it,
+    // confirmed too, would pay it: that one goes first, and this one is then a DOUBLE_SPEND of its own.
+    // Otherwise anyone who saw an order's deposit in the mempool could send a few wei naming the order
+    // ahead of it, in the same block, and fail the order: the user's deposit came back, less the gas.
+    if (
+      decision.kind === 'fail' &&
+      decision.request &&
+      !decision.extra &&
+      !arrival &&
+      CANNOT_PAY.has(decision.reason) &&
+      this.ledger.deposits
+        .byOrderRef(decision.request.id)
+        .some((o) => o.id !== d.id && o.state === 'confirmed' && match(o, decision.request, ctx).kind === 'fill')
+    ) {
+      this.metrics.postponed.inc({ reason: 'ANOTHER_DEPOSIT_PAYS' });
       return undefined;
     }
     return this.ledger.tx(() => {
