@@ -78,6 +78,11 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
     // Only a fast fill that paid the user is settled by the deposit. One whose payout failed paid
     // nothing: the deposit goes back to the user, under the fill's own failReason.
     const outcome = ctx.fastFillOutcome(order.id);
+    // A deposit short of the input the fast fill was priced at does not settle it (the app would bear the
+    // shortfall, and the user's full deposit after it would come back as a DOUBLE_SPEND): it is a request
+    // of its own, and the fast fill waits for its deposit as before.
+    if (outcome !== 'failed' && BigInt(deposit.amount) < BigInt(order.fast_fill_input ?? order.amount_in))
+      return { kind: 'fail', reason: 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL', request: order, extra: true };
     if (outcome === 'paid') return { kind: 'settle', request: order };
     if (outcome === 'pending') return { kind: 'wait', request: order };
     return { kind: 'fail', reason: (order.fail_reason as MatchFailReason | null) ?? 'EXECUTION_REVERTED', request: order };

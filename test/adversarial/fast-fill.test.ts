@@ -187,6 +187,34 @@ describe('fast fill under attack', () => {
     expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
   });
 
+  it("a deposit short of the fast fill's priced input does not settle it: the user's own deposit after it does, the app is charged nothing", async () => {
+    // The user, paid by the fast fill, sends 1000 wei naming the order before its real deposit: settling the
+    // fast fill, that charged the app the whole fill (the shortfall), and the real deposit came back to the
+    // user as a DOUBLE_SPEND.
+    const wallet = account(4).address;
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    const before = s.node.ledger.balances.summary(wallet);
+    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+    await waitForStatus(s.url, requestId, ['success']);
+    const item = q.body.steps[0].items[0].data;
+    const w = s.wallet(1, A);
+    const dustHash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: 1_000n });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: dustHash });
+    const decided = (amount: string) => () => s.node.ledger.deposits.byOrderRef(requestId).find((d) => d.amount === amount && d.state === 'handled');
+    const dust = await until(decided('1000'), 'the short deposit decided', 60_000);
+    await executeSteps(s, q.body, 1);
+    const real = await until(decided(item.value), 'the real deposit decided', 60_000);
+    // The real deposit settled the fast fill: the app's balance is as before, nothing was refunded of it.
+    expect(s.node.ledger.balances.summary(wallet)).toEqual(before);
+    expect(real.request_id).toBe(requestId);
+    expect(s.node.ledger.payouts.forRequest(requestId).map((p) => `${p.kind}:${p.state}`)).toEqual(['fill:success']);
+    expect(s.node.ledger.payouts.get(`fill:${requestId}`)!.deposit_id).toBe(real.id);
+    // The short one is a request of its own, never the order's.
+    expect(dust.request_id).not.toBe(requestId);
+    expect(s.node.ledger.requests.get(dust.request_id!)).toMatchObject({ status: 'failure', fail_reason: 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL' });
+  });
+
   it("a fast fill still in flight when its hold expires, whose payout then fails: the expiry's debit is taken back", async () => {
     const wallet = account(4).address;
     const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, usdc(B)) });
