@@ -7,7 +7,10 @@ import type { Requests } from './requests.ts';
 // expiry plus a grace period, a quote that nothing happened to is deleted. "Nothing happened" is
 // strict: still 'waiting', not a deposit-address request (funds may still arrive there), and no
 // deposit, payout (a fill, refund or node-submitted signed deposit), exchange signature, balance or
-// app fee entry, child request, or status event beyond the quote's own 'waiting'.
+// app fee entry, child request, or status event beyond the quote's own 'waiting'. That event goes with
+// it, with its deliveries, even one still retried: a 'waiting' that no receiver took in the hours after
+// the quote expired is news of nothing, and a receiver that never answers would keep every quote of
+// its key for the hours of its retries.
 
 // A batch per transaction: the write lock is held briefly, the solver's writes interleave.
 const PRUNE_BATCH = 1_000;
@@ -23,13 +26,12 @@ const UNUSED = `
     AND NOT EXISTS (SELECT 1 FROM app_fee_entries a WHERE a.request_id = r.id)
     AND NOT EXISTS (SELECT 1 FROM requests c WHERE c.parent_id = r.id)
     AND NOT EXISTS (SELECT 1 FROM events e WHERE e.request_id = r.id AND e.status != 'waiting')
-    AND NOT EXISTS (SELECT 1 FROM event_deliveries v WHERE v.request_id = r.id AND v.state = 'pending')
   ORDER BY r.expires_at
   LIMIT @limit`;
 
 /**
  * Deletes up to `limit` unused quotes that expired before `before` (ms), with their 'waiting'
- * event and its finished deliveries, in one transaction. Returns the number of quotes deleted.
+ * event and its deliveries, in one transaction. Returns the number of quotes deleted.
  */
 export function pruneUnusedQuotes(db: Db, before: number, limit = PRUNE_BATCH): number {
   return db

@@ -77,6 +77,19 @@ describe.each(LEDGER_KINDS)("a request's quote (%s)", (kind) => {
     expect(ledger.requests.quoteOf(ID)).toBeUndefined();
     expect(ledger.requests.quoteOf(`0x${'a3'.repeat(32)}`)).toBe(QUOTE);
   });
+
+  it("goes with its 'waiting' event even while that event's webhook delivery is still retried", () => {
+    // A key whose receiver never answers keeps each delivery pending for hours of retries: its unused
+    // quotes (up to the key's quote rate, 5-70 KB each) stayed that long, and it quotes for nothing.
+    const key = ledger.apiKeys.create('tarpit');
+    ledger.events.addWebhook(key.id, 'https://hooks.example/relay');
+    ledger.tx(() => ledger.requests.insert({ ...request(ID), api_key_id: key.id }));
+    expect(ledger.events.pendingCount()).toBe(1);
+    expect(ledger.requests.pruneUnusedQuotes(now + 120_000)).toBe(1);
+    expect(ledger.requests.get(ID)).toBeUndefined();
+    expect(ledger.events.forRequest(ID)).toEqual([]);
+    expect(ledger.events.pendingCount()).toBe(0);
+  });
 });
 
 // Every request of the ledger, newest first (the listing's query with no filter).
