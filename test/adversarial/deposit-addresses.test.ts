@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import type { ChainAdapter } from '../../src/chains/adapter.ts';
-import { GAS } from '../../src/chains/evm/adapter.ts';
+import { GAS } from '../../src/chains/evm/gas.ts';
 import { api, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;

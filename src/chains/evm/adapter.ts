@@ -49,23 +49,8 @@ import { recoverAuthorizationAddress } from 'viem/utils';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { confirmationsFor } from './confirmations.ts';
+import { GAS } from './gas.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
-
-/**
- * Gas the quote charges for the node's own transactions. Measured on the node's contracts (see
- * test/evm-adapter.test.ts); the submitter estimates each real transaction and adds a margin.
- */
-export const GAS = {
-  fill: { native: 60_000n, erc20: 75_000n },
-  refund: { native: 80_000n, erc20: 95_000n },
-  // The user's own deposit, for the quote's `fees.gas`.
-  deposit: { native: 45_000n, erc20: 75_000n },
-  // A permit deposit the node submits: permit, transferFrom and the event.
-  permitDeposit: 130_000n,
-  // A deposit address's sweep: the clone's creation, its transfer into the depository and the
-  // event (an ERC-20 sweep measured 207,066 on the devnet; test/adversarial/deposit-addresses).
-  sweep: 220_000n,
-};
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
 

@@ -72,6 +72,7 @@ import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, 
 import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
 import { crashPoint } from '../../submitter/faults.ts';
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
+import { GAS } from './gas.ts';
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
@@ -176,6 +177,15 @@ function relayCall(payout: PayoutRow): PreparedCall {
 
 function isOpen(t: TransactionRow): boolean {
   return OPEN_STATES.has(t.state);
+}
+
+// The gas a payout that pays a recipient was priced at (a fill's quote fee, a refund's charge; a claim as a
+// refund), undefined for those whose target is the node's own (a withdrawal, a sweep, a signed deposit).
+function pricedGas(payout: PayoutRow): bigint | undefined {
+  const native = getAddress(payout.currency) === zeroAddress;
+  if (payout.kind === 'fill') return native ? GAS.fill.native : GAS.fill.erc20;
+  if (payout.kind === 'refund' || payout.kind === 'excess' || payout.kind === 'claim') return native ? GAS.refund.native : GAS.refund.erc20;
+  return undefined;
 }
 
 /**
@@ -369,6 +379,17 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // Calls were priced at the gas the quote simulated them at; costlier now, they are not made.
     if (payout.max_gas !== null && estimate.gas > BigInt(payout.max_gas)) {
       return { kind: 'unpayable', reason: 'QUOTED_GAS_LIMIT_EXCEEDED', detail: `needs ${estimate.gas} gas, quoted ${payout.max_gas}` };
+    }
+    // The filler and the depository give a plain payout's recipient all of the transaction's gas: a
+    // recipient that would take more than GAS.recipient beyond what the payout was priced at is not paid
+    // (the solver would bear the rest, as often as anyone names such a contract).
+    const priced = payout.max_gas === null ? pricedGas(payout) : undefined;
+    if (priced !== undefined && estimate.gas > priced + GAS.recipient) {
+      return {
+        kind: 'unpayable',
+        reason: 'QUOTED_GAS_LIMIT_EXCEEDED',
+        detail: `needs ${estimate.gas} gas; a ${payout.kind} is priced at ${priced} and its recipient may take ${GAS.recipient} more`,
+      };
     }
     const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
     return { kind: 'ready', prepared: { call, gas, fees } };
