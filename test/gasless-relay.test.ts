@@ -270,6 +270,27 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(rec.body.requests[0].data.outTxs.map((t: { txHash: string }) => t.txHash)).toContain(payout!.tx_hash);
   });
 
+  it("refuses a relay that needs more gas than the chain's maxCallGas, holding and recording nothing", async () => {
+    // Unbounded, a call needing more gas than a block holds was signed, refused by the chain's nodes
+    // for ever, and every payout at a later nonce of the solver's waited behind it.
+    const cfg = s.node.config.chains.find((c) => c.id === A)!;
+    if (cfg.kind !== 'evm') throw new Error('chain A is EVM');
+    const saved = cfg.maxCallGas;
+    cfg.maxCallGas = 21_000;
+    try {
+      const holds = entries(sponsorWallet()).length;
+      const requests = s.node.ledger.db.prepare('SELECT COUNT(*) AS n FROM requests').get() as { n: number };
+      const res = await api(s.url, '/execute', { apiKey: app.key, body: plainCall() });
+      expect([res.status, res.body.errorCode]).toEqual([400, 'GAS_LIMIT_EXCEEDED']);
+      expect(res.body.error).toMatch(/maxCallGas 21000/);
+      expect(entries(sponsorWallet()).length).toBe(holds);
+      expect((s.node.ledger.db.prepare('SELECT COUNT(*) AS n FROM requests').get() as { n: number }).n).toBe(requests.n);
+    } finally {
+      cfg.maxCallGas = saved;
+    }
+    expect((await api(s.url, '/execute', { apiKey: app.key, body: plainCall() })).status).toBe(200);
+  });
+
   it("refuses a relay whose value is above the chain's cap (maxTopupGasUsd), holding and sending nothing; a small value still relays", async () => {
     // The sponsor can pay for it: only the cap stands between it and the solver's ETH (50 USD at
     // 3000 USD/ETH is about 0.0167 ETH; this is 0.02 ETH).

@@ -15,7 +15,8 @@ export class RelayRefusedError extends RelayNodeError {
     // SIMULATION_FAILED: the call reverts; INVALID_AUTHORIZATION: an authorization is for another
     // chain or unsigned; AUTHORIZATION_USED: its nonce is spent (a replay); RPC_UNAVAILABLE: 503.
     // TARGET_NOT_ALLOWED: the call's target is a contract, not a wallet (it would act as the solver).
-    readonly errorCode: 'SIMULATION_FAILED' | 'INVALID_AUTHORIZATION' | 'AUTHORIZATION_USED' | 'TARGET_NOT_ALLOWED' | 'RPC_UNAVAILABLE',
+    // GAS_LIMIT_EXCEEDED: the call needs more gas than the chain's maxCallGas.
+    readonly errorCode: 'SIMULATION_FAILED' | 'INVALID_AUTHORIZATION' | 'AUTHORIZATION_USED' | 'TARGET_NOT_ALLOWED' | 'GAS_LIMIT_EXCEEDED' | 'RPC_UNAVAILABLE',
     message: string,
   ) {
     super(message);

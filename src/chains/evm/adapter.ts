@@ -434,6 +434,14 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       throw new RelayRefusedError('RPC_UNAVAILABLE', `chain ${this.chainId} cannot be read now to simulate the call; try again`);
     }
     const gas = (estimate * BigInt(10_000 + this.chain.gasMarginBps) + 9_999n) / 10_000n;
+    // Bounded as destination calls are: a call needing more than a block holds would be signed, refused
+    // by every node, and hold the solver's nonce (and every payout after it) for ever.
+    if (gas > BigInt(this.chain.maxCallGas)) {
+      throw new RelayRefusedError(
+        'GAS_LIMIT_EXCEEDED',
+        `the call needs ${gas} gas, more than the chain's maxCallGas ${this.chain.maxCallGas} this node relays`,
+      );
+    }
     return { gas, maxFeePerGas: await this.#maxFeePerGas(), authorities };
   }
 
