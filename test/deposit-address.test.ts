@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
 import { AcceptOnceAbi, AcceptOnceBytecode } from '../contracts-abi/index.ts';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
@@ -106,6 +107,30 @@ describe('strict deposit addresses', () => {
     expect(back).toBeGreaterThan(parseEther('0.0028'));
     expect(back).toBeLessThan(parseEther('0.003'));
     expect((await waitForStatus(s.url, id, ['success'])).status).toBe('success');
+  });
+
+  it('earns app fees on the quoted amount an overpayment filled, not on the excess that went back', async () => {
+    // Fees on the whole deposit let a quote's app fee recipient take a share of money returned to the
+    // payer: 10,000x the quote sent to the address paid the recipient on all of it.
+    const feeTo = privateKeyToAccount(generatePrivateKey()).address;
+    const q = await quote({
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      amount: parseEther('0.01').toString(),
+      appFees: [{ recipient: feeTo, fee: '5000' }],
+    });
+    expect(q.status).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.03'));
+    await waitForStatus(s.url, id, ['success']);
+    const accrued = await until(() => {
+      const entries = s.node.ledger.appFees.accruedFor(id);
+      return entries.length ? entries : undefined;
+    }, 'the app fee accrued');
+    // Half of the quoted 0.01, at most (the service fee comes first): never a share of the 0.02 returned.
+    expect(accrued.map((e) => e.recipient)).toEqual([feeTo]);
+    expect(BigInt(accrued[0]!.amount)).toBeLessThanOrEqual(parseEther('0.005'));
+    expect(BigInt(accrued[0]!.amount)).toBeGreaterThan(parseEther('0.004'));
   });
 
   it('returns an overpayment once when its fill fails: the refund is the quoted amount, the excess went back on its own', async () => {

@@ -733,9 +733,11 @@ export class Solver implements PayoutHooks, ChainEvents {
     if (payout.kind === 'fill') {
       const r = this.ledger.requests.get(payout.request_id!)!;
       const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
-      // The fees are those of what was deposited; a fast fill's, paid before its deposit, of the input
-      // it was priced at (a caller naming a small input must not earn fees on the quote's).
-      if (r.pricing) accrueAppFees(this.ledger, r, breakdown(BigInt(d?.amount ?? r.fast_fill_input ?? r.amount_in), JSON.parse(r.pricing) as Pricing));
+      // The fees are those of what the fill was made of: the deposit less a deposit address's overpayment
+      // (it went back on its own); a fast fill's, paid before its deposit, the input it was priced at (a
+      // caller naming a small input must not earn fees on the quote's).
+      const filledFrom = d ? BigInt(d.amount) - overpaid(d, r) : BigInt(r.fast_fill_input ?? r.amount_in);
+      if (r.pricing) accrueAppFees(this.ledger, r, breakdown(filledFrom, JSON.parse(r.pricing) as Pricing));
     }
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
