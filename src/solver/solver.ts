@@ -391,7 +391,12 @@ export class Solver implements PayoutHooks, ChainEvents {
       const verdict = this.risk.judge(d, decision, (chainId, currency, amount) => this.#usdOf(chainId, currency, amount, snap));
       if (verdict.kind === 'postpone') return this.#postpone(d, decision, verdict);
       this.ledger.operations.release(d.id);
-      const final: Decision = verdict.kind === 'fail' ? { kind: 'fail', reason: verdict.reason, request: order } : decision;
+      // A limit's failure keeps whose failure it is: a deposit the matcher made a request of its own (a
+      // second deposit, one short of a fast fill) stays one, and never fails the order it names.
+      const final: Decision =
+        verdict.kind === 'fail'
+          ? { kind: 'fail', reason: verdict.reason, request: decision.request, extra: decision.kind === 'fail' ? decision.extra : undefined }
+          : decision;
       const reason = final.kind === 'fail' ? final.reason : 'none';
       this.metrics.decisions.inc({ decision: final.kind, reason });
       if (arrival && !this.ledger.requests.get(arrival.id)) this.ledger.requests.insert(arrival);

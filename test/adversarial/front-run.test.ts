@@ -5,7 +5,8 @@
 // for the gas of one deposit. The deposit that pays the order goes first; the attacker's is its own
 // request, refunded to itself (or, as here, too small to refund).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Hex } from 'viem';
+import { encodeFunctionData, type Hex } from 'viem';
+import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { api, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
@@ -13,8 +14,11 @@ const A = 8453;
 const B = 10;
 const account = (i: number) => s.devnet.accounts[i]!;
 
+// A depositor the operator denies: its deposits are left to an operator, never refunded on their own.
+const DENIED = '0x000000000000000000000000000000000000dead';
+
 beforeAll(async () => {
-  s = await startStack();
+  s = await startStack({ configure: (c) => ({ ...c, risk: { ...c.risk, denyDepositors: [DENIED] } }) });
 });
 afterAll(async () => {
   await s?.stop();
@@ -66,5 +70,37 @@ describe('a deposit front-running the deposit of the same order', () => {
     expect(dust.request_id).not.toBe(requestId);
     expect(s.node.ledger.requests.get(dust.request_id!)).toMatchObject({ status: 'failure', fail_reason: 'DOUBLE_SPEND' });
     expect(s.node.ledger.payouts.forRequest(requestId).map((p) => [p.kind, p.state])).toEqual([['fill', 'success']]);
+  });
+
+  it('a deposit naming a paid order from a denied depositor is a request of its own: the order stays paid', async () => {
+    // The denial rewrote the decision as the order's own failure: anyone could name a denied depositor
+    // (it is an argument of the deposit) and turn a paid order into a BLOCKED_WALLET failure awaiting a
+    // manual refund, or, before its deposit, take the order's deposit slot.
+    const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, account(2).address, A, B, '10000000000000000') });
+    const item = q.body.steps[0].items[0].data;
+    const requestId = q.body.steps[0].requestId as Hex;
+    const w = s.wallet(1, A);
+    await s.publicClient(A).waitForTransactionReceipt({
+      hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) }),
+    });
+    await waitForStatus(s.url, requestId, ['success']);
+    const attacker = s.wallet(4, A);
+    await s.publicClient(A).waitForTransactionReceipt({
+      hash: await attacker.sendTransaction({
+        account: attacker.account!,
+        chain: attacker.chain,
+        to: item.to,
+        data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [DENIED, requestId] }),
+        value: 10n ** 15n,
+      }),
+    });
+    const denied = await until(() => {
+      const d = s.node.ledger.deposits.byOrderRef(requestId).find((x) => x.depositor.toLowerCase() === DENIED);
+      return d?.state === 'handled' ? d : undefined;
+    }, "the denied depositor's deposit decided");
+    expect(denied.request_id).not.toBe(requestId);
+    expect(s.node.ledger.requests.get(denied.request_id!)).toMatchObject({ fail_reason: 'BLOCKED_WALLET', refund_fail_reason: 'MANUAL_REFUND_REQUIRED' });
+    expect(s.node.ledger.requests.get(requestId)).toMatchObject({ status: 'success', fail_reason: null });
+    expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('success');
   });
 });
