@@ -2,9 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { axios as sdkAxios, convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
 import { concat, createWalletClient, encodeFunctionData, erc20Abi, http, parseEventLogs, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { OrderFillerAbi } from '../contracts-abi/index.ts';
+import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { CALIBUR_ADDRESS, devnetChain } from '../src/devnet/deploy.ts';
 import { usdMicroCeil } from '../src/lib/money.ts';
+import { sponsorHeld } from '../src/solver/appBalanceBooks.ts';
 import { fundAppBalance, linkWallet } from './helpers/appBalance.ts';
 import { auditStack } from './helpers/audit.ts';
 import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
@@ -268,6 +269,45 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(rec.status).toBe(200);
     expect(rec.body.requests[0]).toMatchObject({ id: res.body.requestId, status: 'success' });
     expect(rec.body.requests[0].data.outTxs.map((t: { txHash: string }) => t.txHash)).toContain(payout!.tx_hash);
+  });
+
+  it("a deposit naming a relay's request id is an orphan: it neither fails the relay nor releases its hold", async () => {
+    // Matched as the relay's deposit, a wrong-chain deposit failed the relay's request and released the
+    // sponsor's hold while the relay was still queued: relayed later, its cost was charged to a balance
+    // that had spent that money again on other relays.
+    const payouts = s.node.ledger.payouts;
+    const queued = payouts.queued.bind(payouts);
+    payouts.queued = (chain: number, limit?: number) => (chain === A ? [] : queued(chain, limit));
+    let requestId: Hex;
+    try {
+      const res = await api(s.url, '/execute', { apiKey: app.key, body: plainCall() });
+      expect(res.status).toBe(200);
+      requestId = res.body.requestId as Hex;
+      const held = sponsorHeld(s.node.ledger, requestId);
+      expect(held).toBeGreaterThan(0n);
+      const w = s.wallet(1, B);
+      await s.publicClient(B).waitForTransactionReceipt({
+        hash: await w.sendTransaction({
+          account: w.account!,
+          chain: w.chain,
+          to: s.devnet.chains.find((c) => c.id === B)!.contracts.depository,
+          data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [w.account!.address, requestId] }),
+          value: 10n ** 15n,
+        }),
+      });
+      const d = await until(() => {
+        const x = s.node.ledger.deposits.byOrderRef(requestId).find((y) => y.chain_id === B);
+        return x?.state === 'handled' ? x : undefined;
+      }, 'the deposit decided');
+      expect(d.request_id).not.toBe(requestId);
+      expect(s.node.ledger.requests.get(d.request_id!)!.fail_reason).toBe('ORPHANED_DEPOSIT_REFUND');
+      expect(s.node.ledger.requests.get(requestId)).toMatchObject({ status: 'waiting', fail_reason: null });
+      expect(sponsorHeld(s.node.ledger, requestId)).toBe(held);
+    } finally {
+      payouts.queued = queued;
+      s.node.adapters.get(A)!.payoutsQueued();
+    }
+    expect((await waitForStatus(s.url, requestId, ['success'])).status).toBe('success');
   });
 
   it("refuses a relay that needs more gas than the chain's maxCallGas, holding and recording nothing", async () => {

@@ -72,7 +72,9 @@ export function overpaid(deposit: DepositRow, order: RequestRow): bigint {
 
 /** Decides what a confirmed deposit leads to. Pure: the caller commits the decision. */
 export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext): Decision {
-  if (!order || order.kind !== 'order') return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
+  // A request no quote priced (a gasless relay's) is paid by its sponsor, never by a deposit: a deposit
+  // naming it is an orphan, and must not fail it (that released the sponsor's hold while it was queued).
+  if (!order || order.kind !== 'order' || order.pricing === null) return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
   const fastFilled = order.fast_fill_deadline !== null && !ctx.hasDeposit(order.id);
   if (fastFilled && deposit.chain_id === order.origin_chain_id && deposit.currency === order.origin_currency) {
     // Only a fast fill that paid the user is settled by the deposit. One whose payout failed paid

@@ -648,7 +648,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       /InvalidSignature/.test(revert ?? '') ? 'INVALID_SIGNATURE' : /TransferFromFailed/.test(revert ?? '') ? 'TRANSFER_FROM_FAILED' : 'TRANSACTION_REVERTED';
     // The contract itself says the payment was made: a view that cannot find it is behind (a
     // lagging RPC). Failing here would refund a paid order; look again later instead.
-    if (ALREADY_PAID.test(revert ?? '')) {
+    // (Not a relay's: its call runs the caller's wallet code, which can revert with any selector.)
+    if (payout.kind !== 'relay' && ALREADY_PAID.test(revert ?? '')) {
       log.warn({ revert }, 'the chain reports this payout made but its transaction is not found yet; looking again later');
       return { kind: 'retry', why: 'unconfirmed', cause: new Error(`simulation says ${revert}`) };
     }
