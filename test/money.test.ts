@@ -110,10 +110,15 @@ describe('app fees', () => {
     const before = await s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [feeTo] });
     const paid = await api(s.url, `${item.post.endpoint}?signature=${signature}`, { body: item.post.body });
     expect(paid.status).toBe(200);
-    expect(paid.body).toMatchObject({ amount: '500000', chainId: A });
+    // What is owed, less the claim's own gas on the chain it is paid on (in USDC at the node's prices):
+    // uncharged, anyone could have the solver pay gas on any chain for claims of a few units each.
+    expect(paid.body.chainId).toBe(A);
+    const claimed = BigInt(paid.body.amount);
+    expect(claimed).toBeLessThan(500_000n);
+    expect(claimed).toBeGreaterThan(0n);
     await until(async () => {
       const now = await s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [feeTo] });
-      return now - before === 500_000n ? true : undefined;
+      return now - before === claimed ? true : undefined;
     }, 'the claim payout');
     expect((await appBalance(feeTo)).find((b) => b.type === 'app-fees')).toBeUndefined();
     // Nothing is owed any more: a second claim pays nothing.

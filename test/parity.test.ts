@@ -347,6 +347,8 @@ describe('operations at the hosted paths', () => {
 
   it("GET /app-fees/{wallet}/claims lists a wallet's claims, newest first, paged", async () => {
     const feeTo = account(2).address;
+    // 10% of 20 and 30 USDC: each claim pays its fees less its own gas.
+    const paid: string[] = [];
     for (const amount of ['20000000', '30000000']) {
       const q = await call('/quote/v2', {
         body: {
@@ -357,7 +359,7 @@ describe('operations at the hosted paths', () => {
           destinationCurrency: usdc(B),
           amount,
           tradeType: 'EXACT_INPUT',
-          appFees: [{ recipient: feeTo, fee: 100 }],
+          appFees: [{ recipient: feeTo, fee: 1000 }],
         },
       });
       await executeSteps(s, q.body, 1);
@@ -366,16 +368,19 @@ describe('operations at the hosted paths', () => {
       const item = ask.body.steps[0].items[0].data;
       const w = s.wallet(2, B);
       const signature = await w.signMessage({ account: w.account!, message: item.sign.message });
-      expect((await call(`${item.post.endpoint}?signature=${signature}`, { body: item.post.body })).status).toBe(200);
+      const claimed = await call(`${item.post.endpoint}?signature=${signature}`, { body: item.post.body });
+      expect(claimed.status).toBe(200);
+      expect(BigInt(claimed.body.amount)).toBeLessThan(BigInt(amount) / 10n);
+      paid.unshift(claimed.body.amount);
     }
     const all = await call(`/app-fees/${feeTo}/claims`);
     expect(all.status).toBe(200);
     expect(all.body.claims).toHaveLength(2);
-    expect(all.body.claims.map((c: any) => c.currency.amount)).toEqual(['300000', '200000']);
+    expect(all.body.claims.map((c: any) => c.currency.amount)).toEqual(paid);
     expect(all.body.claims[0]).toMatchObject({
       wallet: feeTo,
       recipient: feeTo,
-      currency: { currency: { chainId: B, symbol: 'USDC' }, amountFormatted: '0.3' },
+      currency: { currency: { chainId: B, symbol: 'USDC' }, amountFormatted: formatUnits(BigInt(paid[0]!), 6) },
     });
     expect('continuation' in all.body).toBe(false);
     const first = await call(`/app-fees/${feeTo}/claims?limit=1`);

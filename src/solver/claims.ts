@@ -14,14 +14,23 @@ export interface ClaimRequest {
 
 export class ClaimError extends RelayNodeError {
   override name = 'ClaimError';
+  constructor(
+    // NOTHING_TO_CLAIM: no fees of the currency are owed; CLAIM_BELOW_GAS: what is owed does not pay the claim's own gas.
+    readonly errorCode: 'NOTHING_TO_CLAIM' | 'CLAIM_BELOW_GAS',
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /**
  * Pays a wallet's accrued app fees out on the chain and currency of its choice: every accrual of
  * the same currency (same symbol, any chain) is booked as claimed and one payout is queued, all in
- * one ledger transaction. Returns the payout, or throws ClaimError when nothing is owed.
+ * one ledger transaction. The payout is what is owed less `gas`, the claim's own gas in the target
+ * currency (a refund's, as a deposit's refund is charged). Returns the payout, or throws ClaimError
+ * when nothing is owed or it does not pay the gas.
  */
-export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, now = Date.now()): PayoutRow {
+export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, gas: bigint, now = Date.now()): PayoutRow {
   return ledger.tx(() => {
     const payoutId = `claim:${randomUUID()}`;
     let total = 0n;
@@ -40,7 +49,14 @@ export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimReque
         ref: `${payoutId}:${owed.chainId}:${owed.currency}`,
       });
     }
-    if (total <= 0n) throw new ClaimError(`no ${req.target.symbol} app fees are owed to ${req.wallet}`);
+    if (total <= 0n) throw new ClaimError('NOTHING_TO_CLAIM', `no ${req.target.symbol} app fees are owed to ${req.wallet}`);
+    // Thrown inside the transaction: what was booked as claimed above is not.
+    if (total <= gas) {
+      throw new ClaimError(
+        'CLAIM_BELOW_GAS',
+        `the ${total} ${req.target.symbol} (smallest unit) owed to ${req.wallet} does not pay the claim's gas on chain ${req.target.chainId} (${gas}); claim later or on another chain`,
+      );
+    }
     ledger.payouts.insert({
       id: payoutId,
       kind: 'claim',
@@ -49,7 +65,7 @@ export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimReque
       chain_id: req.target.chainId,
       recipient: req.recipient,
       currency: req.target.address,
-      amount: total.toString(),
+      amount: (total - gas).toString(),
       decided_at: now,
     });
     return ledger.payouts.get(payoutId)!;

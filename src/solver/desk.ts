@@ -1,8 +1,9 @@
 import type { ChainPorts } from '../chains/ports.ts';
-import type { Registry } from '../config/registry.ts';
+import type { Currency, Registry } from '../config/registry.ts';
 import type { RiskConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
+import { conversionRate, mulRatioCeil } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { claimAppFees, type ClaimRequest } from './claims.ts';
 import { fastFill, type FastFillInput, type FastFillResult } from './fastFill.ts';
@@ -33,14 +34,24 @@ export class SolverDesk implements SolverPort {
     return fastFill(this.ledger, this.registry, this.chains, this.prices, { ...input, risk: this.#risk });
   }
 
-  claimAppFees(claim: ClaimRequest, within: () => void): PayoutRow {
+  async claimAppFees(claim: ClaimRequest, within: () => void): Promise<PayoutRow> {
+    const gas = await this.#claimGas(claim.target);
     const payout = this.ledger.tx(() => {
-      const p = claimAppFees(this.ledger, this.registry, claim);
+      const p = claimAppFees(this.ledger, this.registry, claim, gas);
       within();
       return p;
     });
     this.chains.payoutsQueued(payout.chain_id);
     return payout;
+  }
+
+  // A claim's gas on its chain (a refund's: one transfer), in the claimed currency at current prices, rounded up.
+  async #claimGas(target: Currency): Promise<bigint> {
+    const costs = this.chains.costs(target.chainId);
+    if (!costs) throw new Error(`chain ${target.chainId} has no cost oracle`);
+    const native = this.registry.native(target.chainId);
+    const [wei, nativePrice, price] = await Promise.all([costs.refundCost(target.address), this.prices.usdPrice(native), this.prices.usdPrice(target)]);
+    return mulRatioCeil(wei, conversionRate(nativePrice, native.decimals, price, target.decimals));
   }
 
   admitRelay(admission: RelayAdmission) {

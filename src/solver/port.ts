@@ -15,10 +15,10 @@ export interface SolverPort {
   /** Fills a request before its deposit is final, held on the caller's app balance. */
   fastFill(input: Omit<FastFillInput, 'risk'>): Promise<FastFillResult>;
   /**
-   * Pays a wallet's accrued app fees out; `within` runs in the same ledger transaction (the API
-   * marks the signature's nonce used there: nothing owed books nothing and keeps the nonce).
+   * Pays a wallet's accrued app fees out, less the claim's own gas; `within` runs in the same ledger
+   * transaction (the API marks the signature's nonce used there: nothing owed books nothing and keeps the nonce).
    */
-  claimAppFees(claim: ClaimRequest, within: () => void): PayoutRow;
+  claimAppFees(claim: ClaimRequest, within: () => void): Promise<PayoutRow>;
   /** Admits a gasless relay: its request, payout and the sponsor's hold. */
   admitRelay(admission: RelayAdmission): { requestId: Hex };
   /** Records a depositor's signed deposit for the node to submit. */

@@ -126,22 +126,41 @@ describe('app-fee claims', () => {
   it('takes a claim signature once: fees accrued after it are not paid by replaying it', async () => {
     const w = signer(8);
     const to = '0x00000000000000000000000000000000000c1a13' as Address;
-    accrue(w.address, 300_000n, 'adv-claim-1');
+    accrue(w.address, 3_000_000n, 'adv-claim-1');
     const ask = await api(s.url, `/app-fees/${w.address}/claim`, { body: { chainId: A, currency: usdc(A), recipient: to } });
     const d = ask.body.steps[0].items[0].data;
     const signature = await w.signMessage({ message: d.sign.message });
     const paid = await api(s.url, `${d.post.endpoint}?signature=${signature}`, { body: d.post.body });
     expect(paid.status).toBe(200);
-    await until(async () => ((await usdcOf(to)) === 300_000n ? true : undefined), 'the claim payout');
+    // What was owed less the claim's gas.
+    expect(BigInt(paid.body.amount)).toBeLessThan(3_000_000n);
+    await until(async () => ((await usdcOf(to)) === BigInt(paid.body.amount) ? true : undefined), 'the claim payout');
 
-    accrue(w.address, 200_000n, 'adv-claim-2');
+    accrue(w.address, 2_000_000n, 'adv-claim-2');
     const replay = await api(s.url, `${d.post.endpoint}?signature=${signature}`, { body: d.post.body });
     expect(replay.status).toBe(400);
     expect(replay.body.errorCode).toBe('INVALID_NONCE');
     // Still owed, still claimable with a fresh signature.
-    expect(s.node.ledger.appFees.balances(w.address).find((b) => b.chainId === A)?.amount).toBe(200_000n);
+    expect(s.node.ledger.appFees.balances(w.address).find((b) => b.chainId === A)?.amount).toBe(2_000_000n);
     const claims = s.node.ledger.db.prepare(`SELECT COUNT(*) AS n FROM payouts WHERE kind = 'claim' AND lower(recipient) = lower(?)`).get(to) as { n: number };
     expect(claims.n).toBe(1);
+  });
+
+  it('refuses a claim whose fees do not pay its own gas, and books nothing as claimed', async () => {
+    // Uncharged, a claim of a few units had the solver pay a transfer's gas on any chain the claimer
+    // named, as often as fee recipients could be made (ten per quote).
+    const w = signer(10);
+    accrue(w.address, 1_000n, 'adv-claim-4');
+    const ask = await api(s.url, `/app-fees/${w.address}/claim`, { body: { chainId: A, currency: usdc(A), recipient: w.address } });
+    const d = ask.body.steps[0].items[0].data;
+    const r = await api(s.url, `${d.post.endpoint}?signature=${await w.signMessage({ message: d.sign.message })}`, { body: d.post.body });
+    expect([r.status, r.body.errorCode]).toEqual([400, 'CLAIM_BELOW_GAS']);
+    expect(r.body.message).toMatch(/does not pay the claim's gas on chain 8453/);
+    expect(s.node.ledger.appFees.balances(w.address).find((b) => b.chainId === A)?.amount).toBe(1_000n);
+    const claims = s.node.ledger.db.prepare(`SELECT COUNT(*) AS n FROM payouts WHERE kind = 'claim' AND lower(recipient) = lower(?)`).get(w.address) as {
+      n: number;
+    };
+    expect(claims.n).toBe(0);
   });
 
   it('refuses a claim without the nonce the node issued (the message of today)', async () => {

@@ -272,11 +272,11 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (!solver) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     try {
       // The claim and its nonce in one transaction: nothing owed books nothing and keeps the nonce.
-      const payout = solver.claimAppFees({ wallet, target, recipient }, () => useNonce(ctx, 'claim', wallet, b.nonce!, expiresAt));
+      const payout = await solver.claimAppFees({ wallet, target, recipient }, () => useNonce(ctx, 'claim', wallet, b.nonce!, expiresAt));
       // steps: none left (the published answer of this path is the steps object).
       return { message: 'Success', steps: [], claimId: payout.id, amount: payout.amount, chainId: payout.chain_id, currency, recipient };
     } catch (e) {
-      if (e instanceof ClaimError) throw new ApiError(400, 'NOTHING_TO_CLAIM', e.message);
+      if (e instanceof ClaimError) throw new ApiError(400, e.errorCode, e.message);
       throw e;
     }
   });
