@@ -89,4 +89,32 @@ describe('confirmations by value', () => {
     await pc.request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
     expect((await waitForStatus(s.url, largeId, ['success', 'failure', 'refund'])).status).toBe('success');
   });
+
+  it("a small deposit naming a large one's order, confirmed first, does not fail the order", async () => {
+    // The large deposit waits 4 blocks; 1000 wei naming its order, sent a block later, needs 1. Decided
+    // first, it failed the order, and the large deposit came back as a DOUBLE_SPEND: anyone who saw the
+    // deposit mined could do it, no mempool race needed.
+    const large = await quote(1, '500000000000000000');
+    const id = large.body.steps[0].requestId as Hex;
+    await executeSteps(s, large.body, 1);
+    const item = large.body.steps[0].items[0].data;
+    const attacker = s.wallet(3, A);
+    const pc = s.publicClient(A);
+    await pc.waitForTransactionReceipt({
+      hash: await attacker.sendTransaction({ account: attacker.account!, chain: attacker.chain, to: item.to, data: item.data, value: 1_000n }),
+    });
+    // The small one is confirmed (one block) while the large one waits for its fourth.
+    await until(() => {
+      const state = s.node.ledger.deposits.byOrderRef(id).find((d) => d.amount === '1000')?.state;
+      return state === 'confirmed' || state === 'handled' ? true : undefined;
+    }, 'the small deposit confirmed');
+    await pc.request({ method: 'anvil_mine' as never, params: ['0x3'] as never });
+    expect(await waitForStatus(s.url, id, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
+    const small = await until(() => {
+      const d = s.node.ledger.deposits.byOrderRef(id).find((x) => x.amount === '1000');
+      return d?.state === 'handled' ? d : undefined;
+    }, 'the small deposit decided');
+    expect(small.request_id).not.toBe(id);
+    expect(s.node.ledger.requests.get(small.request_id!)!.fail_reason).toBe('DOUBLE_SPEND');
+  });
 });

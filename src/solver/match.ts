@@ -24,10 +24,11 @@ export type MatchFailReason = FailReasonOf<
 >;
 
 /**
- * The failures of a deposit that cannot pay its order (the wrong chain or currency, too little), where
- * the order itself could still be paid by another deposit naming it.
+ * The failures of a deposit that cannot pay its order (the wrong chain or currency, too little, too
+ * late), where the order itself could still be paid by another deposit naming it.
  */
 export const CANNOT_PAY: ReadonlySet<MatchFailReason> = new Set<MatchFailReason>([
+  'ORDER_EXPIRED',
   'DEPOSIT_CHAIN_MISMATCH',
   'INCORRECT_DEPOSIT_CURRENCY',
   'DEPOSIT_ADDRESS_MISMATCH',

@@ -368,10 +368,11 @@ export class Solver implements PayoutHooks, ChainEvents {
       this.metrics.postponed.inc({ reason: 'FAST_FILL_PENDING' });
       return undefined;
     }
-    // A deposit that cannot pay its order does not fail the order while another deposit naming it,
-    // confirmed too, would pay it: that one goes first, and this one is then a DOUBLE_SPEND of its own.
-    // Otherwise anyone who saw an order's deposit in the mempool could send a few wei naming the order
-    // ahead of it, in the same block, and fail the order: the user's deposit came back, less the gas.
+    // A deposit that cannot pay its order does not fail the order while another deposit naming it, seen
+    // and not reorged (confirmed or still waiting for its confirmations), would pay it: that one goes
+    // first, and this one is then a DOUBLE_SPEND of its own. Otherwise anyone who saw an order's deposit
+    // (in the mempool, or mined and waiting for more confirmations than a small deposit needs) could send
+    // a few wei naming the order and fail it: the user's deposit came back, less the gas.
     if (
       decision.kind === 'fail' &&
       decision.request &&
@@ -380,7 +381,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       CANNOT_PAY.has(decision.reason) &&
       this.ledger.deposits
         .byOrderRef(decision.request.id)
-        .some((o) => o.id !== d.id && o.state === 'confirmed' && match(o, decision.request, ctx).kind === 'fill')
+        .some((o) => o.id !== d.id && (o.state === 'confirmed' || o.state === 'unconfirmed') && match(o, decision.request, ctx).kind === 'fill')
     ) {
       this.metrics.postponed.inc({ reason: 'ANOTHER_DEPOSIT_PAYS' });
       return undefined;
