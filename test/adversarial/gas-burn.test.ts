@@ -4,7 +4,7 @@
 // whose receive burns 0.6M gas had the solver pay for it on every fill or refund, against the ~60-80k
 // priced. An attacker's deposit naming no order, its depositor such a contract, cost the solver ten
 // times what the attacker paid, again and again. A payout whose recipient would take more than
-// GAS.recipient (100k) beyond its priced gas is not sent: a fill fails (QUOTED_GAS_LIMIT_EXCEEDED) and
+// GAS.recipient (40k) beyond its priced gas is not sent: a fill fails (QUOTED_GAS_LIMIT_EXCEEDED) and
 // is refunded to refundTo, a refund is left to an operator (MANUAL_REFUND_REQUIRED).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, keccak256, toHex, type Address, type Hex } from 'viem';
