@@ -39,6 +39,9 @@ interface Snapshot {
 const SNAPSHOT_TTL_MS = 1000;
 const SNAPSHOT_MAX_AGE_MS = 3000;
 const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
+// A fill's failures of the caller's making (its recipient or calls reverted, or needed more gas than
+// priced): the gas its transactions burned on chain is the caller's to bear.
+const CALLER_FAILURES = new Set<string>(['TRANSACTION_REVERTED', 'EXECUTION_REVERTED', 'QUOTED_GAS_LIMIT_EXCEEDED']);
 
 /** An admin request the ledger's state refuses (status: the HTTP status that says why). */
 export class AdminRefusal extends RelayNodeError {
@@ -612,16 +615,21 @@ export class Solver implements PayoutHooks, ChainEvents {
     return excessLive ? { ...d, amount: (BigInt(d.amount) - overpaid(d, r)).toString() } : d;
   }
 
-  // What a payout's transaction paid in gas (its chain's native currency), in the deposit's currency at
-  // the snapshot's prices, rounded up; 0 when a price is unknown.
-  #feeIn(payout: PayoutRow, txHash: string, d: DepositRow, snap: Snapshot): bigint {
-    const fee = this.ledger.payouts.rowsOfTx(txHash).find((t) => t.payout_id === payout.id)?.fee;
+  // What a payout's transactions that landed on chain paid in gas (its chain's native currency; of a
+  // batch, this payout's share), in the deposit's currency at the snapshot's prices, rounded up; 0 when a
+  // price is unknown.
+  #burnedBy(payout: PayoutRow, d: DepositRow, snap: Snapshot): bigint {
+    let fee = 0n;
+    for (const t of this.ledger.payouts.txsOf(payout.id)) {
+      // A cancel is the solver's own doing (a fee-capped transaction), never the caller's.
+      if (t.fee !== null && !t.cancel) fee += BigInt(t.fee) / BigInt(this.ledger.payouts.rowsOfTx(t.hash).length);
+    }
     const native = this.registry.native(payout.chain_id);
     const cur = this.registry.currency(d.chain_id, d.currency);
     const nativePrice = snap.prices.get(key(payout.chain_id, native.address));
     const price = snap.prices.get(key(d.chain_id, d.currency));
-    if (!fee || !cur || !nativePrice || !price) return 0n;
-    return mulRatioCeil(BigInt(fee), conversionRate(nativePrice, native.decimals, price, cur.decimals));
+    if (fee === 0n || !cur || !nativePrice || !price) return 0n;
+    return mulRatioCeil(fee, conversionRate(nativePrice, native.decimals, price, cur.decimals));
   }
 
   // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown.
@@ -800,10 +808,10 @@ export class Solver implements PayoutHooks, ChainEvents {
     }
     const snap = this.#snapshot;
     const left = this.#unreturned(d, r);
-    // Calls that passed the fill's estimate and then reverted on chain burned the solver's gas on the
-    // caller's behalf (a caller who can make its own call fail after the estimate could repeat it at
-    // will): the refund bears that gas.
-    const burned = snap && reason === 'TRANSACTION_REVERTED' && payout.calls && txHash ? this.#feeIn(payout, txHash, d, snap) : 0n;
+    // A fill that reached the chain and did not pay there (its calls or its recipient reverted after the
+    // estimate; a batch that skipped it, before it failed alone) burned the solver's gas on the caller's
+    // behalf, and a caller who can make that happen could repeat it at will: the refund bears that gas.
+    const burned = snap && CALLER_FAILURES.has(reason) ? this.#burnedBy(payout, d, snap) : 0n;
     const refundable = burned > 0n ? { ...left, amount: (BigInt(left.amount) - burned).toString() } : left;
     const chain = snap ? this.#queueRefund(r.id, refundable, r.refund_to ?? d.depositor, snap, now) : undefined;
     if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);

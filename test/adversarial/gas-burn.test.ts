@@ -91,4 +91,63 @@ describe('a payout recipient that burns gas', () => {
     });
     for (const gas of await solverGasTo(A, from)) expect(gas).toBeLessThan(200_000n);
   });
+
+  it("a fill its batch skipped, then refused alone, has its share of the batch's gas taken from its refund", async () => {
+    // In a batch the recipient gets 100k gas (the filler's BATCH_CALL_GAS), which it burns; the order is
+    // skipped, sent again alone and refused. Its refund was the whole deposit less the refund's own gas:
+    // fifty such orders in one batch had the solver burn five million gas for nothing.
+    const payouts = s.node.ledger.payouts;
+    const queued = payouts.queued.bind(payouts);
+    payouts.queued = (chain: number, limit?: number) => (chain === B ? [] : queued(chain, limit));
+    const rpcB = (method: string, params: unknown[] = []) => s.publicClient(B).request({ method, params } as never) as Promise<any>;
+    const ids: Hex[] = [];
+    try {
+      for (const [from, recipient] of [
+        [1, account(2).address],
+        [3, burner[B]!],
+      ] as const) {
+        const q = await api(s.url, '/quote', {
+          body: nativeBridge(account(from).address, recipient, A, B, '10000000000000000', { refundTo: account(from).address }),
+        });
+        expect(q.status).toBe(200);
+        const item = q.body.steps[0].items[0].data;
+        const w = s.wallet(from, A);
+        await s.publicClient(A).waitForTransactionReceipt({
+          hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) }),
+        });
+        ids.push(q.body.steps[0].requestId as Hex);
+      }
+      await until(() => (ids.every((id) => payouts.get(`fill:${id}`)?.state === 'queued') ? true : undefined), 'both fills queued');
+      // Gas on the destination dear next to the origin's: what the batch burned is plainly more than a refund's gas.
+      await rpcB('anvil_setNextBlockBaseFeePerGas', ['0xba43b7400']); // 50 gwei
+      await rpcB('evm_mine');
+      const dear = await s.publicClient(B).getBlockNumber({ cacheTime: 0 });
+      await until(
+        async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === B)?.head >= Number(dear) ? true : undefined),
+        'the node to price at the dear head',
+      );
+    } finally {
+      payouts.queued = queued;
+      s.node.adapters.get(B)!.payoutsQueued();
+    }
+    const [paid, skipped] = ids as [Hex, Hex];
+    await waitForStatus(s.url, paid, ['success']);
+    expect(await waitForStatus(s.url, skipped, ['refund', 'failure'], 60_000)).toMatchObject({ failReason: 'QUOTED_GAS_LIMIT_EXCEEDED' });
+    const batch = payouts.get(`fill:${paid}`)!.tx_hash as Hex;
+    expect(
+      payouts
+        .rowsOfTx(batch)
+        .map((t) => t.payout_id)
+        .sort(),
+    ).toEqual([`fill:${paid}`, `fill:${skipped}`].sort());
+    const receipt = await s.publicClient(B).getTransactionReceipt({ hash: batch });
+    const share = (receipt.gasUsed * receipt.effectiveGasPrice) / 2n;
+    const refund = await until(() => {
+      const p = payouts.get(`refund:${skipped}`);
+      return p?.state === 'success' ? p : undefined;
+    }, 'the refund paid');
+    const deposit = BigInt(s.node.ledger.deposits.get(refund.deposit_id!)!.amount);
+    // ETH at one price on both chains: the refund is the deposit less the batch's share and its own gas.
+    expect(deposit - BigInt(refund.amount)).toBeGreaterThan(share);
+  });
 });
