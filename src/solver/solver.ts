@@ -371,20 +371,19 @@ export class Solver implements PayoutHooks, ChainEvents {
       this.metrics.postponed.inc({ reason: 'FAST_FILL_PENDING' });
       return undefined;
     }
-    // A deposit that cannot pay its order does not fail the order while another deposit naming it, seen
-    // and not reorged (confirmed or still waiting for its confirmations), would pay it: that one goes
-    // first, and this one is then a DOUBLE_SPEND of its own. Otherwise anyone who saw an order's deposit
-    // (in the mempool, or mined and waiting for more confirmations than a small deposit needs) could send
-    // a few wei naming the order and fail it: the user's deposit came back, less the gas.
+    // A deposit that cannot pay its order does not fail the order while another deposit would pay it: one
+    // naming it, seen and not reorged (confirmed or still waiting for its confirmations), or the one the
+    // node itself submits with the user's permit. That one goes first, and this one is then a DOUBLE_SPEND
+    // of its own. Otherwise anyone who saw an order's deposit (in the mempool, or mined and waiting for more
+    // confirmations than a small deposit needs) could send a few wei naming the order and fail it: the
+    // user's deposit came back, less the gas.
     if (
       decision.kind === 'fail' &&
       decision.request &&
       !decision.extra &&
       !arrival &&
       CANNOT_PAY.has(decision.reason) &&
-      this.ledger.deposits
-        .byOrderRef(decision.request.id)
-        .some((o) => o.id !== d.id && (o.state === 'confirmed' || o.state === 'unconfirmed') && match(o, decision.request, ctx).kind === 'fill')
+      this.#anotherPays(d, decision.request, ctx)
     ) {
       this.metrics.postponed.inc({ reason: 'ANOTHER_DEPOSIT_PAYS' });
       return undefined;
@@ -408,6 +407,14 @@ export class Solver implements PayoutHooks, ChainEvents {
       if (final.kind === 'settle') return this.#settleFastFill(d, final.request, snap);
       return this.#commitFailure(d, final, snap, verdict.kind === 'fail' && !verdict.refund);
     });
+  }
+
+  // Whether another deposit of `order` than `d` would pay it: seen and not reorged, or being submitted by the node.
+  #anotherPays(d: DepositRow, order: RequestRow, ctx: MatchContext): boolean {
+    if (this.ledger.payouts.forRequest(order.id).some((p) => p.kind === 'deposit' && (p.state === 'queued' || p.state === 'sent'))) return true;
+    return this.ledger.deposits
+      .byOrderRef(order.id)
+      .some((o) => o.id !== d.id && (o.state === 'confirmed' || o.state === 'unconfirmed') && match(o, order, ctx).kind === 'fill');
   }
 
   // micro-USD worth of an amount at the snapshot's price (truncated); 0 for an unknown currency.

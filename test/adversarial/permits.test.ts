@@ -15,6 +15,7 @@ const usdc = (id: number) => chain(id).contracts.stablecoin;
 const weth = (id: number) => chain(id).contracts.wrappedNative;
 const account = (i: number) => s.devnet.accounts[i]!;
 const noncesAbi = parseAbi(['function nonces(address) view returns (uint256)']);
+const depositNativeAbi = parseAbi(['function depositNative(address depositor, bytes32 id) payable']);
 
 beforeAll(async () => {
   s = await startStack();
@@ -344,5 +345,84 @@ describe('one permit, one request', () => {
     expect(posted.status).toBe(200);
     await waitForStatus(s.url, step3.requestId as Hex, ['success']);
     expect(await balance()).toBe(before - 14_000_000n);
+  });
+
+  it("a deposit on the wrong chain naming a permit order does not fail it while the node submits the order's own deposit", async () => {
+    // The order is 'depositing': the node holds the user's permit and submits the deposit. A few wei naming
+    // the order on another chain failed it (DEPOSIT_CHAIN_MISMATCH), released the sponsor's hold, and the
+    // node then still paid the gas of the permit deposit, whose money came back as a DOUBLE_SPEND.
+    const postponed = async (): Promise<number> => {
+      const text = await (await fetch(`${s.url}/metrics`)).text();
+      return Number(/relay_solver_postponed_total\{reason="ANOTHER_DEPOSIT_PAYS"\} (\d+)/.exec(text)?.[1] ?? 0);
+    };
+    const payouts = s.node.ledger.payouts;
+    const queued = payouts.queued.bind(payouts);
+    payouts.queued = (chainId: number, limit?: number) => (chainId === A ? [] : queued(chainId, limit));
+    let r: Hex;
+    try {
+      // A user of its own, holding the amount.
+      const user = privateKeyToAccount(generatePrivateKey());
+      const funder = s.wallet(1, A);
+      const funded = await s.publicClient(A).waitForTransactionReceipt({
+        hash: await funder.writeContract({
+          account: funder.account!,
+          chain: funder.chain,
+          address: usdc(A),
+          abi: erc20Abi,
+          functionName: 'transfer',
+          args: [user.address, 7_000_000n],
+        }),
+      });
+      expect(funded.status).toBe('success');
+      const q = await api(s.url, '/quote/v2', {
+        body: {
+          user: user.address,
+          originChainId: A,
+          destinationChainId: B,
+          amount: '7000000',
+          tradeType: 'EXACT_INPUT',
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          usePermit: true,
+        },
+      });
+      expect(q.status).toBe(200);
+      const step = q.body.steps[0];
+      r = step.requestId as Hex;
+      const signature = await signStep(user, step);
+      // Posted until the node's provider has the funding block (a refused post records nothing).
+      await until(
+        async () => ((await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body })).status === 200 ? true : undefined),
+        'the permit taken',
+      );
+      expect(s.node.ledger.requests.get(r)!.status).toBe('depositing');
+      const waited = await postponed();
+      const w = s.wallet(3, B);
+      await s.publicClient(B).waitForTransactionReceipt({
+        hash: await w.sendTransaction({
+          account: w.account!,
+          chain: w.chain,
+          to: chain(B).contracts.depository,
+          data: encodeFunctionData({ abi: depositNativeAbi, functionName: 'depositNative', args: [w.account!.address, r] }),
+          value: 1_000n,
+        }),
+      });
+      // Decided (before) or waiting for the order's own deposit (now).
+      await until(async () => {
+        const d = s.node.ledger.deposits.byOrderRef(r).find((x) => x.chain_id === B);
+        return d?.state === 'handled' || (await postponed()) > waited ? true : undefined;
+      }, 'the wrong-chain deposit looked at');
+      expect(s.node.ledger.requests.get(r)).toMatchObject({ status: 'depositing', fail_reason: null });
+    } finally {
+      payouts.queued = queued;
+      s.node.adapters.get(A)!.payoutsQueued();
+    }
+    expect(await waitForStatus(s.url, r, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
+    const dust = await until(() => {
+      const d = s.node.ledger.deposits.byOrderRef(r).find((x) => x.chain_id === B);
+      return d?.state === 'handled' ? d : undefined;
+    }, 'the wrong-chain deposit decided');
+    expect(dust.request_id).not.toBe(r);
+    expect(s.node.ledger.requests.get(dust.request_id!)!.fail_reason).toBe('DOUBLE_SPEND');
   });
 });
