@@ -143,6 +143,8 @@ export interface FillCostRequest {
   recipient: string;
   amount: bigint;
   calls?: DestinationCall[];
+  /** Whether the fill also delivers native currency to the recipient (a gas top-up). */
+  topUp?: boolean;
 }
 
 export interface FillCost {

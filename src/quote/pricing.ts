@@ -45,7 +45,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     ctx.prices.usdPrice(cout),
     ctx.prices.usdPrice(destNative),
     ctx.prices.usdPrice(originNative),
-    destCosts.fillCost({ currency: cout.address, recipient, amount: callsValue(route) ?? q.amount, calls: route.calls }),
+    destCosts.fillCost({ currency: cout.address, recipient, amount: callsValue(route) ?? q.amount, calls: route.calls, topUp: !!q.topupGas }),
     originCosts.depositCost(cin.address),
   ]);
   const spreadBps = route.swap ? config.fees.swapSpreadBps : 0;

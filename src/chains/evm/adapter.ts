@@ -357,7 +357,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       const gasLimit = await this.#simulateCalls(req.recipient, req.amount, req.calls);
       return { native: gasLimit * maxFee, rent: 0n, minimumAmount: 0n, gasLimit };
     }
-    const gas = isNative(req.currency) ? GAS.fill.native : GAS.fill.erc20;
+    const gas = (isNative(req.currency) ? GAS.fill.native : GAS.fill.erc20) + (req.topUp ? GAS.topUp : 0n);
     return { native: gas * maxFee, rent: 0n, minimumAmount: 0n };
   }
 

@@ -10,6 +10,9 @@ export const GAS = {
   // plus GAS.recipient).
   fill: { native: 85_000n, erc20: 75_000n },
   refund: { native: 100_000n, erc20: 95_000n },
+  // A gas top-up delivered with an ERC-20 fill: native currency sent to the recipient in the same
+  // transaction, an empty account's creation included.
+  topUp: 40_000n,
   // The user's own deposit, for the quote's `fees.gas`.
   deposit: { native: 45_000n, erc20: 75_000n },
   // A permit deposit the node submits: permit, transferFrom and the event.

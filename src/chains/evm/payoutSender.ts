@@ -183,7 +183,7 @@ function isOpen(t: TransactionRow): boolean {
 // refund), undefined for those whose target is the node's own (a withdrawal, a sweep, a signed deposit).
 function pricedGas(payout: PayoutRow): bigint | undefined {
   const native = getAddress(payout.currency) === zeroAddress;
-  if (payout.kind === 'fill') return native ? GAS.fill.native : GAS.fill.erc20;
+  if (payout.kind === 'fill') return (native ? GAS.fill.native : GAS.fill.erc20) + (payout.native_topup && BigInt(payout.native_topup) > 0n ? GAS.topUp : 0n);
   if (payout.kind === 'refund' || payout.kind === 'excess' || payout.kind === 'claim') return native ? GAS.refund.native : GAS.refund.erc20;
   return undefined;
 }
