@@ -106,8 +106,8 @@ export const POSTPONE_REASONS = [
   // Counted only (the deposit is not recorded as held back): the order was fast-filled and that payout
   // is still in flight, so the deposit is decided once it is paid or failed;
   'FAST_FILL_PENDING',
-  // or a deposit that cannot pay its order waits while another deposit naming the order, confirmed too,
-  // would pay it (that one goes first);
+  // or a deposit that cannot pay its order waits while another would pay it (one naming the order, seen
+  // and not reorged, or the node's own submission of the order's permit deposit), which goes first;
   'ANOTHER_DEPOSIT_PAYS',
   // or the solver could not read inventory and prices, so nothing of the batch was decided.
   'INVENTORY_UNREADABLE',

@@ -1,13 +1,11 @@
 // The gas the node prices its own transactions at, and bounds a payout's recipient to.
 
 /**
- * Gas the quote charges for the node's own transactions. Measured on the node's contracts (see
- * test/evm-adapter.test.ts); the submitter estimates each real transaction and adds a margin.
+ * Gas the quote charges for the node's own transactions, measured on the node's contracts on the
+ * devnet; the submitter estimates each real transaction and adds a margin.
  */
 export const GAS = {
-  // A native fill or refund to an empty account pays its creation (25,000): 83,682 and 95,714 measured on
-  // the devnet (test/adversarial/gas-burn.test.ts keeps the solver's fills and refunds under these
-  // plus GAS.recipient).
+  // A native fill or refund to an empty account pays its creation (25,000): 83,682 and 95,714 measured.
   fill: { native: 85_000n, erc20: 75_000n },
   refund: { native: 100_000n, erc20: 95_000n },
   // A gas top-up delivered with an ERC-20 fill: native currency sent to the recipient in the same
