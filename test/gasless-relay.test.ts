@@ -8,7 +8,7 @@ import { usdMicroCeil } from '../src/lib/money.ts';
 import { sponsorHeld } from '../src/solver/appBalanceBooks.ts';
 import { fundAppBalance, linkWallet } from './helpers/appBalance.ts';
 import { auditStack } from './helpers/audit.ts';
-import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 // POST /execute with executionKind rawCalls (the hosted gasless relay), driven by the public SDK's own
 // gasless batch action (executeGaslessBatch), unchanged: it quotes, delegates a wallet holding no ETH
@@ -275,9 +275,7 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     // Matched as the relay's deposit, a wrong-chain deposit failed the relay's request and released the
     // sponsor's hold while the relay was still queued: relayed later, its cost was charged to a balance
     // that had spent that money again on other relays.
-    const payouts = s.node.ledger.payouts;
-    const queued = payouts.queued.bind(payouts);
-    payouts.queued = (chain: number, limit?: number) => (chain === A ? [] : queued(chain, limit));
+    const release = holdSubmitter(s, A);
     let requestId: Hex;
     try {
       const res = await api(s.url, '/execute', { apiKey: app.key, body: plainCall() });
@@ -304,8 +302,7 @@ describe('POST /execute rawCalls (gasless relay)', () => {
       expect(s.node.ledger.requests.get(requestId)).toMatchObject({ status: 'waiting', fail_reason: null });
       expect(sponsorHeld(s.node.ledger, requestId)).toBe(held);
     } finally {
-      payouts.queued = queued;
-      s.node.adapters.get(A)!.payoutsQueued();
+      release();
     }
     expect((await waitForStatus(s.url, requestId, ['success'])).status).toBe('success');
   });

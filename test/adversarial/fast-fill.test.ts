@@ -5,7 +5,7 @@ import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } fro
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { pause, resume } from '../../src/admin/actions.ts';
 import { linkWallet } from '../helpers/link.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, executeSteps, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -63,16 +63,14 @@ const usdcQuote = (amount: string, extra: Record<string, unknown>) => ({
   ...extra,
 });
 
-// Holds chain `chainId`'s submitter: it is handed no queued payout until released, so a payout
-// recorded meanwhile stays in flight (queued, not sent). A chain pause would refuse the fast fill itself.
-function holdSubmitter(chainId: number): () => void {
-  const payouts = s.node.ledger.payouts;
-  const queued = payouts.queued.bind(payouts);
-  payouts.queued = (chain: number, limit?: number) => (chain === chainId ? [] : queued(chain, limit));
-  return () => {
-    payouts.queued = queued;
-    s.node.adapters.get(chainId)!.payoutsQueued();
-  };
+// 0.01 ETH for account 1, quoted with the app's key and fast-filled by it, paid; the app's balance before.
+async function paidFastFill() {
+  const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
+  const requestId = q.body.steps[0].requestId as Hex;
+  const before = s.node.ledger.balances.summary(account(4).address);
+  expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+  await waitForStatus(s.url, requestId, ['success']);
+  return { q, requestId, before };
 }
 
 // Just past a fast fill's hold deadline (earlier than where previous tests moved the check: a full scan).
@@ -162,11 +160,7 @@ describe('fast fill under attack', () => {
   });
   it("a deposit landing after its fast fill's hold expired settles the debit: the app is credited back, the user is paid once", async () => {
     const wallet = account(4).address;
-    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
-    const requestId = q.body.steps[0].requestId as Hex;
-    const before = s.node.ledger.balances.summary(wallet);
-    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
-    await waitForStatus(s.url, requestId, ['success']);
+    const { q, requestId, before } = await paidFastFill();
     // The hold's deadline passes with no deposit: the app is charged the fill's worth.
     expect(s.node.solver!.expireHolds(pastDeadline(requestId))).toBeGreaterThanOrEqual(1);
     const hold = s.node.ledger.balances.get(`hold:${requestId}`)!;
@@ -192,11 +186,7 @@ describe('fast fill under attack', () => {
     // fast fill, that charged the app the whole fill (the shortfall), and the real deposit came back to the
     // user as a DOUBLE_SPEND.
     const wallet = account(4).address;
-    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
-    const requestId = q.body.steps[0].requestId as Hex;
-    const before = s.node.ledger.balances.summary(wallet);
-    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
-    await waitForStatus(s.url, requestId, ['success']);
+    const { q, requestId, before } = await paidFastFill();
     const item = q.body.steps[0].items[0].data;
     const w = s.wallet(1, A);
     const dustHash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: 1_000n });
@@ -221,7 +211,7 @@ describe('fast fill under attack', () => {
     const requestId = q.body.steps[0].requestId as Hex;
     const before = s.node.ledger.balances.summary(wallet);
     // Chain B's submitter held: the fast fill's payout is recorded, not yet sent.
-    const release = holdSubmitter(B);
+    const release = holdSubmitter(s, B);
     try {
       expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
       expect(s.node.solver!.expireHolds(pastDeadline(requestId))).toBeGreaterThanOrEqual(1);
@@ -240,7 +230,7 @@ describe('fast fill under attack', () => {
     const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(user, recipient) });
     const requestId = q.body.steps[0].requestId as Hex;
     const before = s.node.ledger.balances.summary(account(4).address);
-    const release = holdSubmitter(B);
+    const release = holdSubmitter(s, B);
     try {
       expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
       await executeSteps(s, q.body, user);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseAbi, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { PERMIT_TYPES } from '../../src/chains/evm/adapter.ts';
-import { api, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 import { linkWallet } from '../helpers/link.ts';
 
 let s: Stack;
@@ -261,9 +261,7 @@ describe('POST /permits', () => {
     const step = q.body.steps[0];
     const signature = await signStep(2, step);
     // Chain A's submitter held while the user moves the tokens away: the deposit then reverts.
-    const payouts = s.node.ledger.payouts;
-    const queued = payouts.queued.bind(payouts);
-    payouts.queued = (chain: number, limit?: number) => (chain === A ? [] : queued(chain, limit));
+    const release = holdSubmitter(s, A);
     try {
       expect((await api(s.url, '/execute', { apiKey: k.key, body: { ...step.items[0].data.post.body, signature } })).status).toBe(200);
       const held = s.node.ledger.balances.summary(sponsor.address);
@@ -281,8 +279,7 @@ describe('POST /permits', () => {
       });
       await s.publicClient(A).waitForTransactionReceipt({ hash: away });
     } finally {
-      payouts.queued = queued;
-      s.node.adapters.get(A)!.payoutsQueued();
+      release();
     }
     await waitForStatus(s.url, step.requestId, ['failure']);
     await until(() => (s.node.ledger.balances.summary(sponsor.address).held === 0n ? true : undefined), 'the execute hold released');
@@ -355,9 +352,7 @@ describe('one permit, one request', () => {
       const text = await (await fetch(`${s.url}/metrics`)).text();
       return Number(/relay_solver_postponed_total\{reason="ANOTHER_DEPOSIT_PAYS"\} (\d+)/.exec(text)?.[1] ?? 0);
     };
-    const payouts = s.node.ledger.payouts;
-    const queued = payouts.queued.bind(payouts);
-    payouts.queued = (chainId: number, limit?: number) => (chainId === A ? [] : queued(chainId, limit));
+    const release = holdSubmitter(s, A);
     let r: Hex;
     try {
       // A user of its own, holding the amount.
@@ -414,8 +409,7 @@ describe('one permit, one request', () => {
       }, 'the wrong-chain deposit looked at');
       expect(s.node.ledger.requests.get(r)).toMatchObject({ status: 'depositing', fail_reason: null });
     } finally {
-      payouts.queued = queued;
-      s.node.adapters.get(A)!.payoutsQueued();
+      release();
     }
     expect(await waitForStatus(s.url, r, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
     const dust = await until(() => {

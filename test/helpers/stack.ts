@@ -179,6 +179,20 @@ export async function executeSteps(stack: Stack, quote: any, account: number): P
   return hashes;
 }
 
+/**
+ * Holds chain `chainId`'s submitter: it is handed no queued payout until the returned release, so a payout
+ * recorded meanwhile stays in flight (queued, not sent). A chain pause would refuse what records it.
+ */
+export function holdSubmitter(stack: Stack, chainId: number): () => void {
+  const payouts = stack.node.ledger.payouts;
+  const queued = payouts.queued.bind(payouts);
+  payouts.queued = (chain: number, limit?: number) => (chain === chainId ? [] : queued(chain, limit));
+  return () => {
+    payouts.queued = queued;
+    stack.node.adapters.get(chainId)!.payoutsQueued();
+  };
+}
+
 export async function waitForStatus(url: string, requestId: string, statuses: string[], timeoutMs = 30_000) {
   return until(
     async () => {
