@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { zeroAddress, type Hex } from 'viem';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { encodeFunctionData, keccak256, toHex, zeroAddress, type Hex } from 'viem';
+import { RelayDepositoryAbi } from '../contracts-abi/index.ts';
+import { api, executeSteps, holdSubmitter, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 // Instant mining and three confirmations: blocks appear only when the test mines them, so the
 // deposit sits unconfirmed while the test rewinds the chain under it.
@@ -58,6 +59,55 @@ describe('reorgs', () => {
     await rpc(8453, 'anvil_mine', ['0x3']);
     const done = await waitForStatus(s.url, requestId, ['success', 'failure', 'refund']);
     expect(done.status).toBe('success');
+  });
+
+  it('refunds a deposit of its own request that a reorg took back before its refund was sent, and that came back at the same place', async () => {
+    // Decided again, the deposit's request (derived from the deposit, so the same id) was inserted again
+    // and refused: the decision failed on every pass and the deposit was never refunded.
+    const A = 8453;
+    const release = holdSubmitter(s, A);
+    let requestId: Hex;
+    try {
+      const w = s.wallet(2, A);
+      const depository = s.devnet.chains.find((c) => c.id === A)!.contracts.depository;
+      const data = encodeFunctionData({
+        abi: RelayDepositoryAbi,
+        functionName: 'depositNative',
+        args: [w.account!.address, keccak256(toHex('no such order'))],
+      });
+      const raw = await w.signTransaction(
+        (await w.prepareTransactionRequest({ account: w.account!, chain: w.chain, to: depository, value: 10n ** 16n, data })) as never,
+      );
+      const snapshot = (await rpc(A, 'evm_snapshot')) as Hex;
+      const hash = (await rpc(A, 'eth_sendRawTransaction', [raw])) as Hex;
+      const receipt = await s.publicClient(A).waitForTransactionReceipt({ hash });
+      const logIndex = receipt.logs.find((l) => l.address.toLowerCase() === depository.toLowerCase())!.logIndex;
+      requestId = keccak256(toHex(`deposit:${A}:${hash}:${logIndex}`));
+      await rpc(A, 'anvil_mine', ['0x3']);
+      await until(() => (s.node.ledger.payouts.get(`refund:${requestId}`)?.state === 'queued' ? true : undefined), 'the refund decided, not sent');
+      // Rewound past the deposit, on a longer chain without it: the refund, never signed, is cancelled.
+      await rpc(A, 'evm_revert', [snapshot]);
+      await rpc(A, 'anvil_mine', ['0x6']);
+      await until(() => (s.node.ledger.requests.get(requestId)?.fail_reason === 'DEPOSIT_REORGED' ? true : undefined), 'the deposit taken back', 20_000);
+      // The same signed transaction again, alone in its block: the same deposit, at the same log index.
+      await rpc(A, 'eth_sendRawTransaction', [raw]);
+      await rpc(A, 'anvil_mine', ['0x4']);
+    } finally {
+      release();
+    }
+    const refund = await until(
+      () => s.node.ledger.payouts.forRequest(requestId).find((p) => p.kind === 'refund' && p.state === 'success'),
+      'the deposit refunded',
+    );
+    expect(BigInt(refund.amount)).toBeLessThan(10n ** 16n);
+    expect(await waitForStatus(s.url, requestId, ['refund'])).toMatchObject({ status: 'refund', failReason: 'ORPHANED_DEPOSIT_REFUND' });
+    // Refunded once: the cancelled refund and the one paid.
+    expect(
+      s.node.ledger.payouts
+        .forRequest(requestId)
+        .map((p) => `${p.kind}:${p.state}`)
+        .sort(),
+    ).toEqual(['refund:failed', 'refund:success']);
   });
 
   it('re-indexing a range writes nothing twice', async () => {

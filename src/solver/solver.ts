@@ -525,34 +525,36 @@ export class Solver implements PayoutHooks, ChainEvents {
     const now = Date.now();
     let requestId: Hex;
     if (!decision.request || decision.extra) {
-      // The deposit gets a request of its own, so its refund has a status to read.
+      // The deposit gets a request of its own, so its refund has a status to read. It has one already
+      // when it was decided before, a reorg took it back, and it came back at the same place.
       requestId = Requests.derivedId(d.id, (s) => keccak256(toHex(s)));
-      this.ledger.requests.insert({
-        id: requestId,
-        parent_id: decision.request?.id ?? null,
-        kind: decision.request ? 'extra' : 'orphan',
-        request_type: 'Bridge',
-        status: 'failure',
-        user: d.depositor,
-        recipient: null,
-        refund_to: d.depositor,
-        origin_chain_id: d.chain_id,
-        destination_chain_id: decision.request?.destination_chain_id ?? d.chain_id,
-        origin_currency: d.currency,
-        destination_currency: decision.request?.destination_currency ?? d.currency,
-        trade_type: null,
-        amount_in: d.amount,
-        amount_out: '0',
-        min_amount_out: '0',
-        pricing: null,
-        order_data: null,
-        quote: null,
-        expires_at: null,
-        fill_deadline: null,
-        created_at: now,
-        currency_in_symbol: this.registry.currency(d.chain_id, d.currency)?.symbol.toUpperCase() ?? null,
-        currency_out_symbol: decision.request?.currency_out_symbol ?? this.registry.currency(d.chain_id, d.currency)?.symbol.toUpperCase() ?? null,
-      });
+      if (!this.ledger.requests.get(requestId))
+        this.ledger.requests.insert({
+          id: requestId,
+          parent_id: decision.request?.id ?? null,
+          kind: decision.request ? 'extra' : 'orphan',
+          request_type: 'Bridge',
+          status: 'failure',
+          user: d.depositor,
+          recipient: null,
+          refund_to: d.depositor,
+          origin_chain_id: d.chain_id,
+          destination_chain_id: decision.request?.destination_chain_id ?? d.chain_id,
+          origin_currency: d.currency,
+          destination_currency: decision.request?.destination_currency ?? d.currency,
+          trade_type: null,
+          amount_in: d.amount,
+          amount_out: '0',
+          min_amount_out: '0',
+          pricing: null,
+          order_data: null,
+          quote: null,
+          expires_at: null,
+          fill_deadline: null,
+          created_at: now,
+          currency_in_symbol: this.registry.currency(d.chain_id, d.currency)?.symbol.toUpperCase() ?? null,
+          currency_out_symbol: decision.request?.currency_out_symbol ?? this.registry.currency(d.chain_id, d.currency)?.symbol.toUpperCase() ?? null,
+        });
     } else {
       requestId = decision.request.id;
     }
@@ -594,8 +596,11 @@ export class Solver implements PayoutHooks, ChainEvents {
       this.log.warn({ requestId, deposit: d.id, refundFailReason }, 'deposit cannot be refunded');
       return undefined;
     }
+    // A refund of the same request cancelled by a reorg keeps its id: this one is the deposit's next
+    // (the guard above counts what any of them returned).
+    const earlier = this.ledger.payouts.forRequest(requestId).filter((p) => p.kind === kind).length;
     this.ledger.payouts.insert({
-      id: `${kind}:${requestId}`,
+      id: earlier ? `${kind}:${requestId}:${earlier}` : `${kind}:${requestId}`,
       kind,
       request_id: requestId,
       deposit_id: d.id,
