@@ -4,6 +4,7 @@
 // quote, the request record's SVM signatures, and a payout whose blockhash expired before it landed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  ComputeBudgetProgram,
   Connection,
   Keypair,
   PublicKey,
@@ -151,6 +152,51 @@ describe('SVM chain', () => {
     const tx = await conn.getTransaction(sig, { commitment: 'confirmed', maxSupportedTransactionVersion: 0 });
     expect(tx?.meta?.err).toBeNull();
     expect(tx?.meta?.logMessages?.join('\n')).toContain(requestId);
+  });
+
+  it("pays a fill at about the chain's priority fee, not one an attacker set on the recipient's account", async () => {
+    // The payout's compute-unit price was the 75th percentile of recent fees of the accounts it writes,
+    // the recipient among them: writing the recipient at the cap's price in a quarter of recent slots
+    // (alongside ordinary cheap transactions) had the solver pay that price, where the quote charged
+    // the chain's.
+    const recipient = Keypair.generate().publicKey;
+    const attacker = Keypair.generate();
+    const bystander = Keypair.generate();
+    for (const k of [attacker, bystander]) await conn.confirmTransaction(await conn.requestAirdrop(k.publicKey, 1_000_000_000), 'confirmed');
+    const send = async (from: Keypair, to: PublicKey, microLamports: number) => {
+      const tx = new Transaction().add(
+        ComputeBudgetProgram.setComputeUnitLimit({ units: 1_000 }),
+        ComputeBudgetProgram.setComputeUnitPrice({ microLamports }),
+        SystemProgram.transfer({ fromPubkey: from.publicKey, toPubkey: to, lamports: 1_000_000 }),
+      );
+      tx.recentBlockhash = (await conn.getLatestBlockhash('confirmed')).blockhash;
+      tx.feePayer = from.publicKey;
+      tx.sign(from);
+      await conn.sendRawTransaction(tx.serialize(), { skipPreflight: true });
+    };
+    for (let i = 0; i < 45; i++) {
+      await send(attacker, recipient, 10_000_000);
+      await send(bystander, Keypair.generate().publicKey, 0);
+      svm().rpc.advanceSlots(1);
+    }
+    const q = await quote({
+      user: evmUser(1),
+      recipient: recipient.toBase58(),
+      originChainId: A,
+      destinationChainId: SVM,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '100000000000000000',
+    });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    await executeSteps(s, q.body, 1);
+    const done = await waitForStatus(s.url, requestId, ['success', 'failure', 'refund']);
+    expect(done.status, JSON.stringify(done)).toBe('success');
+    const tx = await conn.getTransaction(done.txHashes[0], { commitment: 'confirmed', maxSupportedTransactionVersion: 0 });
+    // One signature (5000) and a priority fee near the chain's (the bystanders pay none), where the
+    // recipient's price made it 23,850 lamports: up to 0.0005 SOL on a payout creating a token account.
+    expect(tx!.meta!.fee).toBeLessThan(10_000);
   });
 
   it('bridges the SPL test token both ways', async () => {

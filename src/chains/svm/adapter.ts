@@ -59,6 +59,9 @@ export const CU = { sol: 5_000, spl: 15_000, createAta: 40_000 };
 const FEE_CACHE_MS = 2_000;
 // The most the node pays per compute unit, in micro-lamports, whatever recent fees say.
 const MAX_MICRO_LAMPORTS_PER_CU = 10_000_000n;
+// A payout's priority price is allowed at least this much (micro-lamports per compute unit) when the
+// chain's is near zero: about 0.00002 SOL on the largest payout.
+const PAYOUT_FEE_FLOOR = 1_000n;
 // About how long the chain's commitments take (quote timeEstimate).
 const CONFIRM_SECONDS = { confirmed: 1, finalized: 13 } as const;
 // The indexer's cursor: the slot up to which the vault and every token account of it are read.
@@ -245,22 +248,29 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   // Micro-lamports per compute unit: the 75th percentile of recent prioritization fees (of the
-  // accounts the transaction writes, when named), capped.
+  // accounts the transaction writes, when named), capped. A payout's, read over the accounts it writes
+  // (the recipient's among them), is held to twice the chain's (at least PAYOUT_FEE_FLOOR), which its
+  // quote charged: anyone can write the recipient's account at a high price in a quarter of recent slots.
   async #priorityFee(writable?: PublicKey[]): Promise<bigint> {
-    const read = async () => {
-      const fees = await this.conn.getRecentPrioritizationFees(writable?.length ? { lockedWritableAccounts: writable } : undefined);
-      const sorted = fees.map((f) => BigInt(f.prioritizationFee)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-      if (!sorted.length) return 0n;
-      const p75 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.75))]!;
-      return p75 > MAX_MICRO_LAMPORTS_PER_CU ? MAX_MICRO_LAMPORTS_PER_CU : p75;
-    };
-    if (writable?.length) return read();
+    if (writable?.length) {
+      const [own, chain] = await Promise.all([this.#readPriorityFee(writable), this.#priorityFee()]);
+      const bound = 2n * chain > PAYOUT_FEE_FLOOR ? 2n * chain : PAYOUT_FEE_FLOOR;
+      return own < bound ? own : bound;
+    }
     if (!this.#fee || Date.now() - this.#fee.at > FEE_CACHE_MS) {
-      const value = read();
+      const value = this.#readPriorityFee();
       value.catch(() => (this.#fee = undefined));
       this.#fee = { at: Date.now(), value };
     }
     return this.#fee.value;
+  }
+
+  async #readPriorityFee(writable?: PublicKey[]): Promise<bigint> {
+    const fees = await this.conn.getRecentPrioritizationFees(writable?.length ? { lockedWritableAccounts: writable } : undefined);
+    const sorted = fees.map((f) => BigInt(f.prioritizationFee)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    if (!sorted.length) return 0n;
+    const p75 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.75))]!;
+    return p75 > MAX_MICRO_LAMPORTS_PER_CU ? MAX_MICRO_LAMPORTS_PER_CU : p75;
   }
 
   async #txFee(units: number): Promise<bigint> {
