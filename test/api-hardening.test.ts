@@ -576,6 +576,31 @@ describe('priced routes in the anonymous-quote limit', () => {
   });
 });
 
+describe('routes that read chains per call, in the anonymous-quote limit', () => {
+  it('counts /transactions/index, /transactions/single, /permits and /execute/permits with the quotes', async () => {
+    // Each reads the chain before anything else refuses it: on SVM, /transactions/index polled a signature
+    // for seconds (about 100 provider calls); a permit post read the token four times before its signature
+    // was checked. They were charged only to the general per-IP limit.
+    const r = await replica({});
+    try {
+      const tx = `0x${'ab'.repeat(32)}`;
+      const calls = [
+        () => api(r.url, '/transactions/index', { body: { chainId: A, txHash: tx } }),
+        () => api(r.url, '/transactions/single', { body: { chainId: A, requestId: tx, tx } }),
+        () => api(r.url, '/permits', { body: {} }),
+        () => api(r.url, '/execute/permits', { body: {} }),
+      ];
+      for (let i = 0; i < 3; i++) await calls[i]!();
+      for (const call of calls) {
+        const limited = await call();
+        expect([limited.status, limited.body.message]).toEqual([429, expect.stringMatching(/at most 3 quotes and prices per minute without an API key/)]);
+      }
+    } finally {
+      await r.stop();
+    }
+  });
+});
+
 describe('logged URLs', () => {
   it('carry no API key: a request with ?apiKey=<key> that fails leaves no key in the log', async () => {
     const lines: string[] = [];

@@ -9,11 +9,23 @@ import { STREAM_PATH } from './statusStream.ts';
 // Probes and metrics have their own per-IP bucket (a load balancer probes from few addresses).
 // Route patterns, not raw paths: see matchedRoute.
 const PROBES = new Set(['/health', '/ready', '/metrics']);
-// Routes that price a route or read balances over RPC share the anonymous-quote bucket, whatever
+// Routes that price a route or read chains over RPC share the anonymous-quote bucket, whatever
 // their method: /price is a quote without a request, /config/v2 prices its fee through /price and
-// reads balances, /chains/liquidity reads the solver's balance of every currency of a chain. Each
-// costs the node RPC calls (the budget its solver shares), however little it stores.
-const PRICED = new Set(['/quote', '/quote/v2', '/price', '/config/v2', '/chains/liquidity']);
+// reads balances, /chains/liquidity reads the solver's balance of every currency of a chain, the
+// /transactions routes read a transaction (on SVM, polling it for seconds), and a permit post reads
+// the token before its signature is checked. Each costs the node RPC calls (the budget its solver
+// shares), however little it stores.
+const PRICED = new Set([
+  '/quote',
+  '/quote/v2',
+  '/price',
+  '/config/v2',
+  '/chains/liquidity',
+  '/transactions/index',
+  '/transactions/single',
+  '/permits',
+  '/execute/permits',
+]);
 
 /** The key from `x-api-key`, or from `Authorization: Bearer <key>`. */
 export function presentedKey(req: FastifyRequest): string | undefined {
