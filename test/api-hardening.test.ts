@@ -665,6 +665,23 @@ describe('client address and slow clients', () => {
     }
   });
 
+  it('counts IPv6 clients by their /64: addresses of one host share a bucket', async () => {
+    // Keyed on the whole address, a client holding a /64 (as most hosts do) had a bucket per address: no limit.
+    const r = await replica({ trustProxy: ['127.0.0.1/32', '::1'], rateLimit: { unauthenticatedPerMinute: 2 } });
+    try {
+      const statuses = [
+        (await forwarded(r.url, '2001:db8:1:2::a')).status,
+        (await forwarded(r.url, '2001:db8:1:2:ffff::b')).status,
+        (await forwarded(r.url, '2001:0db8:0001:0002:0:0:0:c')).status,
+      ];
+      expect(statuses).toEqual([200, 200, 429]);
+      // Another /64 has its own.
+      expect((await forwarded(r.url, '2001:db8:1:3::a')).status).toBe(200);
+    } finally {
+      await r.stop();
+    }
+  });
+
   it('closes a connection whose request body stalls (api.requestTimeoutMs)', async () => {
     const r = await replica({ requestTimeoutMs: 1_000, headersTimeoutMs: 1_000 });
     try {

@@ -7,6 +7,7 @@ import type { ApiLimits } from './limits.ts';
 import type { StreamEventRow } from '../ledger/events.ts';
 import type { StatusRecord } from '../ledger/statusRecord.ts';
 import { errText } from '../lib/errors.ts';
+import { clientOf } from './clientAddress.ts';
 
 // GET /intents/status/ws: the status stream. A client subscribes to request ids, or (with an API
 // key) to a wallet; it gets the current status of each first, then every change in the order of
@@ -111,10 +112,10 @@ export class StatusStream {
       closed: false,
       alive: true,
       apiKeyId: req.apiCaller?.id,
-      ip: req.ip,
+      ip: clientOf(req.ip),
       limiterId: `c${++connectionSeq}`,
       dropped: 0,
-      release: this.#limits.wsConnected(req.ip),
+      release: this.#limits.wsConnected(clientOf(req.ip)),
     };
     this.#clients.add(client);
     this.#ctx.metrics.wsClients.set(this.#clients.size);

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
+import { clientOf } from '../clientAddress.ts';
 import { ApiError } from '../errors.ts';
 import { runListing, type ListingJob, type ListingResult } from '../listing/run.ts';
 import { RateLimiter } from '../rateLimit.ts';
@@ -73,7 +74,7 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
         return reply.status(410).send(body(`GET /requests/v2 was retired on ${new Date(sunsetAt).toISOString().slice(0, 10)}; use GET /requests/v3`));
       if (now >= throttledFrom) {
         const limiter = limiters[stage(now)]!;
-        const taken = limiter.take(req.apiCaller?.id ?? `ip:${req.ip}`, now);
+        const taken = limiter.take(req.apiCaller?.id ?? `ip:${clientOf(req.ip)}`, now);
         if (!taken.ok)
           return reply.status(429).send(body(`GET /requests/v2 is deprecated and limited to ${limiter.perMinute} calls per minute; use GET /requests/v3`));
       }
