@@ -285,6 +285,26 @@ describe('limits that hold', () => {
     }
   });
 
+  it("charges a subscription's snapshots like messages: one per request id read", async () => {
+    // A subscribe reads and sends a snapshot per id (up to 100) for one message; subscribing and
+    // unsubscribing in turn read 100 status records per message, on the node's thread.
+    const r = await replica({ rateLimit: { wsMessagesPerConnectionPerMinute: 60, wsMessagesPerIpPerMinute: 60 } });
+    try {
+      const c = await wsClient(r.url);
+      expect(await c.opened).toBe('open');
+      const ids = (from: number) => Array.from({ length: 40 }, (_, i) => `0x${(from + i).toString(16).padStart(64, '0')}`);
+      c.ws.send(JSON.stringify({ type: 'subscribe', requestIds: ids(1) }));
+      await until(() => c.msgs.find((m) => m.type === 'subscribed'), 'the first subscription');
+      c.ws.send(JSON.stringify({ type: 'unsubscribe', requestIds: ids(1) }));
+      c.ws.send(JSON.stringify({ type: 'subscribe', requestIds: ids(1000) }));
+      const refused = await until(() => c.msgs.find((m) => m.errorCode === 'RATE_LIMITED'), 'the second subscription refused');
+      expect(refused.message).toMatch(/subscribing to 40 request ids cost 40 messages/);
+      expect(c.msgs.filter((m) => m.type === 'subscribed')).toHaveLength(1);
+    } finally {
+      await r.stop();
+    }
+  });
+
   it('caps websocket connections per address and limits messages per connection and per address', async () => {
     const r = await replica({ rateLimit: { wsConnectionsPerIp: 2, wsMessagesPerConnectionPerMinute: 5, wsMessagesPerIpPerMinute: 7 } });
     try {

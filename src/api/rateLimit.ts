@@ -12,8 +12,12 @@ export class RateLimiter {
     this.#perMs = perMinute / 60_000;
   }
 
-  /** Takes one token; when there is none, returns the milliseconds until there is. */
-  take(id: string, now = Date.now()): { ok: true } | { ok: false; retryAfterMs: number } {
+  /**
+   * Takes `cost` tokens (at most a full bucket, so any cost can be paid once the bucket is full); when
+   * there are not that many, takes none and returns the milliseconds until there are.
+   */
+  take(id: string, now = Date.now(), cost = 1): { ok: true } | { ok: false; retryAfterMs: number } {
+    const need = Math.min(cost, this.perMinute);
     let b = this.#buckets.get(id);
     if (!b) {
       if (this.#buckets.size >= this.maxTracked) this.#prune(now);
@@ -23,11 +27,11 @@ export class RateLimiter {
       b.tokens = Math.min(this.perMinute, b.tokens + (now - b.at) * this.#perMs);
       b.at = now;
     }
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
+    if (b.tokens >= need) {
+      b.tokens -= need;
       return { ok: true };
     }
-    return { ok: false, retryAfterMs: Math.ceil((1 - b.tokens) / this.#perMs) };
+    return { ok: false, retryAfterMs: Math.ceil((need - b.tokens) / this.#perMs) };
   }
 
   // Forgets buckets that have refilled (they behave exactly like new ones), and when that is not
