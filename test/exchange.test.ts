@@ -19,7 +19,14 @@ import {
   splitSignature,
   type SendAssetParameters,
 } from '../src/chains/exchange/typedData.ts';
-import { ExchangeActionError, ExchangeClient, ExchangeHttpError, parseDecimalFloor, signSendAsset } from '../src/chains/exchange/client.ts';
+import {
+  ExchangeActionError,
+  ExchangeClient,
+  ExchangeHttpError,
+  parseDecimalFloor,
+  signSendAsset,
+  type SendLedgerDelta,
+} from '../src/chains/exchange/client.ts';
 import { STANDIN_TOKENS, startExchangeStandin, type ExchangeStandin } from '../src/devnet/exchange/standin.ts';
 import { ExchangeAssets } from '../src/chains/exchange/assets.ts';
 import type { ExchangeChainConfig } from '../src/config/schema.ts';
@@ -248,6 +255,27 @@ describe('exchange stand-in over HTTP', () => {
     }
     // Time filter excludes older-than-startTime updates.
     expect(await client.ledgerUpdates(b.address, Date.now() + 60_000)).toEqual([]);
+  });
+
+  it('reads a ledger longer than one answer: the exchange answers a time range with at most 500 updates, the client pages', async () => {
+    // One unpaged read saw the first 500 only: a deposit past them was never indexed, and a payout's
+    // action past them was never found applied (and, refused when posted again, was failed and refunded).
+    const a = newWallet();
+    const b = newWallet();
+    ex.credit(a.address, { perpsUsd: '1000' });
+    const from = Date.now();
+    const nonces: number[] = [];
+    for (let i = 0; i < 520; i++) {
+      const nonce = nextNonce();
+      nonces.push(nonce);
+      await client.sendAsset(a.key, params({ destination: b.address, amount: '0.01', nonce }), { signatureChainId: 0xa4b1 });
+    }
+    const raw = (await (
+      await fetch(`${ex.url}/info`, { method: 'POST', body: JSON.stringify({ type: 'userNonFundingLedgerUpdates', user: b.address, startTime: from }) })
+    ).json()) as unknown[];
+    expect(raw).toHaveLength(500);
+    const updates = await client.ledgerUpdates(b.address, from);
+    expect(updates.map((u) => (u.delta as SendLedgerDelta).nonce)).toEqual(nonces);
   });
 
   it('spot token transfer on a named DEX', async () => {

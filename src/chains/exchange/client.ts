@@ -7,6 +7,10 @@ import type { Address, Hex, LocalAccount } from 'viem';
 import { buildSendAssetAction, sendAssetTypedData, splitSignature, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 
+// The most updates the exchange answers for one time range ("use the last returned timestamp as the next
+// startTime for pagination", its info endpoint documents).
+const LEDGER_PAGE = 500;
+
 export interface ClearinghouseState {
   marginSummary: { accountValue: string; totalNtlPos: string; totalRawUsd: string; totalMarginUsed: string };
   crossMarginSummary: { accountValue: string; totalNtlPos: string; totalRawUsd: string; totalMarginUsed: string };
@@ -232,10 +236,25 @@ export class ExchangeClient {
   }
 
   /** Non-funding ledger updates (sends, spot transfers, ...) since `startTimeMs`. */
-  ledgerUpdates(user: Address, startTimeMs: number, endTimeMs?: number): Promise<LedgerUpdate[]> {
-    const body: Record<string, unknown> = { type: 'userNonFundingLedgerUpdates', user, startTime: startTimeMs };
-    if (endTimeMs !== undefined) body.endTime = endTimeMs;
-    return this.info(body, (v) => Array.isArray(v));
+  async ledgerUpdates(user: Address, startTimeMs: number, endTimeMs?: number): Promise<LedgerUpdate[]> {
+    // A time range answers at most LEDGER_PAGE updates, the oldest first: the next page starts at the
+    // last one's time (whose updates come again and are skipped by hash).
+    const all: LedgerUpdate[] = [];
+    const seen = new Set<string>();
+    for (let start = startTimeMs; ; ) {
+      const body: Record<string, unknown> = { type: 'userNonFundingLedgerUpdates', user, startTime: start };
+      if (endTimeMs !== undefined) body.endTime = endTimeMs;
+      const page = await this.info<LedgerUpdate[]>(body, (v) => Array.isArray(v));
+      for (const u of page) {
+        if (seen.has(u.hash)) continue;
+        seen.add(u.hash);
+        all.push(u);
+      }
+      if (page.length < LEDGER_PAGE) return all;
+      const last = page[page.length - 1]!.time;
+      // A full page within one millisecond cannot move on from it: the next starts after it.
+      start = last > start ? last : last + 1;
+    }
   }
 
   /** Posts an already signed action (e.g. one a user signed); throws ExchangeActionError on `status: 'err'`. */

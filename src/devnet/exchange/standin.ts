@@ -26,6 +26,9 @@ import {
 } from '../../chains/exchange/typedData.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 
+// The most updates the exchange answers for a time range (its info endpoint's documented page).
+const TIME_RANGE_LIMIT = 500;
+
 export const PERPS_DECIMALS = 6;
 const MAX_BODY_BYTES = 1 << 20;
 
@@ -356,7 +359,12 @@ function handleInfo(state: ExchangeState, body: Record<string, unknown>): unknow
       const user = requireUser(body);
       const start = optionalTime(body, 'startTime') ?? 0;
       const end = optionalTime(body, 'endTime') ?? Number.MAX_SAFE_INTEGER;
-      return state.ledger(user).filter((u) => u.time >= start && u.time <= end);
+      // As the exchange documents: a time range answers at most 500 updates, the oldest first; the next
+      // page starts at the last one's time.
+      return state
+        .ledger(user)
+        .filter((u) => u.time >= start && u.time <= end)
+        .slice(0, TIME_RANGE_LIMIT);
     }
     default:
       throw new BadRequest(`Unknown info request type ${JSON.stringify(body.type)}`);
