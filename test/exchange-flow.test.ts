@@ -596,4 +596,44 @@ describe('a sendAsset refused for funds', () => {
     await new ExchangeClient({ url: ex().url }).submit(body).catch((e) => e);
     expect(state().perpsUsd(recipient) - before).toBe(amount);
   });
+
+  it('an action applied before the node posts it again is never failed: "duplicate nonce" is reconciled, not a refusal', async () => {
+    // The exchange answers a used nonce with "Invalid nonce: duplicate nonce N". Read as a refusal, the
+    // payout was failed (a fill refunded, a claim's fees owed again) though its action had paid.
+    const recipient = account(2).address;
+    const solver = s.devnet.solver;
+    const before = state().perpsUsd(recipient);
+    const amount = state().perpsUsd(solver) + 5_000_000n;
+    const id = 'claim:applied-elsewhere';
+    s.node.ledger.payouts.insert({
+      id,
+      kind: 'claim',
+      request_id: null,
+      deposit_id: null,
+      chain_id: EX,
+      recipient,
+      currency: PERPS,
+      amount: amount.toString(),
+      decided_at: Date.now(),
+    });
+    s.node.chains.payoutsQueued(EX);
+    const first = await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /insufficient/i.test(t.error ?? '')), 'the first post refused for funds');
+    const body = JSON.parse(hexToString(s.node.ledger.payouts.rawOf(first.hash)));
+    // The node's reads of the solver's ledger do not show the action yet (an exchange that lags): it
+    // posts the body again, after someone else posted it.
+    const read = ExchangeClient.prototype.ledgerUpdates;
+    ExchangeClient.prototype.ledgerUpdates = async function (this: ExchangeClient, ...args: Parameters<typeof read>) {
+      return (await read.apply(this, args)).filter((u) => (u.delta as { nonce?: number }).nonce !== body.nonce);
+    };
+    try {
+      state().credit(solver, { perpsUsd: formatUnits(2n * amount, 6) });
+      expect(await new ExchangeClient({ url: ex().url }).submit(body)).toEqual({ ok: true });
+      await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /duplicate nonce/i.test(t.error ?? '')), 'the post after it refused as a duplicate');
+      expect(s.node.ledger.payouts.get(id)!.state).toBe('sent');
+    } finally {
+      ExchangeClient.prototype.ledgerUpdates = read;
+    }
+    await until(() => (s.node.ledger.payouts.get(id)?.state === 'success' ? true : undefined), 'the payout found paid');
+    expect(state().perpsUsd(recipient) - before).toBe(amount);
+  });
 });

@@ -313,13 +313,13 @@ describe('exchange stand-in over HTTP', () => {
     await client.sendAsset(a.key, params({ destination: b.address, amount: '1', nonce }), { signatureChainId: 1 });
     const err = await client.sendAsset(a.key, params({ destination: b.address, amount: '2', nonce }), { signatureChainId: 1 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ExchangeActionError);
-    expect((err as Error).message).toMatch(/nonce .* already used/i);
+    expect((err as Error).message).toMatch(/Invalid nonce: duplicate nonce \d+$/);
     expect(await client.withdrawable(a.address)).toBe(9_000_000n);
     expect(await client.withdrawable(b.address)).toBe(1_000_000n);
     // replaying the very same signed body is rejected too
     const body = await signSendAsset(a.key, params({ destination: b.address, amount: '1' }), { signatureChainId: 1 });
     await client.submit(body);
-    await expect(client.submit(body)).rejects.toThrow(/already used/);
+    await expect(client.submit(body)).rejects.toThrow(/duplicate nonce/);
     expect(await client.withdrawable(a.address)).toBe(8_000_000n);
     // the same nonce by a different signer is fine (per-signer nonce set)
     ex.credit(b.address, { perpsUsd: '1' });

@@ -35,7 +35,9 @@ import { formatUnitsDecimal, type SendAssetParameters, type SignedSendAsset } fr
 // Ledger updates are read back this far before the oldest open action when reconciling.
 const RECONCILE_MARGIN_MS = 10 * 60_000;
 const INSUFFICIENT = /insufficient/i;
-const NONCE_USED = /nonce.*(used|already)/i;
+// Any answer about the nonce ("Invalid nonce: duplicate nonce N" for one used): the action may have been
+// applied by an earlier post, and only the solver's ledger says.
+const NONCE = /nonce/i;
 const QUEUED_BATCH = 100;
 
 /** What the exchange's payouts need. */
@@ -191,12 +193,14 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
   }
 
   // The exchange refused the action: it was not applied (or, for a used nonce, maybe applied before).
+  // Once any post of it had an unknown outcome or was held for funds (the row is 'broadcast'), no answer
+  // to a later post proves it was never applied: it stays open until the solver's ledger shows it.
   #onRejected(t: TransactionRow, message: string, log: Logger): { kind: TxStatus['kind'] } {
     const { ledger, hooks } = this.#o;
-    if (NONCE_USED.test(message)) {
-      // Applied by an earlier post whose answer was lost: the ledger updates will show it.
+    if (NONCE.test(message) || (t.state === 'broadcast' && !INSUFFICIENT.test(message))) {
+      // Maybe applied by an earlier post whose answer was lost: the ledger updates will show it.
       ledger.payouts.setTxState(t.hash, 'broadcast', { broadcastAt: Date.now(), error: message.slice(0, 300) });
-      log.warn({ txHash: t.hash, message }, 'exchange says the nonce is used; reconciling from its ledger');
+      log.warn({ txHash: t.hash, message }, 'exchange refused an action that may have been applied already; reconciling from its ledger');
       return { kind: 'pending' };
     }
     if (INSUFFICIENT.test(message)) {

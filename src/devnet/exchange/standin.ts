@@ -224,7 +224,7 @@ export class ExchangeState {
       return `Invalid amount: ${errText(err)}`;
     }
     if (debit === 0n) return 'Amount must be positive';
-    if (this.isNonceUsed(signer, action.nonce)) return `Nonce ${action.nonce} already used by ${signer}`;
+    if (this.isNonceUsed(signer, action.nonce)) return `Invalid nonce: duplicate nonce ${action.nonce}`;
     const destination = getAddress(action.destination);
     const available = this.balance(signer, action.sourceDex, token);
     if (available < debit) {
