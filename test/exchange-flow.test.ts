@@ -563,27 +563,32 @@ describe('relay-node audit of the exchange', () => {
 });
 
 // Last in the file: it credits the solver on the stand-in, outside the books the audit above reconciles.
+// A claim of more than the solver holds on the exchange, to account 2: its first post is answered
+// "Insufficient balance" and stays open.
+async function claimRefusedForFunds(id: string) {
+  const recipient = account(2).address;
+  const solver = s.devnet.solver;
+  const before = state().perpsUsd(recipient);
+  const amount = state().perpsUsd(solver) + 5_000_000n;
+  s.node.ledger.payouts.insert({
+    id,
+    kind: 'claim',
+    request_id: null,
+    deposit_id: null,
+    chain_id: EX,
+    recipient,
+    currency: PERPS,
+    amount: amount.toString(),
+    decided_at: Date.now(),
+  });
+  s.node.chains.payoutsQueued(EX);
+  const first = await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /insufficient/i.test(t.error ?? '')), 'the first post refused for funds');
+  return { id, recipient, solver, before, amount, first };
+}
+
 describe('a sendAsset refused for funds', () => {
   it('is posted again as the same signed action once the solver holds enough: an earlier action applied late pays nothing more', async () => {
-    const recipient = account(2).address;
-    const solver = s.devnet.solver;
-    const before = state().perpsUsd(recipient);
-    // More than the solver holds: the first post is answered "Insufficient balance".
-    const amount = state().perpsUsd(solver) + 5_000_000n;
-    const id = 'claim:refused-for-funds';
-    s.node.ledger.payouts.insert({
-      id,
-      kind: 'claim',
-      request_id: null,
-      deposit_id: null,
-      chain_id: EX,
-      recipient,
-      currency: PERPS,
-      amount: amount.toString(),
-      decided_at: Date.now(),
-    });
-    s.node.chains.payoutsQueued(EX);
-    const first = await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /insufficient/i.test(t.error ?? '')), 'the first post refused for funds');
+    const { id, recipient, solver, before, amount, first } = await claimRefusedForFunds('claim:refused-for-funds');
 
     // Enough for the payout twice: a second application would not be refused for funds.
     state().credit(solver, { perpsUsd: formatUnits(2n * amount, 6) });
@@ -600,24 +605,7 @@ describe('a sendAsset refused for funds', () => {
   it('an action applied before the node posts it again is never failed: "duplicate nonce" is reconciled, not a refusal', async () => {
     // The exchange answers a used nonce with "Invalid nonce: duplicate nonce N". Read as a refusal, the
     // payout was failed (a fill refunded, a claim's fees owed again) though its action had paid.
-    const recipient = account(2).address;
-    const solver = s.devnet.solver;
-    const before = state().perpsUsd(recipient);
-    const amount = state().perpsUsd(solver) + 5_000_000n;
-    const id = 'claim:applied-elsewhere';
-    s.node.ledger.payouts.insert({
-      id,
-      kind: 'claim',
-      request_id: null,
-      deposit_id: null,
-      chain_id: EX,
-      recipient,
-      currency: PERPS,
-      amount: amount.toString(),
-      decided_at: Date.now(),
-    });
-    s.node.chains.payoutsQueued(EX);
-    const first = await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /insufficient/i.test(t.error ?? '')), 'the first post refused for funds');
+    const { id, recipient, solver, before, amount, first } = await claimRefusedForFunds('claim:applied-elsewhere');
     const body = JSON.parse(hexToString(s.node.ledger.payouts.rawOf(first.hash)));
     // The node's reads of the solver's ledger do not show the action yet (an exchange that lags): it
     // posts the body again, after someone else posted it.

@@ -72,6 +72,18 @@ async function quote(body: Record<string, unknown>, key?: string) {
   return api(s.url, '/quote/v2', { body: { tradeType: 'EXACT_INPUT', ...body }, apiKey: key });
 }
 
+// A quote of 0.1 ETH on 8453 to SOL for `recipient`.
+const ethToSol = (recipient: PublicKey) =>
+  quote({
+    user: evmUser(1),
+    recipient: recipient.toBase58(),
+    originChainId: A,
+    destinationChainId: SVM,
+    originCurrency: zeroAddress,
+    destinationCurrency: SVM_NATIVE,
+    amount: '100000000000000000',
+  });
+
 beforeAll(async () => {
   s = await startStack({ svm: true, logLines });
   conn = new Connection(svm().rpcUrl, 'confirmed');
@@ -130,15 +142,7 @@ describe('SVM chain', () => {
 
   it('bridges ETH from 8453 to SOL on SVM (a new account, left rent-exempt)', async () => {
     const recipient = Keypair.generate().publicKey;
-    const q = await quote({
-      user: evmUser(1),
-      recipient: recipient.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '100000000000000000',
-    });
+    const q = await ethToSol(recipient);
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
     const out = BigInt(q.body.details.currencyOut.amount);
@@ -179,15 +183,7 @@ describe('SVM chain', () => {
       await send(bystander, Keypair.generate().publicKey, 0);
       svm().rpc.advanceSlots(1);
     }
-    const q = await quote({
-      user: evmUser(1),
-      recipient: recipient.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '100000000000000000',
-    });
+    const q = await ethToSol(recipient);
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
     await executeSteps(s, q.body, 1);
