@@ -72,8 +72,8 @@ async function quote(body: Record<string, unknown>, key?: string) {
   return api(s.url, '/quote/v2', { body: { tradeType: 'EXACT_INPUT', ...body }, apiKey: key });
 }
 
-// A quote of 0.1 ETH on 8453 to SOL for `recipient`.
-const ethToSol = (recipient: PublicKey) =>
+// A quote of `amount` wei (0.1 ETH by default) on 8453 to SOL for `recipient`.
+const ethToSol = (recipient: PublicKey, amount = '100000000000000000') =>
   quote({
     user: evmUser(1),
     recipient: recipient.toBase58(),
@@ -81,7 +81,7 @@ const ethToSol = (recipient: PublicKey) =>
     destinationChainId: SVM,
     originCurrency: zeroAddress,
     destinationCurrency: SVM_NATIVE,
-    amount: '100000000000000000',
+    amount,
   });
 
 beforeAll(async () => {
@@ -386,37 +386,13 @@ describe('SVM chain', () => {
   it('refuses at quote time a SOL payout that would leave a new account below the rent-exempt minimum', async () => {
     const to = Keypair.generate().publicKey;
     // 0.0005 ETH = 1.5 USD = 0.01 SOL: above the minimum. 0.00001 ETH = 0.0002 SOL: below 0.00089088.
-    const ok = await quote({
-      user: evmUser(1),
-      recipient: to.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '500000000000000',
-    });
+    const ok = await ethToSol(to, '500000000000000');
     expect(ok.status, JSON.stringify(ok.body)).toBe(200);
-    const low = await quote({
-      user: evmUser(1),
-      recipient: to.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '10000000000000',
-    });
+    const low = await ethToSol(to, '10000000000000');
     expect(low.status).toBe(400);
     expect(low.body.errorCode).toBe('INSUFFICIENT_FUNDS_FOR_RENT');
     // An existing account takes any amount.
-    const existing = await quote({
-      user: evmUser(1),
-      recipient: svm().keypair(2).publicKey.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '10000000000000',
-    });
+    const existing = await ethToSol(svm().keypair(2).publicKey, '10000000000000');
     expect(existing.status, JSON.stringify(existing.body)).toBe(200);
   });
 
@@ -479,15 +455,7 @@ describe('SVM chain', () => {
 
   it('after a restart, sends a recorded but unsent payout as its recorded bytes, never as a second transaction', async () => {
     const recipient = Keypair.generate().publicKey;
-    const q = await quote({
-      user: evmUser(1),
-      recipient: recipient.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '10000000000000000',
-    });
+    const q = await ethToSol(recipient, '10000000000000000');
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);
@@ -507,15 +475,7 @@ describe('SVM chain', () => {
     // A fill the node recorded (as if signed just before a crash) but never broadcast, with a
     // blockhash that then expires: the node must find it absent and expired, and only then re-sign.
     const recipient = Keypair.generate().publicKey;
-    const q = await quote({
-      user: evmUser(1),
-      recipient: recipient.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '10000000000000000',
-    });
+    const q = await ethToSol(recipient, '10000000000000000');
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     const amount = BigInt(q.body.details.currencyOut.amount);

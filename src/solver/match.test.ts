@@ -69,6 +69,8 @@ const base = {
   native: () => '0x0000000000000000000000000000000000000000',
   hasDeposit: () => false,
   fastFillOutcome: () => 'paid' as const,
+  otherDeposits: () => [],
+  depositInFlight: () => false,
 };
 const plenty = { ...base, now: 1_500, spendable: () => 10n ** 30n };
 
@@ -133,6 +135,19 @@ describe('match', () => {
     });
     const inFlight = order({ status: 'submitted', fast_fill_deadline: 9_999 });
     expect(match(deposit(), inFlight, { ...plenty, fastFillOutcome: () => 'pending' })).toMatchObject({ kind: 'wait' });
+  });
+
+  it('a deposit that cannot pay waits while another deposit of the order would pay it, or the node submits its deposit', () => {
+    const dust = deposit({ id: '8453:0xdust:0', amount: '1000' });
+    const paying = deposit({ id: '8453:0xreal:0' });
+    expect(match(dust, order(), plenty)).toMatchObject({ kind: 'fail', reason: 'NEGATIVE_NEW_AMOUNT_AFTER_FEES' });
+    expect(match(dust, order(), { ...plenty, otherDeposits: () => [paying] })).toMatchObject({ kind: 'wait', reason: 'ANOTHER_DEPOSIT_PAYS' });
+    expect(match(dust, order(), { ...plenty, depositInFlight: () => true })).toMatchObject({ kind: 'wait', reason: 'ANOTHER_DEPOSIT_PAYS' });
+    // Two that cannot pay: neither waits for the other (each is judged alone when it is the other).
+    const alsoDust = deposit({ id: '8453:0xdust2:0', amount: '2000' });
+    expect(match(dust, order(), { ...plenty, otherDeposits: () => [alsoDust] })).toMatchObject({ kind: 'fail' });
+    // A failure of the solver's own making does not wait: the other deposit would fail alike.
+    expect(match(paying, order(), { ...plenty, spendable: () => 0n, otherDeposits: () => [paying] })).toMatchObject({ reason: 'SOLVER_BALANCE_TOO_LOW' });
   });
 
   it('pays a swap at the price of the moment, and refunds it below the minimum (SLIPPAGE)', () => {

@@ -23,11 +23,9 @@ export type MatchFailReason = FailReasonOf<
   | 'BLOCKED_WALLET'
 >;
 
-/**
- * The failures of a deposit that cannot pay its order (the wrong chain or currency, too little, too
- * late), where the order itself could still be paid by another deposit naming it.
- */
-export const CANNOT_PAY: ReadonlySet<MatchFailReason> = new Set<MatchFailReason>([
+// The failures of a deposit that cannot pay its order (the wrong chain or currency, too little, too
+// late), where the order itself could still be paid by another deposit naming it.
+const CANNOT_PAY: ReadonlySet<MatchFailReason> = new Set<MatchFailReason>([
   'ORDER_EXPIRED',
   'DEPOSIT_CHAIN_MISMATCH',
   'INCORRECT_DEPOSIT_CURRENCY',
@@ -45,8 +43,9 @@ export type Decision =
   // The order was fast-filled before its deposit, and the fast fill paid the user: the deposit
   // settles the hold, nothing is paid again.
   | { kind: 'settle'; request: RequestRow }
-  // The order's fast fill is still in flight: the deposit is decided once it is paid or failed.
-  | { kind: 'wait'; request: RequestRow };
+  // Decided later: the order's fast fill is still in flight (decided once it is paid or failed), or this
+  // deposit cannot pay the order while another deposit would (that one goes first).
+  | { kind: 'wait'; request: RequestRow; reason: 'FAST_FILL_PENDING' | 'ANOTHER_DEPOSIT_PAYS' };
 
 export interface MatchContext {
   now: number;
@@ -61,6 +60,10 @@ export interface MatchContext {
   hasDeposit(requestId: string): boolean;
   /** Where the request's fast fill payout stands (requests that were fast-filled only). */
   fastFillOutcome(requestId: string): 'paid' | 'failed' | 'pending';
+  /** The order's deposits other than `depositId`, seen and not reorged (confirmed, or waiting for their confirmations). */
+  otherDeposits(orderId: string, depositId: string): DepositRow[];
+  /** Whether the node is submitting the order's own deposit (with the user's permit). */
+  depositInFlight(orderId: string): boolean;
 }
 
 /**
@@ -73,6 +76,20 @@ export function overpaid(deposit: DepositRow, order: RequestRow): bigint {
 
 /** Decides what a confirmed deposit leads to. Pure: the caller commits the decision. */
 export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext): Decision {
+  return decide(deposit, order, ctx, true);
+}
+
+// A deposit that cannot pay its order does not fail the order while another deposit would pay it: one
+// naming it, seen and not reorged, or the one the node itself submits with the user's permit. That one
+// goes first, and this one is then a DOUBLE_SPEND of its own. Otherwise anyone who saw an order's deposit
+// (in the mempool, or mined and waiting for more confirmations than a small deposit needs) could send a
+// few wei naming the order and fail it: the user's deposit came back, less the gas.
+function anotherPays(deposit: DepositRow, order: RequestRow, ctx: MatchContext): boolean {
+  return ctx.depositInFlight(order.id) || ctx.otherDeposits(order.id, deposit.id).some((o) => decide(o, order, ctx, false).kind === 'fill');
+}
+
+// `othersFirst`: whether a deposit that cannot pay waits for one that can (not when judging that other one).
+function decide(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchContext, othersFirst: boolean): Decision {
   // A request no quote priced (a gasless relay's) is paid by its sponsor, never by a deposit: a deposit
   // naming it is an orphan, and must not fail it (that released the sponsor's hold while it was queued).
   if (!order || order.kind !== 'order' || order.pricing === null) return { kind: 'fail', reason: 'ORPHANED_DEPOSIT_REFUND' };
@@ -87,11 +104,14 @@ export function match(deposit: DepositRow, order: RequestRow | undefined, ctx: M
     if (outcome !== 'failed' && BigInt(deposit.amount) < BigInt(order.fast_fill_input ?? order.amount_in))
       return { kind: 'fail', reason: 'DEPOSITED_AMOUNT_TOO_LOW_TO_FILL', request: order, extra: true };
     if (outcome === 'paid') return { kind: 'settle', request: order };
-    if (outcome === 'pending') return { kind: 'wait', request: order };
+    if (outcome === 'pending') return { kind: 'wait', request: order, reason: 'FAST_FILL_PENDING' };
     return { kind: 'fail', reason: (order.fail_reason as MatchFailReason | null) ?? 'EXECUTION_REVERTED', request: order };
   }
   if (order.status !== 'waiting' && order.status !== 'depositing') return { kind: 'fail', reason: 'DOUBLE_SPEND', request: order, extra: true };
-  const fail = (reason: MatchFailReason): Decision => ({ kind: 'fail', reason, request: order });
+  const fail = (reason: MatchFailReason): Decision =>
+    othersFirst && CANNOT_PAY.has(reason) && anotherPays(deposit, order, ctx)
+      ? { kind: 'wait', request: order, reason: 'ANOTHER_DEPOSIT_PAYS' }
+      : { kind: 'fail', reason, request: order };
   if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');
   // Both are canonical addresses (chains/address.ts), so equality is exact.
   if (deposit.currency !== order.origin_currency) return fail(order.deposit_address ? 'DEPOSIT_ADDRESS_MISMATCH' : 'INCORRECT_DEPOSIT_CURRENCY');

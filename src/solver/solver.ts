@@ -14,7 +14,7 @@ import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/mon
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift, type UnexplainedMovement } from './lossBreaker.ts';
-import { CANNOT_PAY, match, overpaid, type Decision, type MatchContext } from './match.ts';
+import { match, overpaid, type Decision } from './match.ts';
 import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
@@ -337,7 +337,7 @@ export class Solver implements PayoutHooks, ChainEvents {
     // An open deposit address's quote is a template: each arrival is a request of its own.
     const arrival = found && moneyOf(found)?.depositAddressType === 'open' ? this.#arrival(found, d) : undefined;
     const order = arrival ? (this.ledger.requests.get(arrival.id) ?? arrival) : found;
-    const ctx: MatchContext = {
+    const decision = match(d, order, {
       now: Date.now(),
       spendable: (chainId, currency) => snap.spendable.get(key(chainId, currency)) ?? 0n,
       native: (chainId) => this.registry.native(chainId).address,
@@ -364,28 +364,13 @@ export class Solver implements PayoutHooks, ChainEvents {
             this.#usdMicro(r.destination_chain_id, r.destination_currency, sponsored, snap)
         );
       },
-    };
-    const decision = match(d, order, ctx);
-    // Left confirmed: decided again once the fast fill it waits for is paid or failed.
+      otherDeposits: (orderId, depositId) =>
+        this.ledger.deposits.byOrderRef(orderId).filter((o) => o.id !== depositId && (o.state === 'confirmed' || o.state === 'unconfirmed')),
+      depositInFlight: (orderId) => this.ledger.payouts.forRequest(orderId).some((p) => p.kind === 'deposit' && (p.state === 'queued' || p.state === 'sent')),
+    });
+    // Left confirmed: decided again once what it waits for is decided (a fast fill, another deposit).
     if (decision.kind === 'wait') {
-      this.metrics.postponed.inc({ reason: 'FAST_FILL_PENDING' });
-      return undefined;
-    }
-    // A deposit that cannot pay its order does not fail the order while another deposit would pay it: one
-    // naming it, seen and not reorged (confirmed or still waiting for its confirmations), or the one the
-    // node itself submits with the user's permit. That one goes first, and this one is then a DOUBLE_SPEND
-    // of its own. Otherwise anyone who saw an order's deposit (in the mempool, or mined and waiting for more
-    // confirmations than a small deposit needs) could send a few wei naming the order and fail it: the
-    // user's deposit came back, less the gas.
-    if (
-      decision.kind === 'fail' &&
-      decision.request &&
-      !decision.extra &&
-      !arrival &&
-      CANNOT_PAY.has(decision.reason) &&
-      this.#anotherPays(d, decision.request, ctx)
-    ) {
-      this.metrics.postponed.inc({ reason: 'ANOTHER_DEPOSIT_PAYS' });
+      this.metrics.postponed.inc({ reason: decision.reason });
       return undefined;
     }
     return this.ledger.tx(() => {
@@ -407,14 +392,6 @@ export class Solver implements PayoutHooks, ChainEvents {
       if (final.kind === 'settle') return this.#settleFastFill(d, final.request, snap);
       return this.#commitFailure(d, final, snap, verdict.kind === 'fail' && !verdict.refund);
     });
-  }
-
-  // Whether another deposit of `order` than `d` would pay it: seen and not reorged, or being submitted by the node.
-  #anotherPays(d: DepositRow, order: RequestRow, ctx: MatchContext): boolean {
-    if (this.ledger.payouts.forRequest(order.id).some((p) => p.kind === 'deposit' && (p.state === 'queued' || p.state === 'sent'))) return true;
-    return this.ledger.deposits
-      .byOrderRef(order.id)
-      .some((o) => o.id !== d.id && (o.state === 'confirmed' || o.state === 'unconfirmed') && match(o, order, ctx).kind === 'fill');
   }
 
   // micro-USD worth of an amount at the snapshot's price (truncated); 0 for an unknown currency.

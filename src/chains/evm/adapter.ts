@@ -49,7 +49,7 @@ import { recoverAuthorizationAddress } from 'viem/utils';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { confirmationsFor } from './confirmations.ts';
-import { GAS } from './gas.ts';
+import { fillGas, GAS, refundGas } from './gas.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
@@ -357,8 +357,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       const gasLimit = await this.#simulateCalls(req.recipient, req.amount, req.calls);
       return { native: gasLimit * maxFee, rent: 0n, minimumAmount: 0n, gasLimit };
     }
-    const gas = (isNative(req.currency) ? GAS.fill.native : GAS.fill.erc20) + (req.topUp ? GAS.topUp : 0n);
-    return { native: gas * maxFee, rent: 0n, minimumAmount: 0n };
+    return { native: fillGas(isNative(req.currency), req.topUp === true) * maxFee, rent: 0n, minimumAmount: 0n };
   }
 
   // Runs the fill of a call order as the solver would send it (for a fresh order id) and returns
@@ -384,7 +383,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   }
 
   async refundCost(currency: string): Promise<bigint> {
-    return (isNative(currency) ? GAS.refund.native : GAS.refund.erc20) * (await this.#maxFeePerGas());
+    return refundGas(isNative(currency)) * (await this.#maxFeePerGas());
   }
 
   async depositCost(currency: string): Promise<bigint> {

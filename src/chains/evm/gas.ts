@@ -23,3 +23,9 @@ export const GAS = {
   // otherwise have the solver pay for it. A smart wallet's receive takes a few thousand.
   recipient: 40_000n,
 };
+
+/** The gas a plain fill is priced at (what its quote charges): of native currency or an ERC-20, with or without a gas top-up. */
+export const fillGas = (native: boolean, topUp: boolean): bigint => (native ? GAS.fill.native : GAS.fill.erc20) + (topUp ? GAS.topUp : 0n);
+
+/** The gas one transfer back is priced at: a refund's (what it is charged), an excess's or a claim's. */
+export const refundGas = (native: boolean): bigint => (native ? GAS.refund.native : GAS.refund.erc20);

@@ -72,7 +72,7 @@ import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, 
 import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
 import { crashPoint } from '../../submitter/faults.ts';
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
-import { GAS } from './gas.ts';
+import { fillGas, GAS, refundGas } from './gas.ts';
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
@@ -183,8 +183,8 @@ function isOpen(t: TransactionRow): boolean {
 // refund), undefined for those whose target is the node's own (a withdrawal, a sweep, a signed deposit).
 function pricedGas(payout: PayoutRow): bigint | undefined {
   const native = getAddress(payout.currency) === zeroAddress;
-  if (payout.kind === 'fill') return (native ? GAS.fill.native : GAS.fill.erc20) + (payout.native_topup && BigInt(payout.native_topup) > 0n ? GAS.topUp : 0n);
-  if (payout.kind === 'refund' || payout.kind === 'excess' || payout.kind === 'claim') return native ? GAS.refund.native : GAS.refund.erc20;
+  if (payout.kind === 'fill') return fillGas(native, BigInt(payout.native_topup ?? 0) > 0n);
+  if (payout.kind === 'refund' || payout.kind === 'excess' || payout.kind === 'claim') return refundGas(native);
   return undefined;
 }
 
