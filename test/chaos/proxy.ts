@@ -310,8 +310,14 @@ export class RpcProxy {
       }
       case 'eth_estimateGas':
       case 'eth_createAccessList': {
-        // Simulated on the lagging node's own head, as the node behind it would.
-        const r = await this.#forward(JSON.stringify({ ...req, params: [params[0], hex(lagHead)] }));
+        // Simulated on the lagging node's own head, as the node behind it would; a block past that head
+        // does not exist there yet (as geth answers).
+        const at = num(params[1] ?? 'latest');
+        if (at !== undefined && at > lagHead) {
+          answer({ error: { code: -32000, message: 'header not found' } });
+          return true;
+        }
+        const r = await this.#forward(JSON.stringify({ ...req, params: [params[0], hex(at ?? lagHead)] }));
         answer(JSON.parse(r.text));
         return true;
       }

@@ -359,11 +359,21 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   /** The call, its gas (estimate plus the chain's margin) and fees within the cap; or why not now, or never. */
   async prepare(payout: PayoutRow, { log }: StepContext): Promise<PrepareResult<EvmPrepared>> {
     const call = await this.#buildCall(payout);
+    const blockNumber = this.#simulationFloor(payout);
     const [estimate, market] = await Promise.all([
-      this.#client.estimateGas({ account: this.address, to: call.to, data: call.data, value: call.value, authorizationList: call.authorizationList }).then(
-        (gas) => ({ gas }),
-        (error: unknown) => ({ error }),
-      ),
+      this.#client
+        .estimateGas({
+          account: this.address,
+          to: call.to,
+          data: call.data,
+          value: call.value,
+          authorizationList: call.authorizationList,
+          ...(blockNumber !== undefined ? { blockNumber } : {}),
+        })
+        .then(
+          (gas) => ({ gas }),
+          (error: unknown) => ({ error }),
+        ),
       this.#fees.current(),
     ]);
     // Over the chain's fee cap the payout waits unsigned (no nonce is held behind it).
@@ -393,6 +403,19 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
     const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
     return { kind: 'ready', prepared: { call, gas, fees } };
+  }
+
+  // A payout of a deposit's own money (its refund, its excess) is simulated at the deposit's block or later
+  // (the newest head this chain's fees have seen): a provider behind the deposit answers that it lacks the
+  // block, an error the payout waits out. At that provider's `latest` the depository lacked the deposit,
+  // the simulation reverted, and the refund was failed for an operator (chaos seed 121).
+  #simulationFloor(payout: PayoutRow): bigint | undefined {
+    if ((payout.kind !== 'refund' && payout.kind !== 'excess') || !payout.deposit_id) return undefined;
+    const deposit = this.#ledger.deposits.get(payout.deposit_id);
+    if (!deposit || deposit.chain_id !== this.chainId) return undefined;
+    const head = this.#fees.headNumber() ?? 0n;
+    const at = BigInt(deposit.block_number);
+    return head > at ? head : at;
   }
 
   /** Takes the next nonce, signs, and records the transaction with the payout's `sent` state and `onSigned` in one ledger transaction. */
