@@ -103,7 +103,7 @@ export class RelayNode {
     this.log = opts.log ?? createLogger(config.log.level);
     this.metrics = createMetrics();
     this.registry = new Registry(config.chains);
-    this.ledger = Ledger.connect(ledgerLocation(config), { readonly: opts.readOnly });
+    this.ledger = Ledger.connect(ledgerLocation(config), { readonly: opts.readOnly, checkpointThread: this.log });
     registerAuditMetrics(this.metrics.registry, this.ledger);
     if (config.ha.enabled && !opts.readOnly) {
       let leadership: Leadership | undefined;
@@ -304,6 +304,8 @@ export class RelayNode {
     await this.chains.stop();
     // Released once nothing acts any more: a standby takes over at its next try, not after a lease.
     this.leadership?.stop();
-    this.ledger.close();
+    // SQLite: once its checkpoint thread has closed too, everything committed is in the database file.
+    if ('closed' in this.ledger) await this.ledger.closed();
+    else this.ledger.close();
   }
 }

@@ -1,3 +1,4 @@
+import type { CheckpointerLog } from './checkpointer.ts';
 import type { Ledger as LedgerInterface } from './ledger.ts';
 import { PostgresLedger } from './postgres/ledger.ts';
 import { SqliteLedger } from './sqlite.ts';
@@ -29,15 +30,15 @@ export const Ledger = {
    * implementation (a `Ledger`) so that tests and benchmarks can reach its connection for set-up;
    * the node hands its stages the `Ledger` interface only.
    */
-  open(path: string, opts: { readonly?: boolean } = {}): SqliteLedger {
+  open(path: string, opts: { readonly?: boolean; checkpointThread?: CheckpointerLog } = {}): SqliteLedger {
     return SqliteLedger.open(path, opts);
   },
 
   /**
    * Opens the configured ledger: PostgreSQL at `url` when given (config `ledger.url`, a secret), else the SQLite file
-   * at `path`; unless read-only, it is migrated.
+   * at `path`; unless read-only, it is migrated. `checkpointThread`: SQLite's WAL is checkpointed on a thread of its own.
    */
-  connect(where: LedgerLocation, opts: { readonly?: boolean } = {}): OpenedLedger {
+  connect(where: LedgerLocation, opts: { readonly?: boolean; checkpointThread?: CheckpointerLog } = {}): OpenedLedger {
     if (where.url)
       return PostgresLedger.open(where.url, { readonly: opts.readonly, timeoutMs: where.timeoutMs, statusCacheMaxAgeMs: where.statusCacheMaxAgeMs });
     return SqliteLedger.open(where.path, opts);

@@ -1,0 +1,59 @@
+// The SQLite ledger's WAL checkpoints, moved off the node's thread (checkpointWorker.mjs). SQLite runs a checkpoint
+// inside the commit that takes the log past 1,000 pages: copying them into the database file and syncing it, on the
+// one thread that also decides and pays. A backfill writing 100,000 deposits spent about a fifth of its write time
+// there (bench/backfill). The node's connection runs none while the thread does; should the thread fail, it takes
+// the checkpoints back.
+import { Worker } from 'node:worker_threads';
+import type { Db } from './db.ts';
+
+/** SQLite's own threshold (pages), restored on the node's connection should the thread stop. */
+const AUTOCHECKPOINT_PAGES = 1000;
+
+/** What the checkpointer reports: a checkpoint that failed, or the thread stopping on an error. */
+export interface CheckpointerLog {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/** A thread checkpointing the WAL of the SQLite ledger at `path` every `intervalMs`, beside the connection `db`. */
+export class WalCheckpointer {
+  readonly #worker: Worker;
+  readonly #exited: Promise<void>;
+  #running = true;
+
+  constructor(db: Db, path: string, log: CheckpointerLog, intervalMs = 200) {
+    this.#worker = new Worker(new URL('./checkpointWorker.mjs', import.meta.url), { workerData: { path, intervalMs } });
+    this.#exited = new Promise((resolve) => this.#worker.once('exit', () => resolve()));
+    db.pragma('wal_autocheckpoint = 0');
+    const takeBack = (err: unknown) => {
+      if (!this.#running) return;
+      this.#running = false;
+      if (db.open) db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+      log.error({ err: String((err as Error)?.message ?? err) }, 'the ledger checkpoint thread stopped: checkpoints are back on the node thread');
+    };
+    this.#worker.on('error', takeBack);
+    this.#worker.on('exit', (code) => takeBack(`exit ${code}`));
+    this.#worker.on('message', (m: { failed?: string }) => {
+      if (m.failed !== undefined) log.warn({ err: m.failed }, 'ledger checkpoint failed; trying again');
+    });
+    // The thread never keeps the process alive (after the listeners: a 'message' listener refs the worker again).
+    this.#worker.unref();
+  }
+
+  /** Whether the thread is checkpointing (false once it stopped, by `stop` or on an error). */
+  get running(): boolean {
+    return this.#running;
+  }
+
+  /**
+   * Stops the thread; resolves once it has closed its connection (the last one closed checkpoints what is left
+   * and removes the log).
+   */
+  stop(): Promise<void> {
+    if (this.#running) {
+      this.#running = false;
+      this.#worker.postMessage('stop');
+    }
+    return this.#exited;
+  }
+}
