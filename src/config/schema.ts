@@ -497,6 +497,10 @@ export const configSchema = z
     depositAddresses: z
       .object({
         watchHours: z.number().int().min(1).default(24),
+        // Deposit addresses live at once (quoted within watchHours), which the watcher reads on every block: quotes
+        // without an API key share one cap node-wide, each key has its own; 429 beyond.
+        maxWatchedAnonymous: z.number().int().min(0).default(2_000),
+        maxWatchedPerKey: z.number().int().min(0).default(20_000),
         reindexMaxAgeDays: z.number().int().min(1).default(30),
         reindexPerAddressPerMinute: z.number().int().min(1).default(2),
         reindexPerMinute: z.number().int().min(1).default(120),

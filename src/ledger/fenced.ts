@@ -33,7 +33,7 @@ export const READS = new Set<PropertyKey>(
     'deliveries ofTx standingFrom all scanMark cursor tip block current holds actions actionsOf switches postponement postponed ' +
     'dryRunDecisions adminKey adminKeys queued forDeposit reservedOn openTxs txsOf rowsOfTx rawOf getMany maxNonce ofChain txsOfChain made ' +
     'txCostsOfSender hashesOfSender outflowSums hasOpenWithdrawal fillsSince unsettled unsent relayedBy children depositAddresses ' +
-    'byDepositAddress quoteOf search latestStatusesOfUser manualRefundsOwed owed owedByCurrency depositsOf status'
+    'byDepositAddress watchedOf quoteOf search latestStatusesOfUser manualRefundsOwed owed owedByCurrency depositsOf status'
   ).split(' '),
 );
 

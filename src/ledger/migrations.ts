@@ -970,4 +970,10 @@ CREATE TABLE used_permits (
     sql: `CREATE INDEX event_deliveries_webhook_due ON event_deliveries(webhook_id, next_attempt_at, event_seq) WHERE state = 'pending';`,
     pg: `CREATE INDEX event_deliveries_webhook_due ON event_deliveries(webhook_id, next_attempt_at, event_seq) WHERE state = 'pending';`,
   },
+  {
+    version: 30,
+    name: 'live deposit addresses by API key: the caps on them are counted without reading every request of a key',
+    sql: `CREATE INDEX requests_watched ON requests(api_key_id, created_at) WHERE deposit_address IS NOT NULL AND parent_id IS NULL;`,
+    pg: `CREATE INDEX requests_watched ON requests(api_key_id, created_at) WHERE deposit_address IS NOT NULL AND parent_id IS NULL;`,
+  },
 ];

@@ -52,6 +52,8 @@ export class Requests {
   #fastFill;
   #failedCall;
   #watched;
+  #watchedOfKey;
+  #watchedAnonymous;
   #byDepositAddress;
   #features;
   // The status events outbox: every status change appends its event in the same transaction.
@@ -97,6 +99,10 @@ export class Requests {
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
     this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests
       WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
+    // Counted up to the cap only (LIMIT), through requests_watched (migration 30).
+    const live = 'deposit_address IS NOT NULL AND parent_id IS NULL AND created_at >= @since';
+    this.#watchedOfKey = db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM requests WHERE api_key_id = @key AND ${live} LIMIT @cap) AS w`);
+    this.#watchedAnonymous = db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM requests WHERE api_key_id IS NULL AND ${live} LIMIT @cap) AS w`);
     this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ?');
     this.#failedCall = db.prepare('UPDATE requests SET failed_call_data = ? WHERE id = ?');
     this.#fastFill = db.prepare(`UPDATE requests SET fast_fill_deadline = @deadline,
@@ -185,6 +191,17 @@ export class Requests {
   /** Deposit addresses on a chain quoted since `since`: what the chain's watcher checks. */
   depositAddresses(chainId: number, since: number): { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[] {
     return this.#watched.all(chainId, since) as { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[];
+  }
+
+  /**
+   * How many deposit addresses quoted since `since` (on any chain) are of the API key `apiKeyId` (null: quoted
+   * without one), counted up to `cap`.
+   */
+  watchedOf(apiKeyId: string | null, since: number, cap: number): number {
+    const row = (apiKeyId === null ? this.#watchedAnonymous.get({ since, cap }) : this.#watchedOfKey.get({ key: apiKeyId, since, cap })) as {
+      n: number | string;
+    };
+    return Number(row.n);
   }
 
   byDepositAddress(address: string): RequestRow | undefined {

@@ -66,6 +66,16 @@ const quoteBody = z.object({
     .optional(),
 });
 
+// Every live deposit address is read by its chain's watcher on every block: a quote for one more is refused (429)
+// once its caller holds as many as allowed (quotes without an API key share one node-wide cap).
+function depositAddressRoom(ctx: ApiContext, apiKeyId: string | null): void {
+  const { watchHours, maxWatchedAnonymous, maxWatchedPerKey } = ctx.config.depositAddresses;
+  const cap = apiKeyId === null ? maxWatchedAnonymous : maxWatchedPerKey;
+  if (ctx.ledger.requests.watchedOf(apiKeyId, Date.now() - watchHours * 3_600_000, cap) < cap) return;
+  const whose = apiKeyId === null ? 'without an API key (an API key has its own limit)' : 'for this API key';
+  throw new ApiError(429, 'RATE_LIMITED', `at most ${cap} deposit addresses watched at once ${whose}; each is watched for ${watchHours} hours after its quote`);
+}
+
 export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
   const handler = async (req: FastifyRequest) => {
     const chains = ctx.ports;
@@ -75,6 +85,7 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
     const destinationChainId = b.destinationChainId ?? b.toChainId;
     if (originChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: originChainId: is required');
     if (destinationChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: destinationChainId: is required');
+    if (b.useDepositAddress) depositAddressRoom(ctx, req.apiCaller?.id ?? null);
     // The sponsor of a subsidized request is the wallet linked to the caller's API key.
     const wallet = req.apiCaller ? ctx.ledger.balances.sponsorOf(req.apiCaller.id) : undefined;
     const sponsor = wallet && req.apiCaller ? { wallet, apiKeyId: req.apiCaller.id, balance: ctx.ledger.balances.summary(wallet).available } : undefined;
@@ -82,7 +93,11 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
       { ...b, originChainId, destinationChainId },
       { config: ctx.config, registry: ctx.registry, chains, prices: ctx.prices, solver: ctx.solver, sponsor },
     );
-    ctx.ledger.tx(() => ctx.ledger.requests.insert({ ...quote.request, api_key_id: req.apiCaller?.id ?? null, referrer: b.referrer ?? null }));
+    ctx.ledger.tx(() => {
+      // Counted again with the insert: quotes built meanwhile may have taken the room.
+      if (quote.request.deposit_address) depositAddressRoom(ctx, req.apiCaller?.id ?? null);
+      ctx.ledger.requests.insert({ ...quote.request, api_key_id: req.apiCaller?.id ?? null, referrer: b.referrer ?? null });
+    });
     ctx.log.info({ requestId: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');
     return quote.response;
   };
