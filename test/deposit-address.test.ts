@@ -103,8 +103,10 @@ describe('strict deposit addresses', () => {
     expect((await balance(B, account(2).address)) - recipientBefore).toBe(BigInt(q.body.details.currencyOut.amount));
     await until(() => (s.node.ledger.payouts.get(`excess:${id}`)?.state === 'success' ? true : undefined), 'the excess returned');
     const back = (await balance(A, account(3).address)) - refundBefore;
-    // The excess, less the gas of returning it.
-    expect(back).toBeGreaterThan(parseEther('0.0028'));
+    // The excess, less the gas of returning it (its priced gas at the chain's fee, which varies from run to run:
+    // a bound of 0.0028 failed at 2.24 gwei).
+    expect(back).toBe(BigInt(s.node.ledger.payouts.get(`excess:${id}`)!.amount));
+    expect(back).toBeGreaterThan(parseEther('0.0025'));
     expect(back).toBeLessThan(parseEther('0.003'));
     expect((await waitForStatus(s.url, id, ['success'])).status).toBe('success');
   });
