@@ -16,6 +16,9 @@ let s: Stack;
 const BASE = 8453;
 const EX = 1337;
 const PERPS = `0x${'0'.repeat(32)}`;
+// What a refund on the exchange returns less: the chain's actionCost (default 0.1 USDC), its action's share of the
+// solver's action budget.
+const ACTION_COST = 100_000n;
 
 beforeAll(async () => {
   s = await startStack();
@@ -258,7 +261,7 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const done = await waitForStatus(s.url, requestId, ['success', 'refund']);
     expect(done.status).toBe('refund');
     expect(done.failReason).toBe('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
-    await until(() => (state().perpsUsd(user.address) === before ? true : undefined), 'the refund on the exchange');
+    await until(() => (state().perpsUsd(user.address) === before - ACTION_COST ? true : undefined), 'the refund on the exchange');
   });
 
   it('a transfer whose nonce differs from the authorization is never associated: the request waits, the transfer is refunded', async () => {
@@ -272,7 +275,7 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     expect(sent.body.status).toBe('ok');
     expect(state().perpsUsd(user.address)).toBe(before - 7_000_000n);
     // The orphan's refund brings the funds back; the request never sees the transfer.
-    await until(() => (state().perpsUsd(user.address) === before ? true : undefined), 'the orphan transfer to be refunded', 20_000);
+    await until(() => (state().perpsUsd(user.address) === before - ACTION_COST ? true : undefined), 'the orphan transfer to be refunded', 20_000);
     const status = await api(s.url, `/intents/status/v3?requestId=${requestId}`);
     expect(status.body.status).toBe('waiting');
     expect(status.body.inTxHashes).toEqual([]);
@@ -286,6 +289,29 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     expect(s.node.ledger.requests.get(orphan.request_id!)).toMatchObject({ kind: 'orphan', status: 'refund', fail_reason: 'ORPHANED_DEPOSIT_REFUND' });
   });
 
+  it('an unauthorized transfer worth less than an exchange action is not refunded: dust cannot spend the solver action budget', async () => {
+    // The exchange charges no gas, but every action the solver posts spends its address's action budget. Refunded
+    // at no cost, each dust transfer anyone sends took one action from it.
+    const user = account(3);
+    const q = await withdrawalQuote(user.address, '7000000');
+    const nonce = q.body.steps[1].items[0].data.nonce as number;
+    const before = state().perpsUsd(user.address);
+    const sent = await sendDeposit(q.body, user, 1, { nonce: nonce + 7, amount: '0.05' });
+    expect(sent.body.status).toBe('ok');
+    const hash = state()
+      .ledger(user.address)
+      .find((u) => u.delta.nonce === nonce + 7)!
+      .hash.toLowerCase();
+    const orphan = await until(() => s.node.ledger.deposits.get(`${EX}:${hash}:0`)?.request_id ?? undefined, 'the orphan booked', 20_000);
+    const r = await until(() => {
+      const row = s.node.ledger.requests.get(orphan);
+      return row?.status === 'failure' ? row : undefined;
+    }, 'the orphan decided');
+    expect(r).toMatchObject({ kind: 'orphan', fail_reason: 'ORPHANED_DEPOSIT_REFUND', refund_fail_reason: 'AMOUNT_TOO_LOW_TO_REFUND' });
+    expect(s.node.ledger.payouts.forRequest(orphan)).toEqual([]);
+    expect(state().perpsUsd(user.address)).toBe(before - 50_000n);
+  });
+
   it('a transfer sent by another wallet with the authorized nonce is not associated', async () => {
     const user = account(4);
     const other = account(0);
@@ -294,7 +320,7 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     expect((await authorize(q.body, user, 1)).status).toBe(200);
     const before = state().perpsUsd(other.address);
     expect((await sendDeposit(q.body, other, 1)).body.status).toBe('ok');
-    await until(() => (state().perpsUsd(other.address) === before ? true : undefined), 'the stranger transfer to be refunded', 20_000);
+    await until(() => (state().perpsUsd(other.address) === before - ACTION_COST ? true : undefined), 'the stranger transfer to be refunded', 20_000);
     expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('waiting');
   });
 });

@@ -211,6 +211,14 @@ const exchangeChain = z
     // A transfer to the solver whose nonce has no authorization yet waits this long for one before
     // it is booked as an orphan deposit (refunded).
     orphanGraceMs: z.number().int().min(0).default(60_000),
+    // What one action the solver posts costs it, in the native currency's smallest unit (USDC: 6 decimals). The
+    // exchange charges no gas, but every action spends the address's action budget (10,000, plus one per USDC it
+    // has traded). A refund or claim pays it out of what it returns, and one worth no more is not sent
+    // (AMOUNT_TOO_LOW_TO_REFUND): anyone's dust transfer would otherwise spend an action of the budget.
+    actionCost: z
+      .string()
+      .regex(/^\d{1,30}$/, 'must be an integer string (the smallest unit)')
+      .default('100000'),
     // Not used by the exchange (it has no JSON-RPC); /chains shows the exchange URL when absent.
     rpcUrl: httpUrl.optional(),
     rpc: z.array(rpcProvider).optional(),

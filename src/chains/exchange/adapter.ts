@@ -6,7 +6,8 @@ import { spendable } from '../spendable.ts';
 //             recipient, paid through the payout pipeline: see payoutSender.ts.
 //   deposits  a withdrawal is the user's sendAsset to the solver, read by the indexer driver
 //             (src/indexer) from the solver's ledger updates (depositSource.ts).
-//   quotes    the exchange charges no gas: fill, refund and deposit costs are zero.
+//   quotes    the exchange charges no gas: fill and deposit costs are zero; a refund (or claim) costs the chain's
+//             actionCost, its share of the solver's action budget.
 
 import { getAddress, zeroAddress, type Address, type Hex } from 'viem';
 import type { Config } from '../../config/load.ts';
@@ -144,8 +145,9 @@ export class ExchangeAdapter implements ChainAdapter {
     return { native: 0n, rent: 0n, minimumAmount: 0n };
   }
 
+  /** No gas: the action's share of the solver's action budget (chain config actionCost). */
   async refundCost(_currency: string): Promise<bigint> {
-    return 0n;
+    return BigInt(this.chain.actionCost);
   }
 
   async depositCost(_currency: string): Promise<bigint> {
