@@ -1,13 +1,19 @@
 // The SQLite ledger's WAL checkpoints, moved off the node's thread (checkpointWorker.mjs). SQLite runs a checkpoint
 // inside the commit that takes the log past 1,000 pages: copying them into the database file and syncing it, on the
 // one thread that also decides and pays. A backfill writing 100,000 deposits spent about a fifth of its write time
-// there (bench/backfill). The node's connection runs none while the thread does; should the thread fail, it takes
-// the checkpoints back.
+// there (bench/backfill). The node's connection runs none while the thread keeps the log short (only past a backstop
+// of 10,000 pages); should the thread fail, it takes the checkpoints back.
 import { Worker } from 'node:worker_threads';
 import type { Db } from './db.ts';
 
 /** SQLite's own threshold (pages), restored on the node's connection should the thread stop. */
 const AUTOCHECKPOINT_PAGES = 1000;
+/**
+ * The node's connection's threshold while the thread runs: a backstop. A checkpoint from another connection copies
+ * what was committed when it began; under writes without a pause, the log would never be wholly copied, so never
+ * restarted, and would grow without bound. Past this many pages (about 40 MB), the node's commit checkpoints, as before.
+ */
+const BACKSTOP_PAGES = 10_000;
 
 /** What the checkpointer reports: a checkpoint that failed, or the thread stopping on an error. */
 export interface CheckpointerLog {
@@ -24,7 +30,7 @@ export class WalCheckpointer {
   constructor(db: Db, path: string, log: CheckpointerLog, intervalMs = 200) {
     this.#worker = new Worker(new URL('./checkpointWorker.mjs', import.meta.url), { workerData: { path, intervalMs } });
     this.#exited = new Promise((resolve) => this.#worker.once('exit', () => resolve()));
-    db.pragma('wal_autocheckpoint = 0');
+    db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
     const takeBack = (err: unknown) => {
       if (!this.#running) return;
       this.#running = false;
