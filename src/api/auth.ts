@@ -53,8 +53,10 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
   app.addHook('onRequest', async (req, reply) => {
     if (req.method === 'OPTIONS') return;
     const route = matchedRoute(req);
+    // Every per-IP bucket counts the client by the same address (an IPv6 client by its /64).
+    const client = clientOf(req.ip);
     if (route !== undefined && PROBES.has(route)) {
-      const taken = limits.probes.take(clientOf(req.ip));
+      const taken = limits.probes.take(client);
       if (!taken.ok) throw limited(reply, taken.retryAfterMs, 'too many probe requests from this address');
       return;
     }
@@ -62,13 +64,13 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
     if (key !== undefined) {
       const found = key.length > 200 ? ({ state: 'unknown' } as const) : ctx.ledger.apiKeys.lookup(key);
       if (found.state !== 'valid') {
-        const taken = limits.perIp.take(clientOf(req.ip));
+        const taken = limits.perIp.take(client);
         if (!taken.ok) throw limited(reply, taken.retryAfterMs, 'too many requests from this address');
         throw new ApiError(403, 'INVALID_API_KEY', found.state === 'revoked' ? 'the API key has been revoked' : 'the API key is not valid');
       }
       req.apiCaller = { id: found.key.id, name: found.key.name };
     }
-    const taken = req.apiCaller ? limits.perKey.take(req.apiCaller.id) : limits.perIp.take(clientOf(req.ip));
+    const taken = req.apiCaller ? limits.perKey.take(req.apiCaller.id) : limits.perIp.take(client);
     if (!taken.ok)
       throw limited(
         reply,
@@ -76,7 +78,7 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
         req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit',
       );
     if (!req.apiCaller && route !== undefined && PRICED.has(route)) {
-      const q = limits.anonymousQuotes.take(clientOf(req.ip));
+      const q = limits.anonymousQuotes.take(client);
       if (!q.ok)
         throw limited(
           reply,
@@ -84,7 +86,7 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
           `at most ${limits.config.anonymousQuotesPerMinute} quotes and prices per minute without an API key; an API key has a higher limit`,
         );
     }
-    if (route === STREAM_PATH && !limits.wsConnectionAllowed(clientOf(req.ip))) {
+    if (route === STREAM_PATH && !limits.wsConnectionAllowed(client)) {
       throw limited(reply, 1000, `at most ${limits.config.wsConnectionsPerIp} status stream connections per address`);
     }
   });

@@ -4,13 +4,10 @@
 // capped: node-wide for quotes without an API key, per key for the others (429 beyond, naming the bound); an
 // address past its watch window no longer counts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, startStack, type Stack } from '../helpers/stack.ts';
+import { depositAddressQuote, startStack, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
-const B = 10;
-const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
-const account = (i: number) => s.devnet.accounts[i]!;
 
 beforeAll(async () => {
   s = await startStack({ config: { depositAddresses: { maxWatchedAnonymous: 3, maxWatchedPerKey: 2 } } });
@@ -19,22 +16,7 @@ afterAll(async () => {
   await s?.stop();
 });
 
-const quote = (apiKey?: string, useDepositAddress = true) =>
-  api(s.url, '/quote/v2', {
-    apiKey,
-    body: {
-      user: account(1).address,
-      recipient: account(2).address,
-      refundTo: account(3).address,
-      originChainId: A,
-      destinationChainId: B,
-      originCurrency: usdc(A),
-      destinationCurrency: usdc(B),
-      amount: '10000000',
-      tradeType: 'EXACT_INPUT',
-      useDepositAddress,
-    },
-  });
+const quote = (apiKey?: string, useDepositAddress = true) => depositAddressQuote(s, { useDepositAddress }, apiKey);
 
 const watched = () => s.node.ledger.requests.depositAddresses(A, Date.now() - 24 * 3_600_000).length;
 

@@ -4,14 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import type { ChainAdapter } from '../../src/chains/adapter.ts';
 import { GAS } from '../../src/chains/evm/gas.ts';
-import { api, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, depositAddressQuote, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
-const B = 10;
 const chain = (id: number) => s.devnet.chains.find((c) => c.id === id)!;
 const usdc = (id: number) => chain(id).contracts.stablecoin;
-const account = (i: number) => s.devnet.accounts[i]!;
 
 beforeAll(async () => {
   s = await startStack();
@@ -20,22 +18,7 @@ afterAll(async () => {
   await s?.stop();
 });
 
-const quote = (extra: Record<string, unknown> = {}) =>
-  api(s.url, '/quote/v2', {
-    body: {
-      user: account(1).address,
-      recipient: account(2).address,
-      refundTo: account(3).address,
-      originChainId: A,
-      destinationChainId: B,
-      originCurrency: usdc(A),
-      destinationCurrency: usdc(B),
-      amount: '10000000',
-      tradeType: 'EXACT_INPUT',
-      useDepositAddress: true,
-      ...extra,
-    },
-  });
+const quote = () => depositAddressQuote(s);
 
 async function pay(to: Address, currency: Address, amount: bigint): Promise<void> {
   const w = s.wallet(1, A);

@@ -165,6 +165,31 @@ export function nativeBridge(user: string, recipient: string, from: number, to: 
   };
 }
 
+/**
+ * POST /quote/v2 for a deposit address on the devnet: 10 USDC from 8453 to USDC on 10, account 1 the user,
+ * 2 the recipient, 3 refundTo; `extra` overrides any field.
+ */
+export function depositAddressQuote(stack: Stack, extra: Record<string, unknown> = {}, apiKey?: string) {
+  const usdc = (id: number) => stack.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
+  const account = (i: number) => stack.devnet.accounts[i]!.address;
+  return api(stack.url, '/quote/v2', {
+    apiKey,
+    body: {
+      user: account(1),
+      recipient: account(2),
+      refundTo: account(3),
+      originChainId: 8453,
+      destinationChainId: 10,
+      originCurrency: usdc(8453),
+      destinationCurrency: usdc(10),
+      amount: '10000000',
+      tradeType: 'EXACT_INPUT',
+      useDepositAddress: true,
+      ...extra,
+    },
+  });
+}
+
 export async function executeSteps(stack: Stack, quote: any, account: number): Promise<Hex[]> {
   const hashes: Hex[] = [];
   for (const step of quote.steps) {
