@@ -1,6 +1,6 @@
 // Backfill: N deposits (100,000 by default) already on an anvil chain, a fresh ledger, and the time
 // the node's EVM indexer takes to read them all into the ledger (written, with their blocks), beside
-// its ceiling: the provider's raw eth_getLogs for the same range, in the same run.
+// its ceiling: the provider's raw eth_getLogs for the same range, in the same run (three rounds of each, medians).
 // Usage: npm run bench:backfill -- [deposits] [per transaction]
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -13,7 +13,7 @@ import { IndexerDriver } from '../src/indexer/driver.ts';
 import type { EvmChainConfig } from '../src/config/schema.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
-import type { NewDeposit } from '../src/ledger/deposits.ts';
+import { bindDeposits, type NewDeposit } from '../src/ledger/deposits.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics.ts';
@@ -26,6 +26,7 @@ const CHAIN_ID = 8453;
 // Rows per transaction in the ledger's own write below: the widest range the indexer writes here
 // (its ranges stop growing past 5,000 logs, at 16 blocks of 500).
 const WRITE_CHUNK = 8_000;
+const ROUNDS = 3;
 
 const devnet = await startDevnet({ dataDir: mkdtempSync(join(tmpdir(), 'relay-bench-backfill-devnet-')), testAccounts: 1 });
 try {
@@ -73,10 +74,8 @@ try {
     `chain: ${N.toLocaleString()} deposits in ${hashes.length} transactions up to block ${head}, built in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
   );
 
-  // A fresh ledger, opened as the node opens it (its WAL checkpointed on a thread of its own), and the node's indexer, alone.
-  const dir = mkdtempSync(join(tmpdir(), 'relay-bench-backfill-'));
   const log = createLogger('silent');
-  const ledger = Ledger.open(join(dir, 'ledger.sqlite'), { checkpointThread: log });
+  const dir = mkdtempSync(join(tmpdir(), 'relay-bench-backfill-'));
   const config: EvmChainConfig = {
     id: CHAIN_ID,
     name: 'bench',
@@ -98,78 +97,109 @@ try {
     nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
     currencies: [],
   };
-  const indexer = new IndexerDriver({
-    config: {
-      chainId: CHAIN_ID,
-      cursor: 'depository',
-      startBlock: config.startBlock,
-      confirmations: config.confirmations,
-      finalityDepth: config.finalityDepth,
-      maxRange: config.maxLogRange,
-      pollIntervalMs: config.pollIntervalMs,
-    },
-    source: new EvmDepositSource(config, client),
-    ledger,
-    events: { onConfirmed() {}, onHead() {} },
-    reorgs: { reorgDecided: () => false, onDepositReorged() {} },
-    metrics: createMetrics(),
-    log,
-  });
-  // BENCH_PROFILE=1: a CPU profile of the indexer's window only.
-  const stopProfile = await profileWindow('backfill');
-  const started = performance.now();
-  indexer.start();
-  await indexer.waitFor(head);
-  const seconds = (performance.now() - started) / 1000;
-  await indexer.stop();
-  const profile = await stopProfile();
-  if (profile) console.log(`profile: ${profile}`);
-  const written = ledger.db
-    .prepare(`SELECT id, chain_id, tx_hash, log_index, block_number, block_hash, depositor, currency, amount, order_ref, seen_at, confirmed_at
-      FROM deposits ORDER BY block_number, log_index`)
-    .all() as (NewDeposit & { confirmed_at: number })[];
-  const indexed = written.length;
-  // Closed with its checkpoint thread, so that nothing of this run competes with the next measures.
-  await ledger.closed();
-  if (indexed !== N) throw new Error(`indexed ${indexed} deposits, expected ${N}`);
-  const rate = Math.round(N / seconds);
 
-  // The ledger's own bound, also in this run: the same rows written into a fresh ledger as the node
-  // writes a range of final blocks (one lazy transaction per WRITE_CHUNK rows), with nothing read or
-  // parsed. The node writes on its one thread after reading, so its rate cannot pass this one.
-  const floorLedger = Ledger.open(join(dir, 'floor.sqlite'), { checkpointThread: log });
-  const floorStarted = performance.now();
-  for (let i = 0; i < written.length; i += WRITE_CHUNK) {
-    floorLedger.tx(() => floorLedger.deposits.insertMany(written.slice(i, i + WRITE_CHUNK)), { lazy: true });
+  // The node: a fresh ledger, opened as the node opens it (its WAL checkpointed, and its ranges of final blocks
+  // written, on threads of their own: the writer's start is waited for, as a node's has long started when it has
+  // connected to its chains), and the node's indexer, alone. Returns its time and the rows it wrote.
+  async function backfill(round: number): Promise<{ seconds: number; written: (NewDeposit & { confirmed_at: number })[] }> {
+    const ledger = Ledger.open(join(dir, `ledger-${round}.sqlite`), { checkpointThread: log, writerThread: log });
+    for (const until = Date.now() + 10_000; !ledger.writesOffThread; await new Promise((r) => setTimeout(r, 10))) {
+      if (Date.now() > until) throw new Error('the ledger writer thread did not start');
+    }
+    const indexer = new IndexerDriver({
+      config: {
+        chainId: CHAIN_ID,
+        cursor: 'depository',
+        startBlock: config.startBlock,
+        confirmations: config.confirmations,
+        finalityDepth: config.finalityDepth,
+        maxRange: config.maxLogRange,
+        pollIntervalMs: config.pollIntervalMs,
+      },
+      source: new EvmDepositSource(config, client),
+      ledger,
+      events: { onConfirmed() {}, onHead() {} },
+      reorgs: { reorgDecided: () => false, onDepositReorged() {} },
+      metrics: createMetrics(),
+      log,
+    });
+    // BENCH_PROFILE=1: a CPU profile of the first round's indexer window only.
+    const stopProfile = round === 0 ? await profileWindow('backfill') : async () => undefined;
+    const started = performance.now();
+    indexer.start();
+    await indexer.waitFor(head);
+    const seconds = (performance.now() - started) / 1000;
+    await indexer.stop();
+    const profile = await stopProfile();
+    if (profile) console.log(`profile: ${profile}`);
+    const written = ledger.db
+      .prepare(`SELECT id, chain_id, tx_hash, log_index, block_number, block_hash, depositor, currency, amount, order_ref, seen_at, confirmed_at
+        FROM deposits ORDER BY block_number, log_index`)
+      .all() as (NewDeposit & { confirmed_at: number })[];
+    // Closed with its threads, so that nothing of this round competes with what is measured next.
+    await ledger.closed();
+    if (written.length !== N) throw new Error(`indexed ${written.length} deposits, expected ${N}`);
+    return { seconds, written };
   }
-  const floorSeconds = (performance.now() - floorStarted) / 1000;
-  await floorLedger.closed();
-  const floorRate = Math.round(N / floorSeconds);
+
+  // The ledger's own bound: the same rows written into a fresh ledger as the node's writer thread writes a range of
+  // final blocks (bound already, one lazy transaction per WRITE_CHUNK rows, counted), with nothing read or parsed
+  // meanwhile. The node's thread reads while its writer thread writes, so its rate cannot pass this one.
+  async function writeAlone(round: number, rows: (NewDeposit & { confirmed_at: number })[]): Promise<number> {
+    const floorLedger = Ledger.open(join(dir, `floor-${round}.sqlite`), { checkpointThread: log });
+    const chunks = Array.from({ length: Math.ceil(rows.length / WRITE_CHUNK) }, (_, i) =>
+      bindDeposits(rows, i * WRITE_CHUNK, Math.min(WRITE_CHUNK, rows.length - i * WRITE_CHUNK)),
+    );
+    const started = performance.now();
+    for (const values of chunks) floorLedger.tx(() => floorLedger.deposits.recordBound(CHAIN_ID, values), { lazy: true });
+    const seconds = (performance.now() - started) / 1000;
+    await floorLedger.closed();
+    return seconds;
+  }
 
   // The ceiling, on the same anvil: the raw eth_getLogs of the same range in the same windows
   // (chain.maxLogRange blocks), sent one after another as the indexer does and parsed, nothing else.
-  const rawStarted = performance.now();
-  let rawLogs = 0;
-  for (let from = config.startBlock; from <= Number(head); from += config.maxLogRange) {
-    const to = Math.min(Number(head), from + config.maxLogRange - 1);
-    const res = await fetch(anvil.rpcUrl, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'eth_getLogs',
-        params: [{ address: config.depository, fromBlock: toHex(from), toBlock: toHex(to) }],
-      }),
-    });
-    rawLogs += ((await res.json()) as { result: unknown[] }).result.length;
+  async function rawRead(): Promise<number> {
+    const started = performance.now();
+    let logs = 0;
+    for (let from = config.startBlock; from <= Number(head); from += config.maxLogRange) {
+      const to = Math.min(Number(head), from + config.maxLogRange - 1);
+      const res = await fetch(anvil.rpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'eth_getLogs',
+          params: [{ address: config.depository, fromBlock: toHex(from), toBlock: toHex(to) }],
+        }),
+      });
+      logs += ((await res.json()) as { result: unknown[] }).result.length;
+    }
+    // The depository's other events (set up by the deploy) come along, as they do for the indexer.
+    if (logs < N) throw new Error(`raw eth_getLogs returned ${logs} logs, expected at least ${N}`);
+    return (performance.now() - started) / 1000;
   }
-  const rawSeconds = (performance.now() - rawStarted) / 1000;
-  // The depository's other events (set up by the deploy) come along, as they do for the indexer.
-  if (rawLogs < N) throw new Error(`raw eth_getLogs returned ${rawLogs} logs, expected at least ${N}`);
+
+  // ROUNDS rounds of the three, one after another (this machine's speed wanders from one second to the next); each
+  // figure is the median of its rounds.
+  const runs: { raw: number; node: number; alone: number }[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const raw = await rawRead();
+    const { seconds: node, written } = await backfill(round);
+    const alone = await writeAlone(round, written);
+    runs.push({ raw, node, alone });
+    console.log(`round ${round + 1}: node ${node.toFixed(2)} s, raw eth_getLogs ${raw.toFixed(2)} s, the ledger's write alone ${alone.toFixed(2)} s`);
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const seconds = median(runs.map((r) => r.node));
+  const rawSeconds = median(runs.map((r) => r.raw));
+  const floorSeconds = median(runs.map((r) => r.alone));
+  const rate = Math.round(N / seconds);
   const rawRate = Math.round(N / rawSeconds);
+  const floorRate = Math.round(N / floorSeconds);
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
-  console.log(`backfill: ${indexed.toLocaleString()} deposits indexed in ${seconds.toFixed(2)} s = ${rate.toLocaleString()} deposits/s`);
+  console.log(`backfill (median of ${ROUNDS}): ${N.toLocaleString()} deposits indexed in ${seconds.toFixed(2)} s = ${rate.toLocaleString()} deposits/s`);
   console.log(
     `ceiling: raw eth_getLogs of the same range (${config.maxLogRange}-block windows): ${rawSeconds.toFixed(2)} s = ${rawRate.toLocaleString()} logs/s → the node reaches ${((100 * rate) / rawRate).toFixed(0)}%`,
   );
@@ -193,6 +223,7 @@ try {
         ceilingRatio: rate / rawRate,
         ledgerWriteSeconds: floorSeconds,
         ledgerWritePerSecond: floorRate,
+        rounds: runs,
         machine,
       },
       null,

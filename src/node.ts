@@ -103,7 +103,7 @@ export class RelayNode {
     this.log = opts.log ?? createLogger(config.log.level);
     this.metrics = createMetrics();
     this.registry = new Registry(config.chains);
-    this.ledger = Ledger.connect(ledgerLocation(config), { readonly: opts.readOnly, checkpointThread: this.log });
+    this.ledger = Ledger.connect(ledgerLocation(config), { readonly: opts.readOnly, checkpointThread: this.log, writerThread: this.log });
     registerAuditMetrics(this.metrics.registry, this.ledger);
     if (config.ha.enabled && !opts.readOnly) {
       let leadership: Leadership | undefined;

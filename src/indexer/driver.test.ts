@@ -1,3 +1,6 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Hex } from 'viem';
 import { Ledger } from '../ledger/index.ts';
@@ -112,8 +115,7 @@ afterEach(async () => {
   }
 });
 
-function setup(chain: FakeChain, config: Partial<DriverConfig> = {}) {
-  const ledger = Ledger.open(':memory:');
+function setup(chain: FakeChain, config: Partial<DriverConfig> = {}, ledger = Ledger.open(':memory:')) {
   const decider = new Decider(ledger);
   let confirmedEvents = 0;
   const driver = new IndexerDriver({
@@ -235,14 +237,14 @@ describe('IndexerDriver', () => {
     // elsewhere. Every deposit written must be of a block of the chain as it was when written.
     let readAhead = false;
     const stale: number[] = [];
-    const insertMany = s.ledger.deposits.insertMany.bind(s.ledger.deposits);
-    s.ledger.deposits.insertMany = (ds) => {
+    const insertCount = s.ledger.deposits.insertCount.bind(s.ledger.deposits);
+    s.ledger.deposits.insertCount = (ds) => {
       if (!readAhead && ds.some((d) => d.block_number <= 8)) {
         readAhead = chain.reads.some((r) => r.from === 9);
         chain.reorg(60, 50, 'b', (n) => (n % 5 === 0 ? 1 : 0));
       }
       for (const d of ds) if (chain.blocks[d.block_number]?.hash !== d.block_hash) stale.push(d.block_number);
-      return insertMany(ds);
+      return insertCount(ds);
     };
     s.driver.start();
     await s.driver.waitFor(110);
@@ -276,14 +278,14 @@ describe('IndexerDriver', () => {
     };
     // The ledger write of one range fails once: nothing of it may stay, the cursor included.
     let failOnce = true;
-    const insertMany = s.ledger.deposits.insertMany.bind(s.ledger.deposits);
-    s.ledger.deposits.insertMany = (ds) => {
+    const insertCount = s.ledger.deposits.insertCount.bind(s.ledger.deposits);
+    s.ledger.deposits.insertCount = (ds) => {
       if (failOnce && ds.some((d) => d.block_number > 60)) {
         failOnce = false;
-        insertMany(ds.filter((d) => d.block_number <= 60)); // part of the range is written, then the disk fills
+        insertCount(ds.filter((d) => d.block_number <= 60)); // part of the range is written, then the disk fills
         throw new Error('disk full');
       }
-      return insertMany(ds);
+      return insertCount(ds);
     };
     s.driver.start();
     await s.driver.waitFor(200);
@@ -313,6 +315,56 @@ describe('IndexerDriver', () => {
     for (const c of commits) expect({ ...c, lazy: c.cursor <= 200 - 16 }).toEqual(c);
     expect(s.deposits()).toHaveLength(Math.floor(200 / 3));
     expect(s.deposits().every((d) => d.state === 'confirmed')).toBe(true);
+  });
+
+  it("hands ranges of final blocks to the ledger's writer thread ahead of their commits, and never passes one that failed", async () => {
+    const chain = new FakeChain(0);
+    chain.mine(400, (n) => (n % 3 === 0 ? 1 : 0));
+    const ledger = Ledger.open(join(mkdtempSync(join(tmpdir(), 'relay-driver-')), 'ledger.sqlite'), { writerThread: createLogger('silent') });
+    await until(() => ledger.writesOffThread, 'the writer thread to start');
+    const s = setup(chain, { confirmations: 1, finalityDepth: 16, maxRange: 20 }, ledger);
+    // Block 201's deposit cannot be written (its amount is missing) until it is mended.
+    let poisoned = true;
+    const read = chain.deposits.bind(chain);
+    chain.deposits = async (from, to) => {
+      const r = await read(from, to);
+      if (poisoned) for (const d of r.deposits) if (d.block_number === 201) (d as { amount: string | null }).amount = null;
+      return r;
+    };
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const refused: string[] = [];
+    const write = ledger.writeFinalRange.bind(ledger);
+    ledger.writeFinalRange = async (r) => {
+      maxInFlight = Math.max(maxInFlight, ++inFlight);
+      try {
+        return await write(r);
+      } catch (e) {
+        refused.push((e as Error).message);
+        throw e;
+      } finally {
+        inFlight--;
+      }
+    };
+    const before = ledger.db.prepare('SELECT total_changes()').pluck().get() as number;
+    s.driver.start();
+    // The range holding block 201 fails, the one handed over behind it is refused, and the driver reads again from its cursor.
+    await until(
+      () => refused.some((m) => /cursor is at block \d+, not/.test(m)) && refused.filter((m) => /NOT NULL/.test(m)).length >= 2,
+      'a failed range, then another attempt',
+    );
+    const cursor = s.driver.indexed();
+    expect(cursor).toBeLessThan(201);
+    expect(s.deposits().map((d) => d.block_number)).toEqual(Array.from({ length: Math.floor(cursor / 3) }, (_, i) => 3 * (i + 1)));
+    poisoned = false;
+    await s.driver.waitFor(400);
+    expect(s.deposits().map((d) => d.block_number)).toEqual(Array.from({ length: 133 }, (_, i) => 3 * (i + 1)));
+    expect(s.deposits().every((d) => d.state === 'confirmed')).toBe(true);
+    expect(s.confirmedEvents()).toBeGreaterThan(0);
+    // Two ranges in the ledger's hands at once; written on the thread's connection (the node's wrote the last,
+    // unfinalized blocks only: under a hundred rows).
+    expect(maxInFlight).toBe(2);
+    expect((ledger.db.prepare('SELECT total_changes()').pluck().get() as number) - before).toBeLessThan(100);
   });
 
   it('a final source: unbounded reads, the cursor held below what is not served yet, deposits confirmed as they are written', async () => {

@@ -1,5 +1,6 @@
 import type { Ledger } from '../ledger/index.ts';
-import type { ChainDeposit, NewDeposit } from '../ledger/deposits.ts';
+import type { ChainDeposit, NewDeposit, Recorded } from '../ledger/deposits.ts';
+import type { FinalRange } from '../ledger/finalRange.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
@@ -72,6 +73,9 @@ const HEADS_BACKSTOP_MS = 2_000;
 // written): on a history dense with deposits, 32 blocks were ~10,000 logs read before any write began.
 // Doubling from 8 costs a sparse chain two more small reads at startup.
 const INITIAL_RANGE = 8;
+// Ranges of final blocks handed to the ledger ahead of their commits: the one being written and the next, so that
+// a ledger writing off this thread (SQLite's writer thread) has the next range at hand when it commits one.
+const QUEUED_WRITES = 2;
 
 /**
  * One deposit indexer for every chain kind with blocks (in the shape of Ponder's sync layer): a cursor
@@ -104,6 +108,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   #lastReadAt = 0;
   // The next range, asked for while the last one was written (taken by the next pass if it starts there).
   #ahead: Reading | undefined;
+  // Ranges of final blocks handed to the ledger and not committed yet, in order (see #queue); the block the last of
+  // them ends at (the next range starts after it); the first failure among them, until a pass sees it.
+  #writes: Promise<void>[] = [];
+  #queuedTo: number | undefined;
+  #writeFailure: { error: unknown } | undefined;
 
   constructor(deps: {
     config: DriverConfig;
@@ -142,7 +151,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     return this.#fatal;
   }
 
-  /** When a pass last committed its read (ms; 0 before the first): a stalled or failing indexer stops moving it. */
+  /** When a pass last committed its read, or handed it to the ledger (ms; 0 before the first): a stalled or failing indexer stops moving it. */
   get lastReadAt(): number {
     return this.#lastReadAt;
   }
@@ -217,7 +226,9 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     try {
       // Catch up in as many passes as it takes; each pass commits its range.
       while (!this.#stopped && (await this.#pass())) {}
+      await this.#settle();
     } catch (e) {
+      await this.#settle().catch(() => {});
       if (e instanceof ReorgTooDeepError) {
         this.#fatal = e;
         this.#log.fatal({ chain: this.#cfg.chainId, err: e.message }, 'indexer stopped: reorg deeper than the finality window');
@@ -246,17 +257,20 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     if (tip && tip.number <= head) {
       const canonical = tip.number === head ? latest : await this.#source.block(tip.number);
       if (canonical.hash !== tip.hash) {
+        await this.#settle();
         await this.#rewind(tip.number);
         return true;
       }
     } else if (tip && tip.number > head) {
       // The chain is shorter than what we indexed: a reorg to a shorter fork (or a reset node).
+      await this.#settle();
       await this.#rewind(head);
       return true;
     }
 
-    const from = this.indexed() + 1;
+    const from = (this.#queuedTo ?? this.indexed()) + 1;
     if (from > head) {
+      await this.#settle();
       this.#confirm(head);
       this.#lastReadAt = Date.now();
       return false;
@@ -330,44 +344,82 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       d.block_number <= head - confirmations + 1 &&
       (!confirmationsOf || d.block_number <= head - confirmationsOf({ ...d, state: 'unconfirmed', request_id: null, confirmed_at: null }) + 1);
     const now = Date.now();
-    let fresh = 0;
-    let confirmedFresh = 0;
-    let final = 0;
+    const rows = this.#rows(deposits, now, confirmedNow);
     // A range of final blocks (no reorg takes it back, so the chain gives it back whole) commits without
     // waiting for the disk (a lazy commit), though its deposits may be confirmed ones the solver acts on. Its
     // deposits and the cursor past them are one transaction, and the write-ahead log keeps commits in order,
     // so a power failure can only take back the newest ranges whole (deposits and cursor together: they are
     // read again), never a deposit the cursor has passed. The solver acts on a deposit only after its own
-    // durable decision, whose commit makes every commit before it durable too.
-    const lazy = to <= head - finalityDepth && gone.length === 0 && !this.#cfg.final;
-    this.#ledger.tx(
-      () => {
-        const stored = this.#store(deposits, now, confirmedNow);
-        fresh = stored.length;
-        confirmedFresh = stored.confirmed;
-        for (const d of gone) this.#reorgs.onDepositReorged(d, now);
-        for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
-        this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
-        this.#ledger.indexer.pruneBelow(chainId, head - finalityDepth);
-        // What a final source lists is confirmed as it is written.
-        if (this.#cfg.final && deposits.length)
-          final = this.#ledger.deposits.confirmUpTo(
-            chainId,
-            deposits.reduce((m, d) => Math.max(m, d.block_number), to),
-          );
-      },
-      { lazy },
-    );
-    if (fresh) {
-      this.#metrics.depositsIndexed.inc({ chain: chainId }, fresh);
-      this.#log.info({ chain: chainId, count: fresh, from, to }, 'deposits indexed');
+    // durable decision, whose commit makes every commit before it durable too. Such a range has no headers to
+    // store (they are below the unfinalized window) and nothing for the solver to decide: it is handed to the
+    // ledger, which may write it off this thread (SQLite's writer thread) while this one reads the next.
+    if (to <= head - finalityDepth && gone.length === 0 && !this.#cfg.final) {
+      await this.#queue({ chainId, source: this.#cfg.cursor, from, origin: this.#cfg.startBlock - 1, to, pruneBelow: head - finalityDepth, deposits: rows });
+      this.#queuedTo = to;
+      this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
+      this.#lastReadAt = Date.now();
+      return read.upTo === undefined && to < head;
     }
-    if (final || confirmedFresh) this.#events.onConfirmed();
+    await this.#settle();
+    let final = 0;
+    const stored = this.#ledger.tx(() => {
+      const recorded = this.#ledger.deposits.recordCount(chainId, rows);
+      for (const d of gone) this.#reorgs.onDepositReorged(d, now);
+      for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
+      this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
+      this.#ledger.indexer.pruneBelow(chainId, head - finalityDepth);
+      // What a final source lists is confirmed as it is written.
+      if (this.#cfg.final && deposits.length)
+        final = this.#ledger.deposits.confirmUpTo(
+          chainId,
+          deposits.reduce((m, d) => Math.max(m, d.block_number), to),
+        );
+      return recorded;
+    });
+    this.#written(stored, from, to, final);
     this.#confirm(head);
     this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
     this.#lastReadAt = Date.now();
     // A partial read waits for the next tick (what was not served yet is not served sooner by asking again at once).
     return read.upTo === undefined && to < head;
+  }
+
+  // What a committed range wrote: counted, logged, and the solver told of deposits confirmed.
+  #written(w: Recorded, from: number, to: number, final = 0): void {
+    if (w.fresh) {
+      this.#metrics.depositsIndexed.inc({ chain: this.#cfg.chainId }, w.fresh);
+      this.#log.info({ chain: this.#cfg.chainId, count: w.fresh, from, to }, 'deposits indexed');
+    }
+    if (final || w.confirmed) this.#events.onConfirmed();
+  }
+
+  // Hands a range of final blocks to the ledger without waiting for its commit, behind at most QUEUED_WRITES - 1
+  // others (the oldest is waited for first). A failure is kept for the next #settle: the ranges handed over
+  // behind it are refused by the ledger (each names the cursor it follows), so none moves the cursor past it.
+  async #queue(range: FinalRange): Promise<void> {
+    while (this.#writes.length >= QUEUED_WRITES) await this.#writes.shift();
+    if (this.#writeFailure) await this.#settle();
+    this.#writes.push(
+      this.#ledger.writeFinalRange(range).then(
+        (w) => this.#written(w, range.from, range.to),
+        (error) => {
+          this.#writeFailure ??= { error };
+        },
+      ),
+    );
+  }
+
+  // Waits for every range handed to the ledger; throws the first failure among them, after which the next
+  // range starts at the ledger's cursor again (and the range read ahead, past the failed one, is dropped).
+  async #settle(): Promise<void> {
+    await Promise.all(this.#writes.splice(0));
+    this.#queuedTo = undefined;
+    const failure = this.#writeFailure;
+    this.#writeFailure = undefined;
+    if (failure) {
+      this.#ahead = undefined;
+      throw failure.error;
+    }
   }
 
   // Starts reading blocks [from, to]: the range's entries and, alongside them (not after: one round
@@ -417,36 +469,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     return gone;
   }
 
-  // Writes deposits read from canonical blocks; returns the ids of those new to the ledger (or
-  // revived after a reorg). A deposit already recorded is not written again; one acted on that a
-  // reorg moved follows its block. Runs inside the caller's ledger transaction.
-  // confirmedNow: the deposits written confirmed at once (their confirmations reached); `confirmed` counts those new.
-  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number, confirmedNow?: (d: NewDeposit) => boolean): string[] & { confirmed: number } {
+  // The ledger's rows of deposits read from canonical blocks. confirmedNow: the deposits written
+  // confirmed at once (their confirmations reached).
+  #rows(deposits: (ChainDeposit & { seen_at?: number })[], now: number, confirmedNow?: (d: NewDeposit) => boolean): (NewDeposit & { confirmed_at?: number })[] {
     const chainId = this.#cfg.chainId;
-    // The deposits acted on in this range's transactions, in one query (a backfill writes thousands
-    // of logs per range; a query per log was most of its cost).
-    const handled = new Map<string, DepositRow[]>();
-    for (const h of this.#ledger.deposits.handledOfTxs(chainId, [...new Set(deposits.map((d) => d.tx_hash))])) {
-      const rows = handled.get(h.tx_hash);
-      if (rows) rows.push(h);
-      else handled.set(h.tx_hash, [h]);
-    }
-    const rows: (NewDeposit & { confirmed_at?: number })[] = [];
-    for (const d of deposits) {
-      // The deposit acted on that this log repeats from another fork: the same transaction, included
-      // again after a reorg (possibly at another log index), the same money.
-      const earlier = handled
-        .get(d.tx_hash)
-        ?.find(
-          (h) =>
-            h.order_ref === d.order_ref && h.amount === d.amount && h.currency === d.currency && h.depositor === d.depositor && h.block_hash !== d.block_hash,
-        );
-      if (earlier) {
-        this.#ledger.deposits.relocate(earlier.id, d.block_number, d.block_hash);
-        earlier.block_number = d.block_number;
-        earlier.block_hash = d.block_hash;
-        continue;
-      }
+    return deposits.map((d) => {
       // Spelled out rather than spread: one shape for every row (a backfill builds tens of thousands
       // in a few calls, before the JIT has warmed up to a spread).
       const row: NewDeposit & { confirmed_at?: number } = {
@@ -463,17 +490,14 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         seen_at: d.seen_at ?? now,
       };
       if (confirmedNow?.(row)) row.confirmed_at = now;
-      rows.push(row);
-    }
-    const ids = this.#ledger.deposits.insertMany(rows);
-    // Which of the new ones were written confirmed; a backfill writes them all (or none) confirmed: no set then.
-    const confirmedRows = rows.filter((r) => r.confirmed_at !== undefined);
-    let confirmed = confirmedRows.length === rows.length ? ids.length : 0;
-    if (confirmedRows.length && confirmedRows.length < rows.length) {
-      const confirmedIds = new Set(confirmedRows.map((r) => r.id));
-      confirmed = ids.filter((id) => confirmedIds.has(id)).length;
-    }
-    return Object.assign(ids, { confirmed });
+      return row;
+    });
+  }
+
+  // Writes deposits read from canonical blocks (deposits.record); returns the ids of those new to the ledger (or
+  // revived after a reorg). Runs inside the caller's ledger transaction.
+  #store(deposits: (ChainDeposit & { seen_at?: number })[], now: number): string[] {
+    return this.#ledger.deposits.record(this.#cfg.chainId, this.#rows(deposits, now));
   }
 
   /**

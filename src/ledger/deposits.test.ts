@@ -78,6 +78,35 @@ describe.each(LEDGER_KINDS)('Deposits.insertMany (%s)', (kind) => {
   });
 });
 
+describe.each(LEDGER_KINDS)('Deposits.recordCount (%s)', (kind) => {
+  it('counts what record names: the new or revived deposits, and those of them written confirmed', async () => {
+    const counted = await ledgers.open(kind);
+    const named = await ledgers.open(kind);
+    const ds = Array.from({ length: 250 }, (_, i) => deposit(i)); // blocks 10 .. 45
+    const both = (rows: (NewDeposit & { confirmed_at?: number })[]) => {
+      const ids = named.tx(() => named.deposits.record(8453, rows));
+      const confirmedIds = new Set(rows.filter((r) => r.confirmed_at !== undefined).map((r) => r.id));
+      expect(counted.tx(() => counted.deposits.recordCount(8453, rows))).toEqual({
+        fresh: ids.length,
+        confirmed: ids.filter((id) => confirmedIds.has(id)).length,
+      });
+      return ids.length;
+    };
+    // All confirmed (a backfill), then none: counted by the statement; a re-read counts nothing.
+    expect(both(ds.slice(0, 100).map((d) => ({ ...d, confirmed_at: 77 })))).toBe(100);
+    expect(both(ds.slice(100, 200))).toBe(100);
+    expect(both(ds.slice(0, 200))).toBe(0);
+    // Mixed, with rows written already and one listed twice.
+    expect(both([...ds.slice(190, 250).map((d) => (d.block_number <= 40 ? { ...d, confirmed_at: 78 } : d)), ds[249]!])).toBe(50);
+    // Revived after a reorg, confirmed.
+    counted.deposits.reorgAbove(8453, 40);
+    named.deposits.reorgAbove(8453, 40);
+    expect(both(ds.filter((d) => d.block_number > 40).map((d) => ({ ...d, block_hash: hex(7), confirmed_at: 79 })))).toBeGreaterThan(0);
+    const all = (l: OpenedLedger) => l.db.prepare('SELECT * FROM deposits ORDER BY id').all();
+    expect(all(counted)).toEqual(all(named));
+  });
+});
+
 describe.each(LEDGER_KINDS)('Deposits.handledOfTxs (%s)', (kind) => {
   it("lists the chain's handled deposits of the given transactions only", async () => {
     const l = await ledgers.open(kind);

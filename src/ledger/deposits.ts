@@ -3,6 +3,11 @@ import { dialectOf } from './dialect.ts';
 import type { DepositRow } from './types.ts';
 
 export type NewDeposit = Omit<DepositRow, 'state' | 'request_id' | 'confirmed_at'>;
+/** What a write of deposits did: how many were new to the ledger (or revived after a reorg), and how many of those it wrote confirmed. */
+export interface Recorded {
+  fresh: number;
+  confirmed: number;
+}
 /** A deposit as a chain's indexer reads it, before the ledger names it. */
 export type ChainDeposit = Omit<NewDeposit, 'id' | 'chain_id' | 'seen_at'>;
 
@@ -20,6 +25,54 @@ const INSERT_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', bl
 // The same for rows written confirmed already (their confirmations reached when they are written).
 const INSERT_MANY_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = excluded.state, confirmed_at = COALESCE(excluded.confirmed_at, deposits.confirmed_at),
       block_number = excluded.block_number, block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
+
+/** Deposits as the bulk insert binds them: INSERT_VALUES values per deposit, in the order of its columns. */
+export type BoundDeposits = (string | number | null)[];
+
+/** The bulk insert's values for `count` deposits of `ds` from `from` on: one flat array (a backfill binds a dozen values per deposit). */
+export function bindDeposits(ds: readonly (NewDeposit & { confirmed_at?: number })[], from = 0, count = ds.length - from): BoundDeposits {
+  const values: BoundDeposits = new Array(count * INSERT_VALUES);
+  for (let r = from, p = 0; r < from + count; r++) {
+    const d = ds[r]!;
+    values[p++] = d.id;
+    values[p++] = d.chain_id;
+    values[p++] = d.tx_hash;
+    values[p++] = d.log_index;
+    values[p++] = d.block_number;
+    values[p++] = d.block_hash;
+    values[p++] = d.depositor;
+    values[p++] = d.currency;
+    values[p++] = d.amount;
+    values[p++] = d.order_ref;
+    values[p++] = d.confirmed_at === undefined ? 'unconfirmed' : 'confirmed';
+    values[p++] = d.seen_at;
+    values[p++] = d.confirmed_at ?? null;
+  }
+  return values;
+}
+
+/** The deposits `values` binds (bindDeposits). */
+export function unbindDeposits(values: BoundDeposits): (NewDeposit & { confirmed_at?: number })[] {
+  const ds: (NewDeposit & { confirmed_at?: number })[] = [];
+  for (let p = 0; p < values.length; p += INSERT_VALUES) {
+    const d = {
+      id: values[p],
+      chain_id: values[p + 1],
+      tx_hash: values[p + 2],
+      log_index: values[p + 3],
+      block_number: values[p + 4],
+      block_hash: values[p + 5],
+      depositor: values[p + 6],
+      currency: values[p + 7],
+      amount: values[p + 8],
+      order_ref: values[p + 9],
+      seen_at: values[p + 11],
+    } as NewDeposit & { confirmed_at?: number };
+    if (values[p + 12] !== null) d.confirmed_at = values[p + 12] as number;
+    ds.push(d);
+  }
+  return ds;
+}
 
 export class Deposits {
   #insert;
@@ -94,45 +147,111 @@ export class Deposits {
    */
   insertMany(ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
     const written = new Set<string>();
-    // Each id once (its first listing): PostgreSQL refuses an upsert that touches a row twice in one statement,
-    // and on SQLite the second listing of a row just written changes nothing.
+    this.#insertChunks(ds, true, (st, params) => {
+      for (const id of st.all(params) as string[]) written.add(id);
+    });
+    if (written.size === ds.length) return ds.map((d) => d.id);
+    return ds.filter((d) => written.delete(d.id)).map((d) => d.id);
+  }
+  /** {@link insertMany}, counting the rows new (or revived) rather than naming them: no RETURNING, a tenth less work for a backfill. */
+  insertCount(ds: (NewDeposit & { confirmed_at?: number })[]): number {
+    let n = 0;
+    this.#insertChunks(ds, false, (st, params) => {
+      n += st.run(params).changes;
+    });
+    return n;
+  }
+  // Writes each deposit once (its first listing: PostgreSQL refuses an upsert that touches a row twice in one
+  // statement, and on SQLite the second listing of a row just written changes nothing), a hundred rows per
+  // statement, each statement run by `run` (RETURNING the ids when `named`).
+  #insertChunks(ds: (NewDeposit & { confirmed_at?: number })[], named: boolean, run: (st: ReturnType<Db['prepare']>, params: BoundDeposits) => void): void {
     const seen = new Set<string>();
     const once = ds.filter((d) => !seen.has(d.id) && seen.add(d.id));
     for (let i = 0; i < once.length; i += INSERT_CHUNK) {
       const rows = Math.min(INSERT_CHUNK, once.length - i);
-      // The values in one preallocated array, column by column (a backfill binds a dozen per deposit).
-      const params: (string | number | null)[] = new Array(rows * INSERT_VALUES);
-      for (let r = 0, p = 0; r < rows; r++) {
-        const d = once[i + r]!;
-        params[p++] = d.id;
-        params[p++] = d.chain_id;
-        params[p++] = d.tx_hash;
-        params[p++] = d.log_index;
-        params[p++] = d.block_number;
-        params[p++] = d.block_hash;
-        params[p++] = d.depositor;
-        params[p++] = d.currency;
-        params[p++] = d.amount;
-        params[p++] = d.order_ref;
-        params[p++] = d.confirmed_at === undefined ? 'unconfirmed' : 'confirmed';
-        params[p++] = d.seen_at;
-        params[p++] = d.confirmed_at ?? null;
-      }
-      for (const id of this.#insertStatement(rows).all(params) as string[]) written.add(id);
+      run(this.#insertStatement(rows, named), bindDeposits(once, i, rows));
     }
-    if (written.size === ds.length) return ds.map((d) => d.id);
-    return ds.filter((d) => written.delete(d.id)).map((d) => d.id);
   }
-  #insertStatement(rows: number) {
-    let st = this.#insertMany.get(rows);
+  /**
+   * {@link recordCount} of deposits given as the bulk insert binds them ({@link bindDeposits}): SQLite's writer
+   * thread receives a range of final blocks so. In the common case (all of them confirmed or none, each listed once,
+   * none repeating a deposit acted on) they are bound as they are, without a row object each.
+   */
+  recordBound(chainId: number, values: BoundDeposits): Recorded {
+    const n = values.length / INSERT_VALUES;
+    const ids = new Set<unknown>();
+    const txs = new Set<string>();
+    let confirmed = 0;
+    for (let p = 0; p < values.length; p += INSERT_VALUES) {
+      ids.add(values[p]);
+      txs.add(values[p + 2] as string);
+      if (values[p + 10] === 'confirmed') confirmed++;
+    }
+    const plain = ids.size === n && (confirmed === 0 || confirmed === n) && this.handledOfTxs(chainId, [...txs]).length === 0;
+    if (!plain) return this.recordCount(chainId, unbindDeposits(values));
+    let fresh = 0;
+    for (let i = 0; i < n; i += INSERT_CHUNK) {
+      const rows = Math.min(INSERT_CHUNK, n - i);
+      fresh += this.#insertStatement(rows, false).run(values.slice(i * INSERT_VALUES, (i + rows) * INSERT_VALUES)).changes;
+    }
+    return { fresh, confirmed: confirmed ? fresh : 0 };
+  }
+  /**
+   * Writes deposits read from canonical blocks, all of chain `chainId`; returns the ids of those new to the ledger (or
+   * revived after a reorg), as {@link insertMany}. A deposit already recorded is not written again; one acted on that
+   * a log repeats from another fork (the same transaction, included again after a reorg, possibly at another log
+   * index: the same money) follows its block instead. Runs inside the caller's transaction.
+   */
+  record(chainId: number, ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
+    return this.insertMany(this.#relocate(chainId, ds));
+  }
+  /** {@link record}, counting the deposits new to the ledger, and those of them written confirmed, rather than naming them. */
+  recordCount(chainId: number, ds: (NewDeposit & { confirmed_at?: number })[]): Recorded {
+    const rows = this.#relocate(chainId, ds);
+    const confirmed = rows.filter((r) => r.confirmed_at !== undefined).length;
+    // A backfill writes them all (or none) confirmed: counted by the statement alone then.
+    if (confirmed === 0 || confirmed === rows.length) {
+      const fresh = this.insertCount(rows);
+      return { fresh, confirmed: confirmed ? fresh : 0 };
+    }
+    const ids = this.insertMany(rows);
+    const confirmedIds = new Set(rows.filter((r) => r.confirmed_at !== undefined).map((r) => r.id));
+    return { fresh: ids.length, confirmed: ids.filter((id) => confirmedIds.has(id)).length };
+  }
+  // The deposits of `ds` to insert: those that repeat a deposit already acted on from another fork move it to their
+  // block instead (see record).
+  #relocate<D extends NewDeposit>(chainId: number, ds: D[]): D[] {
+    // The deposits acted on in these logs' transactions, in one query (a backfill writes thousands
+    // of logs per range; a query per log was most of its cost).
+    const handled = new Map<string, DepositRow[]>();
+    for (const h of this.handledOfTxs(chainId, [...new Set(ds.map((d) => d.tx_hash))])) {
+      const rows = handled.get(h.tx_hash);
+      if (rows) rows.push(h);
+      else handled.set(h.tx_hash, [h]);
+    }
+    if (handled.size === 0) return ds;
+    return ds.filter((d) => {
+      const earlier = handled
+        .get(d.tx_hash)
+        ?.find(
+          (h) =>
+            h.order_ref === d.order_ref && h.amount === d.amount && h.currency === d.currency && h.depositor === d.depositor && h.block_hash !== d.block_hash,
+        );
+      if (!earlier) return true;
+      this.relocate(earlier.id, d.block_number, d.block_hash);
+      earlier.block_number = d.block_number;
+      earlier.block_hash = d.block_hash;
+      return false;
+    });
+  }
+  #insertStatement(rows: number, named: boolean) {
+    const key = named ? rows : -rows;
+    let st = this.#insertMany.get(key);
     if (!st) {
       // RETURNING the ids as plain strings (pluck): no row object per deposit written.
-      st = this.db
-        .prepare(
-          `${INSERT_COLUMNS.replace('seen_at)', 'seen_at, confirmed_at)')} ${Array(rows).fill('(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ${INSERT_MANY_CONFLICT} RETURNING id`,
-        )
-        .pluck();
-      this.#insertMany.set(rows, st);
+      const sql = `${INSERT_COLUMNS.replace('seen_at)', 'seen_at, confirmed_at)')} ${Array(rows).fill('(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')} ${INSERT_MANY_CONFLICT}`;
+      st = named ? this.db.prepare(`${sql} RETURNING id`).pluck() : this.db.prepare(sql);
+      this.#insertMany.set(key, st);
     }
     return st;
   }

@@ -2,6 +2,7 @@
 // deliverer): every write checks, in its own transaction, that this node still holds the leader
 // lease under the epoch it acts on. The API keeps the ledger itself: its writes (quotes, keys,
 // usage) are a standby's too and are never fenced.
+import { type FinalRange, writeFinalRange } from './finalRange.ts';
 import type { Ledger, TxOptions } from './ledger.ts';
 import { type Fence, LeaseLostError } from './leases.ts';
 
@@ -106,6 +107,8 @@ export function fencedLedger(inner: Ledger, onLost: (err: LeaseLostError) => voi
       stopped = why;
     },
     tx,
+    // Fenced as every write, in a transaction of the node's that checks the lease (not on a writer thread).
+    writeFinalRange: async (range: FinalRange) => tx(() => writeFinalRange(inner, range), { lazy: true }),
     read: <T>(fn: () => T): T => inner.read(fn),
     // A read of the inner ledger as it is (on PostgreSQL, over a connection of its own).
     statusOf: (id: string) => inner.statusOf(id),

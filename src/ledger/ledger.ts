@@ -5,6 +5,8 @@ import type { AppFees, Balances } from './balances.ts';
 import type { Deposits } from './deposits.ts';
 import type { Events } from './events.ts';
 import type { ExchangeNonces } from './exchangeNonces.ts';
+import type { Recorded } from './deposits.ts';
+import type { FinalRange } from './finalRange.ts';
 import type { FundingCredits } from './funding.ts';
 import type { IndexerState } from './indexerState.ts';
 import type { Leases } from './leases.ts';
@@ -70,6 +72,12 @@ export interface Ledger {
   readonly leases: Store<Leases>;
   /** Runs fn in one transaction that takes the write lock up front; nested calls join it. */
   tx<T>(fn: () => T, opts?: TxOptions): T;
+  /**
+   * Writes a range of final blocks' deposits with the indexer's cursor past them, in one lazy transaction; resolves
+   * with how many deposits were new to the ledger (and confirmed). Where the ledger can (SQLite with its writer thread), on a
+   * connection and thread of their own, so that the caller's thread reads the next range meanwhile.
+   */
+  writeFinalRange(range: FinalRange): Promise<Recorded>;
   /** Runs fn's reads as one consistent snapshot (one read transaction; nested in tx, it joins it). */
   read<T>(fn: () => T): T;
   /**

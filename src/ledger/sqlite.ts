@@ -1,21 +1,29 @@
 import { WalCheckpointer, type CheckpointerLog } from './checkpointer.ts';
 import { openDb, migrate, type Db } from './db.ts';
+import type { Recorded } from './deposits.ts';
+import type { FinalRange } from './finalRange.ts';
 import type { TxOptions } from './ledger.ts';
+import { RangeWriter } from './rangeWriter.ts';
 import { StoreLedger } from './storeLedger.ts';
 
 /** The ledger in SQLite (better-sqlite3): every stage reads its work here and writes its result back in one SQLite transaction. */
 export class SqliteLedger extends StoreLedger<Db> {
   #checkpointer: WalCheckpointer | undefined;
+  #writer: RangeWriter | undefined;
 
   /**
    * Opens (and unless read-only, migrates) the SQLite ledger at `path`. `checkpointThread`: the WAL is checkpointed
-   * on a thread of its own (checkpointer.ts), which reports to this log; the node's ledger is opened so.
+   * on a thread of its own (checkpointer.ts), which reports to this log; `writerThread`: ranges of final blocks are
+   * written on a thread of their own (rangeWriter.ts), which reports to this log. The node's ledger is opened so.
    */
-  static open(path: string, opts: { readonly?: boolean; checkpointThread?: CheckpointerLog } = {}): SqliteLedger {
+  static open(path: string, opts: { readonly?: boolean; checkpointThread?: CheckpointerLog; writerThread?: CheckpointerLog } = {}): SqliteLedger {
     const db = openDb(path, opts);
     if (!opts.readonly) migrate(db);
     const ledger = new SqliteLedger(db);
-    if (opts.checkpointThread && !opts.readonly && path !== ':memory:') ledger.#checkpointer = new WalCheckpointer(db, path, opts.checkpointThread);
+    const file = !opts.readonly && path !== ':memory:';
+    if (opts.checkpointThread && file) ledger.#checkpointer = new WalCheckpointer(db, path, opts.checkpointThread);
+    if (opts.writerThread && file)
+      ledger.#writer = new RangeWriter(path, opts.writerThread, { autocheckpoint: db.pragma('wal_autocheckpoint', { simple: true }) as number });
     return ledger;
   }
 
@@ -28,11 +36,22 @@ export class SqliteLedger extends StoreLedger<Db> {
     void this.closed();
   }
 
-  /** Closes the ledger; resolves once its checkpoint thread, if any, has closed its connection too. */
-  closed(): Promise<void> {
-    const stopped = this.#checkpointer?.stop();
+  /** Whether ranges of final blocks are written on a thread of their own now (the thread has started, and not stopped). */
+  get writesOffThread(): boolean {
+    return this.#writer?.running ?? false;
+  }
+
+  /** Closes the ledger; resolves once its threads, if any, have closed their connections too (the writer's after the writes asked for). */
+  async closed(): Promise<void> {
+    const stopped = [this.#writer?.stop(), this.#checkpointer?.stop()];
     if (this.db.open) super.close();
-    return stopped ?? Promise.resolve();
+    await Promise.all(stopped);
+  }
+
+  /** As the Ledger's: on the writer thread while it runs (writesOffThread), else on the caller's. */
+  override writeFinalRange(range: FinalRange): Promise<Recorded> {
+    if (this.#writer?.running) return this.#writer.write(range);
+    return super.writeFinalRange(range);
   }
 
   /** As StoreLedger's; a lazy commit (TxOptions) skips the disk flush: WAL at synchronous=NORMAL for this commit only. */

@@ -16,6 +16,8 @@ import { SignatureNonces } from './signatureNonces.ts';
 import { UsedPermits } from './usedPermits.ts';
 import { Withdrawals } from './withdrawals.ts';
 import { ExchangeNonces } from './exchangeNonces.ts';
+import type { Recorded } from './deposits.ts';
+import { type FinalRange, writeFinalRange } from './finalRange.ts';
 import type { Ledger, TxOptions } from './ledger.ts';
 import type { StatusRecord } from './statusRecord.ts';
 
@@ -102,6 +104,11 @@ export abstract class StoreLedger<D extends SqlDb = SqlDb> implements Ledger {
     // Committed: wake the status event deliverer and stream if the transaction appended events.
     this.events.committed();
     return result;
+  }
+
+  /** As the Ledger's: here, on the caller's thread (a transaction of its own, lazy). */
+  async writeFinalRange(range: FinalRange): Promise<Recorded> {
+    return this.tx(() => writeFinalRange(this, range), { lazy: true });
   }
 
   /** Runs fn's reads as one consistent snapshot; nested in tx, it joins it. */
