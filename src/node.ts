@@ -103,7 +103,12 @@ export class RelayNode {
     this.log = opts.log ?? createLogger(config.log.level);
     this.metrics = createMetrics();
     this.registry = new Registry(config.chains);
-    this.ledger = Ledger.connect(ledgerLocation(config), { readonly: opts.readOnly, checkpointThread: this.log, writerThread: this.log });
+    this.ledger = Ledger.connect(ledgerLocation(config), {
+      readonly: opts.readOnly,
+      checkpointThread: this.log,
+      // An active/standby node writes its ranges through the fenced view, in transactions that check the lease: no thread.
+      writerThread: config.ha.enabled ? undefined : this.log,
+    });
     registerAuditMetrics(this.metrics.registry, this.ledger);
     if (config.ha.enabled && !opts.readOnly) {
       let leadership: Leadership | undefined;

@@ -6,20 +6,12 @@ import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { threadLog } from '../../test/helpers/threadLog.ts';
 import { until } from '../../test/helpers/until.ts';
 import { WalCheckpointer } from './checkpointer.ts';
 import { Ledger } from './index.ts';
 
 const autocheckpoint = (l: ReturnType<typeof Ledger.open>) => l.db.pragma('wal_autocheckpoint', { simple: true }) as number;
-
-function recorder() {
-  const lines: { level: string; msg: string; obj: object }[] = [];
-  return {
-    lines,
-    warn: (obj: object, msg: string) => lines.push({ level: 'warn', obj, msg }),
-    error: (obj: object, msg: string) => lines.push({ level: 'error', obj, msg }),
-  };
-}
 
 // 200 cursor rows of 1 KiB names: a few hundred pages of log, under SQLite's own threshold (1,000 pages).
 function write(l: ReturnType<typeof Ledger.open>, from = 0) {
@@ -35,7 +27,7 @@ describe('the ledger checkpoint thread', () => {
 
   it('copies what was committed into the database file while the node connection runs none', async () => {
     const path = file();
-    const l = (ledger = Ledger.open(path, { checkpointThread: recorder() }));
+    const l = (ledger = Ledger.open(path, { checkpointThread: threadLog() }));
     // Only a backstop: past 10,000 pages the node's commit checkpoints (a log the thread cannot keep short).
     expect(autocheckpoint(l)).toBe(10_000);
     expect(l.checkpointsOffThread).toBe(true);
@@ -48,7 +40,7 @@ describe('the ledger checkpoint thread', () => {
 
   it('keeps the log bounded under writes without a pause, which a checkpoint from another connection never wholly copies', () => {
     const path = file();
-    const l = (ledger = Ledger.open(path, { checkpointThread: recorder() }));
+    const l = (ledger = Ledger.open(path, { checkpointThread: threadLog() }));
     const pageSize = l.db.pragma('page_size', { simple: true }) as number;
     // About 19,000 pages of log, written back to back: the thread's checkpoints copy what was committed when they
     // began, never all of it, so only the backstop (10,000 pages, on the node's connection) restarts the log.
@@ -68,7 +60,7 @@ describe('the ledger checkpoint thread', () => {
 
   it('gives the checkpoints back to the node connection when the thread cannot run', async () => {
     const l = (ledger = Ledger.open(file()));
-    const log = recorder();
+    const log = threadLog();
     // A file the thread cannot open: it fails at once.
     const c = new WalCheckpointer(l.db, join(tmpdir(), 'relay-checkpoint-none', 'missing.sqlite'), log);
     expect(autocheckpoint(l)).toBe(10_000);
@@ -79,7 +71,7 @@ describe('the ledger checkpoint thread', () => {
 
   it('closes with every commit readable again', async () => {
     const path = file();
-    const l = Ledger.open(path, { checkpointThread: recorder() });
+    const l = Ledger.open(path, { checkpointThread: threadLog() });
     write(l);
     write(l, 200);
     l.close();

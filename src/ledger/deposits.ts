@@ -52,7 +52,7 @@ export function bindDeposits(ds: readonly (NewDeposit & { confirmed_at?: number 
 }
 
 /** The deposits `values` binds (bindDeposits). */
-export function unbindDeposits(values: BoundDeposits): (NewDeposit & { confirmed_at?: number })[] {
+function unbindDeposits(values: BoundDeposits): (NewDeposit & { confirmed_at?: number })[] {
   const ds: (NewDeposit & { confirmed_at?: number })[] = [];
   for (let p = 0; p < values.length; p += INSERT_VALUES) {
     const d = {

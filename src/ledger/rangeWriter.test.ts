@@ -6,6 +6,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { threadLog } from '../../test/helpers/threadLog.ts';
 import { until } from '../../test/helpers/until.ts';
 import type { FinalRange } from './finalRange.ts';
 import { Ledger } from './index.ts';
@@ -38,21 +39,12 @@ function range(from: number, to: number): FinalRange {
   return { chainId: CHAIN, source: 'depository', from, origin: 0, to, pruneBelow: 0, deposits };
 }
 
-function recorder() {
-  const lines: { level: string; msg: string; obj: object }[] = [];
-  return {
-    lines,
-    warn: (obj: object, msg: string) => lines.push({ level: 'warn', obj, msg }),
-    error: (obj: object, msg: string) => lines.push({ level: 'error', obj, msg }),
-  };
-}
-
 describe('the ledger writer thread', () => {
   let ledger: ReturnType<typeof Ledger.open> | undefined;
   afterEach(async () => ledger?.closed());
   const file = () => join(mkdtempSync(join(tmpdir(), 'relay-range-writer-')), 'ledger.sqlite');
   const started = async (path = file()) => {
-    const l = (ledger = Ledger.open(path, { writerThread: recorder() }));
+    const l = (ledger = Ledger.open(path, { writerThread: threadLog() }));
     await until(() => l.writesOffThread || undefined, 'the writer thread to start');
     return l;
   };
@@ -112,7 +104,7 @@ describe('the ledger writer thread', () => {
   });
 
   it("a thread that cannot open the ledger says so, and the writes stay on the node's thread", async () => {
-    const log = recorder();
+    const log = threadLog();
     // A ledger under a regular file: the thread cannot open it, and fails at once.
     const notADir = file();
     writeFileSync(notADir, '');
