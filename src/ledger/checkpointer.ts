@@ -58,6 +58,8 @@ export class WalCheckpointer {
   stop(): Promise<void> {
     if (this.#running) {
       this.#running = false;
+      // Referenced until it exits: a process with nothing else left to do waits for the last connection to close.
+      this.#worker.ref();
       this.#worker.postMessage('stop');
     }
     return this.#exited;

@@ -2,9 +2,10 @@
 // its own (so the node's thread reads the next range meanwhile). A range follows the cursor or is refused (one handed
 // over behind a failed one never moves the cursor past it); a failed write writes nothing; closing waits for the
 // writes asked for; a thread that cannot run leaves the writes to the node's thread.
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { threadLog } from '../../test/helpers/threadLog.ts';
 import { until } from '../../test/helpers/until.ts';
@@ -100,6 +101,29 @@ describe('the ledger writer thread', () => {
     const again = Ledger.open(path);
     expect(again.indexer.cursor(CHAIN, 'depository')).toBe(1_000);
     expect(again.db.prepare('SELECT count(*) FROM deposits').pluck().get()).toBe(2_000);
+    again.close();
+  });
+
+  it("closes the threads' connections in a process with nothing else to do: the database file alone is left", () => {
+    const path = file();
+    // A script of its own: in a process that nothing else keeps alive, waiting on the threads to close keeps it alive.
+    const script = `import { Ledger } from ${JSON.stringify(new URL('./index.ts', import.meta.url).pathname)};
+      const log = { warn() {}, error(_, msg) { console.error(msg); } };
+      const l = Ledger.open(${JSON.stringify(path)}, { checkpointThread: log, writerThread: log });
+      while (!l.writesOffThread) await new Promise((r) => setTimeout(r, 5));
+      await l.writeFinalRange(${JSON.stringify(range(1, 20))});
+      await l.closed();
+      console.log('closed');`;
+    // A file (not --eval: the threads would inherit its --input-type, which a worker refuses).
+    const scriptFile = join(dirname(path), 'close.mjs');
+    writeFileSync(scriptFile, script);
+    const run = spawnSync(process.execPath, ['--import', 'tsx', scriptFile], { encoding: 'utf8', timeout: 30_000 });
+    expect(run.stderr).toBe('');
+    expect(run.stdout.trim()).toBe('closed');
+    expect(run.status).toBe(0);
+    expect(existsSync(`${path}-wal`)).toBe(false);
+    const again = Ledger.open(path);
+    expect(again.indexer.cursor(CHAIN, 'depository')).toBe(20);
     again.close();
   });
 

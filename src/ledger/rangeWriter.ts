@@ -84,6 +84,8 @@ export class RangeWriter {
   stop(): Promise<void> {
     if (this.#running) {
       this.#running = false;
+      // Referenced until it exits: a process with nothing else left to do waits for the connection to close.
+      this.#worker.ref();
       this.#worker.postMessage('stop');
     }
     return this.#exited;
