@@ -8,6 +8,7 @@ import { ExchangeNonces } from '../src/ledger/exchangeNonces.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { ExchangeClient, signSendAsset } from '../src/chains/exchange/client.ts';
 import { Ledger } from '../src/ledger/index.ts';
+import type { NewPayout } from '../src/ledger/payouts.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 import { auditCli, auditStack } from './helpers/audit.ts';
 
@@ -422,17 +423,7 @@ describe('crash safety of the solver sendAsset', () => {
       const raw = toHex(JSON.stringify(body));
       const hash = keccak256(raw);
       ledger.tx(() => {
-        ledger.payouts.insert({
-          id,
-          kind: 'claim',
-          request_id: null,
-          deposit_id: null,
-          chain_id: EX,
-          recipient,
-          currency: PERPS,
-          amount: String(Number(amount) * 1e6),
-          decided_at: Date.now(),
-        });
+        ledger.payouts.insert(claimPayout(id, recipient, String(Number(amount) * 1e6)));
         ledger.payouts.insertTx({
           hash,
           payout_id: id,
@@ -588,6 +579,11 @@ describe('relay-node audit of the exchange', () => {
   });
 });
 
+// A claim of `amount` (smallest unit) on the exchange to `recipient`, decided now.
+function claimPayout(id: string, recipient: string, amount: bigint | string): NewPayout {
+  return { id, kind: 'claim', request_id: null, deposit_id: null, chain_id: EX, recipient, currency: PERPS, amount: amount.toString(), decided_at: Date.now() };
+}
+
 // Last in the file: it credits the solver on the stand-in, outside the books the audit above reconciles.
 // A claim of more than the solver holds on the exchange, to account 2: its first post is answered
 // "Insufficient balance" and stays open.
@@ -596,17 +592,7 @@ async function claimRefusedForFunds(id: string) {
   const solver = s.devnet.solver;
   const before = state().perpsUsd(recipient);
   const amount = state().perpsUsd(solver) + 5_000_000n;
-  s.node.ledger.payouts.insert({
-    id,
-    kind: 'claim',
-    request_id: null,
-    deposit_id: null,
-    chain_id: EX,
-    recipient,
-    currency: PERPS,
-    amount: amount.toString(),
-    decided_at: Date.now(),
-  });
+  s.node.ledger.payouts.insert(claimPayout(id, recipient, amount));
   s.node.chains.payoutsQueued(EX);
   const first = await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /insufficient/i.test(t.error ?? '')), 'the first post refused for funds');
   return { id, recipient, solver, before, amount, first };

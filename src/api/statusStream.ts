@@ -104,6 +104,8 @@ export class StatusStream {
 
   attach(socket: WebSocket, req: FastifyRequest): void {
     if (this.#clients.size === 0) this.#lastSeq = this.#ctx.ledger.events.maxSeq();
+    // The address every per-IP bucket counts it by (an IPv6 client by its /64).
+    const ip = clientOf(req.ip);
     const client: Client = {
       socket,
       requests: new Map(),
@@ -112,10 +114,10 @@ export class StatusStream {
       closed: false,
       alive: true,
       apiKeyId: req.apiCaller?.id,
-      ip: clientOf(req.ip),
+      ip,
       limiterId: `c${++connectionSeq}`,
       dropped: 0,
-      release: this.#limits.wsConnected(clientOf(req.ip)),
+      release: this.#limits.wsConnected(ip),
     };
     this.#clients.add(client);
     this.#ctx.metrics.wsClients.set(this.#clients.size);

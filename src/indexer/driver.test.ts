@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Hex } from 'viem';
 import { Ledger } from '../ledger/index.ts';
-import type { ChainDeposit } from '../ledger/deposits.ts';
+import { bindDeposits, type ChainDeposit, unbindDeposits } from '../ledger/deposits.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import { createLogger } from '../log.ts';
 import { createMetrics } from '../metrics.ts';
@@ -237,14 +237,15 @@ describe('IndexerDriver', () => {
     // elsewhere. Every deposit written must be of a block of the chain as it was when written.
     let readAhead = false;
     const stale: number[] = [];
-    const insertCount = s.ledger.deposits.insertCount.bind(s.ledger.deposits);
-    s.ledger.deposits.insertCount = (ds) => {
+    const insertBound = s.ledger.deposits.insertBound.bind(s.ledger.deposits);
+    s.ledger.deposits.insertBound = (values) => {
+      const ds = unbindDeposits(values);
       if (!readAhead && ds.some((d) => d.block_number <= 8)) {
         readAhead = chain.reads.some((r) => r.from === 9);
         chain.reorg(60, 50, 'b', (n) => (n % 5 === 0 ? 1 : 0));
       }
       for (const d of ds) if (chain.blocks[d.block_number]?.hash !== d.block_hash) stale.push(d.block_number);
-      return insertCount(ds);
+      return insertBound(values);
     };
     s.driver.start();
     await s.driver.waitFor(110);
@@ -278,14 +279,15 @@ describe('IndexerDriver', () => {
     };
     // The ledger write of one range fails once: nothing of it may stay, the cursor included.
     let failOnce = true;
-    const insertCount = s.ledger.deposits.insertCount.bind(s.ledger.deposits);
-    s.ledger.deposits.insertCount = (ds) => {
+    const insertBound = s.ledger.deposits.insertBound.bind(s.ledger.deposits);
+    s.ledger.deposits.insertBound = (values) => {
+      const ds = unbindDeposits(values);
       if (failOnce && ds.some((d) => d.block_number > 60)) {
         failOnce = false;
-        insertCount(ds.filter((d) => d.block_number <= 60)); // part of the range is written, then the disk fills
+        insertBound(bindDeposits(ds.filter((d) => d.block_number <= 60))); // part of the range is written, then the disk fills
         throw new Error('disk full');
       }
-      return insertCount(ds);
+      return insertBound(values);
     };
     s.driver.start();
     await s.driver.waitFor(200);

@@ -1,5 +1,5 @@
 import type { Ledger } from '../ledger/index.ts';
-import type { ChainDeposit, NewDeposit, Recorded } from '../ledger/deposits.ts';
+import { bindDeposits, type ChainDeposit, type NewDeposit, type Recorded } from '../ledger/deposits.ts';
 import type { FinalRange } from '../ledger/finalRange.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
@@ -344,7 +344,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       d.block_number <= head - confirmations + 1 &&
       (!confirmationsOf || d.block_number <= head - confirmationsOf({ ...d, state: 'unconfirmed', request_id: null, confirmed_at: null }) + 1);
     const now = Date.now();
-    const rows = this.#rows(deposits, now, confirmedNow);
+    const values = bindDeposits(this.#rows(deposits, now, confirmedNow));
     // A range of final blocks (no reorg takes it back, so the chain gives it back whole) commits without
     // waiting for the disk (a lazy commit), though its deposits may be confirmed ones the solver acts on. Its
     // deposits and the cursor past them are one transaction, and the write-ahead log keeps commits in order,
@@ -354,7 +354,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     // store (they are below the unfinalized window) and nothing for the solver to decide: it is handed to the
     // ledger, which may write it off this thread (SQLite's writer thread) while this one reads the next.
     if (to <= head - finalityDepth && gone.length === 0 && !this.#cfg.final) {
-      await this.#queue({ chainId, source: this.#cfg.cursor, from, origin: this.#cfg.startBlock - 1, to, pruneBelow: head - finalityDepth, deposits: rows });
+      await this.#queue({ chainId, source: this.#cfg.cursor, from, origin: this.#cfg.startBlock - 1, to, pruneBelow: head - finalityDepth, values });
       this.#queuedTo = to;
       this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
       this.#lastReadAt = Date.now();
@@ -363,7 +363,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     await this.#settle();
     let final = 0;
     const stored = this.#ledger.tx(() => {
-      const recorded = this.#ledger.deposits.recordCount(chainId, rows);
+      const recorded = this.#ledger.deposits.recordCount(chainId, values);
       for (const d of gone) this.#reorgs.onDepositReorged(d, now);
       for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
       this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);

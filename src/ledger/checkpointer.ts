@@ -3,8 +3,8 @@
 // one thread that also decides and pays. A backfill writing 100,000 deposits spent about a fifth of its write time
 // there (bench/backfill). The node's connection runs none while the thread keeps the log short (only past a backstop
 // of 10,000 pages); should the thread fail, it takes the checkpoints back.
-import { Worker } from 'node:worker_threads';
 import type { Db } from './db.ts';
+import { LedgerThread } from './ledgerThread.ts';
 
 /** SQLite's own threshold (pages), restored on the node's connection should the thread stop. */
 const AUTOCHECKPOINT_PAGES = 1000;
@@ -23,32 +23,29 @@ export interface CheckpointerLog {
 
 /** A thread checkpointing the WAL of the SQLite ledger at `path` every `intervalMs`, beside the connection `db`. */
 export class WalCheckpointer {
-  readonly #worker: Worker;
-  readonly #exited: Promise<void>;
-  #running = true;
+  readonly #thread: LedgerThread<'stop', { failed?: string }>;
 
   constructor(db: Db, path: string, log: CheckpointerLog, intervalMs = 200) {
-    this.#worker = new Worker(new URL('./checkpointWorker.mjs', import.meta.url), { workerData: { path, intervalMs } });
-    this.#exited = new Promise((resolve) => this.#worker.once('exit', () => resolve()));
     db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
-    const takeBack = (err: unknown) => {
-      if (!this.#running) return;
-      this.#running = false;
-      if (db.open) db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
-      log.error({ err: String((err as Error)?.message ?? err) }, 'the ledger checkpoint thread stopped: checkpoints are back on the node thread');
-    };
-    this.#worker.on('error', takeBack);
-    this.#worker.on('exit', (code) => takeBack(`exit ${code}`));
-    this.#worker.on('message', (m: { failed?: string }) => {
-      if (m.failed !== undefined) log.warn({ err: m.failed }, 'ledger checkpoint failed; trying again');
-    });
-    // The thread never keeps the process alive (after the listeners: a 'message' listener refs the worker again).
-    this.#worker.unref();
+    this.#thread = new LedgerThread(
+      new URL('./checkpointWorker.mjs', import.meta.url),
+      { path, intervalMs },
+      {
+        onMessage: (m) => {
+          if (m.failed !== undefined) log.warn({ err: m.failed }, 'ledger checkpoint failed; trying again');
+        },
+        onExit: (why, unasked) => {
+          if (!unasked) return;
+          if (db.open) db.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+          log.error({ err: why }, 'the ledger checkpoint thread stopped: checkpoints are back on the node thread');
+        },
+      },
+    );
   }
 
   /** Whether the thread is checkpointing (false once it stopped, by `stop` or on an error). */
   get running(): boolean {
-    return this.#running;
+    return this.#thread.running;
   }
 
   /**
@@ -56,12 +53,6 @@ export class WalCheckpointer {
    * and removes the log).
    */
   stop(): Promise<void> {
-    if (this.#running) {
-      this.#running = false;
-      // Referenced until it exits: a process with nothing else left to do waits for the last connection to close.
-      this.#worker.ref();
-      this.#worker.postMessage('stop');
-    }
-    return this.#exited;
+    return this.#thread.stop();
   }
 }

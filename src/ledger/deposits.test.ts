@@ -2,7 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { LEDGER_KINDS, testLedgers, withoutForeignKeys } from '../../test/helpers/ledgers.ts';
 import type { OpenedLedger } from './index.ts';
-import type { NewDeposit } from './deposits.ts';
+import { bindDeposits, type NewDeposit } from './deposits.ts';
 
 const ledgers = testLedgers();
 
@@ -86,7 +86,7 @@ describe.each(LEDGER_KINDS)('Deposits.recordCount (%s)', (kind) => {
     const both = (rows: (NewDeposit & { confirmed_at?: number })[]) => {
       const ids = named.tx(() => named.deposits.record(8453, rows));
       const confirmedIds = new Set(rows.filter((r) => r.confirmed_at !== undefined).map((r) => r.id));
-      expect(counted.tx(() => counted.deposits.recordCount(8453, rows))).toEqual({
+      expect(counted.tx(() => counted.deposits.recordCount(8453, bindDeposits(rows)))).toEqual({
         fresh: ids.length,
         confirmed: ids.filter((id) => confirmedIds.has(id)).length,
       });

@@ -52,7 +52,7 @@ export function bindDeposits(ds: readonly (NewDeposit & { confirmed_at?: number 
 }
 
 /** The deposits `values` binds (bindDeposits). */
-function unbindDeposits(values: BoundDeposits): (NewDeposit & { confirmed_at?: number })[] {
+export function unbindDeposits(values: BoundDeposits): (NewDeposit & { confirmed_at?: number })[] {
   const ds: (NewDeposit & { confirmed_at?: number })[] = [];
   for (let p = 0; p < values.length; p += INSERT_VALUES) {
     const d = {
@@ -146,55 +146,30 @@ export class Deposits {
    * have confirmed it right after, in the same transaction.
    */
   insertMany(ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
+    // Each id once (its first listing): PostgreSQL refuses an upsert that touches a row twice in one statement,
+    // and on SQLite the second listing of a row just written changes nothing.
+    const seen = new Set<string>();
+    const once = ds.filter((d) => !seen.has(d.id) && seen.add(d.id));
     const written = new Set<string>();
-    this.#insertChunks(ds, true, (st, params) => {
-      for (const id of st.all(params) as string[]) written.add(id);
-    });
+    for (let i = 0; i < once.length; i += INSERT_CHUNK) {
+      const rows = Math.min(INSERT_CHUNK, once.length - i);
+      for (const id of this.#insertStatement(rows, true).all(bindDeposits(once, i, rows)) as string[]) written.add(id);
+    }
     if (written.size === ds.length) return ds.map((d) => d.id);
     return ds.filter((d) => written.delete(d.id)).map((d) => d.id);
   }
-  /** {@link insertMany}, counting the rows new (or revived) rather than naming them: no RETURNING, a tenth less work for a backfill. */
-  insertCount(ds: (NewDeposit & { confirmed_at?: number })[]): number {
-    let n = 0;
-    this.#insertChunks(ds, false, (st, params) => {
-      n += st.run(params).changes;
-    });
-    return n;
-  }
-  // Writes each deposit once (its first listing: PostgreSQL refuses an upsert that touches a row twice in one
-  // statement, and on SQLite the second listing of a row just written changes nothing), a hundred rows per
-  // statement, each statement run by `run` (RETURNING the ids when `named`).
-  #insertChunks(ds: (NewDeposit & { confirmed_at?: number })[], named: boolean, run: (st: ReturnType<Db['prepare']>, params: BoundDeposits) => void): void {
-    const seen = new Set<string>();
-    const once = ds.filter((d) => !seen.has(d.id) && seen.add(d.id));
-    for (let i = 0; i < once.length; i += INSERT_CHUNK) {
-      const rows = Math.min(INSERT_CHUNK, once.length - i);
-      run(this.#insertStatement(rows, named), bindDeposits(once, i, rows));
-    }
-  }
   /**
-   * {@link recordCount} of deposits given as the bulk insert binds them ({@link bindDeposits}): SQLite's writer
-   * thread receives a range of final blocks so. In the common case (all of them confirmed or none, each listed once,
-   * none repeating a deposit acted on) they are bound as they are, without a row object each.
+   * {@link insertMany} of deposits given as the insert binds them ({@link bindDeposits}), each listed once, counting
+   * the rows new (or revived) rather than naming them: no RETURNING, a tenth less work for a backfill.
    */
-  recordBound(chainId: number, values: BoundDeposits): Recorded {
+  insertBound(values: BoundDeposits): number {
     const n = values.length / INSERT_VALUES;
-    const ids = new Set<unknown>();
-    const txs = new Set<string>();
-    let confirmed = 0;
-    for (let p = 0; p < values.length; p += INSERT_VALUES) {
-      ids.add(values[p]);
-      txs.add(values[p + 2] as string);
-      if (values[p + 10] === 'confirmed') confirmed++;
-    }
-    const plain = ids.size === n && (confirmed === 0 || confirmed === n) && this.handledOfTxs(chainId, [...txs]).length === 0;
-    if (!plain) return this.recordCount(chainId, unbindDeposits(values));
     let fresh = 0;
     for (let i = 0; i < n; i += INSERT_CHUNK) {
       const rows = Math.min(INSERT_CHUNK, n - i);
       fresh += this.#insertStatement(rows, false).run(values.slice(i * INSERT_VALUES, (i + rows) * INSERT_VALUES)).changes;
     }
-    return { fresh, confirmed: confirmed ? fresh : 0 };
+    return fresh;
   }
   /**
    * Writes deposits read from canonical blocks, all of chain `chainId`; returns the ids of those new to the ledger (or
@@ -205,18 +180,30 @@ export class Deposits {
   record(chainId: number, ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
     return this.insertMany(this.#relocate(chainId, ds));
   }
-  /** {@link record}, counting the deposits new to the ledger, and those of them written confirmed, rather than naming them. */
-  recordCount(chainId: number, ds: (NewDeposit & { confirmed_at?: number })[]): Recorded {
-    const rows = this.#relocate(chainId, ds);
-    const confirmed = rows.filter((r) => r.confirmed_at !== undefined).length;
-    // A backfill writes them all (or none) confirmed: counted by the statement alone then.
-    if (confirmed === 0 || confirmed === rows.length) {
-      const fresh = this.insertCount(rows);
+  /**
+   * {@link record} of deposits given as the insert binds them ({@link bindDeposits}: SQLite's writer thread receives
+   * them so), counting the deposits new to the ledger, and those of them written confirmed, rather than naming them.
+   * In the common case (all of them confirmed or none, each listed once, none repeating a deposit acted on) they are
+   * bound as they are, without a row object each.
+   */
+  recordCount(chainId: number, values: BoundDeposits): Recorded {
+    const n = values.length / INSERT_VALUES;
+    const ids = new Set<unknown>();
+    const txs = new Set<string>();
+    let confirmed = 0;
+    for (let p = 0; p < values.length; p += INSERT_VALUES) {
+      ids.add(values[p]);
+      txs.add(values[p + 2] as string);
+      if (values[p + 10] === 'confirmed') confirmed++;
+    }
+    if (ids.size === n && (confirmed === 0 || confirmed === n) && this.handledOfTxs(chainId, [...txs]).length === 0) {
+      const fresh = this.insertBound(values);
       return { fresh, confirmed: confirmed ? fresh : 0 };
     }
-    const ids = this.insertMany(rows);
+    const rows = this.#relocate(chainId, unbindDeposits(values));
+    const written = this.insertMany(rows);
     const confirmedIds = new Set(rows.filter((r) => r.confirmed_at !== undefined).map((r) => r.id));
-    return { fresh: ids.length, confirmed: ids.filter((id) => confirmedIds.has(id)).length };
+    return { fresh: written.length, confirmed: written.filter((id) => confirmedIds.has(id)).length };
   }
   // The deposits of `ds` to insert: those that repeat a deposit already acted on from another fork move it to their
   // block instead (see record).

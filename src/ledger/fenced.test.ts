@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type ActingLedger, fencedLedger, READS } from './fenced.ts';
 import { Ledger } from './index.ts';
 import { LeaseLostError } from './leases.ts';
+import { until } from '../../test/helpers/until.ts';
 import type { NewPayout } from './payouts.ts';
 
 const TTL = 10_000;
@@ -115,6 +116,26 @@ describe('fenced ledger', () => {
     expect(acting.fence).toBeUndefined();
     expect(() => acting.payouts.insert(payout())).toThrow(/lease deadline passed/);
     expect(count()).toBe(0);
+  });
+
+  it("writes a range of final blocks only under its lease, in a transaction of the node's (never on the writer thread)", async () => {
+    const threaded = Ledger.open(join(dir, 'ledger.sqlite'), { writerThread: { warn() {}, error() {} } });
+    try {
+      await until(() => threaded.writesOffThread || undefined, 'the writer thread to start');
+      const fenced = fencedLedger(threaded, (e) => heard.push(e));
+      const range = (from: number, to: number) => ({ chainId: 10, source: 'depository', from, origin: 0, to, pruneBelow: 0, values: [] });
+      const epoch = a.leases.acquire('node-a', 1_000, TTL)!;
+      fenced.arm({ holder: 'node-a', epoch });
+      expect(await fenced.writeFinalRange(range(1, 5))).toEqual({ fresh: 0, confirmed: 0 });
+      expect(a.indexer.cursor(10, 'depository')).toBe(5);
+      // node-b takes over: the next range is refused, and the cursor stays.
+      b.leases.acquire('node-b', 1_000 + TTL, TTL);
+      await expect(fenced.writeFinalRange(range(6, 9))).rejects.toThrow(LeaseLostError);
+      expect(a.indexer.cursor(10, 'depository')).toBe(5);
+      expect(heard).toHaveLength(1);
+    } finally {
+      await threaded.closed();
+    }
   });
 
   it('runs unfenced only methods that never write: no method named in READS runs a write statement in any store', () => {

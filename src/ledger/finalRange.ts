@@ -1,4 +1,4 @@
-import type { NewDeposit, Recorded } from './deposits.ts';
+import type { BoundDeposits, Recorded } from './deposits.ts';
 import type { Ledger } from './ledger.ts';
 
 /**
@@ -21,23 +21,18 @@ export interface FinalRange {
   to: number;
   /** The chain's stored blocks below this height are pruned (the unfinalized window moved up). */
   pruneBelow: number;
-  /** The deposits, as rows (confirmed_at: written confirmed at that time). */
-  deposits: (NewDeposit & { confirmed_at?: number })[];
+  /** The deposits, as the insert binds them (bindDeposits: one flat array, which crosses to a thread at half the cost of objects). */
+  values: BoundDeposits;
 }
 
 /** Writes `range` through the ledger's stores, inside the caller's transaction. */
 export function writeFinalRange(ledger: Pick<Ledger, 'deposits' | 'indexer'>, range: FinalRange): Recorded {
-  return writeFinalRangeBy(ledger, range, () => ledger.deposits.recordCount(range.chainId, range.deposits));
-}
-
-/** {@link writeFinalRange}, its deposits written by `record` (the writer thread's come bound already). */
-export function writeFinalRangeBy(ledger: Pick<Ledger, 'indexer'>, range: Omit<FinalRange, 'deposits'>, record: () => Recorded): Recorded {
   const at = ledger.indexer.cursor(range.chainId, range.source) ?? range.origin;
   if (at !== range.from - 1)
     throw new Error(
       `chain ${range.chainId}: the range of blocks ${range.from} to ${range.to} was not written: the indexer's cursor is at block ${at}, not ${range.from - 1}`,
     );
-  const recorded = record();
+  const recorded = ledger.deposits.recordCount(range.chainId, range.values);
   ledger.indexer.setCursor(range.chainId, range.source, range.to);
   ledger.indexer.pruneBelow(range.chainId, range.pruneBelow);
   return recorded;

@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { threadLog } from '../../test/helpers/threadLog.ts';
 import { until } from '../../test/helpers/until.ts';
+import { bindDeposits, type NewDeposit, unbindDeposits } from './deposits.ts';
 import type { FinalRange } from './finalRange.ts';
 import { Ledger } from './index.ts';
 import { RangeWriter } from './rangeWriter.ts';
@@ -18,7 +19,7 @@ const hex = (n: number, bytes = 32) => `0x${n.toString(16).padStart(bytes * 2, '
 
 // Blocks [from, to], two deposits each, confirmed (as a backfill writes them).
 function range(from: number, to: number): FinalRange {
-  const deposits: FinalRange['deposits'] = [];
+  const deposits: (NewDeposit & { confirmed_at: number })[] = [];
   for (let n = from; n <= to; n++) {
     for (const i of [0, 1]) {
       deposits.push({
@@ -37,7 +38,7 @@ function range(from: number, to: number): FinalRange {
       });
     }
   }
-  return { chainId: CHAIN, source: 'depository', from, origin: 0, to, pruneBelow: 0, deposits };
+  return { chainId: CHAIN, source: 'depository', from, origin: 0, to, pruneBelow: 0, values: bindDeposits(deposits) };
 }
 
 describe('the ledger writer thread', () => {
@@ -80,7 +81,9 @@ describe('the ledger writer thread', () => {
   it('writes nothing of a range whose write fails, the cursor included', async () => {
     const l = await started();
     const bad = range(1, 10);
-    (bad.deposits[7] as { amount: string | null }).amount = null; // NOT NULL: the insert fails half-way
+    const rows = unbindDeposits(bad.values);
+    (rows[7] as { amount: string | null }).amount = null; // NOT NULL: the insert fails half-way
+    bad.values = bindDeposits(rows);
     await expect(l.writeFinalRange(bad)).rejects.toThrow(/NOT NULL/);
     expect(l.indexer.cursor(CHAIN, 'depository')).toBeUndefined();
     expect(l.db.prepare('SELECT count(*) FROM deposits').pluck().get()).toBe(0);

@@ -1,7 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { errText } from '../lib/errors.ts';
-import { writeFinalRangeBy } from './finalRange.ts';
-import type { RangeMessage } from './rangeWriter.ts';
+import { type FinalRange, writeFinalRange } from './finalRange.ts';
 import { Ledger } from './index.ts';
 
 // The ledger writer thread (rangeWriter.ts): a connection of its own to the node's SQLite ledger (migrated already
@@ -12,16 +11,14 @@ const ledger = Ledger.open(path);
 const db = ledger.db;
 db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
 
-parentPort!.on('message', (m: { id: number; range: RangeMessage } | 'stop') => {
+parentPort!.on('message', (m: { id: number; range: FinalRange } | 'stop') => {
   if (m === 'stop') {
     db.close();
     parentPort!.close();
     return;
   }
   try {
-    const { values, ...range } = m.range;
-    const recorded = ledger.tx(() => writeFinalRangeBy(ledger, range, () => ledger.deposits.recordBound(range.chainId, values)), { lazy: true });
-    parentPort!.postMessage({ id: m.id, recorded });
+    parentPort!.postMessage({ id: m.id, recorded: ledger.tx(() => writeFinalRange(ledger, m.range), { lazy: true }) });
   } catch (e) {
     parentPort!.postMessage({ id: m.id, error: errText(e) });
   }
