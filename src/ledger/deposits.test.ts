@@ -2,7 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { LEDGER_KINDS, testLedgers, withoutForeignKeys } from '../../test/helpers/ledgers.ts';
 import type { OpenedLedger } from './index.ts';
-import { bindDeposits, type NewDeposit } from './deposits.ts';
+import { bindDeposits, type NewDeposit, orderRefIs } from './deposits.ts';
+import { STATUS_BY_ID } from './statusRecord.ts';
 
 const ledgers = testLedgers();
 
@@ -119,5 +120,35 @@ describe.each(LEDGER_KINDS)('Deposits.handledOfTxs (%s)', (kind) => {
     l.deposits.markHandled(`10:${hex(1)}:30`, hex(1));
     expect(l.deposits.handledOfTxs(8453, [hex(1), hex(2), hex(99)]).map((d) => d.id)).toEqual([ds[8]!.id, ds[15]!.id]);
     expect(l.deposits.handledOfTxs(8453, [])).toEqual([]);
+  });
+});
+
+describe.each(LEDGER_KINDS)('Deposits.byOrderRef (%s)', (kind) => {
+  it('lists the deposits of the ref itself, not those of refs alike in the digits its index holds', async () => {
+    const l = await ledgers.open(kind);
+    const ref = `0x${'ab'.repeat(28)}12345678` as const;
+    const twin = `0x${'cd'.repeat(28)}12345678` as const; // the same last 8 digits
+    const near = `0x${'ab'.repeat(28)}12345679` as const;
+    l.deposits.insertMany([
+      { ...deposit(1), order_ref: ref },
+      { ...deposit(2), order_ref: twin },
+      { ...deposit(3), order_ref: near },
+      { ...deposit(4), order_ref: ref },
+    ]);
+    expect(l.deposits.byOrderRef(ref).map((d) => d.id)).toEqual([deposit(1).id, deposit(4).id]);
+    expect(l.deposits.byOrderRef(twin).map((d) => d.id)).toEqual([deposit(2).id]);
+    expect(l.deposits.byOrderRef(`0x${'ef'.repeat(28)}12345678`)).toEqual([]);
+  });
+});
+
+describe('the deposits index by order ref (sqlite)', () => {
+  it("is short (the last 8 digits of the ref) and serves each lookup by ref: the order's deposits, and a waiting order's status", async () => {
+    const l = await ledgers.open('sqlite');
+    const plan = (sql: string, ...params: unknown[]) =>
+      (l.db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail).join('; ');
+    const index = l.db.prepare(`SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'deposits' AND sql LIKE '%order_ref%'`).all();
+    expect(index).toEqual([{ sql: 'CREATE INDEX deposits_order_key ON deposits(substr(order_ref, 59))' }]);
+    expect(plan(`SELECT * FROM deposits WHERE ${orderRefIs('order_ref', '@ref')}`, { ref: '0x01' })).toMatch(/USING INDEX deposits_order_key/);
+    expect(plan(STATUS_BY_ID, '0x01')).toMatch(/SEARCH d USING INDEX deposits_order_key/);
   });
 });

@@ -26,6 +26,16 @@ const INSERT_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', bl
 const INSERT_MANY_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = excluded.state, confirmed_at = COALESCE(excluded.confirmed_at, deposits.confirmed_at),
       block_number = excluded.block_number, block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
 
+/**
+ * `column` (a deposit's order_ref) equals `ref`, written so that the deposits' index by ref serves it (migration 31):
+ * that index holds the ref's last 8 hex digits, not the whole 66-character random key (which made every range of a
+ * backfill rewrite most of a large index: about half of its write), so a lookup names those digits beside the ref
+ * itself, which keeps it exact.
+ */
+export function orderRefIs(column: string, ref: string): string {
+  return `substr(${column}, 59) = substr(${ref}, 59) AND ${column} = ${ref}`;
+}
+
 /** Deposits as the bulk insert binds them: INSERT_VALUES values per deposit, in the order of its columns. */
 export type BoundDeposits = (string | number | null)[];
 
@@ -113,7 +123,7 @@ export class Deposits {
     this.#confirm = db.prepare(`UPDATE deposits SET state = 'confirmed', confirmed_at = @now
       WHERE chain_id = @chain AND state = 'unconfirmed' AND block_number <= @upTo`);
     this.#nextConfirmed = db.prepare(`SELECT * FROM deposits WHERE state = 'confirmed' ORDER BY confirmed_at, block_number, log_index LIMIT ? OFFSET ?`);
-    this.#byRef = db.prepare(`SELECT * FROM deposits WHERE order_ref = ? AND state != 'reorged' ORDER BY block_number, log_index`);
+    this.#byRef = db.prepare(`SELECT * FROM deposits WHERE ${orderRefIs('order_ref', '@ref')} AND state != 'reorged' ORDER BY block_number, log_index`);
     this.#forRequest = db.prepare(`SELECT * FROM deposits WHERE request_id = ? ORDER BY block_number, log_index`);
     this.#reorgAbove = db.prepare(`UPDATE deposits SET state = 'reorged' WHERE chain_id = ? AND block_number > ?
       AND state IN ('unconfirmed', 'confirmed') RETURNING *`);
@@ -261,7 +271,7 @@ export class Deposits {
     return this.#nextConfirmed.all(limit, skip) as DepositRow[];
   }
   byOrderRef(ref: string): DepositRow[] {
-    return this.#byRef.all(ref) as DepositRow[];
+    return this.#byRef.all({ ref }) as DepositRow[];
   }
   /** Deposits seen since `since` (ms) whose transaction fee is not read yet (for the request records). */
   recentWithoutTxFee(since: number, limit: number): DepositRow[] {

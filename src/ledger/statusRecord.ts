@@ -1,3 +1,4 @@
+import { orderRefIs } from './deposits.ts';
 import type { RequestRow } from './types.ts';
 
 /** The request's fields the Status record shows (a few of its ~40 columns). */
@@ -13,7 +14,7 @@ const STATUS_COLUMNS = `r.api_key_id, r.status, r.details, r.fail_reason, r.refu
   r.destination_chain_id, r.created_at,
   (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.request_id = r.id) AS in_hashes,
   CASE WHEN r.kind = 'order' AND r.status = 'waiting' THEN
-    (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE d.order_ref = r.id AND d.state != 'reorged')
+    (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE ${orderRefIs('d.order_ref', 'r.id')} AND d.state != 'reorged')
   END AS seen_hashes,
   (SELECT string_agg(p.tx_hash, ',' ORDER BY p.decided_at, p.id) FROM payouts p WHERE p.request_id = r.id AND p.tx_hash IS NOT NULL) AS out_hashes`;
 
