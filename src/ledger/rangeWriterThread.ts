@@ -1,15 +1,21 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { errText } from '../lib/errors.ts';
+import { openDb } from './db.ts';
+import { Deposits } from './deposits.ts';
 import { type FinalRange, writeFinalRange } from './finalRange.ts';
-import { Ledger } from './index.ts';
+import { IndexerState } from './indexerState.ts';
 
-// The ledger writer thread (rangeWriter.ts): a connection of its own to the node's SQLite ledger (migrated already
-// by the node's: opening it finds nothing to apply), writing each range asked for in one lazy transaction, in the order asked, with the very stores
-// the node's connection writes through.
+// The ledger writer thread (rangeWriter.ts): a connection of its own to the node's SQLite ledger (migrated already by
+// the node's), writing each range asked for in one transaction, in the order asked, with the very stores the node's
+// connection writes through. It loads those two stores only (not the whole ledger, nor viem): the node starts it beside
+// its first requests, and its start is CPU they would wait for.
 const { path, autocheckpoint } = workerData as { path: string; autocheckpoint: number };
-const ledger = Ledger.open(path);
-const db = ledger.db;
+const db = openDb(path);
+// Every commit here is a lazy one (TxOptions.lazy): no disk flush of its own.
+db.pragma('synchronous = NORMAL');
 db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
+const stores = { deposits: new Deposits(db), indexer: new IndexerState(db) };
+// Immediate, as the node's transactions: the write lock is taken before the cursor is read, not upgraded to after it.
+const write = (range: FinalRange) => db.transaction(() => writeFinalRange(stores, range)).immediate();
 
 parentPort!.on('message', (m: { id: number; range: FinalRange } | 'stop') => {
   if (m === 'stop') {
@@ -18,9 +24,9 @@ parentPort!.on('message', (m: { id: number; range: FinalRange } | 'stop') => {
     return;
   }
   try {
-    parentPort!.postMessage({ id: m.id, recorded: ledger.tx(() => writeFinalRange(ledger, m.range), { lazy: true }) });
+    parentPort!.postMessage({ id: m.id, recorded: write(m.range) });
   } catch (e) {
-    parentPort!.postMessage({ id: m.id, error: errText(e) });
+    parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) });
   }
 });
 parentPort!.postMessage({ ready: true });
