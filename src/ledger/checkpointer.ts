@@ -4,7 +4,7 @@
 // there (bench/backfill). The node's connection runs none while the thread keeps the log short (only past a backstop
 // of 10,000 pages); should the thread fail, it takes the checkpoints back.
 import type { Db } from './db.ts';
-import { LedgerThread } from './ledgerThread.ts';
+import { LedgerThread, type ThreadLog } from './ledgerThread.ts';
 
 /** SQLite's own threshold (pages), restored on the node's connection should the thread stop. */
 const AUTOCHECKPOINT_PAGES = 1000;
@@ -15,17 +15,11 @@ const AUTOCHECKPOINT_PAGES = 1000;
  */
 const BACKSTOP_PAGES = 10_000;
 
-/** What the checkpointer reports: a checkpoint that failed, or the thread stopping on an error. */
-export interface CheckpointerLog {
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
-
 /** A thread checkpointing the WAL of the SQLite ledger at `path` every `intervalMs`, beside the connection `db`. */
 export class WalCheckpointer {
   readonly #thread: LedgerThread<'stop', { failed?: string }>;
 
-  constructor(db: Db, path: string, log: CheckpointerLog, intervalMs = 200) {
+  constructor(db: Db, path: string, log: ThreadLog, intervalMs = 200) {
     db.pragma(`wal_autocheckpoint = ${BACKSTOP_PAGES}`);
     this.#thread = new LedgerThread(
       new URL('./checkpointWorker.mjs', import.meta.url),

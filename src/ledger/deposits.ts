@@ -188,7 +188,7 @@ export class Deposits {
    * index: the same money) follows its block instead. Runs inside the caller's transaction.
    */
   record(chainId: number, ds: (NewDeposit & { confirmed_at?: number })[]): string[] {
-    return this.insertMany(this.#relocate(chainId, ds));
+    return this.insertMany(this.#relocate(ds, this.handledOfTxs(chainId, [...new Set(ds.map((d) => d.tx_hash))])));
   }
   /**
    * {@link record} of deposits given as the insert binds them ({@link bindDeposits}: SQLite's writer thread receives
@@ -206,27 +206,27 @@ export class Deposits {
       txs.add(values[p + 2] as string);
       if (values[p + 10] === 'confirmed') confirmed++;
     }
-    if (ids.size === n && (confirmed === 0 || confirmed === n) && this.handledOfTxs(chainId, [...txs]).length === 0) {
+    const handled = this.handledOfTxs(chainId, [...txs]);
+    if (ids.size === n && (confirmed === 0 || confirmed === n) && handled.length === 0) {
       const fresh = this.insertBound(values);
       return { fresh, confirmed: confirmed ? fresh : 0 };
     }
-    const rows = this.#relocate(chainId, unbindDeposits(values));
+    const rows = this.#relocate(unbindDeposits(values), handled);
     const written = this.insertMany(rows);
     const confirmedIds = new Set(rows.filter((r) => r.confirmed_at !== undefined).map((r) => r.id));
     return { fresh: written.length, confirmed: written.filter((id) => confirmedIds.has(id)).length };
   }
   // The deposits of `ds` to insert: those that repeat a deposit already acted on from another fork move it to their
-  // block instead (see record).
-  #relocate<D extends NewDeposit>(chainId: number, ds: D[]): D[] {
-    // The deposits acted on in these logs' transactions, in one query (a backfill writes thousands
-    // of logs per range; a query per log was most of its cost).
+  // block instead (see record). `handledOfTxs`: the deposits acted on in their transactions, read in one query (a
+  // backfill writes thousands of logs per range; a query per log was most of its cost).
+  #relocate<D extends NewDeposit>(ds: D[], handledOfTxs: DepositRow[]): D[] {
+    if (handledOfTxs.length === 0) return ds;
     const handled = new Map<string, DepositRow[]>();
-    for (const h of this.handledOfTxs(chainId, [...new Set(ds.map((d) => d.tx_hash))])) {
+    for (const h of handledOfTxs) {
       const rows = handled.get(h.tx_hash);
       if (rows) rows.push(h);
       else handled.set(h.tx_hash, [h]);
     }
-    if (handled.size === 0) return ds;
     return ds.filter((d) => {
       const earlier = handled
         .get(d.tx_hash)

@@ -1,7 +1,6 @@
-import type { CheckpointerLog } from './checkpointer.ts';
 import type { Ledger as LedgerInterface } from './ledger.ts';
 import { PostgresLedger } from './postgres/ledger.ts';
-import { SqliteLedger } from './sqlite.ts';
+import { SqliteLedger, type SqliteOpenOptions } from './sqlite.ts';
 
 export * from './types.ts';
 export type { ApiKeyRow } from './apiKeys.ts';
@@ -30,16 +29,15 @@ export const Ledger = {
    * implementation (a `Ledger`) so that tests and benchmarks can reach its connection for set-up;
    * the node hands its stages the `Ledger` interface only.
    */
-  open(path: string, opts: { readonly?: boolean; checkpointThread?: CheckpointerLog; writerThread?: CheckpointerLog } = {}): SqliteLedger {
+  open(path: string, opts: SqliteOpenOptions = {}): SqliteLedger {
     return SqliteLedger.open(path, opts);
   },
 
   /**
    * Opens the configured ledger: PostgreSQL at `url` when given (config `ledger.url`, a secret), else the SQLite file
-   * at `path`; unless read-only, it is migrated. `checkpointThread`: SQLite's WAL is checkpointed on a thread of its own;
-   * `writerThread`: SQLite's ranges of final blocks are written on a thread of their own.
+   * at `path` (its threads as SqliteOpenOptions says); unless read-only, it is migrated.
    */
-  connect(where: LedgerLocation, opts: { readonly?: boolean; checkpointThread?: CheckpointerLog; writerThread?: CheckpointerLog } = {}): OpenedLedger {
+  connect(where: LedgerLocation, opts: SqliteOpenOptions = {}): OpenedLedger {
     if (where.url)
       return PostgresLedger.open(where.url, { readonly: opts.readonly, timeoutMs: where.timeoutMs, statusCacheMaxAgeMs: where.statusCacheMaxAgeMs });
     return SqliteLedger.open(where.path, opts);

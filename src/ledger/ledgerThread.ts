@@ -3,6 +3,12 @@
 // asked of it before is done (it then closes its connection and exits).
 import { Worker } from 'node:worker_threads';
 
+/** What a ledger thread reports (a failed step, the thread stopping on an error): the node's logger. */
+export interface ThreadLog {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
 /** A started ledger thread. `onExit(why, unasked)`: once, when it exits; `unasked` when `stop` had not asked it to. */
 export class LedgerThread<In, Out> {
   readonly #worker: Worker;

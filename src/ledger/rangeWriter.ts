@@ -6,10 +6,9 @@
 // the next range meanwhile. Nothing else moves here: every other transaction stays on the node's connection,
 // and the write lock still admits one writer at a time (a transaction of the node's waits for a range's commit,
 // as it waited for the write itself before).
-import type { CheckpointerLog } from './checkpointer.ts';
 import type { Recorded } from './deposits.ts';
 import type { FinalRange } from './finalRange.ts';
-import { LedgerThread } from './ledgerThread.ts';
+import { LedgerThread, type ThreadLog } from './ledgerThread.ts';
 
 type Reply = { ready: true } | { id: number; recorded: Recorded } | { id: number; error: string };
 
@@ -21,7 +20,7 @@ export class RangeWriter {
   #ready = false;
 
   /** `autocheckpoint`: the thread's connection's wal_autocheckpoint (pages), as the node's connection has it. */
-  constructor(path: string, log: CheckpointerLog, opts: { autocheckpoint: number }) {
+  constructor(path: string, log: ThreadLog, opts: { autocheckpoint: number }) {
     this.#thread = new LedgerThread(
       new URL('./rangeWriterWorker.mjs', import.meta.url),
       { path, autocheckpoint: opts.autocheckpoint },

@@ -1,22 +1,30 @@
-import { WalCheckpointer, type CheckpointerLog } from './checkpointer.ts';
+import { WalCheckpointer } from './checkpointer.ts';
 import { openDb, migrate, type Db } from './db.ts';
 import type { Recorded } from './deposits.ts';
 import type { FinalRange } from './finalRange.ts';
 import type { TxOptions } from './ledger.ts';
+import type { ThreadLog } from './ledgerThread.ts';
 import { RangeWriter } from './rangeWriter.ts';
 import { StoreLedger } from './storeLedger.ts';
+
+/**
+ * How a SQLite ledger is opened. `checkpointThread`: the WAL is checkpointed on a thread of its own (checkpointer.ts);
+ * `writerThread`: ranges of final blocks are written on a thread of their own (rangeWriter.ts); each reports to the log
+ * given. The node's ledger is opened with both.
+ */
+export interface SqliteOpenOptions {
+  readonly?: boolean;
+  checkpointThread?: ThreadLog;
+  writerThread?: ThreadLog;
+}
 
 /** The ledger in SQLite (better-sqlite3): every stage reads its work here and writes its result back in one SQLite transaction. */
 export class SqliteLedger extends StoreLedger<Db> {
   #checkpointer: WalCheckpointer | undefined;
   #writer: RangeWriter | undefined;
 
-  /**
-   * Opens (and unless read-only, migrates) the SQLite ledger at `path`. `checkpointThread`: the WAL is checkpointed
-   * on a thread of its own (checkpointer.ts), which reports to this log; `writerThread`: ranges of final blocks are
-   * written on a thread of their own (rangeWriter.ts), which reports to this log. The node's ledger is opened so.
-   */
-  static open(path: string, opts: { readonly?: boolean; checkpointThread?: CheckpointerLog; writerThread?: CheckpointerLog } = {}): SqliteLedger {
+  /** Opens (and unless read-only, migrates) the SQLite ledger at `path`. */
+  static open(path: string, opts: SqliteOpenOptions = {}): SqliteLedger {
     const db = openDb(path, opts);
     if (!opts.readonly) migrate(db);
     const ledger = new SqliteLedger(db);
