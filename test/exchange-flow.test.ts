@@ -6,7 +6,7 @@ import axios from 'axios';
 import { convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
 import { ExchangeNonces } from '../src/ledger/exchangeNonces.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
-import { ExchangeClient, signSendAsset } from '../src/chains/exchange/client.ts';
+import { ExchangeActionError, ExchangeClient, signSendAsset } from '../src/chains/exchange/client.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import type { NewPayout } from '../src/ledger/payouts.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
@@ -634,6 +634,51 @@ describe('a sendAsset refused for funds', () => {
       ExchangeClient.prototype.ledgerUpdates = read;
     }
     await until(() => (s.node.ledger.payouts.get(id)?.state === 'success' ? true : undefined), 'the payout found paid');
+    expect(state().perpsUsd(recipient) - before).toBe(amount);
+  });
+});
+
+describe('a sendAsset whose answer was lost', () => {
+  it('is never failed by a later refusal for another reason than funds or its nonce: it is paid once, when the solver ledger shows it', async () => {
+    // The first post applies the action but its answer is lost (unknown outcome); the exchange's reads of the
+    // solver's ledger lag, so the confirm pass posts the same body again, and the exchange refuses that post
+    // with a message naming neither funds nor the nonce. Read as a refusal of an action never applied, the
+    // payout was failed (a fill refunded, a claim's fees owed again) though the first post had paid it.
+    const recipient = account(3).address;
+    const solver = s.devnet.solver;
+    const id = 'claim:answer-lost';
+    const amount = 2_000_000n;
+    state().credit(solver, { perpsUsd: formatUnits(2n * amount, 6) });
+    const before = state().perpsUsd(recipient);
+    const ours = (body: { action?: { destination?: string } }) => body.action?.destination?.toLowerCase() === recipient.toLowerCase();
+    const submit = ExchangeClient.prototype.submit;
+    const read = ExchangeClient.prototype.ledgerUpdates;
+    let posts = 0;
+    ExchangeClient.prototype.submit = async function (this: ExchangeClient, body: Parameters<typeof submit>[0]) {
+      if (!ours(body)) return submit.call(this, body);
+      if (++posts === 1) {
+        await submit.call(this, body);
+        throw new Error('socket hang up');
+      }
+      throw new ExchangeActionError(`User or API Wallet ${solver.toLowerCase()} does not exist.`, 'exchange');
+    };
+    ExchangeClient.prototype.ledgerUpdates = async function (this: ExchangeClient, ...args: Parameters<typeof read>) {
+      return (await read.apply(this, args)).filter((u) => (u.delta as { destination?: string }).destination?.toLowerCase() !== recipient.toLowerCase());
+    };
+    try {
+      s.node.ledger.payouts.insert(claimPayout(id, recipient, amount));
+      s.node.chains.payoutsQueued(EX);
+      await until(() => s.node.ledger.payouts.txsOf(id).find((t) => /does not exist/.test(t.error ?? '')), 'the post after the lost answer refused');
+      expect(posts).toBeGreaterThanOrEqual(2);
+      expect(s.node.ledger.payouts.get(id)!.state).toBe('sent');
+      expect(s.node.ledger.payouts.txsOf(id).map((t) => t.state)).toEqual(['broadcast']);
+      expect(state().perpsUsd(recipient) - before).toBe(amount);
+    } finally {
+      ExchangeClient.prototype.submit = submit;
+      ExchangeClient.prototype.ledgerUpdates = read;
+    }
+    await until(() => (s.node.ledger.payouts.get(id)?.state === 'success' ? true : undefined), 'the payout found paid');
+    expect(s.node.ledger.payouts.txsOf(id)).toHaveLength(1);
     expect(state().perpsUsd(recipient) - before).toBe(amount);
   });
 });
