@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { axios as sdkAxios, convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
 import { concat, createWalletClient, encodeFunctionData, erc20Abi, http, parseEventLogs, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
+import { FilledOnceArmedAbi, FilledOnceArmedBytecode, OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { CALIBUR_ADDRESS, devnetChain } from '../src/devnet/deploy.ts';
 import { usdMicroCeil } from '../src/lib/money.ts';
 import { sponsorHeld } from '../src/solver/appBalanceBooks.ts';
@@ -370,6 +370,58 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     }
     expect(entries(sponsorWallet()).length).toBe(before);
     expect(s.node.ledger.db.prepare('SELECT count(*) AS n FROM payouts WHERE lower(recipient) = lower(?)').get(to)).toEqual({ n: 0 });
+  });
+
+  it("a relayed call that reverts with the filler's OrderAlreadyFilled selector after admission fails; it is not taken for a payment made", async () => {
+    // The filler's OrderAlreadyFilled revert means "this payout was made" to the submitter, which waits for
+    // the payment to show rather than failing (and refunding) a paid fill. A relay runs the caller's wallet
+    // code, which can revert with any selector: taken for a payment, such a relay was retried for ever,
+    // its sponsor's hold never released nor charged.
+    const funder = s.wallet(1, A);
+    const deployed = await funder.deployContract({ account: funder.account!, chain: funder.chain, abi: FilledOnceArmedAbi, bytecode: FilledOnceArmedBytecode });
+    const delegate = (await s.publicClient(A).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
+    const wallet = privateKeyToAccount(generatePrivateKey());
+    const authorization = await funder.signAuthorization({ account: wallet, contractAddress: delegate, chainId: A, nonce: 0 });
+    await s.publicClient(A).waitForTransactionReceipt({
+      hash: await funder.sendTransaction({
+        account: funder.account!,
+        chain: funder.chain,
+        to: wallet.address,
+        data: encodeFunctionData({ abi: FilledOnceArmedAbi, functionName: 'armed' }),
+        authorizationList: [authorization],
+      }),
+    });
+    const release = holdSubmitter(s, A);
+    let requestId: Hex;
+    try {
+      const body = {
+        ...plainCall(),
+        data: { chainId: A, to: wallet.address, data: encodeFunctionData({ abi: FilledOnceArmedAbi, functionName: 'spring' }), value: '0' },
+      };
+      const res = await api(s.url, '/execute', { apiKey: app.key, body });
+      expect(res.status).toBe(200);
+      requestId = res.body.requestId as Hex;
+      expect(sponsorHeld(s.node.ledger, requestId)).toBeGreaterThan(0n);
+      // Admitted; now the wallet's code reverts with the filler's selector.
+      await s.publicClient(A).waitForTransactionReceipt({
+        hash: await funder.sendTransaction({
+          account: funder.account!,
+          chain: funder.chain,
+          to: wallet.address,
+          data: encodeFunctionData({ abi: FilledOnceArmedAbi, functionName: 'arm' }),
+        }),
+      });
+    } finally {
+      release();
+    }
+    const [payout] = await until(() => {
+      const p = s.node.ledger.payouts.forRequest(requestId);
+      return p[0]?.state === 'failed' ? p : undefined;
+    }, 'the relay failed');
+    expect(payout).toMatchObject({ kind: 'relay', fail_reason: 'TRANSACTION_REVERTED', tx_hash: null });
+    expect(s.node.ledger.payouts.txsOf(payout!.id)).toEqual([]);
+    expect(sponsorHeld(s.node.ledger, requestId)).toBe(0n);
+    expect(s.node.ledger.balances.get(`sponsorship:${requestId}`)).toBeUndefined();
   });
 
   it('relays a call with value, charges the value with the gas, and the books reconcile with the chains', async () => {
