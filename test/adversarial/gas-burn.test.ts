@@ -148,4 +148,53 @@ describe('a payout recipient that burns gas', () => {
     // ETH at one price on both chains: the refund is the deposit less the batch's share and its own gas.
     expect(deposit - BigInt(refund.amount)).toBeGreaterThan(share);
   });
+  it("a cancel that landed at the fill's nonce is not taken from its refund: it was the solver's own doing", async () => {
+    // A fee-capped fill's nonce taken by the solver's cancel (feeCapPolicy 'cancel') leaves the cancel
+    // included, with its fee, among the payout's transactions, and the payout queued again. When the fill
+    // then fails for its caller (here its recipient's gas), the refund bears the gas that caller made the
+    // solver burn, and never the cancel's. The cancel is written as the submitter writes it, with a fee
+    // half the deposit: taken from the refund, it would show plainly.
+    const payouts = s.node.ledger.payouts;
+    const cancelFee = 5_000_000_000_000_000n;
+    const release = holdSubmitter(s, B);
+    let requestId: Hex;
+    try {
+      const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, burner[B]!, A, B, '10000000000000000', { refundTo: account(1).address }) });
+      expect(q.status).toBe(200);
+      requestId = q.body.steps[0].requestId as Hex;
+      const item = q.body.steps[0].items[0].data;
+      const w = s.wallet(1, A);
+      await s.publicClient(A).waitForTransactionReceipt({
+        hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) }),
+      });
+      await until(() => (payouts.get(`fill:${requestId}`)?.state === 'queued' ? true : undefined), 'the fill queued');
+      const hash = keccak256(toHex(`cancel of fill:${requestId}`));
+      s.node.ledger.tx(() => {
+        payouts.insertTx({
+          hash,
+          payout_id: `fill:${requestId}`,
+          chain_id: B,
+          sender: s.devnet.solver,
+          nonce: 1_000_000,
+          raw: toHex('a cancel'),
+          gas_limit: '21000',
+          max_fee_per_gas: '1',
+          max_priority_fee_per_gas: '1',
+          created_at: Date.now(),
+          cancel: 1,
+        });
+        payouts.setTxState(hash, 'included', { blockNumber: 1, gasUsed: 21_000n, fee: cancelFee });
+      });
+    } finally {
+      release();
+    }
+    expect(await waitForStatus(s.url, requestId, ['refund', 'failure'], 60_000)).toMatchObject({ failReason: 'QUOTED_GAS_LIMIT_EXCEEDED' });
+    const refund = await until(() => {
+      const p = payouts.get(`refund:${requestId}`);
+      return p?.state === 'success' ? p : undefined;
+    }, 'the refund paid');
+    const deposit = BigInt(s.node.ledger.deposits.get(refund.deposit_id!)!.amount);
+    // Only the refund's own gas is kept (well under a thousandth of an ETH on the devnet).
+    expect(deposit - BigInt(refund.amount)).toBeLessThan(cancelFee / 5n);
+  });
 });
