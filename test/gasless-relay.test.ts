@@ -1,6 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { axios as sdkAxios, convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
-import { concat, createWalletClient, encodeFunctionData, erc20Abi, http, parseEventLogs, zeroAddress, type Address, type Hex } from 'viem';
+import {
+  concat,
+  createWalletClient,
+  encodeFunctionData,
+  erc20Abi,
+  http,
+  parseEventLogs,
+  zeroAddress,
+  type Address,
+  type Hex,
+  type SignedAuthorizationList,
+} from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { FilledOnceArmedAbi, FilledOnceArmedBytecode, OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { CALIBUR_ADDRESS, devnetChain } from '../src/devnet/deploy.ts';
@@ -381,16 +392,18 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     const deployed = await funder.deployContract({ account: funder.account!, chain: funder.chain, abi: FilledOnceArmedAbi, bytecode: FilledOnceArmedBytecode });
     const delegate = (await s.publicClient(A).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
     const wallet = privateKeyToAccount(generatePrivateKey());
-    const authorization = await funder.signAuthorization({ account: wallet, contractAddress: delegate, chainId: A, nonce: 0 });
-    await s.publicClient(A).waitForTransactionReceipt({
-      hash: await funder.sendTransaction({
-        account: funder.account!,
-        chain: funder.chain,
-        to: wallet.address,
-        data: encodeFunctionData({ abi: FilledOnceArmedAbi, functionName: 'armed' }),
-        authorizationList: [authorization],
-      }),
-    });
+    // The funder calls the wallet (delegating it first, with its authorization).
+    const callWallet = async (functionName: 'armed' | 'arm', authorizationList?: SignedAuthorizationList) =>
+      s.publicClient(A).waitForTransactionReceipt({
+        hash: await funder.sendTransaction({
+          account: funder.account!,
+          chain: funder.chain,
+          to: wallet.address,
+          data: encodeFunctionData({ abi: FilledOnceArmedAbi, functionName }),
+          authorizationList,
+        }),
+      });
+    await callWallet('armed', [await funder.signAuthorization({ account: wallet, contractAddress: delegate, chainId: A, nonce: 0 })]);
     const release = holdSubmitter(s, A);
     let requestId: Hex;
     try {
@@ -403,14 +416,7 @@ describe('POST /execute rawCalls (gasless relay)', () => {
       requestId = res.body.requestId as Hex;
       expect(sponsorHeld(s.node.ledger, requestId)).toBeGreaterThan(0n);
       // Admitted; now the wallet's code reverts with the filler's selector.
-      await s.publicClient(A).waitForTransactionReceipt({
-        hash: await funder.sendTransaction({
-          account: funder.account!,
-          chain: funder.chain,
-          to: wallet.address,
-          data: encodeFunctionData({ abi: FilledOnceArmedAbi, functionName: 'arm' }),
-        }),
-      });
+      await callWallet('arm');
     } finally {
       release();
     }
