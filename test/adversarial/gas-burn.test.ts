@@ -148,6 +148,7 @@ describe('a payout recipient that burns gas', () => {
     // ETH at one price on both chains: the refund is the deposit less the batch's share and its own gas.
     expect(deposit - BigInt(refund.amount)).toBeGreaterThan(share);
   });
+
   it("a cancel that landed at the fill's nonce is not taken from its refund: it was the solver's own doing", async () => {
     // A fee-capped fill's nonce taken by the solver's cancel (feeCapPolicy 'cancel') leaves the cancel
     // included, with its fee, among the payout's transactions, and the payout queued again. When the fill
