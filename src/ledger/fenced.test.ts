@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { type ActingLedger, fencedLedger, READS } from './fenced.ts';
 import { Ledger } from './index.ts';
 import { LeaseLostError } from './leases.ts';
+import { threadLog } from '../../test/helpers/threadLog.ts';
 import { until } from '../../test/helpers/until.ts';
 import type { NewPayout } from './payouts.ts';
 
@@ -119,7 +120,7 @@ describe('fenced ledger', () => {
   });
 
   it("writes a range of final blocks only under its lease, in a transaction of the node's (never on the writer thread)", async () => {
-    const threaded = Ledger.open(join(dir, 'ledger.sqlite'), { writerThread: { warn() {}, error() {} } });
+    const threaded = Ledger.open(join(dir, 'ledger.sqlite'), { writerThread: threadLog() });
     try {
       await until(() => threaded.writesOffThread || undefined, 'the writer thread to start');
       const fenced = fencedLedger(threaded, (e) => heard.push(e));

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, keccak256, toHex, type Address, type Hex } from 'viem';
 import { GasBurnerAbi, GasBurnerBytecode, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
-import { api, holdSubmitter, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, executeSteps, holdSubmitter, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -51,12 +51,8 @@ describe('a payout recipient that burns gas', () => {
     const from = await s.publicClient(B).getBlockNumber();
     const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, burner[B]!, A, B, '10000000000000000', { refundTo: account(1).address }) });
     expect(q.status).toBe(200);
-    const item = q.body.steps[0].items[0].data;
     const requestId = q.body.steps[0].requestId as Hex;
-    const w = s.wallet(1, A);
-    await s.publicClient(A).waitForTransactionReceipt({
-      hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) }),
-    });
+    await executeSteps(s, q.body, 1);
     const done = await waitForStatus(s.url, requestId, ['success', 'refund'], 60_000);
     expect(done).toMatchObject({ status: 'refund', failReason: 'QUOTED_GAS_LIMIT_EXCEEDED' });
     // Nothing of the solver's burned on the destination chain.
@@ -109,11 +105,7 @@ describe('a payout recipient that burns gas', () => {
           body: nativeBridge(account(from).address, recipient, A, B, '10000000000000000', { refundTo: account(from).address }),
         });
         expect(q.status).toBe(200);
-        const item = q.body.steps[0].items[0].data;
-        const w = s.wallet(from, A);
-        await s.publicClient(A).waitForTransactionReceipt({
-          hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) }),
-        });
+        await executeSteps(s, q.body, from);
         ids.push(q.body.steps[0].requestId as Hex);
       }
       await until(() => (ids.every((id) => payouts.get(`fill:${id}`)?.state === 'queued') ? true : undefined), 'both fills queued');
@@ -163,11 +155,7 @@ describe('a payout recipient that burns gas', () => {
       const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, burner[B]!, A, B, '10000000000000000', { refundTo: account(1).address }) });
       expect(q.status).toBe(200);
       requestId = q.body.steps[0].requestId as Hex;
-      const item = q.body.steps[0].items[0].data;
-      const w = s.wallet(1, A);
-      await s.publicClient(A).waitForTransactionReceipt({
-        hash: await w.sendTransaction({ account: w.account!, chain: w.chain, to: item.to, data: item.data, value: BigInt(item.value) }),
-      });
+      await executeSteps(s, q.body, 1);
       await until(() => (payouts.get(`fill:${requestId}`)?.state === 'queued' ? true : undefined), 'the fill queued');
       const hash = keccak256(toHex(`cancel of fill:${requestId}`));
       s.node.ledger.tx(() => {
