@@ -1,6 +1,11 @@
 // N deposits on the devnet (instant mining), and the node's own share of the time: from the moment
 // its indexer has the deposit confirmed in the ledger to the moment the fill is broadcast.
-// Usage: npm run bench:fill-latency -- [N] [concurrency]
+// Usage: npm run bench:fill-latency -- [N] [concurrency] [--paced]
+//   default   each user deposits again as soon as its last deposit is indexed: the node's event loop is
+//             kept full, and the fills that arrive while the sending slots are busy leave in batches;
+//   --paced   each user waits for its fill's broadcast before its next deposit, as a user does: at most
+//             CONCURRENCY fills in flight, each one the lone fill the goal names unless two users'
+//             deposits meet.
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
@@ -14,8 +19,10 @@ import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { profileWindow } from './profile.ts';
 
-const N = Number(process.argv[2] ?? 200);
-const CONCURRENCY = Number(process.argv[3] ?? 1);
+const args = process.argv.slice(2).filter((a) => a !== '--paced');
+const PACED = process.argv.includes('--paced');
+const N = Number(args[0] ?? 200);
+const CONCURRENCY = Number(args[1] ?? 1);
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
@@ -35,6 +42,10 @@ try {
   const started = Date.now();
   const cpu0 = process.cpuUsage();
   let next = 0;
+  const db = node.ledger.db;
+  const broadcastOf = db.prepare(
+    `SELECT 1 FROM payouts p JOIN transactions t ON t.payout_id = p.id WHERE p.request_id = ? AND p.kind = 'fill' AND t.broadcast_at IS NOT NULL LIMIT 1`,
+  );
   await Promise.all(
     wallets.map(async (wallet) => {
       while (next < N) {
@@ -64,11 +75,14 @@ try {
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify({ txHash: hash, chainId: 8453 }),
         });
+        if (PACED) {
+          const until = Date.now() + 30_000;
+          while (!broadcastOf.get(id) && Date.now() < until) await new Promise((r) => setTimeout(r, 1));
+        }
       }
     }),
   );
   const deadline = Date.now() + 120_000;
-  const db = node.ledger.db;
   const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
   while (done() < N && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   const wall = Date.now() - started;
@@ -77,10 +91,14 @@ try {
   if (profiled) console.log(`  CPU profile: ${profiled} (npx tsx bench/profile-summary.ts ${profiled})`);
   const rows = db
     .prepare(
-      `SELECT d.seen_at, d.confirmed_at, p.decided_at, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
+      `SELECT d.seen_at, d.confirmed_at, p.decided_at, t.hash, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
        JOIN transactions t ON t.payout_id = p.id WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL`,
     )
-    .all() as { seen_at: number; confirmed_at: number; decided_at: number; created_at: number; broadcast_at: number }[];
+    .all() as { seen_at: number; confirmed_at: number; decided_at: number; hash: string; created_at: number; broadcast_at: number }[];
+  // Fills whose transaction carried no other order.
+  const perTx = new Map<string, number>();
+  for (const r of rows) perTx.set(r.hash, (perTx.get(r.hash) ?? 0) + 1);
+  const alone = rows.filter((r) => perTx.get(r.hash) === 1).length;
   const share = rows.map((r) => r.broadcast_at - r.confirmed_at).sort((a, b) => a - b);
   // Where the share goes, from the ledger's own timestamps (ms): confirmed → decided (the solver's
   // wake, snapshot and decision), decided → signed (the submitter's wake, gas estimate, fees, nonce,
@@ -100,15 +118,20 @@ try {
     machine: { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: Math.round(totalmem() / 2 ** 30), node: process.version },
     deposits: N,
     concurrency: CONCURRENCY,
+    paced: PACED,
+    alone,
     filled: done(),
     wallMs: wall,
     nodeShareMs: { p50: pct(share, 50), p90: pct(share, 90), p99: pct(share, 99), max: share.at(-1) },
     stagesMs: stages,
   };
-  console.log(`fill latency, node's share (deposit confirmed in ledger → fill broadcast), ${N} deposits, ${CONCURRENCY} at a time`);
+  console.log(
+    `fill latency, node's share (deposit confirmed in ledger → fill broadcast), ${N} deposits, ${CONCURRENCY} at a time${PACED ? ', each user waiting for its fill' : ''}`,
+  );
   console.log(
     `  filled ${result.filled}/${N} in ${(wall / 1000).toFixed(1)} s; this process (node and bench client) used ${((100 * (cpu.user + cpu.system)) / 1000 / wall).toFixed(0)}% of one core`,
   );
+  console.log(`  ${alone} of ${rows.length} fills went alone (the rest in batches)`);
   console.log(`  p50 ${result.nodeShareMs.p50} ms   p90 ${result.nodeShareMs.p90} ms   p99 ${result.nodeShareMs.p99} ms   max ${result.nodeShareMs.max} ms`);
   console.log(
     `  stages p50/p99: decide ${stages.decide.p50}/${stages.decide.p99} ms, sign ${stages.sign.p50}/${stages.sign.p99} ms, send ${stages.send.p50}/${stages.send.p99} ms`,
