@@ -31,7 +31,7 @@ export const PAYOUT_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 30_000 };
 const QUEUE_DEPTH_EVERY_MS = 1_000;
 
 /** What of the ledger the pipeline reads and writes. */
-export type PipelineLedger = Pick<Ledger, 'tx'> & { payouts: Pick<Ledger['payouts'], 'queued' | 'get' | 'setState' | 'openTxs'> };
+export type PipelineLedger = Pick<Ledger, 'tx'> & { payouts: Pick<Ledger['payouts'], 'queued' | 'get' | 'getMany' | 'setState' | 'openTxs'> };
 
 /** How a pipeline runs. */
 export interface PayoutPipelineOptions {
@@ -265,14 +265,15 @@ export class PayoutPipeline<P, S> implements Payouts {
   async #processBatch(batch: BatchSending<S>, ids: string[]): Promise<void> {
     if (!this.#started) return;
     const { ledger } = this.#o;
-    const requestIds = ids.flatMap((id) => ledger.payouts.get(id)?.request_id ?? []);
+    // One statement for the batch's rows, in the order the payouts waited.
+    const byId = new Map(ledger.payouts.getMany(ids).map((p) => [p.id, p]));
+    const read = ids.flatMap((id) => byId.get(id) ?? []);
     // A batch's lines name every request it carries; each payout's own lines name its request alone.
-    const log = this.#log.child({ batch: ids.length, requestIds });
+    const log = this.#log.child({ batch: ids.length, requestIds: read.flatMap((p) => p.request_id ?? []) });
     const logOf = (p: PayoutRow) => log.child({ payout: p.id, ...(p.request_id ? { requestId: p.request_id } : {}) });
     const rows: PayoutRow[] = [];
-    for (const id of ids) {
-      const payout = ledger.payouts.get(id);
-      if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
+    for (const payout of read) {
+      if (payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
       try {
         batch.check(payout);
         rows.push(payout);

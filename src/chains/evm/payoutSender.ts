@@ -110,7 +110,7 @@ const OPEN_STATES = new Set(['signed', 'broadcast']);
 // Bounds of a batched fill: orders per transaction, its gas, and how many batches may be in flight
 // (being estimated, signed, broadcast) at once. Fills arriving while all slots are busy wait for the
 // next free one, which bounds their wait by one send.
-const BATCH_MAX_ORDERS = 50;
+const BATCH_MAX_ORDERS = 100;
 const BATCH_MAX_GAS = 8_000_000n;
 const BATCH_SLOTS = 2;
 // A cancel of a fee-capped transaction: a zero-value transfer to the solver itself (no calldata, no code).
@@ -350,10 +350,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   #payoutLog(payout: string | Pick<PayoutRow, 'id' | 'request_id'>, base: Logger = this.#log): Logger {
     const p = typeof payout === 'string' ? (this.#ledger.payouts.get(payout) ?? { id: payout, request_id: null }) : payout;
     return base.child({ payout: p.id, ...(p.request_id ? { requestId: p.request_id } : {}) });
-  }
-
-  #requestIds(payoutIds: string[]): string[] {
-    return payoutIds.flatMap((id) => this.#ledger.payouts.get(id)?.request_id ?? []);
   }
 
   /** The call, its gas (estimate plus the chain's margin) and fees within the cap; or why not now, or never. */
@@ -760,10 +756,16 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   async #confirmGroup(nonce: number, open: TransactionRow[], head: bigint, latestNonce: number): Promise<void> {
     const payoutIds = [...new Set(open.map((t) => t.payout_id))];
     const payoutId = payoutIds[0]!;
-    const log =
-      payoutIds.length === 1
-        ? this.#payoutLog(payoutId).child({ nonce })
-        : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: this.#requestIds(payoutIds) });
+    // The log lines name the group's requests: its payouts are read for them (one statement) only when
+    // the pass has something to do, not on every pass over a transaction still pending.
+    let read: Map<string, PayoutRow> | undefined;
+    const payoutOf = (id: string) => (read ??= new Map(this.#ledger.payouts.getMany(payoutIds).map((p) => [p.id, p]))).get(id) ?? id;
+    let groupLog: Logger | undefined;
+    const log = () =>
+      (groupLog ??=
+        payoutIds.length === 1
+          ? this.#payoutLog(payoutOf(payoutId)).child({ nonce })
+          : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: payoutIds.flatMap((id) => read?.get(id)?.request_id ?? []) }));
 
     // Only a nonce the account has used can have a receipt: pending ones cost no lookups (this
     // pass runs every block, over every open transaction).
@@ -774,8 +776,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
         const rows = open.filter((t) => t.hash === hash);
         // The cancel took the nonce: nothing it carries was paid by it.
-        if (rows.some((t) => t.cancel)) return await this.#onCancelLanded(rows, receipt, log);
-        const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log : this.#payoutLog(t.payout_id).child({ nonce }));
+        if (rows.some((t) => t.cancel)) return await this.#onCancelLanded(rows, receipt, log());
+        const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(t.payout_id)).child({ nonce }));
         if (receipt.status === 'success' && rows.length > 1) {
           // A batch that landed: every fill it carries settles in one commit (one disk flush, not one per fill).
           // Its payouts read in one statement, in that transaction (settling one fill changes no other's row).
@@ -788,7 +790,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         }
         return;
       }
-      for (const id of payoutIds) await this.#onNonceTaken(id, nonce, payoutIds.length === 1 ? log : this.#payoutLog(id).child({ nonce }));
+      for (const id of payoutIds) await this.#onNonceTaken(id, nonce, payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(id)).child({ nonce }));
       return;
     }
 
@@ -800,14 +802,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const known = newest.state === 'broadcast' && (await this.#knownToNode(newest.hash));
     if (!known) {
       const level = this.#firstTime(`rebroadcast:${newest.hash}`) ? 'info' : 'debug';
-      log[level]({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
+      log()[level]({ txHash: newest.hash, state: newest.state }, 'node does not hold our transaction; rebroadcasting the recorded bytes');
       // The bytes recorded before the first broadcast, read only now (the pass reads its rows without them).
-      if (await this.#broadcast(newest.payout_id, newest.hash, this.#ledger.payouts.rawOf(newest.hash), log)) return;
+      if (await this.#broadcast(newest.payout_id, newest.hash, this.#ledger.payouts.rawOf(newest.hash), log())) return;
     }
     const fresh = this.#ledger.payouts.txsOf(newest.payout_id).find((t) => t.hash === newest.hash);
     const sentBlock = fresh?.sent_block;
     if (fresh && isOpen(fresh) && sentBlock !== null && sentBlock !== undefined && head - BigInt(sentBlock) >= BigInt(this.#chain.replaceAfterBlocks)) {
-      await this.#replace(fresh, head, log, nonce === latestNonce);
+      await this.#replace(fresh, head, log(), nonce === latestNonce);
     }
   }
 
