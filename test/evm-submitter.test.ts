@@ -25,7 +25,7 @@ import type { EvmChainConfig } from '../src/config/schema.ts';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import { deployNodeContracts, devnetChain, type NodeContracts } from '../src/devnet/deploy.ts';
 import { Ledger, type PayoutKind, type TransactionRow } from '../src/ledger/index.ts';
-import { createLogger } from '../src/log.ts';
+import { createLogger, type Logger } from '../src/log.ts';
 import { createMetrics, type Metrics } from '../src/metrics.ts';
 import { anvilKey } from './helpers/anvilKeys.ts';
 import { auditEvmChain } from '../src/audit/evmAudit.ts';
@@ -129,7 +129,7 @@ function recorder(): { hooks: PayoutHooks; rec: Recorded } {
   };
 }
 
-function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<EvmChainConfig>; faults?: Faults } = {}) {
+function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<EvmChainConfig>; faults?: Faults; log?: Logger } = {}) {
   const { hooks, rec } = recorder();
   const metrics: Metrics = createMetrics();
   const sub = new EvmSubmitter({
@@ -140,7 +140,7 @@ function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<EvmChainConfig>; 
     allocator: privateKeyToAccount(ALLOCATOR_KEY),
     hooks,
     metrics,
-    log,
+    log: opts.log ?? log,
     faults: opts.faults ?? {},
   });
   running.push(sub);
@@ -689,9 +689,15 @@ describe('EvmSubmitter', () => {
       kill.mockRestore();
     }
 
-    const second = makeSubmitter(ledger);
+    const lines: Record<string, unknown>[] = [];
+    const second = makeSubmitter(ledger, { log: createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) }) });
     await second.sub.start();
     await waitFor(() => ids.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'batch paid after restart');
+    // The rebroadcast's line names the batch's nonce group by every request it carries.
+    const rebroadcast = lines.filter((l) => String(l.msg).startsWith('node does not hold our transaction'));
+    expect(rebroadcast).toHaveLength(1);
+    expect(rebroadcast[0]).toMatchObject({ txHash: recordedHash, payouts: 5 });
+    expect(new Set(rebroadcast[0]!.requestIds as string[])).toEqual(new Set(ids.map((p) => p.requestId)));
     expect(second.rec.signed).toEqual([]);
     expect(second.rec.paid.map((x) => x.hash)).toEqual(ids.map(() => recordedHash));
     for (const [i, p] of ids.entries()) {

@@ -759,13 +759,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // The log lines name the group's requests: its payouts are read for them (one statement) only when
     // the pass has something to do, not on every pass over a transaction still pending.
     let read: Map<string, PayoutRow> | undefined;
-    const payoutOf = (id: string) => (read ??= new Map(this.#ledger.payouts.getMany(payoutIds).map((p) => [p.id, p]))).get(id) ?? id;
+    const rowOf = (id: string) => (read ??= new Map(this.#ledger.payouts.getMany(payoutIds).map((p) => [p.id, p]))).get(id);
+    const payoutOf = (id: string) => rowOf(id) ?? id;
     let groupLog: Logger | undefined;
     const log = () =>
       (groupLog ??=
         payoutIds.length === 1
           ? this.#payoutLog(payoutOf(payoutId)).child({ nonce })
-          : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: payoutIds.flatMap((id) => read?.get(id)?.request_id ?? []) }));
+          : this.#log.child({ payouts: payoutIds.length, nonce, requestIds: payoutIds.flatMap((id) => rowOf(id)?.request_id ?? []) }));
 
     // Only a nonce the account has used can have a receipt: pending ones cost no lookups (this
     // pass runs every block, over every open transaction).
