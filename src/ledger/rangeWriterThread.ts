@@ -26,6 +26,7 @@ parentPort!.on('message', (m: { id: number; range: FinalRange } | 'stop') => {
   try {
     parentPort!.postMessage({ id: m.id, recorded: write(m.range) });
   } catch (e) {
+    // Not errText (lib/errors.ts): it loads viem, which this thread is kept free of.
     parentPort!.postMessage({ id: m.id, error: e instanceof Error ? e.message : String(e) });
   }
 });

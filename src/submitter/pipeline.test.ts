@@ -41,6 +41,7 @@ function memoryLedger(rows: PayoutRow[]) {
         return [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').slice(0, limit);
       },
       get: (id: string) => payouts.get(id),
+      getMany: (ids: string[]) => ids.flatMap((id) => payouts.get(id) ?? []),
       setState: (id: string, state: PayoutRow['state'], extra: { failReason?: PayoutRow['fail_reason']; txHash?: string } = {}) => {
         const p = payouts.get(id)!;
         payouts.set(id, { ...p, state, fail_reason: extra.failReason ?? p.fail_reason, tx_hash: (extra.txHash as PayoutRow['tx_hash']) ?? p.tx_hash });
@@ -213,6 +214,53 @@ describe('PayoutPipeline', () => {
     expect(mem.payouts.get('u')).toMatchObject({ state: 'failed', fail_reason: 'TRANSACTION_SUBMISSION_FAILED' });
     expect(calls.submitted).toEqual(['ok']);
     expect(calls.prepare.get('u')).toBe(1);
+  });
+
+  it('batches: a lone payout leaves at once on its own; those arriving while the slot is busy leave together, at most maxPayouts a transaction, and a split batch sends each part', async () => {
+    const mem = memoryLedger([payout('a')]);
+    const g = gate();
+    const { sender, calls } = scriptedSender(mem, async (id) => {
+      if (id === 'a') await g.opened;
+      return { kind: 'ready', prepared: id };
+    });
+    const batches: string[][] = [];
+    const batching: PayoutSender<string, string> = {
+      ...sender,
+      batch: {
+        maxPayouts: 3,
+        slots: 1,
+        batchable: () => true,
+        check: () => {},
+        async submitBatch(rows) {
+          const ids = rows.map((r) => r.id);
+          // The first batch is too heavy for one transaction: the sender asks for it in two parts.
+          if (batches.length === 0 && ids.length === 3) {
+            batches.push(['split', ...ids]);
+            return { kind: 'split', parts: [rows.slice(0, 2), rows.slice(2)] };
+          }
+          batches.push(ids);
+          for (const r of rows) mem.ledger.payouts.setState(r.id, 'sent', { txHash: `batch-${batches.length}` });
+          return { kind: 'recorded', txHash: `batch-${batches.length}`, signed: `batch-${batches.length}` };
+        },
+      },
+    };
+    const { p } = pipeline(mem, batching);
+    await p.start();
+    // Alone, it is not held for company: its own prepare starts at once, and holds the only slot.
+    await until(() => calls.prepare.get('a') === 1, 'the lone payout under way');
+    for (const id of ['b', 'c', 'd', 'e', 'f', 'g', 'h']) mem.payouts.set(id, payout(id));
+    p.wake();
+    await until(() => mem.reads.queued >= 2, 'the new payouts read');
+    expect(batches).toEqual([]);
+    g.open();
+    await until(() => ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'].every((id) => mem.payouts.get(id)!.state === 'sent'), 'all sent');
+    // b, c, d asked for a split: b and c went together, d on its own; then e, f, g together; h on its own.
+    expect(batches).toEqual([
+      ['split', 'b', 'c', 'd'],
+      ['b', 'c'],
+      ['e', 'f', 'g'],
+    ]);
+    expect(calls.submitted.sort()).toEqual(['a', 'd', 'h']);
   });
 
   it('never processes a payout in flight a second time, however often it is woken', async () => {
