@@ -355,6 +355,41 @@ describe('EvmSubmitter', () => {
     expect(rec.failed).toEqual([]);
   });
 
+  it('never signs a gas limit the chain refuses: the margin stops at the block gas limit, for a lone fill and a batch', async () => {
+    // A transaction over the block's gas limit (or EIP-7825's 2^24) is refused by every node for good: signed
+    // and recorded, it would hold its nonce and every later payout behind it. A 500% margin on a ~85,000-gas
+    // fill asks for ~510,000; the chain admits 300,000 per block.
+    const blockGasLimit = 300_000n;
+    await testClient.setBlockGasLimit({ gasLimit: blockGasLimit });
+    await testClient.mine({ blocks: 1 });
+    try {
+      expect((await client.getBlock()).gasLimit).toBe(blockGasLimit);
+      const ledger = Ledger.open(':memory:');
+      const { sub, rec } = makeSubmitter(ledger, { chain: { gasMarginBps: 50_000, currencies: [] } });
+      await sub.start();
+      const lone = queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 1_000n });
+      sub.wake();
+      await waitFor(() => ledger.payouts.get(lone.id)!.state === 'success', 'lone fill paid', 15_000);
+      // Two more at once: they leave as one batch, whose margin stops at the limit too.
+      const pair = [0, 1].map(() => queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 2_000n }));
+      sub.wake();
+      await waitFor(() => pair.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'pair paid', 15_000);
+      const hashes = new Set([lone, ...pair].map((p) => ledger.payouts.get(p.id)!.tx_hash as Hex));
+      expect(hashes.size).toBe(2);
+      for (const hash of hashes) {
+        const [tx, receipt] = await Promise.all([client.getTransaction({ hash }), client.getTransactionReceipt({ hash })]);
+        expect(receipt.status).toBe('success');
+        expect(tx.gas).toBeLessThanOrEqual(blockGasLimit);
+        // The estimate and its margin were over the limit: the limit itself was signed.
+        expect(tx.gas).toBe(blockGasLimit);
+      }
+      expect(rec.failed).toEqual([]);
+    } finally {
+      await testClient.setBlockGasLimit({ gasLimit: 30_000_000n });
+      await testClient.mine({ blocks: 1 });
+    }
+  });
+
   it('a batch skips an order paid before and one whose recipient refuses; sent alone, the first is reported paid and the second fails with its reason; the rest are paid', async () => {
     const ledger = Ledger.open(':memory:');
     // The order paid before, by this key outside the node's ledger (before the submitter takes its nonces).
@@ -493,7 +528,7 @@ describe('EvmSubmitter', () => {
       const mineAndTell = async () => {
         await testClient.mine({ blocks: 1 });
         const block = await client.getBlock({ blockTag: 'latest' });
-        sub.onHead(block.number, block.baseFeePerGas ?? 0n);
+        sub.onHead({ number: block.number, baseFeePerGas: block.baseFeePerGas ?? 0n });
         await sub.confirmNow();
       };
       const recipient = freshAddress();

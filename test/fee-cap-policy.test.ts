@@ -200,7 +200,7 @@ async function mineAt(sub: EvmPayouts, baseFee: bigint): Promise<void> {
   await testClient.setNextBlockBaseFeePerGas({ baseFeePerGas: baseFee });
   await testClient.mine({ blocks: 1 });
   const block = await client.getBlock({ blockTag: 'latest' });
-  sub.onHead(block.number, block.baseFeePerGas ?? 0n);
+  sub.onHead({ number: block.number, baseFeePerGas: block.baseFeePerGas ?? 0n });
   await sub.confirmNow();
 }
 

@@ -92,6 +92,11 @@ describe('config', () => {
     expect(buildConfig(base, env).chains[0]).not.toHaveProperty('feeCapPolicy');
   });
 
+  it('refuses a maxCallGas over what one transaction may carry (EIP-7825: 2^24)', () => {
+    expect(buildConfig({ ...base, chains: [{ ...chain, maxCallGas: 16_777_216 }] }, env).chains[0]).toMatchObject({ maxCallGas: 16_777_216 });
+    expect(() => buildConfig({ ...base, chains: [{ ...chain, maxCallGas: 16_777_217 }] }, env)).toThrow(/chains\.0\.maxCallGas: .*16,?777,?216/);
+  });
+
   it('never prints a key', () => {
     const c = buildConfig(base, env);
     expect(JSON.stringify(c)).not.toContain(KEY.slice(2));

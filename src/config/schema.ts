@@ -161,8 +161,9 @@ const evmChain = z
       .optional(),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
-    // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it).
-    maxCallGas: z.number().int().min(21_000).default(1_000_000),
+    // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it); never more
+    // than one transaction may carry (EIP-7825).
+    maxCallGas: z.number().int().min(21_000).max(16_777_216, 'must be at most 16,777,216: no transaction may carry more gas (EIP-7825)').default(1_000_000),
     // A deposit address is swept only when what arrived is worth more than this many times the
     // sweep's gas cost (valued at the currencies' configured usdPrice): dust costs the solver
     // nothing. Absent: 3.

@@ -158,7 +158,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
           // anything new to read.
           // The fee oracle still hears every poll: a head read just now is a fresh head to price at.
           const fresh = head.number !== this.#lastHead?.number || head.hash !== this.#lastHead.hash;
-          this.#submitter.onHead(BigInt(head.number), head.baseFeePerGas, fresh);
+          this.#submitter.onHead({ number: BigInt(head.number), baseFeePerGas: head.baseFeePerGas, gasLimit: head.gasLimit }, fresh);
           if (!fresh) return;
           this.#lastHead = { number: head.number, hash: head.hash };
           this.#funding?.onHead(BigInt(head.number));

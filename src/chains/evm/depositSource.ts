@@ -4,9 +4,10 @@ import type { ChainDeposit } from '../../ledger/deposits.ts';
 import type { DepositSource, Inclusion, RangeRead, SourceBlock } from '../../indexer/source.ts';
 import { decodeDepositLog, type RpcLog } from './depositLogs.ts';
 
-/** An EVM head block: the indexer's block and the base fee the submitter prices with. */
+/** An EVM head block: the indexer's block, and the base fee and gas limit the submitter prices and bounds with. */
 export interface EvmHead extends SourceBlock {
   baseFeePerGas: bigint;
+  gasLimit: bigint;
 }
 
 const sourceBlock = (b: Block): SourceBlock => ({ number: Number(b.number), hash: b.hash!, parentHash: b.parentHash });
@@ -26,7 +27,7 @@ export class EvmDepositSource implements DepositSource<EvmHead> {
   /** The newest block, with its base fee. */
   async head(): Promise<EvmHead> {
     const b = await this.client.getBlock({ blockTag: 'latest' });
-    return { ...sourceBlock(b), baseFeePerGas: b.baseFeePerGas ?? 0n };
+    return { ...sourceBlock(b), baseFeePerGas: b.baseFeePerGas ?? 0n, gasLimit: b.gasLimit };
   }
 
   /** The canonical block at height `n`. */

@@ -4,15 +4,21 @@
 
 import { hexToBigInt, type Hex, type PublicClient } from 'viem';
 import { RelayNodeError } from '../../lib/errors.ts';
+import { TX_GAS_CAP } from './gas.ts';
 
 export interface Eip1559Fees {
   maxFeePerGas: bigint;
   maxPriorityFeePerGas: bigint;
 }
 
-interface Head {
+/** A head block as fees need it: its number, base fee and gas limit (absent: the last one seen). */
+export interface FeeHead {
   number: bigint;
   baseFeePerGas: bigint;
+  gasLimit?: bigint;
+}
+
+interface Head extends FeeHead {
   seenAt: number;
 }
 
@@ -78,9 +84,9 @@ export class FeeOracle {
     return this.#head?.number;
   }
 
-  onHead(number: bigint, baseFeePerGas: bigint): void {
+  onHead({ number, baseFeePerGas, gasLimit }: FeeHead): void {
     if (this.#head && number < this.#head.number) return;
-    this.#head = { number, baseFeePerGas, seenAt: Date.now() };
+    this.#head = { number, baseFeePerGas, gasLimit: gasLimit ?? this.#head?.gasLimit, seenAt: Date.now() };
     // Warm the priority fee for this block so the next payout does not wait for it.
     if (this.#priority?.block !== number) this.#priorityFor(number).catch(() => undefined);
   }
@@ -90,7 +96,7 @@ export class FeeOracle {
     this.#headFetch ??= (async () => {
       try {
         const block = await this.client.getBlock({ blockTag: 'latest' });
-        this.onHead(block.number, block.baseFeePerGas ?? 0n);
+        this.onHead({ number: block.number, baseFeePerGas: block.baseFeePerGas ?? 0n, gasLimit: block.gasLimit });
         return this.#head!;
       } finally {
         this.#headFetch = undefined;
@@ -103,6 +109,15 @@ export class FeeOracle {
   async head(maxAgeMs = this.maxHeadAgeMs): Promise<bigint> {
     if (!this.#head || Date.now() - this.#head.seenAt > maxAgeMs) return this.refreshHead();
     return this.#head.number;
+  }
+
+  /**
+   * The most gas one transaction may carry now: the head block's gas limit, and never over EIP-7825's
+   * cap. Read after {@link current}, which brings the head up to date.
+   */
+  txGasCap(): bigint {
+    const limit = this.#head?.gasLimit;
+    return limit !== undefined && limit < TX_GAS_CAP ? limit : TX_GAS_CAP;
   }
 
   /** Market fees for a transaction sent now: maxFee = 2 * baseFee + priority. */

@@ -29,3 +29,17 @@ export const fillGas = (native: boolean, topUp: boolean): bigint => (native ? GA
 
 /** The gas one transfer back is priced at: a refund's (what it is charged), an excess's or a claim's. */
 export const refundGas = (native: boolean): bigint => (native ? GAS.refund.native : GAS.refund.erc20);
+
+/** EIP-7825 (Osaka): the most gas one transaction may carry, 2^24. Applied on every chain: a fill needs far less. */
+export const TX_GAS_CAP = 16_777_216n;
+
+/**
+ * A transaction's gas limit: the estimate plus `marginBps`, rounded up, but never above `cap` (what one
+ * transaction may carry on the chain). A limit over it is refused by every node, for good: signed and
+ * recorded, it would hold its nonce and every payout after it. Undefined when the estimate alone is over.
+ */
+export function gasLimitWithin(estimate: bigint, marginBps: number, cap: bigint): bigint | undefined {
+  if (estimate > cap) return undefined;
+  const gas = (estimate * BigInt(10_000 + marginBps) + 9_999n) / 10_000n;
+  return gas < cap ? gas : cap;
+}

@@ -55,6 +55,7 @@ import type { TransactionRow, PayoutRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
+import { RelayNodeError } from '../../lib/errors.ts';
 import { UnpayableError } from '../../submitter/errors.ts';
 import { PayoutPipeline, type Payouts } from '../../submitter/pipeline.ts';
 import type {
@@ -69,10 +70,10 @@ import type {
   TxStatus,
 } from '../../submitter/port.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
-import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees } from './fees.ts';
+import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees, type FeeHead } from './fees.ts';
 import { crashPoint } from '../../submitter/faults.ts';
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
-import { fillGas, GAS, refundGas } from './gas.ts';
+import { fillGas, GAS, gasLimitWithin, refundGas } from './gas.ts';
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
@@ -246,8 +247,8 @@ export class EvmPayouts implements Payouts {
    * A head from the chain's head tracker: drives fees, confirmation and replacement. `isNew`: a block
    * not reported before (a head read again only refreshes the fees; nothing can have been confirmed).
    */
-  onHead(blockNumber: bigint, baseFeePerGas: bigint, isNew = true): void {
-    this.#sender.onHead(blockNumber, baseFeePerGas);
+  onHead(head: FeeHead, isNew = true): void {
+    this.#sender.onHead(head);
     if (isNew) this.#pipeline.confirmSoon();
   }
 }
@@ -329,8 +330,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   /** A new head: fees follow it. */
-  onHead(blockNumber: bigint, baseFeePerGas: bigint): void {
-    this.#fees.onHead(blockNumber, baseFeePerGas);
+  onHead(head: FeeHead): void {
+    this.#fees.onHead(head);
   }
 
   /** Fee-cap waits, the solver lacking native funds, or an RPC error. */
@@ -397,7 +398,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         detail: `needs ${estimate.gas} gas; a ${payout.kind} is priced at ${priced} and its recipient may take ${GAS.recipient} more`,
       };
     }
-    const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
+    const gas = gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
+    if (gas === undefined) {
+      return {
+        kind: 'unpayable',
+        reason: 'QUOTED_GAS_LIMIT_EXCEEDED',
+        detail: `needs ${estimate.gas} gas, more than one transaction may carry (${this.#fees.txGasCap()})`,
+      };
+    }
     return { kind: 'ready', prepared: { call, gas, fees } };
   }
 
@@ -514,11 +522,12 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       for (const f of fills) this.#alone.add(f.payout.id);
       return { kind: 'alone' };
     }
-    if (estimate.gas > BATCH_MAX_GAS) {
+    // Over the batch bound, or over what one transaction may carry even before the margin: halves.
+    const gas = estimate.gas > BATCH_MAX_GAS ? undefined : gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
+    if (gas === undefined) {
       const half = Math.ceil(payouts.length / 2);
       return { kind: 'split', parts: [payouts.slice(0, half), payouts.slice(half)] };
     }
-    const gas = (estimate.gas * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
     const recorded = await this.#nonces.withNonce(async (nonce) => {
       const raw = await this.#account.signTransaction({
         type: 'eip1559',
@@ -1256,7 +1265,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       if (allowance >= APPROVE_THRESHOLD) continue;
       const data = encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [this.#chain.filler, maxUint256] });
       const [estimate, fees] = await Promise.all([this.#client.estimateGas({ account: this.address, to: token, data }), this.#fees.current()]);
-      const gas = (estimate * BigInt(10_000 + this.#chain.gasMarginBps) + 9_999n) / 10_000n;
+      const gas = gasLimitWithin(estimate, this.#chain.gasMarginBps, this.#fees.txGasCap());
+      if (gas === undefined) throw new RelayNodeError(`approving ${token} needs ${estimate} gas, more than one transaction may carry`);
       const { hash, nonce } = await this.#nonces.withNonce(async (nonce) => {
         const raw = await this.#account.signTransaction({
           type: 'eip1559',
