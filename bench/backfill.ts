@@ -3,8 +3,8 @@
 // its ceiling: the provider's raw eth_getLogs for the same range, in the same run (three rounds of each: medians of
 // the node and of the ledger's write alone, the fastest raw read).
 // Usage: npm run bench:backfill -- [deposits] [per transaction]
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createPublicClient, createWalletClient, http, toHex, type PublicClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -19,6 +19,7 @@ import { Ledger } from '../src/ledger/index.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { profileWindow } from './profile.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const N = Number(process.argv[2] ?? 100_000);
 const PER_TX = Number(process.argv[3] ?? 500);
@@ -29,7 +30,7 @@ const CHAIN_ID = 8453;
 const WRITE_CHUNK = 8_000;
 const ROUNDS = 3;
 
-const devnet = await startDevnet({ dataDir: mkdtempSync(join(tmpdir(), 'relay-bench-backfill-devnet-')), testAccounts: 1 });
+const devnet = await startDevnet({ dataDir: scratchDir('relay-bench-backfill-devnet-'), testAccounts: 1 });
 try {
   const origin = devnet.chains.find((c) => c.id === CHAIN_ID)!;
   const contracts = origin.contracts;
@@ -76,7 +77,7 @@ try {
   );
 
   const log = createLogger('silent');
-  const dir = mkdtempSync(join(tmpdir(), 'relay-bench-backfill-'));
+  const dir = scratchDir('relay-bench-backfill-');
   const config: EvmChainConfig = {
     id: CHAIN_ID,
     name: 'bench',

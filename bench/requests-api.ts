@@ -10,8 +10,8 @@
 // The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 import { spawn } from 'node:child_process';
 import autocannon from 'autocannon';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { startPostgres } from '../src/devnet/postgres.ts';
 import { Ledger } from '../src/ledger/index.ts';
@@ -19,6 +19,7 @@ import { withPostgres } from '../src/ledger/pgUrl.ts';
 import { PostgresLedger } from '../src/ledger/postgres/ledger.ts';
 import { seededRequest, seedRequests, seedRequestsPostgres } from '../test/helpers/seedRequests.ts';
 import { takeLedgerFlag } from './ledgerFlag.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const args = process.argv.slice(2);
 const LEDGER = takeLedgerFlag(args);
@@ -26,9 +27,8 @@ const ROWS = Number(args[0] ?? 1_000_000);
 const SECONDS = Number(args[1] ?? 10);
 const CONCURRENCY = Number(args[2] ?? 2);
 
-const dir = mkdtempSync(join(tmpdir(), 'relay-bench-requests-'));
+const dir = scratchDir('relay-bench-requests-');
 // The ledger file and the server's data go with the run (a million requests is hundreds of MB).
-process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
 const CHAINS = [8453, 10, 1, 42161, 137];
 
 // ---------------------------------------------------------------- the ledger

@@ -9,9 +9,8 @@
 // The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 // --ledger postgres: the node's ledger in a PostgreSQL this bench starts (durable: fsync on, as SQLite's
 // synchronous = FULL), reached through the synchronous bridge (src/ledger/postgres).
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { createPublicClient, encodeFunctionData, http, keccak256, parseEventLogs, toHex, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { profileWindow } from './profile.ts';
@@ -25,6 +24,7 @@ import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { takeLedgerFlag } from './ledgerFlag.ts';
 import { sqlStats } from './sqlStats.ts';
+import { scratchDir } from './scratchDir.ts';
 
 // BENCH_SQL=1: the SQLite statements of the fill window, per fill (bench/sqlStats.ts); wrapped before the node opens its ledger.
 const sql = sqlStats();
@@ -37,7 +37,7 @@ const RECIPIENTS = 5;
 const STALL_MS = Number(process.env.BENCH_STALL_MS ?? 30_000);
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
-const dataDir = mkdtempSync(join(tmpdir(), 'relay-bench-throughput-'));
+const dataDir = scratchDir('relay-bench-throughput-');
 const postgres = LEDGER === 'postgres' ? await startPostgres({ durable: process.env.BENCH_PG_FSYNC !== 'off' }) : undefined;
 const ledgerConfig = postgres ? { ledger: { url: await postgres.createDatabase() } } : {};
 const devnet = await startDevnet({ dataDir, testAccounts: RECIPIENTS + 1 });

@@ -4,9 +4,8 @@
 // confirmations, and the next destination block after that, which is the earliest a fill can land.
 // The deposit counts as broadcast when the SDK first reports its hash (its wallet has sent it).
 // Usage: npm run bench:user-wait -- [orders] [sdk polling interval ms]
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
-import { join } from 'node:path';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import { convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
 import { createPublicClient, createWalletClient, http, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -15,12 +14,13 @@ import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
+import { scratchDir } from './scratchDir.ts';
 
 const N = Number(process.argv[2] ?? 20);
 const POLL_MS = Number(process.argv[3] ?? 100);
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 
-const devnet = await startDevnet({ dataDir: mkdtempSync(join(tmpdir(), 'relay-bench-user-wait-')), testAccounts: 2, blockTime: 1, exchange: false });
+const devnet = await startDevnet({ dataDir: scratchDir('relay-bench-user-wait-'), testAccounts: 2, blockTime: 1, exchange: false });
 const node = await new RelayNode(buildConfigWithKeys(devnet.nodeConfig({ port: 0, logLevel: 'silent' }), devnet.keys), { log: createLogger('silent') }).start();
 const origin = devnet.chains.find((c) => c.id === 8453)!;
 const dest = devnet.chains.find((c) => c.id === 10)!;
