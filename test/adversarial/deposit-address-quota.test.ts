@@ -42,6 +42,14 @@ describe('live deposit addresses are capped', () => {
     expect(watched()).toBe(3 + 3);
   });
 
+  it('quotes sent at once never pass the cap: the room is counted again with the insert', async () => {
+    // Each quote checks for room, then awaits the chains to build itself: all six pass that first check together.
+    const key = s.node.ledger.apiKeys.create('quota-burst');
+    const answers = await Promise.all(Array.from({ length: 6 }, () => quote(key.key)));
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 200, 429, 429, 429, 429]);
+    expect(s.node.ledger.requests.watchedOf(key.id, Date.now() - 24 * 3_600_000, 100)).toBe(2);
+  });
+
   it('an address past its watch window no longer counts', async () => {
     const oldest = s.node.ledger.db
       .prepare('SELECT id FROM requests WHERE deposit_address IS NOT NULL AND api_key_id IS NULL ORDER BY created_at LIMIT 1')
