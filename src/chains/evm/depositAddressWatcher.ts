@@ -1,3 +1,4 @@
+import PQueue from 'p-queue';
 import { erc20Abi, getAddress, zeroAddress, type Address, type PublicClient } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -15,6 +16,10 @@ export const DEFAULT_SWEEP_MIN_COST_MULTIPLE = 3;
 
 // A pass runs on every head the indexer reads; this timer only backs that up.
 const BACKSTOP_MS = 30_000;
+// Balance reads in flight at once in a pass. One after another, the thousands of addresses the caps allow
+// (depositAddresses.maxWatched*) each cost a provider round trip, and a pass outlasted many blocks. The
+// provider pool sends the calls of one tick as one JSON-RPC batch of at most 50: these fill one.
+const READ_CONCURRENCY = 50;
 
 /**
  * Watches the chain's deposit addresses: when a user's transfer has reached one (the quoted currency,
@@ -75,29 +80,46 @@ export class DepositAddressWatcher {
     const rows = requestId
       ? [this.ledger.requests.get(requestId)].filter((r) => r?.deposit_address && r.origin_chain_id === this.chain.id).map((r) => r!)
       : this.ledger.requests.depositAddresses(this.chain.id, Date.now() - this.watchMs);
+    const reads = new PQueue({ concurrency: READ_CONCURRENCY });
+    const held = await Promise.allSettled(
+      rows.flatMap((r) => {
+        const at = getAddress(r.deposit_address!);
+        return [...new Set([getAddress(r.origin_currency), zeroAddress])].map((currency) =>
+          // throwOnTimeout: no timeout is set; it only types the result as never void.
+          reads.add(async () => ({ r, at, currency, balance: await this.#balance(at, currency) }), { throwOnTimeout: true }),
+        );
+      }),
+    );
     let queued = 0;
     let cost: bigint | undefined;
-    for (const r of rows) {
-      const at = getAddress(r.deposit_address!);
-      for (const currency of [...new Set([getAddress(r.origin_currency), zeroAddress])]) {
-        const balance =
-          currency === zeroAddress
-            ? await this.client.getBalance({ address: at })
-            : await this.client.readContract({ address: currency as Address, abi: erc20Abi, functionName: 'balanceOf', args: [at] });
-        if (balance === 0n) continue;
-        // Dust: a sweep worth less than a few times its own gas is not paid (the arrival stays,
-        // and is swept with whatever arrives after it once the sum is worth it).
-        cost ??= await this.sweepCost();
-        if (this.#inNative(currency, balance) <= (cost * BigInt(Math.round((this.chain.sweepMinCostMultiple ?? DEFAULT_SWEEP_MIN_COST_MULTIPLE) * 100))) / 100n)
-          continue;
-        const booked = this.sweeps.onDepositAddressFunded({ requestId: r.id, chainId: this.chain.id, currency, amount: balance });
-        if (booked) {
-          queued++;
-          this.log.info({ requestId: r.id, depositAddress: at, currency, amount: balance.toString() }, 'deposit address funded; sweep queued');
-        }
+    let failed: unknown;
+    for (const h of held) {
+      // A failed read holds back only its own address: the others are acted on, then the pass fails and is retried.
+      if (h.status === 'rejected') {
+        failed ??= h.reason;
+        continue;
+      }
+      const { r, at, currency, balance } = h.value;
+      if (balance === 0n) continue;
+      // Dust: a sweep worth less than a few times its own gas is not paid (the arrival stays,
+      // and is swept with whatever arrives after it once the sum is worth it).
+      cost ??= await this.sweepCost();
+      if (this.#inNative(currency, balance) <= (cost * BigInt(Math.round((this.chain.sweepMinCostMultiple ?? DEFAULT_SWEEP_MIN_COST_MULTIPLE) * 100))) / 100n)
+        continue;
+      const booked = this.sweeps.onDepositAddressFunded({ requestId: r.id, chainId: this.chain.id, currency, amount: balance });
+      if (booked) {
+        queued++;
+        this.log.info({ requestId: r.id, depositAddress: at, currency, amount: balance.toString() }, 'deposit address funded; sweep queued');
       }
     }
     if (queued) this.wake();
+    if (failed !== undefined) throw failed;
     return queued;
+  }
+
+  #balance(at: Address, currency: Address): Promise<bigint> {
+    return currency === zeroAddress
+      ? this.client.getBalance({ address: at })
+      : this.client.readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [at] });
   }
 }
