@@ -17,7 +17,8 @@ import { isNonPublicAddress } from '../src/events/targetGuard.ts';
 import { pruneUnusedQuotes } from '../src/ledger/quotePruner.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
-import { heaviestListing, seedRequests } from './helpers/seedRequests.ts';
+import { withPostgres } from '../src/ledger/pgUrl.ts';
+import { heaviestListing, seedRequests, seedRequestsPostgres } from './helpers/seedRequests.ts';
 import { api, executeSteps, startStack, until, V2_LIVE, waitForStatus, type Stack } from './helpers/stack.ts';
 import { stalledRequest } from './helpers/stalledRequest.ts';
 
@@ -413,14 +414,22 @@ describe('unused quotes', () => {
 describe('read-only replica', () => {
   it('starts from the solver address in config, without any private key', async () => {
     const solver = privateKeyToAccount(s.devnet.keys.solver).address;
-    const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'info' }), requestsV2: V2_LIVE, solverAddress: solver };
+    // On a PostgreSQL stack (RELAY_TEST_LEDGER=postgres), the same database, its URL (and password) from the environment.
+    const pgUrl = s.node.config.ledger.url?.reveal();
+    const raw = {
+      ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'info' }),
+      requestsV2: V2_LIVE,
+      solverAddress: solver,
+      ...(pgUrl ? { ledger: { url: { env: 'RELAY_TEST_LEDGER_URL' } } } : {}),
+    };
     // The node itself still needs its key.
-    expect(() => buildConfig(raw, {})).toThrow(/solverKey: is required to run the node/);
+    const ledgerEnv = pgUrl ? { RELAY_TEST_LEDGER_URL: pgUrl } : {};
+    expect(() => buildConfig(raw, ledgerEnv)).toThrow(/solverKey: is required to run the node/);
     const dir = mkdtempSync(join(tmpdir(), 'relay-replica-'));
     const path = join(dir, 'replica.json');
     writeFileSync(path, JSON.stringify(raw));
     // No key anywhere in the environment either.
-    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/KEY/i.test(k)));
+    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/KEY/i.test(k))), ...ledgerEnv };
     const child = spawn(process.execPath, ['bin/relay-node.js', 'api', '--config', path, '--port', '0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
@@ -502,7 +511,15 @@ describe('listings isolated from the node', () => {
 
   it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
     const k = s.node.ledger.apiKeys.create('isolation');
-    seedRequests(s.node.ledger.db, 20_000, { prefix: 'iso', start: Date.UTC(2025, 0, 1) });
+    // On PostgreSQL in bulk: 20,000 requests row by row through the node's connection outlast its statement timeout.
+    const pgUrl = s.node.config.ledger.url?.reveal();
+    const seed = { prefix: 'iso', start: Date.UTC(2025, 0, 1) };
+    if (pgUrl)
+      await withPostgres(pgUrl, async (client) => {
+        await seedRequestsPostgres(client, 20_000, seed);
+        await client.query('ANALYZE');
+      });
+    else seedRequests(s.node.ledger.db, 20_000, seed);
     // Workers up (their first listing starts them).
     expect((await api(s.url, '/requests/v3?limit=1', { apiKey: k.key })).status).toBe(200);
     const done: string[] = [];
