@@ -27,8 +27,8 @@ const ROWS = Number(args[0] ?? 1_000_000);
 const SECONDS = Number(args[1] ?? 10);
 const CONCURRENCY = Number(args[2] ?? 2);
 
-const dir = scratchDir('relay-bench-requests-');
 // The ledger file and the server's data go with the run (a million requests is hundreds of MB).
+const dir = scratchDir('relay-bench-requests-');
 const CHAINS = [8453, 10, 1, 42161, 137];
 
 // ---------------------------------------------------------------- the ledger
