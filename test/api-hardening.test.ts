@@ -101,11 +101,9 @@ async function quote(apiKey: string | undefined, account = 1) {
 
 // A read-only replica over the stack's ledger with the given API settings; with logLines, its log (debug) goes there.
 async function replica(apiOverrides: Record<string, unknown>, logLines?: string[]): Promise<RelayNode> {
-  const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE };
-  // On a PostgreSQL stack (RELAY_TEST_LEDGER=postgres), the replica reads the same database.
-  const ledger = s.node.config.ledger.url ? { ledger: { url: s.node.config.ledger.url.reveal() } } : {};
+  const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE, ...s.ledgerConfig };
   const config = buildConfigWithKeys(
-    { ...raw, ...ledger, api: { host: '127.0.0.1', port: 0, ...apiOverrides, rateLimit: { ...RATE_LIMIT, ...(apiOverrides.rateLimit as object) } } },
+    { ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides, rateLimit: { ...RATE_LIMIT, ...(apiOverrides.rateLimit as object) } } },
     s.devnet.keys,
   );
   const log = logLines ? createLogger('debug', { write: (line: string) => void logLines.push(line) }) : createLogger('silent');

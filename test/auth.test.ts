@@ -120,7 +120,7 @@ describe('API key checks over HTTP', () => {
 
   it('limits calls per IP without a key and per key with one (429, Retry-After)', async () => {
     // A read-only replica over the same ledger, with small limits.
-    const raw = stack.devnet.nodeConfig({ port: 0, dataDir: stack.dataDir, logLevel: 'silent' });
+    const raw = { ...stack.devnet.nodeConfig({ port: 0, dataDir: stack.dataDir, logLevel: 'silent' }), ...stack.ledgerConfig };
     const config = buildConfigWithKeys(
       { ...raw, api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 8, unauthenticatedPerMinute: 3 } } },
       stack.devnet.keys,

@@ -346,7 +346,7 @@ describe('GET /requests/v3 parameters', () => {
 
 describe('private chains', () => {
   it('hides requests on a private chain unless privateChainsToInclude names it', async () => {
-    const raw = s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' });
+    const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), ...s.ledgerConfig };
     const config = buildConfigWithKeys(
       { ...raw, chains: (raw.chains as { id: number }[]).map((c) => (c.id === B ? { ...c, private: true } : c)) },
       s.devnet.keys,
@@ -367,7 +367,7 @@ describe('GET /requests/v2, deprecated then retired', () => {
   let clock = Date.parse('2026-08-15T00:00:00Z');
   let replica: RelayNode;
   beforeAll(async () => {
-    const raw = s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' });
+    const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), ...s.ledgerConfig };
     const config = buildConfigWithKeys({ ...raw, requestsV2: { monthlyLimits: [4, 2] } }, s.devnet.keys);
     replica = await new RelayNode(config, { readOnly: true, log: createLogger('silent'), now: () => clock }).start();
   });

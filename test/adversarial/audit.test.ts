@@ -91,7 +91,8 @@ describe('relay-node audit', () => {
     // A credit booked with no evidence, and a paid fill whose booked amount is one unit more than the chain paid.
     ledger.tx(() => ledger.balances.post({ wallet: account(4).address, kind: 'credit', amount: 1_000_000n, request_id: null, ref: 'credit:forged' }));
     const paid = ledger.db.prepare(`SELECT id FROM payouts WHERE kind = 'fill' AND state = 'success' LIMIT 1`).get() as { id: string };
-    ledger.db.prepare('UPDATE payouts SET amount = CAST(amount AS INTEGER) + 1 WHERE id = ?').run(paid.id);
+    const { amount } = ledger.db.prepare('SELECT amount FROM payouts WHERE id = ?').get(paid.id) as { amount: string };
+    ledger.db.prepare('UPDATE payouts SET amount = ? WHERE id = ?').run((BigInt(amount) + 1n).toString(), paid.id);
     const out = await cli(['audit']);
     expect(out.code).toBe(1);
     expect(out.out).toMatch(/balance entry credit:forged credits 1000000 micro-USD to 0x\w+ with no on-chain evidence/);

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 // The SQLite ledger: the digest reads every table through its connection.
 import type { OpenedLedger as Ledger } from '../../src/ledger/index.ts';
 import { Rng } from './prng.ts';
+import { dialectOf } from '../../src/ledger/dialect.ts';
 
 export interface Route {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
@@ -98,21 +99,26 @@ export function ledgerDigest(ledger: Ledger): { hash: string; rows: Record<strin
   // reports): operational counters, not state a call can corrupt. scan_marks: the funding watcher's
   // last-read block hash, moving with the chain like the cursors.
   const volatile = new Set(['cursors', 'chain_blocks', 'scan_marks', 'sqlite_sequence', 'schema_migrations', 'api_usage']);
-  const tables = (ledger.db.prepare(`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`).all() as { name: string }[])
-    .map((t) => t.name)
-    .filter((n) => !volatile.has(n) && !n.startsWith('sqlite_'));
+  const listed =
+    dialectOf(ledger.db) === 'postgres'
+      ? `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`
+      : `SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`;
+  const tables = (ledger.db.prepare(listed).all() as { name: string }[]).map((t) => t.name).filter((n) => !volatile.has(n) && !n.startsWith('sqlite_'));
   const h = createHash('sha256');
   const rows: Record<string, number> = {};
   for (const t of tables) {
     // A deposit's tx_fee is its receipt's fee, read once by a request listing: a cache of chain data.
-    const all = (ledger.db.prepare(`SELECT * FROM "${t}" ORDER BY rowid`).all() as Record<string, unknown>[]).map((r) => {
+    const all = (ledger.db.prepare(`SELECT * FROM "${t}"`).all() as Record<string, unknown>[]).map((r) => {
       if (t !== 'deposits') return r;
       const { tx_fee: _cached, ...rest } = r;
       return rest;
     });
+    // In a dialect-free order (PostgreSQL has no rowid): by each row's own text.
+    const text = (r: unknown) => JSON.stringify(r, (_k, v) => (typeof v === 'bigint' ? v.toString() : Buffer.isBuffer(v) ? v.toString('hex') : v));
+    all.sort((a, b) => (text(a) < text(b) ? -1 : text(a) > text(b) ? 1 : 0));
     rows[t] = all.length;
     h.update(t);
-    h.update(JSON.stringify(all, (_k, v) => (typeof v === 'bigint' ? v.toString() : Buffer.isBuffer(v) ? v.toString('hex') : v)));
+    h.update(JSON.stringify(all.map(text)));
   }
   return { hash: h.digest('hex'), rows };
 }

@@ -20,6 +20,8 @@ export function auditCli(s: Stack, args: string[] = ['audit']): Promise<{ code: 
     JSON.stringify({
       ...s.devnet.nodeConfig({ port: 0, logLevel: 'warn' }),
       dataDir: s.dataDir,
+      // On PostgreSQL, the stack's database, its URL (and password) through the environment.
+      ...(s.ledgerConfig.ledger ? { ledger: { url: { env: 'AUDIT_LEDGER_URL' } } } : {}),
       solverKey: { env: 'AUDIT_SOLVER_KEY' },
       allocatorKey: { env: 'AUDIT_ALLOCATOR_KEY' },
     }),
@@ -28,7 +30,16 @@ export function auditCli(s: Stack, args: string[] = ['audit']): Promise<{ code: 
     execFile(
       process.execPath,
       ['bin/relay-node.js', ...args, '--config', path],
-      { env: { ...process.env, AUDIT_SOLVER_KEY: s.devnet.keys.solver, AUDIT_ALLOCATOR_KEY: s.devnet.keys.allocator }, encoding: 'utf8', timeout: 60_000 },
+      {
+        env: {
+          ...process.env,
+          AUDIT_SOLVER_KEY: s.devnet.keys.solver,
+          AUDIT_ALLOCATOR_KEY: s.devnet.keys.allocator,
+          ...(s.ledgerConfig.ledger ? { AUDIT_LEDGER_URL: s.ledgerConfig.ledger.url } : {}),
+        },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : null) : 0, out: stdout + stderr }),
     );
   });

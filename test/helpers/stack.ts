@@ -21,6 +21,8 @@ export interface Stack {
   node: RelayNode;
   url: string;
   dataDir: string;
+  /** Config that gives another node (a replica) this stack's ledger: its PostgreSQL URL; none on SQLite (the data directory's file). */
+  ledgerConfig: { ledger?: { url: string } };
   /** The PostgreSQL server of a stack started with `ledger: 'postgres'`. */
   postgres?: PostgresHandle;
   publicClient(chainId: number): PublicClient;
@@ -88,6 +90,7 @@ export async function startStack(
       return node.url;
     },
     dataDir,
+    ledgerConfig: ledgerUrl ? { ledger: { url: ledgerUrl } } : {},
     postgres,
     publicClient(chainId) {
       let c = clients.get(chainId);
