@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import yargs, { type Argv } from 'yargs';
+import yargs from 'yargs';
 import { hideBin } from 'yargs/helpers';
 import { buildConfigWithKeys, checkStartKeys, ConfigError, loadConfigFile, type Config } from './config/load.ts';
 import { migrate, openDb } from './ledger/db.ts';
@@ -16,6 +16,7 @@ import { adminCommands } from './admin/cli.ts';
 import { createKeystoreFile, readSecretArg } from './signers/keystoreFile.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
 import { errText } from './lib/errors.ts';
+import { ledgerOptions, withLedger as withLedgerOf } from './cliLedger.ts';
 
 // Ctrl-C or SIGTERM: a graceful stop (the node drains within its configured bound, then stops);
 // a second signal exits at once. Either way nothing recorded is lost: the ledger commits each
@@ -47,12 +48,6 @@ function fail(e: unknown): never {
   const msg = e instanceof ConfigError ? e.message : `${errText(e)}`;
   process.stderr.write(`relay-node: ${msg}\n`);
   process.exit(1);
-}
-
-function ledgerOptions<T>(y: Argv<T>) {
-  return y
-    .option('data-dir', { type: 'string', default: './data', describe: 'the ledger directory' })
-    .option('config', { type: 'string', describe: 'take the ledger directory from this config file' });
 }
 
 // The ledger directory: --data-dir, or the config file's.
@@ -88,15 +83,9 @@ function postgresUrl(argv: { url?: string; urlEnv?: string; config?: string }): 
   return typeof url === 'object' ? url.reveal() : url;
 }
 
-// The configured ledger: PostgreSQL when the config names ledger.url, else the SQLite file in the data directory.
+// The command's ledger (src/cliLedger.ts); a bad config file stops the command with its message.
 function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Ledger) => void): void {
-  const dataDir = ledgerDir(argv);
-  const ledger = Ledger.connect({ path: join(dataDir, 'ledger.sqlite'), url: postgresUrl(argv) });
-  try {
-    fn(ledger);
-  } finally {
-    ledger.close();
-  }
+  withLedgerOf(argv, fail, fn);
 }
 
 async function runNode(config: Config, readOnly = false): Promise<RelayNode> {

@@ -7,6 +7,7 @@ import { ANVIL_MNEMONIC } from '../src/devnet/devnet.ts';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack, nativeBridge } from './helpers/stack.ts';
 import { stalledRequest } from './helpers/stalledRequest.ts';
+import { ledgerArgs } from './helpers/cliConfig.ts';
 
 // Risk limits that end an order (route's largest order, wallet lists) and the admin surface
 // (pause/resume, dry run, stuck payouts, manual refund), on the devnet with the node's admin API.
@@ -238,7 +239,8 @@ describe('relay-node admin (CLI)', () => {
 
   // Each CLI run starts tsx: slow on a loaded machine, hence the bound.
   it('creates an admin key on the ledger, then pauses and resumes a chain through the admin API, recorded under its name', { timeout: 180_000 }, async () => {
-    const made = await cli(['keys', 'create', '--name', 'ops-carol', '--data-dir', s.dataDir]);
+    const ledger = ledgerArgs(s);
+    const made = await cli(['keys', 'create', '--name', 'ops-carol', ...ledger.args], ledger.env);
     expect(made.code, made.out).toBe(0);
     const key = made.out.split('\n')[1]!;
     expect(key, made.out).toMatch(/^rnadm_/);

@@ -12,6 +12,7 @@ import WebSocket from 'ws';
 import { signature } from '../src/events/deliverer.ts';
 import { CLOSE_SLOW_CLIENT } from '../src/api/statusStream.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { ledgerArgs } from './helpers/cliConfig.ts';
 
 const A = 8453;
 const B = 10;
@@ -339,7 +340,9 @@ describe('webhooks', () => {
       expect(r.forRequest(q1.requestId)[0].id).toBe(ev1.id);
 
       // The CLI, against the ledger of the running node.
-      const cli = spawnSync(process.execPath, ['bin/relay-node.js', 'webhooks', 'redeliver', '--dead', '--webhook', w.id, '--data-dir', s.dataDir], {
+      const ledger = ledgerArgs(s);
+      const cli = spawnSync(process.execPath, ['bin/relay-node.js', 'webhooks', 'redeliver', '--dead', '--webhook', w.id, ...ledger.args], {
+        env: { ...process.env, ...ledger.env },
         encoding: 'utf8',
         timeout: 30_000,
       });

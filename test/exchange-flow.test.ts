@@ -399,7 +399,7 @@ describe('crash safety of the solver sendAsset', () => {
     const recipient = account(0).address;
     const before = state().perpsUsd(recipient);
     await s.node.stop();
-    const ledger = Ledger.open(join(s.dataDir, 'ledger.sqlite'));
+    const ledger = Ledger.connect({ path: join(s.dataDir, 'ledger.sqlite'), url: s.ledgerConfig.ledger?.url });
     const client = new ExchangeClient({ url: ex().url });
     const nonces: number[] = [];
     // What a crash leaves: the payout sent, its signed action recorded; posted (b) or not (a).

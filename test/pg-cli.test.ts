@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -110,6 +110,37 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
       expect(r.out).not.toContain('not-the-password-1234');
       expect(r.out).not.toContain('postgres://postgres');
     }
+  }, 180_000);
+
+  it('ledger commands (keys, admin keys) act on the PostgreSQL ledger a --config names, not on a file in its data directory', async () => {
+    const url = await server.createDatabase();
+    expect(run(['db', 'migrate', '--url', url]).code).toBe(0);
+    const dataDir = mkdtempSync(join(dir, 'data-'));
+    const config = join(dir, 'pg-config.json');
+    const chain = {
+      id: 8453,
+      name: 'Base',
+      rpcUrl: 'http://127.0.0.1:8545',
+      depository: '0x0000000000000000000000000000000000000001',
+      filler: '0x0000000000000000000000000000000000000002',
+      nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
+    };
+    writeFileSync(config, JSON.stringify({ dataDir, solverKey: { env: 'K' }, ledger: { url: { env: 'LEDGER_URL' } }, chains: [chain] }));
+    const env = { K: '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d', LEDGER_URL: url };
+    const made = run(['keys', 'create', '--name', 'integrator', '--config', config], env);
+    expect(made.code, made.out).toBe(0);
+    const admin = run(['admin', 'keys', 'create', '--name', 'ops-dana', '--config', config], env);
+    expect(admin.code, admin.out).toBe(0);
+    const ledger = Ledger.connect({ path: join(dataDir, 'ledger.sqlite'), url });
+    try {
+      expect(ledger.apiKeys.list().map((k) => k.name)).toEqual(['integrator']);
+      expect(ledger.operations.adminKeys().map((k) => k.name)).toEqual(['ops-dana']);
+    } finally {
+      ledger.close();
+    }
+    // Nothing was written beside the config's data directory.
+    expect(existsSync(join(dataDir, 'ledger.sqlite'))).toBe(false);
+    for (const r of [made, admin]) expect(r.out).not.toContain(password());
   }, 180_000);
 
   it('db copy moves every row, keeps the ids and moves the sequences past them, verifies, and refuses a non-empty target', async () => {

@@ -1,7 +1,6 @@
-import { join } from 'node:path';
 import type { Argv } from 'yargs';
-import { loadConfigFile } from '../config/load.ts';
-import { Ledger } from '../ledger/index.ts';
+import { ledgerOptions, withLedger as withLedgerOf } from '../cliLedger.ts';
+import type { Ledger } from '../ledger/index.ts';
 import { errText } from '../lib/errors.ts';
 
 // `relay-node admin …`: admin keys are made on the ledger directly (there is no admin yet to ask);
@@ -13,14 +12,9 @@ function fail(msg: string): never {
   process.exit(1);
 }
 
+// The command's ledger (src/cliLedger.ts): the one the node runs on, PostgreSQL included.
 function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Ledger) => void): void {
-  const dataDir = argv.config ? loadConfigFile(argv.config).dataDir : argv.dataDir;
-  const ledger = Ledger.open(join(dataDir, 'ledger.sqlite'));
-  try {
-    fn(ledger);
-  } finally {
-    ledger.close();
-  }
+  withLedgerOf(argv, (e) => fail(errText(e)), fn);
 }
 
 interface ApiArgs {
@@ -83,10 +77,6 @@ const reasonOption = { type: 'string', demandOption: true, describe: 'why (recor
 
 /** The `admin` command tree of the CLI. */
 export function adminCommands(y: Argv): Argv {
-  const ledgerOptions = <U>(c: Argv<U>) =>
-    c
-      .option('data-dir', { type: 'string', default: './data', describe: 'the ledger directory' })
-      .option('config', { type: 'string', describe: 'take the ledger directory from this config file' });
   return y
     .command('keys', 'admin keys (create, list, revoke): distinct from integrator API keys', (k) =>
       k

@@ -1,0 +1,32 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Stack } from './stack.ts';
+
+/**
+ * The stack's node as the CLI is pointed at it by an operator: a config file (its chains and ledger, keys and,
+ * on PostgreSQL, the database URL named by environment variables) and that environment.
+ */
+export function cliConfig(s: Stack): { path: string; env: Record<string, string> } {
+  const path = join(s.dataDir, 'cli-config.json');
+  const pg = s.ledgerConfig.ledger?.url;
+  writeFileSync(
+    path,
+    JSON.stringify({
+      ...s.devnet.nodeConfig({ port: 0, logLevel: 'warn' }),
+      dataDir: s.dataDir,
+      ...(pg ? { ledger: { url: { env: 'CLI_LEDGER_URL' } } } : {}),
+      solverKey: { env: 'CLI_SOLVER_KEY' },
+      allocatorKey: { env: 'CLI_ALLOCATOR_KEY' },
+    }),
+  );
+  const env: Record<string, string> = { CLI_SOLVER_KEY: s.devnet.keys.solver, CLI_ALLOCATOR_KEY: s.devnet.keys.allocator };
+  if (pg) env.CLI_LEDGER_URL = pg;
+  return { path, env };
+}
+
+/** The options that point a ledger command (keys, webhooks) at the stack's ledger: its data directory, or on PostgreSQL the config file. */
+export function ledgerArgs(s: Stack): { args: string[]; env: Record<string, string> } {
+  if (!s.ledgerConfig.ledger) return { args: ['--data-dir', s.dataDir], env: {} };
+  const { path, env } = cliConfig(s);
+  return { args: ['--config', path], env };
+}
