@@ -5,7 +5,7 @@
 // Usage: npm run bench:deposit-address-watch -- [addresses] [rounds]
 import { randomBytes } from 'node:crypto';
 import { cpus, totalmem } from 'node:os';
-import { toHex, zeroAddress, type Address } from 'viem';
+import { toHex, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { DepositAddressWatcher } from '../src/chains/evm/depositAddressWatcher.ts';
 import { evmClients } from '../src/chains/providers/index.ts';
@@ -15,6 +15,7 @@ import { devnetChain } from '../src/devnet/deploy.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { createLogger } from '../src/log.ts';
 import { createMetrics } from '../src/metrics.ts';
+import { waitingOrder } from '../test/helpers/statusFixtures.ts';
 
 const N = Number(process.argv[2] ?? 2000);
 const ROUNDS = Number(process.argv[3] ?? 3);
@@ -35,30 +36,7 @@ try {
   for (let i = 0; i < N; i++) {
     const address = privateKeyToAccount(generatePrivateKey()).address;
     addresses.push(address);
-    ledger.requests.insert({
-      id: toHex(randomBytes(32)),
-      parent_id: null,
-      kind: 'order',
-      request_type: 'bridge',
-      user: address,
-      recipient: address,
-      refund_to: address,
-      origin_chain_id: CHAIN_ID,
-      destination_chain_id: CHAIN_ID,
-      origin_currency: zeroAddress,
-      destination_currency: zeroAddress,
-      trade_type: 'EXACT_INPUT',
-      amount_in: '0',
-      amount_out: '0',
-      min_amount_out: '0',
-      pricing: null,
-      order_data: null,
-      quote: null,
-      expires_at: null,
-      fill_deadline: null,
-      created_at: Date.now(),
-      deposit_address: address,
-    });
+    ledger.requests.insert({ ...waitingOrder(toHex(randomBytes(32)), Date.now()), origin_chain_id: CHAIN_ID, deposit_address: address });
   }
   // Empty addresses, as most watched ones are: the pass is its reads.
   const chain = { id: CHAIN_ID, nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' }, currencies: [] } as unknown as EvmChainConfig;

@@ -11,6 +11,7 @@ import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { createLogger } from '../src/log.ts';
+import { waitingOrder } from './helpers/statusFixtures.ts';
 
 const CHAIN_ID = 31_337_007;
 let anvil: AnvilHandle;
@@ -38,30 +39,7 @@ async function fundedAddresses(ledger: Ledger, n: number): Promise<{ id: string;
   for (let i = 0; i < n; i++) {
     const id = toHex(randomBytes(32));
     const address = privateKeyToAccount(generatePrivateKey()).address;
-    ledger.requests.insert({
-      id,
-      parent_id: null,
-      kind: 'order',
-      request_type: 'bridge',
-      user: address,
-      recipient: address,
-      refund_to: address,
-      origin_chain_id: CHAIN_ID,
-      destination_chain_id: CHAIN_ID,
-      origin_currency: zeroAddress,
-      destination_currency: zeroAddress,
-      trade_type: 'EXACT_INPUT',
-      amount_in: '0',
-      amount_out: '0',
-      min_amount_out: '0',
-      pricing: null,
-      order_data: null,
-      quote: null,
-      expires_at: null,
-      fill_deadline: null,
-      created_at: Date.now() + i,
-      deposit_address: address,
-    });
+    ledger.requests.insert({ ...waitingOrder(id, Date.now() + i), origin_chain_id: CHAIN_ID, deposit_address: address });
     await test.setBalance({ address, value: parseEther('1') });
     made.push({ id, address });
   }
