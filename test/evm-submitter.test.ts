@@ -14,6 +14,7 @@ import {
   zeroAddress,
   type Address,
   type Hex,
+  TransactionReceiptNotFoundError,
   type PublicClient,
 } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
@@ -129,13 +130,13 @@ function recorder(): { hooks: PayoutHooks; rec: Recorded } {
   };
 }
 
-function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<EvmChainConfig>; faults?: Faults; log?: Logger } = {}) {
+function makeSubmitter(ledger: Ledger, opts: { chain?: Partial<EvmChainConfig>; faults?: Faults; log?: Logger; client?: PublicClient } = {}) {
   const { hooks, rec } = recorder();
   const metrics: Metrics = createMetrics();
   const sub = new EvmSubmitter({
     chain: chainConfig(opts.chain),
     ledger,
-    publicClient: client,
+    publicClient: opts.client ?? client,
     account: solver,
     allocator: privateKeyToAccount(ALLOCATOR_KEY),
     hooks,
@@ -741,6 +742,55 @@ describe('EvmSubmitter', () => {
       expect(events.map((e) => e.transactionHash)).toEqual([recordedHash]);
       expect(await client.getBalance({ address: fills[i]!.recipient })).toBe(fills[i]!.amount);
     }
+  });
+
+  it('a batch that landed while its receipt could not be read settles every fill it paid, though one read fails on the way', async () => {
+    const ledger = Ledger.open(':memory:');
+    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+      throw new Error('simulated crash after the batch was recorded');
+    });
+    let ids: { id: string; requestId: Hex }[];
+    try {
+      const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillRecorded: true } });
+      await first.sub.start();
+      ids = [0, 1].map(() => queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: parseEther('0.01') }));
+      first.sub.wake();
+      await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
+      await first.sub.stop();
+      running.splice(running.indexOf(first.sub), 1);
+    } finally {
+      kill.mockRestore();
+    }
+    // The batch reaches the chain (sent before the crash, say) and pays both orders.
+    const hash = ledger.payouts.get(ids[0]!.id)!.tx_hash as Hex;
+    expect(ledger.payouts.get(ids[1]!.id)!.tx_hash).toBe(hash);
+    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
+    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('success');
+    for (const p of ids) expect(await fillEvents(p.requestId)).toHaveLength(1);
+
+    // The restarted node's provider is a block behind on the receipt, then fails one read of the second order.
+    let receiptMisses = 1;
+    let filledFailures = 1;
+    const faulty = {
+      ...client,
+      getTransactionReceipt: (args: { hash: Hex }) =>
+        args.hash === hash && receiptMisses-- > 0 ? Promise.reject(new TransactionReceiptNotFoundError({ hash })) : client.getTransactionReceipt(args),
+      readContract: (args: { functionName: string; args?: readonly unknown[] }) =>
+        args.functionName === 'filled' && args.args?.[0] === ids[1]!.requestId && filledFailures-- > 0
+          ? Promise.reject(new Error('provider answered 502'))
+          : client.readContract(args as Parameters<typeof client.readContract>[0]),
+    } as unknown as PublicClient;
+    const second = makeSubmitter(ledger, { client: faulty });
+    await second.sub.start();
+    await waitFor(() => ids.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'both fills settled', 15_000);
+    expect(receiptMisses).toBeLessThan(1);
+    expect(filledFailures).toBeLessThan(1);
+    for (const p of ids) {
+      expect(ledger.payouts.get(p.id)!.tx_hash).toBe(hash);
+      expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[hash, 'included']]);
+    }
+    expect(second.rec.signed).toEqual([]);
+    expect(second.rec.paid.map((x) => x.payout).sort()).toEqual(ids.map((p) => p.id).sort());
   });
 
   it('a payout the market prices above the fee cap waits unsigned (no nonce held), then goes at the cap or under', async () => {

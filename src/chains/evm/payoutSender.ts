@@ -800,8 +800,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         }
         return;
       }
-      for (const id of payoutIds) await this.#onNonceTaken(id, nonce, payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(id)).child({ nonce }));
-      return;
+      return await this.#onNonceTaken(payoutIds, nonce, (id) => (payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(id)).child({ nonce })));
     }
 
     // Still pending: make sure the node has the newest (highest-fee) one, and replace it when stuck.
@@ -964,25 +963,35 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     this.#requeue(t.payout_id, t.hash);
   }
 
-  // The nonce is past this group and none of its transactions has a receipt: something else took it.
-  async #onNonceTaken(payoutId: string, nonce: number, log: Logger): Promise<void> {
-    const payout = this.#ledger.payouts.get(payoutId);
-    if (!payout) return;
-    const paid = payout.state === 'sent' ? await this.#findPaid(payout, await this.#requestOf(payout)) : null;
-    const outcome = this.#ledger.tx(() => {
-      for (const t of this.#ledger.payouts.txsOf(payoutId)) {
-        if (t.nonce === nonce && isOpen(t)) this.#ledger.payouts.setTxState(t.hash, 'dropped', { error: 'nonce taken by another transaction' });
-      }
-      if (paid) return this.#settlePaid(payoutId, paid) ? 'paid' : 'none';
-      const cur = this.#ledger.payouts.get(payoutId);
-      if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
-      // Not paid, and no transaction of this payout can land any more: send it again.
-      this.#ledger.payouts.setState(cur.id, 'queued');
-      return 'requeued';
-    });
-    log.warn({ outcome, paidBy: paid?.txHash }, 'nonce taken by another transaction; transactions marked dropped');
+  // The nonce is past this group and none of its transactions has a receipt: something else took it (or
+  // the group's own transaction, its receipt not yet served). Every payout's evidence is read first, then
+  // the group is settled in one ledger transaction: a batch's payouts share their transaction rows, so
+  // settling one closes the rows of all. Settled one by one, a crash or a failed read between two left the
+  // second 'sent' with no open transaction, never looked at again (chaos seed 231).
+  async #onNonceTaken(payoutIds: string[], nonce: number, logOf: (payoutId: string) => Logger): Promise<void> {
+    const found: { id: string; paid: PaidBy | null }[] = [];
+    for (const id of payoutIds) {
+      const payout = this.#ledger.payouts.get(id);
+      found.push({ id, paid: payout?.state === 'sent' ? await this.#findPaid(payout, await this.#requestOf(payout)) : null });
+    }
+    const outcomes = this.#ledger.tx(() =>
+      found.map(({ id, paid }) => {
+        for (const t of this.#ledger.payouts.txsOf(id)) {
+          if (t.nonce === nonce && isOpen(t)) this.#ledger.payouts.setTxState(t.hash, 'dropped', { error: 'nonce taken by another transaction' });
+        }
+        if (paid) return this.#settlePaid(id, paid) ? 'paid' : 'none';
+        const cur = this.#ledger.payouts.get(id);
+        if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
+        // Not paid, and no transaction of this payout can land any more: send it again.
+        this.#ledger.payouts.setState(cur.id, 'queued');
+        return 'requeued';
+      }),
+    );
+    for (const [i, { id, paid }] of found.entries()) {
+      logOf(id).warn({ outcome: outcomes[i], paidBy: paid?.txHash }, 'nonce taken by another transaction; transactions marked dropped');
+      if (outcomes[i] === 'requeued') this.#requeue(id, `nonce ${nonce}`);
+    }
     await this.#nonces.resync();
-    if (outcome === 'requeued') this.#requeue(payoutId, `nonce ${nonce}`);
   }
 
   // `first`: the transaction is at the nonce the chain expects next (the one holding the nonces after it).
