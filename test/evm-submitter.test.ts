@@ -199,6 +199,30 @@ function queuePayout(
   return { id, requestId };
 }
 
+// A batch of `n` native fills signed and recorded by a submitter that then crashes before broadcasting it
+// (its crash point hit, process.kill stubbed), as a restarted node finds it.
+async function recordBatchThenCrash(
+  ledger: Ledger,
+  n: number,
+): Promise<{ ids: { id: string; requestId: Hex }[]; fills: { recipient: Address; amount: bigint }[]; hash: Hex }> {
+  const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
+    throw new Error('simulated crash after the batch was recorded');
+  });
+  try {
+    const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillRecorded: true } });
+    await first.sub.start();
+    const fills = Array.from({ length: n }, () => ({ recipient: freshAddress(), amount: parseEther('0.01') }));
+    const ids = fills.map((f) => queuePayout(ledger, { kind: 'fill', recipient: f.recipient, currency: zeroAddress, amount: f.amount }));
+    first.sub.wake();
+    await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
+    await first.sub.stop();
+    running.splice(running.indexOf(first.sub), 1);
+    return { ids, fills, hash: ledger.payouts.get(ids[0]!.id)!.tx_hash as Hex };
+  } finally {
+    kill.mockRestore();
+  }
+}
+
 // Polls a condition, bounded; never a bare sleep.
 async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -699,31 +723,14 @@ describe('EvmSubmitter', () => {
 
   it('on restart broadcasts a batch recorded but never sent, once, and pays every fill in it once', async () => {
     const ledger = Ledger.open(':memory:');
-    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
-      throw new Error('simulated crash after the batch was recorded');
-    });
-    const fills = Array.from({ length: 5 }, () => ({ recipient: freshAddress(), amount: parseEther('0.01') }));
-    let ids: { id: string; requestId: Hex }[];
-    let recordedHash: Hex;
-    try {
-      const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillRecorded: true } });
-      await first.sub.start();
-      const nonceBefore = await pendingNonce();
-      ids = fills.map((f) => queuePayout(ledger, { kind: 'fill', recipient: f.recipient, currency: zeroAddress, amount: f.amount }));
-      first.sub.wake();
-      await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
-      await first.sub.stop();
-      running.splice(running.indexOf(first.sub), 1);
-      recordedHash = ledger.payouts.get(ids[0]!.id)!.tx_hash as Hex;
-      // One transaction, recorded for every payout it carries, before it reached the chain.
-      for (const p of ids) {
-        expect(ledger.payouts.get(p.id)).toMatchObject({ state: 'sent', tx_hash: recordedHash });
-        expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[recordedHash, 'signed']]);
-      }
-      expect(await pendingNonce()).toBe(nonceBefore);
-    } finally {
-      kill.mockRestore();
+    const nonceBefore = await pendingNonce();
+    const { ids, fills, hash: recordedHash } = await recordBatchThenCrash(ledger, 5);
+    // One transaction, recorded for every payout it carries, before it reached the chain.
+    for (const p of ids) {
+      expect(ledger.payouts.get(p.id)).toMatchObject({ state: 'sent', tx_hash: recordedHash });
+      expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[recordedHash, 'signed']]);
     }
+    expect(await pendingNonce()).toBe(nonceBefore);
 
     const lines: Record<string, unknown>[] = [];
     const second = makeSubmitter(ledger, { log: createLogger('info', { write: (line: string) => void lines.push(JSON.parse(line)) }) });
@@ -746,23 +753,8 @@ describe('EvmSubmitter', () => {
 
   it('a batch that landed while its receipt could not be read settles every fill it paid, though one read fails on the way', async () => {
     const ledger = Ledger.open(':memory:');
-    const kill = vi.spyOn(process, 'kill').mockImplementation(() => {
-      throw new Error('simulated crash after the batch was recorded');
-    });
-    let ids: { id: string; requestId: Hex }[];
-    try {
-      const first = makeSubmitter(ledger, { chain: { pollIntervalMs: 600_000 }, faults: { crashAfterFillRecorded: true } });
-      await first.sub.start();
-      ids = [0, 1].map(() => queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: parseEther('0.01') }));
-      first.sub.wake();
-      await waitFor(() => kill.mock.calls.length === 1, 'crash point reached');
-      await first.sub.stop();
-      running.splice(running.indexOf(first.sub), 1);
-    } finally {
-      kill.mockRestore();
-    }
+    const { ids, hash } = await recordBatchThenCrash(ledger, 2);
     // The batch reaches the chain (sent before the crash, say) and pays both orders.
-    const hash = ledger.payouts.get(ids[0]!.id)!.tx_hash as Hex;
     expect(ledger.payouts.get(ids[1]!.id)!.tx_hash).toBe(hash);
     await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
     expect((await client.waitForTransactionReceipt({ hash })).status).toBe('success');
@@ -791,6 +783,54 @@ describe('EvmSubmitter', () => {
     }
     expect(second.rec.signed).toEqual([]);
     expect(second.rec.paid.map((x) => x.payout).sort()).toEqual(ids.map((p) => p.id).sort());
+  });
+
+  it('a payout left sent with no transaction open is settled from the chain: paid, it succeeds; not paid, it is sent again', async () => {
+    const ledger = Ledger.open(':memory:');
+    const { ids, hash } = await recordBatchThenCrash(ledger, 2);
+    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
+    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('success');
+    // A settlement interrupted after the batch's first payout: the rows both payouts share are closed, the second is still 'sent'.
+    ledger.tx(() => {
+      ledger.payouts.setTxState(hash, 'included');
+      ledger.payouts.setState(ids[0]!.id, 'success', { txHash: hash });
+    });
+    // And a payout whose only transaction was dropped before it paid anything.
+    const unpaid = queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: parseEther('0.02') });
+    const lost = randomId();
+    ledger.tx(() => {
+      ledger.payouts.insertTx({
+        hash: lost,
+        payout_id: unpaid.id,
+        chain_id: CHAIN_ID,
+        sender: solver.address,
+        nonce: 0,
+        raw: '0x00',
+        gas_limit: '0',
+        max_fee_per_gas: '0',
+        max_priority_fee_per_gas: '0',
+        created_at: Date.now(),
+      });
+      ledger.payouts.setTxState(lost, 'dropped');
+      ledger.payouts.setState(unpaid.id, 'sent', { txHash: lost });
+    });
+    expect(
+      ledger.payouts
+        .stranded(CHAIN_ID)
+        .map((p) => p.id)
+        .sort(),
+    ).toEqual([ids[1]!.id, unpaid.id].sort());
+
+    const second = makeSubmitter(ledger);
+    await second.sub.start();
+    await waitFor(() => [ids[1]!, unpaid].every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'both settled', 15_000);
+    expect(ledger.payouts.get(ids[1]!.id)!.tx_hash).toBe(hash);
+    expect(second.rec.paid.filter((x) => x.payout === ids[1]!.id).map((x) => x.hash)).toEqual([hash]);
+    // The unpaid one went again, in a transaction of its own, and was paid once.
+    const again = ledger.payouts.get(unpaid.id)!.tx_hash as Hex;
+    expect(again).not.toBe(lost);
+    expect((await fillEvents(unpaid.requestId)).map((e) => e.transactionHash)).toEqual([again]);
+    expect(ledger.payouts.stranded(CHAIN_ID)).toEqual([]);
   });
 
   it('a payout the market prices above the fee cap waits unsigned (no nonce held), then goes at the cap or under', async () => {

@@ -31,6 +31,7 @@ export class Payouts {
   #insertTx;
   #txState;
   #openTxs;
+  #stranded;
   #txsOfPayout;
   #rawOf;
   #rowsOfTx;
@@ -74,6 +75,8 @@ export class Payouts {
     // Rows are read without their bytes: the confirm pass reads every open row on every head, and a
     // batch's rows share one 5 KB byte string it needs only to rebroadcast or replace (rawOf).
     this.#openTxs = db.prepare(`SELECT * FROM transactions WHERE chain_id = ? AND state IN ('signed', 'broadcast') ORDER BY nonce, created_at`);
+    this.#stranded = db.prepare(`SELECT * FROM payouts p WHERE chain_id = ? AND state = 'sent'
+      AND NOT EXISTS (SELECT 1 FROM transactions t WHERE t.payout_id = p.id AND t.state IN ('signed', 'broadcast')) ORDER BY decided_at`);
     this.#txsOfPayout = db.prepare('SELECT * FROM transactions WHERE payout_id = ? ORDER BY created_at');
     this.#rawOf = db.prepare('SELECT raw FROM transaction_bytes WHERE hash = ?');
     this.#rowsOfTx = db.prepare('SELECT * FROM transactions WHERE hash = ? ORDER BY payout_id');
@@ -194,6 +197,10 @@ export class Payouts {
   /** A chain's transactions signed or broadcast, by nonce. */
   openTxs(chainId: number): TransactionRow[] {
     return this.#openTxs.all(chainId) as TransactionRow[];
+  }
+  /** A chain's payouts marked sent with none of their transactions signed or broadcast: none of them can land any more. */
+  stranded(chainId: number): PayoutRow[] {
+    return this.#stranded.all(chainId) as PayoutRow[];
   }
   /** A payout's transactions, oldest first. */
   txsOf(payoutId: string): TransactionRow[] {

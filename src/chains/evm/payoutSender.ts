@@ -729,12 +729,18 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
 
   // ------------------------------------------------------------------------------------------ confirm
 
-  /** One pass over the solver's open transactions on this chain, nonce by nonce. */
+  /** One pass over the solver's open transactions on this chain, nonce by nonce, then over payouts none of whose transactions is open. */
   async confirm(): Promise<TxStatus[]> {
     this.#requeued = [];
+    await this.#confirmOpen();
+    await this.#settleStranded();
+    return this.#requeued;
+  }
+
+  async #confirmOpen(): Promise<void> {
     const open = this.#ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
     // Nothing open: no head to read (a pass runs on every head, and on the backstop timer when idle).
-    if (open.length === 0) return [];
+    if (open.length === 0) return;
     const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
     // The chain's nonce is read before any receipt: a nonce past a transaction with no receipt then
     // really was taken by something else.
@@ -754,7 +760,34 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         }
       }),
     );
-    return this.#requeued;
+  }
+
+  // A payout marked sent with none of its transactions open can land no more, and the pass over open
+  // transactions never sees it: a settlement interrupted between the payouts one transaction carries (a
+  // crash, a failed read) leaves one, which would stay 'sent' for good. Its outcome is read from the chain:
+  // paid, it is settled; not paid, it is sent again (the contracts refuse a second payment of one order).
+  async #settleStranded(): Promise<void> {
+    for (const payout of this.#ledger.payouts.stranded(this.chainId)) {
+      const log = this.#payoutLog(payout);
+      try {
+        const paid = await this.#findPaid(payout, await this.#requestOf(payout));
+        const outcome = this.#ledger.tx(() => this.#settleOrRequeue(payout.id, paid));
+        log.warn({ outcome, paidBy: paid?.txHash }, 'payout sent with no transaction open: settled from the chain');
+        if (outcome === 'requeued') this.#requeue(payout.id, payout.tx_hash ?? 'none open');
+      } catch (err) {
+        log.warn({ err: errText(err) }, 'reading the outcome of a payout with no transaction open failed; retrying on the next pass');
+      }
+    }
+  }
+
+  // Inside the caller's ledger transaction, once no transaction of the payout can land: settled when `paid`
+  // names the payment, else (still sent, nothing open) queued again.
+  #settleOrRequeue(payoutId: string, paid: PaidBy | null): 'paid' | 'none' | 'requeued' {
+    if (paid) return this.#settlePaid(payoutId, paid) ? 'paid' : 'none';
+    const cur = this.#ledger.payouts.get(payoutId);
+    if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
+    this.#ledger.payouts.setState(cur.id, 'queued');
+    return 'requeued';
   }
 
   // A payout can never land as it was sent and is queued again: the pipeline sends it.
@@ -979,12 +1012,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         for (const t of this.#ledger.payouts.txsOf(id)) {
           if (t.nonce === nonce && isOpen(t)) this.#ledger.payouts.setTxState(t.hash, 'dropped', { error: 'nonce taken by another transaction' });
         }
-        if (paid) return this.#settlePaid(id, paid) ? 'paid' : 'none';
-        const cur = this.#ledger.payouts.get(id);
-        if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
-        // Not paid, and no transaction of this payout can land any more: send it again.
-        this.#ledger.payouts.setState(cur.id, 'queued');
-        return 'requeued';
+        return this.#settleOrRequeue(id, paid);
       }),
     );
     for (const [i, { id, paid }] of found.entries()) {
@@ -1144,12 +1172,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       this.#ledger.payouts.setTxState(hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
       return rows.map((t) => {
         this.#closeSiblings(t.payout_id, t.nonce, hash, 'replaced');
-        const paid = paidBy.get(t.payout_id);
-        if (paid) return { payoutId: t.payout_id, outcome: this.#settlePaid(t.payout_id, paid) ? 'paid' : 'none' };
-        const cur = this.#ledger.payouts.get(t.payout_id);
-        if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return { payoutId: t.payout_id, outcome: 'none' };
-        this.#ledger.payouts.setState(cur.id, 'queued');
-        return { payoutId: t.payout_id, outcome: 'requeued' };
+        return { payoutId: t.payout_id, outcome: this.#settleOrRequeue(t.payout_id, paidBy.get(t.payout_id) ?? null) };
       });
     });
     this.#metrics.feeCapCancels.inc({ ...this.#chainLabel, outcome: 'landed' });
