@@ -8,6 +8,7 @@ import { openDb } from '../src/ledger/db.ts';
 import { Ledger } from '../src/ledger/index.ts';
 import { migrations } from '../src/ledger/migrations.ts';
 import { tablesInForeignKeyOrder } from '../src/ledger/pgCopy.ts';
+import { anvilKey } from './helpers/anvilKeys.ts';
 import { seedRequests } from './helpers/seedRequests.ts';
 import { pgQuery } from './helpers/pgSql.ts';
 
@@ -126,7 +127,7 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
       nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
     };
     writeFileSync(config, JSON.stringify({ dataDir, solverKey: { env: 'K' }, ledger: { url: { env: 'LEDGER_URL' } }, chains: [chain] }));
-    const env = { K: '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d', LEDGER_URL: url };
+    const env = { K: anvilKey(1), LEDGER_URL: url };
     const made = run(['keys', 'create', '--name', 'integrator', '--config', config], env);
     expect(made.code, made.out).toBe(0);
     const admin = run(['admin', 'keys', 'create', '--name', 'ops-dana', '--config', config], env);
