@@ -8,7 +8,7 @@ import { copySqliteToPostgres } from './ledger/pgCopy.ts';
 import { migratePostgres } from './ledger/pgMigrate.ts';
 import { hideUrl, withPostgres } from './ledger/pgUrl.ts';
 import { webhookUrlProblem } from './events/webhookUrl.ts';
-import { Ledger } from './ledger/index.ts';
+import { Ledger, type LedgerLocation } from './ledger/index.ts';
 import { createLogger } from './log.ts';
 import { ledgerLocation, RelayNode } from './node.ts';
 import { formatAudit, recordAudit, runAudit } from './audit/audit.ts';
@@ -16,7 +16,7 @@ import { adminCommands } from './admin/cli.ts';
 import { createKeystoreFile, readSecretArg } from './signers/keystoreFile.ts';
 import { resetDevnetLedger, startDevnet, writeDevnetDescription } from './devnet/devnet.ts';
 import { errText } from './lib/errors.ts';
-import { ledgerOptions, withLedger as withLedgerOf } from './cliLedger.ts';
+import { cliLedgerLocation, ledgerOptions, withLedger as withLedgerOf } from './cliLedger.ts';
 
 // Ctrl-C or SIGTERM: a graceful stop (the node drains within its configured bound, then stops);
 // a second signal exits at once. Either way nothing recorded is lost: the ledger commits each
@@ -50,37 +50,22 @@ function fail(e: unknown): never {
   process.exit(1);
 }
 
-// The ledger directory: --data-dir, or the config file's.
-function ledgerDir(argv: { dataDir: string; config?: string }): string {
-  if (!argv.config) return argv.dataDir;
-  try {
-    return loadConfigFile(argv.config).dataDir;
-  } catch (e) {
-    fail(e);
-  }
+/** The PostgreSQL ledger a command's flags name: --url, or the variable --url-env names. Undefined: none named. */
+function postgresUrl(argv: { url?: string; urlEnv?: string }): string | undefined {
+  if (argv.url) return argv.url;
+  if (!argv.urlEnv) return undefined;
+  const v = process.env[argv.urlEnv];
+  if (!v) fail(new Error(`environment variable ${argv.urlEnv} is not set`));
+  return v;
 }
 
-/**
- * The PostgreSQL ledger's URL, when one is named: --url, the variable --url-env names, or the config
- * file's ledger.url. Undefined: the SQLite ledger.
- */
-function postgresUrl(argv: { url?: string; urlEnv?: string; config?: string }): string | undefined {
-  if (argv.url) return argv.url;
-  if (argv.urlEnv) {
-    const v = process.env[argv.urlEnv];
-    if (!v) fail(new Error(`environment variable ${argv.urlEnv} is not set`));
-    return v;
-  }
-  if (!argv.config) return undefined;
-  let config: Config;
+// Where the command's ledger is (src/cliLedger.ts); a bad config file stops the command with its message.
+function locate(argv: { dataDir: string; config?: string }): LedgerLocation {
   try {
-    config = loadConfigFile(argv.config);
+    return cliLedgerLocation(argv);
   } catch (e) {
     fail(e);
   }
-  // ledger.url: a string, or a Secret once the config schema wraps it.
-  const url = (config as { ledger?: { url?: string | { reveal(): string } } }).ledger?.url;
-  return typeof url === 'object' ? url.reveal() : url;
 }
 
 // The command's ledger (src/cliLedger.ts); a bad config file stops the command with its message.
@@ -233,9 +218,12 @@ await yargs(hideBin(process.argv))
             .option('url', { type: 'string', describe: 'a PostgreSQL ledger, postgres://… (visible to other users of this host: prefer --url-env)' })
             .option('url-env', { type: 'string', describe: 'the environment variable that holds the PostgreSQL ledger URL' }),
         async (argv) => {
-          const url = postgresUrl(argv);
+          // --url or --url-env, else the ledger --config or --data-dir names.
+          const flagged = postgresUrl(argv);
+          const where = flagged === undefined ? locate(argv) : undefined;
+          const url = flagged ?? where?.url;
           if (url === undefined) {
-            const path = join(ledgerDir(argv), 'ledger.sqlite');
+            const path = where!.path;
             const db = openDb(path);
             const ran = migrate(db);
             db.close();

@@ -15,11 +15,16 @@ export function ledgerOptions<T>(y: Argv<T>) {
     .option('config', { type: 'string', describe: "work on this config file's ledger (its ledger.url, else the SQLite file in its dataDir)" });
 }
 
+/** Where the command's ledger is. A config file that cannot be read or built throws (ConfigError). */
+export function cliLedgerLocation(argv: { dataDir: string; config?: string }): LedgerLocation {
+  return argv.config ? ledgerLocation(loadConfigFile(argv.config)) : { path: join(argv.dataDir, 'ledger.sqlite') };
+}
+
 /** Runs `fn` on the command's ledger, then closes it. A config file that cannot be read or built goes to `fail`. */
 export function withLedger(argv: { dataDir: string; config?: string }, fail: (e: unknown) => never, fn: (ledger: Ledger) => void): void {
   let where: LedgerLocation;
   try {
-    where = argv.config ? ledgerLocation(loadConfigFile(argv.config)) : { path: join(argv.dataDir, 'ledger.sqlite') };
+    where = cliLedgerLocation(argv);
   } catch (e) {
     fail(e);
   }

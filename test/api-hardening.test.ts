@@ -18,6 +18,7 @@ import { pruneUnusedQuotes } from '../src/ledger/quotePruner.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
 import { withPostgres } from '../src/ledger/pgUrl.ts';
+import { ledgerByEnv } from './helpers/cliConfig.ts';
 import { heaviestListing, seedRequests, seedRequestsPostgres } from './helpers/seedRequests.ts';
 import { api, executeSteps, startStack, until, V2_LIVE, waitForStatus, type Stack } from './helpers/stack.ts';
 import { stalledRequest } from './helpers/stalledRequest.ts';
@@ -413,21 +414,20 @@ describe('read-only replica', () => {
   it('starts from the solver address in config, without any private key', async () => {
     const solver = privateKeyToAccount(s.devnet.keys.solver).address;
     // On a PostgreSQL stack (RELAY_TEST_LEDGER=postgres), the same database, its URL (and password) from the environment.
-    const pgUrl = s.node.config.ledger.url?.reveal();
+    const ledger = ledgerByEnv(s);
     const raw = {
       ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'info' }),
       requestsV2: V2_LIVE,
       solverAddress: solver,
-      ...(pgUrl ? { ledger: { url: { env: 'RELAY_TEST_LEDGER_URL' } } } : {}),
+      ...ledger.config,
     };
     // The node itself still needs its key.
-    const ledgerEnv = pgUrl ? { RELAY_TEST_LEDGER_URL: pgUrl } : {};
-    expect(() => buildConfig(raw, ledgerEnv)).toThrow(/solverKey: is required to run the node/);
+    expect(() => buildConfig(raw, ledger.env)).toThrow(/solverKey: is required to run the node/);
     const dir = mkdtempSync(join(tmpdir(), 'relay-replica-'));
     const path = join(dir, 'replica.json');
     writeFileSync(path, JSON.stringify(raw));
     // No key anywhere in the environment either.
-    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/KEY/i.test(k))), ...ledgerEnv };
+    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/KEY/i.test(k))), ...ledger.env };
     const child = spawn(process.execPath, ['bin/relay-node.js', 'api', '--config', path, '--port', '0'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
@@ -510,7 +510,7 @@ describe('listings isolated from the node', () => {
   it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
     const k = s.node.ledger.apiKeys.create('isolation');
     // On PostgreSQL in bulk: 20,000 requests row by row through the node's connection outlast its statement timeout.
-    const pgUrl = s.node.config.ledger.url?.reveal();
+    const pgUrl = s.ledgerConfig.ledger?.url;
     const seed = { prefix: 'iso', start: Date.UTC(2025, 0, 1) };
     if (pgUrl)
       await withPostgres(pgUrl, async (client) => {

@@ -9,6 +9,7 @@ import { Ledger } from '../src/ledger/index.ts';
 import { migrations } from '../src/ledger/migrations.ts';
 import { tablesInForeignKeyOrder } from '../src/ledger/pgCopy.ts';
 import { anvilKey } from './helpers/anvilKeys.ts';
+import { MINIMAL_CONFIG } from './helpers/minimalConfig.ts';
 import { seedRequests } from './helpers/seedRequests.ts';
 import { pgQuery } from './helpers/pgSql.ts';
 
@@ -118,15 +119,7 @@ describe('relay-node db migrate / db copy on PostgreSQL', () => {
     expect(run(['db', 'migrate', '--url', url]).code).toBe(0);
     const dataDir = mkdtempSync(join(dir, 'data-'));
     const config = join(dir, 'pg-config.json');
-    const chain = {
-      id: 8453,
-      name: 'Base',
-      rpcUrl: 'http://127.0.0.1:8545',
-      depository: '0x0000000000000000000000000000000000000001',
-      filler: '0x0000000000000000000000000000000000000002',
-      nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
-    };
-    writeFileSync(config, JSON.stringify({ dataDir, solverKey: { env: 'K' }, ledger: { url: { env: 'LEDGER_URL' } }, chains: [chain] }));
+    writeFileSync(config, JSON.stringify({ ...MINIMAL_CONFIG, dataDir, ledger: { url: { env: 'LEDGER_URL' } } }));
     const env = { K: anvilKey(1), LEDGER_URL: url };
     const made = run(['keys', 'create', '--name', 'integrator', '--config', config], env);
     expect(made.code, made.out).toBe(0);

@@ -7,17 +7,11 @@ import { buildConfig, loadConfigFile } from './load.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 import { Keypair } from '@solana/web3.js';
 import { base58Encode } from '../kinds/svm.ts';
+import { MINIMAL_CHAIN, MINIMAL_CONFIG } from '../../test/helpers/minimalConfig.ts';
 
 const KEY = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
-const chain = {
-  id: 8453,
-  name: 'Base',
-  rpcUrl: 'http://127.0.0.1:8545',
-  depository: '0x0000000000000000000000000000000000000001',
-  filler: '0x0000000000000000000000000000000000000002',
-  nativeCurrency: { symbol: 'ETH', name: 'Ether', decimals: 18, usdPrice: '3000' },
-};
-const base = { solverKey: { env: 'K' }, chains: [chain] };
+const chain = MINIMAL_CHAIN;
+const base = MINIMAL_CONFIG;
 const env = { K: KEY };
 
 describe('config', () => {

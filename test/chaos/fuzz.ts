@@ -92,6 +92,8 @@ export function send(base: string, s: Sent, timeoutMs = 10_000): Promise<Answer>
   });
 }
 
+const rowText = (r: unknown) => JSON.stringify(r, (_k, v) => (typeof v === 'bigint' ? v.toString() : Buffer.isBuffer(v) ? v.toString('hex') : v));
+
 // A digest of the ledger's durable tables (all but the indexer's own bookkeeping, which moves with
 // every block), to show that a rejected call wrote nothing.
 export function ledgerDigest(ledger: Ledger): { hash: string; rows: Record<string, number> } {
@@ -113,12 +115,10 @@ export function ledgerDigest(ledger: Ledger): { hash: string; rows: Record<strin
       const { tx_fee: _cached, ...rest } = r;
       return rest;
     });
-    // In a dialect-free order (PostgreSQL has no rowid): by each row's own text.
-    const text = (r: unknown) => JSON.stringify(r, (_k, v) => (typeof v === 'bigint' ? v.toString() : Buffer.isBuffer(v) ? v.toString('hex') : v));
-    all.sort((a, b) => (text(a) < text(b) ? -1 : text(a) > text(b) ? 1 : 0));
     rows[t] = all.length;
     h.update(t);
-    h.update(JSON.stringify(all.map(text)));
+    // In a dialect-free order (PostgreSQL has no rowid): each row's text, sorted.
+    h.update(JSON.stringify(all.map(rowText).sort()));
   }
   return { hash: h.digest('hex'), rows };
 }

@@ -8,20 +8,27 @@ import type { Stack } from './stack.ts';
  */
 export function cliConfig(s: Stack): { path: string; env: Record<string, string> } {
   const path = join(s.dataDir, 'cli-config.json');
-  const pg = s.ledgerConfig.ledger?.url;
+  const ledger = ledgerByEnv(s);
   writeFileSync(
     path,
     JSON.stringify({
       ...s.devnet.nodeConfig({ port: 0, logLevel: 'warn' }),
       dataDir: s.dataDir,
-      ...(pg ? { ledger: { url: { env: 'CLI_LEDGER_URL' } } } : {}),
+      ...ledger.config,
       solverKey: { env: 'CLI_SOLVER_KEY' },
       allocatorKey: { env: 'CLI_ALLOCATOR_KEY' },
     }),
   );
-  const env: Record<string, string> = { CLI_SOLVER_KEY: s.devnet.keys.solver, CLI_ALLOCATOR_KEY: s.devnet.keys.allocator };
-  if (pg) env.CLI_LEDGER_URL = pg;
-  return { path, env };
+  return { path, env: { CLI_SOLVER_KEY: s.devnet.keys.solver, CLI_ALLOCATOR_KEY: s.devnet.keys.allocator, ...ledger.env } };
+}
+
+/**
+ * The stack's ledger for a config file a spawned process reads: on PostgreSQL, `ledger.url` naming an environment
+ * variable and that variable (the URL's password never written to a file); nothing on SQLite (the data directory's).
+ */
+export function ledgerByEnv(s: Stack): { config: { ledger?: { url: { env: string } } }; env: Record<string, string> } {
+  const url = s.ledgerConfig.ledger?.url;
+  return url ? { config: { ledger: { url: { env: 'RELAY_TEST_LEDGER_URL' } } }, env: { RELAY_TEST_LEDGER_URL: url } } : { config: {}, env: {} };
 }
 
 /** The options that point a ledger command (keys, webhooks) at the stack's ledger: its data directory, or on PostgreSQL the config file. */
