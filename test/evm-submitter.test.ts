@@ -785,6 +785,58 @@ describe('EvmSubmitter', () => {
     expect(second.rec.paid.map((x) => x.payout).sort()).toEqual(ids.map((p) => p.id).sort());
   });
 
+  it('a batch that reverted sends each of its fills again alone, each paid once; a failed read on the way settles none of the batch before all are read', async () => {
+    const ledger = Ledger.open(':memory:');
+    const { ids, hash } = await recordBatchThenCrash(ledger, 3);
+    // The batch lands and reverts: the filler's owner took the solver off its list just before, and puts it back after.
+    const owner = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: privateKeyToAccount(DEPLOYER_KEY) });
+    const setSolver = async (functionName: 'removeSolver' | 'addSolver') =>
+      client.waitForTransactionReceipt({
+        hash: await owner.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName, args: [solver.address] }),
+      });
+    await setSolver('removeSolver');
+    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
+    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('reverted');
+    await setSolver('addSolver');
+
+    // The restarted node's provider fails one read of whether the second order was paid; what the ledger
+    // held for the batch at that moment is kept.
+    const held = () => ids.map((p) => `${ledger.payouts.get(p.id)!.state} ${ledger.payouts.txsOf(p.id).map((t) => t.state)}`);
+    const before = held();
+    expect(before).toEqual(ids.map(() => 'sent signed'));
+    let filledFailures = 1;
+    let atFailure: string[] | undefined;
+    const faulty = {
+      ...client,
+      readContract: (args: { functionName: string; args?: readonly unknown[] }) => {
+        if (args.functionName === 'filled' && args.args?.[0] === ids[1]!.requestId && filledFailures-- > 0) {
+          atFailure = held();
+          return Promise.reject(new Error('provider answered 502'));
+        }
+        return client.readContract(args as Parameters<typeof client.readContract>[0]);
+      },
+    } as unknown as PublicClient;
+    const second = makeSubmitter(ledger, { client: faulty });
+    await second.sub.start();
+    await waitFor(() => ids.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'every fill paid', 20_000);
+    // Nothing of the batch was settled while one of its payouts was still unread.
+    expect(atFailure).toEqual(before);
+    const paidBy = ids.map((p) => ledger.payouts.get(p.id)!.tx_hash as Hex);
+    // Each went again alone, and was paid once, by its own transaction.
+    expect(new Set(paidBy).size).toBe(ids.length);
+    for (const [i, p] of ids.entries()) {
+      expect(paidBy[i]).not.toBe(hash);
+      expect((await fillEvents(p.requestId)).map((e) => e.transactionHash)).toEqual([paidBy[i]]);
+      expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([
+        [hash, 'reverted'],
+        [paidBy[i], 'included'],
+      ]);
+    }
+    expect(second.rec.paid.map((x) => x.payout).sort()).toEqual(ids.map((p) => p.id).sort());
+    expect(second.rec.failed).toEqual([]);
+    expect(ledger.payouts.stranded(CHAIN_ID)).toEqual([]);
+  });
+
   it('a payout left sent with no transaction open is settled from the chain: paid, it succeeds; not paid, it is sent again', async () => {
     const ledger = Ledger.open(':memory:');
     const { ids, hash } = await recordBatchThenCrash(ledger, 2);

@@ -14,7 +14,7 @@
 // the hash) in the same ledger transaction, before broadcast, as a lone fill is; a change of its state is
 // one statement over its rows. The confirm pass works per nonce, and reads each order's own OrderFilled
 // (paid) or FillSkipped (requeued, to be sent alone, where it is paid or fails with its own reason) from
-// the receipt.
+// the receipt. A batch that reverted paid nothing: its payouts settle together, each queued to go alone.
 //
 // Never paying twice rests on three things: every signed transaction is in the ledger before it can reach
 // the chain; a payout is only signed again (at a new nonce) once its earlier nonce is provably consumed
@@ -828,8 +828,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
             const byId = new Map(this.#ledger.payouts.getMany([...new Set(rows.map((t) => t.payout_id))]).map((p) => [p.id, p]));
             for (const t of rows) this.#onIncluded(t, receipt, logOf(t), byId.get(t.payout_id) ?? null);
           });
+        } else if (rows.length > 1) {
+          await this.#onBatchReverted(rows, receipt, log());
         } else {
-          for (const t of rows) await this.#onReceipt(t, receipt, logOf(t));
+          await this.#onReceipt(rows[0]!, receipt, logOf(rows[0]!));
         }
         return;
       }
@@ -893,6 +895,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (out.settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
   }
 
+  // The receipt of a transaction carrying one payout (a batch's: #onIncluded, #onBatchReverted).
   async #onReceipt(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
     if (receipt.status === 'success') return this.#onIncluded(t, receipt, log);
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
@@ -907,27 +910,17 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       paid = await this.#findPaid(payout, await this.#requestOf(payout), receipt.blockNumber);
       if (paid?.txHash === t.hash) paid = null;
     }
-    const batch = this.#ledger.payouts.rowsOfTx(t.hash).length > 1;
     const outcome = this.#ledger.tx(() => {
       this.#ledger.payouts.setTxState(t.hash, 'reverted', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee, error: 'reverted' });
       this.#closeSiblings(t.payout_id, t.nonce, t.hash, 'replaced');
       if (paid) return this.#settlePaid(t.payout_id, paid) ? 'paid' : 'none';
       const cur = this.#ledger.payouts.get(t.payout_id);
       if (!cur || cur.state !== 'sent' || this.#hasOpen(cur.id)) return 'none';
-      if (batch) {
-        // A whole batch reverted (out of gas, say): nothing in it was paid; each order goes again, alone.
-        this.#ledger.payouts.setState(cur.id, 'queued');
-        return 'requeued';
-      }
       this.#ledger.payouts.setState(cur.id, 'failed', { txHash: t.hash, failReason: 'TRANSACTION_REVERTED' });
       this.#hooks.onFailed(cur, 'TRANSACTION_REVERTED', t.hash);
       return 'failed';
     });
-    if (outcome === 'requeued') {
-      this.#alone.add(payout.id);
-      log.warn({ txHash: t.hash }, 'batch transaction reverted; its fill is sent again, alone');
-      this.#requeue(t.payout_id, t.hash);
-    } else if (outcome === 'failed') {
+    if (outcome === 'failed') {
       this.#outcome(payout, 'failed');
       log.warn({ txHash: t.hash, fee: fee.toString() }, 'payout failed: transaction reverted');
     } else if (outcome === 'paid') {
@@ -1159,6 +1152,32 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // says another transaction paid it (another node with the key; never the cancel); the cancel's fee is
   // booked on its rows as spent.
   async #onCancelLanded(rows: TransactionRow[], receipt: TransactionReceipt, log: Logger): Promise<void> {
+    const { fee, outcomes } = await this.#settleLandedUnpaid(rows, receipt, 'included');
+    this.#metrics.feeCapCancels.inc({ ...this.#chainLabel, outcome: 'landed' });
+    log.warn(
+      { txHash: rows[0]!.hash, fee: fee.toString(), block: Number(receipt.blockNumber), outcomes },
+      'cancel landed at the fee-capped nonce; its payouts are queued again',
+    );
+  }
+
+  // A batch reverted (out of gas, say): nothing in it was paid, and each order goes again, alone, where it is
+  // paid or fails with its own reason.
+  async #onBatchReverted(rows: TransactionRow[], receipt: TransactionReceipt, log: Logger): Promise<void> {
+    for (const t of rows) this.#alone.add(t.payout_id);
+    const { fee, outcomes } = await this.#settleLandedUnpaid(rows, receipt, 'reverted');
+    log.warn({ txHash: rows[0]!.hash, fee: fee.toString(), outcomes }, 'batch transaction reverted; its fills are sent again, alone');
+  }
+
+  // A transaction carrying `rows` landed without paying any of them (a cancel, a batch that reverted): none of
+  // their transactions at its nonce can land any more. Every payout's outcome is read from the chain first
+  // (as of the receipt's block), then the group settles in one ledger transaction: one paid by another
+  // transaction is settled, the rest are queued again. A failed read leaves the whole
+  // group open for the next pass; a crash cannot leave part of it settled. The fee is booked on its rows.
+  async #settleLandedUnpaid(
+    rows: TransactionRow[],
+    receipt: TransactionReceipt,
+    state: 'included' | 'reverted',
+  ): Promise<{ fee: bigint; outcomes: { payoutId: string; outcome: 'paid' | 'none' | 'requeued' }[] }> {
     const hash = rows[0]!.hash;
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const paidBy = new Map<string, PaidBy>();
@@ -1169,18 +1188,15 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       if (paid && paid.txHash.toLowerCase() !== hash.toLowerCase()) paidBy.set(payout.id, paid);
     }
     const outcomes = this.#ledger.tx(() => {
-      this.#ledger.payouts.setTxState(hash, 'included', { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee });
+      const landed = { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee, ...(state === 'reverted' ? { error: 'reverted' } : {}) };
+      this.#ledger.payouts.setTxState(hash, state, landed);
       return rows.map((t) => {
         this.#closeSiblings(t.payout_id, t.nonce, hash, 'replaced');
         return { payoutId: t.payout_id, outcome: this.#settleOrRequeue(t.payout_id, paidBy.get(t.payout_id) ?? null) };
       });
     });
-    this.#metrics.feeCapCancels.inc({ ...this.#chainLabel, outcome: 'landed' });
-    log.warn(
-      { txHash: hash, fee: fee.toString(), block: Number(receipt.blockNumber), outcomes },
-      'cancel landed at the fee-capped nonce; its payouts are queued again',
-    );
     for (const o of outcomes) if (o.outcome === 'requeued') this.#requeue(o.payoutId, hash);
+    return { fee, outcomes };
   }
 
   // ------------------------------------------------------------------------------------------ settling
