@@ -38,9 +38,12 @@ export const FAST_FILL_STATUS: Record<FastFillCode, number> = {
   NEGATIVE_NEW_AMOUNT_AFTER_FEES: 400,
   MAX_FILL_AMOUNT_EXCEEDED: 400,
   SOLVER_CAPACITY_EXCEEDED: 400,
+  ORDER_EXPIRED: 400,
   SPONSOR_BALANCE_TOO_LOW: 402,
   APP_BALANCE_TOO_LOW: 402,
   SOLVER_BALANCE_TOO_LOW: 409,
+  // The price moved since the quote: a new quote may be filled.
+  SLIPPAGE: 409,
   ALREADY_FAST_FILLED: 409,
   ALREADY_FILLED: 409,
   // Held back now (a pause, dry run or limit): the caller may try again.

@@ -3,7 +3,8 @@ import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { breakdown } from '../quote/fillAmount.ts';
-import { parseDecimal, usdMicro, usdMicroCeil } from '../lib/money.ts';
+import { conversionRate, parseDecimal, usdMicro, usdMicroCeil } from '../lib/money.ts';
+import { swapRate } from '../quote/pricing.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
 import type { RiskFailReason, RiskPolicy, RiskPostponeReason } from './risk.ts';
 import { RelayNodeError } from '../lib/errors.ts';
@@ -37,6 +38,8 @@ export type FastFillCode =
   | 'ALREADY_FILLED'
   | 'SPONSOR_BALANCE_TOO_LOW'
   | 'APP_BALANCE_TOO_LOW'
+  | 'ORDER_EXPIRED'
+  | 'SLIPPAGE'
   | RiskPostponeReason
   | RiskFailReason;
 
@@ -82,14 +85,27 @@ export async function fastFill(
   }
   const wallet = ledger.balances.sponsorOf(input.apiKeyId);
   if (!wallet) throw new FastFillError('NO_APP_BALANCE', 'this API key has no linked app balance wallet: link one first');
+  // A quote kept past its life is not filled (a deposit after it is refused as ORDER_EXPIRED too).
+  if (r.expires_at !== null && now > r.expires_at) throw new FastFillError('ORDER_EXPIRED', `the quote of request ${r.id} has expired; not filled`);
   const pricing = JSON.parse(r.pricing!) as Pricing;
-  // What the fill is priced at: the hold covers its worth, and the app's fees are earned on it.
-  const priced = input.solverInputCurrencyAmount ?? BigInt(r.amount_in);
-  const fees = breakdown(priced, pricing);
-  if (fees.out <= 0n) throw new FastFillError('NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
   const cout = registry.currency(r.destination_chain_id, r.destination_currency)!;
   const cin = registry.currency(r.origin_chain_id, r.origin_currency)!;
   const [priceOut, priceIn] = await Promise.all([prices.usdPrice(cout), prices.usdPrice(cin)]);
+  // What the fill is priced at: the hold covers its worth, and the app's fees are earned on it.
+  const priced = input.solverInputCurrencyAmount ?? BigInt(r.amount_in);
+  const quoted = breakdown(priced, pricing);
+  let fees = quoted;
+  if (pricing.swap) {
+    // A swap pays at today's rate, as a deposit's fill does (match.ts): at the quote's, a caller keeping quotes
+    // until the market moved would be paid more than the input is now worth, on whichever quotes it picks.
+    // Below the quote's slippage tolerance (its minimum out, as a share of its out) it is refused.
+    const rate = swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), pricing.swap.spreadBps);
+    fees = breakdown(priced, { ...pricing, rateNum: rate.num.toString(), rateDen: rate.den.toString() });
+    const amountOut = BigInt(r.amount_out);
+    const floor = amountOut > 0n ? (quoted.out * BigInt(r.min_amount_out)) / amountOut : quoted.out;
+    if (fees.out < floor) throw new FastFillError('SLIPPAGE', `the price moved past the quote's slippage tolerance since request ${r.id} was quoted; not filled`);
+  }
+  if (fees.out <= 0n) throw new FastFillError('NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
   const valueMicro = usdMicroCeil(fees.out, cout.decimals, priceOut);
   // The hold covers what the deposit is expected to bring: the input's worth.
   const holdMicro = usdMicroCeil(priced, cin.decimals, priceIn);

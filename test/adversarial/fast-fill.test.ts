@@ -1,13 +1,15 @@
 // Attacks on fast fill: a fast fill whose payout fails must neither swallow the user's deposit nor
-// charge the app, and only the key that quoted a request may fast-fill it (issue 12, item 2).
+// charge the app, only the key that quoted a request may fast-fill it (issue 12, item 2), and a quote
+// kept until the market moves pays no more than a deposit's fill would (today's rate, within its expiry).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, parseUnits, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { pause, resume } from '../../src/admin/actions.ts';
 import { linkWallet } from '../helpers/link.ts';
-import { api, executeSteps, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, executeSteps, holdSubmitter, MovablePrices, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
+const prices = new MovablePrices();
 const A = 8453;
 const B = 10;
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
@@ -29,7 +31,7 @@ async function fundAndLink(k: { key: string; id: string }, wallet: number, units
 
 beforeAll(async () => {
   // One recipient the operator denies: a fast fill must not pay it either.
-  s = await startStack({ configure: (c) => ({ ...c, risk: { ...c.risk, denyRecipients: [...(c.risk?.denyRecipients ?? []), DENIED] } }) });
+  s = await startStack({ prices, configure: (c) => ({ ...c, risk: { ...c.risk, denyRecipients: [...(c.risk?.denyRecipients ?? []), DENIED] } }) });
   app = s.node.ledger.apiKeys.create('app');
   stranger = s.node.ledger.apiKeys.create('stranger');
   await fundAndLink(app, 4, 100_000_000n);
@@ -336,5 +338,58 @@ describe('fast fill under attack', () => {
     } finally {
       resume(s.node.ledger, { scope: 'route', originChainId: A, destinationChainId: B }, who);
     }
+  });
+  it("a swap's fast fill pays today's rate, never the quote's: after a small fall it pays less than quoted; past the quote's slippage tolerance it is refused, nothing paid or held", async () => {
+    // A quote kept until the market moves is an option: filled at its own rate after the input's price fell, it
+    // would pay more than the input is now worth (all the hold covers), on whichever quotes the caller picks.
+    const swapTo = (recipient: Address) => ({ ...nativeQuote(1, recipient), destinationCurrency: usdc(B) });
+    const paidTo = (who: Address) => s.publicClient(B).readContract({ address: usdc(B), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+    const micro = (usd: string) => parseUnits(usd, 6);
+    try {
+      // Within the tolerance (50 bps): ETH 0.1% lower than quoted. Paid, at today's rate.
+      const near = privateKeyToAccount(generatePrivateKey()).address;
+      const q1 = await api(s.url, '/quote/v2', { apiKey: app.key, body: swapTo(near) });
+      expect(q1.status).toBe(200);
+      const id1 = q1.body.steps[0].requestId as Hex;
+      prices.set('ETH', '2997');
+      const ff = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: id1 } });
+      expect(ff.status).toBe(200);
+      await waitForStatus(s.url, id1, ['success']);
+      const paid = await paidTo(near);
+      expect(paid).toBe(BigInt(ff.body.amount));
+      expect(paid).toBeLessThan(BigInt(q1.body.details.currencyOut.amount));
+      expect(paid).toBeGreaterThanOrEqual(BigInt(q1.body.details.currencyOut.minimumAmount));
+      // Worth no more than what it holds: the input's worth now.
+      expect(micro(ff.body.amountUsd)).toBeLessThanOrEqual(micro(ff.body.hold.amountUsd));
+
+      // Past the tolerance: ETH 20% lower than quoted. Refused: nothing held or paid, the request still waits for its deposit.
+      prices.set('ETH', '3000');
+      const far = privateKeyToAccount(generatePrivateKey()).address;
+      const q2 = await api(s.url, '/quote/v2', { apiKey: app.key, body: swapTo(far) });
+      const id2 = q2.body.steps[0].requestId as Hex;
+      prices.set('ETH', '2400');
+      const before = s.node.ledger.balances.summary(account(4).address);
+      const refused = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: id2 } });
+      expect(refused.status).toBe(409);
+      expect(refused.body.errorCode).toBe('SLIPPAGE');
+      expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
+      expect(s.node.ledger.payouts.get(`fill:${id2}`)).toBeUndefined();
+      expect(s.node.ledger.requests.get(id2)).toMatchObject({ status: 'waiting', fast_fill_deadline: null });
+    } finally {
+      prices.overrides.delete('ETH');
+    }
+  });
+
+  it('a quote past its expiry is not fast-filled (ORDER_EXPIRED): nothing paid or held', async () => {
+    const q = await api(s.url, '/quote/v2', { apiKey: app.key, body: nativeQuote(1, account(1).address) });
+    const requestId = q.body.steps[0].requestId as Hex;
+    // The quote's life has run out (10 minutes by default), as for a quote kept since.
+    s.node.ledger.db.prepare('UPDATE requests SET expires_at = ? WHERE id = ?').run(Date.now() - 1, requestId);
+    const before = s.node.ledger.balances.summary(account(4).address);
+    const refused = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } });
+    expect(refused.status).toBe(400);
+    expect(refused.body.errorCode).toBe('ORDER_EXPIRED');
+    expect(s.node.ledger.balances.summary(account(4).address)).toEqual(before);
+    expect(s.node.ledger.payouts.get(`fill:${requestId}`)).toBeUndefined();
   });
 });
