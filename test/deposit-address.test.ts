@@ -268,6 +268,34 @@ describe('open deposit addresses', () => {
     expect(rec.depositAddress).toMatchObject({ address: at, type: 'open' });
   });
 
+  it("a reindex naming an arrival sweeps the address for its template: never an empty sweep under the arrival's id", async () => {
+    // An arrival copies its template's address, but a sweep is made for (refundTo, request id): under the arrival's id it
+    // would deploy and sweep another, empty address, on the solver's gas, as often as anyone asked.
+    const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString(), depositAddressType: 'open' });
+    const template = q.body.steps.at(-1).requestId as Hex;
+    const at = q.body.steps.at(-1).depositAddress as Address;
+    const arrivals = () => s.node.ledger.db.prepare('SELECT id FROM requests WHERE parent_id = ? ORDER BY created_at').all(template) as { id: Hex }[];
+    await pay(1, at, zeroAddress, parseEther('0.005'));
+    const [first] = await until(() => (arrivals()[0] ? arrivals() : undefined), 'the first arrival');
+    await waitForStatus(s.url, first!.id, ['success']);
+    // The template is past the watcher's window (24 hours), not the reindex's (30 days): what reaches the address now stays there.
+    s.node.ledger.db.prepare('UPDATE requests SET created_at = ? WHERE id = ?').run(Date.now() - 2 * 86_400_000, template);
+    const parked = await s.publicClient(A).getTransactionReceipt({ hash: await pay(1, at, zeroAddress, parseEther('0.02')) });
+    // The node reads balances at the head it knows: once its indexer is past the payment's block.
+    const indexed = () =>
+      s.node.ledger.db.prepare(`SELECT block_number FROM cursors WHERE chain_id = ? AND source = 'depository'`).get(A) as { block_number: number };
+    await until(() => (indexed().block_number >= Number(parked.blockNumber) ? true : undefined), "the node past the payment's block");
+    const r = await api(s.url, '/deposit-address/reindex', { body: { requestId: first!.id } });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ requestId: template, depositAddress: at, sweeps: 1 });
+    const second = await until(() => arrivals()[1], 'the second arrival, swept for the template');
+    await waitForStatus(s.url, second.id, ['success']);
+    expect(await balance(A, at)).toBe(0n);
+    expect(s.node.ledger.payouts.forRequest(first!.id).filter((p) => p.kind === 'sweep')).toEqual([]);
+    // Found by its address, the template answers too (not one of its arrivals).
+    expect(s.node.ledger.requests.byDepositAddress(at)!.id).toBe(template);
+  });
+
   it('needs useDepositAddress', async () => {
     const r = await api(s.url, '/quote/v2', {
       body: {

@@ -33,9 +33,14 @@ export class DepositAddressReindex {
    * only then reads the chain: the address's balance when `readBalance`, and the check that sweeps
    * what sits there.
    */
-  async reindex(r: RequestRow, opts: { readBalance?: boolean } = {}): Promise<Reindexed> {
+  async reindex(asked: RequestRow, opts: { readBalance?: boolean } = {}): Promise<Reindexed & { request: RequestRow }> {
     const ports = this.#ctx.ports;
     if (!ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
+    // An open address's arrivals copy its address, but a sweep is made for (refundTo, request id): the address is
+    // looked at, and swept, for the request it was quoted for (under an arrival's id, another, empty address).
+    let r: RequestRow | undefined = asked;
+    while (r?.parent_id) r = this.#ctx.ledger.requests.get(r.parent_id);
+    if (!r) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `the request ${asked.id} arrived at is not found`);
     const address = r.deposit_address;
     if (!address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `request ${r.id} has no deposit address`);
     const { reindexMaxAgeDays } = this.#ctx.config.depositAddresses;
@@ -50,7 +55,7 @@ export class DepositAddressReindex {
     limited(this.#overall.take('all'), 'on this node');
     const held = opts.readBalance ? await ports.costs(r.origin_chain_id)?.balanceOf(address, r.origin_currency) : undefined;
     const sweeps = (await ports.intake(r.origin_chain_id)?.checkDepositAddress?.(r.id)) ?? 0;
-    return held === undefined ? { sweeps } : { sweeps, held };
+    return held === undefined ? { sweeps, request: r } : { sweeps, held, request: r };
   }
 }
 

@@ -103,7 +103,7 @@ export class Requests {
     const live = 'deposit_address IS NOT NULL AND parent_id IS NULL AND created_at >= @since';
     this.#watchedOfKey = db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM requests WHERE api_key_id = @key AND ${live} LIMIT @cap) AS w`);
     this.#watchedAnonymous = db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM requests WHERE api_key_id IS NULL AND ${live} LIMIT @cap) AS w`);
-    this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ?');
+    this.#byDepositAddress = db.prepare('SELECT * FROM requests WHERE deposit_address = ? AND parent_id IS NULL');
     this.#failedCall = db.prepare('UPDATE requests SET failed_call_data = ? WHERE id = ?');
     this.#fastFill = db.prepare(`UPDATE requests SET fast_fill_deadline = @deadline,
       fast_fill_input = @input, features = @features, updated_at = @now WHERE id = @id`);
@@ -204,6 +204,7 @@ export class Requests {
     return Number(row.n);
   }
 
+  /** The request a deposit address was quoted for (an open address's arrivals copy its address: never one of them). */
   byDepositAddress(address: string): RequestRow | undefined {
     return this.#byDepositAddress.get(address) as RequestRow | undefined;
   }

@@ -103,7 +103,8 @@ export async function fastFill(
     fees = breakdown(priced, { ...pricing, rateNum: rate.num.toString(), rateDen: rate.den.toString() });
     const amountOut = BigInt(r.amount_out);
     const floor = amountOut > 0n ? (quoted.out * BigInt(r.min_amount_out)) / amountOut : quoted.out;
-    if (fees.out < floor) throw new FastFillError('SLIPPAGE', `the price moved past the quote's slippage tolerance since request ${r.id} was quoted; not filled`);
+    if (fees.out < floor)
+      throw new FastFillError('SLIPPAGE', `the price moved past the quote's slippage tolerance since request ${r.id} was quoted; not filled`);
   }
   if (fees.out <= 0n) throw new FastFillError('NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
   const valueMicro = usdMicroCeil(fees.out, cout.decimals, priceOut);

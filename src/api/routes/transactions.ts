@@ -45,8 +45,8 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext, reindex
         : undefined;
     if (!b.requestId && !b.depositAddress) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give depositAddress or requestId');
     if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no request with that deposit address');
-    const { sweeps } = await reindex.reindex(r);
-    return { message: 'Success', requestId: r.id, depositAddress: r.deposit_address, sweeps };
+    const { sweeps, request } = await reindex.reindex(r);
+    return { message: 'Success', requestId: request.id, depositAddress: request.deposit_address, sweeps };
   });
 }
 

@@ -77,8 +77,9 @@ export class DepositAddressWatcher {
 
   /** Checks the watched addresses (or only `requestId`'s, at any age); returns the sweeps queued. */
   async check(requestId?: string): Promise<number> {
+    // Only the request an address was quoted for: a sweep under an arrival's id (it copies the address) would sweep another, empty one.
     const rows = requestId
-      ? [this.ledger.requests.get(requestId)].filter((r) => r?.deposit_address && r.origin_chain_id === this.chain.id).map((r) => r!)
+      ? [this.ledger.requests.get(requestId)].filter((r) => r?.deposit_address && !r.parent_id && r.origin_chain_id === this.chain.id).map((r) => r!)
       : this.ledger.requests.depositAddresses(this.chain.id, Date.now() - this.watchMs);
     const reads = new PQueue({ concurrency: READ_CONCURRENCY });
     const held = await Promise.allSettled(
