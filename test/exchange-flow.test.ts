@@ -133,6 +133,32 @@ describe('deposits to the exchange (destination 1337)', () => {
     expect(keccak256(s.node.ledger.payouts.rawOf(tx.hash))).toBe(tx.hash);
   });
 
+  it("a fill's quote charges the solver's action (actionCost): one worth less is refused, so dust cannot spend the action budget", async () => {
+    // The exchange charges no gas, but the solver's sendAsset spends an action of its address's budget: quoted at no
+    // cost, anyone's stream of 10-unit orders took one action each, for a fee that rounded to 1 unit.
+    const quote = (amount: string) =>
+      api(s.url, '/quote/v2', {
+        body: {
+          user: account(1).address,
+          recipient: account(2).address,
+          originChainId: BASE,
+          destinationChainId: EX,
+          originCurrency: usdc(BASE),
+          destinationCurrency: PERPS,
+          amount,
+          tradeType: 'EXACT_INPUT',
+        },
+      });
+    const dust = await quote('10');
+    expect(dust.status).toBe(400);
+    expect(dust.body.errorCode).toBe('AMOUNT_TOO_LOW');
+    const q = await quote('5000000');
+    expect(q.status).toBe(200);
+    // The action is the fill's cost: the quote's relayer gas, in the output currency (USD on the exchange, 6 decimals).
+    expect(BigInt(q.body.fees.relayerGas.amount)).toBe(ACTION_COST);
+    expect(BigInt(q.body.details.currencyOut.amount)).toBeLessThanOrEqual(5_000_000n - ACTION_COST);
+  });
+
   it('spot tokens: USDC to spot USDC, and ETH to HYPE on the named DEX xyz', async () => {
     const recipient = account(3).address;
     const c = ex().currencies;

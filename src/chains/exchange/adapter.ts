@@ -6,7 +6,7 @@ import { spendable } from '../spendable.ts';
 //             recipient, paid through the payout pipeline: see payoutSender.ts.
 //   deposits  a withdrawal is the user's sendAsset to the solver, read by the indexer driver
 //             (src/indexer) from the solver's ledger updates (depositSource.ts).
-//   quotes    the exchange charges no gas: fill and deposit costs are zero; a refund (or claim) costs the chain's
+//   quotes    the exchange charges no gas: a deposit costs nothing; a fill, a refund or a claim costs the chain's
 //             actionCost, its share of the solver's action budget.
 
 import { getAddress, zeroAddress, type Address, type Hex } from 'viem';
@@ -141,8 +141,9 @@ export class ExchangeAdapter implements ChainAdapter {
     return spendable(this.ledger, this.chainId, currency, () => this.balanceOf(this.solver, currency));
   }
 
+  /** No gas: the fill's sendAsset spends an action of the solver's budget (chain config actionCost), which the quote charges. */
   async fillCost(_req: FillCostRequest): Promise<FillCost> {
-    return { native: 0n, rent: 0n, minimumAmount: 0n };
+    return { native: BigInt(this.chain.actionCost), rent: 0n, minimumAmount: 0n };
   }
 
   /** No gas: the action's share of the solver's action budget (chain config actionCost). */
