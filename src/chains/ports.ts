@@ -51,6 +51,8 @@ export interface CostOracle {
   depositCost(currency: string): Promise<bigint>;
   /** What submitting a depositor's signed deposit costs the node, in native units; absent where the chain has no such deposits. */
   relayedDepositCost?(currency: string): Promise<bigint>;
+  /** What sweeping a deposit address into the depository costs the solver now, in native units; absent where the chain has no deposit addresses. */
+  sweepCost?(): Promise<bigint>;
 }
 
 /** The solver's wallet on a chain: its address and what it holds (the solver's inventory, the loss breaker, the admin inventory). */

@@ -60,6 +60,11 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     gasFeeOut += mulRatioCeil(relayed, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
     userDepositCost = 0n;
   }
+  if (q.useDepositAddress) {
+    // The solver deploys the address and sweeps what reaches it into the depository: the fill pays that gas too.
+    if (!originCosts.sweepCost) throw new QuoteError(`useDepositAddress: chain ${origin.id} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
+    gasFeeOut += mulRatioCeil(await originCosts.sweepCost(), conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
+  }
   const pricing: Pricing = {
     rateNum: rate.num.toString(),
     rateDen: rate.den.toString(),

@@ -30,6 +30,8 @@ interface Snapshot {
   at: number;
   /** What refunding a deposit of the currency costs, in the chain's native units. */
   refundCost: Map<string, bigint>;
+  /** What sweeping a deposit address costs, by chain (those with deposit addresses), in its native units. */
+  sweepCost: Map<number, bigint>;
   spendable: Map<string, bigint>;
   prices: Map<string, string>;
 }
@@ -292,24 +294,29 @@ export class Solver implements PayoutHooks, ChainEvents {
 
   async #readSnapshot(): Promise<Snapshot> {
     const refundCost = new Map<string, bigint>();
+    const sweepCost = new Map<number, bigint>();
     const spendable = new Map<string, bigint>();
     const prices = new Map<string, string>();
     await Promise.all(
       this.chains.ids().flatMap((chainId) => {
         const wallet = this.chains.wallet(chainId)!;
         const costs = this.chains.costs(chainId)!;
-        return this.registry.currenciesOf(chainId).map(async (c) => {
-          const k = key(chainId, c.address);
-          const [bal, cost, price] = await Promise.all([wallet.balance(c.address), costs.refundCost(c.address), this.prices.usdPrice(c)]);
-          spendable.set(k, bal);
-          refundCost.set(k, cost);
-          prices.set(k, price);
-          this.metrics.solverBalance.set({ chain: chainId, currency: c.symbol }, Number(bal));
-          this.#inventory(chainId, wallet.solver, c, bal);
-        });
+        const sweeps = costs.sweepCost ? [costs.sweepCost().then((cost) => void sweepCost.set(chainId, cost))] : [];
+        return [
+          ...sweeps,
+          ...this.registry.currenciesOf(chainId).map(async (c) => {
+            const k = key(chainId, c.address);
+            const [bal, cost, price] = await Promise.all([wallet.balance(c.address), costs.refundCost(c.address), this.prices.usdPrice(c)]);
+            spendable.set(k, bal);
+            refundCost.set(k, cost);
+            prices.set(k, price);
+            this.metrics.solverBalance.set({ chain: chainId, currency: c.symbol }, Number(bal));
+            this.#inventory(chainId, wallet.solver, c, bal);
+          }),
+        ];
       }),
     );
-    return { at: Date.now(), refundCost, spendable, prices };
+    return { at: Date.now(), refundCost, sweepCost, spendable, prices };
   }
 
   // micro-USD of an amount, at the snapshot's price, rounded up (what a sponsor is charged).
@@ -552,7 +559,8 @@ export class Solver implements PayoutHooks, ChainEvents {
   // Queues the refund of a deposit to `to` on its own chain, less the refund's gas. Must run inside
   // a ledger transaction.
   #queueRefund(requestId: Hex, d: DepositRow, to: string, snap: Snapshot, now: number, kind: 'refund' | 'excess' = 'refund'): number | undefined {
-    const cost = this.#refundCost(d.chain_id, d.currency, snap);
+    // A refund bears the sweep that brought the deposit in (a deposit address's); an excess does not: the fill paid it.
+    const cost = this.#refundCost(d.chain_id, d.currency, snap, kind === 'refund' ? d : undefined);
     const amount = cost === undefined ? undefined : BigInt(d.amount) - cost;
     // Never more back than the deposit brought, whatever paid some of it back already (a guard: the
     // callers pass only what is left of it; a refund past it would be the solver's own money).
@@ -621,15 +629,27 @@ export class Solver implements PayoutHooks, ChainEvents {
     return mulRatioCeil(fee, conversionRate(nativePrice, native.decimals, price, cur.decimals));
   }
 
-  // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown.
-  #refundCost(chainId: number, currency: string, snap: Snapshot): bigint | undefined {
-    const cost = snap.refundCost.get(key(chainId, currency));
+  // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown. With `swept`: and the
+  // sweep's, when that deposit came in through a deposit address (the solver's sweep is its transaction), as its
+  // fill's price would have: otherwise anyone's deposit-address orders, refunded, cost the solver a sweep each.
+  #refundCost(chainId: number, currency: string, snap: Snapshot, swept?: DepositRow): bigint | undefined {
+    let cost = snap.refundCost.get(key(chainId, currency));
+    if (cost !== undefined && swept && this.#sweptIn(swept)) {
+      const sweep = snap.sweepCost.get(chainId);
+      cost = sweep === undefined ? undefined : cost + sweep;
+    }
     const cur = this.registry.currency(chainId, currency);
     const native = this.registry.native(chainId);
     const price = snap.prices.get(key(chainId, currency));
     const nativePrice = snap.prices.get(key(chainId, native.address));
     if (cost === undefined || !cur || !price || !nativePrice) return undefined;
     return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
+  }
+
+  // Whether the deposit is the solver's sweep of a deposit address (the sweep payout's transaction is the deposit's).
+  #sweptIn(d: DepositRow): boolean {
+    const tx = d.tx_hash.toLowerCase();
+    return this.ledger.payouts.forRequest(d.order_ref).some((p) => p.kind === 'sweep' && p.tx_hash?.toLowerCase() === tx);
   }
 
   /**
@@ -658,7 +678,7 @@ export class Solver implements PayoutHooks, ChainEvents {
         { action: 'refund', target: `request:${requestId}`, actor: who.actor, reason: who.reason, detail: { deposit: d.id } },
         now,
       );
-      const cost = this.#refundCost(d.chain_id, d.currency, snap);
+      const cost = this.#refundCost(d.chain_id, d.currency, snap, d);
       const amount = cost === undefined ? undefined : BigInt(this.#unreturned(d, r).amount) - cost;
       if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the deposit of ${requestId} cannot pay its own refund`);
       if (this.#returned(d.id) + amount > BigInt(d.amount)) {

@@ -130,7 +130,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
         hooks,
         () => this.#submitter.wake(),
         clog,
-        async () => GAS.sweep * (await this.#maxFeePerGas()),
+        () => this.sweepCost(),
         config.depositAddresses.watchHours * 3_600_000,
       );
     }
@@ -388,6 +388,11 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
 
   async depositCost(currency: string): Promise<bigint> {
     return (isNative(currency) ? GAS.deposit.native : GAS.deposit.erc20) * (await this.#maxFeePerGas());
+  }
+
+  /** The clone's creation and its sweep into the depository, at the fee a payout is sent with now. */
+  async sweepCost(): Promise<bigint> {
+    return GAS.sweep * (await this.#maxFeePerGas());
   }
 
   async relayedDepositCost(currency: string): Promise<bigint> {
