@@ -5,10 +5,11 @@ import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, ty
 import { AcceptOnceAbi, AcceptOnceBytecode } from '../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
-import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
 let key: string;
+const prices = new MovablePrices();
 const A = 8453;
 const B = 10;
 const chain = (id: number) => s.devnet.chains.find((c) => c.id === id)!;
@@ -16,7 +17,7 @@ const usdc = (id: number) => chain(id).contracts.stablecoin;
 const account = (i: number) => s.devnet.accounts[i]!;
 
 beforeAll(async () => {
-  s = await startStack();
+  s = await startStack({ prices });
   key = s.node.ledger.apiKeys.create('t').key;
 });
 afterAll(async () => {
@@ -321,6 +322,41 @@ describe('open deposit addresses', () => {
     expect(s.node.ledger.payouts.forRequest(first!.id).filter((p) => p.kind === 'sweep')).toEqual([]);
     // Found by its address, the template answers too (not one of its arrivals).
     expect(s.node.ledger.requests.byDepositAddress(at)!.id).toBe(template);
+  });
+
+  it("an arrival pays its gas top-up at today's price: a quote kept until the native currency rose gives no more than came in", async () => {
+    // Each arrival is priced by its template, which has no expiry: at the template's price, the top-up (native currency
+    // bought at the quote's rate) was an option anyone could exercise after the native currency rose, arrival after arrival.
+    const recipient = privateKeyToAccount(generatePrivateKey()).address;
+    const q = await quote({
+      recipient,
+      originCurrency: usdc(A),
+      destinationCurrency: usdc(B),
+      amount: '60000000',
+      depositAddressType: 'open',
+      topupGas: true,
+      topupGasAmount: '50000000',
+    });
+    expect(q.status).toBe(200);
+    const template = q.body.steps.at(-1).requestId as Hex;
+    const topUp = BigInt(JSON.parse(s.node.ledger.requests.get(template)!.pricing!).topUpNative);
+    try {
+      prices.set('ETH', '6000');
+      s.node.solver!.invalidate();
+      await pay(1, q.body.steps.at(-1).depositAddress, usdc(A), 150_000_000n);
+      const arrival = await until(
+        () => (s.node.ledger.db.prepare('SELECT id FROM requests WHERE parent_id = ?').get(template) as { id: Hex } | undefined)?.id,
+        'the arrival',
+      );
+      await waitForStatus(s.url, arrival, ['success']);
+      const out = BigInt(s.node.ledger.payouts.get(`fill:${arrival}`)!.amount);
+      expect(await balance(B, recipient)).toBe(topUp);
+      // What it paid, valued today (USDC at 1, ETH at 6000, in USDC units), is no more than the 150 USDC that came in.
+      expect(out + (topUp * 6000n) / 10n ** 12n).toBeLessThanOrEqual(150_000_000n);
+    } finally {
+      prices.overrides.delete('ETH');
+      s.node.solver!.invalidate();
+    }
   });
 
   it('needs useDepositAddress', async () => {

@@ -342,7 +342,7 @@ export class Solver implements PayoutHooks, ChainEvents {
   #decide(d: DepositRow, snap: Snapshot): number | undefined {
     const found = this.ledger.requests.get(d.order_ref);
     // An open deposit address's quote is a template: each arrival is a request of its own.
-    const arrival = found && moneyOf(found)?.depositAddressType === 'open' ? this.#arrival(found, d) : undefined;
+    const arrival = found && moneyOf(found)?.depositAddressType === 'open' ? this.#arrival(found, d, snap) : undefined;
     const order = arrival ? (this.ledger.requests.get(arrival.id) ?? arrival) : found;
     const decision = match(d, order, {
       now: Date.now(),
@@ -441,9 +441,9 @@ export class Solver implements PayoutHooks, ChainEvents {
   }
 
   // The request an arrival at an open deposit address makes: the template's route and pricing,
-  // at the amount that arrived (re-quoted by the same pricing; a swap at the fill's rate).
-  #arrival(t: RequestRow, d: DepositRow): NewRequest & { status: 'waiting' } & RequestRow {
-    const pricing = JSON.parse(t.pricing!) as Pricing;
+  // at the amount that arrived (re-quoted by the same pricing; a swap at the fill's rate, the top-up at today's price).
+  #arrival(t: RequestRow, d: DepositRow, snap: Snapshot): NewRequest & { status: 'waiting' } & RequestRow {
+    const pricing = this.#topUpToday(JSON.parse(t.pricing!) as Pricing, t, snap);
     const out = breakdown(BigInt(d.amount), pricing).out;
     const now = Date.now();
     return {
@@ -469,9 +469,23 @@ export class Solver implements PayoutHooks, ChainEvents {
       deposit_block: null,
       fill_time_ms: null,
       amount_usd: null,
+      pricing: JSON.stringify(pricing),
       // The template's quote, as the arrival's record shows it (its fees and details).
       quote: this.ledger.requests.quoteOf(t.id) ?? null,
     };
+  }
+
+  // A template has no expiry, so the gas top-up its pricing fixed in native currency is bought at today's price for
+  // each arrival (kept when a price is unknown): at the template's, anyone could take the top-up, arrival after
+  // arrival, once the native currency had risen.
+  #topUpToday(p: Pricing, t: RequestRow, snap: Snapshot): Pricing {
+    if (!p.topUpNative) return p;
+    const native = this.registry.native(t.destination_chain_id);
+    const cout = this.registry.currency(t.destination_chain_id, t.destination_currency);
+    const nativePrice = snap.prices.get(key(t.destination_chain_id, native.address));
+    const price = snap.prices.get(key(t.destination_chain_id, t.destination_currency));
+    if (!cout || !nativePrice || !price) return p;
+    return { ...p, topUpOut: mulRatioCeil(BigInt(p.topUpNative), conversionRate(nativePrice, native.decimals, price, cout.decimals)).toString() };
   }
 
   #commitFill(d: DepositRow, decision: Extract<Decision, { kind: 'fill' }>, snap: Snapshot): number {
