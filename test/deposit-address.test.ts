@@ -17,7 +17,11 @@ const usdc = (id: number) => chain(id).contracts.stablecoin;
 const account = (i: number) => s.devnet.accounts[i]!;
 
 beforeAll(async () => {
-  s = await startStack({ prices });
+  s = await startStack({
+    prices,
+    // Behind a proxy on loopback, each X-Forwarded-For is a client (the reindex test below is three).
+    config: { api: { trustProxy: ['127.0.0.1/32', '::1'] }, depositAddresses: { reindexPerClientPerMinute: 3, reindexPerMinute: 8 } },
+  });
   key = s.node.ledger.apiKeys.create('t').key;
 });
 afterAll(async () => {
@@ -256,6 +260,27 @@ describe('strict deposit addresses', () => {
     const r = await api(s.url, '/deposit-address/reindex', { body: { depositAddress: q.body.steps.at(-1).depositAddress } });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ requestId: q.body.steps.at(-1).requestId, sweeps: 0 });
+  });
+});
+
+describe('the deposit-address reindex', () => {
+  it("one client cannot use up the node's reindex budget: past its own share it is refused, and another client's reindex goes on", async () => {
+    // Anyone may ask (no key), and the node-wide budget bounds the chain reads; one client taking all of it, an address
+    // or two at a time, kept every other user from recovering a deposit the watcher missed.
+    const addresses = await Promise.all(
+      [0, 1, 2, 3, 4].map(
+        async () =>
+          (await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString() })).body.steps.at(-1)
+            .depositAddress as Address,
+      ),
+    );
+    const reindex = (depositAddress: Address, client: string) =>
+      api(s.url, '/deposit-address/reindex', { body: { depositAddress }, headers: { 'x-forwarded-for': client } });
+    const greedy = [];
+    for (const a of addresses.slice(0, 4)) greedy.push(await reindex(a, '203.0.113.1'));
+    expect(greedy.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(greedy[3]!.body.message).toMatch(/from this client/);
+    expect((await reindex(addresses[4]!, '203.0.113.2')).status).toBe(200);
   });
 });
 

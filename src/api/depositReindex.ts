@@ -13,27 +13,30 @@ export interface Reindexed {
  * The deposit-address reindex (look at an address now rather than at the next block), behind its
  * guards. Anyone may call it, at either path (the node's POST /deposit-address/reindex and the
  * hosted POST /transactions/deposit-address/reindex), so both go through one instance: it reaches
- * requests up to reindexMaxAgeDays old only, and each address (and all of them together) a few
- * times a minute, whichever path asks, so it cannot be used to make the solver sweep at will or
- * to make the node read chains without bound.
+ * requests up to reindexMaxAgeDays old only, and each client, each address and all of them together a
+ * few times a minute, whichever path asks, so it cannot be used to make the solver sweep at will, to
+ * make the node read chains without bound, or by one client to use up everyone's budget.
  */
 export class DepositAddressReindex {
   readonly #ctx: ApiContext;
+  readonly #perClient: RateLimiter;
   readonly #perAddress: RateLimiter;
   readonly #overall: RateLimiter;
 
   constructor(ctx: ApiContext) {
     this.#ctx = ctx;
+    this.#perClient = new RateLimiter(ctx.config.depositAddresses.reindexPerClientPerMinute);
     this.#perAddress = new RateLimiter(ctx.config.depositAddresses.reindexPerAddressPerMinute);
     this.#overall = new RateLimiter(ctx.config.depositAddresses.reindexPerMinute);
   }
 
   /**
-   * Checks the request's age and the buckets (400 DEPOSIT_ADDRESS_EXPIRED, 429 RATE_LIMITED), and
+   * Checks the request's age and the buckets (400 DEPOSIT_ADDRESS_EXPIRED, 429 RATE_LIMITED): the caller's
+   * (`client`, counted as the API's per-address limits count it), the address's and the node's; and
    * only then reads the chain: the address's balance when `readBalance`, and the check that sweeps
    * what sits there.
    */
-  async reindex(asked: RequestRow, opts: { readBalance?: boolean } = {}): Promise<Reindexed & { request: RequestRow }> {
+  async reindex(asked: RequestRow, opts: { client: string; readBalance?: boolean }): Promise<Reindexed & { request: RequestRow }> {
     const ports = this.#ctx.ports;
     if (!ports) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     // An open address's arrivals copy its address, but a sweep is made for (refundTo, request id): the address is
@@ -51,6 +54,7 @@ export class DepositAddressReindex {
         `the deposit address of request ${r.id} was quoted more than ${reindexMaxAgeDays} days ago; ask the operator to sweep it`,
       );
     }
+    limited(this.#perClient.take(opts.client), 'from this client');
     limited(this.#perAddress.take(address), 'for this deposit address');
     limited(this.#overall.take('all'), 'on this node');
     const held = opts.readBalance ? await ports.costs(r.origin_chain_id)?.balanceOf(address, r.origin_currency) : undefined;

@@ -512,6 +512,9 @@ export const configSchema = z
         maxWatchedPerKey: z.number().int().min(0).default(20_000),
         reindexMaxAgeDays: z.number().int().min(1).default(30),
         reindexPerAddressPerMinute: z.number().int().min(1).default(2),
+        // Each client's share of the node-wide budget (by IP, as the API's other per-address limits): one client
+        // cannot take it all and keep every other user from recovering a missed deposit.
+        reindexPerClientPerMinute: z.number().int().min(1).default(20),
         reindexPerMinute: z.number().int().min(1).default(120),
       })
       .strict()

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
+import { clientOf } from '../clientAddress.ts';
 import type { DepositAddressReindex } from '../depositReindex.ts';
 import { ApiError } from '../errors.ts';
 import { MAX_UNIX_SECONDS, UsageRecorder, usageHooks, usageWindow } from '../usage.ts';
@@ -104,7 +105,7 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext, reindex: Dep
       throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', `no deposit address ${b.depositAddress} on chain ${b.chainId}`);
     const c = registry.currency(r.origin_chain_id, r.origin_currency);
     // The node path's guards and buckets, before any chain read (see DepositAddressReindex).
-    const { sweeps, held = 0n } = await reindex.reindex(r, { readBalance: true });
+    const { sweeps, held = 0n } = await reindex.reindex(r, { client: clientOf(req.ip), readBalance: true });
     return {
       message: 'Success',
       triggeredCurrencies: sweeps > 0 ? [{ currency: codec.api(r.origin_currency), symbol: c?.symbol ?? '', balance: held.toString() }] : [],

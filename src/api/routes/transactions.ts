@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { getAddress, isAddress } from 'viem';
 import { z } from 'zod';
 import type { ApiContext } from '../context.ts';
+import { clientOf } from '../clientAddress.ts';
 import type { DepositAddressReindex } from '../depositReindex.ts';
 import { ApiError } from '../errors.ts';
 import { chainIdParam } from '../validate.ts';
@@ -45,7 +46,7 @@ export function transactionRoutes(app: FastifyInstance, ctx: ApiContext, reindex
         : undefined;
     if (!b.requestId && !b.depositAddress) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: give depositAddress or requestId');
     if (!r || !r.deposit_address) throw new ApiError(404, 'DEPOSIT_ADDRESS_NOT_FOUND', 'no request with that deposit address');
-    const { sweeps, request } = await reindex.reindex(r);
+    const { sweeps, request } = await reindex.reindex(r, { client: clientOf(req.ip) });
     return { message: 'Success', requestId: request.id, depositAddress: request.deposit_address, sweeps };
   });
 }
