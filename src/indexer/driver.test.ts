@@ -54,6 +54,11 @@ class FakeChain implements DepositSource {
     }
   }
 
+  /** Puts a deposit into block `n` (e.g. a transaction included again after a reorg, depositing otherwise). */
+  put(n: number, d: Omit<ChainDeposit, 'block_hash' | 'block_number'>): void {
+    this.#deposits.set(n, [...(this.#deposits.get(n) ?? []), d]);
+  }
+
   /** Replaces every block above `ancestor` with `count` blocks of a new fork. */
   reorg(ancestor: number, count: number, fork: string, deposits?: (n: number) => number): void {
     this.#fork = fork;
@@ -91,7 +96,7 @@ class FakeChain implements DepositSource {
   }
 
   async inclusion(txHash: string): Promise<Inclusion | undefined> {
-    for (const [n, ds] of this.#deposits) if (ds.some((d) => d.tx_hash === txHash)) return { success: true, blockNumber: n };
+    for (const [n, ds] of this.#deposits) if (ds.some((d) => d.tx_hash === txHash)) return { success: true, blockNumber: n, blockHash: this.blocks[n]!.hash };
     return undefined;
   }
 }
@@ -222,6 +227,35 @@ describe('IndexerDriver', () => {
     await until(() => decider.reported.length === 1, 'the reorged deposit reported');
     expect(decider.reported[0]!.d.id).toBe(deposits()[0]!.id);
     expect(decider.reported[0]!.inTransaction).toBe(true);
+    chain.mine(3);
+    driver.wake();
+    await driver.waitFor(16);
+    expect(decider.reported).toHaveLength(1);
+  });
+
+  it('reports a deposit acted on whose transaction the new chain included again depositing otherwise, and goes on reading', async () => {
+    // A deposit through a contract whose deposit depends on the block (or a swap's output) can come back from a
+    // reorg as the same transaction with another amount. Taken for "the chain moves under us", it held the
+    // cursor at the reorg for good (every deposit after it on the chain waited) and was never reported.
+    const chain = new FakeChain(0);
+    chain.mine(10, (n) => (n === 8 ? 1 : 0));
+    const { driver, deposits, decider, ledger } = setup(chain, { confirmations: 2 });
+    driver.start();
+    await until(() => deposits()[0]?.state === 'confirmed', 'the deposit confirmed');
+    const acted = deposits()[0]!;
+    ledger.db.prepare(`UPDATE deposits SET state = 'handled' WHERE id = ?`).run(acted.id);
+    chain.reorg(7, 6, 'b');
+    chain.put(9, {
+      tx_hash: acted.tx_hash as Hex,
+      log_index: 0,
+      depositor: acted.depositor,
+      currency: acted.currency,
+      amount: '1',
+      order_ref: acted.order_ref as Hex,
+    });
+    driver.wake();
+    await until(() => decider.reported.length === 1, 'the deposit reported');
+    expect(decider.reported[0]!.d.id).toBe(acted.id);
     chain.mine(3);
     driver.wake();
     await driver.waitFor(16);

@@ -460,9 +460,13 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       if (inclusion?.success) {
         // Included again at a later block: the insert relocates it when that block is read.
         if (inclusion.blockNumber > to) continue;
-        return undefined;
+        // In a block of another fork than the one read: the chain moves under us.
+        const read = hashOf.get(inclusion.blockNumber) ?? this.#ledger.indexer.block(chainId, inclusion.blockNumber)?.hash;
+        if (read !== inclusion.blockHash) return undefined;
+        // In a block read, without this deposit: the transaction deposited otherwise this time (a contract's deposit
+        // that depends on the block), or nothing. Gone as any other, else it held the cursor here for good.
       }
-      // Not on the new chain (or included again but reverted: no deposit).
+      // Not on the new chain (or included again but reverted, or without it: no such deposit).
       gone.push(h);
     }
     if (!pending) this.#checkHandled = false;

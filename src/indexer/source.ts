@@ -26,6 +26,8 @@ export interface RangeRead {
 export interface Inclusion {
   success: boolean;
   blockNumber: number;
+  /** The hash of the block it is in (a slot's name on SVM, as its SourceBlock). */
+  blockHash: string;
 }
 
 /**

@@ -61,6 +61,6 @@ export class EvmDepositSource implements DepositSource<EvmHead> {
       if (e.name === 'TransactionReceiptNotFoundError') return undefined;
       throw e; // an RPC failure proves nothing: the pass is retried
     });
-    return receipt && { success: receipt.status === 'success', blockNumber: Number(receipt.blockNumber) };
+    return receipt && { success: receipt.status === 'success', blockNumber: Number(receipt.blockNumber), blockHash: receipt.blockHash };
   }
 }

@@ -82,7 +82,7 @@ export class SvmDepositSource implements DepositSource {
   /** Where a signature's transaction is now, at the commitment. */
   async inclusion(txHash: string): Promise<Inclusion | undefined> {
     const tx = await this.fetch(txHash);
-    return tx ? { success: !tx.meta?.err, blockNumber: tx.slot } : undefined;
+    return tx ? { success: !tx.meta?.err, blockNumber: tx.slot, blockHash: slotBlock(tx.slot).hash } : undefined;
   }
 
   // Signatures of `address` in slots [from, to], newest first as the list pages.
