@@ -222,6 +222,28 @@ describe('strict deposit addresses', () => {
     expect(returned[0]! + returned[1]!).toBeLessThan(parseEther('0.013'));
   });
 
+  it("an operator's manual refund never pays out a deposit a reorg took back", async () => {
+    // The refund would come out of money the depository never got: the manual refund took the request's first
+    // deposit whatever its state.
+    const deployer = s.wallet(0, A);
+    const deployed = await deployer.deployContract({ account: deployer.account!, chain: deployer.chain, abi: AcceptOnceAbi, bytecode: AcceptOnceBytecode });
+    const refundTo = (await s.publicClient(A).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
+    const q = await quote({
+      originCurrency: zeroAddress,
+      destinationCurrency: zeroAddress,
+      recipient: usdc(B),
+      refundTo,
+      amount: parseEther('0.01').toString(),
+    });
+    const id = q.body.steps.at(-1).requestId as Hex;
+    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
+    await until(() => (s.node.ledger.payouts.get(`refund:${id}`)?.state === 'failed' ? true : undefined), "the fill's refund refused");
+    // The deposit's block is then replaced (its write-off aside: only its state matters here).
+    s.node.ledger.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE request_id = ?`).run(id);
+    await expect(s.node.solver!.manualRefund(id, { actor: 'test', reason: 'after a reorg' })).rejects.toMatchObject({ status: 409 });
+    expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'refund' && p.state !== 'failed')).toEqual([]);
+  });
+
   it('refunds another currency than the quoted one with DEPOSIT_ADDRESS_MISMATCH', async () => {
     const q = await quote({ originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '5000000' });
     const id = q.body.steps.at(-1).requestId as Hex;

@@ -680,7 +680,8 @@ export class Solver implements PayoutHooks, ChainEvents {
       const live = this.ledger.payouts.forRequest(requestId).find((p) => (p.kind === 'fill' || p.kind === 'refund') && p.state !== 'failed');
       if (live) throw new AdminRefusal(409, `request ${requestId} has a ${p(live)}`);
       const held = this.ledger.deposits.byOrderRef(r.id).find((d) => d.state === 'confirmed');
-      const d = held ?? this.ledger.deposits.forRequest(requestId)[0];
+      // Never a deposit a reorg took back: its refund would come out of money the depository never got.
+      const d = held ?? this.ledger.deposits.forRequest(requestId).find((x) => x.state !== 'reorged');
       if (!d) throw new AdminRefusal(409, `request ${requestId} has no deposit to refund`);
       const now = Date.now();
       if (held) {
