@@ -194,9 +194,9 @@ describe('strict deposit addresses', () => {
     expect(back).toBeLessThan(parseEther('0.013'));
   });
 
-  it("an operator's manual refund after the excess went back returns the quoted part only", async () => {
-    // refundTo takes the excess (the first ether it is sent) and refuses the refund of the failed fill,
-    // which leaves the request for an operator.
+  // 0.013 ETH at the address of a 0.01 ETH order whose fill fails (the recipient, a token contract, refuses ether)
+  // and whose refund refundTo refuses after taking the excess (the first ether it is sent): left for an operator.
+  async function refundRefused(): Promise<Hex> {
     const deployer = s.wallet(0, A);
     const deployed = await deployer.deployContract({ account: deployer.account!, chain: deployer.chain, abi: AcceptOnceAbi, bytecode: AcceptOnceBytecode });
     const refundTo = (await s.publicClient(A).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
@@ -212,6 +212,11 @@ describe('strict deposit addresses', () => {
     await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
     await until(() => (s.node.ledger.payouts.get(`excess:${id}`)?.state === 'success' ? true : undefined), 'the excess returned');
     await until(() => (s.node.ledger.payouts.get(`refund:${id}`)?.state === 'failed' ? true : undefined), "the fill's refund refused");
+    return id;
+  }
+
+  it("an operator's manual refund after the excess went back returns the quoted part only", async () => {
+    const id = await refundRefused();
     expect(await waitForStatus(s.url, id, ['failure'])).toMatchObject({ failReason: 'EXECUTION_REVERTED', refundFailReason: 'MANUAL_REFUND_REQUIRED' });
 
     const manual = await s.node.solver!.manualRefund(id, { actor: 'test', reason: 'refundTo refused the refund' });
@@ -225,19 +230,7 @@ describe('strict deposit addresses', () => {
   it("an operator's manual refund never pays out a deposit a reorg took back", async () => {
     // The refund would come out of money the depository never got: the manual refund took the request's first
     // deposit whatever its state.
-    const deployer = s.wallet(0, A);
-    const deployed = await deployer.deployContract({ account: deployer.account!, chain: deployer.chain, abi: AcceptOnceAbi, bytecode: AcceptOnceBytecode });
-    const refundTo = (await s.publicClient(A).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
-    const q = await quote({
-      originCurrency: zeroAddress,
-      destinationCurrency: zeroAddress,
-      recipient: usdc(B),
-      refundTo,
-      amount: parseEther('0.01').toString(),
-    });
-    const id = q.body.steps.at(-1).requestId as Hex;
-    await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
-    await until(() => (s.node.ledger.payouts.get(`refund:${id}`)?.state === 'failed' ? true : undefined), "the fill's refund refused");
+    const id = await refundRefused();
     // The deposit's block is then replaced (its write-off aside: only its state matters here).
     s.node.ledger.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE request_id = ?`).run(id);
     await expect(s.node.solver!.manualRefund(id, { actor: 'test', reason: 'after a reorg' })).rejects.toMatchObject({ status: 409 });
