@@ -1,10 +1,11 @@
 // Strict deposit addresses on the devnet: a per-order CREATE2 address paid by a plain transfer,
 // swept into the depository by the solver, then filled or refunded like any deposit.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
 import { AcceptOnceAbi, AcceptOnceBytecode } from '../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
+import { rpc } from '../src/devnet/rawTransactions.ts';
 import { api, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
@@ -56,6 +57,13 @@ async function pay(from: number, to: Address, currency: Address, amount: bigint)
         });
   await s.publicClient(A).waitForTransactionReceipt({ hash });
   return hash;
+}
+
+// The node reads chain A at the head it knows: once its indexer is past `block`, that block's state is what it reads.
+async function nodePast(block: bigint): Promise<void> {
+  const indexed = () =>
+    (s.node.ledger.db.prepare(`SELECT block_number FROM cursors WHERE chain_id = ? AND source = 'depository'`).get(A) as { block_number: number }).block_number;
+  await until(() => (indexed() >= Number(block) ? true : undefined), `the node past block ${block}`);
 }
 
 const balance = (chainId: number, who: Address, currency: Address = zeroAddress) =>
@@ -196,7 +204,7 @@ describe('strict deposit addresses', () => {
 
   // 0.013 ETH at the address of a 0.01 ETH order whose fill fails (the recipient, a token contract, refuses ether)
   // and whose refund refundTo refuses after taking the excess (the first ether it is sent): left for an operator.
-  async function refundRefused(): Promise<Hex> {
+  async function refundRefused(): Promise<{ id: Hex; refundTo: Address }> {
     const deployer = s.wallet(0, A);
     const deployed = await deployer.deployContract({ account: deployer.account!, chain: deployer.chain, abi: AcceptOnceAbi, bytecode: AcceptOnceBytecode });
     const refundTo = (await s.publicClient(A).waitForTransactionReceipt({ hash: deployed })).contractAddress!;
@@ -212,14 +220,28 @@ describe('strict deposit addresses', () => {
     await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
     await until(() => (s.node.ledger.payouts.get(`excess:${id}`)?.state === 'success' ? true : undefined), 'the excess returned');
     await until(() => (s.node.ledger.payouts.get(`refund:${id}`)?.state === 'failed' ? true : undefined), "the fill's refund refused");
-    return id;
+    return { id, refundTo };
   }
 
+  // Runs fn with the node's clock `days` on (Date only): past a failed refund's signed call's expiry (7 days).
+  async function daysLater<T>(days: number, fn: () => Promise<T>): Promise<T> {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + days * 86_400_000);
+    try {
+      return await fn();
+    } finally {
+      vi.useRealTimers();
+    }
+  }
+  const refundByHand = (id: Hex) => s.node.solver!.manualRefund(id, { actor: 'test', reason: 'refundTo refused the refund' });
+
   it("an operator's manual refund after the excess went back returns the quoted part only", async () => {
-    const id = await refundRefused();
+    const { id } = await refundRefused();
     expect(await waitForStatus(s.url, id, ['failure'])).toMatchObject({ failReason: 'EXECUTION_REVERTED', refundFailReason: 'MANUAL_REFUND_REQUIRED' });
 
-    const manual = await s.node.solver!.manualRefund(id, { actor: 'test', reason: 'refundTo refused the refund' });
+    // While the failed refund's signed call can still be executed, a refund by hand could pay twice.
+    await expect(refundByHand(id)).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/can still be executed until/) });
+    const manual = await daysLater(8, () => refundByHand(id));
     // The quoted 0.01 less the gas of the refund and of the sweep: with the excess already back, never the whole 0.013.
     expect(BigInt(manual.amount)).toBeLessThan(parseEther('0.01'));
     expect(BigInt(manual.amount)).toBeGreaterThan(parseEther('0.009'));
@@ -230,10 +252,27 @@ describe('strict deposit addresses', () => {
   it("an operator's manual refund never pays out a deposit a reorg took back", async () => {
     // The refund would come out of money the depository never got: the manual refund took the request's first
     // deposit whatever its state.
-    const id = await refundRefused();
+    const { id } = await refundRefused();
     // The deposit's block is then replaced (its write-off aside: only its state matters here).
     s.node.ledger.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE request_id = ?`).run(id);
-    await expect(s.node.solver!.manualRefund(id, { actor: 'test', reason: 'after a reorg' })).rejects.toMatchObject({ status: 409 });
+    await expect(daysLater(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/no deposit to refund/) });
+    expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'refund' && p.state !== 'failed')).toEqual([]);
+  });
+
+  it("a failed refund's signed call someone executed later is never paid again by hand", async () => {
+    // The failed refund's signed call (public: the input of its reverted transaction) stays valid for 7 days: once its
+    // recipient accepts, anyone may submit it. A refund by hand is a new request, so it paid the deposit a second time.
+    const { id, refundTo } = await refundRefused();
+    const [reverted] = s.node.ledger.payouts.txsOf(`refund:${id}`);
+    expect(reverted?.state).toBe('reverted');
+    const call = (await s.publicClient(A).getTransaction({ hash: reverted!.hash as Hex })).input;
+    await rpc(chain(A).rpcUrl, 'anvil_setCode', [refundTo, '0x']);
+    const w = s.wallet(4, A);
+    const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to: chain(A).contracts.depository, data: call });
+    const executed = await s.publicClient(A).waitForTransactionReceipt({ hash });
+    expect(executed.status).toBe('success');
+    await nodePast(executed.blockNumber);
+    await expect(daysLater(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/was executed on chain/) });
     expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'refund' && p.state !== 'failed')).toEqual([]);
   });
 
@@ -349,10 +388,7 @@ describe('open deposit addresses', () => {
     // The template is past the watcher's window (24 hours), not the reindex's (30 days): what reaches the address now stays there.
     s.node.ledger.db.prepare('UPDATE requests SET created_at = ? WHERE id = ?').run(Date.now() - 2 * 86_400_000, template);
     const parked = await s.publicClient(A).getTransactionReceipt({ hash: await pay(1, at, zeroAddress, parseEther('0.02')) });
-    // The node reads balances at the head it knows: once its indexer is past the payment's block.
-    const indexed = () =>
-      s.node.ledger.db.prepare(`SELECT block_number FROM cursors WHERE chain_id = ? AND source = 'depository'`).get(A) as { block_number: number };
-    await until(() => (indexed().block_number >= Number(parked.blockNumber) ? true : undefined), "the node past the payment's block");
+    await nodePast(parked.blockNumber);
     const r = await api(s.url, '/deposit-address/reindex', { body: { requestId: first!.id } });
     expect(r.status).toBe(200);
     expect(r.body).toMatchObject({ requestId: template, depositAddress: at, sweeps: 1 });

@@ -1,6 +1,7 @@
 import type { RelayTerms } from './evm/relayTerms.ts';
 import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
+import type { PayoutRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 import type { ReorgDecider } from '../indexer/events.ts';
 import { RelayNodeError } from '../lib/errors.ts';
@@ -180,4 +181,6 @@ export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake, Sol
   txFee?(txId: string): Promise<bigint>;
   /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
   payoutsQueued(): void;
+  /** Where a payout's signed call stands (SignedCalls); absent where a payout is no request anyone may submit. */
+  callOutcome?(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined>;
 }

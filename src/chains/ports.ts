@@ -1,5 +1,5 @@
 import type { Hex } from 'viem';
-import type { RequestRow } from '../ledger/types.ts';
+import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import type { PermitNonce } from '../ledger/usedPermits.ts';
 import type { DepositRequest, DepositStep, FillCost, FillCostRequest, RelaySimulation } from './adapter.ts';
 import type { RelayTerms } from './evm/relayTerms.ts';
@@ -173,6 +173,16 @@ export interface ChainProfiles {
   profile(chainId: number): ChainProfile | undefined;
 }
 
+/**
+ * Where a payout's signed call stands on a chain whose payouts are requests anyone may submit (an EVM depository's
+ * allocator-signed call request): a failed refund's stays executable until it expires, so a new refund of the same
+ * deposit would pay twice.
+ */
+export interface SignedCalls {
+  /** Executed (by anyone), or still executable until `executableUntil` (ms); undefined when the payout signed no call. */
+  callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined>;
+}
+
 /** The chain ports of a node that talks to chains (absent on a read-only API replica). */
 export interface ChainPorts extends ChainProfiles {
   /** The chains the node serves, by id. */
@@ -191,6 +201,8 @@ export interface ChainPorts extends ChainProfiles {
   audit(chainId: number): AuditReader | undefined;
   /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
   payoutsQueued(chainId: number): void;
+  /** The chain's signed calls; undefined where a payout is no request anyone may submit. */
+  signedCalls(chainId: number): SignedCalls | undefined;
 }
 
 /** Reads a Chainlink-style price aggregator on a chain (the quote's USD prices where a currency names a feed). */

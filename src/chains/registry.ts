@@ -20,6 +20,7 @@ import type {
   PriceFeeds,
   Reindexer,
   RelaySimulator,
+  SignedCalls,
   SolverWallet,
   TxFeeReader,
 } from './ports.ts';
@@ -187,6 +188,11 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
 
   wallet(chainId: number): SolverWallet | undefined {
     return this.adapters.get(chainId);
+  }
+
+  signedCalls(chainId: number): SignedCalls | undefined {
+    const a = this.adapters.get(chainId);
+    return a?.callOutcome ? (a as SignedCalls) : undefined;
   }
 
   txFees(chainId: number): TxFeeReader | undefined {

@@ -59,7 +59,7 @@ export class AdminRefusal extends RelayNodeError {
 const p = (row: PayoutRow) => `${row.kind} payout ${row.id} ${row.state}`;
 
 /** What the solver asks of the chains: the solver's wallets and costs (its snapshot), and a chain's payouts woken. */
-export type SolverChains = Pick<ChainPorts, 'ids' | 'wallet' | 'costs' | 'payoutsQueued'>;
+export type SolverChains = Pick<ChainPorts, 'ids' | 'wallet' | 'costs' | 'payoutsQueued' | 'signedCalls'>;
 
 /**
  * Turns confirmed deposits into fills or refunds. Every decision is one ledger transaction that
@@ -666,6 +666,23 @@ export class Solver implements PayoutHooks, ChainEvents {
     return this.ledger.payouts.forRequest(d.order_ref).some((p) => p.kind === 'sweep' && p.tx_hash?.toLowerCase() === tx);
   }
 
+  // A failed refund's signed call stays executable until it expires: anyone holding it (its calldata is public) may
+  // submit it once its recipient accepts. A new refund (a new request) while it can still execute, or after it did,
+  // would pay the deposit twice.
+  async #noLiveSignedRefund(requestId: Hex): Promise<void> {
+    for (const p of this.ledger.payouts.forRequest(requestId)) {
+      if (p.kind !== 'refund' || p.state !== 'failed') continue;
+      const call = await this.chains.signedCalls(p.chain_id)?.callOutcome(p);
+      if (call?.executed) throw new AdminRefusal(409, `refund ${p.id} failed here but its signed call was executed on chain since: the deposit is returned`);
+      if (call && call.executableUntil >= Date.now()) {
+        throw new AdminRefusal(
+          409,
+          `refund ${p.id} failed, but its signed call can still be executed until ${new Date(call.executableUntil).toISOString()}: refund by hand after that`,
+        );
+      }
+    }
+  }
+
   /**
    * Refunds a request's deposit by an operator's hand (failReason MANUAL_ADMIN_REFUND): a deposit
    * held back (paused, over a limit, dry run), or one that failed without a refund (a blocked
@@ -674,6 +691,7 @@ export class Solver implements PayoutHooks, ChainEvents {
    */
   async manualRefund(requestId: Hex, who: { actor: string; reason: string }): Promise<{ payoutId: string; chainId: number; amount: string }> {
     const snap = await this.#fresh();
+    await this.#noLiveSignedRefund(requestId);
     const res = this.ledger.tx(() => {
       const r = this.ledger.requests.get(requestId);
       if (!r) throw new AdminRefusal(404, `request ${requestId} not found`);

@@ -18,7 +18,7 @@ import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config/load.ts';
 import type { EvmChainConfig } from '../../config/schema.ts';
-import type { Ledger, RequestRow } from '../../ledger/index.ts';
+import type { Ledger, PayoutRow, RequestRow } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import {
@@ -388,6 +388,10 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
 
   async depositCost(currency: string): Promise<bigint> {
     return (isNative(currency) ? GAS.deposit.native : GAS.deposit.erc20) * (await this.#maxFeePerGas());
+  }
+
+  callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined> {
+    return this.#submitter.callOutcome(payout);
   }
 
   /** The clone's creation and its sweep into the depository, at the fee a payout is sent with now. */

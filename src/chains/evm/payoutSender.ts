@@ -243,6 +243,11 @@ export class EvmPayouts implements Payouts {
     return this.#pipeline.confirmNow();
   }
 
+  /** Where the payout's signed depository call stands: executed, or executable until its expiry (SignedCalls). */
+  callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined> {
+    return this.#sender.callOutcome(payout);
+  }
+
   /**
    * A head from the chain's head tracker: drives fees, confirmation and replacement. `isNew`: a block
    * not reported before (a head read again only refreshes the fees; nothing can have been confirmed).
@@ -1250,6 +1255,19 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       if (err instanceof UnpayableError) return undefined;
       throw err;
     }
+  }
+
+  /** Where a refund's (or excess's, or withdrawal's) signed depository call stands; undefined for any other payout. */
+  async callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined> {
+    const request = await this.#requestOf(payout);
+    if (!request) return undefined;
+    const executed = await this.#client.readContract({
+      address: this.#chain.depository,
+      abi: RelayDepositoryAbi,
+      functionName: 'callRequests',
+      args: [callRequestId(request)],
+    });
+    return { executed, executableUntil: Number(request.expiration) * 1000 };
   }
 
   // Whether the payment was made on chain, and by which transaction.
