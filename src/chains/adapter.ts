@@ -5,7 +5,7 @@ import type { PayoutRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 import type { ReorgDecider } from '../indexer/events.ts';
 import { RelayNodeError } from '../lib/errors.ts';
-import type { ChainIntake, CostOracle, DepositSteps, Reindexer, SolverWallet } from './ports.ts';
+import type { ChainIntake, CostOracle, DepositSteps, Reindexer, SignedCallOutcome, SolverWallet } from './ports.ts';
 
 export type { PayoutHooks } from '../submitter/port.ts';
 
@@ -182,5 +182,5 @@ export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake, Sol
   /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
   payoutsQueued(): void;
   /** Where a payout's signed call stands (SignedCalls); absent where a payout is no request anyone may submit. */
-  callOutcome?(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined>;
+  callOutcome?(payout: PayoutRow): Promise<SignedCallOutcome | undefined>;
 }

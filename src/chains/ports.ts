@@ -180,7 +180,13 @@ export interface ChainProfiles {
  */
 export interface SignedCalls {
   /** Executed (by anyone), or still executable until `executableUntil` (ms); undefined when the payout signed no call. */
-  callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined>;
+  callOutcome(payout: PayoutRow): Promise<SignedCallOutcome | undefined>;
+}
+
+/** A signed call on chain: executed, or executable until `executableUntil` (ms since the epoch). */
+export interface SignedCallOutcome {
+  executed: boolean;
+  executableUntil: number;
 }
 
 /** The chain ports of a node that talks to chains (absent on a read-only API replica). */

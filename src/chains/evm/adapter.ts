@@ -35,7 +35,7 @@ import {
   type PayoutHooks,
   type ReindexResult,
 } from '../adapter.ts';
-import type { RelaySimulator, VerifiedSignedDeposit } from '../ports.ts';
+import type { RelaySimulator, SignedCallOutcome, VerifiedSignedDeposit } from '../ports.ts';
 import { QuoteError } from '../../lib/quoteError.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
@@ -390,7 +390,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     return (isNative(currency) ? GAS.deposit.native : GAS.deposit.erc20) * (await this.#maxFeePerGas());
   }
 
-  callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined> {
+  callOutcome(payout: PayoutRow): Promise<SignedCallOutcome | undefined> {
     return this.#submitter.callOutcome(payout);
   }
 

@@ -55,6 +55,7 @@ import type { TransactionRow, PayoutRow } from '../../ledger/types.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import type { PayoutHooks } from '../adapter.ts';
+import type { SignedCallOutcome } from '../ports.ts';
 import { RelayNodeError } from '../../lib/errors.ts';
 import { UnpayableError } from '../../submitter/errors.ts';
 import { PayoutPipeline, type Payouts } from '../../submitter/pipeline.ts';
@@ -244,7 +245,7 @@ export class EvmPayouts implements Payouts {
   }
 
   /** Where the payout's signed depository call stands: executed, or executable until its expiry (SignedCalls). */
-  callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined> {
+  callOutcome(payout: PayoutRow): Promise<SignedCallOutcome | undefined> {
     return this.#sender.callOutcome(payout);
   }
 
@@ -1258,7 +1259,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   /** Where a refund's (or excess's, or withdrawal's) signed depository call stands; undefined for any other payout. */
-  async callOutcome(payout: PayoutRow): Promise<{ executed: boolean; executableUntil: number } | undefined> {
+  async callOutcome(payout: PayoutRow): Promise<SignedCallOutcome | undefined> {
     const request = await this.#requestOf(payout);
     if (!request) return undefined;
     const executed = await this.#client.readContract({
