@@ -98,22 +98,26 @@ async function sendDeposit(quote: any, signer: PrivateKeyAccount, chainId: numbe
   return { status: res.status, body: (await res.json()) as any, action };
 }
 
+// `amount` USDC (smallest unit) on 8453 from account 1 to perps USD on the exchange for account 2.
+const perpsQuote = (amount: string) =>
+  api(s.url, '/quote/v2', {
+    body: {
+      user: account(1).address,
+      recipient: account(2).address,
+      originChainId: BASE,
+      destinationChainId: EX,
+      originCurrency: usdc(BASE),
+      destinationCurrency: PERPS,
+      amount,
+      tradeType: 'EXACT_INPUT',
+    },
+  });
+
 describe('deposits to the exchange (destination 1337)', () => {
   it('USDC on 8453 to perps USD: the fill is the solver sendAsset; withdrawable grows by the quoted amount', async () => {
     const recipient = account(2).address;
     const before = state().perpsUsd(recipient);
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: account(1).address,
-        recipient,
-        originChainId: BASE,
-        destinationChainId: EX,
-        originCurrency: usdc(BASE),
-        destinationCurrency: PERPS,
-        amount: '5000000',
-        tradeType: 'EXACT_INPUT',
-      },
-    });
+    const q = await perpsQuote('5000000');
     expect(q.status).toBe(200);
     expect(q.body.details.operation).toBe('bridge');
     expect(q.body.details.currencyOut.currency).toMatchObject({ chainId: EX, address: PERPS, decimals: 6 });
@@ -136,23 +140,10 @@ describe('deposits to the exchange (destination 1337)', () => {
   it("a fill's quote charges the solver's action (actionCost): one worth less is refused, so dust cannot spend the action budget", async () => {
     // The exchange charges no gas, but the solver's sendAsset spends an action of its address's budget: quoted at no
     // cost, anyone's stream of 10-unit orders took one action each, for a fee that rounded to 1 unit.
-    const quote = (amount: string) =>
-      api(s.url, '/quote/v2', {
-        body: {
-          user: account(1).address,
-          recipient: account(2).address,
-          originChainId: BASE,
-          destinationChainId: EX,
-          originCurrency: usdc(BASE),
-          destinationCurrency: PERPS,
-          amount,
-          tradeType: 'EXACT_INPUT',
-        },
-      });
-    const dust = await quote('10');
+    const dust = await perpsQuote('10');
     expect(dust.status).toBe(400);
     expect(dust.body.errorCode).toBe('AMOUNT_TOO_LOW');
-    const q = await quote('5000000');
+    const q = await perpsQuote('5000000');
     expect(q.status).toBe(200);
     // The action is the fill's cost: the quote's relayer gas, in the output currency (USD on the exchange, 6 decimals).
     expect(BigInt(q.body.fees.relayerGas.amount)).toBe(ACTION_COST);

@@ -95,8 +95,17 @@ class FakeChain implements DepositSource {
     return { deposits, entries: deposits.length, blockHashes };
   }
 
+  /** Set: inclusions are answered from that fork (a provider on another fork than the one read), after a tick. */
+  inclusionFork: string | undefined;
+  inclusions = 0;
+
   async inclusion(txHash: string): Promise<Inclusion | undefined> {
-    for (const [n, ds] of this.#deposits) if (ds.some((d) => d.tx_hash === txHash)) return { success: true, blockNumber: n, blockHash: this.blocks[n]!.hash };
+    this.inclusions++;
+    if (this.inclusionFork) await new Promise((r) => setTimeout(r, 1));
+    for (const [n, ds] of this.#deposits) {
+      if (ds.some((d) => d.tx_hash === txHash))
+        return { success: true, blockNumber: n, blockHash: this.inclusionFork ? `0x${this.inclusionFork}-${n}` : this.blocks[n]!.hash };
+    }
     return undefined;
   }
 }
@@ -140,6 +149,17 @@ function setup(chain: FakeChain, config: Partial<DriverConfig> = {}, ledger = Le
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2));
   if (!cond()) throw new Error(`timed out waiting for ${what}`);
+}
+
+// A chain of 10 blocks with one deposit at block 8, read and confirmed (2 confirmations), which the solver then acts on.
+async function actedOn() {
+  const chain = new FakeChain(0);
+  chain.mine(10, (n) => (n === 8 ? 1 : 0));
+  const stack = setup(chain, { confirmations: 2 });
+  stack.driver.start();
+  await until(() => stack.deposits()[0]?.state === 'confirmed', 'the deposit confirmed');
+  stack.ledger.db.prepare(`UPDATE deposits SET state = 'handled' WHERE id = ?`).run(stack.deposits()[0]!.id);
+  return { chain, ...stack };
 }
 
 describe('IndexerDriver', () => {
@@ -215,13 +235,7 @@ describe('IndexerDriver', () => {
   });
 
   it('reports a deposit acted on that the new chain does not hold to the solver, inside the range transaction, once', async () => {
-    const chain = new FakeChain(0);
-    chain.mine(10, (n) => (n === 8 ? 1 : 0));
-    const { driver, deposits, decider, ledger } = setup(chain, { confirmations: 2 });
-    driver.start();
-    await until(() => deposits()[0]?.state === 'confirmed', 'the deposit confirmed');
-    // The solver acts on it.
-    ledger.db.prepare(`UPDATE deposits SET state = 'handled' WHERE id = ?`).run(deposits()[0]!.id);
+    const { chain, driver, deposits, decider } = await actedOn();
     chain.reorg(7, 6, 'b');
     driver.wake();
     await until(() => decider.reported.length === 1, 'the reorged deposit reported');
@@ -237,13 +251,8 @@ describe('IndexerDriver', () => {
     // A deposit through a contract whose deposit depends on the block (or a swap's output) can come back from a
     // reorg as the same transaction with another amount. Taken for "the chain moves under us", it held the
     // cursor at the reorg for good (every deposit after it on the chain waited) and was never reported.
-    const chain = new FakeChain(0);
-    chain.mine(10, (n) => (n === 8 ? 1 : 0));
-    const { driver, deposits, decider, ledger } = setup(chain, { confirmations: 2 });
-    driver.start();
-    await until(() => deposits()[0]?.state === 'confirmed', 'the deposit confirmed');
+    const { chain, driver, deposits, decider } = await actedOn();
     const acted = deposits()[0]!;
-    ledger.db.prepare(`UPDATE deposits SET state = 'handled' WHERE id = ?`).run(acted.id);
     chain.reorg(7, 6, 'b');
     chain.put(9, {
       tx_hash: acted.tx_hash as Hex,
@@ -253,7 +262,12 @@ describe('IndexerDriver', () => {
       amount: '1',
       order_ref: acted.order_ref as Hex,
     });
+    // Answered from another fork than the one read, the inclusion proves nothing: the pass is tried again.
+    chain.inclusionFork = 'c';
     driver.wake();
+    await until(() => chain.inclusions >= 3, 'the inclusion asked for again');
+    expect(decider.reported).toEqual([]);
+    chain.inclusionFork = undefined;
     await until(() => decider.reported.length === 1, 'the deposit reported');
     expect(decider.reported[0]!.d.id).toBe(acted.id);
     chain.mine(3);
