@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defineChain, erc20Abi, formatUnits, hexToString, keccak256, parseSignature, toHex, zeroAddress, type Address, type Hex } from 'viem';
-import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { join } from 'node:path';
 import axios from 'axios';
 import { convertViemChainToRelayChain, createClient, getClient } from '@relayprotocol/relay-sdk';
@@ -20,6 +20,10 @@ const PERPS = `0x${'0'.repeat(32)}`;
 // What a refund on the exchange returns less: the chain's actionCost (default 0.1 USDC), its action's share of the
 // solver's action budget.
 const ACTION_COST = 100_000n;
+// The exchange's activation fee (1 USDC): the first transfer to an account it does not know costs the sender that
+// much. A refund on the exchange is charged it too, since its recipient may have emptied the account (purged, new).
+const ACTIVATION_FEE = 1_000_000n;
+const REFUND_COST = ACTION_COST + ACTIVATION_FEE;
 
 beforeAll(async () => {
   s = await startStack();
@@ -98,12 +102,12 @@ async function sendDeposit(quote: any, signer: PrivateKeyAccount, chainId: numbe
   return { status: res.status, body: (await res.json()) as any, action };
 }
 
-// `amount` USDC (smallest unit) on 8453 from account 1 to perps USD on the exchange for account 2.
-const perpsQuote = (amount: string) =>
+// `amount` USDC (smallest unit) on 8453 from account 1 to perps USD on the exchange for `recipient` (account 2).
+const perpsQuote = (amount: string, recipient: Address = account(2).address) =>
   api(s.url, '/quote/v2', {
     body: {
       user: account(1).address,
-      recipient: account(2).address,
+      recipient,
       originChainId: BASE,
       destinationChainId: EX,
       originCurrency: usdc(BASE),
@@ -148,6 +152,47 @@ describe('deposits to the exchange (destination 1337)', () => {
     // The action is the fill's cost: the quote's relayer gas, in the output currency (USD on the exchange, 6 decimals).
     expect(BigInt(q.body.fees.relayerGas.amount)).toBe(ACTION_COST);
     expect(BigInt(q.body.details.currencyOut.amount)).toBeLessThanOrEqual(5_000_000n - ACTION_COST);
+  });
+
+  it('a fill to an account the exchange does not know is charged its activation fee, as account rent', async () => {
+    // The exchange charges the sender 1 USDC for the first transfer to a new account. Quoted at the action's cost
+    // alone, every order to a fresh address cost the solver 1 USDC that nobody paid.
+    const fresh = privateKeyToAccount(generatePrivateKey()).address;
+    const q = await perpsQuote('5000000', fresh);
+    expect(q.status).toBe(200);
+    expect(BigInt(q.body.fees.relayerGas.amount)).toBe(ACTION_COST + ACTIVATION_FEE);
+    const out = BigInt(q.body.details.currencyOut.amount);
+    expect(out).toBeLessThanOrEqual(5_000_000n - ACTION_COST - ACTIVATION_FEE);
+    const requestId = q.body.steps.at(-1).requestId;
+    await executeSteps(s, q.body, 1);
+    expect(await waitForStatus(s.url, requestId, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
+    expect(state().perpsUsd(fresh)).toBe(out);
+    expect(state().ledger(fresh).at(-1)!.delta).toMatchObject({ user: s.devnet.solver, fee: '1.0' });
+  });
+
+  it('never activates an account its quote charged no fee for: emptied after the quote, the fill is refused and refunded', async () => {
+    // An account the exchange knows is quoted no activation fee. Its owner then sends everything away: the exchange
+    // purges it, and the fill would activate it again at the solver's expense, 1 USDC an order.
+    const key = generatePrivateKey();
+    const owner = privateKeyToAccount(key).address;
+    ex().standin.credit(owner, { perpsUsd: '2' });
+    const q = await perpsQuote('5000000', owner);
+    expect(q.status).toBe(200);
+    expect(BigInt(q.body.fees.relayerGas.amount)).toBe(ACTION_COST);
+    const client = new ExchangeClient({ url: ex().url });
+    const token = `USDC:${state().usdc.tokenId}`;
+    const params = { exchangeChain: 'Mainnet', destination: account(2).address, sourceDex: '', destinationDex: '', token, amount: '2.0', fromSubAccount: '' };
+    await client.sendAsset(key, { ...params, nonce: Date.now() }, { signatureChainId: 1 });
+    expect(state().exists(owner)).toBe(false);
+    const requestId = q.body.steps.at(-1).requestId;
+    await executeSteps(s, q.body, 1);
+    const done = await waitForStatus(s.url, requestId, ['success', 'refund']);
+    expect(done).toMatchObject({ status: 'refund', failReason: 'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE' });
+    expect(
+      state()
+        .ledger(owner)
+        .filter((u) => u.delta.user === s.devnet.solver),
+    ).toEqual([]);
   });
 
   it('spot tokens: USDC to spot USDC, and ETH to HYPE on the named DEX xyz', async () => {
@@ -273,13 +318,30 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const requestId = q.body.steps[0].requestId as Hex;
     expect((await authorize(q.body, user, 1)).status).toBe(200);
     const before = state().perpsUsd(user.address);
-    const sent = await sendDeposit(q.body, user, 1, { amount: '1.0' });
+    const sent = await sendDeposit(q.body, user, 1, { amount: '2.0' });
     expect(sent.body.status).toBe('ok');
     // failure (the fill is refused) comes first, then refund once the exchange says ok.
     const done = await waitForStatus(s.url, requestId, ['success', 'refund']);
     expect(done.status).toBe('refund');
     expect(done.failReason).toBe('DEPOSITED_AMOUNT_TOO_LOW_TO_FILL');
-    await until(() => (state().perpsUsd(user.address) === before - ACTION_COST ? true : undefined), 'the refund on the exchange');
+    await until(() => (state().perpsUsd(user.address) === before - REFUND_COST ? true : undefined), 'the refund on the exchange');
+  });
+
+  it('a refund to an account its transfer emptied bears the activation fee the exchange charges the solver for it', async () => {
+    // Sending everything purges the account: the refund activates it again, and the exchange charges the solver
+    // 1 USDC. Refunded at the action's cost alone, each short transfer of a whole balance cost the solver 0.9 USDC.
+    const key = generatePrivateKey();
+    const user = privateKeyToAccount(key);
+    ex().standin.credit(user.address, { perpsUsd: '3' });
+    const q = await withdrawalQuote(user.address, '10000000');
+    const requestId = q.body.steps[0].requestId as Hex;
+    expect((await authorize(q.body, user, 1)).status).toBe(200);
+    expect((await sendDeposit(q.body, user, 1, { amount: '3.0' })).body.status).toBe('ok');
+    expect(state().exists(user.address)).toBe(false);
+    expect(await waitForStatus(s.url, requestId, ['success', 'refund'])).toMatchObject({ status: 'refund' });
+    await until(() => (state().perpsUsd(user.address) === 3_000_000n - REFUND_COST ? true : undefined), 'the refund on the exchange');
+    const refund = state().ledger(user.address).at(-1)!.delta;
+    expect(refund).toMatchObject({ user: s.devnet.solver, amount: '1.9', fee: '1.0' });
   });
 
   it('a transfer whose nonce differs from the authorization is never associated: the request waits, the transfer is refunded', async () => {
@@ -293,7 +355,7 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     expect(sent.body.status).toBe('ok');
     expect(state().perpsUsd(user.address)).toBe(before - 7_000_000n);
     // The orphan's refund brings the funds back; the request never sees the transfer.
-    await until(() => (state().perpsUsd(user.address) === before - ACTION_COST ? true : undefined), 'the orphan transfer to be refunded', 20_000);
+    await until(() => (state().perpsUsd(user.address) === before - REFUND_COST ? true : undefined), 'the orphan transfer to be refunded', 20_000);
     const status = await api(s.url, `/intents/status/v3?requestId=${requestId}`);
     expect(status.body.status).toBe('waiting');
     expect(status.body.inTxHashes).toEqual([]);
@@ -338,7 +400,7 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     expect((await authorize(q.body, user, 1)).status).toBe(200);
     const before = state().perpsUsd(other.address);
     expect((await sendDeposit(q.body, other, 1)).body.status).toBe('ok');
-    await until(() => (state().perpsUsd(other.address) === before - ACTION_COST ? true : undefined), 'the stranger transfer to be refunded', 20_000);
+    await until(() => (state().perpsUsd(other.address) === before - REFUND_COST ? true : undefined), 'the stranger transfer to be refunded', 20_000);
     expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('waiting');
   });
 });

@@ -180,7 +180,9 @@ describe('exchange stand-in over HTTP', () => {
   const t0 = Date.now();
 
   beforeAll(async () => {
-    ex = await startExchangeStandin({ dexes: ['xyz'] });
+    // Transfers here go to fresh accounts: with no activation fee (its own tests are below), each test's amounts are
+    // what moved.
+    ex = await startExchangeStandin({ dexes: ['xyz'], activationFee: '0' });
     client = new ExchangeClient({ url: ex.url });
   });
   afterAll(async () => {
@@ -431,7 +433,7 @@ describe('exchange stand-in over HTTP', () => {
   });
 
   it('restricts signature chain ids when configured', async () => {
-    const only = await startExchangeStandin({ signatureChainIds: [0xa4b1] });
+    const only = await startExchangeStandin({ signatureChainIds: [0xa4b1], activationFee: '0' });
     try {
       const c = new ExchangeClient({ url: only.url });
       const a = newWallet();
@@ -480,5 +482,56 @@ describe('exchange stand-in over HTTP', () => {
       hang.closeAllConnections();
       await new Promise<void>((r) => hang.close(() => r()));
     }
+  });
+});
+
+describe('the exchange stand-in charges the activation fee', () => {
+  let ex: ExchangeStandin;
+  let client: ExchangeClient;
+  beforeAll(async () => {
+    ex = await startExchangeStandin({ dexes: ['xyz'] });
+    client = new ExchangeClient({ url: ex.url });
+  });
+  afterAll(async () => {
+    await ex?.stop();
+  });
+
+  it("to the sender of the first transfer to an account it does not know, in perps USD, shown as the update's fee", async () => {
+    const a = newWallet();
+    const b = newWallet();
+    ex.credit(a.address, { perpsUsd: '10' });
+    expect(await client.activationFee(b.address, a.address)).toBe(1_000_000n);
+    await client.sendAsset(a.key, params({ destination: b.address, amount: '2' }), { signatureChainId: 1 });
+    expect(await client.withdrawable(a.address)).toBe(7_000_000n);
+    expect(await client.withdrawable(b.address)).toBe(2_000_000n);
+    expect((await client.ledgerUpdates(b.address, 0))[0]!.delta).toMatchObject({ amount: '2', fee: '1.0', feeToken: 'USDC' });
+    // Known now: the next transfer is free.
+    expect(await client.activationFee(b.address, a.address)).toBe(0n);
+    await client.sendAsset(a.key, params({ destination: b.address, amount: '1' }), { signatureChainId: 1 });
+    expect(await client.withdrawable(a.address)).toBe(6_000_000n);
+    expect((await client.ledgerUpdates(b.address, 0))[1]!.delta).toMatchObject({ fee: '0.0', feeToken: '' });
+  });
+
+  it('again once the account was emptied (purged); a spot transfer pays it from perps USD; a sender short of it is refused', async () => {
+    const a = newWallet();
+    const b = newWallet();
+    ex.credit(a.address, { perpsUsd: '1.5', spot: { token: 'HYPE', amount: '2' } });
+    ex.credit(b.address, { perpsUsd: '1' });
+    expect(await client.activationFee(b.address, a.address)).toBe(0n);
+    await client.sendAsset(b.key, params({ destination: a.address, amount: '1' }), { signatureChainId: 1 });
+    expect(ex.state.exists(b.address)).toBe(false);
+    expect(await client.activationFee(b.address, a.address)).toBe(1_000_000n);
+    await client.sendAsset(a.key, params({ destination: b.address, sourceDex: 'spot', destinationDex: 'spot', token: HYPE_TOKEN, amount: '1' }), {
+      signatureChainId: 1,
+    });
+    expect(await client.withdrawable(a.address)).toBe(1_500_000n);
+    expect(ex.state.spotBalance(b.address, 'HYPE')).toBe(100_000_000n);
+    // 1.5 USD left: a transfer of 1 to a new account needs 2.
+    const c = newWallet();
+    await expect(client.sendAsset(a.key, params({ destination: c.address, amount: '1' }), { signatureChainId: 1 })).rejects.toThrow(
+      /Insufficient USDC balance for token transfer gas/,
+    );
+    expect(await client.withdrawable(a.address)).toBe(1_500_000n);
+    expect(ex.state.exists(c.address)).toBe(false);
   });
 });

@@ -220,6 +220,14 @@ const exchangeChain = z
       .string()
       .regex(/^\d{1,30}$/, 'must be an integer string (the smallest unit)')
       .default('100000'),
+    // The exchange's activation fee, in the native currency's smallest unit (Hyperliquid: 1 USDC): the first transfer
+    // to an account it does not know (never funded, or emptied and purged) costs the sender this much. A fill's quote
+    // charges it as account rent when the exchange says the recipient is new; a refund, excess or claim always bears
+    // it, since its recipient may empty the account before it is paid.
+    activationFee: z
+      .string()
+      .regex(/^\d{1,30}$/, 'must be an integer string (the smallest unit)')
+      .default('1000000'),
     // Not used by the exchange (it has no JSON-RPC); /chains shows the exchange URL when absent.
     rpcUrl: httpUrl.optional(),
     rpc: z.array(rpcProvider).optional(),

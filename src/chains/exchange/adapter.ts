@@ -7,7 +7,8 @@ import { spendable } from '../spendable.ts';
 //   deposits  a withdrawal is the user's sendAsset to the solver, read by the indexer driver
 //             (src/indexer) from the solver's ledger updates (depositSource.ts).
 //   quotes    the exchange charges no gas: a deposit costs nothing; a fill, a refund or a claim costs the chain's
-//             actionCost, its share of the solver's action budget.
+//             actionCost, its share of the solver's action budget, plus the activation fee of a recipient the
+//             exchange does not know (a refund's always: see refundCost).
 
 import { getAddress, zeroAddress, type Address, type Hex } from 'viem';
 import type { Config } from '../../config/load.ts';
@@ -141,14 +142,21 @@ export class ExchangeAdapter implements ChainAdapter {
     return spendable(this.ledger, this.chainId, currency, () => this.balanceOf(this.solver, currency));
   }
 
-  /** No gas: the fill's sendAsset spends an action of the solver's budget (chain config actionCost), which the quote charges. */
-  async fillCost(_req: FillCostRequest): Promise<FillCost> {
-    return { native: BigInt(this.chain.actionCost), rent: 0n, minimumAmount: 0n };
+  /**
+   * No gas: the fill's sendAsset spends an action of the solver's budget (chain config actionCost), plus, as account
+   * rent, the activation fee the exchange charges the solver when it does not know the recipient.
+   */
+  async fillCost(req: FillCostRequest): Promise<FillCost> {
+    const rent = await this.client.activationFee(getAddress(req.recipient), this.solver);
+    return { native: BigInt(this.chain.actionCost) + rent, rent, minimumAmount: 0n };
   }
 
-  /** No gas: the action's share of the solver's action budget (chain config actionCost). */
+  /**
+   * The action's share of the solver's action budget, plus the activation fee: a refund's recipient may have emptied
+   * its account (its own transfer to the solver may have), and the exchange then charges the solver for it.
+   */
   async refundCost(_currency: string): Promise<bigint> {
-    return BigInt(this.chain.actionCost);
+    return BigInt(this.chain.actionCost) + BigInt(this.chain.activationFee);
   }
 
   async depositCost(_currency: string): Promise<bigint> {

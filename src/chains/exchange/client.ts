@@ -122,6 +122,13 @@ export function parseDecimalFloor(value: string, decimals: number): bigint {
   return BigInt(whole) * 10n ** BigInt(decimals) + BigInt(frac.slice(0, decimals).padEnd(decimals, '0') || '0');
 }
 
+/** Like parseDecimalFloor, but rounds extra precision up (a cost is never under-charged). */
+export function parseDecimalCeil(value: string, decimals: number): bigint {
+  const floor = parseDecimalFloor(value, decimals);
+  const frac = value.split('.')[1] ?? '';
+  return /[1-9]/.test(frac.slice(decimals)) ? floor + 1n : floor;
+}
+
 /** Signs a sendAsset action with the solver's signer (a local key or a remote signer), or a private key; returns the `/exchange` body. */
 export async function signSendAsset(signer: Hex | LocalAccount, params: SendAssetParameters, opts: { signatureChainId: number }): Promise<SignedSendAsset> {
   const action = buildSendAssetAction(params, opts.signatureChainId);
@@ -233,6 +240,19 @@ export class ExchangeClient {
 
   spotMeta(): Promise<SpotMeta> {
     return this.info({ type: 'spotMeta' }, (v) => isObj(v) && Array.isArray(v.tokens) && Array.isArray(v.universe));
+  }
+
+  /**
+   * What a transfer from `source` to `user` would cost in activation fee (Hyperliquid's preTransferCheck), in
+   * micro-USD rounded up: the fee of the first transfer to an account the exchange does not know, 0 otherwise.
+   */
+  async activationFee(user: Address, source: Address): Promise<bigint> {
+    const r = await this.info<{ fee: string }>({ type: 'preTransferCheck', user, source }, (v) => isObj(v) && typeof v.fee === 'string');
+    try {
+      return parseDecimalCeil(r.fee, 6);
+    } catch (err) {
+      throw new ExchangeHttpError(`POST ${this.url}/info (preTransferCheck) answered a bad fee: ${errText(err)}`, `${this.url}/info`);
+    }
   }
 
   /** Non-funding ledger updates (sends, spot transfers, ...) since `startTimeMs`. */

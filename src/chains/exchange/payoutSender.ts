@@ -1,7 +1,8 @@
 // How the perpetuals exchange pays (the payout pipeline's PayoutSender, src/submitter/): a fill to the
 // exchange (or a refund on it) is the solver's signed sendAsset to the recipient.
 //
-//   prepare  check the payout can be made on the exchange and find its asset;
+//   prepare  check the payout can be made on the exchange and find its asset (and that a fill activates no account
+//            its quote charged no fee for);
 //   submit   sign the sendAsset (nonce: ms-timestamp based, strictly increasing), record it in the ledger
 //            (tx id = keccak of the signed body) with the payout's new state, exactly like the EVM records a
 //            signed transaction before broadcasting it;
@@ -26,6 +27,7 @@ import { backoffMs } from '../../lib/backoff.ts';
 import { errText } from '../../lib/errors.ts';
 import { UnpayableError } from '../../submitter/errors.ts';
 import { PAYOUT_BACKOFF, PayoutPipeline } from '../../submitter/pipeline.ts';
+import { quotedNoRent } from '../../submitter/quotedRent.ts';
 import type { BroadcastResult, PayoutSender, PrepareResult, StepContext, SubmitResult, TxStatus } from '../../submitter/port.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
@@ -114,12 +116,26 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
     if (payout.calls || payout.native_topup) throw new UnpayableError('the exchange runs no calls and has no gas to top up');
     if (!isAddress(payout.recipient, { strict: false })) throw new UnpayableError(`recipient ${payout.recipient} is not an exchange account`);
     if (!/^[0-9]+$/.test(payout.amount) || BigInt(payout.amount) <= 0n) throw new UnpayableError(`amount ${payout.amount} is not a positive integer`);
+    let asset: Asset;
     try {
-      return { kind: 'ready', prepared: await this.#o.assets.asset(payout.currency) };
+      asset = await this.#o.assets.asset(payout.currency);
     } catch (e) {
       if (e instanceof UnknownAssetError) throw new UnpayableError(e.message, 'TRANSACTION_SUBMISSION_FAILED', { cause: e });
       throw e;
     }
+    // A fill activates its recipient only when its quote charged the fee: an account emptied after the quote is
+    // purged, and the exchange would charge the solver to activate it again. Refunds bear the fee whenever
+    // (ExchangeAdapter.refundCost).
+    if (payout.kind === 'fill' && quotedNoRent(this.#o.ledger, payout)) {
+      const fee = await this.#o.client.activationFee(getAddress(payout.recipient), this.address);
+      if (fee > 0n) {
+        throw new UnpayableError(
+          `the exchange does not know the recipient ${payout.recipient} (its account is new or was emptied) and the quote charged no activation fee`,
+          'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE',
+        );
+      }
+    }
+    return { kind: 'ready', prepared: asset };
   }
 
   #params(payout: PayoutRow, asset: Asset, nonce: number): SendAssetParameters {

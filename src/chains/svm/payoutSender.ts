@@ -23,12 +23,13 @@ import { PublicKey, type Connection, type Keypair, type SignatureStatus, type Tr
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Ledger } from '../../ledger/index.ts';
-import type { PayoutRow, Pricing, TransactionRow } from '../../ledger/types.ts';
+import type { PayoutRow, TransactionRow } from '../../ledger/types.ts';
 import { forRequest, type Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { errText } from '../../lib/errors.ts';
 import { UnpayableError } from '../../submitter/errors.ts';
 import { PayoutPipeline } from '../../submitter/pipeline.ts';
+import { quotedNoRent } from '../../submitter/quotedRent.ts';
 import type { BroadcastResult, PayoutSender, PrepareResult, StepContext, SubmitResult, TxStatus } from '../../submitter/port.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { canonicalAddress } from '../address.ts';
@@ -98,15 +99,6 @@ export interface SvmSigned {
 function lacksFunds(err: unknown): boolean {
   const s = JSON.stringify(err);
   return /InsufficientFundsForFee|AccountNotFound|"Custom":1\b|"InsufficientFunds"/.test(s);
-}
-
-// Whether the fill's quote recorded that it charged no account rent. A request priced before the rent
-// was recorded (or a payout with no request) says nothing, and keeps the old course.
-function quotedNoRent(ledger: Ledger, p: PayoutRow): boolean {
-  const pricing = p.request_id ? ledger.requests.get(p.request_id)?.pricing : null;
-  if (!pricing) return false;
-  const { rent } = JSON.parse(pricing) as Pricing;
-  return rent !== undefined && BigInt(rent) === 0n;
 }
 
 /** The payout pipeline of an SVM chain, over its sender. */

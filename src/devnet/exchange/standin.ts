@@ -1,7 +1,13 @@
 // In-memory stand-in for the Hyperliquid-like perpetuals exchange (chain id 1337), on loopback.
 //
-//   POST /info      clearinghouseState | spotClearinghouseState | spotMeta | userNonFundingLedgerUpdates
+//   POST /info      clearinghouseState | spotClearinghouseState | spotMeta | userNonFundingLedgerUpdates |
+//                   preTransferCheck
 //   POST /exchange  { action: sendAsset, nonce, signature: {r, s, v} }
+//
+// The activation fee, as Hyperliquid documents it: the first transfer to an account the exchange does not know
+// costs 1 quote token, charged to the sender on top of the amount and shown as the update's `fee`. An account whose
+// balances all reach zero is purged, and is new again. The stand-in charges the fee in perps USD (the audit reads it
+// there); it does not model the sender's own first-send fee (every devnet account is funded before it sends).
 //
 // Balances are integers: perps USD in micro-USD (6 decimals), spot/named-DEX balances in the
 // token's wei units (weiDecimals from spotMeta). sendAsset DEX names follow Hyperliquid:
@@ -79,6 +85,8 @@ export interface StartExchangeStandinOptions {
   port?: number;
   /** When set, only these signature chain ids are accepted; otherwise any. */
   signatureChainIds?: number[];
+  /** The activation fee in perps USD, decimal (default '1.0', Hyperliquid's 1 USDC). */
+  activationFee?: string;
   /** Accepted `exchangeChain` value (default 'Mainnet'). */
   exchangeChain?: string;
   /** Named (non-spot, non-perps) DEXs that hold token balances. Default ['xyz']. */
@@ -118,6 +126,8 @@ export class ExchangeState {
     tokens: readonly StandinToken[],
     dexes: readonly string[],
     readonly now: () => number,
+    /** The activation fee, micro-USD. */
+    readonly activationFee = 1_000_000n,
   ) {
     this.tokens = tokens;
     this.dexes = dexes;
@@ -154,6 +164,16 @@ export class ExchangeState {
   private setBalance(user: string, dex: string, token: StandinToken, value: bigint): void {
     if (value < 0n) throw new Error('negative balance');
     this.balances.set(`${dex}|${token.index}|${lower(user)}`, value);
+  }
+
+  /** Whether the exchange knows the account: it holds something somewhere (an emptied account is purged). */
+  exists(user: string): boolean {
+    return ['', 'spot', ...this.dexes].some((dex) => this.tokens.some((t) => this.balance(user, dex, t) > 0n));
+  }
+
+  /** Whether the account has sent a transfer (its ledger shows one from it). */
+  hasSent(user: string): boolean {
+    return this.ledger(user).some((u) => lower(u.delta.user) === lower(user));
   }
 
   /** Perps USD balance in micro-USD. */
@@ -230,8 +250,14 @@ export class ExchangeState {
     if (available < debit) {
       return `Insufficient balance: ${signer} has ${formatUnitsDecimal(available, this.decimalsOf(action.sourceDex, token))} ${token.name} on dex ${JSON.stringify(action.sourceDex)}, needs ${action.amount}`;
     }
+    const fee = lower(destination) === lower(signer) || this.exists(destination) ? 0n : this.activationFee;
+    // The fee is perps USD: from what is left of the source when the transfer is perps USD itself.
+    const feeFrom = (action.sourceDex === '' ? available - debit : this.perpsUsd(signer)) - fee;
+    if (feeFrom < 0n)
+      return `Insufficient USDC balance for token transfer gas: activating ${destination} costs ${formatUnitsDecimal(fee, PERPS_DECIMALS)} USDC`;
     // All checks passed: mutate.
     this.setBalance(signer, action.sourceDex, token, available - debit);
+    if (fee > 0n) this.setBalance(signer, '', this.usdc, this.perpsUsd(signer) - fee);
     this.setBalance(destination, action.destinationDex, token, this.balance(destination, action.destinationDex, token) + credit);
     let nonces = this.usedNonces.get(lower(signer));
     if (!nonces) this.usedNonces.set(lower(signer), (nonces = new Set()));
@@ -251,10 +277,10 @@ export class ExchangeState {
         token: token.name,
         amount: action.amount,
         usdcValue: formatUnitsDecimal(usdMicro, PERPS_DECIMALS),
-        fee: '0.0',
+        fee: formatUnitsDecimal(fee, PERPS_DECIMALS),
         nativeTokenFee: '0.0',
         nonce: action.nonce,
-        feeToken: '',
+        feeToken: fee > 0n ? this.usdc.name : '',
       },
     };
     this.pushLedger(signer, update);
@@ -285,10 +311,10 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function requireUser(body: Record<string, unknown>): Address {
-  const user = body.user;
+function requireUser(body: Record<string, unknown>, field = 'user'): Address {
+  const user = body[field];
   if (typeof user !== 'string' || !isAddress(user, { strict: false })) {
-    throw new BadRequest('Failed to deserialize the JSON body: field `user` must be a 0x-prefixed 20-byte address');
+    throw new BadRequest(`Failed to deserialize the JSON body: field \`${field}\` must be a 0x-prefixed 20-byte address`);
   }
   return getAddress(user);
 }
@@ -353,6 +379,17 @@ function handleInfo(state: ExchangeState, body: Record<string, unknown>): unknow
           hold: '0.0',
           entryNtl: '0.0',
         })),
+      };
+    }
+    case 'preTransferCheck': {
+      const user = requireUser(body);
+      requireUser(body, 'source');
+      const userExists = state.exists(user);
+      return {
+        fee: formatUnitsDecimal(userExists ? 0n : state.activationFee, PERPS_DECIMALS),
+        isSanctioned: false,
+        userExists,
+        userHasSentTx: state.hasSent(user),
       };
     }
     case 'userNonFundingLedgerUpdates': {
@@ -466,7 +503,7 @@ export async function startExchangeStandin(options: StartExchangeStandinOptions 
   for (const d of dexes) {
     if (d === '' || d === 'spot' || !/^[a-z0-9]{1,16}$/.test(d)) throw new Error(`invalid named dex ${JSON.stringify(d)}`);
   }
-  const state = new ExchangeState(STANDIN_TOKENS, dexes, options.now ?? Date.now);
+  const state = new ExchangeState(STANDIN_TOKENS, dexes, options.now ?? Date.now, parseUnitsStrict(options.activationFee ?? '1.0', PERPS_DECIMALS));
   const exOpts = {
     signatureChainIds: options.signatureChainIds,
     exchangeChain: options.exchangeChain ?? DEFAULT_EXCHANGE_CHAIN,
