@@ -837,6 +837,38 @@ describe('EvmSubmitter', () => {
     expect(ledger.payouts.stranded(CHAIN_ID)).toEqual([]);
   });
 
+  it("a fill's reverted receipt is acted on only at the chain's confirmations: reorged away, the same bytes land and pay, and nothing failed", async () => {
+    // Failed at its first receipt, the fill was refunded at once (onFailed queues the refund). A reorg then let its
+    // signed bytes, which anyone may send again, land and pay: the order filled and refunded.
+    const ledger = Ledger.open(':memory:');
+    const { ids, hash } = await recordBatchThenCrash(ledger, 1);
+    const { id } = ids[0]!;
+    const snapshot = await testClient.snapshot();
+    const owner = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: privateKeyToAccount(DEPLOYER_KEY) });
+    const setSolver = async (functionName: 'removeSolver' | 'addSolver') =>
+      client.waitForTransactionReceipt({
+        hash: await owner.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName, args: [solver.address] }),
+      });
+    await setSolver('removeSolver');
+    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
+    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('reverted');
+    await setSolver('addSolver');
+    // The revert is 2 blocks deep; the chain's confirmations are 3.
+    const { sub, rec } = makeSubmitter(ledger, { chain: { confirmations: 3 } });
+    await sub.start();
+    await sub.confirmNow();
+    expect(ledger.payouts.get(id)!.state).toBe('sent');
+    expect(rec.failed).toEqual([]);
+    // The reorg: back to before the solver was taken off the list. The same bytes land again (sent by anyone: by
+    // the node itself, which finds its transaction gone), and pay.
+    await testClient.revert({ id: snapshot });
+    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) }).catch(() => undefined);
+    await waitFor(() => ledger.payouts.get(id)!.state === 'success', 'the fill paid by its own bytes');
+    expect(rec.failed).toEqual([]);
+    expect(rec.paid.map((p) => p.hash)).toEqual([hash]);
+    expect((await fillEvents(ids[0]!.requestId)).map((e) => e.transactionHash)).toEqual([hash]);
+  });
+
   it('a payout left sent with no transaction open is settled from the chain: paid, it succeeds; not paid, it is sent again', async () => {
     const ledger = Ledger.open(':memory:');
     const { ids, hash } = await recordBatchThenCrash(ledger, 2);

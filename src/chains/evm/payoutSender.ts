@@ -824,20 +824,29 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         if (!receipt) continue;
         // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
         const rows = open.filter((t) => t.hash === hash);
+        // A receipt that paid nothing (a revert, a cancel, a batch's skipped fill) sends the payout again or fails
+        // it, and a failed fill is refunded: it is acted on only at the chain's confirmations. Before, a reorg could
+        // land the same signed bytes again, and pay (anyone may send them), after the refund.
+        const deep = head - receipt.blockNumber + 1n >= BigInt(this.#chain.confirmations);
+        const wait = () => void log()[this.#firstTime(`deep:${hash}`) ? 'info' : 'debug']({ txHash: hash }, 'paid nothing; waiting for confirmations');
         // The cancel took the nonce: nothing it carries was paid by it.
-        if (rows.some((t) => t.cancel)) return await this.#onCancelLanded(rows, receipt, log());
+        if (rows.some((t) => t.cancel)) return deep ? await this.#onCancelLanded(rows, receipt, log()) : wait();
         const logOf = (t: TransactionRow) => (payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(t.payout_id)).child({ nonce }));
         if (receipt.status === 'success' && rows.length > 1) {
           // A batch that landed: every fill it carries settles in one commit (one disk flush, not one per fill).
           // Its payouts read in one statement, in that transaction (settling one fill changes no other's row).
           this.#ledger.tx(() => {
             const byId = new Map(this.#ledger.payouts.getMany([...new Set(rows.map((t) => t.payout_id))]).map((p) => [p.id, p]));
-            for (const t of rows) this.#onIncluded(t, receipt, logOf(t), byId.get(t.payout_id) ?? null);
+            for (const t of rows) this.#onIncluded(t, receipt, logOf(t), deep, byId.get(t.payout_id) ?? null);
           });
+        } else if (receipt.status === 'success') {
+          this.#onIncluded(rows[0]!, receipt, logOf(rows[0]!), deep);
+        } else if (!deep) {
+          wait();
         } else if (rows.length > 1) {
           await this.#onBatchReverted(rows, receipt, log());
         } else {
-          await this.#onReceipt(rows[0]!, receipt, logOf(rows[0]!));
+          await this.#onReverted(rows[0]!, receipt, logOf(rows[0]!));
         }
         return;
       }
@@ -882,9 +891,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
   }
 
-  // A successful transaction carrying this payout: paid, or (a batch's fill) skipped. `read`: the payout as
-  // read in the caller's ledger transaction (null: not found), if it has it.
-  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger, read?: PayoutRow | null): void {
+  // A successful transaction carrying this payout: paid, or (a batch's fill) skipped, which is acted on only once
+  // `deep` (at the chain's confirmations). `read`: the payout as read in the caller's ledger transaction (null:
+  // not found), if it has it.
+  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger, deep: boolean, read?: PayoutRow | null): void {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
     const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
     // The payout read and settled in one ledger transaction (a batch's: the one of all its fills), so
@@ -896,14 +906,13 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       const paid = fill?.paid ? { ...own, share: fill.fee } : own;
       return { paid, settled: this.#settlePaid(t.payout_id, paid, payout ?? null) };
     });
-    if (out.skipped !== undefined) return this.#onSkipped(t, receipt, out.skipped, log);
+    if (out.skipped !== undefined) return deep ? this.#onSkipped(t, receipt, out.skipped, log) : undefined;
     const { paid } = out;
     if (out.settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
   }
 
-  // The receipt of a transaction carrying one payout (a batch's: #onIncluded, #onBatchReverted).
-  async #onReceipt(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
-    if (receipt.status === 'success') return this.#onIncluded(t, receipt, log);
+  // The reverted receipt of a transaction carrying one payout (a batch's: #onBatchReverted).
+  async #onReverted(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
     const fee = receipt.gasUsed * receipt.effectiveGasPrice;
 
     // Reverted. If the payment was made anyway (by another transaction), that one settles the payout.
