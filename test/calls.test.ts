@@ -228,4 +228,27 @@ describe('contract calls', () => {
     expect(r.status).toBe(400);
     expect(r.body.message).toMatch(/txs: destination calls are paid in the native currency/);
   });
+
+  it('a call value past uint256, or values that together pass it, is a 400 naming txs, not a 500', async () => {
+    const quote = (values: string[]) =>
+      api(s.url, '/quote', {
+        body: {
+          user: user(1),
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: zeroAddress,
+          destinationCurrency: zeroAddress,
+          amount: '1000000000000000',
+          tradeType: 'EXACT_OUTPUT',
+          txs: values.map((value) => ({ to: nft(B), value, data: '0x' })),
+        },
+      });
+    const max = (2n ** 256n - 1n).toString();
+    for (const values of [['9'.repeat(78)], [max, '1']]) {
+      const r = await quote(values);
+      expect(r.status).toBe(400);
+      expect(r.body).toMatchObject({ errorCode: 'INVALID_INPUT_PARAMETERS' });
+      expect(r.body.message).toMatch(/txs.*uint256/);
+    }
+  });
 });

@@ -389,6 +389,10 @@ describe('operations at the hosted paths', () => {
     expect(second.body.claims.map((c: any) => c.claimId)).toEqual([all.body.claims[1].claimId]);
     expect((await call(`/app-fees/0x00000000000000000000000000000000000a11ce/claims`)).body).toEqual({ claims: [] });
     expect((await call(`/app-fees/${feeTo}/claims?continuation=xyz`)).status).toBe(400);
+    // A continuation's time is an integer: a fraction or one past the safe integers reached the database (a 500 on
+    // PostgreSQL's BIGINT).
+    for (const at of ['0.5', '1e400', '9007199254740993'])
+      expect((await call(`/app-fees/${feeTo}/claims?continuation=${Buffer.from(`[${at},"x"]`).toString('base64url')}`)).status).toBe(400);
   });
 
   it('GET /chains/liquidity, /swap-sources, /lives and /intents/status/v2', async () => {

@@ -148,7 +148,13 @@ function exercise(l: SqliteLedger): void {
   const f: FieldFilter = { field: 'status', negate: false, values: ['success'] };
   search({ groups: [[f, { ...f, field: 'user', values: null }], []] });
   search({ ranges: { createdAt: { min: 1, max: 2 }, depositBlock: { min: 1 }, amountUsd: { max: 5 }, appFeesUsd: { min: 0 }, fillTimeMs: { max: 9 } } });
-  search({ features: ['fast_fill', 'gasless'], referrer: 'ref', excludedChains: [1, 2], includeChildRequests: true, includeTotal: true });
+  search({
+    features: ['fast_fill', 'gasless'],
+    referrer: { referrer: 'ref', apiKeyId: 'k' },
+    excludedChains: [1, 2],
+    includeChildRequests: true,
+    includeTotal: true,
+  });
   for (const sortBy of ['createdAt', 'updatedAt', 'amountUsd'] as const) {
     for (const sortDirection of ['asc', 'desc'] as const) search({ sortBy, sortDirection, after: { key: 5, id: 'x' } });
   }

@@ -406,8 +406,12 @@ describe('GET /requests/v2, deprecated then retired', () => {
     expect(rec.data.failReason).toBe('N/A');
     expect(rec.data.metadata.sender).toBe(user(1));
     expect(rec.data.feesUsd).toHaveProperty('gas');
-    const byRef = await v2('?referrer=acme.app');
-    expect(byRef.body.requests.map((x: any) => x.id)).toEqual([filled.id]);
+    // The referrer is the quoting key's own data (v3 shows it only to that key): v2 filters by it only within the
+    // caller's requests. Before, anyone could list the requests quoted with any referrer.
+    const byRef = (apiKey?: string) => api(replica.url, '/requests/v2?referrer=acme.app', { apiKey });
+    expect((await byRef(key)).body.requests.map((x: any) => x.id)).toEqual([filled.id]);
+    expect((await byRef(otherKey)).body.requests).toEqual([]);
+    expect(await byRef()).toMatchObject({ status: 401, body: { errorCode: 'MISSING_API_KEY' } });
   });
 
   it('carries the headers on errors too', async () => {

@@ -60,8 +60,8 @@ export interface RequestQuery {
   limit: number;
   after?: { key: number; id: string };
   includeTotal: boolean;
-  /** GET /requests/v2 only: the referrer the quote named. */
-  referrer?: string;
+  /** GET /requests/v2 only: the referrer the quote named, among the requests quoted under the caller's key. */
+  referrer?: { referrer: string; apiKeyId: string };
 }
 
 const TX_OF_KIND = (kind: string, list: string) =>
@@ -172,8 +172,8 @@ function whereClause(q: RequestQuery, params: unknown[], dialect: Dialect): stri
     }
   }
   if (q.referrer !== undefined) {
-    parts.push('r.referrer = ?');
-    params.push(q.referrer);
+    parts.push('r.referrer = ?', 'r.api_key_id = ?');
+    params.push(q.referrer.referrer, q.referrer.apiKeyId);
   }
   for (const feature of q.features) {
     parts.push(HAS_FEATURE[dialect]);

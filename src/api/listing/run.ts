@@ -42,7 +42,8 @@ export interface ListingWorkerData {
 export function runListing(ctx: { ledger: Ledger; registry: Registry; solver: Address; bounds: ListingBounds }, job: ListingJob): ListingResult {
   const privateChains = [...ctx.registry.chains.values()].filter((c) => c.private).map((c) => c.id);
   const q = parseRequestQuery(job.query, { callerKeyId: job.authenticatedFor, privateChains, bounds: ctx.bounds });
-  q.referrer = job.referrer;
+  // Within the caller's requests only (none without a key: the route refuses that with a 401).
+  if (job.referrer !== undefined) q.referrer = { referrer: job.referrer, apiKeyId: job.authenticatedFor ?? '' };
   const found = ctx.ledger.requests.search(q);
   const recordCtx = {
     ledger: ctx.ledger,

@@ -235,7 +235,7 @@ const encodeCursor = (c: { at: number; id: string }) => Buffer.from(JSON.stringi
 function decodeCursor(s: string): { at: number; id: string } {
   try {
     const [at, id] = JSON.parse(Buffer.from(s, 'base64url').toString()) as [unknown, unknown];
-    if (typeof at === 'number' && typeof id === 'string') return { at, id };
+    if (Number.isSafeInteger(at) && typeof id === 'string') return { at: at as number, id };
   } catch {}
   throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: continuation: is not one this endpoint gave');
 }

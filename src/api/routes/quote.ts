@@ -52,6 +52,7 @@ const quoteBody = z.object({
             .string()
             .regex(/^[0-9]{1,78}$/, 'must be an integer in wei, as a string')
             .transform((v) => BigInt(v))
+            .refine((v) => v < 2n ** 256n, 'must fit in uint256')
             .default('0'),
           data: z
             .string()
@@ -63,6 +64,8 @@ const quoteBody = z.object({
         .strict(),
     )
     .max(10)
+    // The fill sends them all in one call: their sum is its value.
+    .refine((txs) => txs.reduce((sum, t) => sum + t.value, 0n) < 2n ** 256n, 'the values together must fit in uint256')
     .optional(),
 });
 

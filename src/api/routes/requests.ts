@@ -88,6 +88,9 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       delete query.referrer;
       if (referrer !== undefined && (typeof referrer !== 'string' || referrer.length > 200))
         throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: referrer: must be a string');
+      // The referrer is the quoting key's own data: it filters the caller's requests only.
+      if (referrer !== undefined && !req.apiCaller)
+        throw new ApiError(401, 'MISSING_API_KEY', "referrer: filters the requests quoted under the caller's API key: send it as x-api-key");
       const page = await list(query, req.apiCaller?.id, true, referrer);
       return {
         requests: page.records,
