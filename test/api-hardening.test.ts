@@ -508,7 +508,9 @@ describe('listings isolated from the node', () => {
   });
 
   it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
-    const k = s.node.ledger.apiKeys.create('isolation');
+    // Five callers, two listings each: a caller has at most two in progress (the test below).
+    const keys = Array.from({ length: 5 }, (_, i) => s.node.ledger.apiKeys.create(`isolation-${i}`));
+    const k = keys[0]!;
     // On PostgreSQL in bulk: 20,000 requests row by row through the node's connection outlast its statement timeout.
     const pgUrl = s.ledgerConfig.ledger?.url;
     const seed = { prefix: 'iso', start: Date.UTC(2025, 0, 1) };
@@ -522,7 +524,7 @@ describe('listings isolated from the node', () => {
     expect((await api(s.url, '/requests/v3?limit=1', { apiKey: k.key })).status).toBe(200);
     const done: string[] = [];
     const listings = Array.from({ length: 10 }, (_, i) =>
-      api(s.url, `/requests/v3?${heaviestListing(s.node.config.api.listing, i)}`, { apiKey: k.key }).then((r) => {
+      api(s.url, `/requests/v3?${heaviestListing(s.node.config.api.listing, i)}`, { apiKey: keys[i % keys.length]!.key }).then((r) => {
         done.push(`listing ${r.status}`);
         return r;
       }),
@@ -538,6 +540,20 @@ describe('listings isolated from the node', () => {
     expect(results[0]!.body.total).toBeGreaterThan(0);
     // Listing workers run at a lower thread priority: on a machine busy with other test files they
     // take the wait, so the bound is generous.
+  }, 240_000);
+
+  it('holds one caller to its share of the listing workers: past 2 in progress, 429; another caller is still served', async () => {
+    // The workers and their queue (256) are shared: before, one key's heavy listings held every worker and filled the
+    // queue, and every other caller waited or got 503 LISTING_BUSY.
+    const greedy = s.node.ledger.apiKeys.create('greedy');
+    const other = s.node.ledger.apiKeys.create('other-caller');
+    const heavy = Array.from({ length: 6 }, (_, i) => api(s.url, `/requests/v3?${heaviestListing(s.node.config.api.listing, i)}`, { apiKey: greedy.key }));
+    await until(() => (s.node.listings.busy > 0 ? true : undefined), 'a listing to be running');
+    const light = await api(s.url, '/requests/v3?limit=1', { apiKey: other.key });
+    const statuses = (await Promise.all(heavy)).map((r) => [r.status, r.body.errorCode]);
+    expect(light.status).toBe(200);
+    expect(statuses.filter(([status]) => status === 200)).toHaveLength(2);
+    expect(statuses.filter(([status]) => status === 429)).toEqual(Array(4).fill([429, 'RATE_LIMITED']));
   }, 240_000);
 });
 

@@ -19,6 +19,8 @@ interface Slot {
    */
   ready: boolean;
   busy: Pending | undefined;
+  /** Terminated: its replacement starts once it has exited. */
+  retiring?: boolean;
 }
 
 // Listings wait here when every worker is busy; beyond this many, they are refused (503) rather
@@ -28,11 +30,13 @@ const MAX_QUEUED = 256;
 /**
  * Worker threads that run request listings, each with its own read-only ledger connection: a heavy
  * listing blocks its worker, never the node's event loop. One listing per worker at a time; a
- * listing that runs past `timeoutMs` has its worker terminated and replaced, and answers 503.
+ * listing that runs past `timeoutMs` answers 503 and has its worker terminated, and replaced once it has exited.
  */
 export class ListingPool {
   readonly #slots: Slot[] = [];
   readonly #queue: Pending[] = [];
+  // Every worker thread not yet exited, a terminated one included.
+  readonly #alive = new Set<Worker>();
   #seq = 0;
   #closed = false;
 
@@ -49,6 +53,15 @@ export class ListingPool {
   #spawn(): Slot {
     const worker = new Worker(new URL('./worker.mjs', import.meta.url), { workerData: this.data });
     const slot: Slot = { worker, ready: false, busy: undefined };
+    this.#alive.add(worker);
+    worker.once('exit', () => {
+      this.#alive.delete(worker);
+      if (!slot.retiring || this.#closed) return;
+      // Terminating a worker does not stop SQLite's native call: the query it was running keeps its place until
+      // it ends, so timed-out listings never run more queries at once than there are workers.
+      const i = this.#slots.indexOf(slot);
+      if (i >= 0) this.#slots[i] = this.#spawn();
+    });
     worker.unref();
     worker.on('message', (msg: { id: number; ok: boolean; ready?: boolean; result?: ListingResult; error?: string; status?: number; errorCode?: string }) => {
       if (msg.ready) {
@@ -62,11 +75,12 @@ export class ListingPool {
       else p.reject(msg.status !== undefined ? new ApiError(msg.status, msg.errorCode!, msg.error!) : new Error(msg.error));
     });
     worker.on('error', (e) => {
+      if (slot.retiring) return;
       this.opts.log.error({ err: e.message }, 'listing worker failed');
       const err = new ApiError(503, 'LISTING_UNAVAILABLE', 'the listing failed; try again');
       if (slot.ready) return this.#replace(slot, err);
       // It failed while starting (it would again): drop it, refuse what waits; the next listing retries.
-      slot.worker.removeAllListeners();
+      slot.retiring = true;
       this.#slots.splice(this.#slots.indexOf(slot), 1);
       if (!this.#slots.some((x) => x.ready)) for (const p of this.#queue.splice(0)) p.reject(err);
     });
@@ -79,23 +93,19 @@ export class ListingPool {
     this.#next();
   }
 
-  // Terminates a worker (stuck or failed) and puts a fresh one in its place.
+  // Terminates a worker (stuck or failed); a fresh one takes its place once it has exited.
   #replace(slot: Slot, err: Error): void {
     const p = slot.busy;
     clearTimeout(p?.timer);
     slot.busy = undefined;
-    slot.worker.removeAllListeners();
+    slot.retiring = true;
     void slot.worker.terminate();
     p?.reject(err);
-    if (this.#closed) return;
-    const i = this.#slots.indexOf(slot);
-    if (i >= 0) this.#slots[i] = this.#spawn();
-    this.#next();
   }
 
   #next(): void {
     for (const slot of this.#slots) {
-      if (slot.busy || !slot.ready) continue;
+      if (slot.busy || !slot.ready || slot.retiring) continue;
       const p = this.#queue.shift();
       if (!p) return;
       slot.busy = p;
@@ -105,6 +115,11 @@ export class ListingPool {
       }, this.opts.timeoutMs);
       slot.worker.postMessage({ id: p.id, job: p.job });
     }
+  }
+
+  /** Worker threads alive (a terminated one until it exits). */
+  get threads(): number {
+    return this.#alive.size;
   }
 
   /** Listings running or waiting. */
@@ -131,7 +146,7 @@ export class ListingPool {
       this.#slots.map(async (s) => {
         clearTimeout(s.busy?.timer);
         s.busy?.reject(new ApiError(503, 'SHUTTING_DOWN', 'the API is shutting down'));
-        s.worker.removeAllListeners();
+        s.retiring = true;
         await s.worker.terminate();
       }),
     );

@@ -11,12 +11,25 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   // filter with hundreds of addresses to normalise, never blocks the node's event loop.
   const bounds = ctx.config.api.listing;
   const run = (job: ListingJob): Promise<ListingResult> => (ctx.listings ? ctx.listings.run(job) : Promise.resolve(runListing({ ...ctx, bounds }, job)));
-  const list = (query: Record<string, unknown>, authenticatedFor: string | undefined, v2: boolean, referrer?: string): Promise<ListingResult> =>
-    run({ query, authenticatedFor, v2, referrer });
+  // Listings running or waiting, by caller: each holds a worker or a place in their shared queue.
+  const inFlight = new Map<string, number>();
+  const list = async (req: FastifyRequest, query: Record<string, unknown>, v2: boolean, referrer?: string): Promise<ListingResult> => {
+    const who = req.apiCaller?.id ?? `ip:${clientOf(req.ip)}`;
+    const n = inFlight.get(who) ?? 0;
+    if (n >= bounds.perCaller) throw new ApiError(429, 'RATE_LIMITED', `at most ${bounds.perCaller} listings in progress per caller; wait for one to answer`);
+    inFlight.set(who, n + 1);
+    try {
+      return await run({ query, authenticatedFor: req.apiCaller?.id, v2, referrer });
+    } finally {
+      const left = inFlight.get(who)! - 1;
+      if (left) inFlight.set(who, left);
+      else inFlight.delete(who);
+    }
+  };
 
   app.get('/requests/v3', async (req) => {
-    const caller = requireCaller(req);
-    const page = await list((req.query ?? {}) as Record<string, unknown>, caller.id, false);
+    requireCaller(req);
+    const page = await list(req, (req.query ?? {}) as Record<string, unknown>, false);
     // The last page has no continuation (omitted, as the published type has it: an optional string).
     return {
       requests: page.records,
@@ -91,7 +104,7 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
       // The referrer is the quoting key's own data: it filters the caller's requests only.
       if (referrer !== undefined && !req.apiCaller)
         throw new ApiError(401, 'MISSING_API_KEY', "referrer: filters the requests quoted under the caller's API key: send it as x-api-key");
-      const page = await list(query, req.apiCaller?.id, true, referrer);
+      const page = await list(req, query, true, referrer);
       return {
         requests: page.records,
         ...(page.continuation ? { continuation: page.continuation } : {}),
