@@ -150,6 +150,9 @@ describe('webhook targets (SSRF)', () => {
       '64:ff9b::a00:1',
       '::127.0.0.1',
       'ff02::1',
+      // 6to4 and Teredo carry an IPv4 address (here 169.254.169.254, and Teredo's client 127.0.0.1) to reach through a relay.
+      '2002:a9fe:a9fe::1',
+      '2001:0:4136:e378:8000:63bf:80ff:fffe',
       'not-an-ip',
     ]) {
       expect([ip, isNonPublicAddress(ip)]).toEqual([ip, true]);

@@ -30,7 +30,9 @@ for (const [net, prefix] of [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
   ['100::', 64], // discard
+  ['2001::', 32], // Teredo: an IPv4 address behind a relay, no legitimate webhook target
   ['2001:db8::', 32], // documentation
+  ['2002::', 16], // 6to4: an IPv4 address behind a relay, likewise
   ['fc00::', 7], // unique-local (AWS metadata over IPv6: fd00:ec2::254)
   ['fe80::', 10], // link-local
   ['fec0::', 10], // site-local (deprecated, still routed privately)
