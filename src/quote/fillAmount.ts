@@ -1,6 +1,6 @@
 import type { Pricing } from '../ledger/types.ts';
 import { QuoteError } from '../lib/quoteError.ts';
-import { bpsCeil, mulRatioFloor } from '../lib/money.ts';
+import { bpsCeil, mulRatioFloor, type Ratio } from '../lib/money.ts';
 
 export interface FeeBreakdown {
   /** The deposit's worth in the output currency, before fees. */
@@ -13,6 +13,14 @@ export interface FeeBreakdown {
   sponsored: bigint;
   /** What the recipient receives. */
   out: bigint;
+}
+
+/**
+ * The quote's pricing at another rate: a swap is filled at today's (a deposit's fill, a fast fill), not at the
+ * quote's, or whoever keeps quotes until the market moves is paid more than the input is worth.
+ */
+export function atRate(pricing: Pricing, rate: Ratio): Pricing {
+  return { ...pricing, rateNum: rate.num.toString(), rateDen: rate.den.toString() };
 }
 
 /**

@@ -28,6 +28,11 @@ export function swapRate(r: Ratio, spreadBps: number): Ratio {
   return { num: r.num * BigInt(10_000 - spreadBps), den: r.den * 10_000n };
 }
 
+/** What a swap pays at these USD prices (output units per input unit), less the node's spread. */
+export function marketRate(priceIn: string, cin: { decimals: number }, priceOut: string, cout: { decimals: number }, spreadBps: number): Ratio {
+  return swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), spreadBps);
+}
+
 /**
  * Everything the quote fixes about price: the rate, the fill's cost, fees, app fees, top-up and
  * sponsorship, as a Pricing the solver applies to whatever amount the deposit brings.
@@ -49,7 +54,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     originCosts.depositCost(cin.address),
   ]);
   const spreadBps = route.swap ? config.fees.swapSpreadBps : 0;
-  const rate = swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), spreadBps);
+  const rate = marketRate(priceIn, cin, priceOut, cout, spreadBps);
   const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
   let gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
   let userDepositCost = depositCost;

@@ -2,9 +2,9 @@ import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
-import { breakdown } from '../quote/fillAmount.ts';
-import { conversionRate, parseDecimal, usdMicro, usdMicroCeil } from '../lib/money.ts';
-import { swapRate } from '../quote/pricing.ts';
+import { atRate, breakdown } from '../quote/fillAmount.ts';
+import { parseDecimal, usdMicro, usdMicroCeil } from '../lib/money.ts';
+import { marketRate } from '../quote/pricing.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
 import type { RiskFailReason, RiskPolicy, RiskPostponeReason } from './risk.ts';
 import { RelayNodeError } from '../lib/errors.ts';
@@ -99,8 +99,7 @@ export async function fastFill(
     // A swap pays at today's rate, as a deposit's fill does (match.ts): at the quote's, a caller keeping quotes
     // until the market moved would be paid more than the input is now worth, on whichever quotes it picks.
     // Below the quote's slippage tolerance (its minimum out, as a share of its out) it is refused.
-    const rate = swapRate(conversionRate(priceIn, cin.decimals, priceOut, cout.decimals), pricing.swap.spreadBps);
-    fees = breakdown(priced, { ...pricing, rateNum: rate.num.toString(), rateDen: rate.den.toString() });
+    fees = breakdown(priced, atRate(pricing, marketRate(priceIn, cin, priceOut, cout, pricing.swap.spreadBps)));
     const amountOut = BigInt(r.amount_out);
     const floor = amountOut > 0n ? (quoted.out * BigInt(r.min_amount_out)) / amountOut : quoted.out;
     if (fees.out < floor)

@@ -1,5 +1,5 @@
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
-import { breakdown, type FeeBreakdown } from '../quote/fillAmount.ts';
+import { atRate, breakdown, type FeeBreakdown } from '../quote/fillAmount.ts';
 import type { Ratio } from '../lib/money.ts';
 import type { FailReasonOf } from '../ledger/reasons.ts';
 
@@ -126,7 +126,7 @@ function decide(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchCo
   // A swap pays at today's price; below the order's minimum, the user is refunded instead.
   const now = pricing.swap ? ctx.currentRate(order, pricing) : undefined;
   if (now) {
-    fees = breakdown(used, { ...pricing, rateNum: now.num.toString(), rateDen: now.den.toString() });
+    fees = breakdown(used, atRate(pricing, now));
     if (fees.out < BigInt(order.min_amount_out)) return fail('SLIPPAGE');
   }
   const amount = fees.out;

@@ -9,7 +9,7 @@ import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types
 import { forRequest, type Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { breakdown } from '../quote/fillAmount.ts';
-import { swapRate } from '../quote/pricing.ts';
+import { marketRate } from '../quote/pricing.ts';
 import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
@@ -354,7 +354,7 @@ export class Solver implements PayoutHooks, ChainEvents {
         const pin = snap.prices.get(key(r.origin_chain_id, r.origin_currency));
         const pout = snap.prices.get(key(r.destination_chain_id, r.destination_currency));
         if (!cin || !cout || !pin || !pout) return undefined;
-        return swapRate(conversionRate(pin, cin.decimals, pout, cout.decimals), pricing.swap?.spreadBps ?? 0);
+        return marketRate(pin, cin, pout, cout, pricing.swap?.spreadBps ?? 0);
       },
       hasDeposit: (requestId) => this.ledger.deposits.forRequest(requestId).length > 0,
       fastFillOutcome: (requestId) => {
