@@ -36,6 +36,10 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     // What arrives at a deposit address is refunded to refundTo: the user must name it.
     if (q.refundTo === undefined) throw new QuoteError('refundTo: is required with useDepositAddress', 'INVALID_INPUT_PARAMETERS');
     if (q.sponsoredFeeComponents) throw new QuoteError('sponsoredFeeComponents: deposit addresses do not support it (rule 6)', 'INVALID_INPUT_PARAMETERS');
+    // Each arrival at an open address is a fill of its own: sponsored, one quote would spend the sponsor (its fees,
+    // gas and top-up) again for every arrival anyone sends.
+    if (q.subsidizeFees && q.depositAddressType === 'open')
+      throw new QuoteError('subsidizeFees: an open deposit address cannot be sponsored (each arrival is a fill of its own)', 'INVALID_INPUT_PARAMETERS');
     if (q.usePermit) throw new QuoteError('usePermit: a deposit address is paid by a plain transfer, not a permit', 'INVALID_INPUT_PARAMETERS');
   } else if (q.depositAddressType) {
     throw new QuoteError('depositAddressType: needs useDepositAddress', 'INVALID_INPUT_PARAMETERS');

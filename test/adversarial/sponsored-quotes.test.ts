@@ -67,3 +67,31 @@ describe('topupGasAmount', () => {
     expect(r.status).toBe(200);
   });
 });
+
+describe('an open deposit address', () => {
+  it('is never sponsored: each arrival would spend the sponsor again, its top-up included, on one quote', async () => {
+    // Rule 6 judged the sponsored fees once, at the quoted amount; every arrival of an open address is a fill of its
+    // own, so one sponsored quote paid gas, fees and a top-up from the sponsor for as many arrivals as anyone sent
+    // (three 5 USDC arrivals cost the sponsor 155 USD in a review's run).
+    const r = await api(s.url, '/quote/v2', {
+      apiKey: key.key,
+      body: {
+        user: account(2).address,
+        recipient: '0x00000000000000000000000000000000000b0b01' as Address,
+        refundTo: account(2).address,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: usdc(A),
+        destinationCurrency: usdc(B),
+        amount: '10000000',
+        tradeType: 'EXACT_INPUT',
+        useDepositAddress: true,
+        depositAddressType: 'open',
+        topupGas: true,
+        subsidizeFees: true,
+      },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ errorCode: 'INVALID_INPUT_PARAMETERS', message: expect.stringMatching(/subsidizeFees: an open deposit address/) });
+  });
+});
