@@ -20,10 +20,22 @@ export interface PermitNonce {
 export class UsedPermits {
   #use;
   #of;
+  #inFlight;
   constructor(db: Db) {
     this.#use = db.prepare(`INSERT INTO used_permits (chain_id, token, owner, nonce, deadline, request_id, used_at)
       VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`);
     this.#of = db.prepare('SELECT request_id FROM used_permits WHERE chain_id = ? AND token = ? AND owner = ? AND nonce = ? AND deadline = ?');
+    this.#inFlight = db.prepare(`SELECT u.request_id FROM used_permits u JOIN payouts p ON p.id = 'deposit:' || u.request_id
+      WHERE u.chain_id = ? AND u.token = ? AND u.owner = ? AND u.nonce = ? AND p.state IN ('queued', 'sent') LIMIT 1`);
+  }
+
+  /**
+   * The request whose signed deposit under a permit of `p`'s nonce (any deadline) is queued or sent, if any. Its
+   * permit will use the nonce: a deposit of another permit of the same nonce would revert, on the solver's gas.
+   */
+  inFlight(p: PermitNonce): string | undefined {
+    const row = this.#inFlight.get(p.chainId, p.token.toLowerCase(), p.owner.toLowerCase(), p.nonce.toString()) as { request_id: string } | undefined;
+    return row?.request_id;
   }
 
   /**

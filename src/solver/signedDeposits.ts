@@ -8,7 +8,10 @@ import { holdSponsorship } from './appBalanceBooks.ts';
 /** Why a signed deposit (usePermit) is not recorded; the API names each one's status (api/errors.ts). */
 export type SignedDepositRefusal = 'ALREADY_SUBMITTED' | 'PERMIT_ALREADY_USED' | 'SPONSOR_BALANCE_TOO_LOW' | 'ORDER_EXPIRED';
 
-/** A signed deposit the node will not submit: another post recorded it first, its permit funds another request, its quote expired, or its sponsor cannot pay. */
+/**
+ * A signed deposit the node will not submit: another post recorded it first, its permit funds another request (or
+ * another deposit of its nonce is in flight), its quote expired, or its sponsor cannot pay.
+ */
 export class SignedDepositRefusedError extends RelayNodeError {
   override name = 'SignedDepositRefusedError';
 
@@ -68,6 +71,13 @@ export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date
     // any other request of the same owner, token and amount (to another recipient). Never released,
     // not even if this deposit fails: the signature is public from now on.
     const p = s.permit;
+    const pending = ledger.usedPermits.inFlight(p);
+    if (pending !== undefined) {
+      throw new SignedDepositRefusedError(
+        'PERMIT_ALREADY_USED',
+        `the deposit of request ${pending} under a permit of ${p.owner} on token ${p.token} of chain ${p.chainId} with nonce ${p.nonce} is in flight; it uses the nonce, so a permit of the same nonce would revert: post again once it has landed (with a permit of the token's next nonce)`,
+      );
+    }
     if (!ledger.usedPermits.use(p, r.id, now)) {
       const by = ledger.usedPermits.usedBy(p);
       throw new SignedDepositRefusedError(

@@ -344,6 +344,52 @@ describe('one permit, one request', () => {
     expect(await balance()).toBe(before - 14_000_000n);
   });
 
+  it("refuses a second permit of the same nonce while the first one's deposit is in flight: the solver paid gas for each that reverted", async () => {
+    // Permits of one nonce with other deadlines are other messages, each checked against the token's current nonce
+    // when posted. Posted together, all were recorded and sent: the first used the nonce, and every other deposit
+    // reverted in `permit` on the solver's gas, charged to nobody (4 signatures: 3 reverts in a review's run).
+    const owner = privateKeyToAccount(generatePrivateKey());
+    const fund = await s.wallet(0, A).writeContract({
+      account: s.wallet(0, A).account!,
+      chain: s.wallet(0, A).chain,
+      address: usdc(A),
+      abi: erc20Abi,
+      functionName: 'transfer',
+      args: [owner.address, 20_000_000n],
+    });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
+    const permitQuote = () =>
+      api(s.url, '/quote/v2', {
+        body: {
+          user: owner.address,
+          originChainId: A,
+          destinationChainId: B,
+          originCurrency: usdc(A),
+          destinationCurrency: usdc(B),
+          amount: '7000000',
+          tradeType: 'EXACT_INPUT',
+          usePermit: true,
+        },
+      });
+    const release = holdSubmitter(s, A);
+    const q1 = await permitQuote();
+    const step1 = q1.body.steps[0];
+    const deadline = step1.items[0].data.sign.value.deadline;
+    const q2 = await until(async () => {
+      const q = await permitQuote();
+      return q.body.steps[0].items[0].data.sign.value.deadline !== deadline ? q : undefined;
+    }, 'a quote with a later deadline');
+    const step2 = q2.body.steps[0];
+    expect(step2.items[0].data.sign.value.nonce).toBe(step1.items[0].data.sign.value.nonce);
+    expect((await api(s.url, `/permits?signature=${await signStep(owner, step1)}`, { body: step1.items[0].data.post.body })).status).toBe(200);
+    const second = await api(s.url, `/permits?signature=${await signStep(owner, step2)}`, { body: step2.items[0].data.post.body });
+    expect(second.status).toBe(409);
+    expect(second.body).toMatchObject({ errorCode: 'PERMIT_ALREADY_USED', message: expect.stringMatching(/in flight/) });
+    expect(s.node.ledger.payouts.get(`deposit:${step2.requestId}`)).toBeUndefined();
+    release();
+    await waitForStatus(s.url, step1.requestId, ['success']);
+  });
+
   it("a deposit on the wrong chain naming a permit order does not fail it while the node submits the order's own deposit", async () => {
     // The order is 'depositing': the node holds the user's permit and submits the deposit. A few wei naming
     // the order on another chain failed it (DEPOSIT_CHAIN_MISMATCH), released the sponsor's hold, and the
