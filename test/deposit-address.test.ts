@@ -6,7 +6,7 @@ import { AcceptOnceAbi, AcceptOnceBytecode } from '../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
 import { rpc } from '../src/devnet/rawTransactions.ts';
-import { api, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, holdSubmitter, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
 let key: string;
@@ -92,6 +92,22 @@ describe('strict deposit addresses', () => {
     expect(rec.features).toContain('deposit_address');
     expect(rec.refundTo).toBe(account(3).address);
     expect(rec.data.inTxs[0].data.amount).toBe('10000000');
+  });
+
+  it('judges a payment by when the watcher saw it at the address, not by when the sweep landed: paid in time, it is filled', async () => {
+    // The sweep's deposit event is read once the sweep lands, which any delay (a held queue, a paused chain, a slow
+    // watcher pass) can push past the quote's expiry: an address paid in time came back as ORDER_EXPIRED.
+    const q = await quote({ originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '10000000' });
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const release = holdSubmitter(s, A);
+    await pay(1, q.body.steps.at(-1).depositAddress as Address, usdc(A), 10_000_000n);
+    const sweep = await until(() => s.node.ledger.payouts.forRequest(id).find((p) => p.kind === 'sweep'), 'the sweep queued');
+    // The quote expires while the sweep waits.
+    const expiresAt = sweep.decided_at + 1;
+    s.node.ledger.db.prepare('UPDATE requests SET expires_at = ? WHERE id = ?').run(expiresAt, id);
+    await until(() => (Date.now() > expiresAt + 50 ? true : undefined), 'the quote expired');
+    release();
+    expect(await waitForStatus(s.url, id, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
   });
 
   it('refunds an underpayment to refundTo (DEPOSITED_AMOUNT_TOO_LOW_TO_FILL)', async () => {

@@ -71,6 +71,7 @@ const base = {
   fastFillOutcome: () => 'paid' as const,
   otherDeposits: () => [],
   depositInFlight: () => false,
+  arrivedAt: (d: DepositRow) => d.seen_at,
 };
 const plenty = { ...base, now: 1_500, spendable: () => 10n ** 30n };
 

@@ -64,6 +64,11 @@ export interface MatchContext {
   otherDeposits(orderId: string, depositId: string): DepositRow[];
   /** Whether the node is submitting the order's own deposit (with the user's permit). */
   depositInFlight(orderId: string): boolean;
+  /**
+   * When the deposit reached the order: when it was seen, or for the solver's sweep of a deposit address, when the
+   * watcher saw the funds at the address (the sweep lands whenever its queue lets it).
+   */
+  arrivedAt(deposit: DepositRow): number;
 }
 
 /**
@@ -115,7 +120,8 @@ function decide(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchCo
   if (deposit.chain_id !== order.origin_chain_id) return fail('DEPOSIT_CHAIN_MISMATCH');
   // Both are canonical addresses (chains/address.ts), so equality is exact.
   if (deposit.currency !== order.origin_currency) return fail(order.deposit_address ? 'DEPOSIT_ADDRESS_MISMATCH' : 'INCORRECT_DEPOSIT_CURRENCY');
-  if (order.expires_at !== null && deposit.seen_at > order.expires_at) return fail('ORDER_EXPIRED');
+  // (Seen in time, it arrived in time: arrivedAt is asked only past the expiry, where it costs a ledger read.)
+  if (order.expires_at !== null && deposit.seen_at > order.expires_at && ctx.arrivedAt(deposit) > order.expires_at) return fail('ORDER_EXPIRED');
   const pricing = JSON.parse(order.pricing!) as Pricing;
   const excess = overpaid(deposit, order);
   const used = BigInt(deposit.amount) - excess;

@@ -374,6 +374,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       otherDeposits: (orderId, depositId) =>
         this.ledger.deposits.byOrderRef(orderId).filter((o) => o.id !== depositId && (o.state === 'confirmed' || o.state === 'unconfirmed')),
       depositInFlight: (orderId) => this.ledger.payouts.forRequest(orderId).some((p) => p.kind === 'deposit' && (p.state === 'queued' || p.state === 'sent')),
+      arrivedAt: (deposit) => this.#sweepOf(deposit)?.decided_at ?? deposit.seen_at,
     });
     // Left confirmed: decided again once what it waits for is decided (a fast fill, another deposit).
     if (decision.kind === 'wait') {
@@ -648,7 +649,7 @@ export class Solver implements PayoutHooks, ChainEvents {
   // fill's price would have: otherwise anyone's deposit-address orders, refunded, cost the solver a sweep each.
   #refundCost(chainId: number, currency: string, snap: Snapshot, swept?: DepositRow): bigint | undefined {
     let cost = snap.refundCost.get(key(chainId, currency));
-    if (cost !== undefined && swept && this.#sweptIn(swept)) {
+    if (cost !== undefined && swept && this.#sweepOf(swept)) {
       const sweep = snap.sweepCost.get(chainId);
       cost = sweep === undefined ? undefined : cost + sweep;
     }
@@ -660,10 +661,10 @@ export class Solver implements PayoutHooks, ChainEvents {
     return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
   }
 
-  // Whether the deposit is the solver's sweep of a deposit address (the sweep payout's transaction is the deposit's).
-  #sweptIn(d: DepositRow): boolean {
+  // The sweep payout whose transaction brought the deposit, when it is the solver's sweep of a deposit address.
+  #sweepOf(d: DepositRow): PayoutRow | undefined {
     const tx = d.tx_hash.toLowerCase();
-    return this.ledger.payouts.forRequest(d.order_ref).some((p) => p.kind === 'sweep' && p.tx_hash?.toLowerCase() === tx);
+    return this.ledger.payouts.forRequest(d.order_ref).find((p) => p.kind === 'sweep' && p.tx_hash?.toLowerCase() === tx);
   }
 
   // A failed refund's signed call stays executable until it expires: anyone holding it (its calldata is public) may
