@@ -110,6 +110,18 @@ describe('strict deposit addresses', () => {
     expect(await waitForStatus(s.url, id, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
   });
 
+  it("sweeps a quoted amount however small next to the sweep's gas: the quote charged the sweep, and what it priced never stays at the address", async () => {
+    // Below sweepMinCostMultiple times the sweep's gas an arrival is dust and waits, but the quote only asked its
+    // output to cover the fees (one sweep among them): an amount in between was quoted, paid exactly, and never swept.
+    const sweep = await s.node.chains.costs(A)!.sweepCost!();
+    const amount = sweep * 2n + parseEther('0.0003');
+    const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: amount.toString() });
+    expect(q.status).toBe(200);
+    const id = q.body.steps.at(-1).requestId as Hex;
+    await pay(1, q.body.steps.at(-1).depositAddress as Address, zeroAddress, amount);
+    expect(await waitForStatus(s.url, id, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
+  });
+
   it('refunds an underpayment to refundTo (DEPOSITED_AMOUNT_TOO_LOW_TO_FILL)', async () => {
     const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString() });
     const id = q.body.steps.at(-1).requestId as Hex;

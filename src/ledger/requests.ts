@@ -97,7 +97,7 @@ export class Requests {
       this.#events?.record(args.id as string);
     });
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
-    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency FROM requests
+    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency, amount_in FROM requests
       WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
     // Counted up to the cap only (LIMIT), through requests_watched (migration 30).
     const live = 'deposit_address IS NOT NULL AND parent_id IS NULL AND created_at >= @since';
@@ -189,8 +189,8 @@ export class Requests {
   }
 
   /** Deposit addresses on a chain quoted since `since`: what the chain's watcher checks. */
-  depositAddresses(chainId: number, since: number): { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[] {
-    return this.#watched.all(chainId, since) as { id: Hex; refund_to: string; deposit_address: string; origin_currency: string }[];
+  depositAddresses(chainId: number, since: number): WatchedAddress[] {
+    return this.#watched.all(chainId, since) as WatchedAddress[];
   }
 
   /**
@@ -273,3 +273,5 @@ export class Requests {
     return pruneUnusedQuotes(this.#db, before, limit);
   }
 }
+/** A deposit address the watcher reads: its request, refundTo, address, quoted currency and amount. */
+export type WatchedAddress = Pick<RequestRow, 'id' | 'refund_to' | 'deposit_address' | 'origin_currency' | 'amount_in'>;
