@@ -97,7 +97,7 @@ export class Requests {
       this.#events?.record(args.id as string);
     });
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
-    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency, amount_in FROM requests
+    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency, amount_in, money FROM requests
       WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
     // Counted up to the cap only (LIMIT), through requests_watched (migration 30).
     const live = 'deposit_address IS NOT NULL AND parent_id IS NULL AND created_at >= @since';
@@ -273,5 +273,5 @@ export class Requests {
     return pruneUnusedQuotes(this.#db, before, limit);
   }
 }
-/** A deposit address the watcher reads: its request, refundTo, address, quoted currency and amount. */
-export type WatchedAddress = Pick<RequestRow, 'id' | 'refund_to' | 'deposit_address' | 'origin_currency' | 'amount_in'>;
+/** A deposit address the watcher reads: its request, refundTo, address, quoted currency and amount, and its money (its type). */
+export type WatchedAddress = Pick<RequestRow, 'id' | 'refund_to' | 'deposit_address' | 'origin_currency' | 'amount_in' | 'money'>;

@@ -103,9 +103,10 @@ export class DepositAddressWatcher {
       const { r, at, currency, balance } = h.value;
       if (balance === 0n) continue;
       // Dust: a sweep worth less than a few times its own gas is not paid (the arrival stays, and is swept with
-      // whatever arrives after it once the sum is worth it). What the quote priced is never dust: its fees paid
-      // for the sweep.
-      const quoted = getAddress(r.origin_currency) === currency && balance >= BigInt(r.amount_in);
+      // whatever arrives after it once the sum is worth it). What a strict address's quote priced is never dust:
+      // its fees paid for its one sweep. (An open address's arrivals are many, each charged the template's gas.)
+      const open = r.money !== null && (JSON.parse(r.money) as { depositAddressType?: string }).depositAddressType === 'open';
+      const quoted = !open && getAddress(r.origin_currency) === currency && balance >= BigInt(r.amount_in);
       if (!quoted) {
         cost ??= await this.sweepCost();
         if (this.#inNative(currency, balance) <= (cost * BigInt(Math.round((this.chain.sweepMinCostMultiple ?? DEFAULT_SWEEP_MIN_COST_MULTIPLE) * 100))) / 100n)
