@@ -463,6 +463,35 @@ describe('open deposit addresses', () => {
     }
   });
 
+  it("an arrival pays its gas at today's price: what the solver keeps of it covers its sweep and its fill", async () => {
+    // The template's gas fee was fixed at its quote, and a template has no expiry: after the native currency (or the
+    // gas price) rose, each arrival's sweep and fill cost the solver more than it was charged, arrival after arrival.
+    const recipient = privateKeyToAccount(generatePrivateKey()).address;
+    const q = await quote({ recipient, originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '60000000', depositAddressType: 'open' });
+    expect(q.status).toBe(200);
+    const template = q.body.steps.at(-1).requestId as Hex;
+    try {
+      prices.set('ETH', '60000');
+      s.node.solver!.invalidate();
+      await pay(1, q.body.steps.at(-1).depositAddress, usdc(A), 100_000_000n);
+      const arrival = await until(
+        () => (s.node.ledger.db.prepare('SELECT id FROM requests WHERE parent_id = ?').get(template) as { id: Hex } | undefined)?.id,
+        'the arrival',
+      );
+      await waitForStatus(s.url, arrival, ['success']);
+      const out = BigInt(s.node.ledger.payouts.get(`fill:${arrival}`)!.amount);
+      const fee = (payoutId: string) => s.node.ledger.payouts.txsOf(payoutId).reduce((t, x) => t + BigInt(x.fee ?? 0), 0n);
+      const sweep = s.node.ledger.payouts.forRequest(template).find((p) => p.kind === 'sweep')!;
+      const gasWei = fee(`fill:${arrival}`) + fee(sweep.id);
+      expect(gasWei).toBeGreaterThan(0n);
+      // The gas both transactions burned, valued today (ETH at 60,000, in USDC units), within what the solver kept.
+      expect((gasWei * 60_000n) / 10n ** 12n).toBeLessThanOrEqual(100_000_000n - out);
+    } finally {
+      prices.overrides.delete('ETH');
+      s.node.solver!.invalidate();
+    }
+  });
+
   it('needs useDepositAddress', async () => {
     const r = await api(s.url, '/quote/v2', {
       body: {

@@ -160,6 +160,8 @@ export interface FillCost {
   minimumAmount: bigint;
   /** With calls: the gas they were simulated at, the most the fill may use. */
   gasLimit?: bigint;
+  /** Where the chain has a gas market: the fee per gas `native` was priced at. */
+  feePerGas?: bigint;
 }
 
 /**

@@ -53,6 +53,8 @@ export interface CostOracle {
   relayedDepositCost?(currency: string): Promise<bigint>;
   /** What sweeping a deposit address into the depository costs the solver now, in native units; absent where the chain has no deposit addresses. */
   sweepCost?(): Promise<bigint>;
+  /** The most a transaction sent now pays per gas, in native units; absent where the chain has no gas market. */
+  feePerGas?(): Promise<bigint>;
 }
 
 /** The solver's wallet on a chain: its address and what it holds (the solver's inventory, the loss breaker, the admin inventory). */

@@ -30,6 +30,11 @@ export interface Pricing {
   swap?: { spreadBps: number };
   /** Fee sponsorship: which components the sponsor pays, up to capOut (output units). */
   sponsor?: { components: ('execution' | 'platform')[]; capOut: string };
+  /**
+   * An open deposit address's template: the gas its fee priced, in native units (the fill's on the destination, at
+   * `feePerGas` where it has a gas market; the sweep's on the origin), so that each arrival is charged today's.
+   */
+  openGas?: { fillNative: string; feePerGas?: string; sweepNative: string };
 }
 
 export interface RequestRow {

@@ -65,10 +65,16 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     gasFeeOut += mulRatioCeil(relayed, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
     userDepositCost = 0n;
   }
+  let openGas: Pricing['openGas'];
   if (q.useDepositAddress) {
     // The solver deploys the address and sweeps what reaches it into the depository: the fill pays that gas too.
     if (!originCosts.sweepCost) throw new QuoteError(`useDepositAddress: chain ${origin.id} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
-    gasFeeOut += mulRatioCeil(await originCosts.sweepCost(), conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
+    const sweep = await originCosts.sweepCost();
+    gasFeeOut += mulRatioCeil(sweep, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
+    if (q.depositAddressType === 'open') {
+      openGas = { fillNative: fillCost.native.toString(), sweepNative: sweep.toString() };
+      if (fillCost.feePerGas !== undefined) openGas.feePerGas = fillCost.feePerGas.toString();
+    }
   }
   const pricing: Pricing = {
     rateNum: rate.num.toString(),
@@ -80,6 +86,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     // (closed by its owner) would otherwise be created at the solver's expense.
     rent: fillCost.rent.toString(),
     ...(route.swap ? { swap: { spreadBps } } : {}),
+    ...(openGas ? { openGas } : {}),
   };
   if (q.appFees?.length) {
     pricing.appFees = q.appFees.map((f, i) => {

@@ -10,7 +10,7 @@ import { forRequest, type Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { breakdown } from '../quote/fillAmount.ts';
 import { marketRate } from '../quote/pricing.ts';
-import { conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/money.ts';
+import { ceilDiv, conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift, type UnexplainedMovement } from './lossBreaker.ts';
@@ -32,6 +32,8 @@ interface Snapshot {
   refundCost: Map<string, bigint>;
   /** What sweeping a deposit address costs, by chain (those with deposit addresses), in its native units. */
   sweepCost: Map<number, bigint>;
+  /** The most a transaction sent now pays per gas, by chain (those with a gas market), in its native units. */
+  feePerGas: Map<number, bigint>;
   spendable: Map<string, bigint>;
   prices: Map<string, string>;
 }
@@ -295,6 +297,7 @@ export class Solver implements PayoutHooks, ChainEvents {
   async #readSnapshot(): Promise<Snapshot> {
     const refundCost = new Map<string, bigint>();
     const sweepCost = new Map<number, bigint>();
+    const feePerGas = new Map<number, bigint>();
     const spendable = new Map<string, bigint>();
     const prices = new Map<string, string>();
     await Promise.all(
@@ -302,8 +305,10 @@ export class Solver implements PayoutHooks, ChainEvents {
         const wallet = this.chains.wallet(chainId)!;
         const costs = this.chains.costs(chainId)!;
         const sweeps = costs.sweepCost ? [costs.sweepCost().then((cost) => void sweepCost.set(chainId, cost))] : [];
+        const fees = costs.feePerGas ? [costs.feePerGas().then((fee) => void feePerGas.set(chainId, fee))] : [];
         return [
           ...sweeps,
+          ...fees,
           ...this.registry.currenciesOf(chainId).map(async (c) => {
             const k = key(chainId, c.address);
             const [bal, cost, price] = await Promise.all([wallet.balance(c.address), costs.refundCost(c.address), this.prices.usdPrice(c)]);
@@ -316,7 +321,7 @@ export class Solver implements PayoutHooks, ChainEvents {
         ];
       }),
     );
-    return { at: Date.now(), refundCost, sweepCost, spendable, prices };
+    return { at: Date.now(), refundCost, sweepCost, feePerGas, spendable, prices };
   }
 
   // micro-USD of an amount, at the snapshot's price, rounded up (what a sponsor is charged).
@@ -444,7 +449,7 @@ export class Solver implements PayoutHooks, ChainEvents {
   // The request an arrival at an open deposit address makes: the template's route and pricing,
   // at the amount that arrived (re-quoted by the same pricing; a swap at the fill's rate, the top-up at today's price).
   #arrival(t: RequestRow, d: DepositRow, snap: Snapshot): NewRequest & { status: 'waiting' } & RequestRow {
-    const pricing = this.#topUpToday(JSON.parse(t.pricing!) as Pricing, t, snap);
+    const pricing = this.#gasToday(this.#topUpToday(JSON.parse(t.pricing!) as Pricing, t, snap), t, snap);
     const out = breakdown(BigInt(d.amount), pricing).out;
     const now = Date.now();
     return {
@@ -487,6 +492,28 @@ export class Solver implements PayoutHooks, ChainEvents {
     const price = snap.prices.get(key(t.destination_chain_id, t.destination_currency));
     if (!cout || !nativePrice || !price) return p;
     return { ...p, topUpOut: mulRatioCeil(BigInt(p.topUpNative), conversionRate(nativePrice, native.decimals, price, cout.decimals)).toString() };
+  }
+
+  // Likewise the gas the template's fee priced (its fill's and its sweep's, in native units) is charged at today's fee
+  // per gas and prices for each arrival (the template's where today's is unknown): at the template's, the solver paid
+  // the difference once gas or the native currency had risen, arrival after arrival.
+  #gasToday(p: Pricing, t: RequestRow, snap: Snapshot): Pricing {
+    const g = p.openGas;
+    const cout = this.registry.currency(t.destination_chain_id, t.destination_currency);
+    const price = snap.prices.get(key(t.destination_chain_id, t.destination_currency));
+    if (!g || !cout || !price) return p;
+    const inOut = (chainId: number, native: bigint): bigint | undefined => {
+      const n = this.registry.native(chainId);
+      const nativePrice = snap.prices.get(key(chainId, n.address));
+      return nativePrice === undefined ? undefined : mulRatioCeil(native, conversionRate(nativePrice, n.decimals, price, cout.decimals));
+    };
+    const quotedFee = BigInt(g.feePerGas ?? 0);
+    const fee = snap.feePerGas.get(t.destination_chain_id);
+    const fill = quotedFee > 0n && fee !== undefined ? ceilDiv(BigInt(g.fillNative) * fee, quotedFee) : BigInt(g.fillNative);
+    const fillOut = inOut(t.destination_chain_id, fill);
+    const sweepOut = inOut(t.origin_chain_id, snap.sweepCost.get(t.origin_chain_id) ?? BigInt(g.sweepNative));
+    if (fillOut === undefined || sweepOut === undefined) return p;
+    return { ...p, gasFeeOut: (fillOut + sweepOut).toString() };
   }
 
   #commitFill(d: DepositRow, decision: Extract<Decision, { kind: 'fill' }>, snap: Snapshot): number {

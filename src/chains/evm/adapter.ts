@@ -355,9 +355,13 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     const maxFee = await this.#maxFeePerGas();
     if (req.calls?.length) {
       const gasLimit = await this.#simulateCalls(req.recipient, req.amount, req.calls);
-      return { native: gasLimit * maxFee, rent: 0n, minimumAmount: 0n, gasLimit };
+      return { native: gasLimit * maxFee, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee };
     }
-    return { native: fillGas(isNative(req.currency), req.topUp === true) * maxFee, rent: 0n, minimumAmount: 0n };
+    return { native: fillGas(isNative(req.currency), req.topUp === true) * maxFee, rent: 0n, minimumAmount: 0n, feePerGas: maxFee };
+  }
+
+  feePerGas(): Promise<bigint> {
+    return this.#maxFeePerGas();
   }
 
   // Runs the fill of a call order as the solver would send it (for a fresh order id) and returns
