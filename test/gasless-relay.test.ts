@@ -430,7 +430,7 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     expect(s.node.ledger.balances.get(`sponsorship:${requestId}`)).toBeUndefined();
   });
 
-  it('relays a call with value, charges the value with the gas, and the books reconcile with the chains', async () => {
+  it('relays a call with value, charges the value as a swap (with the spread) and the gas, and the books reconcile with the chains', async () => {
     const to = privateKeyToAccount(generatePrivateKey()).address;
     const body = { ...plainCall(), data: { chainId: A, to, data: '0x', value: '1000000000000000' } };
     const res = await api(s.url, '/execute', { apiKey: app.key, body });
@@ -441,7 +441,11 @@ describe('POST /execute rawCalls (gasless relay)', () => {
     const receipt = await s.publicClient(A).getTransactionReceipt({ hash: payout!.tx_hash as Hex });
     const price = (JSON.parse(s.node.ledger.requests.get(res.body.requestId)!.money!) as { relay: { nativeUsdPrice: string } }).relay.nativeUsdPrice;
     const charge = s.node.ledger.balances.get(`sponsorship:${res.body.requestId}`)!;
-    expect(BigInt(charge.amount)).toBe(-usdMicroCeil(receipt.gasUsed * receipt.effectiveGasPrice + 1_000_000_000_000_000n, 18, price));
+    // The value is native currency bought with the app balance, a swap: charged with the node's spread (30 bps), where at
+    // the mid price any sponsor had a swap and a bridge (to any chain it relays on) without one.
+    const value = usdMicroCeil(1_000_000_000_000_000n, 18, price);
+    const gas = usdMicroCeil(receipt.gasUsed * receipt.effectiveGasPrice, 18, price);
+    expect(BigInt(charge.amount)).toBe(-(gas + (value * 10_030n + 9_999n) / 10_000n));
     // The solver's ETH: every relay's gas and value explained by the ledger.
     const audit = await auditStack(s);
     expect(audit.differences).toEqual([]);

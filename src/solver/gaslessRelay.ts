@@ -17,7 +17,7 @@ import { serializeRelayTerms, type RelayTerms } from '../chains/evm/relayTerms.t
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow, RequestRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
-import { formatUsd, usdMicroCeil } from '../lib/money.ts';
+import { bpsCeil, formatUsd, usdMicroCeil } from '../lib/money.ts';
 import { nativeCapPassed, type NativeCaps } from '../quote/nativeCap.ts';
 import { spendableAfter, type HeldRead } from '../chains/spendable.ts';
 import { RelayNodeError } from '../lib/errors.ts';
@@ -41,7 +41,8 @@ export class GaslessRelayError extends RelayNodeError {
 
 /** What the request's money record keeps of a relay: who pays, and the price the gas is charged at. */
 export interface RelayMoney extends RequestMoney {
-  relay: { subsidizeFees: boolean; nativeUsdPrice: string; nativeDecimals: number };
+  /** valueSpreadBps: the spread the value is charged with (absent on relays admitted before it: none). */
+  relay: { subsidizeFees: boolean; nativeUsdPrice: string; nativeDecimals: number; valueSpreadBps?: number };
 }
 
 export interface RelayAdmission {
@@ -54,6 +55,8 @@ export interface RelayAdmission {
   /** The chain's native currency: its USD price now (the gas is charged at it) and decimals. */
   nativeUsdPrice: string;
   nativeDecimals: number;
+  /** The node's swap spread (fees.swapSpreadBps): the value is native currency bought with the app balance. */
+  valueSpreadBps: number;
   /** The solver's native balance on the chain, read just before (chains/spendable.ts): the relay may not take what its payouts need. */
   solverNative: HeldRead;
   now: number;
@@ -93,13 +96,9 @@ export const relayPayoutId = (requestId: string) => `relay:${requestId}`;
 export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex; holdMicro: bigint } {
   const id = relayRequestId(a.chainId, a.terms);
   const maxCost = a.simulation.gas * a.simulation.maxFeePerGas + a.terms.value;
-  const holdMicro = usdMicroCeil(maxCost, a.nativeDecimals, a.nativeUsdPrice);
-  const money: RelayMoney = {
-    sponsor: a.sponsor,
-    appFees: [],
-    topUpNative: null,
-    relay: { subsidizeFees: a.subsidizeFees, nativeUsdPrice: a.nativeUsdPrice, nativeDecimals: a.nativeDecimals },
-  };
+  const relay = { subsidizeFees: a.subsidizeFees, nativeUsdPrice: a.nativeUsdPrice, nativeDecimals: a.nativeDecimals, valueSpreadBps: a.valueSpreadBps };
+  const holdMicro = chargeFor(relay, a.simulation.gas * a.simulation.maxFeePerGas, a.terms.value);
+  const money: RelayMoney = { sponsor: a.sponsor, appFees: [], topUpNative: null, relay };
   ledger.tx(() => {
     // The operator's switches stop relays as they stop fills: the node sends nothing from its key.
     const on = new Set(ledger.operations.switches().map((x) => x.name));
@@ -188,10 +187,19 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
 }
 
 // What a native amount (wei) costs the sponsor, at the price the relay was admitted at.
-function chargeOf(r: RequestRow, wei: bigint): bigint {
+// What the sponsor is charged for a relay's gas and value (wei), in micro-USD, rounded up. The value is native
+// currency bought with the app balance, a swap: at the mid price, any sponsor had a swap and a bridge (to any chain
+// it relays on) with no spread.
+function chargeFor(relay: RelayMoney['relay'], gasWei: bigint, valueWei: bigint): bigint {
+  const micro = (wei: bigint) => usdMicroCeil(wei, relay.nativeDecimals, relay.nativeUsdPrice);
+  const value = micro(valueWei);
+  return micro(gasWei) + value + bpsCeil(value, relay.valueSpreadBps ?? 0);
+}
+
+function chargeOf(r: RequestRow, gasWei: bigint, valueWei = 0n): bigint {
   const relay = (moneyOf(r) as RelayMoney | undefined)?.relay;
   if (!relay) throw new Error(`request ${r.id} has no relay terms`);
-  return usdMicroCeil(wei, relay.nativeDecimals, relay.nativeUsdPrice);
+  return chargeFor(relay, gasWei, valueWei);
 }
 
 /** The relay's transaction is signed and recorded (PayoutHooks.onSigned; inside its ledger transaction). */
@@ -205,7 +213,7 @@ export function onRelaySigned(ledger: Ledger, payout: PayoutRow): void {
  */
 export function onRelayPaid(ledger: Ledger, payout: PayoutRow, txHash: string, fee: bigint): void {
   const r = ledger.requests.get(payout.request_id!)!;
-  debitSponsor(ledger, r, chargeOf(r, fee + BigInt(payout.amount)), txHash);
+  debitSponsor(ledger, r, chargeOf(r, fee, BigInt(payout.amount)), txHash);
   ledger.requests.setStatus(r.id, 'success');
 }
 

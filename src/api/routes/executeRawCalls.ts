@@ -138,6 +138,7 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
     subsidizeFees: b.executionOptions.subsidizeFees,
     nativeUsdPrice,
     nativeDecimals: native.decimals,
+    valueSpreadBps: ctx.config.fees.swapSpreadBps,
     solverNative,
     now: ctx.now(),
   });
