@@ -21,7 +21,7 @@ beforeAll(async () => {
   s = await startStack({
     prices,
     // Behind a proxy on loopback, each X-Forwarded-For is a client (the reindex test below is three).
-    config: { api: { trustProxy: ['127.0.0.1/32', '::1'] }, depositAddresses: { reindexPerClientPerMinute: 3, reindexPerMinute: 8 } },
+    config: { api: { trustProxy: ['127.0.0.1/32', '::1'] }, depositAddresses: { reindexPerClientPerMinute: 3, reindexPerMinute: 12 } },
   });
   key = s.node.ledger.apiKeys.create('t').key;
 });
@@ -363,6 +363,22 @@ describe('the deposit-address reindex', () => {
     expect(greedy.map((r) => r.status)).toEqual([200, 200, 200, 429]);
     expect(greedy[3]!.body.message).toMatch(/from this client/);
     expect((await reindex(addresses[4]!, '203.0.113.2')).status).toBe(200);
+  });
+
+  it('recovers a configured token sent to an address quoted for another currency: swept and refunded to refundTo', async () => {
+    // The watcher reads an address's quoted currency and the native one on every block; a user who sent another of
+    // the chain's tokens (USDC to an ETH address) had no way to get it back: it stayed at the address for good.
+    const q = await quote({ originCurrency: zeroAddress, destinationCurrency: zeroAddress, amount: parseEther('0.01').toString() });
+    const id = q.body.steps.at(-1).requestId as Hex;
+    const at = q.body.steps.at(-1).depositAddress as Address;
+    const before = await balance(A, account(3).address, usdc(A));
+    const paid = await pay(1, at, usdc(A), 20_000_000n);
+    await nodePast((await s.publicClient(A).getTransactionReceipt({ hash: paid })).blockNumber);
+    const r = await api(s.url, '/deposit-address/reindex', { body: { depositAddress: at }, headers: { 'x-forwarded-for': '203.0.113.3' } });
+    expect(r.status).toBe(200);
+    expect(await waitForStatus(s.url, id, ['refund', 'success'])).toMatchObject({ status: 'refund', failReason: 'DEPOSIT_ADDRESS_MISMATCH' });
+    expect(await balance(A, at, usdc(A))).toBe(0n);
+    await until(async () => ((await balance(A, account(3).address, usdc(A))) > before ? true : undefined), 'the USDC back at refundTo');
   });
 });
 

@@ -82,10 +82,14 @@ export class DepositAddressWatcher {
       ? [this.ledger.requests.get(requestId)].filter((r) => r?.deposit_address && !r.parent_id && r.origin_chain_id === this.chain.id).map((r) => r!)
       : this.ledger.requests.depositAddresses(this.chain.id, Date.now() - this.watchMs);
     const reads = new PQueue({ concurrency: READ_CONCURRENCY });
+    // Every block: the quoted currency and the native one. A reindex (one request, asked for) reads every currency of
+    // the chain too: another token sent to the address is swept, and refunded as DEPOSIT_ADDRESS_MISMATCH, where it
+    // would stay at the address for good.
+    const others = requestId ? this.chain.currencies.map((c) => getAddress(c.address)) : [];
     const held = await Promise.allSettled(
       rows.flatMap((r) => {
         const at = getAddress(r.deposit_address!);
-        return [...new Set([getAddress(r.origin_currency), zeroAddress])].map((currency) =>
+        return [...new Set([getAddress(r.origin_currency), zeroAddress, ...others])].map((currency) =>
           // throwOnTimeout: no timeout is set; it only types the result as never void.
           reads.add(async () => ({ r, at, currency, balance: await this.#balance(at, currency) }), { throwOnTimeout: true }),
         );
