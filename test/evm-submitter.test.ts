@@ -20,6 +20,7 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi, RelayDepositoryAbi, TestStablecoinAbi } from '../contracts-abi/index.ts';
 import { EvmPayouts as EvmSubmitter } from '../src/chains/evm/payoutSender.ts';
+import { fillGas } from '../src/chains/evm/gas.ts';
 import type { PayoutHooks } from '../src/chains/adapter.ts';
 import type { Faults } from '../src/config/load.ts';
 import type { EvmChainConfig } from '../src/config/schema.ts';
@@ -334,6 +335,27 @@ describe('EvmSubmitter', () => {
     expect(ledger.payouts.txsOf(p.id)).toEqual([]);
     expect(rec.signed).toEqual([]);
     expect(await pendingNonce()).toBe(nonceBefore);
+  });
+
+  it('never pays a batch past the gas its fills were priced at: recipients that burn what the batch gives them are sent alone', async () => {
+    // The filler gives each recipient of a batch 100,000 gas. A recipient whose receive burns all it is given (and
+    // succeeds) took it, and its fill was paid at a loss, as often as anyone quoted orders to it: 142,410 gas a fill
+    // in a batch of 4, against 85,000 priced.
+    const burner = freshAddress();
+    // receive: loop while gasleft() > 3000, then stop.
+    await testClient.setCode({ address: burner, bytecode: '0x5b610bb85a1160005700' });
+    const ledger = Ledger.open(':memory:');
+    const { sub } = makeSubmitter(ledger);
+    const payouts = Array.from({ length: 4 }, () =>
+      queuePayout(ledger, { kind: 'fill', recipient: burner, currency: zeroAddress, amount: parseEther('0.001') }),
+    );
+    await sub.start();
+    sub.wake();
+    await waitFor(() => payouts.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'all 4 paid');
+    const hashes = [...new Set(payouts.map((p) => ledger.payouts.get(p.id)!.tx_hash as Hex))];
+    let gasUsed = 0n;
+    for (const hash of hashes) gasUsed += (await client.getTransactionReceipt({ hash })).gasUsed;
+    expect(gasUsed).toBeLessThanOrEqual(4n * fillGas(true, false));
   });
 
   it('pays 20 fills queued at once in batch transactions: each order paid once, each payout recording its transaction, the fee shared', async () => {

@@ -528,8 +528,13 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       for (const f of fills) this.#alone.add(f.payout.id);
       return { kind: 'alone' };
     }
-    // Over the batch bound, or over what one transaction may carry even before the margin: halves.
-    const gas = estimate.gas > BATCH_MAX_GAS ? undefined : gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
+    // Over the batch bound, over what one transaction may carry even before the margin, or over the gas its fills
+    // were priced at (the filler gives each recipient of a batch 100,000 gas: one whose receive burns what it is
+    // given would have its fill paid at a loss, as often as anyone quotes orders to it): halves, down to fills sent
+    // alone, where a recipient's gas is bounded by its own price.
+    const priced = fills.reduce((sum, f) => sum + (pricedGas(f.payout) ?? 0n), 0n);
+    const gas =
+      estimate.gas > BATCH_MAX_GAS || estimate.gas > priced ? undefined : gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
     if (gas === undefined) {
       const half = Math.ceil(payouts.length / 2);
       return { kind: 'split', parts: [payouts.slice(0, half), payouts.slice(half)] };
