@@ -891,6 +891,28 @@ describe('EvmSubmitter', () => {
     expect((await fillEvents(ids[0]!.requestId)).map((e) => e.transactionHash)).toEqual([hash]);
   });
 
+  it("a fill its batch skipped is acted on only at the chain's confirmations, though the batch paid the others at once", async () => {
+    // Settling the batch's paid fills closed the skipped fill's row too (they share the transaction), and the pass
+    // over payouts with nothing open sent it again at once, where it failed (refunded) before its block was deep.
+    const ledger = Ledger.open(':memory:');
+    const { sub, rec } = makeSubmitter(ledger, { chain: { confirmations: 3 } });
+    await sub.start();
+    const good = Array.from({ length: 3 }, () => queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 1_000n }));
+    // The stablecoin has no receive function: it refuses native value.
+    const refusing = queuePayout(ledger, { kind: 'fill', recipient: contracts.stablecoin, currency: zeroAddress, amount: 11n });
+    sub.wake();
+    await waitFor(() => good.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'the batch paid');
+    const batch = await client.getTransactionReceipt({ hash: ledger.payouts.get(good[0]!.id)!.tx_hash as Hex });
+    expect(await client.getBlockNumber()).toBe(batch.blockNumber);
+    await sub.confirmNow();
+    await sub.confirmNow();
+    expect(ledger.payouts.get(refusing.id)!.state).toBe('sent');
+    expect(rec.failed).toEqual([]);
+    await testClient.mine({ blocks: 2 });
+    await waitFor(() => ledger.payouts.get(refusing.id)!.state === 'failed', 'the skipped fill failed alone');
+    expect(rec.failed.map((x) => [x.payout, x.reason])).toEqual([[refusing.id, 'EXECUTION_REVERTED']]);
+  });
+
   it('a payout left sent with no transaction open is settled from the chain: paid, it succeeds; not paid, it is sent again', async () => {
     const ledger = Ledger.open(':memory:');
     const { ids, hash } = await recordBatchThenCrash(ledger, 2);

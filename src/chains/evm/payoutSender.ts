@@ -778,13 +778,24 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // crash, a failed read) leaves one, which would stay 'sent' for good. Its outcome is read from the chain:
   // paid, it is settled; not paid, it is sent again (the contracts refuse a second payment of one order).
   async #settleStranded(): Promise<void> {
-    for (const payout of this.#ledger.payouts.stranded(this.chainId)) {
+    const stranded = this.#ledger.payouts.stranded(this.chainId);
+    if (!stranded.length) return;
+    const head = await this.#fees.head(this.#chain.pollIntervalMs / 2);
+    for (const payout of stranded) {
       const log = this.#payoutLog(payout);
+      // A fill its batch skipped while paying the others (their settling closed its row: they share the transaction)
+      // paid nothing there: acted on only at the chain's confirmations, as #confirmGroup acts on such receipts, and
+      // then sent alone.
+      const landed = this.#ledger.payouts.txsOf(payout.id).reduce((m, t) => Math.max(m, t.block_number ?? -1), -1);
+      if (landed >= 0 && head - BigInt(landed) + 1n < BigInt(this.#chain.confirmations)) continue;
       try {
         const paid = await this.#findPaid(payout, await this.#requestOf(payout));
         const outcome = this.#ledger.tx(() => this.#settleOrRequeue(payout.id, paid));
         log.warn({ outcome, paidBy: paid?.txHash }, 'payout sent with no transaction open: settled from the chain');
-        if (outcome === 'requeued') this.#requeue(payout.id, payout.tx_hash ?? 'none open');
+        if (outcome === 'requeued') {
+          this.#alone.add(payout.id);
+          this.#requeue(payout.id, payout.tx_hash ?? 'none open');
+        }
       } catch (err) {
         log.warn({ err: errText(err) }, 'reading the outcome of a payout with no transaction open failed; retrying on the next pass');
       }
