@@ -168,6 +168,9 @@ describe('deposits to the exchange (destination 1337)', () => {
     expect(await waitForStatus(s.url, requestId, ['success', 'failure', 'refund'])).toMatchObject({ status: 'success' });
     expect(state().perpsUsd(fresh)).toBe(out);
     expect(state().ledger(fresh).at(-1)!.delta).toMatchObject({ user: s.devnet.solver, fee: '1.0' });
+    // Booked as the fill's transaction fee: unbooked, each one read as 1 USDC lost (the loss breaker pauses the chain
+    // past its tolerance, and anyone could trip it with a few fills to fresh addresses).
+    expect(s.node.ledger.payouts.txsOf(`fill:${requestId}`).map((t) => t.fee)).toEqual([ACTIVATION_FEE.toString()]);
   });
 
   it('never activates an account its quote charged no fee for: emptied after the quote, the fill is refused and refunded', async () => {

@@ -31,7 +31,7 @@ import { quotedNoRent } from '../../submitter/quotedRent.ts';
 import type { BroadcastResult, PayoutSender, PrepareResult, StepContext, SubmitResult, TxStatus } from '../../submitter/port.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
-import { ExchangeActionError, signSendAsset, type ExchangeClient, type LedgerUpdate, type SendLedgerDelta } from './client.ts';
+import { ExchangeActionError, parseDecimalCeil, signSendAsset, type ExchangeClient, type LedgerUpdate, type SendLedgerDelta } from './client.ts';
 import { formatUnitsDecimal, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
 
 // Ledger updates are read back this far before the oldest open action when reconciling.
@@ -60,6 +60,8 @@ export interface ExchangePayoutOptions {
 
 /** An asset of the exchange, as a payout names it. */
 type Asset = { dex: string; token: string; decimals: number };
+/** A payout ready to sign: its asset, and the activation fee the exchange said it would charge (perps USD units). */
+type Prepared = Asset & { activationFee: bigint };
 
 /** A recorded sendAsset, ready to post. */
 export interface ExchangeSigned {
@@ -68,7 +70,7 @@ export interface ExchangeSigned {
 }
 
 /** The payout pipeline of the exchange, over its sender (serial: see above). */
-export function exchangePayoutPipeline(o: ExchangePayoutOptions): PayoutPipeline<Asset, ExchangeSigned> {
+export function exchangePayoutPipeline(o: ExchangePayoutOptions): PayoutPipeline<Prepared, ExchangeSigned> {
   return new PayoutPipeline(new ExchangePayoutSender(o), {
     ledger: o.ledger,
     hooks: o.hooks,
@@ -83,7 +85,7 @@ export function exchangePayoutPipeline(o: ExchangePayoutOptions): PayoutPipeline
 }
 
 /** Signs, records, posts and reconciles the exchange's sendAsset payouts (the chain-specific half of the payout pipeline). */
-export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned> {
+export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSigned> {
   readonly chainId: number;
   readonly address: Address;
   readonly label = 'exchange';
@@ -91,6 +93,9 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
   readonly #log: Logger;
   // Reposts of a recorded action, by its hash: spaced by the payout backoff.
   readonly #reposts = new Map<string, { attempts: number; at: number }>();
+  // The activation fee each action posted from this process was expected to be charged (the exchange's ledger
+  // update says what it was, and the confirm pass reads it there).
+  readonly #expectedFee = new Map<string, bigint>();
   #lastNonce = 0;
 
   constructor(o: ExchangePayoutOptions) {
@@ -111,7 +116,7 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
   }
 
   /** Checks the payout can be made on the exchange and finds its asset. */
-  async prepare(payout: PayoutRow): Promise<PrepareResult<Asset>> {
+  async prepare(payout: PayoutRow): Promise<PrepareResult<Prepared>> {
     if (payout.kind === 'sweep' || payout.kind === 'deposit') throw new UnpayableError(`the exchange has no ${payout.kind} payouts`);
     if (payout.calls || payout.native_topup) throw new UnpayableError('the exchange runs no calls and has no gas to top up');
     if (!isAddress(payout.recipient, { strict: false })) throw new UnpayableError(`recipient ${payout.recipient} is not an exchange account`);
@@ -126,16 +131,14 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
     // A fill activates its recipient only when its quote charged the fee: an account emptied after the quote is
     // purged, and the exchange would charge the solver to activate it again. Refunds bear the fee whenever
     // (ExchangeAdapter.refundCost).
-    if (payout.kind === 'fill' && quotedNoRent(this.#o.ledger, payout)) {
-      const fee = await this.#o.client.activationFee(getAddress(payout.recipient), this.address);
-      if (fee > 0n) {
-        throw new UnpayableError(
-          `the exchange does not know the recipient ${payout.recipient} (its account is new or was emptied) and the quote charged no activation fee`,
-          'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE',
-        );
-      }
+    const activationFee = await this.#o.client.activationFee(getAddress(payout.recipient), this.address);
+    if (activationFee > 0n && payout.kind === 'fill' && quotedNoRent(this.#o.ledger, payout)) {
+      throw new UnpayableError(
+        `the exchange does not know the recipient ${payout.recipient} (its account is new or was emptied) and the quote charged no activation fee`,
+        'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE',
+      );
     }
-    return { kind: 'ready', prepared: asset };
+    return { kind: 'ready', prepared: { ...asset, activationFee } };
   }
 
   #params(payout: PayoutRow, asset: Asset, nonce: number): SendAssetParameters {
@@ -152,7 +155,7 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
   }
 
   /** Signs the sendAsset and records it with the payout's `sent` state and `onSigned` in one ledger transaction. */
-  async submit(payout: PayoutRow, asset: Asset, { log }: StepContext): Promise<SubmitResult<ExchangeSigned>> {
+  async submit(payout: PayoutRow, asset: Prepared, { log }: StepContext): Promise<SubmitResult<ExchangeSigned>> {
     const { ledger, hooks } = this.#o;
     const params = this.#params(payout, asset, this.#nextNonce());
     const body = await signSendAsset(this.#o.signer, params, { signatureChainId: this.#o.chain.signatureChainId });
@@ -179,6 +182,7 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       return true;
     });
     if (!recorded) return { kind: 'stale' };
+    this.#expectedFee.set(hash, asset.activationFee);
     log.info(
       { txHash: hash, nonce: params.nonce, amount: params.amount, token: params.token, to: params.destination },
       'exchange sendAsset signed and recorded',
@@ -204,7 +208,13 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       log.warn({ txHash: t.hash, err: errText(e) }, 'exchange sendAsset outcome unknown; will reconcile');
       return { kind: 'pending' };
     }
-    if (this.#settlePaid(t)) log.info({ txHash: t.hash }, 'exchange payout paid');
+    const fee = this.#expectedFee.get(t.hash);
+    if (fee === undefined) {
+      // Signed before a restart: what the exchange charged for it is read from its ledger update (the confirm pass).
+      this.#o.ledger.payouts.setTxState(t.hash, 'broadcast', { broadcastAt: Date.now() });
+      return { kind: 'pending' };
+    }
+    if (this.#settlePaid(t, fee)) log.info({ txHash: t.hash }, 'exchange payout paid');
     return { kind: 'paid' };
   }
 
@@ -240,11 +250,14 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
     return { kind: 'reverted' };
   }
 
-  // Inside one ledger transaction: the action was applied. Returns whether this settled the payout now.
-  #settlePaid(t: TransactionRow): boolean {
+  // Inside one ledger transaction: the action was applied, and the exchange charged `fee` (its activation fee, perps
+  // USD) for it: booked as the action's fee, or the solver's balance would read as having lost it. Returns whether
+  // this settled the payout now.
+  #settlePaid(t: TransactionRow, fee: bigint): boolean {
     const { ledger, hooks } = this.#o;
+    this.#expectedFee.delete(t.hash);
     return ledger.tx(() => {
-      ledger.payouts.setTxState(t.hash, 'included', { gasUsed: 0n, fee: 0n, broadcastAt: Date.now() });
+      ledger.payouts.setTxState(t.hash, 'included', { gasUsed: 0n, fee, broadcastAt: Date.now() });
       const cur = ledger.payouts.get(t.payout_id);
       if (!cur || cur.state === 'success') return false;
       if (cur.state === 'failed') {
@@ -252,7 +265,7 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
         return false;
       }
       ledger.payouts.setState(cur.id, 'success', { txHash: t.hash });
-      hooks.onPaid(cur, t.hash, 0n);
+      hooks.onPaid(cur, t.hash, fee);
       return true;
     });
   }
@@ -267,11 +280,12 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
     if (!open.length) return [];
     const since = Math.max(0, Math.min(...open.map((t) => t.created_at)) - RECONCILE_MARGIN_MS);
     const updates: LedgerUpdate[] = await client.ledgerUpdates(this.address, since);
-    const sent = new Set<number>();
+    // The solver's sends by nonce, with the fee the exchange charged for each.
+    const sent = new Map<number, bigint>();
     for (const u of updates) {
       const d = u.delta as SendLedgerDelta;
       const bySolver = d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address;
-      if (bySolver && typeof d.nonce === 'number') sent.add(d.nonce);
+      if (bySolver && typeof d.nonce === 'number') sent.set(d.nonce, feeOf(d));
     }
     const now = Date.now();
     const out: TxStatus[] = [];
@@ -279,8 +293,9 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       if (stopped()) break;
       const log = this.#log.child({ payout: t.payout_id, requestId: ledger.payouts.get(t.payout_id)?.request_id ?? undefined, txHash: t.hash });
       const status = { payoutId: t.payout_id, txHash: t.hash };
-      if (sent.has(t.nonce)) {
-        if (this.#settlePaid(t)) log.info({ nonce: t.nonce }, 'exchange payout found in the solver ledger: paid');
+      const fee = sent.get(t.nonce);
+      if (fee !== undefined) {
+        if (this.#settlePaid(t, fee)) log.info({ nonce: t.nonce }, 'exchange payout found in the solver ledger: paid');
         out.push({ kind: 'paid', ...status });
         continue;
       }
@@ -304,5 +319,14 @@ export class ExchangePayoutSender implements PayoutSender<Asset, ExchangeSigned>
       out.push({ kind: outcome.kind, ...status });
     }
     return out;
+  }
+}
+
+// The fee a send's ledger update reports (perps USD units, rounded up); an unreadable one counts as none.
+function feeOf(d: SendLedgerDelta): bigint {
+  try {
+    return d.fee ? parseDecimalCeil(d.fee, 6) : 0n;
+  } catch {
+    return 0n;
   }
 }
