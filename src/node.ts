@@ -190,7 +190,7 @@ export class RelayNode {
     }
     this.listings = new ListingPool(
       { ledger: ledgerLocation(config), chains: config.chains, solver: this.solverAddress, bounds: config.api.listing, nice: config.api.listing.workerNice },
-      { workers: config.api.listing.workers, timeoutMs: config.api.listing.timeoutMs, log: this.log },
+      { workers: config.api.listing.workers, timeoutMs: config.api.listing.timeoutMs, perCaller: config.api.listing.perCaller, log: this.log },
     );
     const apiContext = {
       config,

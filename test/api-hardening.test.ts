@@ -511,8 +511,8 @@ describe('listings isolated from the node', () => {
   });
 
   it('runs listings in worker threads: /health answers while heavy listings are still running', async () => {
-    // Five callers, two listings each: a caller has at most two in progress (the test below).
-    const keys = Array.from({ length: 5 }, (_, i) => s.node.ledger.apiKeys.create(`isolation-${i}`));
+    // Ten callers, a listing each: a caller has one in progress at most (the test below).
+    const keys = Array.from({ length: 10 }, (_, i) => s.node.ledger.apiKeys.create(`isolation-${i}`));
     const k = keys[0]!;
     // On PostgreSQL in bulk: 20,000 requests row by row through the node's connection outlast its statement timeout.
     const pgUrl = s.ledgerConfig.ledger?.url;
@@ -545,7 +545,7 @@ describe('listings isolated from the node', () => {
     // take the wait, so the bound is generous.
   }, 240_000);
 
-  it('holds one caller to its share of the listing workers: past 2 in progress, 429; another caller is still served', async () => {
+  it('holds one caller to its share of the listing workers: past 1 in progress, 429; another caller is still served', async () => {
     // The workers and their queue (256) are shared: before, one key's heavy listings held every worker and filled the
     // queue, and every other caller waited or got 503 LISTING_BUSY.
     const greedy = s.node.ledger.apiKeys.create('greedy');
@@ -555,8 +555,8 @@ describe('listings isolated from the node', () => {
     const light = await api(s.url, '/requests/v3?limit=1', { apiKey: other.key });
     const statuses = (await Promise.all(heavy)).map((r) => [r.status, r.body.errorCode]);
     expect(light.status).toBe(200);
-    expect(statuses.filter(([status]) => status === 200)).toHaveLength(2);
-    expect(statuses.filter(([status]) => status === 429)).toEqual(Array(4).fill([429, 'RATE_LIMITED']));
+    expect(statuses.filter(([status]) => status === 200)).toHaveLength(1);
+    expect(statuses.filter(([status]) => status === 429)).toEqual(Array(5).fill([429, 'RATE_LIMITED']));
   }, 240_000);
 });
 

@@ -70,7 +70,7 @@ describe('config', () => {
       listing: {
         workers: 2,
         timeoutMs: 10_000,
-        perCaller: 2,
+        perCaller: 1,
         workerNice: 10,
         maxGroups: 5,
         maxValuesPerField: 20,

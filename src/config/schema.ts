@@ -409,9 +409,10 @@ export const configSchema = z
             maxFiltersLength: z.number().int().min(64).max(65_536).default(4_096),
             // A listing that runs longer is cut (its worker replaced) and answered 503.
             timeoutMs: z.number().int().min(100).default(10_000),
-            // Listings one caller (its API key, else its address) may have running or waiting at once; past it, 429:
-            // the workers and their queue are shared, and one caller's heavy listings would hold them all.
-            perCaller: z.number().int().min(1).default(2),
+            // Listings one caller (its API key, else its address) may have in progress at once (one that timed out until
+            // its worker has stopped running it); past it, 429: the workers and their queue are shared, and one
+            // caller's heavy listings would hold them all. Below `workers`, one caller never holds every worker.
+            perCaller: z.number().int().min(1).default(1),
             // Linux thread niceness of the listing workers (0-19): behind the main thread when cores are short.
             workerNice: z.number().int().min(0).max(19).default(10),
           })

@@ -6,6 +6,9 @@ import type { ListingJob, ListingResult, ListingWorkerData } from './run.ts';
 interface Pending {
   id: number;
   job: ListingJob;
+  /** Who asked (an API key id, else the client address): its listings in progress are counted. */
+  caller: string | undefined;
+  released?: boolean;
   resolve: (r: ListingResult) => void;
   reject: (e: Error) => void;
   timer?: NodeJS.Timeout;
@@ -21,6 +24,8 @@ interface Slot {
   busy: Pending | undefined;
   /** Terminated: its replacement starts once it has exited. */
   retiring?: boolean;
+  /** The listing a terminated worker may still be running (answered 503): its caller's until the worker exits. */
+  held?: Pending;
 }
 
 // Listings wait here when every worker is busy; beyond this many, they are refused (503) rather
@@ -42,8 +47,18 @@ export class ListingPool {
 
   constructor(
     private readonly data: ListingWorkerData,
-    private readonly opts: { workers: number; timeoutMs: number; log: Logger },
+    private readonly opts: { workers: number; timeoutMs: number; log: Logger; perCaller?: number },
   ) {}
+  // Listings in progress by caller: queued, running, or still running in a terminated worker.
+  readonly #byCaller = new Map<string, number>();
+
+  #release(p: Pending): void {
+    if (p.released || p.caller === undefined) return;
+    p.released = true;
+    const left = this.#byCaller.get(p.caller)! - 1;
+    if (left) this.#byCaller.set(p.caller, left);
+    else this.#byCaller.delete(p.caller);
+  }
 
   // Workers start with the first listing: a node that never lists pays nothing.
   #ensureStarted(): void {
@@ -56,11 +71,22 @@ export class ListingPool {
     this.#alive.add(worker);
     worker.once('exit', () => {
       this.#alive.delete(worker);
-      if (!slot.retiring || this.#closed) return;
-      // Terminating a worker does not stop SQLite's native call: the query it was running keeps its place until
-      // it ends, so timed-out listings never run more queries at once than there are workers.
+      if (slot.held) this.#release(slot.held);
+      // Gone while running a listing (no error event): that listing failed.
+      const p = slot.busy;
+      slot.busy = undefined;
+      if (p) {
+        clearTimeout(p.timer);
+        this.#release(p);
+        p.reject(new ApiError(503, 'LISTING_UNAVAILABLE', 'the listing failed; try again'));
+      }
+      if (this.#closed) return;
+      // A terminated worker is replaced only now: terminating it does not stop SQLite's native call, and the query it
+      // was running keeps its place until it ends, so timed-out listings never run more queries at once than there
+      // are workers.
       const i = this.#slots.indexOf(slot);
       if (i >= 0) this.#slots[i] = this.#spawn();
+      this.#next();
     });
     worker.unref();
     worker.on('message', (msg: { id: number; ok: boolean; ready?: boolean; result?: ListingResult; error?: string; status?: number; errorCode?: string }) => {
@@ -71,6 +97,7 @@ export class ListingPool {
       const p = slot.busy;
       if (!p || p.id !== msg.id) return;
       this.#finish(slot);
+      this.#release(p);
       if (msg.ok) p.resolve(msg.result!);
       else p.reject(msg.status !== undefined ? new ApiError(msg.status, msg.errorCode!, msg.error!) : new Error(msg.error));
     });
@@ -82,7 +109,11 @@ export class ListingPool {
       // It failed while starting (it would again): drop it, refuse what waits; the next listing retries.
       slot.retiring = true;
       this.#slots.splice(this.#slots.indexOf(slot), 1);
-      if (!this.#slots.some((x) => x.ready)) for (const p of this.#queue.splice(0)) p.reject(err);
+      if (!this.#slots.some((x) => x.ready))
+        for (const p of this.#queue.splice(0)) {
+          this.#release(p);
+          p.reject(err);
+        }
     });
     return slot;
   }
@@ -98,6 +129,7 @@ export class ListingPool {
     const p = slot.busy;
     clearTimeout(p?.timer);
     slot.busy = undefined;
+    slot.held = p;
     slot.retiring = true;
     void slot.worker.terminate();
     p?.reject(err);
@@ -127,13 +159,24 @@ export class ListingPool {
     return this.#queue.length + this.#slots.filter((x) => x.busy).length;
   }
 
-  /** Runs a listing on a free worker (queued while all are busy). */
-  run(job: ListingJob): Promise<ListingResult> {
+  /**
+   * Runs a listing on a free worker (queued while all are busy). A `caller` has at most `perCaller` listings in
+   * progress (429 past it), one that timed out counted until its worker has stopped running it: the workers and
+   * their queue are shared, and one caller's heavy listings would hold them all.
+   */
+  run(job: ListingJob, caller?: string): Promise<ListingResult> {
     if (this.#closed) return Promise.reject(new ApiError(503, 'SHUTTING_DOWN', 'the API is shutting down'));
     if (this.#queue.length >= MAX_QUEUED) return Promise.reject(new ApiError(503, 'LISTING_BUSY', 'too many listings in progress; try again shortly'));
+    const { perCaller } = this.opts;
+    if (caller !== undefined && perCaller !== undefined) {
+      const n = this.#byCaller.get(caller) ?? 0;
+      if (n >= perCaller)
+        return Promise.reject(new ApiError(429, 'RATE_LIMITED', `at most ${perCaller} listings in progress per caller; wait for one to answer`));
+      this.#byCaller.set(caller, n + 1);
+    }
     this.#ensureStarted();
     return new Promise<ListingResult>((resolve, reject) => {
-      this.#queue.push({ id: ++this.#seq, job, resolve, reject });
+      this.#queue.push({ id: ++this.#seq, job, caller, resolve, reject });
       this.#next();
     });
   }

@@ -3,28 +3,17 @@ import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { clientOf } from '../clientAddress.ts';
 import { ApiError } from '../errors.ts';
-import { runListing, type ListingJob, type ListingResult } from '../listing/run.ts';
+import { runListing, type ListingResult } from '../listing/run.ts';
 import { RateLimiter } from '../rateLimit.ts';
 
 export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   // Validated and run in a listing worker with its own read-only connection: a heavy listing, or a
   // filter with hundreds of addresses to normalise, never blocks the node's event loop.
   const bounds = ctx.config.api.listing;
-  const run = (job: ListingJob): Promise<ListingResult> => (ctx.listings ? ctx.listings.run(job) : Promise.resolve(runListing({ ...ctx, bounds }, job)));
-  // Listings running or waiting, by caller: each holds a worker or a place in their shared queue.
-  const inFlight = new Map<string, number>();
-  const list = async (req: FastifyRequest, query: Record<string, unknown>, v2: boolean, referrer?: string): Promise<ListingResult> => {
-    const who = req.apiCaller?.id ?? `ip:${clientOf(req.ip)}`;
-    const n = inFlight.get(who) ?? 0;
-    if (n >= bounds.perCaller) throw new ApiError(429, 'RATE_LIMITED', `at most ${bounds.perCaller} listings in progress per caller; wait for one to answer`);
-    inFlight.set(who, n + 1);
-    try {
-      return await run({ query, authenticatedFor: req.apiCaller?.id, v2, referrer });
-    } finally {
-      const left = inFlight.get(who)! - 1;
-      if (left) inFlight.set(who, left);
-      else inFlight.delete(who);
-    }
+  // A caller (its API key, else its address) has at most api.listing.perCaller listings in progress (the pool counts them).
+  const list = (req: FastifyRequest, query: Record<string, unknown>, v2: boolean, referrer?: string): Promise<ListingResult> => {
+    const job = { query, authenticatedFor: req.apiCaller?.id, v2, referrer };
+    return ctx.listings ? ctx.listings.run(job, req.apiCaller?.id ?? `ip:${clientOf(req.ip)}`) : Promise.resolve(runListing({ ...ctx, bounds }, job));
   };
 
   app.get('/requests/v3', async (req) => {
