@@ -152,6 +152,7 @@ describe('webhook targets (SSRF)', () => {
       'ff02::1',
       // 6to4 and Teredo carry an IPv4 address (here 169.254.169.254, and Teredo's client 127.0.0.1) to reach through a relay.
       '2002:a9fe:a9fe::1',
+      '64:ff9b:1:a9fe:a9:fe00::',
       '2001:0:4136:e378:8000:63bf:80ff:fffe',
       'not-an-ip',
     ]) {

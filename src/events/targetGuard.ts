@@ -29,6 +29,7 @@ for (const [net, prefix] of [
 for (const [net, prefix] of [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
+  ['64:ff9b:1::', 48], // NAT64 for local use (RFC 8215): it reaches IPv4 hosts of the operator's own network
   ['100::', 64], // discard
   ['2001::', 32], // Teredo: an IPv4 address behind a relay, no legitimate webhook target
   ['2001:db8::', 32], // documentation
