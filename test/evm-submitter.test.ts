@@ -20,7 +20,7 @@ import {
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { OrderFillerAbi, RelayDepositoryAbi, TestStablecoinAbi } from '../contracts-abi/index.ts';
 import { EvmPayouts as EvmSubmitter } from '../src/chains/evm/payoutSender.ts';
-import { fillGas } from '../src/chains/evm/gas.ts';
+import { fillGas, GAS } from '../src/chains/evm/gas.ts';
 import type { PayoutHooks } from '../src/chains/adapter.ts';
 import type { Faults } from '../src/config/load.ts';
 import type { EvmChainConfig } from '../src/config/schema.ts';
@@ -358,6 +358,23 @@ describe('EvmSubmitter', () => {
     expect(gasUsed).toBeLessThanOrEqual(4n * fillGas(true, false));
   });
 
+  it("never signs a lone fill for more gas than its price and its recipient's allowance: the margin stops there", async () => {
+    // A recipient whose receive reverts unless it is given 67,000 gas, then burns down to 3,000, is estimated just
+    // under the price plus GAS.recipient; signed with the 20% margin on top, it burned all of that (147,406 gas for
+    // a fill priced at 85,000).
+    const gated = freshAddress();
+    await testClient.setCode({ address: gated, bytecode: '0x5a620105b8116014575b610bb85a1160095700005b600080fd' });
+    const ledger = Ledger.open(':memory:');
+    const { sub } = makeSubmitter(ledger);
+    const p = queuePayout(ledger, { kind: 'fill', recipient: gated, currency: zeroAddress, amount: parseEther('0.001') });
+    await sub.start();
+    sub.wake();
+    await waitFor(() => ledger.payouts.get(p.id)!.state === 'success', 'the fill paid');
+    const receipt = await client.getTransactionReceipt({ hash: ledger.payouts.get(p.id)!.tx_hash as Hex });
+    expect(receipt.gasUsed).toBeGreaterThan(fillGas(true, false));
+    expect(receipt.gasUsed).toBeLessThanOrEqual(fillGas(true, false) + GAS.recipient);
+  });
+
   it('pays 20 fills queued at once in batch transactions: each order paid once, each payout recording its transaction, the fee shared', async () => {
     const ledger = Ledger.open(':memory:');
     const { sub, rec } = makeSubmitter(ledger);
@@ -421,14 +438,15 @@ describe('EvmSubmitter', () => {
       const pair = [0, 1].map(() => queuePayout(ledger, { kind: 'fill', recipient: freshAddress(), currency: zeroAddress, amount: 2_000n }));
       sub.wake();
       await waitFor(() => pair.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'pair paid', 15_000);
-      const hashes = new Set([lone, ...pair].map((p) => ledger.payouts.get(p.id)!.tx_hash as Hex));
-      expect(hashes.size).toBe(2);
-      for (const hash of hashes) {
+      const hashes = [lone, pair[0]!].map((p) => ledger.payouts.get(p.id)!.tx_hash as Hex);
+      expect(ledger.payouts.get(pair[1]!.id)!.tx_hash).toBe(hashes[1]);
+      for (const [i, hash] of hashes.entries()) {
         const [tx, receipt] = await Promise.all([client.getTransaction({ hash }), client.getTransactionReceipt({ hash })]);
         expect(receipt.status).toBe('success');
         expect(tx.gas).toBeLessThanOrEqual(blockGasLimit);
-        // The estimate and its margin were over the limit: the limit itself was signed.
-        expect(tx.gas).toBe(blockGasLimit);
+        // The estimate and its margin were over the bounds: the lone fill's stops at its price and its recipient's
+        // allowance first, the batch's at the block's limit.
+        expect(tx.gas).toBe(i === 0 ? fillGas(true, false) + GAS.recipient : blockGasLimit);
       }
       expect(rec.failed).toEqual([]);
     } finally {

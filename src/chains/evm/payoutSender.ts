@@ -404,14 +404,16 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         detail: `needs ${estimate.gas} gas; a ${payout.kind} is priced at ${priced} and its recipient may take ${GAS.recipient} more`,
       };
     }
-    const gas = gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
-    if (gas === undefined) {
+    const margined = gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
+    if (margined === undefined) {
       return {
         kind: 'unpayable',
         reason: 'QUOTED_GAS_LIMIT_EXCEEDED',
         detail: `needs ${estimate.gas} gas, more than one transaction may carry (${this.#fees.txGasCap()})`,
       };
     }
+    // The margin stops at that bound too: a recipient estimated just under it burned the margin as well.
+    const gas = priced !== undefined && margined > priced + GAS.recipient ? priced + GAS.recipient : margined;
     return { kind: 'ready', prepared: { call, gas, fees } };
   }
 
