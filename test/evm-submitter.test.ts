@@ -791,6 +791,27 @@ describe('EvmSubmitter', () => {
     }
   });
 
+  it('a claim whose receipt a provider has not served yet is not taken for one whose nonce something else took: paid once', async () => {
+    // A claim is a plain transfer: nothing on chain refuses a second one. Its nonce used with no receipt served read
+    // as "something else took the nonce", and the claim was sent again and paid twice.
+    const ledger = Ledger.open(':memory:');
+    let receiptMisses = 1;
+    const faulty = {
+      ...client,
+      getTransactionReceipt: (args: { hash: Hex }) =>
+        receiptMisses-- > 0 ? Promise.reject(new TransactionReceiptNotFoundError({ hash: args.hash })) : client.getTransactionReceipt(args),
+    } as unknown as PublicClient;
+    const { sub, rec } = makeSubmitter(ledger, { client: faulty });
+    const recipient = freshAddress();
+    const p = queuePayout(ledger, { kind: 'claim', recipient, currency: zeroAddress, amount: parseEther('0.01') });
+    await sub.start();
+    sub.wake();
+    await waitFor(() => ledger.payouts.get(p.id)!.state === 'success', 'the claim paid');
+    expect(receiptMisses).toBeLessThan(1);
+    expect(rec.signed).toHaveLength(1);
+    expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.01'));
+  });
+
   it('a batch that landed while its receipt could not be read settles every fill it paid, though one read fails on the way', async () => {
     const ledger = Ledger.open(':memory:');
     const { ids, hash } = await recordBatchThenCrash(ledger, 2);
@@ -800,8 +821,9 @@ describe('EvmSubmitter', () => {
     expect((await client.waitForTransactionReceipt({ hash })).status).toBe('success');
     for (const p of ids) expect(await fillEvents(p.requestId)).toHaveLength(1);
 
-    // The restarted node's provider is a block behind on the receipt, then fails one read of the second order.
-    let receiptMisses = 1;
+    // The restarted node's provider is behind on the receipt for two looks (the second acts on the nonce taken), then
+    // fails one read of the second order.
+    let receiptMisses = 2;
     let filledFailures = 1;
     const faulty = {
       ...client,

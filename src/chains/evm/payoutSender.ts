@@ -287,6 +287,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   readonly #broadcasting = new Set<Hex>();
   // Fills a batch skipped (or a batch that reverted): sent alone from now on, so each meets its own fate.
   readonly #alone = new Set<string>();
+  // Nonces seen used with no receipt served for any transaction at them: acted on at a later look only.
+  readonly #noReceipt = new Set<number>();
   // A batch's receipt is read once per fill it carries: its filler events are parsed once.
   readonly #parsedReceipts = new WeakMap<TransactionReceipt, { filled: Map<string, number>; skipped: Map<string, Hex> }>();
   // What the confirm pass under way requeued (it runs one at a time).
@@ -841,6 +843,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         const receipt = await this.#receipt(hash);
         if (!receipt) continue;
         // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
+        this.#noReceipt.delete(nonce);
         const rows = open.filter((t) => t.hash === hash);
         // A receipt that paid nothing (a revert, a cancel, a batch's skipped fill) sends the payout again or fails
         // it, and a failed fill is refunded: it is acted on only at the chain's confirmations. Before, a reorg could
@@ -868,6 +871,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         }
         return;
       }
+      // Used, with no receipt for any of the group's transactions: something else took the nonce, or a provider has
+      // not served the receipt yet, which reads the same. Acted on at a later look only: sent again, a payout nothing
+      // on chain refuses to pay twice (a claim: a plain transfer) would be paid twice.
+      if (!this.#noReceipt.has(nonce)) {
+        this.#noReceipt.add(nonce);
+        return;
+      }
+      this.#noReceipt.delete(nonce);
       return await this.#onNonceTaken(payoutIds, nonce, (id) => (payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(id)).child({ nonce })));
     }
 
