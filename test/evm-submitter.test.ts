@@ -224,6 +224,20 @@ async function recordBatchThenCrash(
   }
 }
 
+// Sends a recorded transaction of fills so that it lands and reverts: the filler's owner takes the solver off its
+// list just before, and puts it back after.
+async function landReverted(ledger: Ledger, hash: Hex): Promise<void> {
+  const owner = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: privateKeyToAccount(DEPLOYER_KEY) });
+  const setSolver = async (functionName: 'removeSolver' | 'addSolver') =>
+    client.waitForTransactionReceipt({
+      hash: await owner.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName, args: [solver.address] }),
+    });
+  await setSolver('removeSolver');
+  await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
+  expect((await client.waitForTransactionReceipt({ hash })).status).toBe('reverted');
+  await setSolver('addSolver');
+}
+
 // Polls a condition, bounded; never a bare sleep.
 async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -850,16 +864,8 @@ describe('EvmSubmitter', () => {
   it('a batch that reverted sends each of its fills again alone, each paid once; a failed read on the way settles none of the batch before all are read', async () => {
     const ledger = Ledger.open(':memory:');
     const { ids, hash } = await recordBatchThenCrash(ledger, 3);
-    // The batch lands and reverts: the filler's owner took the solver off its list just before, and puts it back after.
-    const owner = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: privateKeyToAccount(DEPLOYER_KEY) });
-    const setSolver = async (functionName: 'removeSolver' | 'addSolver') =>
-      client.waitForTransactionReceipt({
-        hash: await owner.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName, args: [solver.address] }),
-      });
-    await setSolver('removeSolver');
-    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
-    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('reverted');
-    await setSolver('addSolver');
+    // The batch lands and reverts.
+    await landReverted(ledger, hash);
 
     // The restarted node's provider fails one read of whether the second order was paid; what the ledger
     // held for the batch at that moment is kept.
@@ -906,15 +912,7 @@ describe('EvmSubmitter', () => {
     const { ids, hash } = await recordBatchThenCrash(ledger, 1);
     const { id } = ids[0]!;
     const snapshot = await testClient.snapshot();
-    const owner = createWalletClient({ chain: devnetChain(CHAIN_ID, anvil.rpcUrl), transport: http(anvil.rpcUrl), account: privateKeyToAccount(DEPLOYER_KEY) });
-    const setSolver = async (functionName: 'removeSolver' | 'addSolver') =>
-      client.waitForTransactionReceipt({
-        hash: await owner.writeContract({ address: contracts.filler, abi: OrderFillerAbi, functionName, args: [solver.address] }),
-      });
-    await setSolver('removeSolver');
-    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
-    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('reverted');
-    await setSolver('addSolver');
+    await landReverted(ledger, hash);
     // The revert is 2 blocks deep; the chain's confirmations are 3.
     const { sub, rec } = makeSubmitter(ledger, { chain: { confirmations: 3 } });
     await sub.start();

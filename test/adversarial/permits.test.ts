@@ -29,6 +29,21 @@ const quote = (from: number, extra: Record<string, unknown>) =>
     body: { user: account(from).address, originChainId: A, destinationChainId: B, amount: '7000000', tradeType: 'EXACT_INPUT', ...extra },
   });
 
+// A usePermit quote of 7 USDC from `user` (any address) on A to USDC on B.
+const permitQuoteFor = (user: Address) =>
+  api(s.url, '/quote/v2', {
+    body: {
+      user,
+      originChainId: A,
+      destinationChainId: B,
+      originCurrency: usdc(A),
+      destinationCurrency: usdc(B),
+      amount: '7000000',
+      tradeType: 'EXACT_INPUT',
+      usePermit: true,
+    },
+  });
+
 // The signature a quote's permit step asks for, by `from` (an account index, or a key of its own).
 const signStep = (from: number | PrivateKeyAccount, step: any): Promise<Hex> =>
   (typeof from === 'number' ? privateKeyToAccount(account(from).privateKey) : from).signTypedData({
@@ -107,18 +122,7 @@ describe('POST /permits', () => {
 
   it('refuses a permit from a wallet that lacks the amount (GASLESS_PERMIT_BALANCE_TOO_LOW), before recording a deposit the node would pay gas for', async () => {
     const broke = privateKeyToAccount(generatePrivateKey());
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: broke.address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: usdc(B),
-        amount: '7000000',
-        tradeType: 'EXACT_INPUT',
-        usePermit: true,
-      },
-    });
+    const q = await permitQuoteFor(broke.address);
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
     const signature = await signStep(broke, step);
@@ -358,19 +362,7 @@ describe('one permit, one request', () => {
       args: [owner.address, 20_000_000n],
     });
     await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
-    const permitQuote = () =>
-      api(s.url, '/quote/v2', {
-        body: {
-          user: owner.address,
-          originChainId: A,
-          destinationChainId: B,
-          originCurrency: usdc(A),
-          destinationCurrency: usdc(B),
-          amount: '7000000',
-          tradeType: 'EXACT_INPUT',
-          usePermit: true,
-        },
-      });
+    const permitQuote = () => permitQuoteFor(owner.address);
     const release = holdSubmitter(s, A);
     const q1 = await permitQuote();
     const step1 = q1.body.steps[0];

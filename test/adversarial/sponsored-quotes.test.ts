@@ -35,7 +35,8 @@ afterAll(async () => {
   await s?.stop();
 });
 
-const quote = (topupGasAmount: string) =>
+// A sponsored quote of 10 USDC with a gas top-up (of `topupGasAmount`, or the default).
+const quote = (topupGasAmount?: string, extra: Record<string, unknown> = {}) =>
   api(s.url, '/quote/v2', {
     apiKey: key.key,
     body: {
@@ -48,8 +49,9 @@ const quote = (topupGasAmount: string) =>
       amount: '10000000',
       tradeType: 'EXACT_INPUT',
       topupGas: true,
-      topupGasAmount,
+      ...(topupGasAmount ? { topupGasAmount } : {}),
       subsidizeFees: true,
+      ...extra,
     },
   });
 
@@ -73,24 +75,7 @@ describe('an open deposit address', () => {
     // Rule 6 judged the sponsored fees once, at the quoted amount; every arrival of an open address is a fill of its
     // own, so one sponsored quote paid gas, fees and a top-up from the sponsor for as many arrivals as anyone sent
     // (three 5 USDC arrivals cost the sponsor 155 USD in a review's run).
-    const r = await api(s.url, '/quote/v2', {
-      apiKey: key.key,
-      body: {
-        user: account(2).address,
-        recipient: '0x00000000000000000000000000000000000b0b01' as Address,
-        refundTo: account(2).address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: usdc(B),
-        amount: '10000000',
-        tradeType: 'EXACT_INPUT',
-        useDepositAddress: true,
-        depositAddressType: 'open',
-        topupGas: true,
-        subsidizeFees: true,
-      },
-    });
+    const r = await quote(undefined, { refundTo: account(2).address, useDepositAddress: true, depositAddressType: 'open' });
     expect(r.status).toBe(400);
     expect(r.body).toMatchObject({ errorCode: 'INVALID_INPUT_PARAMETERS', message: expect.stringMatching(/subsidizeFees: an open deposit address/) });
   });
