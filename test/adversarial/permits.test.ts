@@ -30,8 +30,9 @@ const quote = (from: number, extra: Record<string, unknown>) =>
   });
 
 // A usePermit quote of 7 USDC from `user` (any address) on A to USDC on B.
-const permitQuoteFor = (user: Address) =>
+const permitQuoteFor = (user: Address, extra: Record<string, unknown> = {}, apiKey?: string) =>
   api(s.url, '/quote/v2', {
+    apiKey,
     body: {
       user,
       originChainId: A,
@@ -41,6 +42,7 @@ const permitQuoteFor = (user: Address) =>
       amount: '7000000',
       tradeType: 'EXACT_INPUT',
       usePermit: true,
+      ...extra,
     },
   });
 
@@ -149,22 +151,7 @@ describe('POST /permits', () => {
     await s.publicClient(A).waitForTransactionReceipt({ hash: fund });
     await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 500_000n ? true : undefined), 'the app balance credit');
     // Two users: each permit has its own token nonce.
-    const gasless = (user: number) =>
-      api(s.url, '/quote/v2', {
-        apiKey: k.key,
-        body: {
-          user: account(user).address,
-          originChainId: A,
-          destinationChainId: B,
-          originCurrency: usdc(A),
-          destinationCurrency: usdc(B),
-          amount: '7000000',
-          tradeType: 'EXACT_INPUT',
-          usePermit: true,
-          subsidizeFees: true,
-          maxSubsidizationAmount: '300000',
-        },
-      });
+    const gasless = (user: number) => permitQuoteFor(account(user).address, { subsidizeFees: true, maxSubsidizationAmount: '300000' }, k.key);
     const [q1, q2] = [await gasless(1), await gasless(2)];
     expect([q1.status, q2.status]).toEqual([200, 200]);
     const post = async (q: any, user: number) => {
