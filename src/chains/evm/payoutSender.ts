@@ -842,8 +842,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       for (const hash of new Set(open.map((t) => t.hash))) {
         const receipt = await this.#receipt(hash);
         if (!receipt) continue;
-        // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
         this.#noReceipt.delete(nonce);
+        // Each payout the transaction carries settles from its own row (and, in a batch, its own event).
         const rows = open.filter((t) => t.hash === hash);
         // A receipt that paid nothing (a revert, a cancel, a batch's skipped fill) sends the payout again or fails
         // it, and a failed fill is refunded: it is acted on only at the chain's confirmations. Before, a reorg could
