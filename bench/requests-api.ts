@@ -90,7 +90,15 @@ writeFileSync(
   JSON.stringify({
     dataDir: dir,
     ...(ledgerUrl ? { ledger: { url: ledgerUrl } } : {}),
-    api: { host: '127.0.0.1', port: 0, rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000, probesPerMinute: 100_000_000 } },
+    api: {
+      host: '127.0.0.1',
+      port: 0,
+      rateLimit: { perKeyPerMinute: 100_000_000, unauthenticatedPerMinute: 100_000_000, probesPerMinute: 100_000_000 },
+      // The load generator is one caller (one key) with CONCURRENCY connections, and a run's last calls may still be
+      // in the workers when the next run starts (it stops waiting for them): twice that many listings may be in
+      // progress at once, where the default share of one would answer the second 429.
+      listing: { perCaller: 2 * CONCURRENCY },
+    },
     log: { level: 'info' },
     solverKey: { env: 'BENCH_SOLVER_KEY' },
     chains: CHAINS.map((id) => ({
