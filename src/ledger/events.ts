@@ -184,6 +184,11 @@ export class Events {
   record(requestId: string, now = Date.now()): EventRow {
     const row = this.#statusRow.get(requestId) as StatusRow | undefined;
     if (!row) throw new Error(`request ${requestId} not found`);
+    return this.recordRow(requestId, row, now);
+  }
+
+  /** As record, for a change whose Status record (a row of STATUS_BY_ID as the change left it) the caller has. */
+  recordRow(requestId: string, row: StatusRow, now = Date.now()): EventRow {
     const ev = {
       id: `evt_${eventIdBytes()}`,
       request_id: requestId,

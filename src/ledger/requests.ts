@@ -7,8 +7,16 @@ import type { RequestRow, Status } from './types.ts';
 import type { FailReason, RefundFailReason } from './reasons.ts';
 import { STATUS_BY_ID, STATUSES_OF_USER, statusFromRow, type StatusRecord, type StatusRow } from './statusRecord.ts';
 
+// A status change's UPDATE: the fields it sets (a null reason or details keeps the request's).
+type StatusArgs = {
+  id: string;
+  status: Status;
+  fail_reason: FailReason | null;
+  refund_fail_reason: RefundFailReason | null;
+  details: string | null;
+  now: number;
+};
 // Set by the ledger as the request progresses, never by its creator.
-type StatusFields = { status: string; fail_reason: FailReason | null; refund_fail_reason: RefundFailReason | null };
 type Progress =
   | 'status'
   | 'fail_reason'
@@ -58,9 +66,9 @@ export class Requests {
   #features;
   // The status events outbox: every status change appends its event in the same transaction.
   #events: Events | undefined;
-  #changeStatus;
+  #changeStatus: (args: StatusArgs) => void;
+  #changeStatusTx;
   #insertRow;
-  #statusOf;
   #ofUser;
   #manualRefunds;
   #status;
@@ -72,25 +80,30 @@ export class Requests {
     this.#manualRefunds = db.prepare(`SELECT r.id, r.fail_reason, r.updated_at, d.id AS deposit_id, d.chain_id, d.amount, d.currency FROM requests r
       JOIN deposits d ON d.request_id = r.id WHERE r.status = 'failure' AND r.refund_fail_reason = 'MANUAL_REFUND_REQUIRED'
       AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id AND p.kind = 'refund' AND p.state != 'failed')`);
-    this.#statusOf = db.prepare('SELECT status, fail_reason, refund_fail_reason FROM requests WHERE id = ?');
-    // Savepoints inside a caller's transaction, a transaction of their own (IMMEDIATE: it reads
-    // then writes) otherwise.
-    this.#changeStatus = db.transaction((args: Record<string, unknown>) => {
-      // Only the announced fields are read and compared, not the whole row.
-      const before = this.#statusOf.get(args.id) as StatusFields | undefined;
-      const res = this.#setStatus.run(args);
-      if (res.changes !== 1 || !before) throw new Error(`request ${args.id as string} not found`);
-      // What the UPDATE wrote, from its COALESCEs (not read back: one statement less per change).
-      const after: StatusFields = {
-        status: args.status as string,
-        fail_reason: (args.fail_reason as FailReason | null) ?? before.fail_reason,
-        refund_fail_reason: (args.refund_fail_reason as RefundFailReason | null) ?? before.refund_fail_reason,
+    // A change reads the request's Status record once, before its UPDATE: the fields it compares, and the record its
+    // event announces (the UPDATE's own fields applied to it: hashes live in other tables, and only a waiting order's
+    // record lists the deposits seen for it, so no change that leaves 'waiting' needs them read again).
+    this.#changeStatus = (args: StatusArgs) => {
+      const before = this.#status.get(args.id) as StatusRow | undefined;
+      if (!before || this.#setStatus.run(args).changes !== 1) throw new Error(`request ${args.id} not found`);
+      const after: StatusRow = {
+        ...before,
+        status: args.status,
+        fail_reason: args.fail_reason ?? before.fail_reason,
+        refund_fail_reason: args.refund_fail_reason ?? before.refund_fail_reason,
+        details: args.details ?? before.details,
+        updated_at: args.now,
+        seen_hashes: args.status === 'waiting' ? before.seen_hashes : null,
       };
       // A call that leaves the status (and its reasons) as they were announces nothing.
-      if (after.status !== before.status || after.fail_reason !== before.fail_reason || after.refund_fail_reason !== before.refund_fail_reason) {
-        this.#events!.record(args.id as string);
-      }
-    });
+      if (after.status === before.status && after.fail_reason === before.fail_reason && after.refund_fail_reason === before.refund_fail_reason) return;
+      // Nothing returns to 'waiting' from another status; were it to, its seen deposits are read after the UPDATE.
+      if (after.status === 'waiting' && before.status !== 'waiting') this.#events!.record(args.id);
+      else this.#events!.recordRow(args.id, after);
+    };
+    // A change outside a caller's transaction is one of its own (IMMEDIATE: it reads then writes); inside one, it is
+    // part of it (no savepoint: a change that throws has written nothing).
+    this.#changeStatusTx = db.transaction(this.#changeStatus);
     this.#insertRow = db.transaction((args: Record<string, unknown>, quote: string | null) => {
       this.#insert.run(args);
       if (quote !== null) this.#insertQuote.run(args.id, quote);
@@ -171,7 +184,7 @@ export class Requests {
     extra: { failReason?: FailReason; refundFailReason?: RefundFailReason; details?: string } = {},
     now = Date.now(),
   ): void {
-    const args = {
+    const args: StatusArgs = {
       id,
       status,
       fail_reason: extra.failReason ?? null,
@@ -184,7 +197,8 @@ export class Requests {
       if (res.changes !== 1) throw new Error(`request ${id} not found`);
       return;
     }
-    this.#changeStatus.immediate(args);
+    if (this.#db.inTransaction) this.#changeStatus(args);
+    else this.#changeStatusTx.immediate(args);
     this.#events.committed();
   }
 

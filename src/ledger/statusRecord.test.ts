@@ -60,6 +60,9 @@ describe.each(LEDGER_KINDS)('Requests.status (%s)', (kind) => {
     l.deposits.markHandled(`8453:${hex(12)}:0`, id);
     l.deposits.markHandled(`8453:${hex(11)}:3`, id);
     l.requests.setStatus(id, 'pending', {}, 4_000);
+    // The change's event: the deposits seen for the waiting order are no longer listed, only those handled.
+    expect(lastEvent(l, id)).toEqual(l.requests.status(id));
+    expect(lastEvent(l, id).inTxHashes).toEqual([hex(11), hex(12)]);
     const payout = (n: number, decidedAt: number) => l.payouts.insert(fillPayout(`p${n}`, id, `8453:${hex(12)}:0`, decidedAt));
     payout(1, 5_002);
     payout(2, 5_001);
