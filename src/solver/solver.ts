@@ -640,17 +640,27 @@ export class Solver implements PayoutHooks, ChainEvents {
     return d.chain_id;
   }
 
-  // What the payouts of a deposit return of it: its refunds and excess, failed ones aside (in its currency).
-  #returned(depositId: string): bigint {
+  // Whether a payout of a deposit's own money (a refund, an excess) may still pay it. One that failed on a chain whose
+  // payouts are signed depository calls (EVM) may: its call stays executable until it expires, by anyone holding it,
+  // and it is public (its reverted transaction's input, the request's failedCallData). `dead`: failed ones read on
+  // chain as expired unexecuted. One a reorg cancelled while queued was never sent.
+  #mayPay(p: PayoutRow, dead?: ReadonlySet<string>): boolean {
+    if (p.state !== 'failed') return true;
+    return p.fail_reason !== 'DEPOSIT_REORGED' && this.chains.signedCalls(p.chain_id) !== undefined && !dead?.has(p.id);
+  }
+
+  // What the payouts of a deposit return of it: its refunds and excess that may pay (in its currency).
+  #returned(depositId: string, dead?: ReadonlySet<string>): bigint {
     return this.ledger.payouts
       .forDeposit(depositId)
-      .reduce((sum, p) => ((p.kind === 'refund' || p.kind === 'excess') && p.state !== 'failed' ? sum + BigInt(p.amount) : sum), 0n);
+      .reduce((sum, p) => ((p.kind === 'refund' || p.kind === 'excess') && this.#mayPay(p, dead) ? sum + BigInt(p.amount) : sum), 0n);
   }
 
   // The part of a request's deposit still the user's to get back: all of it, less a deposit address's
-  // overpayment when that went back on its own (an excess payout, sent or on its way).
-  #unreturned(d: DepositRow, r: RequestRow): DepositRow {
-    const excessLive = this.ledger.payouts.forDeposit(d.id).some((p) => p.kind === 'excess' && p.state !== 'failed');
+  // overpayment when that went back on its own (an excess payout, sent or on its way, or failed with its signed
+  // call still executable: refunded again, it paid twice).
+  #unreturned(d: DepositRow, r: RequestRow, dead?: ReadonlySet<string>): DepositRow {
+    const excessLive = this.ledger.payouts.forDeposit(d.id).some((p) => p.kind === 'excess' && this.#mayPay(p, dead));
     return excessLive ? { ...d, amount: (BigInt(d.amount) - overpaid(d, r)).toString() } : d;
   }
 
@@ -694,21 +704,28 @@ export class Solver implements PayoutHooks, ChainEvents {
     return this.ledger.payouts.forRequest(d.order_ref).find((p) => p.kind === 'sweep' && p.tx_hash?.toLowerCase() === tx);
   }
 
-  // A failed refund's signed call stays executable until it expires: anyone holding it (its calldata is public) may
-  // submit it once its recipient accepts. A new refund (a new request) while it can still execute, or after it did,
-  // would pay the deposit twice.
-  async #noLiveSignedRefund(requestId: Hex): Promise<void> {
+  // A failed refund's (or excess's) signed call stays executable until it expires: anyone holding it (its calldata is
+  // public) may submit it once its recipient accepts. A new refund (a new request) while it can still execute, or
+  // after a refund's did, would pay the deposit twice. Returns the failed ones that expired unexecuted (dead); an
+  // excess executed since stays counted as returned.
+  async #deadSignedCalls(requestId: Hex): Promise<Set<string>> {
+    const dead = new Set<string>();
     for (const p of this.ledger.payouts.forRequest(requestId)) {
-      if (p.kind !== 'refund' || p.state !== 'failed') continue;
+      if ((p.kind !== 'refund' && p.kind !== 'excess') || p.state !== 'failed') continue;
       const call = await this.chains.signedCalls(p.chain_id)?.callOutcome(p);
-      if (call?.executed) throw new AdminRefusal(409, `refund ${p.id} failed here but its signed call was executed on chain since: the deposit is returned`);
+      if (call?.executed) {
+        if (p.kind === 'excess') continue;
+        throw new AdminRefusal(409, `refund ${p.id} failed here but its signed call was executed on chain since: the deposit is returned`);
+      }
       if (call && call.executableUntil >= Date.now()) {
         throw new AdminRefusal(
           409,
-          `refund ${p.id} failed, but its signed call can still be executed until ${new Date(call.executableUntil).toISOString()}: refund by hand after that`,
+          `${p.kind} ${p.id} failed, but its signed call can still be executed until ${new Date(call.executableUntil).toISOString()}: refund by hand after that`,
         );
       }
+      dead.add(p.id);
     }
+    return dead;
   }
 
   /**
@@ -719,7 +736,7 @@ export class Solver implements PayoutHooks, ChainEvents {
    */
   async manualRefund(requestId: Hex, who: { actor: string; reason: string }): Promise<{ payoutId: string; chainId: number; amount: string }> {
     const snap = await this.#fresh();
-    await this.#noLiveSignedRefund(requestId);
+    const dead = await this.#deadSignedCalls(requestId);
     const res = this.ledger.tx(() => {
       const r = this.ledger.requests.get(requestId);
       if (!r) throw new AdminRefusal(404, `request ${requestId} not found`);
@@ -740,9 +757,9 @@ export class Solver implements PayoutHooks, ChainEvents {
         now,
       );
       const cost = this.#refundCost(d.chain_id, d.currency, snap, d);
-      const amount = cost === undefined ? undefined : BigInt(this.#unreturned(d, r).amount) - cost;
+      const amount = cost === undefined ? undefined : BigInt(this.#unreturned(d, r, dead).amount) - cost;
       if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the deposit of ${requestId} cannot pay its own refund`);
-      if (this.#returned(d.id) + amount > BigInt(d.amount)) {
+      if (this.#returned(d.id, dead) + amount > BigInt(d.amount)) {
         throw new AdminRefusal(409, `the deposit of ${requestId} was returned already, in part or whole: a refund would return more than it brought`);
       }
       const id = `refund:${requestId}:admin:${actionId}`;
