@@ -46,8 +46,20 @@ export interface DriverConfig {
    * poll is then a backstop, every HEADS_BACKSTOP_MS (or pollIntervalMs when longer).
    */
   followsHeads?: () => boolean;
-  /** Per deposit confirmations (confirmations by value); without it every deposit waits `confirmations`. */
-  confirmationsOf?: (d: DepositRow) => number;
+  /**
+   * Confirmations by value; without it every deposit waits `confirmations`. A deposit waits as many blocks as the
+   * worth of what a reorg removing it would take back asks: itself, with the deposits confirmed or acted on in its
+   * block and after it (a reorg takes them all). Judged one by one, deposits split below a row, in one block or a few,
+   * were all paid at the base count, and a reorg that shallow took back their whole sum.
+   */
+  byValue?: {
+    /** A deposit's worth (micro-USD; 0 for a currency with no price). */
+    worth(d: Pick<DepositRow, 'currency' | 'amount'>): bigint;
+    /** Blocks that deposits of this worth in all wait. */
+    confirmations(worth: bigint): number;
+    /** The most blocks any deposit waits: one this deep is confirmed whatever its worth. */
+    most: number;
+  };
   /**
    * The source's reads are final (SVM at its commitment, the exchange's ledger): deposits are confirmed
    * in the transaction that writes them, whatever block (slot, time) they carry.
@@ -339,10 +351,9 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
 
     // Deposits that already have their confirmations at this head are written confirmed, as #confirm
     // below would confirm them right after (one write per deposit rather than an insert and an update).
-    const { confirmations, confirmationsOf } = this.#cfg;
-    const confirmedNow = (d: NewDeposit) =>
-      d.block_number <= head - confirmations + 1 &&
-      (!confirmationsOf || d.block_number <= head - confirmationsOf({ ...d, state: 'unconfirmed', request_id: null, confirmed_at: null }) + 1);
+    // (By value, only those past the most any deposit waits: the others are judged with what else a reorg would take, below.)
+    const { confirmations, byValue } = this.#cfg;
+    const confirmedNow = (d: NewDeposit) => d.block_number <= head - (byValue ? Math.max(confirmations, byValue.most) : confirmations) + 1;
     const now = Date.now();
     const values = bindDeposits(this.#rows(deposits, now, confirmedNow));
     // A range of final blocks (no reorg takes it back, so the chain gives it back whole) commits without
@@ -545,14 +556,29 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
 
   // Deposits that reached their confirmations are confirmed (in one transaction); the solver is told.
   #confirm(head: number): void {
-    const { chainId, confirmations, confirmationsOf } = this.#cfg;
+    const { chainId, confirmations, byValue } = this.#cfg;
     const upTo = Math.min(head - confirmations + 1, this.indexed());
     const n = this.#ledger.tx(() => {
-      if (!confirmationsOf) return this.#ledger.deposits.confirmUpTo(chainId, upTo);
-      // Each deposit waits as many blocks as it asks.
+      if (!byValue) return this.#ledger.deposits.confirmUpTo(chainId, upTo);
+      // exposed[j]: the worth of the deposits confirmed or acted on that a reorg of depth j (the blocks above head - j)
+      // would take back, for the depths a deposit is not yet safe from whatever its worth (j < most).
+      const most = byValue.most;
+      const exposed = new Array<bigint>(Math.max(most, 1)).fill(0n);
+      const expose = (block: number, worth: bigint) => {
+        for (let j = Math.max(1, head - block + 1); j < most; j++) exposed[j]! += worth;
+      };
+      for (const d of this.#ledger.deposits.actedAbove(chainId, head - most)) expose(d.block_number, byValue.worth(d));
+      // Oldest first: each deposit confirmed counts against the ones after it.
       let n = 0;
       for (const d of this.#ledger.deposits.unconfirmed(chainId, upTo)) {
-        if (d.block_number <= head - confirmationsOf(d) + 1 && this.#ledger.deposits.confirmOne(d.id)) n++;
+        const worth = byValue.worth(d);
+        let safe = true;
+        // A reorg of depth j takes it (j >= its confirmations) with what is exposed to that depth: their sum must ask j blocks at most.
+        for (let j = head - d.block_number + 1; j < most && safe; j++) safe = byValue.confirmations(exposed[j]! + worth) <= j;
+        if (safe && this.#ledger.deposits.confirmOne(d.id)) {
+          expose(d.block_number, worth);
+          n++;
+        }
       }
       return n;
     });

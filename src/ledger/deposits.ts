@@ -19,12 +19,15 @@ const INSERT_VALUES = 13;
 const INSERT_COLUMNS = `INSERT INTO deposits (id, chain_id, tx_hash, log_index, block_number, block_hash, depositor,
       currency, amount, order_ref, state, seen_at) VALUES`;
 // Re-indexing the same log is a no-op; a log that a reorg had removed and that comes back
-// on the new canonical chain is revived with its new block.
-const INSERT_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', block_number = excluded.block_number,
-      block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
+// on the new canonical chain is revived with its new block, and with what it deposits there: the same
+// transaction at the same log index may deposit otherwise in another block (a contract's deposit that depends
+// on the block, a swap's output). Revived with the removed block's amount, 1 wei there was filled as 0.5 ETH.
+const REVIVED = `block_number = excluded.block_number, block_hash = excluded.block_hash, depositor = excluded.depositor,
+      currency = excluded.currency, amount = excluded.amount, order_ref = excluded.order_ref`;
+const INSERT_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = 'unconfirmed', ${REVIVED} WHERE deposits.state = 'reorged'`;
 // The same for rows written confirmed already (their confirmations reached when they are written).
 const INSERT_MANY_CONFLICT = `ON CONFLICT(id) DO UPDATE SET state = excluded.state, confirmed_at = COALESCE(excluded.confirmed_at, deposits.confirmed_at),
-      block_number = excluded.block_number, block_hash = excluded.block_hash WHERE deposits.state = 'reorged'`;
+      ${REVIVED} WHERE deposits.state = 'reorged'`;
 
 /**
  * `column` (a deposit's order_ref) equals `ref`, written so that the deposits' index by ref serves it (migration 31):
@@ -99,6 +102,7 @@ export class Deposits {
   #unconfirmed;
   #confirmOne;
   #liveOfChain;
+  #actedAbove;
   #amountsInBlocks;
   #inBlocks;
   #inFlight;
@@ -132,6 +136,9 @@ export class Deposits {
     this.#sender = db.prepare(`UPDATE requests SET sender = COALESCE(sender, d.depositor), deposit_block = COALESCE(deposit_block, d.block_number)
       FROM (SELECT depositor, block_number FROM deposits WHERE id = @id) AS d WHERE requests.id = @request_id`);
     this.#liveOfChain = db.prepare(`SELECT id, tx_hash, currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged'`);
+    this.#actedAbove = db.prepare(
+      `SELECT block_number, currency, amount FROM deposits WHERE chain_id = ? AND block_number > ? AND state IN ('confirmed', 'handled')`,
+    );
     this.#amountsInBlocks = db.prepare(
       `SELECT currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged' AND block_number > ? AND block_number <= ?`,
     );
@@ -325,6 +332,13 @@ export class Deposits {
   markHandled(id: string, requestId: string): void {
     if (this.#handle.run({ id, request_id: requestId }).changes !== 1) throw new Error(`deposit ${id} is not confirmed and unhandled`);
     this.#sender.run({ id, request_id: requestId });
+  }
+  /**
+   * A chain's deposits confirmed or acted on (refunded or filled alike) in blocks above `above`: what the solver may
+   * have paid out against, that a reorg that deep would take back (confirmations by value sum them).
+   */
+  actedAbove(chainId: number, above: number): { block_number: number; currency: string; amount: string }[] {
+    return this.#actedAbove.all(chainId, above) as { block_number: number; currency: string; amount: string }[];
   }
   /** A chain's deposits not removed by a reorg, in any other state (the audits look for each on chain). */
   liveOfChain(chainId: number): { id: string; tx_hash: string; currency: string; amount: string }[] {

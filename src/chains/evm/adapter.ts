@@ -48,7 +48,7 @@ import type { RelayTerms } from './relayTerms.ts';
 import { recoverAuthorizationAddress } from 'viem/utils';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
-import { confirmationsFor } from './confirmations.ts';
+import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations } from './confirmations.ts';
 import { fillGas, GAS, refundGas } from './gas.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
@@ -144,8 +144,14 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
         maxRange: chain.maxLogRange,
         pollIntervalMs: chain.pollIntervalMs,
         followsHeads: () => pool.followsHeads(),
-        // Each deposit waits as many blocks as its value asks (confirmationsFor).
-        confirmationsOf: chain.confirmationsByValue?.length ? (d) => confirmationsFor(chain, d.currency, BigInt(d.amount)) : undefined,
+        // Each deposit waits as many blocks as its value asks, with what a reorg would take back beside it.
+        byValue: chain.confirmationsByValue?.length
+          ? {
+              worth: (d) => depositWorth(chain, d.currency, BigInt(d.amount)) ?? 0n,
+              confirmations: (worth) => confirmationsForWorth(chain, worth),
+              most: mostConfirmations(chain),
+            }
+          : undefined,
       },
       source: new EvmDepositSource(chain, this.decisionClient),
       ledger,

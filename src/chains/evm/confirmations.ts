@@ -2,27 +2,47 @@ import { getAddress, zeroAddress } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import { usdMicro } from '../../lib/money.ts';
 
+type ByValueChain = Pick<EvmChainConfig, 'confirmations' | 'confirmationsByValue' | 'finalityDepth' | 'nativeCurrency' | 'currencies'>;
+
 /**
  * Blocks a deposit of `amount` of `currency` waits on this chain before the node acts on it: the
  * chain's `confirmations`, or the highest `confirmationsByValue` row whose minUsd the deposit
  * reaches ("finalized" is the chain's finalityDepth). The value uses the currency's configured
  * usdPrice, so that the count is known at quote time and cannot move with a feed; a currency the
- * chain does not list takes the base count.
+ * chain does not list takes the base count. (The indexer also sums deposits: see confirmationsForWorth.)
  */
-export function confirmationsFor(
-  chain: Pick<EvmChainConfig, 'confirmations' | 'confirmationsByValue' | 'finalityDepth' | 'nativeCurrency' | 'currencies'>,
-  currency: string,
-  amount: bigint,
-): number {
-  const table = chain.confirmationsByValue ?? [];
-  if (!table.length) return chain.confirmations;
+export function confirmationsFor(chain: ByValueChain, currency: string, amount: bigint): number {
+  if (!chain.confirmationsByValue?.length) return chain.confirmations;
+  const worth = depositWorth(chain, currency, amount);
+  return worth === undefined ? chain.confirmations : confirmationsForWorth(chain, worth);
+}
+
+/** What a deposit is worth in micro-USD at the currency's configured usdPrice; undefined for a currency the chain does not list. */
+export function depositWorth(chain: ByValueChain, currency: string, amount: bigint): bigint | undefined {
   const addr = getAddress(currency);
   const cur = addr === zeroAddress ? chain.nativeCurrency : chain.currencies.find((c) => getAddress(c.address) === addr);
-  if (!cur) return chain.confirmations;
-  const value = usdMicro(amount, cur.decimals, cur.usdPrice);
+  return cur ? usdMicro(amount, cur.decimals, cur.usdPrice) : undefined;
+}
+
+/**
+ * Blocks that deposits worth `worth` micro-USD in all wait: the chain's `confirmations`, or the highest
+ * `confirmationsByValue` row whose minUsd the worth reaches. The indexer asks it of the sum of what a reorg of
+ * each depth would take back, so that deposits split below a row do not pass at fewer blocks than their sum asks.
+ */
+export function confirmationsForWorth(chain: ByValueChain, worth: bigint): number {
   let blocks = chain.confirmations;
-  for (const row of table) {
-    if (value < usdMicro(1_000_000n, 6, row.minUsd)) continue;
+  for (const row of chain.confirmationsByValue ?? []) {
+    if (worth < usdMicro(1_000_000n, 6, row.minUsd)) continue;
+    const n = row.confirmations === 'finalized' ? chain.finalityDepth : row.confirmations;
+    if (n > blocks) blocks = n;
+  }
+  return blocks;
+}
+
+/** The most blocks any deposit waits on this chain (its highest row, or its base count). */
+export function mostConfirmations(chain: ByValueChain): number {
+  let blocks = chain.confirmations;
+  for (const row of chain.confirmationsByValue ?? []) {
     const n = row.confirmations === 'finalized' ? chain.finalityDepth : row.confirmations;
     if (n > blocks) blocks = n;
   }
