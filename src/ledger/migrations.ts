@@ -986,4 +986,10 @@ CREATE INDEX deposits_order_key ON deposits(substr(order_ref, 59));`,
     pg: `DROP INDEX deposits_order_ref;
 CREATE INDEX deposits_order_key ON deposits(substr(order_ref, 59));`,
   },
+  {
+    version: 32,
+    name: "a swap's fill records the rate it paid at: the app fees it accrues are those it charged, not the quote's",
+    sql: `ALTER TABLE payouts ADD COLUMN rate TEXT;`,
+    pg: `ALTER TABLE payouts ADD COLUMN rate TEXT;`,
+  },
 ];

@@ -134,6 +134,8 @@ export interface PayoutRow {
   authorization: string | null;
   /** The leader lease's epoch the payout was recorded under (migration 21); null without a lease (a single node). */
   epoch?: number | null;
+  /** A swap's fill: the rate it paid at (fillAmount.ts rateText, migration 32); null: the quote's. */
+  rate?: string | null;
 }
 
 export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';

@@ -23,6 +23,22 @@ export function atRate(pricing: Pricing, rate: Ratio): Pricing {
   return { ...pricing, rateNum: rate.num.toString(), rateDen: rate.den.toString() };
 }
 
+/** A rate as a fill's payout records it ("num/den"). */
+export function rateText(rate: Ratio): string {
+  return `${rate.num}/${rate.den}`;
+}
+
+/**
+ * The pricing a fill was made at: the quote's, or the rate its payout recorded (a swap's, filled at its moment's
+ * rate). What a paid fill earns (its app fees) is of this pricing: at the quote's, after the input's price fell, the
+ * user's output and the app's fees together came to more than the deposit was worth.
+ */
+export function pricedAt(pricing: Pricing, rate: string | null | undefined): Pricing {
+  if (!rate) return pricing;
+  const [num, den] = rate.split('/');
+  return atRate(pricing, { num: BigInt(num!), den: BigInt(den!) });
+}
+
 /**
  * How a deposit of `amount` is paid out, priced as the quote fixed it. The quote and the solver
  * both use this, so a deposit of exactly the quoted amount pays exactly the quote.

@@ -2,8 +2,8 @@ import type { ChainPorts } from '../chains/ports.ts';
 import type { Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
-import { atRate, breakdown } from '../quote/fillAmount.ts';
-import { parseDecimal, usdMicro, usdMicroCeil } from '../lib/money.ts';
+import { atRate, breakdown, rateText } from '../quote/fillAmount.ts';
+import { parseDecimal, usdMicro, usdMicroCeil, type Ratio } from '../lib/money.ts';
 import { marketRate } from '../quote/pricing.ts';
 import type { FeeBreakdown } from '../quote/fillAmount.ts';
 import type { RiskFailReason, RiskPolicy, RiskPostponeReason } from './risk.ts';
@@ -95,11 +95,13 @@ export async function fastFill(
   const priced = input.solverInputCurrencyAmount ?? BigInt(r.amount_in);
   const quoted = breakdown(priced, pricing);
   let fees = quoted;
+  let rate: Ratio | undefined;
   if (pricing.swap) {
     // A swap pays at today's rate, as a deposit's fill does (match.ts): at the quote's, a caller keeping quotes
     // until the market moved would be paid more than the input is now worth, on whichever quotes it picks.
     // Below the quote's slippage tolerance (its minimum out, as a share of its out) it is refused.
-    fees = breakdown(priced, atRate(pricing, marketRate(priceIn, cin, priceOut, cout, pricing.swap.spreadBps)));
+    rate = marketRate(priceIn, cin, priceOut, cout, pricing.swap.spreadBps);
+    fees = breakdown(priced, atRate(pricing, rate));
     const amountOut = BigInt(r.amount_out);
     const floor = amountOut > 0n ? (quoted.out * BigInt(r.min_amount_out)) / amountOut : quoted.out;
     if (fees.out < floor)
@@ -156,6 +158,7 @@ export async function fastFill(
       currency: r.destination_currency,
       amount: fees.out.toString(),
       native_topup: pricing.topUpNative ?? null,
+      rate: rate ? rateText(rate) : null,
       decided_at: now,
     });
     debitSponsor(ledger, current, sponsoredMicro);

@@ -36,7 +36,8 @@ const CANNOT_PAY: ReadonlySet<MatchFailReason> = new Set<MatchFailReason>([
 
 export type Decision =
   // `excess`: what a deposit address received beyond the quote, returned to refundTo.
-  | { kind: 'fill'; request: RequestRow; amount: bigint; fees: FeeBreakdown; topUp: bigint; excess: bigint }
+  // `rate`: a swap's, at which `fees` were priced (the quote's when absent).
+  | { kind: 'fill'; request: RequestRow; amount: bigint; fees: FeeBreakdown; topUp: bigint; excess: bigint; rate?: Ratio }
   // `request` is absent when the deposit matches no order the node quoted; `extra` when the order
   // already has its deposit: both get a request of their own.
   | { kind: 'fail'; reason: MatchFailReason; request?: RequestRow; extra?: boolean }
@@ -139,5 +140,5 @@ function decide(deposit: DepositRow, order: RequestRow | undefined, ctx: MatchCo
   if (ctx.spendable(order.destination_chain_id, order.destination_currency) < amount) return fail('SOLVER_BALANCE_TOO_LOW');
   if (topUp > 0n && ctx.spendable(order.destination_chain_id, ctx.native(order.destination_chain_id)) < topUp) return fail('SOLVER_BALANCE_TOO_LOW');
   if (fees.sponsored > 0n && !ctx.sponsorCanPay(order, fees.sponsored)) return fail('SPONSOR_BALANCE_TOO_LOW');
-  return { kind: 'fill', request: order, amount, fees, topUp, excess };
+  return { kind: 'fill', request: order, amount, fees, topUp, excess, ...(now ? { rate: now } : {}) };
 }

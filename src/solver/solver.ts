@@ -8,7 +8,7 @@ import { Requests, type NewRequest } from '../ledger/requests.ts';
 import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { forRequest, type Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import { breakdown } from '../quote/fillAmount.ts';
+import { breakdown, pricedAt, rateText } from '../quote/fillAmount.ts';
 import { marketRate } from '../quote/pricing.ts';
 import { ceilDiv, conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/money.ts';
 import type { PriceSource } from '../quote/prices.ts';
@@ -533,6 +533,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       native_topup: decision.topUp > 0n ? decision.topUp.toString() : null,
       calls: moneyOf(r)?.calls ? JSON.stringify(moneyOf(r)!.calls) : null,
       max_gas: moneyOf(r)?.maxGas ?? null,
+      rate: decision.rate ? rateText(decision.rate) : null,
       decided_at: now,
     });
     debitSponsor(this.ledger, r, this.#usdMicro(r.destination_chain_id, r.destination_currency, decision.fees.sponsored, snap));
@@ -836,9 +837,9 @@ export class Solver implements PayoutHooks, ChainEvents {
       const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
       // The fees are those of what the fill was made of: the deposit less a deposit address's overpayment
       // (it went back on its own); a fast fill's, paid before its deposit, the input it was priced at (a
-      // caller naming a small input must not earn fees on the quote's).
+      // caller naming a small input must not earn fees on the quote's); a swap's, at the rate it paid at.
       const filledFrom = d ? BigInt(d.amount) - overpaid(d, r) : BigInt(r.fast_fill_input ?? r.amount_in);
-      if (r.pricing) accrueAppFees(this.ledger, r, breakdown(filledFrom, JSON.parse(r.pricing) as Pricing));
+      if (r.pricing) accrueAppFees(this.ledger, r, breakdown(filledFrom, pricedAt(JSON.parse(r.pricing) as Pricing, payout.rate)));
     }
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
