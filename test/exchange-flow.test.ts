@@ -538,7 +538,7 @@ describe('crash safety of the solver sendAsset', () => {
     expect(state().perpsUsd(recipient) - before).toBe(7_000_000n);
     const sends = state()
       .ledger(s.devnet.solver)
-      .filter((u) => nonces.includes(u.delta.nonce));
+      .filter((u) => nonces.includes(u.delta.nonce as number));
     expect(sends.map((u) => u.delta.nonce).sort()).toEqual([...nonces].sort());
     // A new payout after the restart signs with a nonce above those recorded.
     const q = await api(s.url, '/quote/v2', {

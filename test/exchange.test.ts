@@ -411,7 +411,7 @@ describe('exchange stand-in over HTTP', () => {
     expect(extra.json.response).toMatch(/Unexpected field/);
     const noSig = await postRaw(ex.url, { action: body.action, nonce: body.nonce });
     expect(noSig.json.response).toMatch(/signature/i);
-    const other = await postRaw(ex.url, { ...body, action: { ...body.action, type: 'usdSend' } });
+    const other = await postRaw(ex.url, { ...body, action: { ...body.action, type: 'withdraw3' } });
     expect(other.json.response).toMatch(/Unsupported action type/);
     const junk = await postRaw(ex.url, '{not json');
     expect(junk.status).toBe(400);

@@ -43,7 +43,7 @@ export async function auditExchangeChain(
   const moves: Move[] = [];
   for (const u of updates) {
     const d = u.delta as SendLedgerDelta;
-    if (d?.type !== 'send' && d?.type !== 'spotTransfer') {
+    if (d?.type !== 'send' && d?.type !== 'spotTransfer' && d?.type !== 'internalTransfer') {
       diff(`exchange ledger update ${u.hash} of type ${String(d?.type)} moves the solver's account in a way the audit does not read`);
       continue;
     }
@@ -53,10 +53,13 @@ export async function auditExchangeChain(
       diff(`exchange transfer ${u.hash} from the solver to itself is not in the books`);
       continue;
     }
-    const dex = d.type === 'send' ? (out ? d.sourceDex : d.destinationDex) : 'spot';
-    const asset = await assets.ofTransfer(d.token, dex).catch(() => undefined);
+    // A usdSend (internalTransfer) moves perps USD, its amount in `usdc`.
+    const usd = (d.type as string) === 'internalTransfer';
+    const amount = usd ? String((d as unknown as { usdc: unknown }).usdc) : d.amount;
+    const dex = d.type === 'send' ? (out ? d.sourceDex : d.destinationDex) : usd ? '' : 'spot';
+    const asset = await assets.ofTransfer(usd ? 'USDC' : d.token, dex).catch(() => undefined);
     if (!asset) {
-      diff(`exchange transfer ${u.hash} moved ${d.amount} of ${d.token} (dex ${JSON.stringify(dex)}), a token the exchange does not list`);
+      diff(`exchange transfer ${u.hash} moved ${amount} of ${d.token} (dex ${JSON.stringify(dex)}), a token the exchange does not list`);
       continue;
     }
     const fee = out && d.fee && Number(d.fee) !== 0 ? parseDecimalFloor(d.fee, chain.nativeCurrency.decimals) : 0n;
@@ -66,7 +69,7 @@ export async function auditExchangeChain(
       out,
       nonce: typeof d.nonce === 'number' ? d.nonce : undefined,
       currency: asset.currency,
-      amount: parseDecimalFloor(d.amount, asset.decimals),
+      amount: parseDecimalFloor(amount, asset.decimals),
       fee,
       feeCurrency: fee ? EXCHANGE_PERPS_USD : undefined,
       to: getAddress(d.destination),

@@ -9,11 +9,39 @@ import type { ChainDeposit } from '../../ledger/deposits.ts';
 import type { DepositSource, Inclusion, RangeRead, SourceBlock } from '../../indexer/source.ts';
 import type { Logger } from '../../log.ts';
 import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
-import { parseDecimalFloor, type ExchangeClient, type SendLedgerDelta } from './client.ts';
+import { parseDecimalFloor, type ExchangeClient, type LedgerUpdate } from './client.ts';
 import type { Ledger } from '../../ledger/index.ts';
 
 // The order_ref of a transfer no authorization ties to a request: it matches no request.
 const NO_REQUEST = `0x${'0'.repeat(64)}` as Hex;
+
+/** What a ledger update moved from another account into the solver's, in sendAsset terms. */
+interface TransferIn {
+  user: Address;
+  token: unknown;
+  /** The DEX it credited: '' perps, 'spot', or a named DEX. */
+  dex: unknown;
+  amount: unknown;
+  nonce: number | undefined;
+}
+
+/**
+ * The transfer a ledger update made to the solver from another account, or undefined. Three kinds of update move
+ * value between accounts: a sendAsset (`send`), a spotSend (`spotTransfer`: a spot token) and a usdSend
+ * (`internalTransfer`: perps USD, its amount in `usdc`, no nonce). Each is a deposit: read as none, a usdSend or a
+ * spotSend to the solver was never refunded.
+ */
+export function transferToSolver(delta: LedgerUpdate['delta'] | undefined, solver: Address): TransferIn | undefined {
+  const d = delta as Record<string, unknown> | undefined;
+  if (d?.type !== 'send' && d?.type !== 'spotTransfer' && d?.type !== 'internalTransfer') return undefined;
+  if (!isAddress((d.destination as string) ?? '', { strict: false }) || !isAddress((d.user as string) ?? '', { strict: false })) return undefined;
+  const user = getAddress(d.user as string);
+  if (getAddress(d.destination as string) !== solver || user === solver) return undefined;
+  const nonce = typeof d.nonce === 'number' ? d.nonce : undefined;
+  if (d.type === 'send') return { user, token: d.token, dex: d.destinationDex, amount: d.amount, nonce };
+  if (d.type === 'spotTransfer') return { user, token: d.token, dex: 'spot', amount: d.amount, nonce };
+  return { user, token: 'USDC', dex: '', amount: d.usdc, nonce: undefined };
+}
 
 /** The ledger id of the exchange deposit made by the ledger update `hash`. */
 export function depositId(chainId: number, hash: Hex | string): string {
@@ -67,41 +95,44 @@ export class ExchangeDepositSource implements DepositSource {
         continue;
       }
       if (u.time > next) next = u.time;
-      const d = u.delta as SendLedgerDelta;
-      if (d?.type !== 'send' || !isAddress(d.destination ?? '', { strict: false }) || !isAddress(d.user ?? '', { strict: false })) continue;
-      if (getAddress(d.destination) !== this.solver || getAddress(d.user) === this.solver) continue;
+      const t = transferToSolver(u.delta, this.solver);
+      if (!t) continue;
       if (this.known(depositId(this.chain.id, u.hash))) continue;
-      const sender = getAddress(d.user);
-      const mapping = typeof d.nonce === 'number' ? this.nonces.get(sender, d.nonce) : undefined;
-      if (!mapping && now - u.time < this.chain.orphanGraceMs) {
+      const sender = t.user;
+      const mapping = t.nonce !== undefined ? this.nonces.get(sender, t.nonce) : undefined;
+      // A transfer with no nonce (a usdSend) can have no authorization: it is an orphan at once.
+      if (!mapping && t.nonce !== undefined && now - u.time < this.chain.orphanGraceMs) {
         // Its authorization may still be on its way: read this transfer again next time.
         waiting = Math.min(waiting ?? u.time, u.time);
         continue;
       }
       // A failing spotMeta read throws (the pass is retried, the cursor stays); an unknown token does not.
       const asset =
-        typeof d.token === 'string' && typeof d.destinationDex === 'string'
-          ? await this.assets.ofTransfer(d.token, d.destinationDex).catch((e) => {
+        typeof t.token === 'string' && typeof t.dex === 'string'
+          ? await this.assets.ofTransfer(t.token, t.dex).catch((e) => {
               if (e instanceof UnknownAssetError) return undefined;
               throw e;
             })
           : undefined;
       if (!asset) {
         this.log.error(
-          { hash: u.hash, token: d.token, dex: d.destinationDex, from: sender },
+          { hash: u.hash, token: t.token, dex: t.dex, from: sender },
           'transfer to the solver in a token the exchange does not list; manual action required',
         );
         continue;
       }
       let amount: bigint;
       try {
-        amount = parseDecimalFloor(d.amount, asset.decimals);
+        amount = parseDecimalFloor(t.amount as string, asset.decimals);
       } catch {
-        this.log.error({ hash: u.hash, amount: d.amount }, 'transfer to the solver with an unreadable amount; manual action required');
+        this.log.error({ hash: u.hash, amount: t.amount }, 'transfer to the solver with an unreadable amount; manual action required');
         continue;
       }
       if (!mapping) {
-        this.log.warn({ hash: u.hash, from: sender, nonce: d.nonce }, 'transfer to the solver with no authorized nonce: booked as an orphan deposit');
+        this.log.warn(
+          { hash: u.hash, from: sender, nonce: t.nonce, type: u.delta?.type },
+          'transfer to the solver with no authorized nonce: booked as an orphan deposit',
+        );
       }
       deposits.push({
         tx_hash: u.hash.toLowerCase() as Hex,

@@ -8,9 +8,10 @@
 //            transaction (signature as hash, base64 wire bytes as raw, the blockhash's last valid block
 //            height as nonce) with the payout's new state in one ledger transaction, and only then send;
 //   confirm  look the recorded signatures up (getSignatureStatuses, with history), settle what landed
-//            at the chain's commitment, resend the recorded bytes while their blockhash is valid,
-//            and only once the blockhash has expired at the finalized height AND the signature is
-//            absent, mark it dropped and queue the payout to be signed again with a fresh blockhash.
+//            at the chain's commitment (a failure only once final: finalized, or its blockhash expired),
+//            resend the recorded bytes while their blockhash is valid, and only once the blockhash has
+//            expired at the finalized height AND the signature is absent, mark it dropped and queue the
+//            payout to be signed again with a fresh blockhash.
 //
 // Never paying twice: a payout has at most one transaction that can still land. A signed transaction
 // is in the ledger before it can reach the chain; it is re-sent only as the same bytes (same
@@ -344,6 +345,10 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
         if (settled) log.info({ slot: landed.slot, fee: fee.toString(), computeUnits: landed.meta?.computeUnitsConsumed }, 'svm payout paid');
         return 'paid';
       }
+      // A failure is acted on only once it is final: its block finalized, or its blockhash expired at the finalized
+      // height. A block seen at `confirmed` may yet be replaced, and while the blockhash is valid the same signed bytes
+      // (anyone may send them) could land on the other fork and pay after the refund the failure decided.
+      if (level < RANK.finalized && finalizedHeight <= t.nonce) return 'pending';
       const failed = ledger.tx(() => {
         ledger.payouts.setTxState(t.hash, 'reverted', { ...extra, error: JSON.stringify(st.err ?? landed.meta?.err) });
         const cur = ledger.payouts.get(t.payout_id);

@@ -2,7 +2,12 @@
 //
 //   POST /info      clearinghouseState | spotClearinghouseState | spotMeta | userNonFundingLedgerUpdates |
 //                   preTransferCheck
-//   POST /exchange  { action: sendAsset, nonce, signature: {r, s, v} }
+//   POST /exchange  { action: sendAsset | usdSend | spotSend, nonce, signature: {r, s, v} }
+//
+// usdSend and spotSend are the exchange's two other user-signed transfers (perps USD, and a spot token), as
+// Hyperliquid has them (renamed as sendAsset is: `ExchangeTransaction:UsdSend` / `:SpotSend`, `exchangeChain`,
+// the nonce is the action's `time`). The ledger shows them as their own update types: `internalTransfer`
+// (`usdc`, no nonce) and `spotTransfer` (`token`, `amount`, `nonce`), not `send`.
 //
 // The activation fee, as Hyperliquid documents it: the first transfer to an account the exchange does not know
 // costs 1 quote token, charged to the sender on top of the amount and shown as the update's `fee`. An account whose
@@ -16,15 +21,17 @@
 // trusted as the sender. Failures answer HTTP 200 {status:'err', response:'<message>'} like
 // Hyperliquid; only malformed JSON (or a non-object body) is a 400.
 
-import type { SendLedgerDelta } from '../../chains/exchange/client.ts';
+import type { SendLedgerDelta, SpotTransferLedgerDelta } from '../../chains/exchange/client.ts';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { getAddress, isAddress, keccak256, toHex, type Address, type Hex } from 'viem';
+import { getAddress, isAddress, keccak256, recoverTypedDataAddress, toHex, type Address, type Hex } from 'viem';
 import {
   DEFAULT_EXCHANGE_CHAIN,
   SEND_ASSET_ACTION_KEYS,
   chainIdFromHex,
   formatUnitsDecimal,
+  joinSignature,
+  sendAssetDomain,
   parseUnitsStrict,
   recoverSendAssetSigner,
   type SendAssetAction,
@@ -73,12 +80,63 @@ export const STANDIN_TOKENS: readonly StandinToken[] = [
 
 /** The exchange's own wire shape, as the node's client reads it. */
 export type SendDelta = SendLedgerDelta;
+/** A usdSend's update (Hyperliquid's `internalTransfer`): perps USD, no nonce. */
+export interface InternalTransferDelta {
+  type: 'internalTransfer';
+  usdc: string;
+  user: Address;
+  destination: Address;
+  fee: string;
+  nonce?: undefined;
+}
 
 export interface LedgerUpdate {
   time: number;
   hash: Hex;
-  delta: SendDelta;
+  delta: SendDelta | SpotTransferLedgerDelta | InternalTransferDelta;
 }
+
+/** The exchange's other user-signed transfers: usdSend (perps USD) and spotSend (a spot token). */
+export const USD_SEND_TYPES = {
+  'ExchangeTransaction:UsdSend': [
+    { name: 'exchangeChain', type: 'string' },
+    { name: 'destination', type: 'string' },
+    { name: 'amount', type: 'string' },
+    { name: 'time', type: 'uint64' },
+  ],
+} as const;
+export const SPOT_SEND_TYPES = {
+  'ExchangeTransaction:SpotSend': [
+    { name: 'exchangeChain', type: 'string' },
+    { name: 'destination', type: 'string' },
+    { name: 'token', type: 'string' },
+    { name: 'amount', type: 'string' },
+    { name: 'time', type: 'uint64' },
+  ],
+} as const;
+
+/** A posted usdSend or spotSend action (the signed message plus `type` and `signatureChainId`). */
+export interface SimpleSendAction {
+  type: 'usdSend' | 'spotSend';
+  signatureChainId: Hex;
+  exchangeChain: string;
+  destination: string;
+  /** spotSend only: `NAME:0x<tokenId>`. */
+  token?: string;
+  amount: string;
+  time: number;
+}
+
+/** The typed data a usdSend or spotSend is signed over. */
+export function simpleSendTypedData(action: SimpleSendAction, domainName?: string) {
+  const domain = sendAssetDomain(chainIdFromHex(action.signatureChainId), domainName);
+  const base = { exchangeChain: action.exchangeChain, destination: action.destination, amount: action.amount, time: BigInt(action.time) };
+  return action.type === 'usdSend'
+    ? ({ domain, types: USD_SEND_TYPES, primaryType: 'ExchangeTransaction:UsdSend', message: base } as const)
+    : ({ domain, types: SPOT_SEND_TYPES, primaryType: 'ExchangeTransaction:SpotSend', message: { ...base, token: action.token ?? '' } } as const);
+}
+
+type TransferKind = 'sendAsset' | 'usdSend' | 'spotSend';
 
 export interface StartExchangeStandinOptions {
   host?: string;
@@ -221,6 +279,26 @@ export class ExchangeState {
    * Applies a verified transfer atomically. Returns an error message or the ledger update.
    */
   applySend(signer: Address, action: SendAssetAction): string | LedgerUpdate {
+    return this.#apply(signer, action, 'sendAsset');
+  }
+
+  /** Applies a verified usdSend (perps USD) or spotSend (a spot token): a transfer the ledger shows as its own type. */
+  applySimpleSend(signer: Address, action: SimpleSendAction): string | LedgerUpdate {
+    const dex = action.type === 'usdSend' ? '' : 'spot';
+    const token = action.type === 'usdSend' ? `${this.usdc.name}:${this.usdc.tokenId}` : (action.token ?? '');
+    const nonce = action.time;
+    return this.#apply(
+      signer,
+      { destination: action.destination, sourceDex: dex, destinationDex: dex, token, amount: action.amount, fromSubAccount: '', nonce },
+      action.type,
+    );
+  }
+
+  #apply(
+    signer: Address,
+    action: Pick<SendAssetAction, 'destination' | 'sourceDex' | 'destinationDex' | 'token' | 'amount' | 'fromSubAccount' | 'nonce'>,
+    kind: TransferKind,
+  ): string | LedgerUpdate {
     const token = this.findToken(action.token);
     if (!token || !action.token.includes(':')) {
       return `Unknown token ${action.token}; expected NAME:0x<tokenId> as listed by spotMeta`;
@@ -265,23 +343,32 @@ export class ExchangeState {
 
     const wei = parseUnitsStrict(action.amount, token.weiDecimals);
     const usdMicro = (wei * token.priceMicroUsd) / 10n ** BigInt(token.weiDecimals);
+    const common = { user: signer, destination, fee: formatUnitsDecimal(fee, PERPS_DECIMALS) };
+    const usdcValue = formatUnitsDecimal(usdMicro, PERPS_DECIMALS);
+    const feeToken = fee > 0n ? this.usdc.name : '';
+    const delta: LedgerUpdate['delta'] =
+      kind === 'usdSend'
+        ? { type: 'internalTransfer', usdc: action.amount, ...common }
+        : kind === 'spotSend'
+          ? { type: 'spotTransfer', token: token.name, amount: action.amount, usdcValue, ...common, nativeTokenFee: '0.0', nonce: action.nonce, feeToken }
+          : {
+              type: 'send',
+              user: signer,
+              destination,
+              sourceDex: action.sourceDex,
+              destinationDex: action.destinationDex,
+              token: token.name,
+              amount: action.amount,
+              usdcValue,
+              fee: common.fee,
+              nativeTokenFee: '0.0',
+              nonce: action.nonce,
+              feeToken,
+            };
     const update: LedgerUpdate = {
       time: this.now(),
-      hash: keccak256(toHex(`standin-send:${++this.seq}:${signer}:${action.nonce}`)),
-      delta: {
-        type: 'send',
-        user: signer,
-        destination,
-        sourceDex: action.sourceDex,
-        destinationDex: action.destinationDex,
-        token: token.name,
-        amount: action.amount,
-        usdcValue: formatUnitsDecimal(usdMicro, PERPS_DECIMALS),
-        fee: formatUnitsDecimal(fee, PERPS_DECIMALS),
-        nativeTokenFee: '0.0',
-        nonce: action.nonce,
-        feeToken: fee > 0n ? this.usdc.name : '',
-      },
+      hash: keccak256(toHex(`standin-${kind === 'sendAsset' ? 'send' : kind}:${++this.seq}:${signer}:${action.nonce}`)),
+      delta,
     };
     this.pushLedger(signer, update);
     if (lower(destination) !== lower(signer)) this.pushLedger(destination, update);
@@ -443,6 +530,7 @@ async function handleExchange(
   const err = (response: string) => ({ status: 'err' as const, response });
   if (!isObject(body.action)) return err('Missing action');
   if (body.vaultAddress !== undefined && body.vaultAddress !== null) return err('vaultAddress is not supported for sendAsset');
+  if (body.action.type === 'usdSend' || body.action.type === 'spotSend') return handleSimpleSend(state, opts, body, domainName);
   if (body.action.type !== 'sendAsset') return err(`Unsupported action type ${JSON.stringify(body.action.type)}`);
   const action = parseSendAsset(body.action);
   if (typeof action === 'string') return err(action);
@@ -469,6 +557,45 @@ async function handleExchange(
     return err(`Invalid signature: ${errText(e)}`);
   }
   const result = state.applySend(signer, action);
+  if (typeof result === 'string') return err(result);
+  return { status: 'ok', response: { type: 'default' } };
+}
+
+// A usdSend or spotSend: the same checks as a sendAsset (chain, signature chain id, domain, signer), over its own struct.
+async function handleSimpleSend(
+  state: ExchangeState,
+  opts: { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] },
+  body: Record<string, unknown>,
+  domainName?: string,
+): Promise<{ status: 'ok'; response: { type: 'default' } } | { status: 'err'; response: string }> {
+  const err = (response: string) => ({ status: 'err' as const, response });
+  const a = body.action as Record<string, unknown>;
+  const keys = ['type', 'signatureChainId', 'exchangeChain', 'destination', ...(a.type === 'spotSend' ? ['token'] : []), 'amount', 'time'];
+  for (const key of Object.keys(a)) if (!keys.includes(key)) return err(`Unexpected field in ${String(a.type)} action: ${key}`);
+  for (const key of keys.filter((k) => k !== 'time')) if (typeof a[key] !== 'string') return err(`${String(a.type)} action field ${key} must be a string`);
+  if (typeof a.time !== 'number' || !Number.isSafeInteger(a.time) || a.time <= 0) return err(`${String(a.type)} action field time must be a positive integer`);
+  if (!isAddress(a.destination as string, { strict: false })) return err(`${String(a.type)} destination must be a 0x-prefixed 20-byte address`);
+  const action = a as unknown as SimpleSendAction;
+  const signature = parseSignature(body.signature);
+  if (typeof signature === 'string') return err(signature);
+  if (body.nonce !== action.time) return err(`Request nonce ${String(body.nonce)} does not match action time ${action.time}`);
+  if (action.exchangeChain !== opts.exchangeChain)
+    return err(`Wrong exchangeChain ${JSON.stringify(action.exchangeChain)}; this exchange is ${JSON.stringify(opts.exchangeChain)}`);
+  let chainId: number;
+  try {
+    chainId = chainIdFromHex(action.signatureChainId);
+  } catch (e) {
+    return err(errText(e));
+  }
+  if (opts.signatureChainIds && !opts.signatureChainIds.includes(chainId)) return err(`signatureChainId ${action.signatureChainId} is not accepted`);
+  if (domainName !== undefined && !opts.extraDomainNames.includes(domainName)) return err(`Unknown domainName ${JSON.stringify(domainName)}`);
+  let signer: Address;
+  try {
+    signer = await recoverTypedDataAddress({ ...simpleSendTypedData(action, domainName), signature: joinSignature(signature) } as never);
+  } catch (e) {
+    return err(`Invalid signature: ${errText(e)}`);
+  }
+  const result = state.applySimpleSend(signer, action);
   if (typeof result === 'string') return err(result);
   return { status: 'ok', response: { type: 'default' } };
 }
