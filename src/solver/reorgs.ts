@@ -1,6 +1,6 @@
 import type { ReorgDecider } from '../indexer/events.ts';
 import type { Ledger } from '../ledger/index.ts';
-import type { DepositRow } from '../ledger/types.ts';
+import type { DepositRow, PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { reverseSponsor, unsettleHold } from './appBalanceBooks.ts';
@@ -38,9 +38,12 @@ export class DepositReorgs implements ReorgDecider {
     const paidAhead = fastFill?.state === 'success';
     if (paidAhead && fastFill.deposit_id === null) this.ledger.payouts.linkDeposit(fastFill.id, d.id);
     const payouts = this.ledger.payouts.forDeposit(d.id);
-    const signed = payouts.filter((p) => p.state !== 'queued');
+    // A refund or excess queued again after it was sent (its transaction could no longer land: #settleOrRequeue) was
+    // signed all the same: its depository call went out with that transaction, and anyone may still submit it.
+    const broadcast = (p: PayoutRow) => (p.kind === 'refund' || p.kind === 'excess') && this.ledger.payouts.txsOf(p.id).length > 0;
+    const signed = payouts.filter((p) => p.state !== 'queued' || broadcast(p));
     for (const p of payouts) {
-      if (p.state === 'queued') this.ledger.payouts.setState(p.id, 'failed', { failReason: REASON }, now);
+      if (p.state === 'queued' && !broadcast(p)) this.ledger.payouts.setState(p.id, 'failed', { failReason: REASON }, now);
     }
     if (!signed.length) {
       this.ledger.deposits.unhandleReorged(d.id);
