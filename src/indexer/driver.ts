@@ -562,6 +562,9 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       if (!byValue) return this.#ledger.deposits.confirmUpTo(chainId, upTo);
       // exposed[j]: the worth of the deposits confirmed or acted on that a reorg of depth j (the blocks above head - j)
       // would take back, for the depths a deposit is not yet safe from whatever its worth (j < most).
+      // (What is exposed is read only when a deposit waits: on most heads none does.)
+      const waiting = this.#ledger.deposits.unconfirmed(chainId, upTo);
+      if (!waiting.length) return 0;
       const most = byValue.most;
       const exposed = new Array<bigint>(Math.max(most, 1)).fill(0n);
       const expose = (block: number, worth: bigint) => {
@@ -570,7 +573,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       for (const d of this.#ledger.deposits.actedAbove(chainId, head - most)) expose(d.block_number, byValue.worth(d));
       // Oldest first: each deposit confirmed counts against the ones after it.
       let n = 0;
-      for (const d of this.#ledger.deposits.unconfirmed(chainId, upTo)) {
+      for (const d of waiting) {
         const worth = byValue.worth(d);
         let safe = true;
         // A reorg of depth j takes it (j >= its confirmations) with what is exposed to that depth: their sum must ask j blocks at most.
