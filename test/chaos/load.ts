@@ -189,7 +189,9 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
         if (kind === 'orphan') kind = 'normal';
         if (route === 'from-exchange') currency = 'usdc';
         amount = currency === 'native' ? BigInt(r.int(10, 100)) * 10n ** 7n : BigInt(r.int(10, 100)) * 10n ** 6n;
-        if (route === 'from-exchange') amount = BigInt(r.int(2, 20)) * 10n ** 6n;
+        // From 3 USDC: a short one (half) still pays its refund, which bears the action and the exchange's 1 USDC
+        // activation fee (248323e); a 1 USDC half of 2 was rightly left unrefunded (AMOUNT_TOO_LOW_TO_REFUND).
+        if (route === 'from-exchange') amount = BigInt(r.int(3, 20)) * 10n ** 6n;
       }
       if (route === 'to-exchange' && currency === 'native') {
         currency = 'usdc';
