@@ -1,9 +1,10 @@
 import type { Ledger } from '../ledger/index.ts';
-import type { RequestRow } from '../ledger/types.ts';
+import type { PayoutRow, RequestRow } from '../ledger/types.ts';
+import type { FailReason } from '../ledger/reasons.ts';
 import type { PermitNonce } from '../ledger/usedPermits.ts';
 import { RelayNodeError } from '../lib/errors.ts';
-import { formatUsd } from '../lib/money.ts';
-import { holdSponsorship } from './appBalanceBooks.ts';
+import { formatUsd, usdMicroCeil } from '../lib/money.ts';
+import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold } from './appBalanceBooks.ts';
 
 /** Why a signed deposit (usePermit) is not recorded; the API names each one's status (api/errors.ts). */
 export type SignedDepositRefusal = 'ALREADY_SUBMITTED' | 'PERMIT_ALREADY_USED' | 'SPONSOR_BALANCE_TOO_LOW' | 'ORDER_EXPIRED';
@@ -102,4 +103,28 @@ export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date
     ledger.requests.setStatus(r.id, 'depositing');
     if (s.gasless) ledger.requests.addFeature(r.id, 'gasless_execution');
   });
+}
+
+/**
+ * A signed deposit failed (PayoutHooks.onFailed; inside its ledger transaction): nothing was taken from the user.
+ * Reverted on chain (its owner moved the tokens away, or used the permit's nonce, after the node's simulation), the
+ * gas it burned was the solver's on the sponsor's word, so a sponsored request's sponsor is charged it, naming the
+ * transaction, as a reverted relay's sponsor is; released whole, the key that posted it could have the solver burn
+ * a deposit's gas as often as it liked. Never sent: the hold is released and nothing is charged.
+ * `native`: the chain's native currency's decimals and USD price, to price the gas.
+ */
+export function onSignedDepositFailed(
+  ledger: Ledger,
+  payout: PayoutRow,
+  reason: FailReason,
+  txHash: string | undefined,
+  native: { decimals: number; usdPrice: string },
+  now = Date.now(),
+): void {
+  const r = ledger.requests.get(payout.request_id!)!;
+  ledger.requests.setStatus(r.id, 'failure', { failReason: reason }, now);
+  const tx = txHash ? ledger.payouts.txsOf(payout.id).find((t) => t.hash === txHash && !t.cancel) : undefined;
+  const burned = tx?.fee ? usdMicroCeil(BigInt(tx.fee), native.decimals, native.usdPrice) : 0n;
+  if (burned > 0n && moneyOf(r)?.sponsor) debitSponsor(ledger, r, burned, txHash);
+  else releaseSponsorHold(ledger, r.id, reason);
 }

@@ -22,6 +22,7 @@ import { switchName } from '../ledger/operations.ts';
 import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './appBalanceBooks.ts';
 import { DepositReorgs } from './reorgs.ts';
 import { queueSweep } from './sweeps.ts';
+import { onSignedDepositFailed, signedDepositPayoutId } from './signedDeposits.ts';
 import type { FailReason, PostponeReason } from '../ledger/reasons.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 
@@ -684,19 +685,31 @@ export class Solver implements PayoutHooks, ChainEvents {
 
   // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown. With `swept`: and the
   // sweep's, when that deposit came in through a deposit address (the solver's sweep is its transaction), as its
-  // fill's price would have: otherwise anyone's deposit-address orders, refunded, cost the solver a sweep each.
+  // fill's price would have: otherwise anyone's deposit-address orders, refunded, cost the solver a sweep each. Likewise
+  // the node's signed deposit (usePermit), when that is the deposit's transaction.
   #refundCost(chainId: number, currency: string, snap: Snapshot, swept?: DepositRow): bigint | undefined {
     let cost = snap.refundCost.get(key(chainId, currency));
     if (cost !== undefined && swept && this.#sweepOf(swept)) {
       const sweep = snap.sweepCost.get(chainId);
       cost = sweep === undefined ? undefined : cost + sweep;
     }
+    if (cost !== undefined && swept) cost += this.#signedDepositGas(swept);
     const cur = this.registry.currency(chainId, currency);
     const native = this.registry.native(chainId);
     const price = snap.prices.get(key(chainId, currency));
     const nativePrice = snap.prices.get(key(chainId, native.address));
     if (cost === undefined || !cur || !price || !nativePrice) return undefined;
     return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
+  }
+
+  // The gas of the node's own signed deposit (usePermit) when it is the deposit's transaction, in native units: the
+  // fill's quote priced it, so a refund bears it as a swept deposit's bears its sweep (before, each such order refunded
+  // cost the solver a deposit transaction). Its fee once its receipt is read, else the most it could cost.
+  #signedDepositGas(d: DepositRow): bigint {
+    const tx = d.tx_hash.toLowerCase();
+    const t = d.order_ref ? this.ledger.payouts.txsOf(signedDepositPayoutId(d.order_ref)).find((x) => x.hash.toLowerCase() === tx && !x.cancel) : undefined;
+    if (!t) return 0n;
+    return t.fee !== null ? BigInt(t.fee) : BigInt(t.gas_limit) * BigInt(t.max_fee_per_gas);
   }
 
   // The sweep payout whose transaction brought the deposit, when it is the solver's sweep of a deposit address.
@@ -865,10 +878,12 @@ export class Solver implements PayoutHooks, ChainEvents {
       return;
     }
     if (payout.kind === 'deposit') {
-      // The signed deposit never happened: nothing was taken from the user, nothing to refund.
-      this.ledger.requests.setStatus(payout.request_id!, 'failure', { failReason: reason }, now);
-      releaseSponsorHold(this.ledger, payout.request_id!, reason);
-      log.warn({ payout: payout.id, reason }, 'signed deposit failed');
+      // The signed deposit never happened: nothing was taken from the user, nothing to refund; a sponsor pays the
+      // gas a reverted one burned.
+      const native = this.registry.native(payout.chain_id);
+      const usdPrice = this.#snapshot?.prices.get(key(payout.chain_id, native.address)) ?? native.usdPrice;
+      onSignedDepositFailed(this.ledger, payout, reason, txHash, { decimals: native.decimals, usdPrice }, now);
+      log.warn({ payout: payout.id, reason, txHash }, 'signed deposit failed');
       return;
     }
     if (payout.kind === 'sweep' || payout.kind === 'excess') {

@@ -6,6 +6,7 @@ import type { Logger } from '../../log.ts';
 import type { FundingTransfer } from '../adapter.ts';
 import { errText } from '../../lib/errors.ts';
 import { Loop } from '../../lib/loop.ts';
+import { confirmationsForWorth, depositWorth, mostConfirmations } from './confirmations.ts';
 
 // App balances are funded by a transfer to the solver whose calldata ends with
 // 012345abcdef + the 20-byte address to credit + 012345abcdef (the interface's format).
@@ -127,6 +128,8 @@ export class FundingWatcher {
     const to = Math.min(confirmed, from + MAX_BLOCKS_PER_PASS - 1);
     for (let n = from; n <= to; n++) {
       const block = await this.client.getBlock({ blockNumber: BigInt(n), includeTransactions: true });
+      const found: FundingTransfer[] = [];
+      const nothing: { tx: Hex; from: Address; reverted: boolean }[] = [];
       for (const tx of block.transactions) {
         const marked = parseFunding(tx.input);
         if (!marked || getAddress(tx.from) === this.solver) continue;
@@ -135,14 +138,22 @@ export class FundingWatcher {
         if (!receipt) return;
         const parts = fundingParts(tx, receipt, this.solver, this.#tokens, this.#own);
         if (!parts.length) {
-          if (receipt.status !== 'success') this.log.warn({ tx: tx.hash }, 'marked funding transaction reverted: nothing credited');
-          // Named so a funder paying from another address (a contract wallet) can be told why.
-          else this.log.warn({ tx: tx.hash, from: tx.from }, 'marked transaction paid the solver nothing from its sender: nothing credited');
+          nothing.push({ tx: tx.hash, from: tx.from, reverted: receipt.status !== 'success' });
           continue;
         }
         const credited = marked === zeroAddress ? getAddress(tx.from) : marked;
-        await this.report({ chainId: this.chain.id, txHash: tx.hash, blockNumber: n, blockHash: block.hash!, from: getAddress(tx.from), credited, parts });
+        found.push({ chainId: this.chain.id, txHash: tx.hash, blockNumber: n, blockHash: block.hash!, from: getAddress(tx.from), credited, parts });
       }
+      // A credit is spendable at once (fast fills, relays, sponsorship): it waits as long as deposits of its
+      // worth wait (confirmationsByValue), or a reorg shallower than that row takes back what was spent. The
+      // scan stops here until the block is deep enough; the next head looks again.
+      if (found.length && !this.#deepEnough(n, head, found)) return;
+      for (const x of nothing) {
+        if (x.reverted) this.log.warn({ tx: x.tx }, 'marked funding transaction reverted: nothing credited');
+        // Named so a funder paying from another address (a contract wallet) can be told why.
+        else this.log.warn({ tx: x.tx, from: x.from }, 'marked transaction paid the solver nothing from its sender: nothing credited');
+      }
+      for (const t of found) await this.report(t);
       // Lazy (no disk flush per block): a cursor lost in a power failure reads its blocks again, and a
       // transaction already credited is never credited twice (FundingCredits.credit).
       this.ledger.tx(
@@ -153,6 +164,30 @@ export class FundingWatcher {
         { lazy: true },
       );
     }
+  }
+
+  // Whether the funding transfers `found` in block `n` are as deep as confirmationsByValue asks, judged as the
+  // indexer judges deposits: for every reorg that would remove them, they and the credits standing in the blocks
+  // it removes ask no more blocks than its depth (each worth at the currency's configured usdPrice).
+  #deepEnough(n: number, head: number, found: FundingTransfer[]): boolean {
+    if (!this.chain.confirmationsByValue?.length) return true;
+    const worth = (parts: FundingPart[]) => parts.reduce((sum, p) => sum + (depositWorth(this.chain, p.currency, p.amount) ?? 0n), 0n);
+    const ours = new Set(found.map((t) => t.txHash));
+    let sum = found.reduce((s, t) => s + worth(t.parts), 0n);
+    // Standing credits a reorg removing block n (or a deeper one) could take back with them: those in blocks
+    // below the deepest row are past every row already.
+    const standing = this.ledger.funding
+      .standingFrom(this.chain.id, head - mostConfirmations(this.chain) + 1)
+      .filter((c) => !ours.has(c.tx_hash as Hex))
+      .sort((a, b) => b.block_number - a.block_number);
+    for (const c of standing) if (c.block_number >= n) sum += worth(c.parts);
+    if (confirmationsForWorth(this.chain, sum) > head - n + 1) return false;
+    for (const c of standing) {
+      if (c.block_number >= n) continue;
+      sum += worth(c.parts);
+      if (confirmationsForWorth(this.chain, sum) > head - c.block_number + 1) return false;
+    }
+    return true;
   }
 
   // A reorg under what was read: the scan restarts below it (credits already standing are not booked
