@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { zeroAddress, type Hex } from 'viem';
 import { confirmationsFor } from '../src/chains/evm/confirmations.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, byValueOn, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -12,18 +12,10 @@ let s: Stack;
 beforeAll(async () => {
   // Chain A: deposits of $1000 or more wait 4 blocks, $100k or more wait for finality.
   s = await startStack({
-    chains: async (_d, chains) =>
-      (chains as { id: number }[]).map((c) =>
-        c.id === A
-          ? {
-              ...c,
-              confirmationsByValue: [
-                { minUsd: '1000', confirmations: 4 },
-                { minUsd: '100000', confirmations: 'finalized' },
-              ],
-            }
-          : c,
-      ),
+    chains: byValueOn(A, [
+      { minUsd: '1000', confirmations: 4 },
+      { minUsd: '100000', confirmations: 'finalized' },
+    ]),
   });
 });
 afterAll(async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseGwei, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from '../helpers/link.ts';
-import { api, startStack, until, type Stack } from '../helpers/stack.ts';
+import { api, byValueOn, startStack, until, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -11,10 +11,7 @@ let s: Stack;
 
 beforeAll(async () => {
   // Chain A (the app balance funding chain): one confirmation, but what is worth $1000 or more waits 4 blocks.
-  s = await startStack({
-    chains: async (_d, chains) =>
-      (chains as { id: number }[]).map((c) => (c.id === A ? { ...c, confirmationsByValue: [{ minUsd: '1000', confirmations: 4 }] } : c)),
-  });
+  s = await startStack({ chains: byValueOn(A, [{ minUsd: '1000', confirmations: 4 }]) });
 });
 afterAll(async () => {
   await s?.stop();

@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRequire } from 'node:module';
 import { encodeFunctionData, parseEther, zeroAddress, type Abi, type Hex } from 'viem';
-import { api, startStack, until, type Stack } from '../helpers/stack.ts';
+import { api, byValueOn, startStack, until, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -10,10 +10,7 @@ let s: Stack;
 
 beforeAll(async () => {
   // Chain A: one confirmation, but deposits worth $1000 or more wait 4 blocks (ETH at $3000).
-  s = await startStack({
-    chains: async (_d, chains) =>
-      (chains as { id: number }[]).map((c) => (c.id === A ? { ...c, confirmationsByValue: [{ minUsd: '1000', confirmations: 4 }] } : c)),
-  });
+  s = await startStack({ chains: byValueOn(A, [{ minUsd: '1000', confirmations: 4 }]) });
 });
 afterAll(async () => {
   await s?.stop();

@@ -127,6 +127,11 @@ export async function startStack(
 
 export { until };
 
+/** startStack's `chains` option giving chain `chainId` the confirmationsByValue table `rows`. */
+export function byValueOn(chainId: number, rows: { minUsd: string; confirmations: number | 'finalized' }[]) {
+  return async (_d: Devnet, chains: unknown[]) => (chains as { id: number }[]).map((c) => (c.id === chainId ? { ...c, confirmationsByValue: rows } : c));
+}
+
 export async function api<T = any>(
   url: string,
   path: string,
