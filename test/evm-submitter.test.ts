@@ -436,8 +436,9 @@ describe('EvmSubmitter', () => {
   it('never signs a gas limit the chain refuses: the margin stops at the block gas limit, for a lone fill and a batch', async () => {
     // A transaction over the block's gas limit (or EIP-7825's 2^24) is refused by every node for good: signed
     // and recorded, it would hold its nonce and every later payout behind it. A 500% margin on a ~85,000-gas
-    // fill asks for ~510,000; the chain admits 300,000 per block.
-    const blockGasLimit = 300_000n;
+    // fill asks for ~510,000; the chain admits 400,000 per block (room for a batch of two with each order's whole
+    // BATCH_CALL_GAS: a batch that could need more than a block is split).
+    const blockGasLimit = 400_000n;
     await testClient.setBlockGasLimit({ gasLimit: blockGasLimit });
     await testClient.mine({ blocks: 1 });
     try {

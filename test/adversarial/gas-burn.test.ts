@@ -8,7 +8,7 @@
 // is refunded to refundTo, a refund is left to an operator (MANUAL_REFUND_REQUIRED).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, keccak256, toHex, type Address, type Hex } from 'viem';
-import { GasBurnerAbi, GasBurnerBytecode, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
+import { GasBurnerAbi, GasBurnerBytecode, PricedGasBurnerAbi, PricedGasBurnerBytecode, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { api, executeSteps, holdSubmitter, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
@@ -17,6 +17,8 @@ const B = 10;
 const account = (i: number) => s.devnet.accounts[i]!;
 const chain = (id: number) => s.devnet.chains.find((c) => c.id === id)!;
 let burner: { [chainId: number]: Address };
+// On B: a recipient that is cheap at the estimate (gas price 0) and burns what it is given on chain.
+let pricedBurner: Address;
 
 beforeAll(async () => {
   s = await startStack();
@@ -26,6 +28,9 @@ beforeAll(async () => {
     const hash = await w.deployContract({ account: w.account!, chain: w.chain, abi: GasBurnerAbi, bytecode: GasBurnerBytecode });
     burner[id] = (await s.publicClient(id).waitForTransactionReceipt({ hash })).contractAddress!;
   }
+  const w = s.wallet(0, B);
+  const hash = await w.deployContract({ account: w.account!, chain: w.chain, abi: PricedGasBurnerAbi, bytecode: PricedGasBurnerBytecode });
+  pricedBurner = (await s.publicClient(B).waitForTransactionReceipt({ hash })).contractAddress!;
 }, 90_000);
 afterAll(async () => {
   await s?.stop();
@@ -140,6 +145,38 @@ describe('a payout recipient that burns gas', () => {
     const deposit = BigInt(s.node.ledger.deposits.get(refund.deposit_id!)!.amount);
     // ETH at one price on both chains: the refund is the deposit less the batch's share and its own gas.
     expect(deposit - BigInt(refund.amount)).toBeGreaterThan(share);
+  });
+
+  it("a batch with a recipient that burns its gas only on chain lands whole: no recipient's allowance is left out of its gas limit", async () => {
+    // Cheap at the estimate (sent at a gas price of 0), the recipient burns the 100,000 gas the filler gives it on
+    // chain. The batch's limit was its estimate plus the margin: it ran out of gas and reverted, every honest fill's
+    // share of it burned for nothing, and each fill went again alone (an order's fee against a batch's gas, as often
+    // as anyone quoted one).
+    const payouts = s.node.ledger.payouts;
+    const from = await s.publicClient(B).getBlockNumber({ cacheTime: 0 });
+    const release = holdSubmitter(s, B);
+    const ids: Hex[] = [];
+    try {
+      for (const recipient of [account(2).address, pricedBurner, account(4).address]) {
+        const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, recipient, A, B, '10000000000000000') });
+        expect(q.status).toBe(200);
+        await executeSteps(s, q.body, 1);
+        ids.push(q.body.steps[0].requestId as Hex);
+      }
+      await until(() => (ids.every((id) => payouts.get(`fill:${id}`)?.state === 'queued') ? true : undefined), 'the three fills queued');
+    } finally {
+      release();
+    }
+    for (const id of ids) await waitForStatus(s.url, id, ['success']);
+    const hashes = new Set(ids.map((id) => payouts.get(`fill:${id}`)!.tx_hash));
+    expect(hashes.size).toBe(1);
+    // Nothing of the solver's reverted on B meanwhile.
+    const pc = s.publicClient(B);
+    for (let n = from + 1n; n <= (await pc.getBlockNumber({ cacheTime: 0 })); n++) {
+      for (const tx of (await pc.getBlock({ blockNumber: n, includeTransactions: true })).transactions) {
+        if (tx.from.toLowerCase() === s.devnet.solver.toLowerCase()) expect((await pc.getTransactionReceipt({ hash: tx.hash })).status).toBe('success');
+      }
+    }
   });
 
   it("a cancel that landed at the fill's nonce is not taken from its refund: it was the solver's own doing", async () => {

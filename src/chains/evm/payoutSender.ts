@@ -114,6 +114,8 @@ const OPEN_STATES = new Set(['signed', 'broadcast']);
 // next free one, which bounds their wait by one send.
 const BATCH_MAX_ORDERS = 100;
 const BATCH_MAX_GAS = 8_000_000n;
+// What OrderFiller.fillBatch gives each order's transfer (its BATCH_CALL_GAS).
+const BATCH_CALL_GAS = 100_000n;
 const BATCH_SLOTS = 2;
 // A cancel of a fee-capped transaction: a zero-value transfer to the solver itself (no calldata, no code).
 const CANCEL_GAS = 21_000n;
@@ -537,8 +539,18 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // given would have its fill paid at a loss, as often as anyone quotes orders to it): halves, down to fills sent
     // alone, where a recipient's gas is bounded by its own price.
     const priced = fills.reduce((sum, f) => sum + (pricedGas(f.payout) ?? 0n), 0n);
+    // The limit leaves room for every order's transfer to take its whole BATCH_CALL_GAS: a recipient may take far more
+    // on chain than in the estimate (sent at a gas price of 0, at another block), and a limit of the estimate plus the
+    // margin then ran out of gas and reverted the batch whole, every honest fill's share burned. So one such recipient
+    // costs its own allowance (as a lone fill's is bounded), never the batch.
+    const room = estimate.gas + BigInt(fills.length) * BATCH_CALL_GAS;
+    const margined = gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
     const gas =
-      estimate.gas > BATCH_MAX_GAS || estimate.gas > priced ? undefined : gasLimitWithin(estimate.gas, this.#chain.gasMarginBps, this.#fees.txGasCap());
+      estimate.gas > BATCH_MAX_GAS || estimate.gas > priced || margined === undefined || room > this.#fees.txGasCap()
+        ? undefined
+        : margined > room
+          ? margined
+          : room;
     if (gas === undefined) {
       const half = Math.ceil(payouts.length / 2);
       return { kind: 'split', parts: [payouts.slice(0, half), payouts.slice(half)] };
