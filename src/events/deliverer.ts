@@ -15,6 +15,8 @@ import { errText } from '../lib/errors.ts';
 
 // The most of a receiver's answer read (an acknowledgement needs none of it): past it, the connection is dropped.
 const MAX_ANSWER_BYTES = 64 * 1024;
+// How often at most the outbox gauge (relay_events_outbox_depth) is counted: a scan of every pending delivery.
+const OUTBOX_DEPTH_EVERY_MS = 15_000;
 
 // Webhook deliveries: at least once, signed, in order per request and webhook, with retries on an
 // exponential backoff with full jitter, then dead. All state is in the ledger (event_deliveries),
@@ -60,6 +62,8 @@ export class Deliverer {
   // Outcomes of finished attempts, written together in one transaction at the next pass (one
   // fsync for many deliveries). Until then their deliveries count as in flight.
   #outcomes: { key: string; write: () => void }[] = [];
+  // When the outbox gauge was last counted.
+  #depthAt = 0;
   // Keep-alive agents whose DNS lookup refuses private targets at connect time (see targetGuard.ts).
   readonly #agents: { http: HttpAgent; https: HttpsAgent };
 
@@ -159,7 +163,13 @@ export class Deliverer {
           started++;
         }
       }
-      this.#metrics.outboxDepth.set(this.#ledger.events.pendingCount());
+      // The gauge counts the whole outbox: a key whose receivers never answer keeps a backlog of millions (a
+      // pass follows every event appended and every delivery ended), so it is counted every so often only.
+      const now = Date.now();
+      if (now - this.#depthAt >= OUTBOX_DEPTH_EVERY_MS) {
+        this.#depthAt = now;
+        this.#metrics.outboxDepth.set(this.#ledger.events.pendingCount());
+      }
     } catch (e) {
       // No longer the leader (the gate, or a fenced write of outcomes): the node stops acting; so does this.
       if (e instanceof LeaseLostError)
