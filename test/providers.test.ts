@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPublicClient, encodeFunctionData, erc20Abi, http, type Address, type Hex } from 'viem';
 import { startAnvil, type AnvilHandle } from '../src/devnet/anvil.ts';
 import { ProviderPool, ProviderPoolError, QuorumDisagreementError } from '../src/chains/providers/index.ts';
+import { apiReads } from '../src/lib/apiReads.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { createLogger } from '../src/log.ts';
 import { RpcProxy, type ProxyOptions } from './chaos/proxy.ts';
@@ -170,6 +171,23 @@ describe('provider pool', () => {
     const more = await Promise.all(Array.from({ length: 200 }, () => two.request({ method: 'eth_getBalance', params: [from, 'latest'] })));
     expect(more.every((x) => x === expected)).toBe(true);
     expect(other.requests).toBeGreaterThan(0);
+  });
+
+  it("a read for the public API leaves half of a provider's budget to the node's own reads, which go first", async () => {
+    // A client reading the solver's liquidity as fast as it was answered kept every read a fill needed waiting
+    // behind its own (an adversarial review's run: a fill of 0.85 s took 36 s against a provider of 20 calls/s).
+    const { pool: p } = pool([{ url: anvil.rpcUrl, name: 'metered', maxRps: 4 }], { maxWaitMs: 60_000 });
+    const call = { method: 'eth_chainId', params: [] };
+    // The budget spent (a second's worth of calls), then four reads for the API waiting for it, then one of the node's.
+    await Promise.all(Array.from({ length: 4 }, () => p.request(call)));
+    let apiAnswered = 0;
+    const waiting = Array.from({ length: 4 }, () => apiReads.run(true, () => p.request(call)).then(() => apiAnswered++));
+    // The node's read is answered first: the API's wait until half the budget is there again. Before, the API's,
+    // asked first, took the budget as it came back, and the node's waited behind them.
+    const beforeNode = await p.request(call).then(() => apiAnswered);
+    await Promise.all(waiting);
+    expect(apiAnswered).toBe(4);
+    expect(beforeNode).toBe(0);
   });
 
   it('providers disagreeing on a decision read: the node refuses to act on it', async () => {

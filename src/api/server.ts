@@ -1,4 +1,5 @@
 import type { Server } from 'node:http';
+import { apiReads } from '../lib/apiReads.ts';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from '../config/load.ts';
 import { authHooks } from './auth.ts';
@@ -29,6 +30,8 @@ export function createApi(ctx: ApiContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 64 * 1024, ...serverOptions(ctx.config.api) });
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
+  // Every chain read a request makes is the API's: it yields to the node's own (lib/apiReads.ts).
+  app.addHook('onRequest', (_req, _reply, done) => apiReads.run(true, done));
   app.addHook('onRequest', async (req, reply) => {
     reply.header('access-control-allow-origin', '*');
     if (req.method === 'OPTIONS') {

@@ -1,6 +1,7 @@
 // Adversarial review of the public API as a hostile client (no key, or a free API key): what one client could make
 // the node do per call, or per event, without bound. (Its chain reads' share of the providers: test/providers.test.ts.)
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RpcProvider } from '../../src/chains/providers/provider.ts';
 import { api, nativeBridge, startStack, until, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
@@ -50,6 +51,32 @@ describe("a key's webhook backlog", () => {
     } finally {
       events.due = due;
       events.pendingCount = pendingCount;
+    }
+  });
+});
+
+describe("the API's chain reads", () => {
+  // A read for the public API yields to the node's own (test/providers.test.ts shows the budget kept for them): every
+  // request a client makes is served as such, and nothing of the node's own work is.
+  it('are the only reads that yield to the node', async () => {
+    const { waitFor } = RpcProvider.prototype;
+    let yielding = 0;
+    let own = 0;
+    RpcProvider.prototype.waitFor = function (this: RpcProvider, n: number, now?: number, y?: boolean) {
+      if (y) yielding++;
+      else own++;
+      return waitFor.call(this, n, now, y);
+    };
+    try {
+      const liquidity = await api(s.url, `/chains/liquidity?chainId=${B}`);
+      expect(liquidity.status).toBe(200);
+      expect(yielding).toBeGreaterThan(0);
+      // The node's own reads meanwhile (its indexers poll the heads) did not yield.
+      const before = yielding;
+      await until(() => (own > 0 ? true : undefined), "the node's own reads");
+      expect(yielding).toBe(before);
+    } finally {
+      RpcProvider.prototype.waitFor = waitFor;
     }
   });
 });

@@ -1,4 +1,5 @@
 import type { RpcProviderConfig } from '../../config/schema.ts';
+import { isApiRead } from '../../lib/apiReads.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from './provider.ts';
@@ -373,12 +374,14 @@ export class ProviderPool {
       // Fallbacks only when no other provider is there; lagging ones last.
       const primary = fits.filter((p) => p.role !== 'fallback');
       const pool = primary.length && !(quorum && primary.length < this.quorumSize) ? primary : fits;
-      const ready = pool.filter((p) => p.waitFor(1, now) === 0);
+      // A read for the public API leaves half of each budget to the node's own reads (lib/apiReads.ts).
+      const yielding = !prep.send && isApiRead();
+      const ready = pool.filter((p) => p.waitFor(1, now, yielding) === 0);
       if (ready.length) {
         const inSync = ready.filter((p) => !(p.head > 0n && p.head < prep.need) && this.#state(p, now) === undefined);
         return weightedPick(inSync.length ? inSync : ready);
       }
-      const wait = Math.min(...pool.map((p) => p.waitFor(1, now)));
+      const wait = Math.min(...pool.map((p) => p.waitFor(1, now, yielding)));
       if (now + wait > deadline) return undefined;
       await new Promise((r) => setTimeout(r, Math.max(1, wait)));
     }

@@ -133,16 +133,20 @@ export class RpcProvider {
     return now < this.coolUntil;
   }
 
-  /** Milliseconds until the budget allows `n` more calls (0: now). */
-  waitFor(n: number, now = Date.now()): number {
+  /**
+   * Milliseconds until the budget allows `n` more calls (0: now). `yielding` (a read for the public API): only while
+   * half the budget (calls per second, and in flight) is left over for the node's own reads, which take it first.
+   */
+  waitFor(n: number, now = Date.now(), yielding = false): number {
     if (this.cooling(now)) return this.coolUntil - now;
     // A dropped websocket is opened again after its backoff: calls wait for it or go elsewhere.
     const reconnect = this.#ws?.retryIn(now) ?? 0;
     if (reconnect > 0) return reconnect;
-    if (this.#inflight >= this.#maxConcurrent) return 5;
+    if (this.#inflight >= (yielding ? Math.max(1, Math.floor(this.#maxConcurrent / 2)) : this.#maxConcurrent)) return 5;
     if (this.#maxRps <= 0) return 0;
     this.#refill(now);
-    return this.#tokens >= Math.min(n, this.#maxRps) ? 0 : Math.ceil(((Math.min(n, this.#maxRps) - this.#tokens) / this.#maxRps) * 1000);
+    const need = Math.min(n + (yielding ? Math.floor(this.#maxRps / 2) : 0), this.#maxRps);
+    return this.#tokens >= need ? 0 : Math.ceil(((need - this.#tokens) / this.#maxRps) * 1000);
   }
 
   #refill(now: number): void {
