@@ -521,6 +521,27 @@ function parseSignature(sig: unknown): string | SplitSignature {
   return { r: pad(sig.r), s: pad(sig.s), v: sig.v };
 }
 
+// What every user-signed transfer is checked for before its signature: this exchange's chain, an accepted
+// signature chain id, and a known domain name. Undefined when it passes.
+function envelopeRefusal(
+  opts: { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] },
+  action: { exchangeChain: string; signatureChainId: Hex },
+  domainName: string | undefined,
+): string | undefined {
+  if (action.exchangeChain !== opts.exchangeChain) {
+    return `Wrong exchangeChain ${JSON.stringify(action.exchangeChain)}; this exchange is ${JSON.stringify(opts.exchangeChain)}`;
+  }
+  let chainId: number;
+  try {
+    chainId = chainIdFromHex(action.signatureChainId);
+  } catch (e) {
+    return errText(e);
+  }
+  if (opts.signatureChainIds && !opts.signatureChainIds.includes(chainId)) return `signatureChainId ${action.signatureChainId} is not accepted`;
+  if (domainName !== undefined && !opts.extraDomainNames.includes(domainName)) return `Unknown domainName ${JSON.stringify(domainName)}`;
+  return undefined;
+}
+
 async function handleExchange(
   state: ExchangeState,
   opts: { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] },
@@ -537,19 +558,8 @@ async function handleExchange(
   const signature = parseSignature(body.signature);
   if (typeof signature === 'string') return err(signature);
   if (body.nonce !== action.nonce) return err(`Request nonce ${String(body.nonce)} does not match action nonce ${action.nonce}`);
-  if (action.exchangeChain !== opts.exchangeChain) {
-    return err(`Wrong exchangeChain ${JSON.stringify(action.exchangeChain)}; this exchange is ${JSON.stringify(opts.exchangeChain)}`);
-  }
-  let chainId: number;
-  try {
-    chainId = chainIdFromHex(action.signatureChainId);
-  } catch (e) {
-    return err(errText(e));
-  }
-  if (opts.signatureChainIds && !opts.signatureChainIds.includes(chainId)) {
-    return err(`signatureChainId ${action.signatureChainId} is not accepted`);
-  }
-  if (domainName !== undefined && !opts.extraDomainNames.includes(domainName)) return err(`Unknown domainName ${JSON.stringify(domainName)}`);
+  const refused = envelopeRefusal(opts, action, domainName);
+  if (refused) return err(refused);
   let signer: Address;
   try {
     signer = await recoverSendAssetSigner(action, signature, domainName);
@@ -579,16 +589,8 @@ async function handleSimpleSend(
   const signature = parseSignature(body.signature);
   if (typeof signature === 'string') return err(signature);
   if (body.nonce !== action.time) return err(`Request nonce ${String(body.nonce)} does not match action time ${action.time}`);
-  if (action.exchangeChain !== opts.exchangeChain)
-    return err(`Wrong exchangeChain ${JSON.stringify(action.exchangeChain)}; this exchange is ${JSON.stringify(opts.exchangeChain)}`);
-  let chainId: number;
-  try {
-    chainId = chainIdFromHex(action.signatureChainId);
-  } catch (e) {
-    return err(errText(e));
-  }
-  if (opts.signatureChainIds && !opts.signatureChainIds.includes(chainId)) return err(`signatureChainId ${action.signatureChainId} is not accepted`);
-  if (domainName !== undefined && !opts.extraDomainNames.includes(domainName)) return err(`Unknown domainName ${JSON.stringify(domainName)}`);
+  const refused = envelopeRefusal(opts, action, domainName);
+  if (refused) return err(refused);
   let signer: Address;
   try {
     signer = await recoverTypedDataAddress({ ...simpleSendTypedData(action, domainName), signature: joinSignature(signature) } as never);
