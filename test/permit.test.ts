@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from './helpers/link.ts';
-import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, permitQuote, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -136,20 +136,7 @@ describe('usePermit', () => {
     await s.publicClient(A).waitForTransactionReceipt({ hash: fundTx });
     await until(() => (s.node.ledger.balances.summary(sponsor.address).balance > 0n ? true : undefined), 'the app balance credit');
 
-    const q = await api(s.url, '/quote/v2', {
-      apiKey: k.key,
-      body: {
-        user: account(1).address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: usdc(B),
-        amount: '7000000',
-        tradeType: 'EXACT_INPUT',
-        usePermit: true,
-        subsidizeFees: true,
-      },
-    });
+    const q = await permitQuote(s, account(1).address, { subsidizeFees: true }, k.key);
     expect(q.status).toBe(200);
     expect(q.body.details.currencyOut.amount).toBe('7000000');
     const step = q.body.steps[0];

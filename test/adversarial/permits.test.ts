@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseAbi, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { PERMIT_TYPES } from '../../src/chains/evm/adapter.ts';
-import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, holdSubmitter, permitQuote, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 import { linkWallet } from '../helpers/link.ts';
 
 let s: Stack;
@@ -30,21 +30,7 @@ const quote = (from: number, extra: Record<string, unknown>) =>
   });
 
 // A usePermit quote of 7 USDC from `user` (any address) on A to USDC on B.
-const permitQuoteFor = (user: Address, extra: Record<string, unknown> = {}, apiKey?: string) =>
-  api(s.url, '/quote/v2', {
-    apiKey,
-    body: {
-      user,
-      originChainId: A,
-      destinationChainId: B,
-      originCurrency: usdc(A),
-      destinationCurrency: usdc(B),
-      amount: '7000000',
-      tradeType: 'EXACT_INPUT',
-      usePermit: true,
-      ...extra,
-    },
-  });
+const permitQuoteFor = (user: Address, extra: Record<string, unknown> = {}, apiKey?: string) => permitQuote(s, user, extra, apiKey);
 
 // The signature a quote's permit step asks for, by `from` (an account index, or a key of its own).
 const signStep = (from: number | PrivateKeyAccount, step: any): Promise<Hex> =>

@@ -1,9 +1,9 @@
 // Adversarial review of the money that leaves on request: app balance credits, holds, relays, signed deposits.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, parseGwei, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, parseGwei, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from '../helpers/link.ts';
-import { api, byValueOn, startStack, until, type Stack } from '../helpers/stack.ts';
+import { api, byValueOn, permitQuote, startStack, until, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -108,21 +108,7 @@ describe('a gasless signed deposit the permit owner makes revert on chain', () =
     await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 5_000_000n ? true : undefined), 'the app balance credit');
 
     const owner = s.devnet.accounts[3]!;
-    const q = await api(s.url, '/quote/v2', {
-      apiKey: key.key,
-      body: {
-        user: owner.address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: usdc(B),
-        amount: '7000000',
-        tradeType: 'EXACT_INPUT',
-        usePermit: true,
-        subsidizeFees: true,
-        maxSubsidizationAmount: '1000000',
-      },
-    });
+    const q = await permitQuote(s, owner.address, { subsidizeFees: true, maxSubsidizationAmount: '1000000' }, key.key);
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
     const requestId = step.requestId as Hex;
@@ -170,19 +156,7 @@ describe('a signed deposit whose order is then refunded', () => {
     // refused at its estimate and the deposit is refunded: before, less the refund's gas only, so each such order
     // cost the solver a deposit transaction, as often as anyone signed a permit.
     const user = s.devnet.accounts[2]!;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: user.address,
-        recipient: usdc(B),
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: usdc(A),
-        destinationCurrency: '0x0000000000000000000000000000000000000000',
-        amount: '20000000',
-        tradeType: 'EXACT_INPUT',
-        usePermit: true,
-      },
-    });
+    const q = await permitQuote(s, user.address, { recipient: usdc(B), destinationCurrency: zeroAddress, amount: '20000000' });
     expect(q.status).toBe(200);
     const step = q.body.steps[0];
     const requestId = step.requestId as Hex;

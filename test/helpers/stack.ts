@@ -127,6 +127,25 @@ export async function startStack(
 
 export { until };
 
+/** A usePermit quote of 7 USDC from `user` (any address) on 8453 to USDC on 10; `extra` adds or overrides body fields. */
+export function permitQuote(stack: Stack, user: string, extra: Record<string, unknown> = {}, apiKey?: string) {
+  const usdc = (id: number) => stack.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
+  return api(stack.url, '/quote/v2', {
+    apiKey,
+    body: {
+      user,
+      originChainId: 8453,
+      destinationChainId: 10,
+      originCurrency: usdc(8453),
+      destinationCurrency: usdc(10),
+      amount: '7000000',
+      tradeType: 'EXACT_INPUT',
+      usePermit: true,
+      ...extra,
+    },
+  });
+}
+
 /** startStack's `chains` option giving chain `chainId` the confirmationsByValue table `rows`. */
 export function byValueOn(chainId: number, rows: { minUsd: string; confirmations: number | 'finalized' }[]) {
   return async (_d: Devnet, chains: unknown[]) => (chains as { id: number }[]).map((c) => (c.id === chainId ? { ...c, confirmationsByValue: rows } : c));

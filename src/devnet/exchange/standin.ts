@@ -521,13 +521,13 @@ function parseSignature(sig: unknown): string | SplitSignature {
   return { r: pad(sig.r), s: pad(sig.s), v: sig.v };
 }
 
+// What /exchange is configured with, and what it answers.
+type ExchangeOpts = { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] };
+type ExchangeAnswer = { status: 'ok'; response: { type: 'default' } } | { status: 'err'; response: string };
+
 // What every user-signed transfer is checked for before its signature: this exchange's chain, an accepted
 // signature chain id, and a known domain name. Undefined when it passes.
-function envelopeRefusal(
-  opts: { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] },
-  action: { exchangeChain: string; signatureChainId: Hex },
-  domainName: string | undefined,
-): string | undefined {
+function envelopeRefusal(opts: ExchangeOpts, action: { exchangeChain: string; signatureChainId: Hex }, domainName: string | undefined): string | undefined {
   if (action.exchangeChain !== opts.exchangeChain) {
     return `Wrong exchangeChain ${JSON.stringify(action.exchangeChain)}; this exchange is ${JSON.stringify(opts.exchangeChain)}`;
   }
@@ -542,12 +542,7 @@ function envelopeRefusal(
   return undefined;
 }
 
-async function handleExchange(
-  state: ExchangeState,
-  opts: { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] },
-  body: Record<string, unknown>,
-  domainName?: string,
-): Promise<{ status: 'ok'; response: { type: 'default' } } | { status: 'err'; response: string }> {
+async function handleExchange(state: ExchangeState, opts: ExchangeOpts, body: Record<string, unknown>, domainName?: string): Promise<ExchangeAnswer> {
   const err = (response: string) => ({ status: 'err' as const, response });
   if (!isObject(body.action)) return err('Missing action');
   if (body.vaultAddress !== undefined && body.vaultAddress !== null) return err('vaultAddress is not supported for sendAsset');
@@ -572,12 +567,7 @@ async function handleExchange(
 }
 
 // A usdSend or spotSend: the same checks as a sendAsset (chain, signature chain id, domain, signer), over its own struct.
-async function handleSimpleSend(
-  state: ExchangeState,
-  opts: { signatureChainIds?: number[]; exchangeChain: string; extraDomainNames: string[] },
-  body: Record<string, unknown>,
-  domainName?: string,
-): Promise<{ status: 'ok'; response: { type: 'default' } } | { status: 'err'; response: string }> {
+async function handleSimpleSend(state: ExchangeState, opts: ExchangeOpts, body: Record<string, unknown>, domainName?: string): Promise<ExchangeAnswer> {
   const err = (response: string) => ({ status: 'err' as const, response });
   const a = body.action as Record<string, unknown>;
   const keys = ['type', 'signatureChainId', 'exchangeChain', 'destination', ...(a.type === 'spotSend' ? ['token'] : []), 'amount', 'time'];
