@@ -73,6 +73,20 @@ function withLedger(argv: { dataDir: string; config?: string }, fn: (ledger: Led
   withLedgerOf(argv, fail, fn);
 }
 
+// Every dead delivery (of one webhook, or of every live one) back to pending, a chunk per write: a running node
+// sharing the ledger waits for one chunk at a time, never for the whole backlog.
+function redeliverAllDead(ledger: Ledger, webhookId?: string): number {
+  let n = 0;
+  for (const id of webhookId === undefined ? ledger.events.webhooks().map((w) => w.id) : [webhookId]) {
+    for (let more = true; more; ) {
+      const chunk = ledger.events.redeliverDead(id, { limit: 1_000 });
+      n += chunk.redelivered;
+      more = chunk.more;
+    }
+  }
+  return n;
+}
+
 async function runNode(config: Config, readOnly = false): Promise<RelayNode> {
   const node = new RelayNode(config, { readOnly });
   onShutdown(async () => {
@@ -371,7 +385,7 @@ await yargs(hideBin(process.argv))
             if (Boolean(argv.eventId) === argv.dead) fail(new Error('webhooks redeliver: give an event id or --dead, not both'));
             const n = argv.eventId
               ? ledger.events.redeliver({ eventId: argv.eventId, webhookId: argv.webhook })
-              : ledger.events.redeliver({ dead: true, webhookId: argv.webhook });
+              : redeliverAllDead(ledger, argv.webhook);
             if (argv.eventId && n === 0) fail(new Error(`webhooks redeliver: no delivery of ${argv.eventId} to a live webhook`));
             process.stdout.write(`queued ${n} deliver${n === 1 ? 'y' : 'ies'} again; a running node sends them within its poll interval\n`);
           }),

@@ -46,7 +46,7 @@ beforeAll(async () => {
     config: {
       // Listing workers at the main thread's priority: this machine also runs the other test files.
       api: { host: '127.0.0.1', port: 0, rateLimit: RATE_LIMIT, listing: { workerNice: 0 } },
-      events: { maxWebhooksPerKey: 3, redeliverPerMinute: 2, maxAttempts: 1, pollIntervalMs: 50, deliveryTimeoutMs: 2_000 },
+      events: { maxWebhooksPerKey: 3, redeliverPerMinute: 2, redeliverDeadChunk: 2, maxAttempts: 1, pollIntervalMs: 50, deliveryTimeoutMs: 2_000 },
     },
   });
 }, 120_000);
@@ -241,6 +241,16 @@ describe('webhook targets (SSRF)', () => {
     const statuses: number[] = [];
     for (let i = 0; i < 3; i++) statuses.push((await api(s.url, `/webhooks/${ids[1]}/redeliver`, { apiKey: k.key, body: { dead: true } })).status);
     expect(statuses).toEqual([200, 200, 429]);
+  });
+
+  it('redelivers dead deliveries a bounded chunk per call, and says more are left', async () => {
+    const k = s.node.ledger.apiKeys.create('dead backlog');
+    const hook = await api(s.url, '/webhooks', { apiKey: k.key, body: { url: `http://127.0.0.1:${await closedPort()}/hook` } });
+    expect(hook.status).toBe(201);
+    for (const account of [1, 2, 3]) await quote(k.key, account);
+    await until(() => s.node.ledger.events.deliveryCounts(hook.body.id).dead === 3 || undefined, 'three deliveries to a closed port to be dead');
+    const again = await api(s.url, `/webhooks/${hook.body.id}/redeliver`, { apiKey: k.key, body: { dead: true } });
+    expect([again.status, again.body]).toEqual([200, { redelivered: 2, more: true }]);
   });
 });
 

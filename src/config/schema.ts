@@ -490,6 +490,9 @@ export const configSchema = z
         maxWebhooksPerKey: z.number().int().min(1).max(1_000).default(10),
         // POST /webhooks/:id/redeliver calls per API key per minute.
         redeliverPerMinute: z.number().int().min(1).default(6),
+        // Dead deliveries one {dead: true} redelivery re-queues at most (the answer's `more` says more are left): a
+        // key with a million dead cannot make one call rewrite them all while the node waits on the ledger.
+        redeliverDeadChunk: z.number().int().min(1).max(100_000).default(1_000),
         // Websocket: a heartbeat message and ping every N seconds; a client that missed a pong is dropped.
         heartbeatSeconds: z.number().int().min(1).default(30),
         // Websocket: messages queued for a client that does not read fast enough before it is closed (4008).

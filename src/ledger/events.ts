@@ -105,6 +105,7 @@ export class Events {
   #deliveries;
   #redeliverEvent;
   #redeliverDead;
+  #anyDead;
   #counts;
   #holdBehind;
   #listeners = new Set<() => void>();
@@ -170,9 +171,12 @@ export class Events {
     this.#redeliverEvent = db.prepare(`UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = @now, last_error = NULL
       WHERE event_id = @event_id AND (CAST(@webhook_id AS TEXT) IS NULL OR webhook_id = @webhook_id)
         AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (CAST(@api_key_id AS TEXT) IS NULL OR api_key_id = @api_key_id))`);
+    // A chunk of one webhook's dead deliveries, each request's oldest first (through event_deliveries_dead, migration 33).
     this.#redeliverDead = db.prepare(`UPDATE event_deliveries SET state = 'pending', attempts = 0, next_attempt_at = @now, last_error = NULL
-      WHERE state = 'dead' AND (CAST(@webhook_id AS TEXT) IS NULL OR webhook_id = @webhook_id)
+      WHERE webhook_id = @webhook_id AND state = 'dead' AND event_id IN (SELECT event_id FROM event_deliveries
+        WHERE webhook_id = @webhook_id AND state = 'dead' ORDER BY request_id, event_seq LIMIT @limit)
         AND webhook_id IN (SELECT id FROM webhooks WHERE removed_at IS NULL AND (CAST(@api_key_id AS TEXT) IS NULL OR api_key_id = @api_key_id))`);
+    this.#anyDead = db.prepare(`SELECT 1 AS dead FROM event_deliveries WHERE webhook_id = ? AND state = 'dead' LIMIT 1`);
   }
 
   // --- the outbox ------------------------------------------------------------------------------
@@ -323,16 +327,26 @@ export class Events {
   }
 
   /**
-   * Manual redelivery: the event's deliveries (to one webhook, or to all of them), or every dead
-   * delivery (of one webhook, or of all), go back to pending with a fresh schedule. Scoped to a
-   * key's webhooks when apiKeyId is given. Returns how many deliveries were reset.
+   * Manual redelivery of an event: its deliveries (to one webhook, or to all of them) go back to pending with a
+   * fresh schedule. Scoped to a key's webhooks when apiKeyId is given. Returns how many deliveries were reset.
    */
-  redeliver(
-    target: { eventId: string; webhookId?: string; apiKeyId?: string } | { dead: true; webhookId?: string; apiKeyId?: string },
-    now = Date.now(),
-  ): number {
-    const common = { webhook_id: target.webhookId ?? null, api_key_id: target.apiKeyId ?? null, now };
-    const n = 'eventId' in target ? this.#redeliverEvent.run({ ...common, event_id: target.eventId }).changes : this.#redeliverDead.run(common).changes;
+  redeliver(target: { eventId: string; webhookId?: string; apiKeyId?: string }, now = Date.now()): number {
+    const n = this.#redeliverEvent.run({ webhook_id: target.webhookId ?? null, api_key_id: target.apiKeyId ?? null, now, event_id: target.eventId }).changes;
+    return this.#requeued(n);
+  }
+
+  /**
+   * Manual redelivery of a live webhook's dead deliveries (of key apiKeyId's webhooks only, when given): at most
+   * `limit` of them go back to pending, each request's oldest first, so that one call costs the ledger a bounded
+   * write however many died. `more`: whether dead ones are left for another call.
+   */
+  redeliverDead(webhookId: string, opts: { apiKeyId?: string; limit: number; now?: number }): { redelivered: number; more: boolean } {
+    const args = { webhook_id: webhookId, api_key_id: opts.apiKeyId ?? null, now: opts.now ?? Date.now(), limit: opts.limit };
+    const n = this.#requeued(this.#redeliverDead.run(args).changes);
+    return { redelivered: n, more: n === opts.limit && this.#anyDead.get(webhookId) !== undefined };
+  }
+
+  #requeued(n: number): number {
     if (n > 0) {
       this.#dirty = true;
       this.committed();

@@ -992,4 +992,10 @@ CREATE INDEX deposits_order_key ON deposits(substr(order_ref, 59));`,
     sql: `ALTER TABLE payouts ADD COLUMN rate TEXT;`,
     pg: `ALTER TABLE payouts ADD COLUMN rate TEXT;`,
   },
+  {
+    version: 33,
+    name: "a webhook's dead deliveries, by request and sequence: redelivering them goes in bounded chunks without reading its delivered ones",
+    sql: `CREATE INDEX event_deliveries_dead ON event_deliveries(webhook_id, request_id, event_seq) WHERE state = 'dead';`,
+    pg: `CREATE INDEX event_deliveries_dead ON event_deliveries(webhook_id, request_id, event_seq) WHERE state = 'dead';`,
+  },
 ];

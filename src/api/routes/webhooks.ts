@@ -15,7 +15,7 @@ import { RateLimiter } from '../rateLimit.ts';
 //   GET    /webhooks                                                → {webhooks: [{id, url, createdAt}]}
 //   DELETE /webhooks/:id                                            → {id, removed: true}
 //   GET    /webhooks/:id/deliveries     ?state=pending|delivered|dead → {deliveries: [...]}
-//   POST   /webhooks/:id/redeliver      {eventId} | {dead: true}    → {redelivered: n}
+//   POST   /webhooks/:id/redeliver      {eventId} | {dead: true}    → {redelivered: n} (dead: and more: boolean)
 
 function invalid(field: string, problem: string): ApiError {
   return new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: ${field}: ${problem}`);
@@ -109,17 +109,18 @@ export function webhookRoutes(app: FastifyInstance, ctx: ApiContext) {
       throw new ApiError(429, 'RATE_LIMITED', `at most ${redeliveries.perMinute} redelivery requests per minute per API key`);
     }
     const b = object(req.body);
-    let n: number;
+    let answer: { redelivered: number; more?: boolean };
     if (b.eventId !== undefined) {
       if (typeof b.eventId !== 'string' || !/^evt_[0-9a-f]{24}$/.test(b.eventId)) throw invalid('eventId', 'must be an event id (evt_ and 24 hex digits)');
-      n = ctx.ledger.events.redeliver({ eventId: b.eventId, webhookId: w.id, apiKeyId: caller.id }, Date.now());
-      if (n === 0) throw new ApiError(404, 'EVENT_NOT_FOUND', `no delivery of event ${b.eventId} to webhook ${w.id}`);
+      answer = { redelivered: ctx.ledger.events.redeliver({ eventId: b.eventId, webhookId: w.id, apiKeyId: caller.id }, Date.now()) };
+      if (answer.redelivered === 0) throw new ApiError(404, 'EVENT_NOT_FOUND', `no delivery of event ${b.eventId} to webhook ${w.id}`);
     } else if (b.dead === true) {
-      n = ctx.ledger.events.redeliver({ dead: true, webhookId: w.id, apiKeyId: caller.id }, Date.now());
+      // A chunk per call: `more` says to call again (within the per-minute limit).
+      answer = ctx.ledger.events.redeliverDead(w.id, { apiKeyId: caller.id, limit: ctx.config.events.redeliverDeadChunk });
     } else {
-      throw invalid('eventId', 'is required (or send {"dead": true} to redeliver every dead delivery)');
+      throw invalid('eventId', 'is required (or send {"dead": true} to redeliver dead deliveries)');
     }
-    ctx.log.info({ webhook: w.id, apiKey: caller.id, redelivered: n }, 'webhook redelivery requested');
-    return { redelivered: n };
+    ctx.log.info({ webhook: w.id, apiKey: caller.id, redelivered: answer.redelivered }, 'webhook redelivery requested');
+    return answer;
   });
 }
