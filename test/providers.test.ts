@@ -190,6 +190,20 @@ describe('provider pool', () => {
     expect(beforeNode).toBe(0);
   });
 
+  it("reads for the public API asked in one tick take no more than their half: the node's read is not held behind them", async () => {
+    // The budget was checked when a provider was picked but spent only when the call was sent, so every read picked
+    // in one tick (the API's reads of a burst of requests) passed the same check and all went, spending the node's half.
+    const { pool: p } = pool([{ url: anvil.rpcUrl, name: 'metered', maxRps: 4 }], { maxWaitMs: 60_000 });
+    const call = { method: 'eth_chainId', params: [] };
+    let apiAnswered = 0;
+    const burst = Array.from({ length: 8 }, () => apiReads.run(true, () => p.request(call)).then(() => apiAnswered++));
+    // Half of 4 calls a second is the node's: two of the burst went, and the node's read goes at once.
+    const beforeNode = await p.request(call).then(() => apiAnswered);
+    await Promise.all(burst);
+    expect(apiAnswered).toBe(8);
+    expect(beforeNode).toBeLessThanOrEqual(2);
+  });
+
   it('providers disagreeing on a decision read: the node refuses to act on it', async () => {
     const honest = await proxy(anvil.rpcUrl);
     // A provider that lies about state: every balance reads zero.

@@ -184,6 +184,7 @@ export class ProviderPool {
   // A provider's head, read on its own; a failure is scored by the provider, not thrown.
   async #readHead(p: RpcProvider): Promise<void> {
     try {
+      p.take(1);
       const [h] = await p.send([{ method: 'eth_blockNumber', params: [] }]);
       if (h && 'result' in h && typeof h.result === 'string') this.#sawHead(p, BigInt(h.result), false);
     } catch {
@@ -376,12 +377,16 @@ export class ProviderPool {
       const pool = primary.length && !(quorum && primary.length < this.quorumSize) ? primary : fits;
       // A read for the public API leaves half of each budget to the node's own reads (lib/apiReads.ts).
       const yielding = !prep.send && isApiRead();
-      const ready = pool.filter((p) => p.waitFor(1, now, yielding) === 0);
+      // The calls #once sends: the budget they take is taken here, as the provider is picked.
+      const calls = prep.headCheck ? 2 : 1;
+      const ready = pool.filter((p) => p.waitFor(calls, now, yielding) === 0);
       if (ready.length) {
         const inSync = ready.filter((p) => !(p.head > 0n && p.head < prep.need) && this.#state(p, now) === undefined);
-        return weightedPick(inSync.length ? inSync : ready);
+        const picked = weightedPick(inSync.length ? inSync : ready);
+        picked.take(calls, now);
+        return picked;
       }
-      const wait = Math.min(...pool.map((p) => p.waitFor(1, now, yielding)));
+      const wait = Math.min(...pool.map((p) => p.waitFor(calls, now, yielding)));
       if (now + wait > deadline) return undefined;
       await new Promise((r) => setTimeout(r, Math.max(1, wait)));
     }

@@ -154,12 +154,21 @@ export class RpcProvider {
     this.#refilledAt = now;
   }
 
-  /** Sends calls (batched with the others of this tick); resolves with one answer per call, or rejects with a ProviderFailure. */
+  /**
+   * Spends `n` calls of the budget, when the provider is picked for them: calls picked in one tick (before any is
+   * sent) then see each other's share, and no burst passes one check together.
+   */
+  take(n: number, now = Date.now()): void {
+    if (this.#maxRps <= 0) return;
+    this.#refill(now);
+    this.#tokens -= n;
+  }
+
+  /**
+   * Sends calls (batched with the others of this tick), their budget already taken; resolves with one answer per
+   * call, or rejects with a ProviderFailure.
+   */
   send(calls: RpcCall[]): Promise<RpcAnswer[]> {
-    if (this.#maxRps > 0) {
-      this.#refill(Date.now());
-      this.#tokens -= calls.length;
-    }
     return new Promise((resolve, reject) => {
       this.#queue.push({ calls, resolve, reject });
       if (!this.#flushScheduled) {

@@ -232,6 +232,7 @@ export class SvmRpcPool {
     let a: RpcAnswer;
     let h: RpcAnswer | undefined;
     try {
+      p.take(calls.length);
       [a, h] = (await p.send(calls)) as [RpcAnswer, RpcAnswer | undefined];
     } catch (e) {
       if (!(e instanceof ProviderFailure)) throw e;
