@@ -145,6 +145,25 @@ export function releaseHold(ledger: Ledger, requestId: string, reason: FailReaso
 }
 
 /**
+ * A fast fill whose transactions reached the chain and did not pay there (its recipient refused on chain, a batch
+ * skipped it) burned the solver's gas on the app's word: the app bears it (up to its hold), as a deposit's refund
+ * bears a failed fill's. Once.
+ */
+export function chargeFastFillGas(ledger: Ledger, requestId: string, micro: bigint, reason: FailReason): void {
+  const hold = ledger.balances.get(`hold:${requestId}`);
+  if (!hold || micro <= 0n) return;
+  const amount = micro < BigInt(hold.amount) ? micro : BigInt(hold.amount);
+  ledger.balances.post({
+    wallet: hold.wallet,
+    kind: 'permanent_debit',
+    amount: -amount,
+    request_id: requestId,
+    ref: `permanent_debit_gas:${requestId}`,
+    detail: `fast fill failed on chain (${reason}): the gas its transactions burned`,
+  });
+}
+
+/**
  * POST /execute: the node pays a gasless deposit's gas on the sponsor's word, so the sponsored fees
  * are set aside of the sponsor's available balance when the deposit is recorded (in the same ledger
  * transaction as the check), and two posts racing cannot both spend the same balance. The hold ends

@@ -39,6 +39,7 @@ export type FastFillCode =
   | 'SPONSOR_BALANCE_TOO_LOW'
   | 'APP_BALANCE_TOO_LOW'
   | 'ORDER_EXPIRED'
+  | 'OPEN_DEPOSIT_ADDRESS'
   | 'SLIPPAGE'
   | RiskPostponeReason
   | RiskFailReason;
@@ -83,6 +84,10 @@ export async function fastFill(
   if (r.api_key_id !== input.apiKeyId && moneyOf(r)?.sponsor?.apiKeyId !== input.apiKeyId) {
     throw new FastFillError('NOT_QUOTED_BY_KEY', `request ${r.id} was not quoted or sponsored with this API key`);
   }
+  // An open deposit address's quote is a template: each arrival is a request of its own, filled on its own, so no
+  // deposit ever settles a fast fill of the template. Its hold became the app's debit and the user was paid twice.
+  if (moneyOf(r)?.depositAddressType === 'open')
+    throw new FastFillError('OPEN_DEPOSIT_ADDRESS', `request ${r.id} is an open deposit address: each arrival is filled on its own, none fast-filled`);
   const wallet = ledger.balances.sponsorOf(input.apiKeyId);
   if (!wallet) throw new FastFillError('NO_APP_BALANCE', 'this API key has no linked app balance wallet: link one first');
   // A quote kept past its life is not filled (a deposit after it is refused as ORDER_EXPIRED too).

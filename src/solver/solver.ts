@@ -19,7 +19,17 @@ import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
-import { accrueAppFees, debitSponsor, moneyOf, releaseHold, releaseSponsorHold, reverseSponsor, settleHold, sponsorHeld } from './appBalanceBooks.ts';
+import {
+  accrueAppFees,
+  chargeFastFillGas,
+  debitSponsor,
+  moneyOf,
+  releaseHold,
+  releaseSponsorHold,
+  reverseSponsor,
+  settleHold,
+  sponsorHeld,
+} from './appBalanceBooks.ts';
 import { DepositReorgs } from './reorgs.ts';
 import { queueSweep } from './sweeps.ts';
 import { onSignedDepositFailed, signedDepositPayoutId } from './signedDeposits.ts';
@@ -332,16 +342,20 @@ export class Solver implements PayoutHooks, ChainEvents {
     return usdMicroCeil(amount, cur.decimals, snap.prices.get(key(chainId, currency)) ?? cur.usdPrice);
   }
 
-  // The deposit of a fast-filled request: it releases the hold; nothing is paid again.
-  #settleFastFill(d: DepositRow, r: RequestRow, snap: Snapshot): undefined {
+  // The deposit of a fast-filled request: it releases the hold; nothing is paid again. Returns the chain of an excess.
+  #settleFastFill(d: DepositRow, r: RequestRow, snap: Snapshot): number | undefined {
     // Linked before the deposit is handled: the ledger's trigger then counts it owed to the solver.
     this.ledger.payouts.linkDeposit(`fill:${r.id}`, d.id);
     this.ledger.deposits.markHandled(d.id, r.id);
+    // A deposit address's deposit beyond the input the fast fill was priced at goes back to refundTo, as any deposit
+    // address's overpayment does (kept, the user lost it); the hold is settled by what the fill was made of.
+    const priced = BigInt(r.fast_fill_input ?? r.amount_in);
+    const excess = r.deposit_address && BigInt(d.amount) > priced ? BigInt(d.amount) - priced : 0n;
     const cur = this.registry.currency(d.chain_id, d.currency)!;
-    const value = usdMicro(BigInt(d.amount), cur.decimals, snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice);
+    const value = usdMicro(BigInt(d.amount) - excess, cur.decimals, snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice);
     settleHold(this.ledger, r, d, value);
     this.log.info({ requestId: r.id, deposit: d.id }, 'fast-filled request settled by its deposit');
-    return undefined;
+    return excess > 0n ? this.#queueRefund(r.id, { ...d, amount: excess.toString() }, r.refund_to ?? d.depositor, snap, Date.now(), 'excess') : undefined;
   }
 
   // Returns the chain that got a payout, if any.
@@ -670,17 +684,23 @@ export class Solver implements PayoutHooks, ChainEvents {
   // batch, this payout's share), in the deposit's currency at the snapshot's prices, rounded up; 0 when a
   // price is unknown.
   #burnedBy(payout: PayoutRow, d: DepositRow, snap: Snapshot): bigint {
-    let fee = 0n;
-    for (const t of this.ledger.payouts.txsOf(payout.id)) {
-      // A cancel is the solver's own doing (a fee-capped transaction), never the caller's.
-      if (t.fee !== null && !t.cancel) fee += BigInt(t.fee) / BigInt(this.ledger.payouts.rowsOfTx(t.hash).length);
-    }
+    const fee = this.#gasBurned(payout);
     const native = this.registry.native(payout.chain_id);
     const cur = this.registry.currency(d.chain_id, d.currency);
     const nativePrice = snap.prices.get(key(payout.chain_id, native.address));
     const price = snap.prices.get(key(d.chain_id, d.currency));
     if (fee === 0n || !cur || !nativePrice || !price) return 0n;
     return mulRatioCeil(fee, conversionRate(nativePrice, native.decimals, price, cur.decimals));
+  }
+
+  // What a payout's transactions that landed on chain paid in gas, in its chain's native units (of a batch, its share).
+  #gasBurned(payout: PayoutRow): bigint {
+    let fee = 0n;
+    for (const t of this.ledger.payouts.txsOf(payout.id)) {
+      // A cancel is the solver's own doing (a fee-capped transaction), never the caller's.
+      if (t.fee !== null && !t.cancel) fee += BigInt(t.fee) / BigInt(this.ledger.payouts.rowsOfTx(t.hash).length);
+    }
+    return fee;
   }
 
   // The refund's own gas, in the deposit's currency; undefined when the chain or price is unknown. With `swept`: and the
@@ -903,9 +923,14 @@ export class Solver implements PayoutHooks, ChainEvents {
     const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
     const r = this.ledger.requests.get(payout.request_id!) as RequestRow;
     if (!d) {
-      // A fast fill (paid before any deposit) that failed: the app is charged nothing, and a deposit
-      // that comes is refunded (match: a fast fill settles a deposit only when it paid).
+      // A fast fill (paid before any deposit) that failed: the app is charged nothing but the gas its transactions
+      // burned on chain (as a deposit's refund bears it), and a deposit that comes is refunded (match: a fast fill
+      // settles a deposit only when it paid).
       releaseHold(this.ledger, r.id, reason);
+      const burned = CALLER_FAILURES.has(reason) ? this.#gasBurned(payout) : 0n;
+      const native = this.registry.native(payout.chain_id);
+      const price = this.#snapshot?.prices.get(key(payout.chain_id, native.address)) ?? native.usdPrice;
+      if (burned > 0n) chargeFastFillGas(this.ledger, r.id, usdMicroCeil(burned, native.decimals, price), reason);
       queueMicrotask(() => this.wake());
       return;
     }
