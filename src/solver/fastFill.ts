@@ -163,6 +163,10 @@ export async function fastFill(
       currency: r.destination_currency,
       amount: fees.out.toString(),
       native_topup: pricing.topUpNative ?? null,
+      // The quote's destination calls, run by the fill as a deposit's fill runs them (without, their value was paid
+      // to the recipient and nothing the user asked for ran).
+      calls: moneyOf(current)?.calls ? JSON.stringify(moneyOf(current)!.calls) : null,
+      max_gas: moneyOf(current)?.maxGas ?? null,
       rate: rate ? rateText(rate) : null,
       decided_at: now,
     });

@@ -2,7 +2,8 @@
 // and what that deposit brings beyond what the fast fill was priced at is the payer's, as any deposit address's
 // overpayment is.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
+import { TestNftAbi } from '../../contracts-abi/index.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 import { linkWallet } from '../helpers/link.ts';
 import { api, depositAddressQuote, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
@@ -157,5 +158,33 @@ describe('a fast fill that fails on chain', () => {
     const worth = (burned * BigInt(Math.round(Number(eth.usdPrice) * 1e6))) / 10n ** 18n;
     expect(charged, `the app was charged ${charged} micro-USD for ${burned} wei the solver burned`).toBeGreaterThanOrEqual((worth * 9n) / 10n);
     expect(charged).toBeGreaterThan(0n);
+  });
+});
+
+describe('fast fills of quotes with destination calls', () => {
+  it("a fast fill of a quote with destination calls runs the calls: it paid their value to the recipient instead", async () => {
+    const nft = s.devnet.chains.find((c) => c.id === B)!.contracts.testNft;
+    const user = account(3).address;
+    const nfts = () => s.publicClient(B).readContract({ address: nft, abi: TestNftAbi, functionName: 'balanceOf', args: [user] });
+    const before = await nfts();
+    const q = await api(s.url, '/quote', {
+      apiKey: app.key,
+      body: {
+        user,
+        originChainId: A,
+        destinationChainId: B,
+        originCurrency: zeroAddress,
+        destinationCurrency: zeroAddress,
+        amount: parseEther('0.01').toString(),
+        tradeType: 'EXACT_OUTPUT',
+        txs: [{ to: nft, value: parseEther('0.01').toString(), data: encodeFunctionData({ abi: TestNftAbi, functionName: 'mint', args: [user] }) }],
+      },
+    });
+    expect(q.status).toBe(200);
+    const requestId = q.body.steps.at(-1).requestId as Hex;
+    expect((await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId } })).status).toBe(200);
+    expect((await waitForStatus(s.url, requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    expect(JSON.parse(s.node.ledger.payouts.get(`fill:${requestId}`)!.calls ?? '[]')).toHaveLength(1);
+    expect(await nfts()).toBe(before + 1n);
   });
 });
