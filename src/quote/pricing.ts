@@ -34,6 +34,20 @@ export function marketRate(priceIn: string, cin: { decimals: number }, priceOut:
 }
 
 /**
+ * What moving one asset pays (a bridge, a wrap, an unwrap, a send, a claim of fees in the same currency elsewhere): the
+ * same amount in the output's decimals, or less when the input reads cheaper than the output. Never the ratio of the
+ * two USD prices alone: they are two readings of one asset's price (a feed on one chain and the configured price on the
+ * other, or two feeds a little apart), and at their ratio whoever moved it toward the lower reading was paid more of
+ * the asset than it deposited, with no spread in the way. Never more than the price ratio either: an input that really
+ * is worth less (a depeg) buys no more than its worth.
+ */
+export function sameAssetRate(cin: { decimals: number }, priceIn: string, cout: { decimals: number }, priceOut: string): Ratio {
+  const same = conversionRate('1', cin.decimals, '1', cout.decimals);
+  const priced = conversionRate(priceIn, cin.decimals, priceOut, cout.decimals);
+  return priced.num * same.den < same.num * priced.den ? priced : same;
+}
+
+/**
  * Everything the quote fixes about price: the rate, the fill's cost, fees, app fees, top-up and
  * sponsorship, as a Pricing the solver applies to whatever amount the deposit brings.
  */
@@ -54,7 +68,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     originCosts.depositCost(cin.address),
   ]);
   const spreadBps = route.swap ? config.fees.swapSpreadBps : 0;
-  const rate = marketRate(priceIn, cin, priceOut, cout, spreadBps);
+  const rate = route.swap ? marketRate(priceIn, cin, priceOut, cout, spreadBps) : sameAssetRate(cin, priceIn, cout, priceOut);
   const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
   let gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
   let userDepositCost = depositCost;

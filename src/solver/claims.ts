@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
-import { conversionRate, mulRatioFloor } from '../lib/money.ts';
+import { mulRatioFloor } from '../lib/money.ts';
+import { sameAssetRate } from '../quote/pricing.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 
 export interface ClaimRequest {
@@ -37,8 +38,10 @@ export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimReque
     for (const owed of ledger.appFees.balances(req.wallet)) {
       const from = registry.currency(owed.chainId, owed.currency);
       if (!from || owed.amount <= 0n || from.symbol !== req.target.symbol || from.native !== req.target.native) continue;
-      // Same currency on another chain: only the decimals may differ (equal USD prices).
-      total += mulRatioFloor(owed.amount, conversionRate(from.usdPrice, from.decimals, req.target.usdPrice, req.target.decimals));
+      // Same currency on another chain: only the decimals may differ. Not more than the same amount, whatever the two
+      // entries' configured USD prices say: nothing keeps them equal (with a feed they are a fallback), and the
+      // claimant picks the target.
+      total += mulRatioFloor(owed.amount, sameAssetRate(from, from.usdPrice, req.target, req.target.usdPrice));
       ledger.appFees.post({
         recipient: req.wallet,
         chain_id: owed.chainId,
