@@ -10,6 +10,7 @@ import {
   getAbiItem,
   http,
   parseEther,
+  parseTransaction,
   toHex,
   zeroAddress,
   type Address,
@@ -827,23 +828,33 @@ describe('EvmSubmitter', () => {
     expect(await client.getBalance({ address: recipient })).toBe(parseEther('0.01'));
   });
 
-  it('a batch that landed while its receipt could not be read settles every fill it paid, though one read fails on the way', async () => {
+  it('a batch whose nonce another transaction took (paying its fills) settles every fill it paid, though one read fails on the way', async () => {
     const ledger = Ledger.open(':memory:');
     const { ids, hash } = await recordBatchThenCrash(ledger, 2);
-    // The batch reaches the chain (sent before the crash, say) and pays both orders.
     expect(ledger.payouts.get(ids[1]!.id)!.tx_hash).toBe(hash);
-    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
-    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('success');
+    // Another holder of the key (the ledger lost it) sent the same batch at the same nonce, with other fees: it pays
+    // both orders, and the recorded batch can land no more. Its receipt is not of any transaction the node recorded.
+    const tx = parseTransaction(ledger.payouts.rawOf(hash));
+    const other = await client.sendRawTransaction({
+      serializedTransaction: await solver.signTransaction({
+        type: 'eip1559',
+        chainId: CHAIN_ID,
+        nonce: tx.nonce!,
+        to: tx.to!,
+        data: tx.data!,
+        value: tx.value ?? 0n,
+        gas: tx.gas!,
+        maxFeePerGas: tx.maxFeePerGas! + 1n,
+        maxPriorityFeePerGas: tx.maxPriorityFeePerGas!,
+      }),
+    });
+    expect((await client.waitForTransactionReceipt({ hash: other })).status).toBe('success');
     for (const p of ids) expect(await fillEvents(p.requestId)).toHaveLength(1);
 
-    // The restarted node's provider is behind on the receipt for two looks (the second acts on the nonce taken), then
-    // fails one read of the second order.
-    let receiptMisses = 2;
+    // The restarted node's provider fails one read of the second order.
     let filledFailures = 1;
     const faulty = {
       ...client,
-      getTransactionReceipt: (args: { hash: Hex }) =>
-        args.hash === hash && receiptMisses-- > 0 ? Promise.reject(new TransactionReceiptNotFoundError({ hash })) : client.getTransactionReceipt(args),
       readContract: (args: { functionName: string; args?: readonly unknown[] }) =>
         args.functionName === 'filled' && args.args?.[0] === ids[1]!.requestId && filledFailures-- > 0
           ? Promise.reject(new Error('provider answered 502'))
@@ -852,14 +863,33 @@ describe('EvmSubmitter', () => {
     const second = makeSubmitter(ledger, { client: faulty });
     await second.sub.start();
     await waitFor(() => ids.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'both fills settled', 15_000);
-    expect(receiptMisses).toBeLessThan(1);
     expect(filledFailures).toBeLessThan(1);
     for (const p of ids) {
-      expect(ledger.payouts.get(p.id)!.tx_hash).toBe(hash);
-      expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[hash, 'included']]);
+      expect(ledger.payouts.get(p.id)!.tx_hash).toBe(other);
+      expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[hash, 'dropped']]);
     }
     expect(second.rec.signed).toEqual([]);
     expect(second.rec.paid.map((x) => x.payout).sort()).toEqual(ids.map((p) => p.id).sort());
+  });
+
+  it('a batch that landed while its receipt is not served, look after look, is settled from its receipt once served, never taken for a nonce something else used', async () => {
+    const ledger = Ledger.open(':memory:');
+    const { ids, hash } = await recordBatchThenCrash(ledger, 2);
+    await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) });
+    expect((await client.waitForTransactionReceipt({ hash })).status).toBe('success');
+    // The restarted node's provider serves no receipt of it for six looks (a backend behind the head).
+    let receiptMisses = 6;
+    const faulty = {
+      ...client,
+      getTransactionReceipt: (args: { hash: Hex }) =>
+        args.hash === hash && receiptMisses-- > 0 ? Promise.reject(new TransactionReceiptNotFoundError({ hash })) : client.getTransactionReceipt(args),
+    } as unknown as PublicClient;
+    const second = makeSubmitter(ledger, { client: faulty });
+    await second.sub.start();
+    await waitFor(() => ids.every((p) => ledger.payouts.get(p.id)!.state === 'success'), 'both fills settled', 15_000);
+    expect(receiptMisses).toBeLessThan(1);
+    for (const p of ids) expect(ledger.payouts.txsOf(p.id).map((t) => [t.hash, t.state])).toEqual([[hash, 'included']]);
+    expect(second.rec.signed).toEqual([]);
   });
 
   it('a batch that reverted sends each of its fills again alone, each paid once; a failed read on the way settles none of the batch before all are read', async () => {

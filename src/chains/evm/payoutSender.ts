@@ -1051,6 +1051,23 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // settling one closes the rows of all. Settled one by one, a crash or a failed read between two left the
   // second 'sent' with no open transaction, never looked at again (chaos seed 231).
   async #onNonceTaken(payoutIds: string[], nonce: number, logOf: (payoutId: string) => Logger): Promise<void> {
+    // A receipt not served proves nothing: a provider whose receipts come from a backend behind the head (a load
+    // balancer's indexing cluster) answers null for every look, and a claim (a plain transfer: nothing on chain
+    // refuses a second one) was sent again and paid twice. The block in which the nonce was used says which
+    // transaction used it: one of the group's own is left for its receipt to be served.
+    const atNonce = payoutIds.flatMap((id) => this.#ledger.payouts.txsOf(id)).filter((t) => t.nonce === nonce);
+    // The nonce was free when the first of them was signed: the head then (its sent block) bounds the search below.
+    const sent = atNonce.reduce<number | undefined>(
+      (m, t) => (t.sent_block === null ? m : m === undefined ? t.sent_block : Math.min(m, t.sent_block)),
+      undefined,
+    );
+    const taker = (await this.#nonceUsedBy(nonce, sent === undefined ? undefined : BigInt(Math.max(0, sent - 1)))).toLowerCase();
+    const own = atNonce.find((t) => t.hash.toLowerCase() === taker);
+    if (own) {
+      const level = this.#firstTime(`own-nonce:${taker}`) ? 'warn' : 'debug';
+      logOf(own.payout_id)[level]({ txHash: own.hash, nonce }, 'our transaction used the nonce but its receipt is not served yet; looking again later');
+      return;
+    }
     const found: { id: string; paid: PaidBy | null }[] = [];
     for (const id of payoutIds) {
       const payout = this.#ledger.payouts.get(id);
@@ -1069,6 +1086,37 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       if (outcomes[i] === 'requeued') this.#requeue(id, `nonce ${nonce}`);
     }
     await this.#nonces.resync();
+  }
+
+  // The hash of the solver's transaction that used `nonce`: from the block in which the account's nonce passed it,
+  // found by stepping down from the head by doubling steps, then bisecting (the nonce was used recently: the state read
+  // stays within what a pruned node keeps), or from `since`, a block where it was not used yet. The count at a block
+  // is a decision read and a block is read at its number: a provider behind it refuses (asked elsewhere), and a block
+  // it serves holds all its transactions.
+  async #nonceUsedBy(nonce: number, since?: bigint): Promise<Hex> {
+    const count = (blockNumber: bigint) => this.#client.getTransactionCount({ address: this.address, blockNumber });
+    let hi = await this.#client.getBlockNumber({ cacheTime: 0 });
+    if ((await count(hi)) <= nonce) throw new Error(`nonce ${nonce} is not used at block ${hi}`);
+    let lo = hi;
+    if (since !== undefined && since < hi && (await count(since)) <= nonce) {
+      lo = since;
+    } else {
+      for (let step = 1n; ; step *= 2n) {
+        lo = hi > step ? hi - step : 0n;
+        if ((await count(lo)) <= nonce) break;
+        if (lo === 0n) throw new Error(`nonce ${nonce} is used at block 0`);
+        hi = lo;
+      }
+    }
+    while (hi - lo > 1n) {
+      const mid = (lo + hi) / 2n;
+      if ((await count(mid)) > nonce) hi = mid;
+      else lo = mid;
+    }
+    const block = await this.#client.getBlock({ blockNumber: hi, includeTransactions: true });
+    const tx = block.transactions.find((t) => getAddress(t.from) === this.address && t.nonce === nonce);
+    if (!tx) throw new Error(`block ${hi} holds no transaction of nonce ${nonce} though the nonce was used there`);
+    return tx.hash;
   }
 
   // `first`: the transaction is at the nonce the chain expects next (the one holding the nonces after it).
