@@ -351,6 +351,10 @@ await yargs(hideBin(process.argv))
         (argv) =>
           withLedger(argv, (ledger) => {
             if (!ledger.events.removeWebhook(argv.id)) fail(new Error(`webhooks remove: no live webhook ${argv.id}`));
+            // A write per chunk: a running node sharing the ledger waits for one chunk at a time.
+            let ended: number;
+            do ended = ledger.events.endPending(argv.id, 1_000);
+            while (ended === 1_000);
             process.stdout.write(`removed ${argv.id}\n`);
           }),
       )

@@ -672,10 +672,8 @@ describe('logged URLs', () => {
     const r = await replica({}, lines);
     try {
       const k = s.node.ledger.apiKeys.create('logged');
-      // The replica's usage table fails under the read (a ledger fault): a 500, logged with the request's URL.
-      r.ledger.apiUsage.buckets = () => {
-        throw new Error('usage table unreadable');
-      };
+      // The replica's usage read fails (a ledger fault, in the listing worker that reads it): a 500, logged with the request's URL.
+      r.listings.run = () => Promise.reject<never>(new Error('usage table unreadable'));
       const failed = await api(r.url, `/metrics/usage?apiKey=${k.key}&granularity=daily`, { apiKey: k.key });
       expect([failed.status, failed.body.errorCode]).toEqual([500, 'INTERNAL_ERROR']);
       // Another spelling of the parameter name: Fastify decodes it to apiKey too.

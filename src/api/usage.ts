@@ -22,6 +22,23 @@ export type Granularity = keyof typeof BUCKET;
  * every other request). Longer spans take a coarser granularity.
  */
 export const MAX_USAGE_SPAN_DAYS: Record<Granularity, number> = { minutely: 1, hourly: 31, daily: 366 };
+/** The most rows one usage read answers (each a bucket, route, status and error code): past it, a 400 asks for less. */
+export const MAX_USAGE_ROWS = 10_000;
+export const tooManyUsageRows = () =>
+  new ApiError(
+    400,
+    'INVALID_INPUT_PARAMETERS',
+    `invalid request: startTimestamp: the span holds more than ${MAX_USAGE_ROWS} counts at this granularity; ask for a shorter span or a coarser granularity`,
+  );
+/** A usage read as a listing worker runs it (listing/run.ts). */
+export interface UsageJob {
+  kind: 'usage';
+  apiKeyId: string;
+  size: number;
+  from: number;
+  to: number;
+  maxRows: number;
+}
 /** The last second of 9999-12-31: timestamps past it are no time a usage row has, and overflow in ms arithmetic stays far away. */
 export const MAX_UNIX_SECONDS = 253_402_300_799;
 
@@ -93,11 +110,23 @@ export class UsageRecorder {
     }
   }
 
-  /** The key's counts between two times (ms), summed per bucket of the granularity. */
-  read(apiKeyId: string, granularity: Granularity, from: number, to: number): UsageRow[] {
+  /**
+   * The key's counts between two times (ms), summed per bucket of the granularity. The read scans every minute row of
+   * the span: `buckets` runs it (the API gives a listing worker's, off the node's event loop; by default this
+   * connection's), and refuses more than MAX_USAGE_ROWS rows (400), which would be built into one answer on the loop.
+   */
+  async read(
+    apiKeyId: string,
+    granularity: Granularity,
+    from: number,
+    to: number,
+    buckets: (job: UsageJob) => Promise<unknown[]> = async (job) => this.usage.buckets(job.apiKeyId, job.size, job.from, job.to),
+  ): Promise<UsageRow[]> {
     this.flush();
     const size = BUCKET[granularity];
-    const rows = this.usage.buckets(apiKeyId, size, Math.floor(from / size) * size, to);
+    const job = { kind: 'usage' as const, apiKeyId, size, from: Math.floor(from / size) * size, to, maxRows: MAX_USAGE_ROWS };
+    const rows = (await buckets(job)) as ReturnType<ApiUsage['buckets']>;
+    if (rows.length > MAX_USAGE_ROWS) throw tooManyUsageRows();
     return rows.map((r) => ({
       apiKey: apiKeyId,
       timestamp: new Date(r.bucket).toISOString(),

@@ -30,6 +30,7 @@ for (const [net, prefix] of [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
   ['64:ff9b:1::', 48], // NAT64 for local use (RFC 8215): it reaches IPv4 hosts of the operator's own network
+  ['::ffff:0:0:0', 96], // IPv4-translated (SIIT, RFC 2765): an IPv4 host behind a translator, no legitimate webhook target
   ['100::', 64], // discard
   ['2001::', 32], // Teredo: an IPv4 address behind a relay, no legitimate webhook target
   ['2001:db8::', 32], // documentation

@@ -18,7 +18,10 @@ export class ApiUsage {
   constructor(private db: Db) {
     this.#upsert = db.prepare(`INSERT INTO api_usage (api_key_id, minute, endpoint, status_code, error_code, count) VALUES (?, ?, ?, ?, ?, ?)
       ON CONFLICT (api_key_id, minute, endpoint, status_code, error_code) DO UPDATE SET count = api_usage.count + excluded.count`);
-    this.#buckets = db.prepare(`SELECT (minute / @size) * @size AS bucket, endpoint, status_code, error_code, SUM(count) AS n FROM api_usage
+    // The size as an integer: SQLite binds a JS number as a REAL, and minute / 3600000.0 is no bucket (every minute
+    // stayed its own row, whatever the granularity).
+    this.#buckets = db.prepare(`SELECT (minute / CAST(@size AS BIGINT)) * CAST(@size AS BIGINT) AS bucket, endpoint, status_code, error_code,
+        SUM(count) AS n FROM api_usage
         WHERE api_key_id = @key AND minute >= @from AND minute < @to
         GROUP BY bucket, endpoint, status_code, error_code ORDER BY bucket, endpoint, status_code`);
     this.#add = db.transaction((counts: UsageCount[]) => {

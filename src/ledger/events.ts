@@ -131,7 +131,11 @@ export class Events {
     this.#webhooksOfKey = db.prepare('SELECT * FROM webhooks WHERE api_key_id = ? AND removed_at IS NULL ORDER BY created_at, id');
     this.#allWebhooks = db.prepare('SELECT * FROM webhooks WHERE removed_at IS NULL ORDER BY created_at, id');
     this.#removeWebhook = db.prepare('UPDATE webhooks SET removed_at = ? WHERE id = ? AND removed_at IS NULL');
-    this.#killPending = db.prepare(`UPDATE event_deliveries SET state = 'dead', last_error = 'webhook removed' WHERE webhook_id = ? AND state = 'pending'`);
+    // A chunk of a removed webhook's pending deliveries (through event_deliveries_webhook_due, migration 29).
+    this.#killPending = db.prepare(`UPDATE event_deliveries SET state = 'dead', last_error = 'webhook removed'
+      WHERE webhook_id = @webhook_id AND state = 'pending' AND event_id IN (SELECT event_id FROM event_deliveries
+        WHERE webhook_id = @webhook_id AND state = 'pending' LIMIT @limit)
+        AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = @webhook_id AND w.removed_at IS NOT NULL)`);
     // Due, and not behind an earlier pending event of the same request to the same webhook (that keeps
     // every webhook's events of one request in order). Each live webhook's earliest are read through its
     // own index range, then at most @per_key of each key's are kept: a key with a long backlog (receivers
@@ -269,13 +273,21 @@ export class Events {
     return (apiKeyId === undefined ? this.#allWebhooks.all() : this.#webhooksOfKey.all(apiKeyId)) as WebhookRow[];
   }
 
-  /** False when there is no such live webhook. Its pending deliveries end (dead, 'webhook removed'). */
+  /**
+   * False when there is no such live webhook. Nothing more is delivered to it (the due read skips a removed webhook);
+   * its pending deliveries are ended by endPending, a chunk at a time.
+   */
   removeWebhook(id: string, now = Date.now()): boolean {
-    return this.#db.transaction(() => {
-      if (this.#removeWebhook.run(now, id).changes !== 1) return false;
-      this.#killPending.run(id);
-      return true;
-    })();
+    return this.#removeWebhook.run(now, id).changes === 1;
+  }
+
+  /**
+   * Ends at most `limit` pending deliveries of a removed webhook (dead, 'webhook removed'); returns how many. One
+   * write per chunk: a webhook's backlog (hundreds of thousands, a receiver that never answered) rewritten in one
+   * statement held the node's only connection, and every fill, for seconds.
+   */
+  endPending(webhookId: string, limit: number): number {
+    return this.#killPending.run({ webhook_id: webhookId, limit }).changes;
   }
 
   // --- deliveries ------------------------------------------------------------------------------

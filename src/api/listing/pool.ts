@@ -1,18 +1,21 @@
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../log.ts';
 import { ApiError } from '../errors.ts';
-import type { ListingJob, ListingResult, ListingWorkerData } from './run.ts';
+import type { ListingJob, ListingResult, ListingWorkerData, ReadJob } from './run.ts';
 
 interface Pending {
   id: number;
-  job: ListingJob;
+  job: ListingJob | ReadJob;
   /** Who asked (an API key id, else the client address): its listings in progress are counted. */
   caller: string | undefined;
   released?: boolean;
-  resolve: (r: ListingResult) => void;
+  resolve: (r: ListingResult | unknown[]) => void;
   reject: (e: Error) => void;
   timer?: NodeJS.Timeout;
 }
+
+// A worker's answer: ready once booted, then one per job (a listing's page or a ReadJob's rows, or its refusal).
+type WorkerMessage = { id: number; ok: boolean; ready?: boolean; result?: ListingResult | unknown[]; error?: string; status?: number; errorCode?: string };
 
 interface Slot {
   worker: Worker;
@@ -89,7 +92,7 @@ export class ListingPool {
       this.#next();
     });
     worker.unref();
-    worker.on('message', (msg: { id: number; ok: boolean; ready?: boolean; result?: ListingResult; error?: string; status?: number; errorCode?: string }) => {
+    worker.on('message', (msg: WorkerMessage) => {
       if (msg.ready) {
         slot.ready = true;
         return this.#next();
@@ -164,7 +167,10 @@ export class ListingPool {
    * progress (429 past it), one that timed out counted until its worker has stopped running it: the workers and
    * their queue are shared, and one caller's heavy listings would hold them all.
    */
-  run(job: ListingJob, caller?: string): Promise<ListingResult> {
+  run(job: ListingJob, caller?: string): Promise<ListingResult>;
+  /** A ReadJob (a webhook's deliveries, a key's usage) goes through the same workers, queue and per-caller count. */
+  run(job: ReadJob, caller?: string): Promise<unknown[]>;
+  run(job: ListingJob | ReadJob, caller?: string): Promise<ListingResult | unknown[]> {
     if (this.#closed) return Promise.reject(new ApiError(503, 'SHUTTING_DOWN', 'the API is shutting down'));
     if (this.#queue.length >= MAX_QUEUED) return Promise.reject(new ApiError(503, 'LISTING_BUSY', 'too many listings in progress; try again shortly'));
     const { perCaller } = this.opts;
@@ -175,7 +181,7 @@ export class ListingPool {
       this.#byCaller.set(caller, n + 1);
     }
     this.#ensureStarted();
-    return new Promise<ListingResult>((resolve, reject) => {
+    return new Promise<ListingResult | unknown[]>((resolve, reject) => {
       this.#queue.push({ id: ++this.#seq, job, caller, resolve, reject });
       this.#next();
     });

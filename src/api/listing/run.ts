@@ -2,9 +2,12 @@ import type { Address } from 'viem';
 import type { ChainConfig } from '../../config/schema.ts';
 import type { Registry } from '../../config/registry.ts';
 import type { Ledger, LedgerLocation } from '../../ledger/index.ts';
+import { tooManyUsageRows, type UsageJob } from '../usage.ts';
+import type { ListingPool } from './pool.ts';
 import { encodeContinuation, parseRequestQuery, type ListingBounds } from '../requestQuery.ts';
 import { requestRecord } from '../requestRecord.ts';
 import { toV2Record } from '../requestRecordV2.ts';
+import type { DeliveryState } from '../../ledger/events.ts';
 
 /**
  * One listing to run: the query string's parameters as received, for whom, and in which shape.
@@ -16,6 +19,30 @@ export interface ListingJob {
   authenticatedFor: string | undefined;
   v2: boolean;
   referrer?: string;
+}
+
+/**
+ * A read of the caller's own rows whose cost its backlog sets, run where listings run (off the node's event loop):
+ * a webhook's newest deliveries (no index orders them: the statement sorts all of the webhook's), or a key's usage
+ * counts in a span (a scan of every minute row in it). `maxRows`: more usage rows than this is a 400 naming it.
+ */
+export type ReadJob = { kind: 'deliveries'; webhookId: string; state: DeliveryState | undefined; limit: number } | UsageJob;
+
+/** Runs a ReadJob against a ledger connection. */
+export function runRead(ctx: { ledger: Ledger }, job: ReadJob): unknown[] {
+  if (job.kind === 'deliveries') return ctx.ledger.events.deliveries(job.webhookId, { state: job.state, limit: job.limit });
+  const rows = ctx.ledger.apiUsage.buckets(job.apiKeyId, job.size, job.from, job.to);
+  // Refused here: the rows past the bound are never sent to the node's thread.
+  if (rows.length > job.maxRows) throw tooManyUsageRows();
+  return rows;
+}
+
+/**
+ * Runs a ReadJob on a listing worker, counted among the caller's listings in progress (api.listing.perCaller);
+ * inline where the API has no workers.
+ */
+export function readOffLoop(ctx: { ledger: Ledger; listings?: ListingPool }, job: ReadJob, caller: string): Promise<unknown[]> {
+  return ctx.listings ? ctx.listings.run(job, caller) : Promise.resolve().then(() => runRead(ctx, job));
 }
 
 /** A listing's page: the records (already in the endpoint's shape), the continuation, the total when asked. */

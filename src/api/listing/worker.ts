@@ -4,7 +4,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { Registry } from '../../config/registry.ts';
 import { Ledger } from '../../ledger/index.ts';
 import { ApiError } from '../errors.ts';
-import { runListing, type ListingJob, type ListingWorkerData } from './run.ts';
+import { runListing, runRead, type ListingJob, type ListingWorkerData, type ReadJob } from './run.ts';
 import { errText } from '../../lib/errors.ts';
 
 // A listing worker: its own read-only connection to the ledger, so that a heavy listing query
@@ -14,9 +14,10 @@ if (data.nice > 0) lowerThreadPriority();
 const ledger = Ledger.connect(data.ledger, { readonly: true });
 const ctx = { ledger, registry: new Registry(data.chains), solver: data.solver, bounds: data.bounds };
 
-parentPort!.on('message', (msg: { id: number; job: ListingJob }) => {
+parentPort!.on('message', (msg: { id: number; job: ListingJob | ReadJob }) => {
   try {
-    parentPort!.postMessage({ id: msg.id, ok: true, result: runListing(ctx, msg.job) });
+    const result = 'kind' in msg.job ? runRead(ctx, msg.job) : runListing(ctx, msg.job);
+    parentPort!.postMessage({ id: msg.id, ok: true, result });
   } catch (e) {
     // A refused query (400 naming the bound) goes back as the same answer; anything else is a failure.
     const refused = e instanceof ApiError ? { status: e.status, errorCode: e.errorCode } : {};

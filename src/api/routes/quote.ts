@@ -69,17 +69,36 @@ const quoteBody = z.object({
     .optional(),
 });
 
+// How long a caller found at its cap is refused without counting again: the count reads up to the cap's rows (20,000
+// by default) on the node's thread, and a refused quote costs its caller nothing else, so a key at its cap asking at
+// its rate limit (100 a second) spent a fifth of the event loop on counts. Its room comes back only as its oldest
+// addresses leave the watch window: refused a second longer, the caller loses nothing.
+const FULL_FOR_MS = 1_000;
+
 // Every live deposit address is read by its chain's watcher on every block: a quote for one more is refused (429)
-// once its caller holds as many as allowed (quotes without an API key share one node-wide cap).
-function depositAddressRoom(ctx: ApiContext, apiKeyId: string | null): void {
+// once its caller holds as many as allowed (quotes without an API key share one node-wide cap). `full`: when each
+// caller (its key id, '' without one) was last counted at its cap.
+function depositAddressRoom(ctx: ApiContext, apiKeyId: string | null, full: Map<string, number>, recount = false): void {
   const { watchHours, maxWatchedAnonymous, maxWatchedPerKey } = ctx.config.depositAddresses;
   const cap = apiKeyId === null ? maxWatchedAnonymous : maxWatchedPerKey;
-  if (ctx.ledger.requests.watchedOf(apiKeyId, Date.now() - watchHours * 3_600_000, cap) < cap) return;
+  const who = apiKeyId ?? '';
+  const now = Date.now();
+  const at = full.get(who);
+  if (recount || at === undefined || now - at >= FULL_FOR_MS) {
+    if (ctx.ledger.requests.watchedOf(apiKeyId, now - watchHours * 3_600_000, cap) < cap) {
+      full.delete(who);
+      return;
+    }
+    // Entries older than FULL_FOR_MS are recounted anyway: dropping them all keeps the map to the callers at a cap now.
+    if (full.size >= 10_000) full.clear();
+    full.set(who, now);
+  }
   const whose = apiKeyId === null ? 'without an API key (an API key has its own limit)' : 'for this API key';
   throw new ApiError(429, 'RATE_LIMITED', `at most ${cap} deposit addresses watched at once ${whose}; each is watched for ${watchHours} hours after its quote`);
 }
 
 export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
+  const full = new Map<string, number>();
   const handler = async (req: FastifyRequest) => {
     const chains = ctx.ports;
     if (!chains) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only; quote through the node');
@@ -88,7 +107,7 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
     const destinationChainId = b.destinationChainId ?? b.toChainId;
     if (originChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: originChainId: is required');
     if (destinationChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: destinationChainId: is required');
-    if (b.useDepositAddress) depositAddressRoom(ctx, req.apiCaller?.id ?? null);
+    if (b.useDepositAddress) depositAddressRoom(ctx, req.apiCaller?.id ?? null, full);
     // The sponsor of a subsidized request is the wallet linked to the caller's API key.
     const wallet = req.apiCaller ? ctx.ledger.balances.sponsorOf(req.apiCaller.id) : undefined;
     const sponsor = wallet && req.apiCaller ? { wallet, apiKeyId: req.apiCaller.id, balance: ctx.ledger.balances.summary(wallet).available } : undefined;
@@ -98,7 +117,7 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
     );
     ctx.ledger.tx(() => {
       // Counted again with the insert: quotes built meanwhile may have taken the room.
-      if (quote.request.deposit_address) depositAddressRoom(ctx, req.apiCaller?.id ?? null);
+      if (quote.request.deposit_address) depositAddressRoom(ctx, req.apiCaller?.id ?? null, full, true);
       ctx.ledger.requests.insert({ ...quote.request, api_key_id: req.apiCaller?.id ?? null, referrer: b.referrer ?? null });
     });
     ctx.log.info({ requestId: quote.request.id, origin: originChainId, destination: destinationChainId, amountIn: quote.request.amount_in }, 'quoted');

@@ -8,6 +8,8 @@ import {
   keccak256,
   parseAbi,
   toHex,
+  TransactionNotFoundError,
+  TransactionReceiptNotFoundError,
   verifyTypedData,
   zeroAddress,
   type Address,
@@ -324,10 +326,17 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     this.#indexer.wake();
   }
 
+  // Only the depository's logs of the transaction's block are read, never its receipt: a transaction can carry tens
+  // of thousands of logs (paid once), and every call naming it had the node parse and check them all again.
   async indexTransaction(txId: string): Promise<number> {
-    const receipt = await this.client.getTransactionReceipt({ hash: txId as Hex });
-    const deposits = receipt.logs.filter((l) => getAddress(l.address) === this.chain.depository).length;
-    if (deposits) await this.#indexer.waitFor(receipt.blockNumber);
+    const hash = txId as Hex;
+    const tx = await this.client.getTransaction({ hash }).catch((e: unknown) => {
+      throw e instanceof TransactionNotFoundError ? new TransactionReceiptNotFoundError({ hash }) : e;
+    });
+    if (tx.blockHash === null || tx.blockNumber === null) throw new TransactionReceiptNotFoundError({ hash });
+    const logs = await this.client.getLogs({ address: this.chain.depository, blockHash: tx.blockHash });
+    const deposits = logs.filter((l) => l.transactionHash?.toLowerCase() === hash.toLowerCase()).length;
+    if (deposits) await this.#indexer.waitFor(tx.blockNumber);
     return deposits;
   }
 
