@@ -387,9 +387,7 @@ await yargs(hideBin(process.argv))
         (argv) =>
           withLedger(argv, (ledger) => {
             if (Boolean(argv.eventId) === argv.dead) fail(new Error('webhooks redeliver: give an event id or --dead, not both'));
-            const n = argv.eventId
-              ? ledger.events.redeliver({ eventId: argv.eventId, webhookId: argv.webhook })
-              : redeliverAllDead(ledger, argv.webhook);
+            const n = argv.eventId ? ledger.events.redeliver({ eventId: argv.eventId, webhookId: argv.webhook }) : redeliverAllDead(ledger, argv.webhook);
             if (argv.eventId && n === 0) fail(new Error(`webhooks redeliver: no delivery of ${argv.eventId} to a live webhook`));
             process.stdout.write(`queued ${n} deliver${n === 1 ? 'y' : 'ies'} again; a running node sends them within its poll interval\n`);
           }),

@@ -162,7 +162,7 @@ describe('a fast fill that fails on chain', () => {
 });
 
 describe('fast fills of quotes with destination calls', () => {
-  it("a fast fill of a quote with destination calls runs the calls: it paid their value to the recipient instead", async () => {
+  it('a fast fill of a quote with destination calls runs the calls: it paid their value to the recipient instead', async () => {
     const nft = s.devnet.chains.find((c) => c.id === B)!.contracts.testNft;
     const user = account(3).address;
     const nfts = () => s.publicClient(B).readContract({ address: nft, abi: TestNftAbi, functionName: 'balanceOf', args: [user] });
