@@ -1,12 +1,15 @@
 import type { SqlDb as Db } from './sqlDb.ts';
 import type { Store } from './ledger.ts';
 import type { Requests } from './requests.ts';
+import { orderRefIs } from './deposits.ts';
 
 // Quotes nobody used: a quote is stored when it is given (its request row, and its text in
 // request_quotes, ~1-70 KB with its transactions) and most are never deposited against. Past its
 // expiry plus a grace period, a quote that nothing happened to is deleted. "Nothing happened" is
 // strict: still 'waiting', not a deposit-address request (funds may still arrive there), and no
-// deposit, payout (a fill, refund or node-submitted signed deposit), exchange signature, balance or
+// deposit (one naming it by its order ref, even one not decided yet: waiting for its confirmations, or held back
+// by a pause, a limit or dry run; pruned under it, the order was gone when it was decided, and it was refunded as an
+// orphan to its depositor instead of filled), payout (a fill, refund or node-submitted signed deposit), exchange signature, balance or
 // app fee entry, child request, or status event beyond the quote's own 'waiting'. That event goes with
 // it, with its deliveries, even one still retried: a 'waiting' that no receiver took in the hours after
 // the quote expired is news of nothing, and a receiver that never answers would keep every quote of
@@ -20,6 +23,7 @@ const UNUSED = `
   WHERE r.status = 'waiting' AND r.kind = 'order' AND r.parent_id IS NULL AND r.deposit_address IS NULL
     AND r.expires_at IS NOT NULL AND r.expires_at < @before
     AND NOT EXISTS (SELECT 1 FROM deposits d WHERE d.request_id = r.id)
+    AND NOT EXISTS (SELECT 1 FROM deposits d WHERE ${orderRefIs('d.order_ref', 'r.id')})
     AND NOT EXISTS (SELECT 1 FROM payouts p WHERE p.request_id = r.id)
     AND NOT EXISTS (SELECT 1 FROM exchange_nonces x WHERE x.request_id = r.id)
     AND NOT EXISTS (SELECT 1 FROM balance_entries b WHERE b.request_id = r.id)

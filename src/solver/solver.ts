@@ -715,10 +715,13 @@ export class Solver implements PayoutHooks, ChainEvents {
     }
     if (cost !== undefined && swept) cost += this.#signedDepositGas(swept);
     const cur = this.registry.currency(chainId, currency);
+    // A chain taken out of the config has no currency and no native one: unpriced (the refund is left for an
+    // operator), where reading its native currency threw and the deposit's decision failed on every pass.
+    if (cost === undefined || !cur) return undefined;
     const native = this.registry.native(chainId);
     const price = snap.prices.get(key(chainId, currency));
     const nativePrice = snap.prices.get(key(chainId, native.address));
-    if (cost === undefined || !cur || !price || !nativePrice) return undefined;
+    if (!price || !nativePrice) return undefined;
     return mulRatioCeil(cost, conversionRate(nativePrice, native.decimals, price, cur.decimals));
   }
 
@@ -790,7 +793,11 @@ export class Solver implements PayoutHooks, ChainEvents {
         { action: 'refund', target: `request:${requestId}`, actor: who.actor, reason: who.reason, detail: { deposit: d.id } },
         now,
       );
-      const cost = this.#refundCost(d.chain_id, d.currency, snap, d);
+      // A currency the node does not configure (a user's wrong token) has no refund cost or price: the node never
+      // refunds it on its own (MANUAL_REFUND_REQUIRED), and the operator's refund returns it whole, the solver bearing
+      // the gas. Refused, nothing the node offers could return it.
+      const unpriced = this.registry.chains.has(d.chain_id) && !this.registry.currency(d.chain_id, d.currency);
+      const cost = unpriced ? 0n : this.#refundCost(d.chain_id, d.currency, snap, d);
       const amount = cost === undefined ? undefined : BigInt(this.#unreturned(d, r, dead).amount) - cost;
       if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the deposit of ${requestId} cannot pay its own refund`);
       if (this.#returned(d.id, dead) + amount > BigInt(d.amount)) {
