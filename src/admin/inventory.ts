@@ -31,7 +31,9 @@ export async function inventory(
       const name = registry.chains.get(chainId)?.name ?? String(chainId);
       try {
         const reserved = ledger.payouts.reservedOn(chainId);
-        const owed = ledger.withdrawals.owedByCurrency(chainId);
+        // The exchange has no depository: a deposit there is a transfer to the solver's own account, which the wallet's
+        // balance holds already (counted again, the inventory was the wallet plus every filled deposit there).
+        const owed = registry.chains.get(chainId)?.kind === 'exchange' ? new Map<string, bigint>() : ledger.withdrawals.owedByCurrency(chainId);
         const currencies = await Promise.all(
           registry.currenciesOf(chainId).map(async (c) => {
             const held = await wallet.balanceOf(wallet.solver, c.address);

@@ -295,6 +295,20 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       diff(
         `depository ${cur.symbol}: the chain holds ${dNow}, the books explain ${dExpected} (opening ${dOpen} + deposits ${deposited} − refunds ${refunds} − withdrawals ${withdrawn}); unexplained ${dNow - dExpected}`,
       );
+    // What the depository owes the solver: its running total (inventory, the withdrawal threshold) against the deposits
+    // that make it up, less what withdrawals took of deposits a reorg took back; and never more than the chain holds.
+    const shortfall = ledger.withdrawals.shortfall(chain.id, cur.address);
+    const owedDeposits = sum(ledger.withdrawals.owed(chain.id, cur.address).map((d) => d.owed)) - shortfall;
+    const owedTotal = ledger.withdrawals.owedByCurrency(chain.id).get(cur.address.toLowerCase()) ?? 0n;
+    if (owedTotal !== owedDeposits)
+      diff(`depository ${cur.symbol}: owed to the solver ${owedTotal} by its running total, ${owedDeposits} by its deposits (shortfall ${shortfall})`);
+    if (owedDeposits > dNow) diff(`depository ${cur.symbol}: the chain holds ${dNow}, less than the ${owedDeposits} it owes the solver`);
+    // Withdrawals took deposits a reorg then took back, more than the depository still owes the solver: its users'
+    // deposits are short by the rest until the solver pays it in.
+    if (owedDeposits < 0n)
+      diff(
+        `depository ${cur.symbol}: withdrawals took ${shortfall} of deposits a reorg took back, ${-owedDeposits} more than it owes the solver: its users' deposits are short`,
+      );
     out.push({
       chainId: chain.id,
       currency: cur.address,

@@ -6,7 +6,10 @@
 // The deposits the depository owes the solver (migration 16): handled, its fill succeeded, no
 // refund of it, no excess of it still unpaid, not taken by a withdrawal; excess is what went back
 // to the user. One definition for the first rows and for the triggers that keep them.
-const owedSelect = (where: string) => `
+// notReorged (migration 34): nor a deposit whose request records DEPOSIT_REORGED (a reorg took it back after the
+// solver paid: the depository does not hold it), as Withdrawals.owed() reads; before, a trigger firing after the
+// reorg's write-off (its signed fill, an excess or a withdrawal settling) counted it owed again.
+const owedSelect = (where: string, notReorged = false) => `
   INSERT INTO depository_owed (deposit_id, chain_id, currency, amount, excess)
     SELECT d.id, d.chain_id, d.currency, d.amount,
       (SELECT x.amount FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state = 'success')
@@ -15,15 +18,49 @@ const owedSelect = (where: string) => `
       AND EXISTS (SELECT 1 FROM payouts f WHERE f.deposit_id = d.id AND f.kind = 'fill' AND f.state = 'success')
       AND NOT EXISTS (SELECT 1 FROM withdrawn_deposits w WHERE w.deposit_id = d.id)
       AND NOT EXISTS (SELECT 1 FROM payouts r WHERE r.deposit_id = d.id AND r.kind = 'refund')
-      AND NOT EXISTS (SELECT 1 FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state != 'success');`;
+      AND NOT EXISTS (SELECT 1 FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state != 'success')${
+        notReorged
+          ? `
+      AND NOT EXISTS (SELECT 1 FROM requests q WHERE q.id = d.request_id AND q.fail_reason = 'DEPOSIT_REORGED')`
+          : ''
+      };`;
 
 // One deposit's row of depository_owed recomputed, its change written as entries (-1 the old row, +1 the new).
-const recomputeOwed = (id: string) => `
+const recomputeOwed = (id: string, notReorged = false) => `
   INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
     SELECT deposit_id, chain_id, currency, -1, amount, excess FROM depository_owed WHERE deposit_id = ${id};
-  DELETE FROM depository_owed WHERE deposit_id = ${id};${owedSelect(`d.id = ${id}`)}
+  DELETE FROM depository_owed WHERE deposit_id = ${id};${owedSelect(`d.id = ${id}`, notReorged)}
   INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
     SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed WHERE deposit_id = ${id};`;
+
+// The five triggers of depository_owed as migration 34 makes them: migration 16's, with the conditions of
+// migrations 20 and 24, over the select that leaves out reorged deposits. A migration that rebuilds payouts,
+// deposits or withdrawn_deposits must make these again.
+const owedTriggersNotReorged = `
+DROP TRIGGER owed_payout_insert;
+DROP TRIGGER owed_payout_state;
+DROP TRIGGER owed_deposit_state;
+DROP TRIGGER owed_withdrawn_insert;
+DROP TRIGGER owed_withdrawn_delete;
+CREATE TRIGGER owed_payout_insert AFTER INSERT ON payouts WHEN NEW.deposit_id IS NOT NULL BEGIN${recomputeOwed('NEW.deposit_id', true)}
+END;
+CREATE TRIGGER owed_payout_state AFTER UPDATE OF state ON payouts WHEN NEW.deposit_id IS NOT NULL AND (OLD.state = 'success' OR NEW.state = 'success') BEGIN${recomputeOwed('NEW.deposit_id', true)}
+END;
+CREATE TRIGGER owed_deposit_state AFTER UPDATE OF state ON deposits WHEN OLD.state = 'handled' OR NEW.state = 'handled' BEGIN${recomputeOwed('NEW.id', true)}
+END;
+CREATE TRIGGER owed_withdrawn_insert AFTER INSERT ON withdrawn_deposits BEGIN${recomputeOwed('NEW.deposit_id', true)}
+END;
+CREATE TRIGGER owed_withdrawn_delete AFTER DELETE ON withdrawn_deposits BEGIN${recomputeOwed('OLD.deposit_id', true)}
+END;`;
+
+// Rows counted owed though their deposit was written off (a trigger fired after the write-off): written off now.
+const writeOffReorgedRows = `
+INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
+  SELECT o.deposit_id, o.chain_id, o.currency, -1, o.amount, o.excess FROM depository_owed o JOIN deposits d ON d.id = o.deposit_id
+  WHERE EXISTS (SELECT 1 FROM requests q WHERE q.id = d.request_id AND q.fail_reason = 'DEPOSIT_REORGED') ORDER BY o.deposit_id;
+DELETE FROM depository_owed WHERE deposit_id IN (SELECT d.id FROM deposits d
+  WHERE EXISTS (SELECT 1 FROM requests q WHERE q.id = d.request_id AND q.fail_reason = 'DEPOSIT_REORGED'));
+`;
 
 // owed_deposit_state fires only where a deposit enters or leaves 'handled' (migration 20): a deposit
 // has a depository_owed row only while handled, so any other change of its state changes nothing
@@ -997,5 +1034,17 @@ CREATE INDEX deposits_order_key ON deposits(substr(order_ref, 59));`,
     name: "a webhook's dead deliveries, by request and sequence: redelivering them goes in bounded chunks without reading its delivered ones",
     sql: `CREATE INDEX event_deliveries_dead ON event_deliveries(webhook_id, request_id, event_seq) WHERE state = 'dead';`,
     pg: `CREATE INDEX event_deliveries_dead ON event_deliveries(webhook_id, request_id, event_seq) WHERE state = 'dead';`,
+  },
+  {
+    version: 34,
+    name: 'depository_owed leaves out a deposit a reorg took back after the solver paid, whatever settles after the write-off',
+    sql: `${owedTriggersNotReorged}
+${writeOffReorgedRows}`,
+    pg: `
+CREATE OR REPLACE FUNCTION recompute_depository_owed(p_deposit TEXT) RETURNS void LANGUAGE plpgsql AS $fn$
+BEGIN${recomputeOwed('p_deposit', true)}
+END
+$fn$;
+${writeOffReorgedRows}`,
   },
 ];

@@ -23,6 +23,10 @@ export class Withdrawals {
   #ofPayout;
   #writeOffEntry;
   #writeOffRow;
+  #withdrawnOwed;
+  #debtRow;
+  #debtEntry;
+  #debts;
   // Per chain, per currency (lower-cased): the sum of the entries up to #seq.
   readonly #totals = new Map<number, Map<string, bigint>>();
   #seq = 0;
@@ -40,6 +44,15 @@ export class Withdrawals {
     this.#writeOffEntry = db.prepare(`INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
       SELECT deposit_id, chain_id, currency, -1, amount, excess FROM depository_owed WHERE deposit_id = ?`);
     this.#writeOffRow = db.prepare('DELETE FROM depository_owed WHERE deposit_id = ?');
+    // What a withdrawal that may still pay (not failed) took of the deposit: the deposit less its excess returned.
+    this.#withdrawnOwed = db.prepare(`SELECT d.chain_id, d.currency, d.amount,
+        (SELECT x.amount FROM payouts x WHERE x.deposit_id = d.id AND x.kind = 'excess' AND x.state = 'success') AS excess
+      FROM withdrawn_deposits w JOIN payouts p ON p.id = w.payout_id JOIN deposits d ON d.id = w.deposit_id
+      WHERE w.deposit_id = ? AND p.state != 'failed'`);
+    this.#debtRow = db.prepare('INSERT INTO depository_owed (deposit_id, chain_id, currency, amount, excess) VALUES (?, ?, ?, ?, NULL)');
+    this.#debtEntry = db.prepare(`INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
+      SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed WHERE deposit_id = ?`);
+    this.#debts = db.prepare(`SELECT currency, amount FROM depository_owed WHERE chain_id = ? AND amount LIKE '-%'`);
   }
 
   /**
@@ -50,6 +63,25 @@ export class Withdrawals {
   writeOff(depositId: string): void {
     this.#writeOffEntry.run(depositId);
     this.#writeOffRow.run(depositId);
+    // Withdrawn already: the withdrawal (the solver's own transaction, back in the mempool after the reorg) took it out
+    // of other deposits. The depository owes the solver that much less: a row of a negative amount (a debt) that
+    // every later withdrawal leaves in the depository (shortfall) and the owed totals subtract. A failed withdrawal
+    // releasing the deposit recomputes its row: the debt goes with it.
+    const w = this.#withdrawnOwed.get(depositId) as { chain_id: number; currency: string; amount: string; excess: string | null } | undefined;
+    const took = w ? BigInt(w.amount) - BigInt(w.excess ?? 0) : 0n;
+    if (w && took > 0n) {
+      this.#debtRow.run(depositId, w.chain_id, w.currency, (-took).toString());
+      this.#debtEntry.run(depositId);
+    }
+  }
+
+  /**
+   * What withdrawals took of deposits a reorg then took back, on a chain in a currency: the depository holds that
+   * much less than its users' deposits and what it owes the solver, so that much of what it owes stays there.
+   */
+  shortfall(chainId: number, currency: string): bigint {
+    const rows = this.#debts.all(chainId) as { currency: string; amount: string }[];
+    return rows.filter((r) => r.currency.toLowerCase() === currency.toLowerCase()).reduce((s, r) => s - BigInt(r.amount), 0n);
   }
 
   /** Deposits on a chain the depository holds for the solver (all currencies, or one). */
@@ -68,9 +100,10 @@ export class Withdrawals {
       for (const e of rows) {
         const totals = this.#totals.get(e.chain_id) ?? this.#totals.set(e.chain_id, new Map()).get(e.chain_id)!;
         const k = e.currency.toLowerCase();
-        // A deposit owed nothing (its excess took all of it) is not counted, as in owed().
+        // A deposit owed nothing (its excess took all of it) is not counted, as in owed(); a debt (a withdrawn deposit a
+        // reorg took back: a negative amount) is.
         const owed = BigInt(e.amount) - BigInt(e.excess ?? 0);
-        if (owed > 0n) totals.set(k, (totals.get(k) ?? 0n) + BigInt(e.sign) * owed);
+        if (owed > 0n || BigInt(e.amount) < 0n) totals.set(k, (totals.get(k) ?? 0n) + BigInt(e.sign) * owed);
         this.#seq = e.seq;
       }
       if (rows.length < 10_000) break;

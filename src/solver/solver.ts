@@ -239,7 +239,9 @@ export class Solver implements PayoutHooks, ChainEvents {
   // per chain and currency, recorded as an admin entry by the node itself).
   #inventory(chainId: number, solver: string, c: { address: string; symbol: string }, wallet: bigint): void {
     const conf = this.inventoryConfig.targets.find((t) => t.chainId === chainId && t.currency.toLowerCase() === c.address.toLowerCase());
-    const owed = this.ledger.withdrawals.owedByCurrency(chainId).get(c.address.toLowerCase()) ?? 0n;
+    // The exchange has no depository: its deposits are in the solver's account (the wallet) already.
+    const depository = this.registry.chains.get(chainId)?.kind !== 'exchange';
+    const owed = depository ? (this.ledger.withdrawals.owedByCurrency(chainId).get(c.address.toLowerCase()) ?? 0n) : 0n;
     const labels = { chain: chainId, currency: c.symbol };
     this.metrics.inventory.set(labels, Number(wallet + owed));
     if (conf?.target !== undefined && BigInt(conf.target) > 0n) {
@@ -248,7 +250,9 @@ export class Solver implements PayoutHooks, ChainEvents {
       // Parts per million, then a ratio: exact enough for an alert, no float in the sum.
       this.metrics.inventorySkew.set(labels, Number(((wallet + owed - target) * 1_000_000n) / target) / 1_000_000);
     }
-    if (conf?.withdrawAbove === undefined || owed <= BigInt(conf.withdrawAbove)) return;
+    // Withdrawals are signed depository calls (EVM): elsewhere the node has no withdrawal path (an SVM one fails and
+    // was queued again every tick; an exchange one was a transfer from the solver to itself).
+    if (conf?.withdrawAbove === undefined || owed <= BigInt(conf.withdrawAbove) || !this.chains.signedCalls(chainId)) return;
     if (this.ledger.payouts.hasOpenWithdrawal(chainId, c.address)) return;
     try {
       const p = queueWithdrawal(
@@ -925,6 +929,15 @@ export class Solver implements PayoutHooks, ChainEvents {
       return;
     }
     this.metrics.fills.inc({ chain: payout.chain_id, outcome: 'failed' });
+    // A reorg took the deposit back after this fill was signed: the depository does not hold it, so a refund would be
+    // paid out of other users' deposits. The request fails keeping DEPOSIT_REORGED (what owed() and the audit read:
+    // should the deposit come back on chain after all, the audit names it for an operator).
+    if (payout.deposit_id && this.ledger.requests.get(payout.request_id!)?.fail_reason === 'DEPOSIT_REORGED') {
+      this.ledger.requests.setStatus(payout.request_id!, 'failure', {}, now);
+      reverseSponsor(this.ledger, payout.request_id!);
+      log.error({ payout: payout.id, reason, deposit: payout.deposit_id }, 'fill failed after a reorg took its deposit back: nothing refunded');
+      return;
+    }
     this.ledger.requests.setStatus(payout.request_id!, 'failure', { failReason: reason }, now);
     reverseSponsor(this.ledger, payout.request_id!);
     const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;

@@ -53,20 +53,28 @@ export function queueWithdrawal(ledger: Ledger, req: WithdrawRequest, who: Withd
       take = [...new Set(req.depositIds)].map((id) => byId.get(id)!);
     }
     const total = take.reduce((s, d) => s + d.owed, 0n);
-    if (total === 0n) throw new WithdrawalRefused(`nothing in ${req.currency} on chain ${req.chainId} is owed to the solver`, 'NOTHING_OWED');
-    if (req.amount !== undefined) {
-      if (req.amount > total)
-        throw new WithdrawalRefused(
-          `${req.amount} asked, but the depository owes the solver ${total} in ${req.currency} on chain ${req.chainId}`,
-          'AMOUNT_EXCEEDS_OWED',
-        );
-      // Whole deposits, oldest first, as long as they fit in the amount asked.
+    // What withdrawals took of deposits a reorg then took back stays in the depository (its users' deposits): room is
+    // the most any withdrawal may take now.
+    const shortfall = ledger.withdrawals.shortfall(req.chainId, req.currency);
+    const room = owed.reduce((s, d) => s + d.owed, 0n) - shortfall;
+    const short = shortfall > 0n ? ` (less ${shortfall} that withdrawals took of deposits a reorg took back)` : '';
+    if (total === 0n || room <= 0n)
+      throw new WithdrawalRefused(`nothing in ${req.currency} on chain ${req.chainId} is owed to the solver${short}`, 'NOTHING_OWED');
+    const most = total < room ? total : room;
+    if ((req.amount !== undefined && req.amount > most) || (req.depositIds && total > room))
+      throw new WithdrawalRefused(
+        `${req.amount ?? total} asked, but the depository owes the solver ${most} in ${req.currency} on chain ${req.chainId}${short}`,
+        'AMOUNT_EXCEEDS_OWED',
+      );
+    const limit = req.amount ?? room;
+    if (total > limit) {
+      // Whole deposits, oldest first, as long as they fit in the amount asked (or the room).
       const fit: typeof take = [];
       let sum = 0n;
-      for (const d of take) if (sum + d.owed <= req.amount) fit.push(d), (sum += d.owed);
+      for (const d of take) if (sum + d.owed <= limit) fit.push(d), (sum += d.owed);
       if (sum === 0n)
         throw new WithdrawalRefused(
-          `no whole deposit fits in ${req.amount}; the smallest owed is ${take.reduce((m, d) => (d.owed < m ? d.owed : m), total)}`,
+          `no whole deposit fits in ${limit}; the smallest owed is ${take.reduce((m, d) => (d.owed < m ? d.owed : m), total)}`,
           'AMOUNT_EXCEEDS_OWED',
         );
       take = fit;
