@@ -27,6 +27,7 @@ export class Withdrawals {
   #debtRow;
   #debtEntry;
   #debts;
+  #heldByFailed;
   // Per chain, per currency (lower-cased): the sum of the entries up to #seq.
   readonly #totals = new Map<number, Map<string, bigint>>();
   #seq = 0;
@@ -52,6 +53,8 @@ export class Withdrawals {
     this.#debtRow = db.prepare('INSERT INTO depository_owed (deposit_id, chain_id, currency, amount, excess) VALUES (?, ?, ?, ?, NULL)');
     this.#debtEntry = db.prepare(`INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
       SELECT deposit_id, chain_id, currency, 1, amount, excess FROM depository_owed WHERE deposit_id = ?`);
+    this.#heldByFailed = db.prepare(`SELECT p.id FROM payouts p WHERE p.kind = 'withdrawal' AND p.state = 'failed'
+      AND EXISTS (SELECT 1 FROM withdrawn_deposits w WHERE w.payout_id = p.id)`);
     this.#debts = db.prepare(`SELECT currency, amount FROM depository_owed WHERE chain_id = ? AND amount LIKE '-%'`);
   }
 
@@ -119,6 +122,11 @@ export class Withdrawals {
   /** A failed withdrawal: its deposits are owed to the solver again. */
   release(payoutId: string): void {
     this.#release.run(payoutId);
+  }
+
+  /** Failed withdrawals still holding deposits (their signed call went out: see Solver#releaseDeadWithdrawals). */
+  heldByFailed(): string[] {
+    return (this.#heldByFailed.all() as { id: string }[]).map((r) => r.id);
   }
 
   depositsOf(payoutId: string): string[] {

@@ -86,6 +86,8 @@ export class Solver implements PayoutHooks, ChainEvents {
   #spentWhileReading: [string, bigint][] | undefined;
   // Hold deadlines before this (ms) have been looked at by expireHolds.
   #holdsCheckedTo = 0;
+  // Failed withdrawals whose signed depository call went out (#releaseDeadWithdrawals); undefined until read at start.
+  #liveWithdrawals: Set<string> | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = false;
@@ -144,7 +146,26 @@ export class Solver implements PayoutHooks, ChainEvents {
       }
       // Inventory metrics and threshold withdrawals stay current when no deposit asks for a snapshot.
       this.#fresh().catch((e) => this.log.error({ err: errText(e) }, 'inventory refresh failed'));
+      this.#releaseDeadWithdrawals().catch((e) => this.log.error({ err: errText(e) }, 'checking failed withdrawals failed; retried on the next tick'));
     }, 2000);
+  }
+
+  // The deposits of failed withdrawals whose call went out are released once the chain shows the call expired
+  // unexecuted; one executed since took them for good (the audit shows the payout that failed paid).
+  async #releaseDeadWithdrawals(): Promise<void> {
+    this.#liveWithdrawals ??= new Set(this.ledger.withdrawals.heldByFailed());
+    for (const id of this.#liveWithdrawals) {
+      const p = this.ledger.payouts.get(id);
+      const call = p && (await this.chains.signedCalls(p.chain_id)?.callOutcome(p));
+      if (call && !call.executed && call.executableUntil >= Date.now()) continue;
+      this.#liveWithdrawals.delete(id);
+      if (call?.executed) {
+        this.log.error({ payout: id }, "a failed withdrawal's signed call was executed since: its deposits are withdrawn");
+        continue;
+      }
+      this.ledger.withdrawals.release(id);
+      this.log.warn({ payout: id }, "a failed withdrawal's signed call expired unexecuted: its deposits are withdrawable again");
+    }
   }
 
   /**
@@ -903,7 +924,15 @@ export class Solver implements PayoutHooks, ChainEvents {
       return;
     }
     if (payout.kind === 'withdrawal') {
-      // Nothing left the depository: its deposits are owed to the solver again, for a later withdrawal.
+      // Its signed depository call went out with a transaction: public, valid until it expires, and anyone may submit
+      // it once the depository holds enough. Its deposits stay taken until the chain shows it expired unexecuted
+      // (#releaseDeadWithdrawals): released now, the next withdrawal took them again, and the old call a second time.
+      if (this.ledger.payouts.txsOf(payout.id).length > 0) {
+        this.#liveWithdrawals?.add(payout.id);
+        log.error({ payout: payout.id, chain: payout.chain_id, reason }, 'withdrawal failed; its deposits stay taken until its signed call expires');
+        return;
+      }
+      // Nothing left the depository, and nothing can: its deposits are owed to the solver again.
       this.ledger.withdrawals.release(payout.id);
       log.error({ payout: payout.id, chain: payout.chain_id, reason }, 'withdrawal failed; its deposits are withdrawable again');
       return;

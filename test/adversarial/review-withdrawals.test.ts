@@ -2,7 +2,7 @@
 // The depository holds users' deposits; the solver may withdraw only what it is owed. Each case below is an ordering
 // of events after which the ledger let more leave the depository than the chain holds for the solver (a withdrawal, or
 // a refund of a deposit that is not there), or counted as owed what the depository does not hold.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { keccak256, parseSignature, toHex, zeroAddress, type Hex } from 'viem';
 import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -352,5 +352,69 @@ describe('on the devnet: a reorg of a deposit already withdrawn', () => {
     expect(paid.state).toBe('success');
     // The withdrawal of all that is owed was refused: the one owed deposit stands in for the one the reorg took back.
     expect(all.status, JSON.stringify(all.body)).toBe(409);
+  });
+});
+
+describe('on the devnet: a withdrawal that reverted on chain', () => {
+  const A = 8453;
+  let s: Stack;
+  let adminKey: string;
+  beforeAll(async () => {
+    s = await startStack({ config: { admin: { port: 0 } } });
+    adminKey = s.node.ledger.operations.createAdminKey('ops-review').key;
+  }, 120_000);
+  afterAll(async () => {
+    await s?.stop();
+  });
+  const rpc = (method: string, params: unknown[] = []) => s.publicClient(A).request({ method: method as any, params: params as any });
+  const admin = (path: string, body: unknown) => api(s.node.adminUrl, path, { body, headers: { authorization: `Bearer ${adminKey}` } });
+
+  it('keeps its deposits taken while its signed call can still be executed: withdrawn again, they would leave twice', { timeout: 180_000 }, async () => {
+    const account = s.devnet.accounts[1]!.address;
+    const q = await api(s.url, '/quote', { body: nativeBridge(account, account, A, 10, '10000000000000000') });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const requestId = q.body.steps.find((x: any) => x.id === 'deposit').requestId as Hex;
+    await executeSteps(s, q.body, 1);
+    expect((await waitForStatus(s.url, requestId, ['success', 'failure', 'refund'])).status).toBe('success');
+    const depositId = s.node.ledger.deposits.byOrderRef(requestId)[0]!.id;
+    const depository = s.devnet.chains.find((c) => c.id === A)!.contracts.depository;
+
+    // The withdrawal is sent; before its block is mined the depository is emptied (as a shortfall would leave it), so it
+    // reverts; then the depository holds its deposits again.
+    let payoutId = '';
+    await rpc('evm_setAutomine', [false]);
+    try {
+      const r = await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, depositIds: [depositId], reason: 'review' });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      payoutId = r.body.withdrawal.payoutId as string;
+      await until(() => (s.node.ledger.payouts.txsOf(payoutId).some((t) => t.broadcast_at !== null) ? true : undefined), 'the withdrawal sent');
+      const held = await s.publicClient(A).getBalance({ address: depository });
+      await rpc('anvil_setBalance', [depository, '0x0']);
+      await rpc('evm_mine');
+      await rpc('anvil_setBalance', [depository, toHex(held)]);
+    } finally {
+      await rpc('evm_setAutomine', [true]);
+    }
+    const [sent] = s.node.ledger.payouts.txsOf(payoutId);
+    expect((await s.publicClient(A).getTransactionReceipt({ hash: sent!.hash as Hex })).status).toBe('reverted');
+    await rpc('anvil_mine', ['0x4']);
+    await until(() => (s.node.ledger.payouts.get(payoutId)?.state === 'failed' ? true : undefined), 'the withdrawal failed');
+
+    // Its depository call is public (the input of its reverted transaction) and valid for days: anyone may submit it
+    // once the depository holds enough. Released, the deposit was withdrawn again by the next withdrawal, and the
+    // old call then took it a second time out of other users' deposits.
+    expect(s.node.ledger.withdrawals.depositsOf(payoutId)).toEqual([depositId]);
+    const again = await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, depositIds: [depositId], reason: 'review: again' });
+    expect(again.body.errorCode).toBe('DEPOSIT_NOT_OWED');
+
+    // Past the call's expiry (7 days, on the node's clock: Date only), unexecuted: the deposit is the solver's to withdraw again.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 8 * 86_400_000);
+    try {
+      await until(() => (s.node.ledger.withdrawals.depositsOf(payoutId).length === 0 ? true : undefined), 'the expired withdrawal released');
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(s.node.ledger.withdrawals.owed(A).map((d) => d.id)).toContain(depositId);
   });
 });
