@@ -111,6 +111,9 @@ export const POSTPONE_REASONS = [
   'ANOTHER_DEPOSIT_PAYS',
   // or the solver could not read inventory and prices, so nothing of the batch was decided.
   'INVENTORY_UNREADABLE',
+  // Its decision threw (a bug, or a config that no longer names its chain): recorded, so that the operator's listing
+  // shows it while it is retried on every pass.
+  'DECISION_FAILED',
 ] as const;
 /** Why the solver holds a confirmed deposit back (it is decided again later). */
 export type PostponeReason = (typeof POSTPONE_REASONS)[number];

@@ -9,7 +9,7 @@ import { usdMicro } from '../lib/money.ts';
 import type { Decision } from './match.ts';
 
 /** Why a limit, a pause or dry-run mode holds a confirmed deposit back (recorded in the postponements table). */
-export type RiskPostponeReason = Exclude<PostponeReason, 'FAST_FILL_PENDING' | 'ANOTHER_DEPOSIT_PAYS' | 'INVENTORY_UNREADABLE'>;
+export type RiskPostponeReason = Exclude<PostponeReason, 'FAST_FILL_PENDING' | 'ANOTHER_DEPOSIT_PAYS' | 'INVENTORY_UNREADABLE' | 'DECISION_FAILED'>;
 
 /** The failReasons a limit ends an order with (the interface's names). */
 export type RiskFailReason = FailReasonOf<'SOLVER_CAPACITY_EXCEEDED' | 'BLOCKED_WALLET'>;

@@ -246,7 +246,12 @@ export class Solver implements PayoutHooks, ChainEvents {
             const chain = this.#decide(d, snap);
             if (chain !== undefined) woken.add(chain);
           } catch (e) {
-            this.log.error({ requestId: d.order_ref, deposit: d.id, err: errText(e) }, 'deposit decision failed; it stays confirmed and is retried');
+            // Listed for the operator (GET /admin/stuck), logged once: it is retried on every pass, and logged only, it
+            // was a deposit nobody saw.
+            const first = this.ledger.operations.postponement(d.id)?.reason !== 'DECISION_FAILED';
+            this.ledger.operations.postpone(d.id, 'DECISION_FAILED');
+            this.metrics.postponed.inc({ reason: 'DECISION_FAILED' });
+            if (first) this.log.error({ requestId: d.order_ref, deposit: d.id, err: errText(e) }, 'deposit decision failed; it stays confirmed and is retried');
           }
         }
       });

@@ -163,3 +163,27 @@ describe('a held deposit on a chain then removed from the config', () => {
     expect(t.node.ledger.requests.get(rid)?.refund_fail_reason).toBe('MANUAL_REFUND_REQUIRED');
   });
 });
+
+describe('a deposit whose decision throws', () => {
+  it('is listed for the operator (DECISION_FAILED) while it is retried, and decided once it can be: it was in the log only', async () => {
+    const q = await api(s.url, '/quote', { body: nativeBridge(address(4), address(4), A, B, parseEther('0.01').toString()) });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const id = q.body.steps[0].requestId as Hex;
+    // The decision of this order's deposit throws (a bug, or a config that no longer names what it needs).
+    const risk = s.node.solver!.risk;
+    const judge = risk.judge.bind(risk);
+    risk.judge = (d, ...rest) => {
+      if (d.order_ref === id) throw new Error('a decision that fails');
+      return judge(d, ...rest);
+    };
+    try {
+      await executeSteps(s, q.body, 4);
+      const listed = await until(() => stuck(s.node.ledger).find((i) => i.requestId === id), 'the deposit listed for the operator');
+      expect(listed).toMatchObject({ state: 'waiting', reason: 'DECISION_FAILED' });
+    } finally {
+      risk.judge = judge;
+    }
+    expect((await waitForStatus(s.url, id, ['success', 'refund', 'failure'])).status).toBe('success');
+    expect(stuck(s.node.ledger).find((i) => i.requestId === id)).toBeUndefined();
+  });
+});
