@@ -25,6 +25,37 @@ afterAll(async () => s?.stop(), 120_000);
 // The node's own connection (SQLite in the stack's data directory), for seeding what a key's traffic leaves behind.
 const db = () => (s.node.ledger as unknown as { db: { prepare(sql: string): any; transaction(fn: () => void): () => void } }).db;
 
+// A new key's webhook and a backlog of `n` deliveries to it of one state (its events seeded as a key's traffic leaves
+// them): delivered ones, or pending ones due in a day (the deliverer leaves them alone while the test runs).
+async function webhookWithBacklog(
+  name: string,
+  n: number,
+  state: 'delivered' | 'pending',
+  base: number,
+): Promise<{ key: { key: string; id: string }; webhookId: string }> {
+  const key = s.node.ledger.apiKeys.create(name);
+  const created = await api(s.url, '/webhooks', { apiKey: key.key, body: { url: 'http://127.0.0.1:9/hook' } });
+  expect(created.status).toBe(201);
+  const webhookId = created.body.id as string;
+  const insEvent = db().prepare(
+    `INSERT INTO events (id, request_id, api_key_id, type, status, payload, created_at) VALUES (?, ?, ?, 'request.status', 'waiting', '{}', ?)`,
+  );
+  const insDelivery = db().prepare(
+    `INSERT INTO event_deliveries (event_id, webhook_id, request_id, event_seq, state, attempts, next_attempt_at, delivered_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  const now = Date.now();
+  db().transaction(() => {
+    for (let i = 0; i < n; i++) {
+      const id = `evt_${(base + i).toString(16).padStart(24, '0')}`;
+      const requestId = `0x${(base + i).toString(16).padStart(64, '0')}`;
+      const seq = insEvent.run(id, requestId, key.id, now).lastInsertRowid;
+      if (state === 'delivered') insDelivery.run(id, webhookId, requestId, seq, 'delivered', 1, now, now);
+      else insDelivery.run(id, webhookId, requestId, seq, 'pending', 0, now + 86_400_000, null);
+    }
+  })();
+  return { key, webhookId };
+}
+
 describe("GET /webhooks/:id/deliveries under a key's backlog", () => {
   // A key's webhooks get a delivery per event of its requests, a quote's 'waiting' included: quoting at its limit
   // with ten webhooks leaves hundreds of thousands of deliveries per webhook before the quote pruner takes them
@@ -32,25 +63,8 @@ describe("GET /webhooks/:id/deliveries under a key's backlog", () => {
   // event_seq: the statement reads every delivery of the webhook (and its event) into a sort, on the node's thread
   // (about 0.5 s at 400,000 on this host), and a key may ask it 6,000 times a minute.
   it("is not read on the node's event loop", async () => {
-    const key = s.node.ledger.apiKeys.create('backlog');
-    const created = await api(s.url, '/webhooks', { apiKey: key.key, body: { url: 'http://127.0.0.1:9/hook' } });
-    expect(created.status).toBe(201);
-    const webhookId = created.body.id as string;
     const N = 5_000;
-    const insEvent = db().prepare(
-      `INSERT INTO events (id, request_id, api_key_id, type, status, payload, created_at) VALUES (?, ?, ?, 'request.status', 'waiting', '{}', ?)`,
-    );
-    const insDelivery = db().prepare(
-      `INSERT INTO event_deliveries (event_id, webhook_id, request_id, event_seq, state, attempts, next_attempt_at, delivered_at) VALUES (?, ?, ?, ?, 'delivered', 1, ?, ?)`,
-    );
-    db().transaction(() => {
-      for (let i = 0; i < N; i++) {
-        const id = `evt_${(0xabc000000 + i).toString(16).padStart(24, '0')}`;
-        const requestId = `0x${(0xabc000000 + i).toString(16).padStart(64, '0')}`;
-        const seq = insEvent.run(id, requestId, key.id, Date.now()).lastInsertRowid;
-        insDelivery.run(id, webhookId, requestId, seq, Date.now(), Date.now());
-      }
-    })();
+    const { key, webhookId } = await webhookWithBacklog('backlog', N, 'delivered', 0xabc000000);
     // The statement's plan sorts the webhook's deliveries: its cost is the whole backlog, whatever the page.
     const plan = (
       db()
@@ -94,26 +108,8 @@ describe("DELETE /webhooks/:id under a key's backlog", () => {
   // about 400,000 in 70 minutes) held every fill for the rewrite (2.6 s at 400,000 on this host) with one call, and
   // again with each of its webhooks. They now end a chunk at a time, the node's loop turning between chunks.
   it("ends the pending deliveries a chunk at a time: the node's loop never waits for the whole backlog", async () => {
-    const key = s.node.ledger.apiKeys.create('remove-backlog');
-    const created = await api(s.url, '/webhooks', { apiKey: key.key, body: { url: 'http://127.0.0.1:9/hook' } });
-    expect(created.status).toBe(201);
-    const webhookId = created.body.id as string;
     const N = 5_000;
-    const insEvent = db().prepare(
-      `INSERT INTO events (id, request_id, api_key_id, type, status, payload, created_at) VALUES (?, ?, ?, 'request.status', 'waiting', '{}', ?)`,
-    );
-    // Pending, due in a day: the deliverer leaves them alone while the test runs.
-    const insDelivery = db().prepare(
-      `INSERT INTO event_deliveries (event_id, webhook_id, request_id, event_seq, state, attempts, next_attempt_at) VALUES (?, ?, ?, ?, 'pending', 0, ?)`,
-    );
-    db().transaction(() => {
-      for (let i = 0; i < N; i++) {
-        const id = `evt_${(0xdef000000 + i).toString(16).padStart(24, '0')}`;
-        const requestId = `0x${(0xdef000000 + i).toString(16).padStart(64, '0')}`;
-        const seq = insEvent.run(id, requestId, key.id, Date.now()).lastInsertRowid;
-        insDelivery.run(id, webhookId, requestId, seq, Date.now() + 86_400_000);
-      }
-    })();
+    const { key, webhookId } = await webhookWithBacklog('remove-backlog', N, 'pending', 0xdef000000);
     // Rows the node's connection has written, sampled at every turn of the event loop (this process is the node's)
     // while the call runs: the most written between two turns is what the loop waited for at once.
     const changes = () => (db().prepare('SELECT total_changes() AS n').get() as { n: number }).n;
