@@ -151,9 +151,19 @@ export function adminCommands(y: Argv): Argv {
     )
     .command(
       'refund <requestId>',
-      "refund a request's deposit by hand (MANUAL_ADMIN_REFUND)",
-      (c) => apiOptions(c).positional('requestId', { type: 'string', demandOption: true }).option('reason', reasonOption),
-      async (argv) => print(await call(argv, 'POST', `/admin/requests/${encodeURIComponent(argv.requestId)}/refund`, { reason: argv.reason })),
+      "refund a request's deposit by hand (MANUAL_ADMIN_REFUND), or a filled one's unreturned excess",
+      (c) =>
+        apiOptions(c)
+          .positional('requestId', { type: 'string', demandOption: true })
+          .option('reason', reasonOption)
+          .option('to', { type: 'string', describe: "pay this address on the deposit's chain instead (a recipient that refuses the refund)" }),
+      async (argv) =>
+        print(
+          await call(argv, 'POST', `/admin/requests/${encodeURIComponent(argv.requestId)}/refund`, {
+            reason: argv.reason,
+            ...(argv.to === undefined ? {} : { to: argv.to }),
+          }),
+        ),
     )
     .command(
       'withdraw',

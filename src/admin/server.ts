@@ -36,6 +36,14 @@ const scopeBody = z.discriminatedUnion('scope', [
 ]);
 const dryRunBody = z.object({ enabled: z.boolean(), reason }).strict();
 const reasonBody = z.object({ reason }).strict();
+// `to`: another recipient than the one the node pays (refundTo, else the depositor), on the deposit's chain, for one
+// that refuses the refund. Its spelling is checked against that chain's kind by the solver (400 naming it).
+const refundBody = z
+  .object({
+    reason,
+    to: z.string().trim().min(1, "must be an address on the deposit's chain").max(100, "must be an address on the deposit's chain").optional(),
+  })
+  .strict();
 const requestIdParam = z.object({ id: z.string().regex(/^0x[0-9a-fA-F]{64}$/, 'must be a request id (0x + 64 hex)') });
 
 declare module 'fastify' {
@@ -66,7 +74,10 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 16 * 1024, logger: false, return503OnClosing: true, ...receiveBounds(ctx.receive) });
   app.setErrorHandler((err, req, reply) => {
     if (err instanceof WithdrawalRefused) return reply.status(409).send({ message: err.message, errorCode: err.errorCode });
-    if (err instanceof AdminRefusal) return reply.status(err.status).send({ message: err.message, errorCode: err.status === 404 ? 'NOT_FOUND' : 'CONFLICT' });
+    if (err instanceof AdminRefusal)
+      return reply
+        .status(err.status)
+        .send({ message: err.message, errorCode: err.status === 404 ? 'NOT_FOUND' : err.status === 400 ? 'INVALID_INPUT_PARAMETERS' : 'CONFLICT' });
     return errorHandler(ctx.log)(err as Error, req, reply);
   });
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
@@ -126,8 +137,8 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
   });
   app.post('/admin/requests/:id/refund', async (req) => {
     const { id } = requestIdParam.parse(req.params);
-    const b = reasonBody.parse(req.body ?? {});
-    return { refund: await ctx.solver.manualRefund(id as Hex, who(req, b.reason)) };
+    const b = refundBody.parse(req.body ?? {});
+    return { refund: await ctx.solver.manualRefund(id as Hex, who(req, b.reason), { to: b.to }) };
   });
   // Withdraw depository funds owed to the solver (deposits of filled orders) to the solver's wallet.
   app.post('/admin/withdrawals', async (req) => {

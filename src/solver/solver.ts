@@ -35,6 +35,7 @@ import { queueSweep } from './sweeps.ts';
 import { onSignedDepositFailed, signedDepositPayoutId } from './signedDeposits.ts';
 import type { FailReason, PostponeReason } from '../ledger/reasons.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
+import { canonicalAddress, describeAddressKind, nativeAddress } from '../kinds/address.ts';
 
 // Keyed by `${chainId}:${canonical currency address}`.
 interface Snapshot {
@@ -379,8 +380,7 @@ export class Solver implements PayoutHooks, ChainEvents {
     this.ledger.deposits.markHandled(d.id, r.id);
     // A deposit address's deposit beyond the input the fast fill was priced at goes back to refundTo, as any deposit
     // address's overpayment does (kept, the user lost it); the hold is settled by what the fill was made of.
-    const priced = BigInt(r.fast_fill_input ?? r.amount_in);
-    const excess = r.deposit_address && BigInt(d.amount) > priced ? BigInt(d.amount) - priced : 0n;
+    const excess = this.#excessOf(d, r);
     const cur = this.registry.currency(d.chain_id, d.currency)!;
     const value = usdMicro(BigInt(d.amount) - excess, cur.decimals, snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice);
     settleHold(this.ledger, r, d, value);
@@ -795,24 +795,57 @@ export class Solver implements PayoutHooks, ChainEvents {
     return dead;
   }
 
+  // The recipient an operator names for a manual refund (`to`), in its chain's canonical spelling; undefined when none
+  // is named. Refused (400) unless it is an address of the deposit's chain, and never the address standing for the
+  // native currency (the zero address on EVM): a refund there is burned.
+  #operatorRecipient(chainId: number, to: string | undefined): string | undefined {
+    if (to === undefined) return undefined;
+    const kind = this.registry.chain(chainId)?.kind;
+    if (!kind) throw new AdminRefusal(409, `chain ${chainId} of the deposit is not configured: its refund cannot be sent`);
+    const canonical = canonicalAddress(kind, to.trim());
+    if (!canonical) throw new AdminRefusal(400, `to: ${JSON.stringify(to)} is not ${describeAddressKind(kind)} (chain ${chainId}, the deposit's)`);
+    if (canonical === nativeAddress(kind)) throw new AdminRefusal(400, `to: ${canonical} stands for the native currency; a refund sent there is lost`);
+    return canonical;
+  }
+
+  // The part of a deposit its paid fill did not use: a deposit address's deposit beyond the input the fill was priced at
+  // (the quote's, or a fast fill's), which goes back as an excess. 0 for any other order.
+  #excessOf(d: DepositRow, r: RequestRow): bigint {
+    const priced = BigInt(r.fast_fill_input ?? r.amount_in);
+    return r.deposit_address && BigInt(d.amount) > priced ? BigInt(d.amount) - priced : 0n;
+  }
+
   /**
    * Refunds a request's deposit by an operator's hand (failReason MANUAL_ADMIN_REFUND): a deposit
    * held back (paused, over a limit, dry run), or one that failed without a refund (a blocked
-   * depositor, a refund that failed). Refused while anything of the request is paid or being paid.
-   * The admin action is recorded in the same ledger transaction as the refund it queues.
+   * depositor, a refund that failed). Refused while anything of the request is paid or being paid, except a deposit
+   * address's excess nobody returned (its excess failed, its signed call dead) after the fill (or the refund of the
+   * quoted part) paid: that returns the excess alone, as a new excess payout, and the request keeps its status.
+   * `to`: another recipient on the deposit's chain than the one the node pays (refundTo, else the depositor), for a
+   * recipient that refuses the refund; recorded in the admin action. The admin action is recorded in the same ledger
+   * transaction as the payout it queues.
    */
-  async manualRefund(requestId: Hex, who: { actor: string; reason: string }): Promise<{ payoutId: string; chainId: number; amount: string }> {
+  async manualRefund(
+    requestId: Hex,
+    who: { actor: string; reason: string },
+    opts: { to?: string } = {},
+  ): Promise<{ payoutId: string; chainId: number; amount: string; kind: 'refund' | 'excess' }> {
     const snap = await this.#fresh();
     const dead = await this.#deadSignedCalls(requestId);
     const res = this.ledger.tx(() => {
       const r = this.ledger.requests.get(requestId);
       if (!r) throw new AdminRefusal(404, `request ${requestId} not found`);
-      const live = this.ledger.payouts.forRequest(requestId).find((p) => (p.kind === 'fill' || p.kind === 'refund') && p.state !== 'failed');
+      const payouts = this.ledger.payouts.forRequest(requestId);
+      const live = payouts.find((p) => (p.kind === 'fill' || p.kind === 'refund') && p.state !== 'failed' && p.state !== 'success');
       if (live) throw new AdminRefusal(409, `request ${requestId} has a ${p(live)}`);
+      const paid = payouts.find((p) => (p.kind === 'fill' || p.kind === 'refund') && p.state === 'success');
+      if (paid) return this.#manualExcess(r, paid, snap, dead, who, opts.to);
       const held = this.ledger.deposits.byOrderRef(r.id).find((d) => d.state === 'confirmed');
       // Never a deposit a reorg took back: its refund would come out of money the depository never got.
       const d = held ?? this.ledger.deposits.forRequest(requestId).find((x) => x.state !== 'reorged');
       if (!d) throw new AdminRefusal(409, `request ${requestId} has no deposit to refund`);
+      const usual = r.kind === 'order' && d.chain_id === r.origin_chain_id ? (r.refund_to ?? d.depositor) : d.depositor;
+      const to = this.#operatorRecipient(d.chain_id, opts.to);
       const now = Date.now();
       if (held) {
         this.ledger.deposits.markHandled(held.id, requestId);
@@ -820,7 +853,13 @@ export class Solver implements PayoutHooks, ChainEvents {
       }
       this.ledger.requests.setStatus(requestId, 'failure', { failReason: 'MANUAL_ADMIN_REFUND' }, now);
       const actionId = this.ledger.operations.record(
-        { action: 'refund', target: `request:${requestId}`, actor: who.actor, reason: who.reason, detail: { deposit: d.id } },
+        {
+          action: 'refund',
+          target: `request:${requestId}`,
+          actor: who.actor,
+          reason: who.reason,
+          detail: { deposit: d.id, kind: 'refund', ...(to ? { to, insteadOf: usual } : {}) },
+        },
         now,
       );
       // A currency the node does not configure (a user's wrong token) has no refund cost or price: the node never
@@ -840,16 +879,74 @@ export class Solver implements PayoutHooks, ChainEvents {
         request_id: requestId,
         deposit_id: d.id,
         chain_id: d.chain_id,
-        recipient: r.kind === 'order' && d.chain_id === r.origin_chain_id ? (r.refund_to ?? d.depositor) : d.depositor,
+        recipient: to ?? usual,
         currency: d.currency,
         amount: amount.toString(),
         decided_at: now,
       });
-      return { payoutId: id, chainId: d.chain_id, amount: amount.toString() };
+      return { payoutId: id, chainId: d.chain_id, amount: amount.toString(), kind: 'refund' as const };
     });
-    this.log.warn({ requestId, actor: who.actor, payout: res.payoutId }, 'manual refund queued by an operator');
+    this.log.warn({ requestId, actor: who.actor, payout: res.payoutId, kind: res.kind }, 'manual refund queued by an operator');
     this.chains.payoutsQueued(res.chainId);
     return res;
+  }
+
+  // The operator's return of a deposit address's excess after the request was paid (its fill, or the refund of the
+  // quoted part): only the excess (the rest paid the fill), and only while no excess of it may still pay (one queued,
+  // sent, paid, or failed with its signed call executable or executed). Inside manualRefund's ledger transaction.
+  #manualExcess(
+    r: RequestRow,
+    paid: PayoutRow,
+    snap: Snapshot,
+    dead: ReadonlySet<string>,
+    who: { actor: string; reason: string },
+    toGiven: string | undefined,
+  ): { payoutId: string; chainId: number; amount: string; kind: 'excess' } {
+    const d = paid.deposit_id ? this.ledger.deposits.get(paid.deposit_id) : undefined;
+    const excess = d ? this.#excessOf(d, r) : 0n;
+    if (!d || excess === 0n) throw new AdminRefusal(409, `request ${r.id} has a ${p(paid)}`);
+    // Never a deposit a reorg took back: the depository does not hold it.
+    if (d.state === 'reorged' || r.fail_reason === 'DEPOSIT_REORGED')
+      throw new AdminRefusal(409, `request ${r.id} has no deposit to refund: a reorg took it back`);
+    const pending = this.ledger.payouts.forDeposit(d.id).find((x) => x.kind === 'excess' && this.#mayPay(x, dead));
+    if (pending) throw new AdminRefusal(409, `request ${r.id} has a ${p(pending)}: its excess is returned or being returned`);
+    const usual = r.refund_to ?? d.depositor;
+    const to = this.#operatorRecipient(d.chain_id, toGiven);
+    // An excess bears its own gas, never the sweep's: the fill paid that.
+    const cost = this.#refundCost(d.chain_id, d.currency, snap);
+    const amount = cost === undefined ? undefined : excess - cost;
+    if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the excess of ${r.id} cannot pay its own return`);
+    // What the paid fill used stays paid: never more back than the deposit brought beyond it. Returned before (a
+    // paid refund) may be the quoted part at most: a refund of the whole deposit returned the excess with it.
+    const used = paid.kind === 'fill' ? BigInt(d.amount) - excess : 0n;
+    const before = this.#returned(d.id, dead);
+    if (before > BigInt(d.amount) - used - excess || before + amount > BigInt(d.amount) - used) {
+      throw new AdminRefusal(409, `the deposit of ${r.id} was returned already, in part or whole: its excess would return more than it brought`);
+    }
+    const now = Date.now();
+    const actionId = this.ledger.operations.record(
+      {
+        action: 'refund',
+        target: `request:${r.id}`,
+        actor: who.actor,
+        reason: who.reason,
+        detail: { deposit: d.id, kind: 'excess', ...(to ? { to, insteadOf: usual } : {}) },
+      },
+      now,
+    );
+    const id = `excess:${r.id}:admin:${actionId}`;
+    this.ledger.payouts.insert({
+      id,
+      kind: 'excess',
+      request_id: r.id,
+      deposit_id: d.id,
+      chain_id: d.chain_id,
+      recipient: to ?? usual,
+      currency: d.currency,
+      amount: amount.toString(),
+      decided_at: now,
+    });
+    return { payoutId: id, chainId: d.chain_id, amount: amount.toString(), kind: 'excess' };
   }
 
   /** What a confirmed funding transaction moved to the solver: credited once, at its USD worth. */
