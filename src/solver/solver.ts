@@ -844,6 +844,10 @@ export class Solver implements PayoutHooks, ChainEvents {
       // Never a deposit a reorg took back: its refund would come out of money the depository never got.
       const d = held ?? this.ledger.deposits.forRequest(requestId).find((x) => x.state !== 'reorged');
       if (!d) throw new AdminRefusal(409, `request ${requestId} has no deposit to refund`);
+      // Nor one a reorg took back after the node acted (it stays 'handled': its payout was signed): the request records
+      // DEPOSIT_REORGED, and a refund would be paid out of other users' deposits.
+      if (r.fail_reason === 'DEPOSIT_REORGED')
+        throw new AdminRefusal(409, `request ${requestId}: a reorg took its deposit back after the node acted; the depository does not hold it`);
       const usual = r.kind === 'order' && d.chain_id === r.origin_chain_id ? (r.refund_to ?? d.depositor) : d.depositor;
       const to = this.#operatorRecipient(d.chain_id, opts.to);
       const now = Date.now();

@@ -157,6 +157,10 @@ describe('a fill that fails after a reorg took its deposit back', () => {
       fail_reason: 'DEPOSIT_REORGED',
       refund_fail_reason: null,
     });
+    // Nor by an operator's hand: the failed request invites a manual refund, which paid the deposit (still 'handled':
+    // the reorg left it so, its fill signed) out of other users' deposits.
+    await expect(solver.manualRefund(d.request_id! as `0x${string}`, who)).rejects.toMatchObject({ status: 409 });
+    expect(ledger.payouts.forDeposit(d.id).filter((p) => p.kind === 'refund')).toEqual([]);
   });
 });
 
