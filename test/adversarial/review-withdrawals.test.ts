@@ -65,6 +65,18 @@ async function stubSolver(ledger: Ledger, metrics: ReturnType<typeof createMetri
   return solver;
 }
 
+// The describe's devnet stack with the admin API, and an admin key: started before its tests, stopped after them.
+function withAdminStack(set: (s: Stack, adminKey: string) => void, opts: { confirmations?: number } = {}): void {
+  let started: Stack | undefined;
+  beforeAll(async () => {
+    started = await startStack({ ...opts, config: { admin: { port: 0 } } });
+    set(started, started.node.ledger.operations.createAdminKey('ops-review').key);
+  }, 120_000);
+  afterAll(async () => {
+    await started?.stop();
+  });
+}
+
 describe.each(LEDGER_KINDS)('a withdrawal against a reorg of the deposit it took (%s)', (kind) => {
   it('a deposit withdrawn, then taken back by a reorg: later withdrawals leave its amount in the depository for the users', async () => {
     const { ledger, reorgs, deposit, owedSum, owedTotal } = await setup(kind);
@@ -180,13 +192,7 @@ describe('on the devnet: the exchange, which has no depository, and the audit of
   ];
   let s: Stack;
   let adminKey: string;
-  beforeAll(async () => {
-    s = await startStack({ config: { admin: { port: 0 } } });
-    adminKey = s.node.ledger.operations.createAdminKey('ops-review').key;
-  }, 120_000);
-  afterAll(async () => {
-    await s?.stop();
-  });
+  withAdminStack((x, k) => ((s = x), (adminKey = k)));
 
   it('a filled order from the exchange is not counted owed by a depository on top of the wallet that holds it', { timeout: 120_000 }, async () => {
     const user = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
@@ -275,13 +281,7 @@ describe('on the devnet: a reorg of a deposit already withdrawn', () => {
   let s: Stack;
   let adminKey: string;
   const blocked = () => s.devnet.accounts[3]!.address;
-  beforeAll(async () => {
-    s = await startStack({ confirmations: 3, config: { admin: { port: 0 } } });
-    adminKey = s.node.ledger.operations.createAdminKey('ops-review').key;
-  }, 120_000);
-  afterAll(async () => {
-    await s?.stop();
-  });
+  withAdminStack((x, k) => ((s = x), (adminKey = k)), { confirmations: 3 });
   const rpc = (method: string, params: unknown[] = []) => s.publicClient(A).request({ method: method as any, params: params as any });
   const admin = (path: string, body: unknown) => api(s.node.adminUrl, path, { body, headers: { authorization: `Bearer ${adminKey}` } });
 
@@ -363,13 +363,7 @@ describe('on the devnet: a withdrawal that reverted on chain', () => {
   const A = 8453;
   let s: Stack;
   let adminKey: string;
-  beforeAll(async () => {
-    s = await startStack({ config: { admin: { port: 0 } } });
-    adminKey = s.node.ledger.operations.createAdminKey('ops-review').key;
-  }, 120_000);
-  afterAll(async () => {
-    await s?.stop();
-  });
+  withAdminStack((x, k) => ((s = x), (adminKey = k)));
   const rpc = (method: string, params: unknown[] = []) => s.publicClient(A).request({ method: method as any, params: params as any });
   const admin = (path: string, body: unknown) => api(s.node.adminUrl, path, { body, headers: { authorization: `Bearer ${adminKey}` } });
 
