@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { pause, resume } from './actions.ts';
+import { pause, resume, stuck } from './actions.ts';
+import { depositFor, hex } from '../../test/helpers/statusFixtures.ts';
 import { Ledger } from '../ledger/index.ts';
 
 let dir: string | undefined;
@@ -37,6 +38,34 @@ describe('payouts on a paused chain', () => {
       resume(ledger, { scope: 'chain', chainId: 10 }, who);
       pause(ledger, { scope: 'chain', chainId: 8453 }, who);
       expect(ledger.payouts.queued(10).map((p) => p.id)).toEqual(['refund:x']);
+    } finally {
+      ledger.close();
+    }
+  });
+});
+
+describe('deposits on a chain taken out of the config', () => {
+  it('are listed for the operator while unconfirmed: no indexer confirms them any more, and nothing else showed them', () => {
+    const ledger = Ledger.open(':memory:');
+    try {
+      const d = { ...depositFor(1, 0, 5, hex(77)), id: `999:${hex(1)}:0`, chain_id: 999 };
+      ledger.deposits.record(999, [d]);
+      ledger.deposits.record(8453, [depositFor(2, 0, 5, hex(78))]);
+      // Chain 999 is not configured; 8453 is, and its unconfirmed deposit is its indexer's to confirm.
+      const listed = stuck(ledger, 10_000, new Set([8453, 10]));
+      expect(listed).toEqual([
+        {
+          state: 'waiting',
+          reason: 'CHAIN_NOT_CONFIGURED',
+          requestId: hex(77),
+          depositId: d.id,
+          payoutId: null,
+          chainId: 999,
+          amount: '100',
+          currency: d.currency,
+          ageMs: 10_000 - d.seen_at,
+        },
+      ]);
     } finally {
       ledger.close();
     }

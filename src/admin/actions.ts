@@ -65,11 +65,25 @@ export interface StuckItem {
 
 /**
  * Payouts and deposits an operator may have to look at: waiting (held back by a limit, a pause or
- * dry run; queued on a paused chain), retrying (re-signed at least once, not yet made) and failed
- * (a payout that failed, a deposit left for manual refund).
+ * dry run; queued on a paused chain; unconfirmed on a chain no longer in `configured`), retrying (re-signed at
+ * least once, not yet made) and failed (a payout that failed, a deposit left for manual refund).
  */
-export function stuck(ledger: Ledger, now = Date.now()): StuckItem[] {
+export function stuck(ledger: Ledger, now = Date.now(), configured?: ReadonlySet<number>): StuckItem[] {
   const out: StuckItem[] = [];
+  // No indexer confirms them any more: listed nowhere else, they would wait unseen (the oldest 1,000 of a chain).
+  for (const d of configured ? ledger.deposits.unconfirmedOutside(configured, 1_000) : []) {
+    out.push({
+      state: 'waiting',
+      reason: 'CHAIN_NOT_CONFIGURED',
+      requestId: d.order_ref,
+      depositId: d.id,
+      payoutId: null,
+      chainId: d.chain_id,
+      amount: d.amount,
+      currency: d.currency,
+      ageMs: now - d.seen_at,
+    });
+  }
   for (const p of ledger.operations.postponed()) {
     out.push({
       state: 'waiting',

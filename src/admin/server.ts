@@ -112,7 +112,7 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
   app.get('/admin/dry-run', async () => ({ dryRun: ctx.solver.risk.dryRun(), decisions: ctx.ledger.operations.dryRunDecisions() }));
   app.get('/admin/payouts', async (req) => {
     const q = z.object({ state: z.enum(['waiting', 'retrying', 'failed']).optional() }).parse(req.query);
-    const items = stuck(ctx.ledger).filter((i) => !q.state || i.state === q.state);
+    const items = stuck(ctx.ledger, Date.now(), new Set(ctx.registry.chains.keys())).filter((i) => !q.state || i.state === q.state);
     return { payouts: items };
   });
   // Decide a held-back deposit again now (a limit that still holds keeps it waiting).

@@ -103,6 +103,8 @@ export class Deposits {
   #confirmOne;
   #liveOfChain;
   #actedAbove;
+  #unconfirmedChains;
+  #unconfirmedOf;
   #amountsInBlocks;
   #inBlocks;
   #inFlight;
@@ -136,6 +138,8 @@ export class Deposits {
     this.#sender = db.prepare(`UPDATE requests SET sender = COALESCE(sender, d.depositor), deposit_block = COALESCE(deposit_block, d.block_number)
       FROM (SELECT depositor, block_number FROM deposits WHERE id = @id) AS d WHERE requests.id = @request_id`);
     this.#liveOfChain = db.prepare(`SELECT id, tx_hash, currency, amount FROM deposits WHERE chain_id = ? AND state != 'reorged'`);
+    this.#unconfirmedChains = db.prepare(`SELECT DISTINCT chain_id FROM deposits WHERE state = 'unconfirmed'`);
+    this.#unconfirmedOf = db.prepare(`SELECT * FROM deposits WHERE chain_id = ? AND state = 'unconfirmed' ORDER BY seen_at LIMIT ?`);
     this.#actedAbove = db.prepare(
       `SELECT block_number, currency, amount FROM deposits WHERE chain_id = ? AND block_number > ? AND state IN ('confirmed', 'handled')`,
     );
@@ -339,6 +343,11 @@ export class Deposits {
    */
   actedAbove(chainId: number, above: number): { block_number: number; currency: string; amount: string }[] {
     return this.#actedAbove.all(chainId, above) as { block_number: number; currency: string; amount: string }[];
+  }
+  /** The oldest `limit` unconfirmed deposits of each chain outside `chains` (a chain taken out of the config). */
+  unconfirmedOutside(chains: ReadonlySet<number>, limit: number): DepositRow[] {
+    const gone = (this.#unconfirmedChains.all() as { chain_id: number | string }[]).map((r) => Number(r.chain_id)).filter((c) => !chains.has(c));
+    return gone.flatMap((c) => this.#unconfirmedOf.all(c, limit) as DepositRow[]);
   }
   /** A chain's deposits not removed by a reorg, in any other state (the audits look for each on chain). */
   liveOfChain(chainId: number): { id: string; tx_hash: string; currency: string; amount: string }[] {
