@@ -87,8 +87,9 @@ export class Solver implements PayoutHooks, ChainEvents {
   #spentWhileReading: [string, bigint][] | undefined;
   // Hold deadlines before this (ms) have been looked at by expireHolds.
   #holdsCheckedTo = 0;
-  // Failed withdrawals whose signed depository call went out (#releaseDeadWithdrawals); undefined until read at start.
-  #liveWithdrawals: Set<string> | undefined;
+  // Failed withdrawals whose signed depository call went out, each with when to read its call next (#releaseDeadWithdrawals);
+  // undefined until read at start.
+  #liveWithdrawals: Map<string, number> | undefined;
   #running: Promise<void> | undefined;
   #again = false;
   #stopped = false;
@@ -154,11 +155,16 @@ export class Solver implements PayoutHooks, ChainEvents {
   // The deposits of failed withdrawals whose call went out are released once the chain shows the call expired
   // unexecuted; one executed since took them for good (the audit shows the payout that failed paid).
   async #releaseDeadWithdrawals(): Promise<void> {
-    this.#liveWithdrawals ??= new Set(this.ledger.withdrawals.heldByFailed());
-    for (const id of this.#liveWithdrawals) {
+    this.#liveWithdrawals ??= new Map(this.ledger.withdrawals.heldByFailed().map((id) => [id, 0]));
+    for (const [id, readAt] of this.#liveWithdrawals) {
+      if (Date.now() < readAt) continue;
       const p = this.ledger.payouts.get(id);
       const call = p && (await this.chains.signedCalls(p.chain_id)?.callOutcome(p));
-      if (call && !call.executed && call.executableUntil >= Date.now()) continue;
+      // Still executable: read again only once it may have expired (a chain read per tick for 7 days otherwise).
+      if (call && !call.executed && call.executableUntil >= Date.now()) {
+        this.#liveWithdrawals.set(id, call.executableUntil + 1);
+        continue;
+      }
       this.#liveWithdrawals.delete(id);
       if (call?.executed) {
         this.log.error({ payout: id }, "a failed withdrawal's signed call was executed since: its deposits are withdrawn");
@@ -1034,7 +1040,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       // it once the depository holds enough. Its deposits stay taken until the chain shows it expired unexecuted
       // (#releaseDeadWithdrawals): released now, the next withdrawal took them again, and the old call a second time.
       if (this.ledger.payouts.txsOf(payout.id).length > 0) {
-        this.#liveWithdrawals?.add(payout.id);
+        this.#liveWithdrawals?.set(payout.id, 0);
         log.error({ payout: payout.id, chain: payout.chain_id, reason }, 'withdrawal failed; its deposits stay taken until its signed call expires');
         return;
       }
