@@ -92,6 +92,8 @@ try {
     maxLogRange: Number(process.env.MAX_LOG_RANGE ?? 2_000),
     replaceAfterBlocks: 3,
     gasMarginBps: 2_000,
+    l1DataFee: 'auto',
+    l1DataFeeMarginBps: 10_000,
     appBalanceDeposits: false,
     maxCallGas: 1_000_000,
     depositEnabled: true,

@@ -104,6 +104,8 @@ function chainConfig(over: Partial<EvmChainConfig> = {}): EvmChainConfig {
     maxLogRange: 2_000,
     replaceAfterBlocks: 3,
     gasMarginBps: 2_000,
+    l1DataFee: 'auto',
+    l1DataFeeMarginBps: 10_000,
     appBalanceDeposits: false,
     maxCallGas: 1_000_000,
     depositEnabled: true,

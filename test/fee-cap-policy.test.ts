@@ -114,6 +114,8 @@ function makePayouts(ledger: Ledger, chain: Partial<EvmChainConfig>, faults: Fau
       maxLogRange: 2_000,
       replaceAfterBlocks: 1,
       gasMarginBps: 2_000,
+      l1DataFee: 'auto',
+      l1DataFeeMarginBps: 10_000,
       appBalanceDeposits: false,
       maxCallGas: 1_000_000,
       depositEnabled: true,

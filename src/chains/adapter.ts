@@ -162,6 +162,8 @@ export interface FillCost {
   gasLimit?: bigint;
   /** Where the chain has a gas market: the fee per gas `native` was priced at. */
   feePerGas?: bigint;
+  /** The part of `native` that is an L1 data fee (OP-stack chains), which does not move with the fee per gas. */
+  l1Native?: bigint;
 }
 
 /**

@@ -161,6 +161,11 @@ const evmChain = z
       .optional(),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
+    // The L1 data fee an OP-stack chain takes from each transaction beside its L2 gas (src/chains/evm/l1DataFee.ts):
+    // auto prices it where the chain has the GasPriceOracle predeploy, op-stack requires it, none never prices it.
+    l1DataFee: z.enum(['auto', 'op-stack', 'none']).default('auto'),
+    // Margin on the oracle's upper bound, in basis points, for the L1 fees' rise between a quote and its fill.
+    l1DataFeeMarginBps: z.number().int().min(0).max(100_000).default(10_000),
     // The most gas a fill's destination calls may take (QUOTED_GAS_LIMIT_EXCEEDED above it); never more
     // than one transaction may carry (EIP-7825).
     maxCallGas: z.number().int().min(21_000).max(16_777_216, 'must be at most 16,777,216: no transaction may carry more gas (EIP-7825)').default(1_000_000),

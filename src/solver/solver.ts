@@ -560,7 +560,9 @@ export class Solver implements PayoutHooks, ChainEvents {
     };
     const quotedFee = BigInt(g.feePerGas ?? 0);
     const fee = snap.feePerGas.get(t.destination_chain_id);
-    const fill = quotedFee > 0n && fee !== undefined ? ceilDiv(BigInt(g.fillNative) * fee, quotedFee) : BigInt(g.fillNative);
+    // Only the L2 gas moves with the fee per gas; the template's L1 data fee is charged as quoted.
+    const l1 = BigInt(g.l1Native ?? 0);
+    const fill = quotedFee > 0n && fee !== undefined ? ceilDiv((BigInt(g.fillNative) - l1) * fee, quotedFee) + l1 : BigInt(g.fillNative);
     const fillOut = inOut(t.destination_chain_id, fill);
     const sweepOut = inOut(t.origin_chain_id, snap.sweepCost.get(t.origin_chain_id) ?? BigInt(g.sweepNative));
     if (fillOut === undefined || sweepOut === undefined) return p;

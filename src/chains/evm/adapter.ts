@@ -52,6 +52,7 @@ import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations } from './confirmations.ts';
 import { fillGas, GAS, refundGas } from './gas.ts';
+import { bytes, CALLDATA_BYTES, L1DataFee } from './l1DataFee.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
@@ -85,6 +86,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   #funding: FundingWatcher | undefined;
   #depositAddresses: DepositAddressWatcher | undefined;
   #baseFee: bigint | undefined;
+  #l1: L1DataFee;
   #priority: { block: bigint; fee: bigint } | undefined;
   // The last head the indexer reported that was passed on.
   #lastHead: { number: number; hash: string } | undefined;
@@ -106,6 +108,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     const { pool, client, decisionClient } = evmClients(chain, viemChain(chain), metrics, clog, () => this.#indexer?.wake());
     this.providers = pool;
     this.client = client;
+    this.#l1 = new L1DataFee(client, chain.l1DataFee, chain.l1DataFeeMarginBps, () => BigInt(this.#indexer.head));
     this.decisionClient = decisionClient;
     const account = config.solverSigner;
     this.solver = account.address;
@@ -369,10 +372,13 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   async fillCost(req: FillCostRequest): Promise<FillCost> {
     const maxFee = await this.#maxFeePerGas();
     if (req.calls?.length) {
-      const gasLimit = await this.#simulateCalls(req.recipient, req.amount, req.calls);
-      return { native: gasLimit * maxFee, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee };
+      const { gas: gasLimit, data } = await this.#simulateCalls(req.recipient, req.amount, req.calls);
+      const l1Native = await this.#l1.of(bytes(data));
+      return { native: gasLimit * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native };
     }
-    return { native: fillGas(isNative(req.currency), req.topUp === true) * maxFee, rent: 0n, minimumAmount: 0n, feePerGas: maxFee };
+    const native = isNative(req.currency);
+    const l1Native = await this.#l1.of(native ? CALLDATA_BYTES.fill.native : CALLDATA_BYTES.fill.erc20);
+    return { native: fillGas(native, req.topUp === true) * maxFee + l1Native, rent: 0n, minimumAmount: 0n, feePerGas: maxFee, l1Native };
   }
 
   feePerGas(): Promise<bigint> {
@@ -380,8 +386,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   }
 
   // Runs the fill of a call order as the solver would send it (for a fresh order id) and returns
-  // the gas it needs with the margin: a reverting call or one too costly is refused at quote time.
-  async #simulateCalls(recipient: string, value: bigint, calls: DestinationCall[]): Promise<bigint> {
+  // the gas it needs with the margin, and the fill's calldata: a reverting call or one too costly is refused at quote time.
+  async #simulateCalls(recipient: string, value: bigint, calls: DestinationCall[]): Promise<{ gas: bigint; data: Hex }> {
     const data = encodeFunctionData({
       abi: OrderFillerAbi,
       functionName: 'fillCalls',
@@ -398,11 +404,13 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     if (gas > BigInt(this.chain.maxCallGas)) {
       throw new QuoteError(`txs: the destination calls need ${gas} gas, more than the ${this.chain.maxCallGas} this node fills`, 'QUOTED_GAS_LIMIT_EXCEEDED');
     }
-    return gas;
+    return { gas, data };
   }
 
   async refundCost(currency: string): Promise<bigint> {
-    return refundGas(isNative(currency)) * (await this.#maxFeePerGas());
+    const native = isNative(currency);
+    const [fee, l1] = await Promise.all([this.#maxFeePerGas(), this.#l1.of(native ? CALLDATA_BYTES.refund.native : CALLDATA_BYTES.refund.erc20)]);
+    return refundGas(native) * fee + l1;
   }
 
   async depositCost(currency: string): Promise<bigint> {
@@ -415,12 +423,14 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
 
   /** The clone's creation and its sweep into the depository, at the fee a payout is sent with now. */
   async sweepCost(): Promise<bigint> {
-    return GAS.sweep * (await this.#maxFeePerGas());
+    const [fee, l1] = await Promise.all([this.#maxFeePerGas(), this.#l1.of(CALLDATA_BYTES.sweep)]);
+    return GAS.sweep * fee + l1;
   }
 
   async relayedDepositCost(currency: string): Promise<bigint> {
     if (isNative(currency)) throw new QuoteError('usePermit: native currency needs no approval; deposit it directly', 'INVALID_INPUT_PARAMETERS');
-    return GAS.permitDeposit * (await this.#maxFeePerGas());
+    const [fee, l1] = await Promise.all([this.#maxFeePerGas(), this.#l1.of(CALLDATA_BYTES.permitDeposit)]);
+    return GAS.permitDeposit * fee + l1;
   }
 
   async simulateRelay(terms: RelayTerms): Promise<RelaySimulation> {
