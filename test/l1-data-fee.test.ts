@@ -107,6 +107,14 @@ describe('L1 data fee (OP-stack chains)', () => {
     expect(plain.l1Native ?? 0n).toBe(0n);
   });
 
+  it("holds a sponsored relay's L1 data fee against its sponsor: the call's data priced at the oracle's bound", async () => {
+    // A plain call to an account (no authorizations) carrying 10 KB of data.
+    const terms = { to: s.devnet.accounts[3]!.address, data: `0x${'5a'.repeat(10_000)}` as Hex, value: 0n, authorizationList: [] };
+    const sim = await s.node.chains.relay(B)!.simulateRelay(terms);
+    expect(sim.l1Native).toBeGreaterThanOrEqual(2n * (await l1FeeOf(terms.to, terms.data)));
+    expect((await s.node.chains.relay(A)!.simulateRelay(terms)).l1Native).toBe(0n);
+  });
+
   it("charges a destination call's calldata its L1 data fee: 20 KB of data quoted to an account costs the quote, not the solver", async () => {
     const recipient = s.devnet.accounts[2]!.address;
     const data = `0x${'5a'.repeat(20_000)}` as Hex;

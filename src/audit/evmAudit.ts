@@ -14,6 +14,7 @@ import {
 import { OrderFillerAbi, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { decodeDepositLog, type RpcLog } from '../chains/evm/depositLogs.ts';
 import { fundingParts, nodeContracts } from '../chains/evm/fundingWatcher.ts';
+import { receiptFee } from '../chains/evm/l1DataFee.ts';
 import type { EvmChainConfig } from '../config/schema.ts';
 import type { FundingCredit } from '../ledger/funding.ts';
 import type { Ledger } from '../ledger/index.ts';
@@ -143,7 +144,7 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
   const solverTxs = blocks.flatMap((b) => b.transactions.filter((t) => getAddress(t.from) === solver));
   const receipts = new Map<string, TransactionReceipt>();
   for (const r of await inBatches(solverTxs, (t) => client.getTransactionReceipt({ hash: t.hash }))) receipts.set(r.transactionHash, r);
-  const gas = sum([...receipts.values()].map((r) => r.gasUsed * r.effectiveGasPrice));
+  const gas = sum([...receipts.values()].map((r) => receiptFee(r)));
 
   // ---- payouts: each paid one has exactly one successful transaction; a failed one has none
   const payouts = ledger.payouts.ofChain(chain.id);
@@ -161,8 +162,8 @@ export async function auditEvmChain(chain: EvmChainConfig, client: PublicClient,
       // A cancel (feeCapPolicy 'cancel') succeeds without paying, and so does a batch that skipped this
       // order (FillSkipped): neither is the payout's transaction.
       if (r?.status === 'success' && !t.cancel && !(p.kind === 'fill' && skips(r, filler, p.request_id))) successes.push(t.hash);
-      if (r && t.fee !== null && BigInt(t.fee) !== r.gasUsed * r.effectiveGasPrice)
-        diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${r.gasUsed * r.effectiveGasPrice}`);
+      if (r && t.fee !== null && BigInt(t.fee) !== receiptFee(r))
+        diff(`transaction ${t.hash} of payout ${p.id}: the ledger's fee ${t.fee} is not the chain's ${receiptFee(r)}`);
     }
     if (p.state === 'success') {
       const r = p.tx_hash ? await receiptOf(p.tx_hash) : undefined;

@@ -30,6 +30,8 @@ export interface RelaySimulation {
   gas: bigint;
   /** The most the node may pay per gas now, in wei. */
   maxFeePerGas: bigint;
+  /** The L1 data fee the transaction pays at most beside its gas (OP-stack chains; else 0), in wei. */
+  l1Native: bigint;
   /** The signer and nonce of each authorization, in order (each is relayed once). */
   authorities: { address: string; nonce: bigint }[];
 }

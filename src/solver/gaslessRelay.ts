@@ -95,9 +95,10 @@ export const relayPayoutId = (requestId: string) => `relay:${requestId}`;
  */
 export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex; holdMicro: bigint } {
   const id = relayRequestId(a.chainId, a.terms);
-  const maxCost = a.simulation.gas * a.simulation.maxFeePerGas + a.terms.value;
+  const gasWei = a.simulation.gas * a.simulation.maxFeePerGas + a.simulation.l1Native;
+  const maxCost = gasWei + a.terms.value;
   const relay = { subsidizeFees: a.subsidizeFees, nativeUsdPrice: a.nativeUsdPrice, nativeDecimals: a.nativeDecimals, valueSpreadBps: a.valueSpreadBps };
-  const holdMicro = chargeFor(relay, a.simulation.gas * a.simulation.maxFeePerGas, a.terms.value);
+  const holdMicro = chargeFor(relay, gasWei, a.terms.value);
   const money: RelayMoney = { sponsor: a.sponsor, appFees: [], topUpNative: null, relay };
   ledger.tx(() => {
     // The operator's switches stop relays as they stop fills: the node sends nothing from its key.

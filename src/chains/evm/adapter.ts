@@ -52,7 +52,7 @@ import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations } from './confirmations.ts';
 import { fillGas, GAS, refundGas } from './gas.ts';
-import { bytes, CALLDATA_BYTES, L1DataFee } from './l1DataFee.ts';
+import { bytes, CALLDATA_BYTES, L1DataFee, receiptFee } from './l1DataFee.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
@@ -345,7 +345,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
 
   async txFee(txId: string): Promise<bigint> {
     const r = await this.client.getTransactionReceipt({ hash: txId as Hex });
-    return r.gasUsed * r.effectiveGasPrice;
+    return receiptFee(r);
   }
 
   async balanceOf(owner: string, currency: string): Promise<bigint> {
@@ -479,7 +479,9 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
         `the call needs ${gas} gas, more than the chain's maxCallGas ${this.chain.maxCallGas} this node relays`,
       );
     }
-    return { gas, maxFeePerGas: await this.#maxFeePerGas(), authorities };
+    // Its L1 data fee: the call's data and each authorization (chain id, address, nonce, y parity, r, s: 100 bytes RLP-encoded at most).
+    const [maxFeePerGas, l1Native] = await Promise.all([this.#maxFeePerGas(), this.#l1.of(bytes(terms.data) + 100 * terms.authorizationList.length)]);
+    return { gas, maxFeePerGas, l1Native, authorities };
   }
 
   // The relayed call is made with the solver's key as msg.sender: a contract that grants the solver

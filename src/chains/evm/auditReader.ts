@@ -1,5 +1,6 @@
 import { erc20Abi, getAddress, zeroAddress, type Address, type Hex, type PublicClient } from 'viem';
 import type { AuditReader, ReceiptFacts } from '../ports.ts';
+import { receiptFee } from './l1DataFee.ts';
 
 /** What the EVM audit reader reads through: the chain adapter's routed client and its solver. */
 export interface EvmAuditSource {
@@ -40,6 +41,6 @@ export class EvmAuditReader implements AuditReader {
 
   async receipt(txHash: string): Promise<ReceiptFacts> {
     const r = await this.chain.client.getTransactionReceipt({ hash: txHash as Hex });
-    return { blockNumber: r.blockNumber, fee: r.gasUsed * r.effectiveGasPrice, success: r.status === 'success' };
+    return { blockNumber: r.blockNumber, fee: receiptFee(r), success: r.status === 'success' };
   }
 }

@@ -94,3 +94,13 @@ export class L1DataFee {
     return this.#present;
   }
 }
+
+/**
+ * What a transaction cost its sender, from its receipt: its L2 gas (gasUsed × effectiveGasPrice) and, on an OP-stack
+ * chain, the L1 data fee its receipt names (`l1Fee`, a field the chain's nodes add; viem keeps it as the hex it came
+ * as). Every fee the node books (a payout's, a batch share, a sponsor's charge, the audit's sums) comes from here.
+ */
+export function receiptFee(receipt: { gasUsed: bigint; effectiveGasPrice: bigint; l1Fee?: unknown }): bigint {
+  const l1 = receipt.l1Fee;
+  return receipt.gasUsed * receipt.effectiveGasPrice + (typeof l1 === 'bigint' ? l1 : typeof l1 === 'string' && /^0x[0-9a-f]+$/i.test(l1) ? BigInt(l1) : 0n);
+}

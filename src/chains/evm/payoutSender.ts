@@ -75,6 +75,7 @@ import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type E
 import { crashPoint } from '../../submitter/faults.ts';
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { fillGas, GAS, gasLimitWithin, refundGas } from './gas.ts';
+import { receiptFee } from './l1DataFee.ts';
 import { NonceManager } from './nonceManager.ts';
 import { parseRelayTerms } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
@@ -936,7 +937,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // `deep` (at the chain's confirmations). `read`: the payout as read in the caller's ledger transaction (null:
   // not found), if it has it.
   #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger, deep: boolean, read?: PayoutRow | null): void {
-    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    const fee = receiptFee(receipt);
     const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
     // The payout read and settled in one ledger transaction (a batch's: the one of all its fills), so
     // the settling reads it once.
@@ -954,7 +955,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
 
   // The reverted receipt of a transaction carrying one payout (a batch's: #onBatchReverted).
   async #onReverted(t: TransactionRow, receipt: TransactionReceipt, log: Logger): Promise<void> {
-    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    const fee = receiptFee(receipt);
 
     // Reverted. If the payment was made anyway (by another transaction), that one settles the payout.
     const payout = this.#ledger.payouts.get(t.payout_id);
@@ -1027,7 +1028,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // A batch included without paying this order: its nonce is spent and nothing was paid, so the order
   // goes back to the queue, to be sent alone, where it is paid or fails with its own reason.
   #onSkipped(t: TransactionRow, receipt: TransactionReceipt, reason: string, log: Logger): void {
-    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    const fee = receiptFee(receipt);
     const requeued = this.#ledger.tx(() => {
       const mine = this.#ledger.payouts.txsOf(t.payout_id).find((x) => x.hash === t.hash);
       if (mine && isOpen(mine)) {
@@ -1283,7 +1284,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     state: 'included' | 'reverted',
   ): Promise<{ fee: bigint; outcomes: { payoutId: string; outcome: 'paid' | 'none' | 'requeued' }[] }> {
     const hash = rows[0]!.hash;
-    const fee = receipt.gasUsed * receipt.effectiveGasPrice;
+    const fee = receiptFee(receipt);
     const paidBy = new Map<string, PaidBy>();
     for (const t of rows) {
       const payout = this.#ledger.payouts.get(t.payout_id);
@@ -1400,7 +1401,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       txHash,
       blockNumber: receipt.blockNumber,
       gasUsed: receipt.gasUsed,
-      fee: ours ? receipt.gasUsed * receipt.effectiveGasPrice : 0n,
+      fee: ours ? receiptFee(receipt) : 0n,
     };
   }
 
