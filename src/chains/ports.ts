@@ -181,13 +181,18 @@ export interface ChainProfiles {
  * deposit would pay twice.
  */
 export interface SignedCalls {
-  /** Executed (by anyone), or still executable until `executableUntil` (ms); undefined when the payout signed no call. */
+  /** Executed (by anyone), expired unexecuted, or still executable; undefined when the payout signed no call. */
   callOutcome(payout: PayoutRow): Promise<SignedCallOutcome | undefined>;
 }
 
-/** A signed call on chain: executed, or executable until `executableUntil` (ms since the epoch). */
+/**
+ * A signed call on chain. `expired`: the chain shows it can never execute (unexecuted, and a block the chain's
+ * confirmations deep is past its expiration); judged by the chain's block timestamps, never the node's clock.
+ * `executableUntil` (ms since the epoch): its expiration, for messages and for when to read it again.
+ */
 export interface SignedCallOutcome {
   executed: boolean;
+  expired: boolean;
   executableUntil: number;
 }
 

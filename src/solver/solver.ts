@@ -160,9 +160,11 @@ export class Solver implements PayoutHooks, ChainEvents {
       if (Date.now() < readAt) continue;
       const p = this.ledger.payouts.get(id);
       const call = p && (await this.chains.signedCalls(p.chain_id)?.callOutcome(p));
-      // Still executable: read again only once it may have expired (a chain read per tick for 7 days otherwise).
-      if (call && !call.executed && call.executableUntil >= Date.now()) {
-        this.#liveWithdrawals.set(id, call.executableUntil + 1);
+      // Still executable: read again only once it may have expired (a chain read per tick for 7 days otherwise). Dead
+      // only once the chain's blocks show it expired: past its expiry on the node's clock and not yet on the chain's
+      // (a clock ahead, a sequencer catching up), it is read again on the next tick.
+      if (call && !call.executed && !call.expired) {
+        this.#liveWithdrawals.set(id, call.executableUntil >= Date.now() ? call.executableUntil + 1 : 0);
         continue;
       }
       this.#liveWithdrawals.delete(id);
@@ -792,10 +794,13 @@ export class Solver implements PayoutHooks, ChainEvents {
         if (p.kind === 'excess') continue;
         throw new AdminRefusal(409, `refund ${p.id} failed here but its signed call was executed on chain since: the deposit is returned`);
       }
-      if (call && call.executableUntil >= Date.now()) {
+      if (call && !call.expired) {
+        const until = new Date(call.executableUntil).toISOString();
         throw new AdminRefusal(
           409,
-          `${p.kind} ${p.id} failed, but its signed call can still be executed until ${new Date(call.executableUntil).toISOString()}: refund by hand after that`,
+          call.executableUntil >= Date.now()
+            ? `${p.kind} ${p.id} failed, but its signed call can still be executed until ${until}: refund by hand after that`
+            : `${p.kind} ${p.id} failed, and its signed call expires at ${until}, but chain ${p.chain_id}'s blocks have not passed that yet (their timestamps are behind this node's clock): it can still be executed; refund by hand once they have`,
         );
       }
       dead.add(p.id);

@@ -38,14 +38,20 @@ const settled = (payoutId: string) => {
   return p && (p.state === 'success' || p.state === 'failed') ? p : undefined;
 };
 
-// Runs fn with the node's clock `days` on (Date only): past a failed refund's signed call's expiry (7 days).
+// Runs fn with the node's clock `days` on (Date only): past a failed refund's signed call's expiry (7 days). The
+// node judges the call dead by the chain's blocks, so chain A mines a block `days` on too (its confirmations are 1);
+// its clock is set back after, so later calls are not expired on chain from the start.
 async function daysLater<T>(days: number, fn: () => Promise<T>): Promise<T> {
+  await rpc(chain(A).rpcUrl, 'evm_increaseTime', [days * 86_400]);
+  await rpc(chain(A).rpcUrl, 'evm_mine', []);
   vi.useFakeTimers({ toFake: ['Date'] });
   vi.setSystemTime(Date.now() + days * 86_400_000);
   try {
     return await fn();
   } finally {
     vi.useRealTimers();
+    await rpc(chain(A).rpcUrl, 'anvil_setTime', [Math.floor(Date.now() / 1000)]);
+    await rpc(chain(A).rpcUrl, 'evm_mine', []);
   }
 }
 

@@ -405,7 +405,10 @@ describe('on the devnet: a withdrawal that reverted on chain', () => {
     const again = await admin('/admin/withdrawals', { chainId: A, currency: zeroAddress, depositIds: [depositId], reason: 'review: again' });
     expect(again.body.errorCode).toBe('DEPOSIT_NOT_OWED');
 
-    // Past the call's expiry (7 days, on the node's clock: Date only), unexecuted: the deposit is the solver's to withdraw again.
+    // Past the call's expiry (7 days, on the node's clock: Date only, and on the chain's: a block mined 8 days on, the
+    // chain's confirmations deep), unexecuted: the deposit is the solver's to withdraw again.
+    await rpc('evm_increaseTime', [8 * 86_400]);
+    await rpc('evm_mine');
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(Date.now() + 8 * 86_400_000);
     try {

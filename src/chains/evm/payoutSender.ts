@@ -1357,17 +1357,28 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
   }
 
-  /** Where a refund's (or excess's, or withdrawal's) signed depository call stands; undefined for any other payout. */
+  /**
+   * Where a refund's (or excess's, or withdrawal's) signed depository call stands; undefined for any other payout.
+   * Expired is the chain's word, never the node's clock (which may run ahead of the chain's block timestamps): not
+   * executed at the head, and a block the chain's confirmations deep carries a timestamp past the expiration, so no
+   * later block can execute it (timestamps only grow along a chain; the depth guards against the head reorged back).
+   */
   async callOutcome(payout: PayoutRow): Promise<SignedCallOutcome | undefined> {
     const request = await this.#requestOf(payout);
     if (!request) return undefined;
+    const executableUntil = Number(request.expiration) * 1000;
+    const head = await this.#client.getBlockNumber({ cacheTime: 0 });
     const executed = await this.#client.readContract({
       address: this.#chain.depository,
       abi: RelayDepositoryAbi,
       functionName: 'callRequests',
       args: [callRequestId(request)],
+      blockNumber: head,
     });
-    return { executed, executableUntil: Number(request.expiration) * 1000 };
+    const deep = head - BigInt(this.#chain.confirmations) + 1n;
+    if (executed || deep < 0n) return { executed, expired: false, executableUntil };
+    const { timestamp } = await this.#client.getBlock({ blockNumber: deep });
+    return { executed, expired: timestamp > request.expiration, executableUntil };
   }
 
   // Whether the payment was made on chain, and by which transaction.
