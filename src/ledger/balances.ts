@@ -104,7 +104,8 @@ export interface AppFeeEntry {
   chain_id: number;
   currency: string;
   amount: bigint;
-  kind: 'accrual' | 'claim' | 'claim_reversal';
+  /** accrual_reversal: the accrual taken back (a reorg took back the deposit of the fill that accrued it). */
+  kind: 'accrual' | 'accrual_reversal' | 'claim' | 'claim_reversal';
   request_id: string | null;
   ref: string;
 }

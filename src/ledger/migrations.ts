@@ -1047,4 +1047,33 @@ END
 $fn$;
 ${writeOffReorgedRows}`,
   },
+  {
+    version: 35,
+    name: 'app_fee_entries gains the kind accrual_reversal: the fee of a fill whose deposit a reorg took back is taken back',
+    sql: `
+-- accrual_reversal (-, once per accrual): a reorg took back the deposit of the paid fill that accrued the fee
+-- (DEPOSIT_REORGED), so the fee was never earned. SQLite cannot alter a CHECK: the table is rebuilt with its rows
+-- and ids as they are (no table references it).
+CREATE TABLE app_fee_entries_v35 (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  recipient TEXT NOT NULL,
+  chain_id INTEGER NOT NULL,
+  currency TEXT NOT NULL,
+  amount TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('accrual', 'accrual_reversal', 'claim', 'claim_reversal')),
+  request_id TEXT,
+  ref TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL
+);
+INSERT INTO app_fee_entries_v35 (id, recipient, chain_id, currency, amount, kind, request_id, ref, created_at)
+  SELECT id, recipient, chain_id, currency, amount, kind, request_id, ref, created_at FROM app_fee_entries;
+DROP TABLE app_fee_entries;
+ALTER TABLE app_fee_entries_v35 RENAME TO app_fee_entries;
+CREATE INDEX app_fee_entries_recipient ON app_fee_entries(recipient, chain_id, currency);
+`,
+    pg: `
+ALTER TABLE app_fee_entries DROP CONSTRAINT app_fee_entries_kind_check;
+ALTER TABLE app_fee_entries ADD CONSTRAINT app_fee_entries_kind_check CHECK (kind IN ('accrual', 'accrual_reversal', 'claim', 'claim_reversal'));
+`,
+  },
 ];

@@ -62,6 +62,26 @@ export function accrueAppFees(ledger: Ledger, r: RequestRow, fees: FeeBreakdown)
   });
 }
 
+/**
+ * A reorg took back the deposit of a paid (or signed) fill: the solver lost the fill, and the app fees it accrued were
+ * never earned. Each accrual of the request is taken back by an entry of its own, once (its ref is the accrual's), so a
+ * fee already claimed leaves its recipient's balance negative until later fees repay it. An accrual booked after this
+ * (the signed fill landing after the reorg was recorded) is taken back by calling this again.
+ */
+export function reverseAppFees(ledger: Ledger, requestId: string): void {
+  for (const a of ledger.appFees.accruedFor(requestId)) {
+    ledger.appFees.post({
+      recipient: a.recipient,
+      chain_id: a.chain_id,
+      currency: a.currency,
+      amount: -BigInt(a.amount),
+      kind: 'accrual_reversal',
+      request_id: requestId,
+      ref: `${a.ref}:reorged`,
+    });
+  }
+}
+
 /** A fast fill's hold, set aside of the sponsor's app balance until the deposit lands. */
 export function placeHold(ledger: Ledger, wallet: string, r: RequestRow, micro: bigint): void {
   ledger.balances.post({ wallet, kind: 'hold', amount: micro, request_id: r.id, ref: `hold:${r.id}` });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { PayoutRow } from '../ledger/types.ts';
-import { mulRatioFloor } from '../lib/money.ts';
+import { conversionRate, mulRatioCeil, mulRatioFloor } from '../lib/money.ts';
 import { sameAssetRate } from '../quote/pricing.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 
@@ -25,23 +25,36 @@ export class ClaimError extends RelayNodeError {
 }
 
 /**
- * Pays a wallet's accrued app fees out on the chain and currency of its choice: every accrual of
+ * Pays a wallet's accrued app fees out on the chain and currency of its choice: every balance of
  * the same currency (same symbol, any chain) is booked as claimed and one payout is queued, all in
  * one ledger transaction. The payout is what is owed less `gas`, the claim's own gas in the target
- * currency (a refund's, as a deposit's refund is charged). Returns the payout, or throws ClaimError
- * when nothing is owed or it does not pay the gas.
+ * currency (a refund's, as a deposit's refund is charged). A balance below zero (a fee taken back
+ * after it was claimed: a reorg took back the deposit of its fill) is a debt: a debt in the same
+ * currency is repaid out of the claim, and one in another currency refuses it until later fees
+ * repay it. Returns the payout, or throws ClaimError when nothing is owed or it does not pay the gas.
  */
 export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, gas: bigint, now = Date.now()): PayoutRow {
   return ledger.tx(() => {
     const payoutId = `claim:${randomUUID()}`;
     let total = 0n;
     for (const owed of ledger.appFees.balances(req.wallet)) {
+      if (owed.amount === 0n) continue;
       const from = registry.currency(owed.chainId, owed.currency);
-      if (!from || owed.amount <= 0n || from.symbol !== req.target.symbol || from.native !== req.target.native) continue;
+      if (!from || from.symbol !== req.target.symbol || from.native !== req.target.native) {
+        if (owed.amount < 0n)
+          throw new ClaimError(
+            'NOTHING_TO_CLAIM',
+            `${req.wallet} owes ${-owed.amount} of ${owed.currency} on chain ${owed.chainId} (app fees taken back): no claim until later fees repay it`,
+          );
+        continue;
+      }
       // Same currency on another chain: only the decimals may differ. Not more than the same amount, whatever the two
       // entries' configured USD prices say: nothing keeps them equal (with a feed they are a fallback), and the
-      // claimant picks the target.
-      total += mulRatioFloor(owed.amount, sameAssetRate(from, from.usdPrice, req.target, req.target.usdPrice));
+      // claimant picks the target. A debt is repaid one for one, rounded up.
+      total +=
+        owed.amount > 0n
+          ? mulRatioFloor(owed.amount, sameAssetRate(from, from.usdPrice, req.target, req.target.usdPrice))
+          : -mulRatioCeil(-owed.amount, conversionRate('1', from.decimals, '1', req.target.decimals));
       ledger.appFees.post({
         recipient: req.wallet,
         chain_id: owed.chainId,

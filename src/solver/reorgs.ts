@@ -3,7 +3,7 @@ import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import { reverseSponsor, unsettleHold } from './appBalanceBooks.ts';
+import { reverseAppFees, reverseSponsor, unsettleHold } from './appBalanceBooks.ts';
 
 const REASON = 'DEPOSIT_REORGED';
 
@@ -51,6 +51,8 @@ export class DepositReorgs implements ReorgDecider {
     } else {
       // It stays handled (a re-inclusion is the same deposit), but the depository does not hold it.
       this.ledger.withdrawals.writeOff(d.id);
+      // The fill's app fees were never earned: no value came in. A fast fill's are, once the app bears the hold below.
+      if (r && !paidAhead) reverseAppFees(this.ledger, r.id);
     }
     // The fast fill this deposit settled: the app that held for it bears it now.
     if (paidAhead) unsettleHold(this.ledger, r!.id);

@@ -26,6 +26,7 @@ import {
   moneyOf,
   releaseHold,
   releaseSponsorHold,
+  reverseAppFees,
   reverseSponsor,
   settleHold,
   sponsorHeld,
@@ -1024,6 +1025,8 @@ export class Solver implements PayoutHooks, ChainEvents {
       // caller naming a small input must not earn fees on the quote's); a swap's, at the rate it paid at.
       const filledFrom = d ? BigInt(d.amount) - overpaid(d, r) : BigInt(r.fast_fill_input ?? r.amount_in);
       if (r.pricing) accrueAppFees(this.ledger, r, breakdown(filledFrom, pricedAt(JSON.parse(r.pricing) as Pricing, payout.rate)));
+      // A signed fill that lands after a reorg took its deposit back: its fees were never earned (src/solver/reorgs.ts).
+      if (d && r.fail_reason === 'DEPOSIT_REORGED') reverseAppFees(this.ledger, r.id);
     }
     (payout.kind === 'fill' ? this.metrics.fills : this.metrics.refunds).inc({ chain: payout.chain_id, outcome: 'success' });
   }
