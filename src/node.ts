@@ -16,7 +16,7 @@ import { PostgresLedger } from './ledger/postgres/ledger.ts';
 import { DepositFeeReader } from './chains/depositFeeReader.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { FeedPriceSource, type PriceSource } from './quote/prices.ts';
+import { FeedPriceSource, SeenPrices, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
 import { SolverDesk } from './solver/desk.ts';
 import { registerAuditMetrics } from './audit/audit.ts';
@@ -160,8 +160,18 @@ export class RelayNode {
         onDepositAddressFunded: (...a: Parameters<Solver['onDepositAddressFunded']>) => to().onDepositAddressFunded(...a),
         depositsConfirmed: () => to().depositsConfirmed(),
       };
-      this.chains = new ChainRegistry(config.chains, { config, ledger: this.acting, hooks, metrics: this.metrics, log: this.log, gate: this.leadership });
-      prices = opts.prices ?? new FeedPriceSource(this.chains);
+      // Every price the node reads is noted for the indexers, which weigh deposits (confirmations by value) as they read them.
+      const seenPrices = new SeenPrices();
+      this.chains = new ChainRegistry(config.chains, {
+        config,
+        ledger: this.acting,
+        hooks,
+        metrics: this.metrics,
+        log: this.log,
+        gate: this.leadership,
+        seenPrices,
+      });
+      prices = seenPrices.recording(opts.prices ?? new FeedPriceSource(this.chains));
       // The loss breaker's measure: the audit's difference (anchored at the audit's opening block) where it can be read, balance drift elsewhere.
       const lossMeasure = config.risk.lossBreaker
         ? new AuditDifference(this.acting, this.registry, this.chains, prices, new BalanceDrift(this.acting, this.registry, this.chains, prices), this.log)

@@ -3,15 +3,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { zeroAddress, type Hex } from 'viem';
 import { confirmationsFor } from '../src/chains/evm/confirmations.ts';
-import { api, byValueOn, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, byValueOn, executeSteps, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
 let s: Stack;
+// The node's price source (as a live feed would be), which a test may move off the config's usdPrice.
+const prices = new MovablePrices();
 
 beforeAll(async () => {
   // Chain A: deposits of $1000 or more wait 4 blocks, $100k or more wait for finality.
   s = await startStack({
+    prices,
     chains: byValueOn(A, [
       { minUsd: '1000', confirmations: 4 },
       { minUsd: '100000', confirmations: 'finalized' },
@@ -108,5 +111,34 @@ describe('confirmations by value', () => {
     }, 'the small deposit decided');
     expect(small.request_id).not.toBe(id);
     expect(s.node.ledger.requests.get(small.request_id!)!.fail_reason).toBe('DOUBLE_SPEND');
+  });
+
+  it("weighs a deposit at the feed's price where it is above the configured one: a stale usdPrice does not let it through at a smaller deposit's blocks", async () => {
+    // 0.25 ETH: $750 at the configured 3000 (one block), $1,500 at the feed's 6000 (the $1000 row: four blocks).
+    prices.set('ETH', '6000');
+    try {
+      const q = await quote(4, '250000000000000000');
+      expect(q.status).toBe(200);
+      expect(q.body.details.timeEstimate).toBe(5);
+      const id = q.body.steps[0].requestId as Hex;
+      await executeSteps(s, q.body, 4);
+      const pc = s.publicClient(A);
+      await until(() => (s.node.ledger.deposits.byOrderRef(id).length ? true : undefined), 'the deposit indexed');
+      // Its own block and one more, seen by the node: a deposit of one block's worth would be filled by now.
+      await pc.request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
+      await until(
+        async () =>
+          (await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === A)?.head >= Number(await pc.getBlockNumber({ cacheTime: 0 }))
+            ? true
+            : undefined,
+        'the node to see the head',
+      );
+      expect(s.node.ledger.deposits.byOrderRef(id)[0]!.state).toBe('unconfirmed');
+      expect((await api(s.url, `/intents/status/v3?requestId=${id}`)).body.status).toBe('waiting');
+      await pc.request({ method: 'anvil_mine' as never, params: ['0x2'] as never });
+      expect((await waitForStatus(s.url, id, ['success', 'failure', 'refund'])).status).toBe('success');
+    } finally {
+      prices.overrides.clear();
+    }
   });
 });

@@ -1,3 +1,4 @@
+import type { SeenPrices } from '../quote/prices.ts';
 import type { BroadcastGate } from '../submitter/gate.ts';
 import type { Config } from '../config/load.ts';
 import type { ChainConfig } from '../config/schema.ts';
@@ -37,6 +38,8 @@ export interface AdapterDeps {
   log: Logger;
   /** Asked before every broadcast (active/standby); absent: always open. */
   gate?: BroadcastGate;
+  /** The newest price the node's price source gave each currency (confirmations by value). */
+  seenPrices?: SeenPrices;
 }
 
 // The one place that knows which kind of chain is which: its profile and its adapter. Everything
@@ -102,7 +105,7 @@ export interface ChainParts {
 export function createChain(chain: ChainConfig, d: AdapterDeps): ChainParts {
   switch (chain.kind) {
     case 'evm': {
-      const adapter = new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log, d.gate);
+      const adapter = new EvmAdapter(chain, d.config, d.ledger, d.hooks, d.metrics, d.log, d.gate, d.seenPrices);
       return { adapter, audit: new EvmAuditReader(adapter) };
     }
     case 'svm':

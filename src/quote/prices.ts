@@ -66,3 +66,27 @@ export class FeedPriceSource implements PriceSource {
     return hit.price;
   }
 }
+
+/**
+ * The newest USD price the node's price source gave for each currency, kept for what must decide without waiting on
+ * a feed read: how many blocks a deposit waits (confirmationsByValue), judged in the indexer as each log is read.
+ */
+export class SeenPrices {
+  #prices = new Map<string, string>();
+
+  /** The newest price seen for a currency (its chain and canonical address); undefined before any. */
+  get(chainId: number, address: string): string | undefined {
+    return this.#prices.get(`${chainId}:${address}`);
+  }
+
+  /** `source`, noting each price it answers here. */
+  recording(source: PriceSource): PriceSource {
+    return {
+      usdPrice: async (c) => {
+        const price = await source.usdPrice(c);
+        this.#prices.set(`${c.chainId}:${c.address}`, price);
+        return price;
+      },
+    };
+  }
+}

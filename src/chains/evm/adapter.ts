@@ -50,8 +50,9 @@ import type { RelayTerms } from './relayTerms.ts';
 import { recoverAuthorizationAddress } from 'viem/utils';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
-import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations } from './confirmations.ts';
 import { fillGas, GAS, refundGas } from './gas.ts';
+import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations, type SeenPrice } from './confirmations.ts';
+import type { SeenPrices } from '../../quote/prices.ts';
 import { bytes, CALLDATA_BYTES, L1DataFee, receiptFee } from './l1DataFee.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
@@ -87,6 +88,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   #depositAddresses: DepositAddressWatcher | undefined;
   #baseFee: bigint | undefined;
   #l1: L1DataFee;
+  #seenPrice: SeenPrice | undefined;
   #priority: { block: bigint; fee: bigint } | undefined;
   // The last head the indexer reported that was passed on.
   #lastHead: { number: number; hash: string } | undefined;
@@ -99,8 +101,10 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     metrics: Metrics,
     log: Logger,
     gate: BroadcastGate = OPEN_GATE,
+    seenPrices?: SeenPrices,
   ) {
     this.chainId = chain.id;
+    this.#seenPrice = seenPrices && ((address) => seenPrices.get(chain.id, address));
     this.depositAddress = chain.depository;
     this.confirmSeconds = chain.confirmations;
     const clog = log.child({ chain: chain.id });
@@ -152,7 +156,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
         // Each deposit waits as many blocks as its value asks, with what a reorg would take back beside it.
         byValue: chain.confirmationsByValue?.length
           ? {
-              worth: (d) => depositWorth(chain, d.currency, BigInt(d.amount)) ?? 0n,
+              worth: (d) => depositWorth(chain, d.currency, BigInt(d.amount), this.#seenPrice) ?? 0n,
               confirmations: (worth) => confirmationsForWorth(chain, worth),
               most: mostConfirmations(chain),
             }
@@ -206,7 +210,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
 
   /** Seconds a deposit of this value waits for its confirmations (one block a second, as confirmSeconds). */
   confirmSecondsFor(currency: string, amount: bigint): number {
-    return confirmationsFor(this.chain, currency, amount);
+    return confirmationsFor(this.chain, currency, amount, this.#seenPrice);
   }
 
   payoutsQueued(): void {

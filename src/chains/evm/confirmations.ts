@@ -8,20 +8,31 @@ type ByValueChain = Pick<EvmChainConfig, 'confirmations' | 'confirmationsByValue
  * Blocks a deposit of `amount` of `currency` waits on this chain before the node acts on it: the
  * chain's `confirmations`, or the highest `confirmationsByValue` row whose minUsd the deposit
  * reaches ("finalized" is the chain's finalityDepth). The value uses the currency's configured
- * usdPrice, so that the count is known at quote time and cannot move with a feed; a currency the
+ * usdPrice, or the feed's newest price where that is higher (depositWorth); a currency the
  * chain does not list takes the base count. (The indexer also sums deposits: see confirmationsForWorth.)
  */
-export function confirmationsFor(chain: ByValueChain, currency: string, amount: bigint): number {
+export function confirmationsFor(chain: ByValueChain, currency: string, amount: bigint, seen?: SeenPrice): number {
   if (!chain.confirmationsByValue?.length) return chain.confirmations;
-  const worth = depositWorth(chain, currency, amount);
+  const worth = depositWorth(chain, currency, amount, seen);
   return worth === undefined ? chain.confirmations : confirmationsForWorth(chain, worth);
 }
 
-/** What a deposit is worth in micro-USD at the currency's configured usdPrice; undefined for a currency the chain does not list. */
-export function depositWorth(chain: ByValueChain, currency: string, amount: bigint): bigint | undefined {
+/** The newest price the node's price source gave for a currency of this chain (its checksummed address), if any. */
+export type SeenPrice = (address: string) => string | undefined;
+
+/**
+ * What a deposit is worth in micro-USD, at the higher of the currency's configured usdPrice and the newest price the
+ * node's feed gave (`seen`): a configured price left behind a rising market would otherwise let a deposit through at
+ * the blocks of a smaller one. Undefined for a currency the chain does not list.
+ */
+export function depositWorth(chain: ByValueChain, currency: string, amount: bigint, seen?: SeenPrice): bigint | undefined {
   const addr = getAddress(currency);
   const cur = addr === zeroAddress ? chain.nativeCurrency : chain.currencies.find((c) => getAddress(c.address) === addr);
-  return cur ? usdMicro(amount, cur.decimals, cur.usdPrice) : undefined;
+  if (!cur) return undefined;
+  const configured = usdMicro(amount, cur.decimals, cur.usdPrice);
+  const fed = seen?.(addr);
+  const live = fed === undefined ? 0n : usdMicro(amount, cur.decimals, fed);
+  return live > configured ? live : configured;
 }
 
 /**
