@@ -166,6 +166,8 @@ export interface FillCost {
   feePerGas?: bigint;
   /** The part of `native` that is an L1 data fee (OP-stack chains), which does not move with the fee per gas. */
   l1Native?: bigint;
+  /** With l1Native: the L1 data fee of the chain's reference transaction at the same moment (CostOracle.l1Reference). */
+  l1Reference?: bigint;
 }
 
 /**

@@ -55,6 +55,11 @@ export interface CostOracle {
   sweepCost?(): Promise<bigint>;
   /** The most a transaction sent now pays per gas, in native units; absent where the chain has no gas market. */
   feePerGas?(): Promise<bigint>;
+  /**
+   * The L1 data fee of a fixed reference transaction now (OP-stack chains; 0 elsewhere): an L1 fee quoted earlier
+   * (FillCost.l1Native, with its l1Reference) is today's in proportion. Absent where the chain has none.
+   */
+  l1Reference?(): Promise<bigint>;
 }
 
 /** The solver's wallet on a chain: its address and what it holds (the solver's inventory, the loss breaker, the admin inventory). */

@@ -33,9 +33,10 @@ export interface Pricing {
   /**
    * An open deposit address's template: the gas its fee priced, in native units (the fill's on the destination, at
    * `feePerGas` where it has a gas market; the sweep's on the origin), so that each arrival is charged today's.
-   * `fillNative` includes `l1Native`, an L1 data fee (OP-stack chains) that does not move with the fee per gas.
+   * `fillNative` includes `l1Native`, an L1 data fee (OP-stack chains) that moves with the chain's reference L1 fee
+   * (`l1Reference` then), not with the fee per gas.
    */
-  openGas?: { fillNative: string; feePerGas?: string; sweepNative: string; l1Native?: string };
+  openGas?: { fillNative: string; feePerGas?: string; sweepNative: string; l1Native?: string; l1Reference?: string };
 }
 
 export interface RequestRow {

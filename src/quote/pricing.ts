@@ -88,7 +88,10 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     if (q.depositAddressType === 'open') {
       openGas = { fillNative: fillCost.native.toString(), sweepNative: sweep.toString() };
       if (fillCost.feePerGas !== undefined) openGas.feePerGas = fillCost.feePerGas.toString();
-      if (fillCost.l1Native) openGas.l1Native = fillCost.l1Native.toString();
+      if (fillCost.l1Native) {
+        openGas.l1Native = fillCost.l1Native.toString();
+        openGas.l1Reference = (fillCost.l1Reference ?? 0n).toString();
+      }
     }
   }
   const pricing: Pricing = {

@@ -47,6 +47,8 @@ interface Snapshot {
   sweepCost: Map<number, bigint>;
   /** The most a transaction sent now pays per gas, by chain (those with a gas market), in its native units. */
   feePerGas: Map<number, bigint>;
+  /** Each chain's reference L1 data fee now (CostOracle.l1Reference), where it has one. */
+  l1Reference: Map<number, bigint>;
   spendable: Map<string, bigint>;
   prices: Map<string, string>;
 }
@@ -349,6 +351,7 @@ export class Solver implements PayoutHooks, ChainEvents {
     const refundCost = new Map<string, bigint>();
     const sweepCost = new Map<number, bigint>();
     const feePerGas = new Map<number, bigint>();
+    const l1Reference = new Map<number, bigint>();
     const spendable = new Map<string, bigint>();
     const prices = new Map<string, string>();
     await Promise.all(
@@ -357,9 +360,11 @@ export class Solver implements PayoutHooks, ChainEvents {
         const costs = this.chains.costs(chainId)!;
         const sweeps = costs.sweepCost ? [costs.sweepCost().then((cost) => void sweepCost.set(chainId, cost))] : [];
         const fees = costs.feePerGas ? [costs.feePerGas().then((fee) => void feePerGas.set(chainId, fee))] : [];
+        const l1 = costs.l1Reference ? [costs.l1Reference().then((fee) => void l1Reference.set(chainId, fee))] : [];
         return [
           ...sweeps,
           ...fees,
+          ...l1,
           ...this.registry.currenciesOf(chainId).map(async (c) => {
             const k = key(chainId, c.address);
             const [bal, cost, price] = await Promise.all([wallet.balance(c.address), costs.refundCost(c.address), this.prices.usdPrice(c)]);
@@ -372,7 +377,7 @@ export class Solver implements PayoutHooks, ChainEvents {
         ];
       }),
     );
-    return { at: Date.now(), refundCost, sweepCost, feePerGas, spendable, prices };
+    return { at: Date.now(), refundCost, sweepCost, feePerGas, l1Reference, spendable, prices };
   }
 
   // micro-USD of an amount, at the snapshot's price, rounded up (what a sponsor is charged).
@@ -563,9 +568,13 @@ export class Solver implements PayoutHooks, ChainEvents {
     };
     const quotedFee = BigInt(g.feePerGas ?? 0);
     const fee = snap.feePerGas.get(t.destination_chain_id);
-    // Only the L2 gas moves with the fee per gas; the template's L1 data fee is charged as quoted.
-    const l1 = BigInt(g.l1Native ?? 0);
-    const fill = quotedFee > 0n && fee !== undefined ? ceilDiv((BigInt(g.fillNative) - l1) * fee, quotedFee) + l1 : BigInt(g.fillNative);
+    // The L2 gas moves with the fee per gas, the L1 data fee with the chain's reference L1 fee (L1DataFee.reference).
+    const quotedL1 = BigInt(g.l1Native ?? 0);
+    const quotedRef = BigInt(g.l1Reference ?? 0);
+    const ref = snap.l1Reference.get(t.destination_chain_id);
+    const l1 = quotedRef > 0n && ref !== undefined ? ceilDiv(quotedL1 * ref, quotedRef) : quotedL1;
+    const l2 = BigInt(g.fillNative) - quotedL1;
+    const fill = (quotedFee > 0n && fee !== undefined ? ceilDiv(l2 * fee, quotedFee) : l2) + l1;
     const fillOut = inOut(t.destination_chain_id, fill);
     const sweepOut = inOut(t.origin_chain_id, snap.sweepCost.get(t.origin_chain_id) ?? BigInt(g.sweepNative));
     if (fillOut === undefined || sweepOut === undefined) return p;

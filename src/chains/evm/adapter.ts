@@ -377,12 +377,16 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     const maxFee = await this.#maxFeePerGas();
     if (req.calls?.length) {
       const { gas: gasLimit, data } = await this.#simulateCalls(req.recipient, req.amount, req.calls);
-      const l1Native = await this.#l1.of(bytes(data));
-      return { native: gasLimit * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native };
+      const [l1Native, l1Reference] = await Promise.all([this.#l1.of(bytes(data)), this.#l1.reference()]);
+      return { native: gasLimit * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native, l1Reference };
     }
     const native = isNative(req.currency);
-    const l1Native = await this.#l1.of(native ? CALLDATA_BYTES.fill.native : CALLDATA_BYTES.fill.erc20);
-    return { native: fillGas(native, req.topUp === true) * maxFee + l1Native, rent: 0n, minimumAmount: 0n, feePerGas: maxFee, l1Native };
+    const [l1Native, l1Reference] = await Promise.all([this.#l1.of(native ? CALLDATA_BYTES.fill.native : CALLDATA_BYTES.fill.erc20), this.#l1.reference()]);
+    return { native: fillGas(native, req.topUp === true) * maxFee + l1Native, rent: 0n, minimumAmount: 0n, feePerGas: maxFee, l1Native, l1Reference };
+  }
+
+  l1Reference(): Promise<bigint> {
+    return this.#l1.reference();
   }
 
   feePerGas(): Promise<bigint> {

@@ -17,6 +17,8 @@ const ORACLE_ABI = parseAbi(['function getL1FeeUpperBound(uint256 _unsignedTxSiz
  */
 export const TX_ENVELOPE_BYTES = 96;
 
+const REFERENCE_BYTES = 1_000;
+
 const refundData = (native: boolean): Hex =>
   encodeFunctionData({
     abi: RelayDepositoryAbi,
@@ -84,6 +86,15 @@ export class L1DataFee {
     // A failed read is not kept: the next caller reads again.
     fee.catch(() => this.#cache.get(size)?.fee === fee && this.#cache.delete(size));
     return fee;
+  }
+
+  /**
+   * The fee of a fixed reference transaction now (1,000 bytes of calldata). The oracle's bound is the transaction's
+   * size term (which depends on its size alone) times the L1 fees and scalars, so any transaction's fee moves from one
+   * moment to another as the reference's does: a fee quoted earlier is today's at quoted × reference now / reference then.
+   */
+  reference(): Promise<bigint> {
+    return this.of(REFERENCE_BYTES);
   }
 
   // `auto`: whether the predeploy has code, read until a read succeeds. `op-stack` never asks: a chain configured so

@@ -417,8 +417,11 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         detail: `needs ${estimate.gas} gas, more than one transaction may carry (${this.#fees.txGasCap()})`,
       };
     }
-    // The margin stops at that bound too: a recipient estimated just under it burned the margin as well.
-    const gas = priced !== undefined && margined > priced + GAS.recipient ? priced + GAS.recipient : margined;
+    // The margin stops at that bound too: a recipient estimated just under it burned the margin as well. Likewise a call
+    // order's or a relay's stops at the gas it was priced and held at (max_gas, its quote's estimate with the margin):
+    // code whose estimate grew since to just under it burned the margin on top, unpriced.
+    const bound = priced !== undefined ? priced + GAS.recipient : payout.max_gas !== null ? BigInt(payout.max_gas) : undefined;
+    const gas = bound !== undefined && margined > bound ? bound : margined;
     return { kind: 'ready', prepared: { call, gas, fees } };
   }
 
