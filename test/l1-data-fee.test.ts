@@ -3,20 +3,14 @@
 // destination call's calldata (as large as whoever quotes it likes) most of all. Chain 10 of the devnet gets a
 // stand-in of the GasPriceOracle predeploy (anvil has none) with L1 fees a test sets; chain 8453 has none.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWalletClient, encodeFunctionData, http, parseEther, serializeTransaction, zeroAddress, zeroHash, type Address, type Hex } from 'viem';
+import { createWalletClient, encodeFunctionData, http, parseEther, zeroAddress, zeroHash, type Address, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
-import {
-  DepositAddressFactoryAbi,
-  GasPriceOracleStandinAbi,
-  GasPriceOracleStandinBytecode,
-  OrderFillerAbi,
-  RelayDepositoryAbi,
-} from '../contracts-abi/index.ts';
+import { DepositAddressFactoryAbi, GasPriceOracleStandinAbi, OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { nativeTransferCall } from '../src/chains/evm/callRequest.ts';
 import { GAS, refundGas } from '../src/chains/evm/gas.ts';
 import { GAS_PRICE_ORACLE } from '../src/chains/evm/l1DataFee.ts';
 import { devnetChain } from '../src/devnet/deploy.ts';
-import { rpc } from '../src/devnet/rawTransactions.ts';
+import { installL1Oracle, l1FeeOf as l1FeeUpperBound } from './helpers/l1Oracle.ts';
 import { api, startStack, type Stack } from './helpers/stack.ts';
 
 const A = 8453;
@@ -31,14 +25,12 @@ beforeAll(async () => {
   s = await startStack({
     chains: async (devnet, chains) => {
       const b = devnet.chains.find((c) => c.id === B)!;
+      await installL1Oracle(b, devnet.accounts[0]!.privateKey);
       const wallet = createWalletClient({
         account: privateKeyToAccount(devnet.accounts[0]!.privateKey),
         chain: devnetChain(B, b.rpcUrl),
         transport: http(b.rpcUrl),
       });
-      const hash = await wallet.deployContract({ abi: GasPriceOracleStandinAbi, bytecode: GasPriceOracleStandinBytecode });
-      const { contractAddress } = await rpc<{ contractAddress: Address }>(b.rpcUrl, 'eth_getTransactionReceipt', [hash]);
-      await rpc(b.rpcUrl, 'anvil_setCode', [GAS_PRICE_ORACLE, await rpc<Hex>(b.rpcUrl, 'eth_getCode', [contractAddress, 'latest'])]);
       await wallet.writeContract({
         address: GAS_PRICE_ORACLE,
         abi: GasPriceOracleStandinAbi,
@@ -53,27 +45,7 @@ afterAll(async () => {
   await s?.stop();
 });
 
-// The oracle's upper bound for a transaction: its unsigned EIP-1559 serialization with every field at a size wider
-// than the node's own transactions ever carry, so the figure is what the node's transaction pays at most.
-async function l1FeeOf(to: Address, data: Hex): Promise<bigint> {
-  const unsigned = serializeTransaction({
-    type: 'eip1559',
-    chainId: B,
-    nonce: 2 ** 32,
-    maxFeePerGas: 10n ** 15n,
-    maxPriorityFeePerGas: 10n ** 15n,
-    gas: 2n ** 24n,
-    to,
-    value: 10n ** 24n,
-    data,
-  });
-  return s.publicClient(B).readContract({
-    address: GAS_PRICE_ORACLE,
-    abi: GasPriceOracleStandinAbi,
-    functionName: 'getL1FeeUpperBound',
-    args: [BigInt((unsigned.length - 2) / 2)],
-  });
-}
+const l1FeeOf = (to: Address, data: Hex) => l1FeeUpperBound(s.publicClient(B), B, to, data);
 
 const filler = () => s.devnet.chains.find((c) => c.id === B)!.contracts.filler;
 const depository = () => s.devnet.chains.find((c) => c.id === B)!.contracts.depository;

@@ -11,17 +11,16 @@
 //    moves with the chain's reference L1 fee (L1DataFee.reference), read in the solver's snapshot.
 // The holdSubmitter window stands in for the time between a relay's (or a quote's) admission and its transaction:
 // the attacker's own transaction lands there.
-import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWalletClient, encodeFunctionData, erc20Abi, http, parseAbi, serializeTransaction, zeroHash, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, zeroHash, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { GasPriceOracleStandinAbi, GasPriceOracleStandinBytecode, OrderFillerAbi } from '../../contracts-abi/index.ts';
+import { GasPriceOracleStandinAbi, GrowingBurnerAbi, GrowingBurnerBytecode, OrderFillerAbi } from '../../contracts-abi/index.ts';
 import { GAS_PRICE_ORACLE } from '../../src/chains/evm/l1DataFee.ts';
-import { devnetChain } from '../../src/devnet/deploy.ts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
 import { usdMicroCeil } from '../../src/lib/money.ts';
 import { StaticPriceSource } from '../../src/quote/prices.ts';
 import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
+import { installL1Oracle, l1FeeOf as l1FeeUpperBound } from '../helpers/l1Oracle.ts';
 import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
@@ -47,15 +46,7 @@ async function setL1Fees(baseFee: bigint, blobBaseFee: bigint) {
 beforeAll(async () => {
   s = await startStack({
     chains: async (devnet, chains) => {
-      const b = devnet.chains.find((c) => c.id === B)!;
-      const wallet = createWalletClient({
-        account: privateKeyToAccount(devnet.accounts[0]!.privateKey),
-        chain: devnetChain(B, b.rpcUrl),
-        transport: http(b.rpcUrl),
-      });
-      const hash = await wallet.deployContract({ abi: GasPriceOracleStandinAbi, bytecode: GasPriceOracleStandinBytecode });
-      const { contractAddress } = await rpc<{ contractAddress: Address }>(b.rpcUrl, 'eth_getTransactionReceipt', [hash]);
-      await rpc(b.rpcUrl, 'anvil_setCode', [GAS_PRICE_ORACLE, await rpc<Hex>(b.rpcUrl, 'eth_getCode', [contractAddress, 'latest'])]);
+      await installL1Oracle(devnet.chains.find((c) => c.id === B)!, devnet.accounts[0]!.privateKey);
       return chains;
     },
   });
@@ -68,45 +59,12 @@ afterAll(async () => {
 
 // An EIP-7702 delegate whose work depends on whether it runs in an estimate (no fee fields: gas price 0) or on chain:
 // estimated, it burns `rounds` hashes (a number its wallet sets); on chain, it burns all the gas it is given but a little.
-const GROWER = `// SPDX-License-Identifier: MIT
-pragma solidity ^0.8.23;
-contract GrowingBurner {
-    uint256 public rounds;
-    function setRounds(uint256 r) external { rounds = r; }
-    fallback() external payable {
-        uint256 h;
-        if (tx.gasprice == 0) {
-            uint256 n = rounds;
-            for (uint256 i; i < n; ++i) h = uint256(keccak256(abi.encode(h, i)));
-        } else {
-            while (gasleft() > 3_000) h = uint256(keccak256(abi.encode(h)));
-        }
-        if (h == 1) revert();
-    }
-}`;
-const growerAbi = parseAbi(['function setRounds(uint256 r)', 'function rounds() view returns (uint256)']);
-
-function compileGrower(): Hex {
-  const solc = createRequire(import.meta.url)('solc') as { compile(input: string): string };
-  const out = JSON.parse(
-    solc.compile(
-      JSON.stringify({
-        language: 'Solidity',
-        sources: { 'GrowingBurner.sol': { content: GROWER } },
-        settings: { optimizer: { enabled: true, runs: 200 }, evmVersion: 'cancun', outputSelection: { '*': { '*': ['evm.bytecode.object'] } } },
-      }),
-    ),
-  );
-  const errors = (out.errors ?? []).filter((e: { severity: string }) => e.severity === 'error');
-  if (errors.length) throw new Error(JSON.stringify(errors));
-  return `0x${out.contracts['GrowingBurner.sol'].GrowingBurner.evm.bytecode.object}`;
-}
 
 describe('sponsored relays: what the solver pays stays within what the sponsor was held', () => {
   it('a relay whose gas grows after admission (within the recorded max_gas) costs no more than its hold', async () => {
     const pc = s.publicClient(A);
     const funder = s.wallet(1, A);
-    const deployed = await funder.deployContract({ account: funder.account!, chain: funder.chain, abi: growerAbi, bytecode: compileGrower() });
+    const deployed = await funder.deployContract({ account: funder.account!, chain: funder.chain, abi: GrowingBurnerAbi, bytecode: GrowingBurnerBytecode });
     const delegate = (await pc.waitForTransactionReceipt({ hash: deployed })).contractAddress!;
     // The attacker's own wallet, delegated to the delegate above.
     const wallet = privateKeyToAccount(generatePrivateKey());
@@ -116,7 +74,7 @@ describe('sponsored relays: what the solver pays stays within what the sponsor w
           account: funder.account!,
           chain: funder.chain,
           to: wallet.address,
-          data: encodeFunctionData({ abi: growerAbi, functionName: 'setRounds', args: [rounds] }),
+          data: encodeFunctionData({ abi: GrowingBurnerAbi, functionName: 'setRounds', args: [rounds] }),
           authorizationList,
         }),
       });
@@ -189,7 +147,7 @@ describe('destination calls: a fill costs no more gas than its quote priced', ()
     // The same delegate as a plain contract, the call order's target on A; the order deposited on B.
     const pc = s.publicClient(A);
     const funder = s.wallet(1, A);
-    const deployed = await funder.deployContract({ account: funder.account!, chain: funder.chain, abi: growerAbi, bytecode: compileGrower() });
+    const deployed = await funder.deployContract({ account: funder.account!, chain: funder.chain, abi: GrowingBurnerAbi, bytecode: GrowingBurnerBytecode });
     const target = (await pc.waitForTransactionReceipt({ hash: deployed })).contractAddress!;
     const setRounds = async (rounds: bigint) =>
       pc.waitForTransactionReceipt({
@@ -197,7 +155,7 @@ describe('destination calls: a fill costs no more gas than its quote priced', ()
           account: funder.account!,
           chain: funder.chain,
           to: target,
-          data: encodeFunctionData({ abi: growerAbi, functionName: 'setRounds', args: [rounds] }),
+          data: encodeFunctionData({ abi: GrowingBurnerAbi, functionName: 'setRounds', args: [rounds] }),
         }),
       });
     await setRounds(2_000n);
@@ -264,26 +222,7 @@ describe('destination calls: a fill costs no more gas than its quote priced', ()
 });
 
 describe('L1 data fee: an open deposit address arrival', () => {
-  // The oracle's bound for a transaction to `to` carrying `data` (every field at a width the node's never passes).
-  async function l1FeeOf(to: Address, data: Hex): Promise<bigint> {
-    const unsigned = serializeTransaction({
-      type: 'eip1559',
-      chainId: B,
-      nonce: 2 ** 32,
-      maxFeePerGas: 10n ** 15n,
-      maxPriorityFeePerGas: 10n ** 15n,
-      gas: 2n ** 24n,
-      to,
-      value: 10n ** 24n,
-      data,
-    });
-    return s.publicClient(B).readContract({
-      address: GAS_PRICE_ORACLE,
-      abi: GasPriceOracleStandinAbi,
-      functionName: 'getL1FeeUpperBound',
-      args: [BigInt((unsigned.length - 2) / 2)],
-    });
-  }
+  const l1FeeOf = (to: Address, data: Hex) => l1FeeUpperBound(s.publicClient(B), B, to, data);
 
   it("an arrival at an open address is charged its fill's L1 data fee at today's L1 fees, not the template's", async () => {
     const recipient = privateKeyToAccount(generatePrivateKey()).address;
