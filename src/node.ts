@@ -41,6 +41,9 @@ export interface NodeOptions {
   onLeaseLost?: (err: LeaseLostError) => void;
 }
 
+// The most a start waits for the first price reads (#notePrices).
+const PRICE_NOTE_MS = 10_000;
+
 export function ledgerPath(config: Config): string {
   return join(config.dataDir, 'ledger.sqlite');
 }
@@ -94,6 +97,8 @@ export class RelayNode {
   /** PostgreSQL: keeps the notification queue from filling behind a stuck API replica (the leader's). */
   readonly notifyQueue: NotifyQueueGuard | undefined;
   #url: string | undefined;
+  // Reads each currency's price once through the node's price source, noting it for the indexers (SeenPrices).
+  #notePrices: (() => Promise<void>) | undefined;
   #operatorUrl: string | undefined;
 
   constructor(
@@ -172,6 +177,14 @@ export class RelayNode {
         seenPrices,
       });
       prices = seenPrices.recording(opts.prices ?? new FeedPriceSource(this.chains));
+      const noted = prices;
+      this.#notePrices = async () => {
+        const reads = [...this.registry.chains.keys()].flatMap((id) => this.registry.currenciesOf(id).map((c) => noted.usdPrice(c).catch(() => undefined)));
+        let timer: NodeJS.Timeout | undefined;
+        // Bounded: a feed that does not answer delays no start (its deposits are weighed at the configured price meanwhile).
+        await Promise.race([Promise.all(reads), new Promise((resolve) => (timer = setTimeout(resolve, PRICE_NOTE_MS)))]);
+        clearTimeout(timer);
+      };
       // The loss breaker's measure: the audit's difference (anchored at the audit's opening block) where it can be read, balance drift elsewhere.
       const lossMeasure = config.risk.lossBreaker
         ? new AuditDifference(this.acting, this.registry, this.chains, prices, new BalanceDrift(this.acting, this.registry, this.chains, prices), this.log)
@@ -271,6 +284,9 @@ export class RelayNode {
   // The stages that act on chains, as a fresh start runs them: each chain's submitter reconciles what
   // the ledger recorded (by nonce, blockhash, the exchange's nonce) before it signs anything new.
   async #startStages(): Promise<void> {
+    // The indexers weigh deposits (and app balance fundings) for confirmationsByValue at the newest price the node read,
+    // from their first pass: one made while the node was down is judged at once, before the solver reads any price.
+    await this.#notePrices?.();
     await this.chains.start();
     this.solver?.start();
     this.deliverer?.start();

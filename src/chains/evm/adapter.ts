@@ -129,7 +129,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       gate,
     });
     if (chain.appBalanceDeposits) {
-      this.#funding = new FundingWatcher(chain, this.decisionClient, ledger, account.address, (t) => hooks.onFunding(t), clog);
+      this.#funding = new FundingWatcher(chain, this.decisionClient, ledger, account.address, (t) => hooks.onFunding(t), clog, this.#seenPrice);
     }
     if (chain.depositAddressFactory) {
       this.#depositAddresses = new DepositAddressWatcher(
@@ -364,10 +364,11 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   // What a transaction sent now would pay per gas at most: twice the base fee plus the tip.
   async #maxFeePerGas(): Promise<bigint> {
     const block = BigInt(this.#indexer.head);
-    if (this.#baseFee === undefined) {
+    // Head 0: no head read yet, or never (a standby serving quotes does not index), so none keeps these current: read now.
+    if (this.#baseFee === undefined || block === 0n) {
       this.#baseFee = (await this.client.getBlock({ blockTag: 'latest' })).baseFeePerGas ?? 0n;
     }
-    if (!this.#priority || this.#priority.block !== block) {
+    if (!this.#priority || this.#priority.block !== block || block === 0n) {
       this.#priority = { block, fee: await this.client.estimateMaxPriorityFeePerGas() };
     }
     return this.#baseFee * 2n + this.#priority.fee;

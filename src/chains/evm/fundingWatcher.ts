@@ -6,7 +6,7 @@ import type { Logger } from '../../log.ts';
 import type { FundingTransfer } from '../adapter.ts';
 import { errText } from '../../lib/errors.ts';
 import { Loop } from '../../lib/loop.ts';
-import { confirmationsForWorth, depositWorth, mostConfirmations } from './confirmations.ts';
+import { confirmationsForWorth, depositWorth, mostConfirmations, type SeenPrice } from './confirmations.ts';
 
 // App balances are funded by a transfer to the solver whose calldata ends with
 // 012345abcdef + the 20-byte address to credit + 012345abcdef (the interface's format).
@@ -93,6 +93,8 @@ export class FundingWatcher {
     private solver: Address,
     private report: (t: FundingTransfer) => Promise<void>,
     private log: Logger,
+    // The newest price the node's feed gave (the indexer's deposits are weighed at it too, where above the configured one).
+    private seen?: SeenPrice,
   ) {
     this.#own = nodeContracts(chain);
     this.#tokens = new Set(chain.currencies.filter((c) => getAddress(c.address) !== zeroAddress).map((c) => getAddress(c.address)));
@@ -168,10 +170,11 @@ export class FundingWatcher {
 
   // Whether the funding transfers `found` in block `n` are as deep as confirmationsByValue asks, judged as the
   // indexer judges deposits: for every reorg that would remove them, they and the credits standing in the blocks
-  // it removes ask no more blocks than its depth (each worth at the currency's configured usdPrice).
+  // it removes ask no more blocks than its depth (each worth at the higher of the currency's configured usdPrice and
+  // the feed's newest price: the credit is booked at the feed's).
   #deepEnough(n: number, head: number, found: FundingTransfer[]): boolean {
     if (!this.chain.confirmationsByValue?.length) return true;
-    const worth = (parts: FundingPart[]) => parts.reduce((sum, p) => sum + (depositWorth(this.chain, p.currency, p.amount) ?? 0n), 0n);
+    const worth = (parts: FundingPart[]) => parts.reduce((sum, p) => sum + (depositWorth(this.chain, p.currency, p.amount, this.seen) ?? 0n), 0n);
     const ours = new Set(found.map((t) => t.txHash));
     let sum = found.reduce((s, t) => s + worth(t.parts), 0n);
     // Standing credits a reorg removing block n (or a deeper one) could take back with them: those in blocks

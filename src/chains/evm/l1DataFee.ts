@@ -78,7 +78,8 @@ export class L1DataFee {
     const size = calldataBytes + TX_ENVELOPE_BYTES;
     const block = this.head();
     const hit = this.#cache.get(size);
-    if (hit && hit.block === block) return hit.fee;
+    // Head 0: no head read yet, or never (a standby serving quotes does not index): a cached fee would be kept for good.
+    if (hit && hit.block === block && block > 0n) return hit.fee;
     const fee = this.client
       .readContract({ address: GAS_PRICE_ORACLE, abi: ORACLE_ABI, functionName: 'getL1FeeUpperBound', args: [BigInt(size)] })
       .then((f) => (f * BigInt(10_000 + this.marginBps) + 9_999n) / 10_000n);
