@@ -27,7 +27,6 @@ class WatchedPrices extends MovablePrices {
 }
 const prices = new WatchedPrices();
 
-
 const rpc = (chainId: number, method: string, params: unknown[] = []) => s.publicClient(chainId).request({ method: method as never, params: params as never });
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const marker = (credited: Address) => `012345abcdef${credited.slice(2).toLowerCase()}012345abcdef`;
@@ -72,7 +71,13 @@ describe('confirmationsByValue at the seen price (3e108d8)', () => {
 
       const snapshot = (await rpc(A, 'evm_snapshot')) as Hex;
       const w = s.wallet(1, A);
-      const hash = await w.sendTransaction({ account: funder, chain: w.chain, to: s.devnet.solver, value: parseEther('0.25'), data: `0x${marker(wallet.address)}` });
+      const hash = await w.sendTransaction({
+        account: funder,
+        chain: w.chain,
+        to: s.devnet.solver,
+        value: parseEther('0.25'),
+        data: `0x${marker(wallet.address)}`,
+      });
       const receipt = await s.publicClient(A).waitForTransactionReceipt({ hash });
       // Two more blocks: the transfer is 3 blocks deep, one short of the row its feed worth reaches.
       await rpc(A, 'anvil_mine', ['0x2']);
@@ -88,7 +93,10 @@ describe('confirmationsByValue at the seen price (3e108d8)', () => {
       // The funding block is reorged away (3 deep, under the row's 4): the chain grows without it.
       await rpc(A, 'evm_revert', [snapshot]);
       await rpc(A, 'anvil_mine', ['0x6']);
-      await until(() => ((s.node.ledger.indexer.cursor(A, 'app-balance') ?? 0) >= Number(receipt.blockNumber) + 4 ? true : undefined), 'the scan past the reorg');
+      await until(
+        () => ((s.node.ledger.indexer.cursor(A, 'app-balance') ?? 0) >= Number(receipt.blockNumber) + 4 ? true : undefined),
+        'the scan past the reorg',
+      );
       if (early) await until(() => (s.node.ledger.balances.get(`credit_reversal:credit:${A}:${hash}`) ? true : undefined), 'the reversal');
       const paid = s.node.ledger.payouts.get(`fill:${requestId}`);
       // Before: credited $1500 at one block (weighed at the configured 3000), the fast fill paid ~1000 USDC on chain B,
@@ -129,7 +137,10 @@ describe('confirmationsByValue at the seen price (3e108d8)', () => {
         await pc.request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
       });
       const head = Number(await pc.getBlockNumber({ cacheTime: 0 }));
-      await until(async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === A)?.head >= head ? true : undefined), 'the node to see the head');
+      await until(
+        async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === A)?.head >= head ? true : undefined),
+        'the node to see the head',
+      );
       await until(() => (s.node.ledger.deposits.byOrderRef(id).length ? true : undefined), 'the deposit indexed');
       // Two blocks deep of its four: still waiting (before: handled at the restart's first pass, weighed at 3000).
       expect({ state: s.node.ledger.deposits.byOrderRef(id)[0]!.state, status: (await api(s.url, `/intents/status/v3?requestId=${id}`)).body.status }).toEqual({
@@ -152,7 +163,11 @@ describe('the L1 data fee quoted by a standby (e9ab359)', () => {
   let standby: RelayNode | undefined;
   const setL1 = async (times: bigint) => {
     const b = h.devnet.chains.find((c) => c.id === B)!;
-    const wallet = createWalletClient({ account: privateKeyToAccount(h.devnet.accounts[0]!.privateKey), chain: devnetChain(B, b.rpcUrl), transport: http(b.rpcUrl) });
+    const wallet = createWalletClient({
+      account: privateKeyToAccount(h.devnet.accounts[0]!.privateKey),
+      chain: devnetChain(B, b.rpcUrl),
+      transport: http(b.rpcUrl),
+    });
     const hash = await wallet.writeContract({
       address: GAS_PRICE_ORACLE,
       abi: GasPriceOracleStandinAbi,
@@ -166,7 +181,11 @@ describe('the L1 data fee quoted by a standby (e9ab359)', () => {
       config: { ha: { enabled: true, leaseMs: 3_000, renewMs: 500, nodeId: 'leader' } },
       chains: async (devnet, chains) => {
         const b = devnet.chains.find((c) => c.id === B)!;
-        const wallet = createWalletClient({ account: privateKeyToAccount(devnet.accounts[0]!.privateKey), chain: devnetChain(B, b.rpcUrl), transport: http(b.rpcUrl) });
+        const wallet = createWalletClient({
+          account: privateKeyToAccount(devnet.accounts[0]!.privateKey),
+          chain: devnetChain(B, b.rpcUrl),
+          transport: http(b.rpcUrl),
+        });
         const hash = await wallet.deployContract({ abi: GasPriceOracleStandinAbi, bytecode: GasPriceOracleStandinBytecode });
         const { contractAddress } = await rawRpc<{ contractAddress: Address }>(b.rpcUrl, 'eth_getTransactionReceipt', [hash]);
         await rawRpc(b.rpcUrl, 'anvil_setCode', [GAS_PRICE_ORACLE, await rawRpc<Hex>(b.rpcUrl, 'eth_getCode', [contractAddress, 'latest'])]);
@@ -207,11 +226,32 @@ describe('the L1 data fee quoted by a standby (e9ab359)', () => {
       return BigInt(q.body.fees.relayerGas.amount);
     };
     // The fill the leader would send for it, and the oracle's bound for it now.
-    const fillData = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillCalls', args: [zeroHash, recipient, [{ to: recipient, value: parseEther('0.01'), data }]] });
+    const fillData = encodeFunctionData({
+      abi: OrderFillerAbi,
+      functionName: 'fillCalls',
+      args: [zeroHash, recipient, [{ to: recipient, value: parseEther('0.01'), data }]],
+    });
     const filler = h.devnet.chains.find((x) => x.id === B)!.contracts.filler;
     const l1Now = async () => {
-      const unsigned = serializeTransaction({ type: 'eip1559', chainId: B, nonce: 2 ** 32, maxFeePerGas: 10n ** 15n, maxPriorityFeePerGas: 10n ** 15n, gas: 2n ** 24n, to: filler, value: 10n ** 24n, data: fillData });
-      return h.publicClient(B).readContract({ address: GAS_PRICE_ORACLE, abi: GasPriceOracleStandinAbi, functionName: 'getL1FeeUpperBound', args: [BigInt((unsigned.length - 2) / 2)] });
+      const unsigned = serializeTransaction({
+        type: 'eip1559',
+        chainId: B,
+        nonce: 2 ** 32,
+        maxFeePerGas: 10n ** 15n,
+        maxPriorityFeePerGas: 10n ** 15n,
+        gas: 2n ** 24n,
+        to: filler,
+        value: 10n ** 24n,
+        data: fillData,
+      });
+      return h
+        .publicClient(B)
+        .readContract({
+          address: GAS_PRICE_ORACLE,
+          abi: GasPriceOracleStandinAbi,
+          functionName: 'getL1FeeUpperBound',
+          args: [BigInt((unsigned.length - 2) / 2)],
+        });
     };
 
     const first = gasOf(await api(standby.url, '/quote', { body }));
@@ -223,7 +263,10 @@ describe('the L1 data fee quoted by a standby (e9ab359)', () => {
     await h.publicClient(B).request({ method: 'anvil_setNextBlockBaseFeePerGas' as never, params: [`0x${(base * 10n).toString(16)}`] as never });
     await h.publicClient(B).request({ method: 'anvil_mine' as never, params: ['0x1'] as never });
     const head = Number(await h.publicClient(B).getBlockNumber({ cacheTime: 0 }));
-    await until(async () => ((await api(h.url, '/ready')).body.chains.find((x: any) => x.chainId === B)?.head >= head ? true : undefined), 'the leader to see the head');
+    await until(
+      async () => ((await api(h.url, '/ready')).body.chains.find((x: any) => x.chainId === B)?.head >= head ? true : undefined),
+      'the leader to see the head',
+    );
     const l1 = await l1Now();
     // The most a transaction pays per gas now, as each node prices it (twice the base fee and the tip).
     const feeLeader = await h.node.chains.costs(B)!.feePerGas!();
