@@ -1,14 +1,14 @@
 // Adversarial review of this session's changes (d8bb083..HEAD).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWalletClient, encodeFunctionData, http, parseEther, serializeTransaction, zeroAddress, zeroHash, type Address, type Hex } from 'viem';
+import { createWalletClient, encodeFunctionData, http, parseEther, zeroAddress, zeroHash, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { GasPriceOracleStandinAbi, GasPriceOracleStandinBytecode, OrderFillerAbi } from '../../contracts-abi/index.ts';
+import { GasPriceOracleStandinAbi, OrderFillerAbi } from '../../contracts-abi/index.ts';
 import { GAS_PRICE_ORACLE } from '../../src/chains/evm/l1DataFee.ts';
 import type { Currency } from '../../src/config/registry.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
-import { rpc as rawRpc } from '../../src/devnet/rawTransactions.ts';
 import { createLogger } from '../../src/log.ts';
 import { RelayNode } from '../../src/node.ts';
+import { installL1Oracle, l1FeeOf } from '../helpers/l1Oracle.ts';
 import { linkWallet } from '../helpers/link.ts';
 import { api, byValueOn, executeSteps, MovablePrices, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
@@ -180,15 +180,7 @@ describe('the L1 data fee quoted by a standby (e9ab359)', () => {
     h = await startStack({
       config: { ha: { enabled: true, leaseMs: 3_000, renewMs: 500, nodeId: 'leader' } },
       chains: async (devnet, chains) => {
-        const b = devnet.chains.find((c) => c.id === B)!;
-        const wallet = createWalletClient({
-          account: privateKeyToAccount(devnet.accounts[0]!.privateKey),
-          chain: devnetChain(B, b.rpcUrl),
-          transport: http(b.rpcUrl),
-        });
-        const hash = await wallet.deployContract({ abi: GasPriceOracleStandinAbi, bytecode: GasPriceOracleStandinBytecode });
-        const { contractAddress } = await rawRpc<{ contractAddress: Address }>(b.rpcUrl, 'eth_getTransactionReceipt', [hash]);
-        await rawRpc(b.rpcUrl, 'anvil_setCode', [GAS_PRICE_ORACLE, await rawRpc<Hex>(b.rpcUrl, 'eth_getCode', [contractAddress, 'latest'])]);
+        await installL1Oracle(devnet.chains.find((c) => c.id === B)!, devnet.accounts[0]!.privateKey);
         return chains;
       },
     });
@@ -232,27 +224,7 @@ describe('the L1 data fee quoted by a standby (e9ab359)', () => {
       args: [zeroHash, recipient, [{ to: recipient, value: parseEther('0.01'), data }]],
     });
     const filler = h.devnet.chains.find((x) => x.id === B)!.contracts.filler;
-    const l1Now = async () => {
-      const unsigned = serializeTransaction({
-        type: 'eip1559',
-        chainId: B,
-        nonce: 2 ** 32,
-        maxFeePerGas: 10n ** 15n,
-        maxPriorityFeePerGas: 10n ** 15n,
-        gas: 2n ** 24n,
-        to: filler,
-        value: 10n ** 24n,
-        data: fillData,
-      });
-      return h
-        .publicClient(B)
-        .readContract({
-          address: GAS_PRICE_ORACLE,
-          abi: GasPriceOracleStandinAbi,
-          functionName: 'getL1FeeUpperBound',
-          args: [BigInt((unsigned.length - 2) / 2)],
-        });
-    };
+    const l1Now = () => l1FeeOf(h.publicClient(B), B, filler, fillData);
 
     const first = gasOf(await api(standby.url, '/quote', { body }));
     expect(first).toBeGreaterThanOrEqual(2n * (await l1Now()));
