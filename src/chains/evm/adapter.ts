@@ -1,6 +1,8 @@
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { spendable } from '../spendable.ts';
 import {
+  BaseError,
+  ContractFunctionZeroDataError,
   encodeFunctionData,
   erc20Abi,
   getAddress,
@@ -39,6 +41,7 @@ import {
 } from '../adapter.ts';
 import type { RelaySimulator, SignedCallOutcome, VerifiedSignedDeposit } from '../ports.ts';
 import { QuoteError } from '../../lib/quoteError.ts';
+import { ChainConfigMismatch } from '../configMismatch.ts';
 import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
 import { AUDIT_OPENING } from './auditOpening.ts';
@@ -187,6 +190,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   }
 
   async start(): Promise<void> {
+    await this.providers.verifyChainId();
+    await this.#verifyDecimals();
     this.providers.start();
     // The audit's opening balances are read at the head of the node's first start on this chain
     // (src/audit): from there on, everything that moves the solver's money is in the books.
@@ -198,6 +203,28 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     this.#funding?.start();
     this.#depositAddresses?.start();
     this.#indexer.start();
+  }
+
+  // A configured token whose decimals are not the token's own prices every amount of it off by a power of ten (an
+  // 18-decimal token configured with 6 had each of its units worth 10^12 times too much): the node does not start.
+  async #verifyDecimals(): Promise<void> {
+    const tokens = this.chain.currencies.filter((c) => !isNative(c.address));
+    const wrong: string[] = [];
+    await Promise.all(
+      tokens.map(async (c) => {
+        let decimals: number;
+        try {
+          decimals = await this.client.readContract({ address: c.address, abi: erc20Abi, functionName: 'decimals' });
+        } catch (e) {
+          // An address with no code answers no data; a contract without decimals() reverts.
+          if (!isRevert(e) && !(e instanceof BaseError && e.walk((x) => x instanceof ContractFunctionZeroDataError))) throw e;
+          wrong.push(`${c.symbol} (${c.address}) answers no decimals(): is it a token on this chain?`);
+          return;
+        }
+        if (decimals !== c.decimals) wrong.push(`${c.symbol} (${c.address}) has ${decimals} decimals, configured ${c.decimals}`);
+      }),
+    );
+    if (wrong.length) throw new ChainConfigMismatch(`chain ${this.chainId}: ${wrong.join('; ')}`);
   }
 
   async stop(): Promise<void> {

@@ -4,6 +4,7 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from './provider.ts';
 import { RelayNodeError } from '../../lib/errors.ts';
+import { ChainConfigMismatch } from '../configMismatch.ts';
 import { collectQuorum, ProviderPoolError } from './quorum.ts';
 
 /** A JSON-RPC error answer (a revert, "nonce too low"...): the chain's answer, not a provider failure. */
@@ -145,6 +146,28 @@ export class ProviderPool {
   /** Reads every provider's head once (failures are scored, not thrown); a provider subscribed to its new heads is not polled. */
   async probeHeads(): Promise<void> {
     await Promise.all(this.providers.filter((p) => !p.cooling() && !p.followsHeads()).map((p) => this.#readHead(p)));
+  }
+
+  /**
+   * Asks every provider for its chain id and throws ChainConfigMismatch naming (by its name, never its URL) each that serves
+   * another chain: its blocks would be indexed as this chain's deposits, and its answers would decide this chain's
+   * payouts. A provider that does not answer now is not judged (it may be down at start).
+   */
+  async verifyChainId(): Promise<void> {
+    const wrong: string[] = [];
+    await Promise.all(
+      this.providers.map(async (p) => {
+        try {
+          p.take(1);
+          const [a] = await p.send([{ method: 'eth_chainId', params: [] }]);
+          if (a && 'result' in a && typeof a.result === 'string' && BigInt(a.result) !== BigInt(this.chainId))
+            wrong.push(`${p.name} serves chain ${BigInt(a.result)}`);
+        } catch {
+          // scored by the provider
+        }
+      }),
+    );
+    if (wrong.length) throw new ChainConfigMismatch(`chain ${this.chainId}: ${wrong.join('; ')}: check its rpcUrl (or providers)`);
   }
 
   /** Answers one call through the best provider, failing over as needed. Throws RpcAnswerError for a JSON-RPC error answer. */

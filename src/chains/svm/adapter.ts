@@ -25,6 +25,7 @@ import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
 import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
+import { ChainConfigMismatch } from '../configMismatch.ts';
 import { QuoteError } from '../../lib/quoteError.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
 import { recordSvmOpening } from './auditOpening.ts';
@@ -150,6 +151,7 @@ export class SvmAdapter implements ChainAdapter {
   }
 
   async start(): Promise<void> {
+    await this.#verifyDecimals();
     // The audit's opening balances, read at the node's first start on this chain before it signs
     // anything (src/audit/svmAudit.ts): from there on, everything that moves them is in the books.
     await recordSvmOpening(this.chain, this.ledger, this.conn, new PublicKey(this.solver));
@@ -161,6 +163,17 @@ export class SvmAdapter implements ChainAdapter {
       if (old.every((c) => c !== undefined)) this.ledger.tx(() => this.ledger.indexer.setCursor(this.chainId, SVM_CURSOR, Math.min(...(old as number[]))));
     }
     this.#indexer.start();
+  }
+
+  // A configured mint whose decimals are not the mint's own prices every amount of it off by a power of ten: the node
+  // does not start (as the EVM adapter refuses such a token).
+  async #verifyDecimals(): Promise<void> {
+    const wrong: string[] = [];
+    for (const c of this.chain.currencies) {
+      const { decimals } = await this.mintInfo(c.address);
+      if (decimals !== c.decimals) wrong.push(`${c.symbol} (${c.address}) has ${decimals} decimals, configured ${c.decimals}`);
+    }
+    if (wrong.length) throw new ChainConfigMismatch(`chain ${this.chainId}: ${wrong.join('; ')}`);
   }
 
   async stop(): Promise<void> {
