@@ -3,13 +3,10 @@
 // destination call's calldata (as large as whoever quotes it likes) most of all. Chain 10 of the devnet gets a
 // stand-in of the GasPriceOracle predeploy (anvil has none) with L1 fees a test sets; chain 8453 has none.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWalletClient, encodeFunctionData, http, parseEther, zeroAddress, zeroHash, type Address, type Hex } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
-import { DepositAddressFactoryAbi, GasPriceOracleStandinAbi, OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
+import { encodeFunctionData, parseEther, zeroAddress, zeroHash, type Address, type Hex } from 'viem';
+import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
 import { nativeTransferCall } from '../src/chains/evm/callRequest.ts';
 import { GAS, refundGas } from '../src/chains/evm/gas.ts';
-import { GAS_PRICE_ORACLE } from '../src/chains/evm/l1DataFee.ts';
-import { devnetChain } from '../src/devnet/deploy.ts';
 import { installL1Oracle, l1FeeOf as l1FeeUpperBound } from './helpers/l1Oracle.ts';
 import { api, startStack, type Stack } from './helpers/stack.ts';
 
@@ -24,19 +21,7 @@ const L1 = { baseFee: 200_000_000_000n, blobBaseFee: 100_000_000_000n, baseFeeSc
 beforeAll(async () => {
   s = await startStack({
     chains: async (devnet, chains) => {
-      const b = devnet.chains.find((c) => c.id === B)!;
-      await installL1Oracle(b, devnet.accounts[0]!.privateKey);
-      const wallet = createWalletClient({
-        account: privateKeyToAccount(devnet.accounts[0]!.privateKey),
-        chain: devnetChain(B, b.rpcUrl),
-        transport: http(b.rpcUrl),
-      });
-      await wallet.writeContract({
-        address: GAS_PRICE_ORACLE,
-        abi: GasPriceOracleStandinAbi,
-        functionName: 'setL1Fees',
-        args: [L1.baseFee, L1.blobBaseFee, L1.baseFeeScalar, L1.blobBaseFeeScalar],
-      });
+      await installL1Oracle(devnet.chains.find((c) => c.id === B)!, devnet.accounts[0]!.privateKey, L1);
       return chains;
     },
   });

@@ -1,18 +1,30 @@
 // The OP-stack GasPriceOracle predeploy on a devnet chain (anvil has none): the stand-in contract's code installed at
 // the predeploy's address, and the oracle's bound for a transaction as the node's would be sent.
-import { createWalletClient, http, serializeTransaction, type Address, type Hex, type PublicClient } from 'viem';
+import { createPublicClient, createWalletClient, http, serializeTransaction, type Address, type Hex, type PublicClient } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { GasPriceOracleStandinAbi, GasPriceOracleStandinBytecode } from '../../contracts-abi/index.ts';
 import { GAS_PRICE_ORACLE } from '../../src/chains/evm/l1DataFee.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
 
-/** Installs the stand-in oracle at the predeploy's address on `chain`, deployed from `deployerKey`. */
-export async function installL1Oracle(chain: { id: number; rpcUrl: string }, deployerKey: Hex): Promise<void> {
-  const wallet = createWalletClient({ account: privateKeyToAccount(deployerKey), chain: devnetChain(chain.id, chain.rpcUrl), transport: http(chain.rpcUrl) });
-  const hash = await wallet.deployContract({ abi: GasPriceOracleStandinAbi, bytecode: GasPriceOracleStandinBytecode });
-  const { contractAddress } = await rpc<{ contractAddress: Address }>(chain.rpcUrl, 'eth_getTransactionReceipt', [hash]);
-  await rpc(chain.rpcUrl, 'anvil_setCode', [GAS_PRICE_ORACLE, await rpc<Hex>(chain.rpcUrl, 'eth_getCode', [contractAddress, 'latest'])]);
+/** Installs the stand-in oracle at the predeploy's address on `chain`, deployed from `deployerKey`, with `fees` set when given. */
+export async function installL1Oracle(
+  chain: { id: number; rpcUrl: string },
+  deployerKey: Hex,
+  fees?: { baseFee: bigint; blobBaseFee: bigint; baseFeeScalar: number; blobBaseFeeScalar: number },
+): Promise<void> {
+  const viemChain = devnetChain(chain.id, chain.rpcUrl);
+  const wallet = createWalletClient({ account: privateKeyToAccount(deployerKey), chain: viemChain, transport: http(chain.rpcUrl) });
+  const client = createPublicClient({ chain: viemChain, transport: http(chain.rpcUrl), pollingInterval: 50 });
+  const { contractAddress } = await client.waitForTransactionReceipt({
+    hash: await wallet.deployContract({ abi: GasPriceOracleStandinAbi, bytecode: GasPriceOracleStandinBytecode }),
+  });
+  await rpc(chain.rpcUrl, 'anvil_setCode', [GAS_PRICE_ORACLE, await rpc<Hex>(chain.rpcUrl, 'eth_getCode', [contractAddress!, 'latest'])]);
+  if (!fees) return;
+  const args = [fees.baseFee, fees.blobBaseFee, fees.baseFeeScalar, fees.blobBaseFeeScalar] as const;
+  await client.waitForTransactionReceipt({
+    hash: await wallet.writeContract({ address: GAS_PRICE_ORACLE, abi: GasPriceOracleStandinAbi, functionName: 'setL1Fees', args }),
+  });
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   isAddress,
   keccak256,
   parseAbi,
+  size,
   toHex,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
@@ -56,7 +57,7 @@ import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { fillGas, GAS, refundGas } from './gas.ts';
 import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations, type SeenPrice } from './confirmations.ts';
 import type { SeenPrices } from '../../quote/prices.ts';
-import { bytes, CALLDATA_BYTES, L1DataFee, receiptFee } from './l1DataFee.ts';
+import { CALLDATA_BYTES, L1DataFee, receiptFee } from './l1DataFee.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
@@ -405,7 +406,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     const maxFee = await this.#maxFeePerGas();
     if (req.calls?.length) {
       const { gas: gasLimit, data } = await this.#simulateCalls(req.recipient, req.amount, req.calls);
-      const [l1Native, l1Reference] = await Promise.all([this.#l1.of(bytes(data)), this.#l1.reference()]);
+      const [l1Native, l1Reference] = await Promise.all([this.#l1.of(size(data)), this.#l1.reference()]);
       return { native: gasLimit * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native, l1Reference };
     }
     const native = isNative(req.currency);
@@ -516,7 +517,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       );
     }
     // Its L1 data fee: the call's data and each authorization (chain id, address, nonce, y parity, r, s: 100 bytes RLP-encoded at most).
-    const [maxFeePerGas, l1Native] = await Promise.all([this.#maxFeePerGas(), this.#l1.of(bytes(terms.data) + 100 * terms.authorizationList.length)]);
+    const [maxFeePerGas, l1Native] = await Promise.all([this.#maxFeePerGas(), this.#l1.of(size(terms.data) + 100 * terms.authorizationList.length)]);
     return { gas, maxFeePerGas, l1Native, authorities };
   }
 

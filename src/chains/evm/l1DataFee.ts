@@ -2,7 +2,7 @@
 // transaction pays for posting its bytes to L1, taken from the sender's balance at inclusion and not part of
 // gasUsed × effectiveGasPrice. Unpriced, every fill, refund and sweep there cost the solver that fee on top of what
 // was charged, and a destination call's calldata (chosen by whoever quotes it) made it as large as they liked.
-import { encodeFunctionData, erc20Abi, parseAbi, zeroAddress, zeroHash, type Address, type Hex, type PublicClient } from 'viem';
+import { encodeFunctionData, parseAbi, size, zeroAddress, zeroHash, type Address, type Hex, type PublicClient } from 'viem';
 import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 import { erc20TransferCall, nativeTransferCall } from './callRequest.ts';
 
@@ -32,25 +32,19 @@ const refundData = (native: boolean): Hex =>
 /** Calldata bytes of the node's own transactions of a fixed shape (the ABI encoding's length does not depend on the values). */
 export const CALLDATA_BYTES = {
   fill: {
-    native: bytes(encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillNative', args: [zeroHash, zeroAddress] })),
-    erc20: bytes(encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillErc20', args: [zeroHash, zeroAddress, zeroAddress, 0n] })),
+    native: size(encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillNative', args: [zeroHash, zeroAddress] })),
+    erc20: size(encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillErc20', args: [zeroHash, zeroAddress, zeroAddress, 0n] })),
   },
-  refund: { native: bytes(refundData(true)), erc20: bytes(refundData(false)) },
-  sweep: bytes(encodeFunctionData({ abi: DepositAddressFactoryAbi, functionName: 'sweep', args: [zeroAddress, zeroHash, zeroAddress] })),
-  permitDeposit: bytes(
+  refund: { native: size(refundData(true)), erc20: size(refundData(false)) },
+  sweep: size(encodeFunctionData({ abi: DepositAddressFactoryAbi, functionName: 'sweep', args: [zeroAddress, zeroHash, zeroAddress] })),
+  permitDeposit: size(
     encodeFunctionData({
       abi: RelayDepositoryAbi,
       functionName: 'depositErc20WithPermit',
       args: [zeroAddress, zeroAddress, 0n, zeroHash, 0n, 27, zeroHash, zeroHash],
     }),
   ),
-  claim: { native: 0, erc20: bytes(encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [zeroAddress, 0n] })) },
 };
-
-/** The number of bytes of hex data. */
-export function bytes(data: Hex): number {
-  return (data.length - 2) / 2;
-}
 
 /** How the node learns a chain's L1 data fee: `auto` prices it where the chain has the predeploy, `op-stack` requires it, `none` never prices it. */
 export type L1DataFeeMode = 'auto' | 'op-stack' | 'none';
@@ -63,7 +57,8 @@ export type L1DataFeeMode = 'auto' | 'op-stack' | 'none';
  */
 export class L1DataFee {
   #present: boolean | undefined;
-  #cache = new Map<number, { block: bigint; fee: Promise<bigint> }>();
+  #cache = new Map<number, Promise<bigint>>();
+  #cacheBlock = 0n;
 
   constructor(
     private readonly client: PublicClient,
@@ -75,17 +70,22 @@ export class L1DataFee {
   /** The fee of a transaction carrying `calldataBytes` of calldata, with the margin, in wei. */
   async of(calldataBytes: number): Promise<bigint> {
     if (!(await this.#priced())) return 0n;
-    const size = calldataBytes + TX_ENVELOPE_BYTES;
+    const txSize = calldataBytes + TX_ENVELOPE_BYTES;
+    // One block's fees at a time (call orders bring sizes of their own). Head 0: no head read yet, or never (a standby
+    // serving quotes does not index): a cached fee would be kept for good.
     const block = this.head();
-    const hit = this.#cache.get(size);
-    // Head 0: no head read yet, or never (a standby serving quotes does not index): a cached fee would be kept for good.
-    if (hit && hit.block === block && block > 0n) return hit.fee;
+    if (block !== this.#cacheBlock || block === 0n) {
+      this.#cache.clear();
+      this.#cacheBlock = block;
+    }
+    const hit = this.#cache.get(txSize);
+    if (hit) return hit;
     const fee = this.client
-      .readContract({ address: GAS_PRICE_ORACLE, abi: ORACLE_ABI, functionName: 'getL1FeeUpperBound', args: [BigInt(size)] })
+      .readContract({ address: GAS_PRICE_ORACLE, abi: ORACLE_ABI, functionName: 'getL1FeeUpperBound', args: [BigInt(txSize)] })
       .then((f) => (f * BigInt(10_000 + this.marginBps) + 9_999n) / 10_000n);
-    this.#cache.set(size, { block, fee });
+    this.#cache.set(txSize, fee);
     // A failed read is not kept: the next caller reads again.
-    fee.catch(() => this.#cache.get(size)?.fee === fee && this.#cache.delete(size));
+    fee.catch(() => this.#cache.get(txSize) === fee && this.#cache.delete(txSize));
     return fee;
   }
 
