@@ -16,7 +16,8 @@ import { PostgresLedger } from './ledger/postgres/ledger.ts';
 import { DepositFeeReader } from './chains/depositFeeReader.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
-import { FeedPriceSource, SeenPrices, type PriceSource } from './quote/prices.ts';
+import { SeenPrices } from './chains/seenPrices.ts';
+import { FeedPriceSource, recordingPrices, type PriceSource } from './quote/prices.ts';
 import { Solver } from './solver/solver.ts';
 import { SolverDesk } from './solver/desk.ts';
 import { registerAuditMetrics } from './audit/audit.ts';
@@ -176,7 +177,7 @@ export class RelayNode {
         gate: this.leadership,
         seenPrices,
       });
-      prices = seenPrices.recording(opts.prices ?? new FeedPriceSource(this.chains));
+      prices = recordingPrices(opts.prices ?? new FeedPriceSource(this.chains), seenPrices);
       const noted = prices;
       this.#notePrices = async () => {
         const reads = [...this.registry.chains.keys()].flatMap((id) => this.registry.currenciesOf(id).map((c) => noted.usdPrice(c).catch(() => undefined)));

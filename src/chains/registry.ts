@@ -1,4 +1,4 @@
-import type { SeenPrices } from '../quote/prices.ts';
+import type { SeenPrices } from './seenPrices.ts';
 import type { BroadcastGate } from '../submitter/gate.ts';
 import type { Config } from '../config/load.ts';
 import type { ChainConfig } from '../config/schema.ts';

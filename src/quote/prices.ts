@@ -1,5 +1,6 @@
 import { formatUnits } from 'viem';
 import type { PriceFeeds } from '../chains/ports.ts';
+import type { SeenPrices } from '../chains/seenPrices.ts';
 import type { Currency } from '../config/registry.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
 
@@ -67,26 +68,13 @@ export class FeedPriceSource implements PriceSource {
   }
 }
 
-/**
- * The newest USD price the node's price source gave for each currency, kept for what must decide without waiting on
- * a feed read: how many blocks a deposit waits (confirmationsByValue), judged in the indexer as each log is read.
- */
-export class SeenPrices {
-  #prices = new Map<string, string>();
-
-  /** The newest price seen for a currency (its chain and canonical address); undefined before any. */
-  get(chainId: number, address: string): string | undefined {
-    return this.#prices.get(`${chainId}:${address}`);
-  }
-
-  /** `source`, noting each price it answers here. */
-  recording(source: PriceSource): PriceSource {
-    return {
-      usdPrice: async (c) => {
-        const price = await source.usdPrice(c);
-        this.#prices.set(`${c.chainId}:${c.address}`, price);
-        return price;
-      },
-    };
-  }
+/** `source`, noting each price it answers in `seen` (for the indexers: src/chains/seenPrices.ts). */
+export function recordingPrices(source: PriceSource, seen: SeenPrices): PriceSource {
+  return {
+    usdPrice: async (c) => {
+      const price = await source.usdPrice(c);
+      seen.set(c.chainId, c.address, price);
+      return price;
+    },
+  };
 }

@@ -56,7 +56,7 @@ import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
 import { fillGas, GAS, refundGas } from './gas.ts';
 import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations, type SeenPrice } from './confirmations.ts';
-import type { SeenPrices } from '../../quote/prices.ts';
+import type { SeenPrices } from '../seenPrices.ts';
 import { CALLDATA_BYTES, L1DataFee, receiptFee } from './l1DataFee.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
 
