@@ -31,7 +31,7 @@ import { quotedNoRent } from '../../submitter/quotedRent.ts';
 import type { BroadcastResult, PayoutSender, PrepareResult, StepContext, SubmitResult, TxStatus } from '../../submitter/port.ts';
 import type { PayoutHooks } from '../adapter.ts';
 import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
-import { ExchangeActionError, parseDecimalCeil, signSendAsset, type ExchangeClient, type LedgerUpdate, type SendLedgerDelta } from './client.ts';
+import { ExchangeActionError, parseDecimalCeil, signSendAsset, type ExchangeClient, type SendLedgerDelta } from './client.ts';
 import { formatUnitsDecimal, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
 
 // Ledger updates are read back this far before the oldest open action when reconciling.
@@ -41,6 +41,11 @@ const INSUFFICIENT = /insufficient/i;
 // applied by an earlier post, and only the solver's ledger says.
 const NONCE = /nonce/i;
 const QUEUED_BATCH = 100;
+// The exchange keeps each signer's 100 highest nonces; a nonce must be above the smallest of them (Hyperliquid's rule).
+const NONCE_SET = 100;
+// ... and takes no nonce more than a day ahead of its own clock, nor more than 2 days behind it (with a margin here).
+const NONCE_AHEAD_MS = 24 * 60 * 60_000;
+const NONCE_MAX_AGE_MS = 2 * 24 * 60 * 60_000 + RECONCILE_MARGIN_MS;
 
 /** What the exchange's payouts need. */
 export interface ExchangePayoutOptions {
@@ -233,7 +238,7 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       // Not applied now, but not dead: the signed action stays valid (an earlier post whose answer was
       // lost may still land; anyone holding the body may post it). Signing the payout again with a new
       // nonce would let both pay. The action stays open and the confirm pass posts the same body until
-      // the solver holds enough: nothing in it goes stale (the exchange charges no gas).
+      // the solver holds enough, or fails it once the exchange can never take its nonce (whyDead in confirm).
       ledger.payouts.setTxState(t.hash, 'broadcast', { broadcastAt: Date.now(), error: message.slice(0, 300) });
       log.warn({ txHash: t.hash, message }, 'exchange sendAsset refused for funds; the same signed action will be posted again');
       return { kind: 'pending' };
@@ -270,6 +275,21 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
     });
   }
 
+  // Inside one ledger transaction: an action the exchange can no longer apply is dropped and its payout failed.
+  #settleDead(t: TransactionRow, why: string): boolean {
+    const { ledger, hooks } = this.#o;
+    this.#expectedFee.delete(t.hash);
+    this.#reposts.delete(t.hash);
+    return ledger.tx(() => {
+      ledger.payouts.setTxState(t.hash, 'dropped', { error: why });
+      const cur = ledger.payouts.get(t.payout_id);
+      if (!cur || cur.state !== 'sent' || ledger.payouts.txsOf(cur.id).some((x) => x.state === 'signed' || x.state === 'broadcast')) return false;
+      ledger.payouts.setState(cur.id, 'failed', { txHash: t.hash, failReason: 'TRANSACTION_REVERTED' });
+      hooks.onFailed(cur, 'TRANSACTION_REVERTED', t.hash);
+      return true;
+    });
+  }
+
   /**
    * Recorded actions whose outcome is unknown (a crash after recording, a lost answer): paid when the
    * solver's ledger shows their nonce; otherwise the same signed body is posted again.
@@ -279,13 +299,35 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
     const open = ledger.payouts.openTxs(this.chainId);
     if (!open.length) return [];
     const since = Math.max(0, Math.min(...open.map((t) => t.created_at)) - RECONCILE_MARGIN_MS);
-    const updates: LedgerUpdate[] = await client.ledgerUpdates(this.address, since);
-    // The solver's sends by nonce, with the fee the exchange charged for each.
+    // The solver's sends by nonce, with the fee the exchange charged for each; the newest update's time (the exchange's
+    // clock).
     const sent = new Map<number, bigint>();
-    for (const u of updates) {
-      const d = u.delta as SendLedgerDelta;
-      const bySolver = d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address;
-      if (bySolver && typeof d.nonce === 'number') sent.set(d.nonce, feeOf(d));
+    let newest = 0;
+    const read = async (from: number) => {
+      for (const u of await client.ledgerUpdates(this.address, from)) {
+        if (typeof u?.time === 'number' && u.time > newest) newest = u.time;
+        const d = u.delta as SendLedgerDelta;
+        const bySolver = d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address;
+        if (bySolver && typeof d.nonce === 'number') sent.set(d.nonce, feeOf(d));
+      }
+    };
+    await read(since);
+    // Why an action not applied can never be: the exchange keeps the signer's NONCE_SET highest nonces and applies no
+    // nonce below the smallest of them (NONCE_SET of the solver's applied nonces above it), and none older than
+    // NONCE_MAX_AGE_MS on its clock. Both only tighten: such an action is dead for good.
+    const whyDead = (t: TransactionRow): string | undefined => {
+      if (sent.has(t.nonce)) return undefined;
+      const applied = [...sent.keys()].sort((a, b) => b - a);
+      if (applied.length >= NONCE_SET && t.nonce < applied[NONCE_SET - 1]!)
+        return `nonce ${t.nonce} is below the solver's ${NONCE_SET} highest applied nonces (from ${applied[NONCE_SET - 1]})`;
+      if (newest > t.nonce + NONCE_MAX_AGE_MS) return `nonce ${t.nonce} is older than the exchange takes at its time ${newest}`;
+      return undefined;
+    };
+    if (open.some((t) => whyDead(t))) {
+      // Before any is failed, the solver's ledger is read again from where the exchange could have applied it: it takes
+      // no nonce more than a day ahead of its clock, so an action applied at all is listed after its nonce less a day
+      // (whatever the node's clock said when it was recorded).
+      await read(Math.max(0, Math.min(...open.filter((t) => whyDead(t)).map((t) => t.nonce)) - NONCE_AHEAD_MS));
     }
     const now = Date.now();
     const out: TxStatus[] = [];
@@ -297,6 +339,14 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       if (fee !== undefined) {
         if (this.#settlePaid(t, fee)) log.info({ nonce: t.nonce }, 'exchange payout found in the solver ledger: paid');
         out.push({ kind: 'paid', ...status });
+        continue;
+      }
+      const dead = whyDead(t);
+      if (dead) {
+        // Never applied (its nonce is not in the ledger read above) and never applicable: the payout fails, and what it
+        // was for (a fill's deposit) is refunded. Left open, it was posted and refused for good on every pass.
+        if (this.#settleDead(t, dead)) log.warn({ nonce: t.nonce, why: dead }, 'exchange action can never be applied: payout failed');
+        out.push({ kind: 'reverted', ...status });
         continue;
       }
       const repost = this.#reposts.get(t.hash);

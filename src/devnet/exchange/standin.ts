@@ -41,6 +41,11 @@ import { errText, RelayNodeError } from '../../lib/errors.ts';
 
 // The most updates the exchange answers for a time range (its info endpoint's documented page).
 const TIME_RANGE_LIMIT = 500;
+// Hyperliquid keeps the 100 highest nonces each signer used: once it holds 100, a nonce must exceed the smallest of them
+// (and may not repeat), so an action signed long enough before the signer's next 100 can never be applied.
+export const NONCE_SET_SIZE = 100;
+/** Hyperliquid's nonce window: (T - 2 days, T + 1 day). */
+export const HYPERLIQUID_NONCE_WINDOW = { behindMs: 2 * 24 * 60 * 60_000, aheadMs: 24 * 60 * 60_000 };
 
 export const PERPS_DECIMALS = 6;
 const MAX_BODY_BYTES = 1 << 20;
@@ -178,6 +183,13 @@ export class ExchangeState {
   private readonly balances = new Map<string, bigint>();
   private readonly ledgers = new Map<string, LedgerUpdate[]>();
   private readonly usedNonces = new Map<string, Set<number>>();
+  /** Each signer's highest nonces, ascending, at most NONCE_SET_SIZE. */
+  private readonly highestNonces = new Map<string, number[]>();
+  /**
+   * Hyperliquid also takes a nonce only within (T - 2 days, T + 1 day) of its time T (HYPERLIQUID_NONCE_WINDOW). Off
+   * unless a test sets it: tests sign with fixed nonces years old.
+   */
+  nonceWindow: { behindMs: number; aheadMs: number } | undefined;
   private seq = 0;
 
   constructor(
@@ -323,6 +335,13 @@ export class ExchangeState {
     }
     if (debit === 0n) return 'Amount must be positive';
     if (this.isNonceUsed(signer, action.nonce)) return `Invalid nonce: duplicate nonce ${action.nonce}`;
+    if (this.nonceWindow && (action.nonce <= this.now() - this.nonceWindow.behindMs || action.nonce >= this.now() + this.nonceWindow.aheadMs)) {
+      return `Invalid nonce: ${action.nonce} is outside the window the exchange takes at ${this.now()}`;
+    }
+    const highest = this.highestNonces.get(lower(signer)) ?? [];
+    if (highest.length >= NONCE_SET_SIZE && action.nonce <= highest[0]!) {
+      return `Invalid nonce: ${action.nonce} is not above the smallest of the signer's ${NONCE_SET_SIZE} highest nonces (${highest[0]})`;
+    }
     const destination = getAddress(action.destination);
     const available = this.balance(signer, action.sourceDex, token);
     if (available < debit) {
@@ -340,6 +359,10 @@ export class ExchangeState {
     let nonces = this.usedNonces.get(lower(signer));
     if (!nonces) this.usedNonces.set(lower(signer), (nonces = new Set()));
     nonces.add(action.nonce);
+    const at = highest.findIndex((n) => n > action.nonce);
+    highest.splice(at < 0 ? highest.length : at, 0, action.nonce);
+    if (highest.length > NONCE_SET_SIZE) highest.shift();
+    this.highestNonces.set(lower(signer), highest);
 
     const wei = parseUnitsStrict(action.amount, token.weiDecimals);
     const usdMicro = (wei * token.priceMicroUsd) / 10n ** BigInt(token.weiDecimals);
