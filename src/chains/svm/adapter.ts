@@ -19,7 +19,16 @@ import { spendable } from '../spendable.ts';
 // Payouts (fills, refunds) are made from the solver's own account (config.svmSolverKey); see
 // payoutSender.ts for how a payout is sent once at most.
 import { type Connection, PublicKey, Transaction } from '@solana/web3.js';
-import { getAccountLenForMint, unpackAccount, unpackMint } from '@solana/spl-token';
+import {
+  ExtensionType,
+  TOKEN_2022_PROGRAM_ID,
+  getAccountLen,
+  getAccountLenForMint,
+  getAccountTypeOfMintType,
+  getExtensionTypes,
+  unpackAccount,
+  unpackMint,
+} from '@solana/spl-token';
 import type { Config } from '../../config/load.ts';
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -224,10 +233,10 @@ export class SvmAdapter implements ChainAdapter {
   async #indexNow(signature: string): Promise<number | undefined> {
     const tx = await this.#deposits.fetch(signature);
     if (!tx) return undefined;
-    const d = this.#deposits.parse(signature, tx);
-    if (!d) return 0;
-    this.#indexer.recordConfirmed([d]);
-    return 1;
+    const ds = this.#deposits.parse(signature, tx);
+    if (!ds.length) return 0;
+    this.#indexer.recordConfirmed(ds);
+    return ds.length;
   }
 
   // ---------------------------------------------------------------------------------------- currencies
@@ -242,7 +251,12 @@ export class SvmAdapter implements ChainAdapter {
         const programId = tokenProgramId(cfg.tokenProgram);
         const info = await this.conn.getAccountInfo(mint, 'confirmed');
         const state = unpackMint(mint, info, programId);
-        return { mint, programId, decimals: state.decimals, accountLen: getAccountLenForMint(state) };
+        // The associated token account program creates a Token-2022 account with ImmutableOwner besides what the mint's
+        // extensions ask: its rent is that size's (a payout creating it pays that much, and the quote must charge it).
+        const accountLen = programId.equals(TOKEN_2022_PROGRAM_ID)
+          ? getAccountLen([...getExtensionTypes(state.tlvData).map(getAccountTypeOfMintType), ExtensionType.ImmutableOwner])
+          : getAccountLenForMint(state);
+        return { mint, programId, decimals: state.decimals, accountLen };
       })();
       p.catch(() => this.#mints.delete(currency));
       this.#mints.set(currency, p);

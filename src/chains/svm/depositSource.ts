@@ -4,12 +4,12 @@
 //
 // Nothing is visible at the commitment before its slot is complete and nothing read at it is
 // replaced, so slots are blocks without reorgs: the driver reads from its cursor to the head
-// (maxRange Infinity) and keeps no unfinalized block list. A deposit is written once per signature
-// (`${chainId}:${signature}:0`), so reading a slot again writes nothing.
+// (maxRange Infinity) and keeps no unfinalized block list. A signature's deposits (one per currency it
+// moved to the vault: `${chainId}:${signature}:${i}`) are written once, so reading a slot again writes nothing.
 import type { Commitment, Connection, Finality, PublicKey, VersionedTransactionResponse } from '@solana/web3.js';
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { DepositSource, Inclusion, RangeRead, SourceBlock } from '../../indexer/source.ts';
-import { parseDepositTransaction, type ParsedDeposit } from './transactions.ts';
+import { parseDepositTransactions, type ParsedDeposit } from './transactions.ts';
 
 const PAGE = 1000;
 // getTransaction calls in flight at once.
@@ -22,7 +22,7 @@ export interface SvmSignature {
   err: unknown;
 }
 
-/** The deposit id of a signature (one deposit per transaction). */
+/** The id of a signature's first deposit (one per currency it moved to the vault, all written together). */
 export const svmDepositId = (chainId: number, signature: string): string => `${chainId}:${signature}:0`;
 
 // A slot as a block: slots at the commitment are final, so the hash is the slot's own name.
@@ -72,7 +72,7 @@ export class SvmDepositSource implements DepositSource {
       const results = await Promise.all(chunk.map((s) => this.#read(s)));
       results.forEach((r, j) => {
         if (r === undefined) upTo = Math.min(upTo ?? Number.MAX_SAFE_INTEGER, chunk[j]!.slot - 1);
-        else if (r !== null) deposits.push(r);
+        else deposits.push(...r);
       });
       if (upTo !== undefined) break;
     }
@@ -105,14 +105,14 @@ export class SvmDepositSource implements DepositSource {
     return out;
   }
 
-  // The deposit of a signature; null when it holds none, undefined when it could not be read.
-  async #read(s: SvmSignature): Promise<ParsedDeposit | null | undefined> {
-    // A failed transaction moved nothing; a signature already in the ledger needs no second look.
-    if (s.err) return null;
-    if (this.known(svmDepositId(this.chain.id, s.signature))) return null;
+  // The deposits of a signature (none when it holds none), undefined when it could not be read.
+  async #read(s: SvmSignature): Promise<ParsedDeposit[] | undefined> {
+    // A failed transaction moved nothing; a signature already in the ledger (its first deposit) needs no second look.
+    if (s.err) return [];
+    if (this.known(svmDepositId(this.chain.id, s.signature))) return [];
     const tx = await this.fetch(s.signature);
     if (!tx) return undefined;
-    return this.parse(s.signature, tx) ?? null;
+    return this.parse(s.signature, tx);
   }
 
   /** The transaction of a signature at the chain's commitment, or null when it is not there yet. */
@@ -120,8 +120,8 @@ export class SvmDepositSource implements DepositSource {
     return this.conn.getTransaction(signature, { commitment: this.#commitment, maxSupportedTransactionVersion: 0 });
   }
 
-  /** The deposit a transaction made to the vault, if any. */
-  parse(signature: string, tx: VersionedTransactionResponse): ParsedDeposit | undefined {
-    return parseDepositTransaction(signature, tx, this.vault, this.ignoreFrom);
+  /** The deposits a transaction made to the vault: one per currency it moved there. */
+  parse(signature: string, tx: VersionedTransactionResponse): ParsedDeposit[] {
+    return parseDepositTransactions(signature, tx, this.vault, this.ignoreFrom);
   }
 }

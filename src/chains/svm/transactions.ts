@@ -136,11 +136,8 @@ export function priorityLamports(computeUnitLimit: number, microLamportsPerCu: b
 export type ParsedDeposit = ChainDeposit;
 
 /**
- * What a confirmed transaction deposited to the vault, or undefined when it deposited nothing (a
- * failed transaction, a transfer out of the vault, one from `ignoreFrom`). SPL: the increase of a
- * token account the vault owns, from the token balances before and after; SOL: the increase of the
- * vault's lamports. The depositor is whoever's balance of that currency fell the most (the fee
- * payer's fee left out, so a depositFeePayer is never taken for the depositor).
+ * What a confirmed transaction deposited to the vault, or undefined when it deposited nothing: the first of
+ * parseDepositTransactions.
  */
 export function parseDepositTransaction(
   signature: string,
@@ -148,8 +145,25 @@ export function parseDepositTransaction(
   vault: string,
   ignoreFrom: Set<string> = new Set(),
 ): ParsedDeposit | undefined {
+  return parseDepositTransactions(signature, tx, vault, ignoreFrom)[0];
+}
+
+/**
+ * What a confirmed transaction deposited to the vault, one deposit per currency (log_index 0, 1, ...: the SPL
+ * currencies in the order of their balances, then SOL); none for a failed transaction, a transfer out of the vault, or
+ * one from `ignoreFrom`. SPL: the increase of the token accounts the vault owns, from the token balances before and
+ * after; SOL: the increase of the vault's lamports. The depositor is whoever's balance of that currency fell the most
+ * (the fee payer's fee left out, so a depositFeePayer is never taken for the depositor). One transaction may move
+ * several currencies to the vault: each is a deposit (read as one, the others stayed in the vault with none).
+ */
+export function parseDepositTransactions(
+  signature: string,
+  tx: VersionedTransactionResponse,
+  vault: string,
+  ignoreFrom: Set<string> = new Set(),
+): ParsedDeposit[] {
   const meta = tx.meta;
-  if (!meta || meta.err) return undefined;
+  if (!meta || meta.err) return [];
   const message = tx.transaction.message;
   const keys = message.getAccountKeys({ accountKeysFromLookups: meta.loadedAddresses ?? undefined });
   const key = (i: number) => keys.get(i)?.toBase58();
@@ -162,9 +176,7 @@ export function parseDepositTransaction(
     if (order) break;
   }
 
-  let currency: string | undefined;
-  let amount = 0n;
-  let depositor: string | undefined;
+  const found: { currency: string; amount: bigint; depositor: string | undefined }[] = [];
   const pre = meta.preTokenBalances ?? [];
   const post = meta.postTokenBalances ?? [];
   const tokenAmount = (list: typeof pre, i: number) => BigInt(list.find((b) => b.accountIndex === i)?.uiTokenAmount.amount ?? '0');
@@ -172,9 +184,14 @@ export function parseDepositTransaction(
     if (b.owner !== vault) continue;
     const delta = BigInt(b.uiTokenAmount.amount) - tokenAmount(pre, b.accountIndex);
     if (delta <= 0n) continue;
-    currency = b.mint;
-    amount = delta;
+    // Several token accounts of the vault of one mint: one deposit of what they received together.
+    const same = found.find((f) => f.currency === b.mint);
+    if (same) {
+      same.amount += delta;
+      continue;
+    }
     // The sender: the other holder of the mint whose balance fell the most.
+    let depositor: string | undefined;
     let most = 0n;
     const indexes = new Set([...pre, ...post].filter((x) => x.mint === b.mint && x.owner !== vault).map((x) => x.accountIndex));
     for (const i of indexes) {
@@ -185,16 +202,13 @@ export function parseDepositTransaction(
         depositor = owner;
       }
     }
-    break;
+    found.push({ currency: b.mint, amount: delta, depositor });
   }
-  if (!currency) {
-    let v = -1;
-    for (let i = 0; i < keys.length; i++) if (key(i) === vault) v = i;
-    if (v < 0) return undefined;
-    const delta = BigInt(meta.postBalances[v]! - meta.preBalances[v]!);
-    if (delta <= 0n) return undefined;
-    currency = SVM_NATIVE;
-    amount = delta;
+  let v = -1;
+  for (let i = 0; i < keys.length; i++) if (key(i) === vault) v = i;
+  const lamports = v < 0 ? 0n : BigInt(meta.postBalances[v]! - meta.preBalances[v]!);
+  if (lamports > 0n) {
+    let depositor: string | undefined;
     let most = 0n;
     for (let i = 0; i < keys.length; i++) {
       if (i === v) continue;
@@ -204,18 +218,23 @@ export function parseDepositTransaction(
         depositor = key(i);
       }
     }
+    found.push({ currency: SVM_NATIVE, amount: lamports, depositor });
   }
-  depositor ??= key(0);
-  if (!depositor || ignoreFrom.has(depositor)) return undefined;
-  return {
-    tx_hash: signature as Hex,
-    log_index: 0,
-    block_number: tx.slot,
-    // getTransaction does not name the block's hash; the signature identifies the transaction.
-    block_hash: signature as Hex,
-    depositor,
-    currency,
-    amount: amount.toString(),
-    order_ref: order ?? NO_ORDER,
-  };
+  const out: ParsedDeposit[] = [];
+  for (const f of found) {
+    const depositor = f.depositor ?? key(0);
+    if (!depositor || ignoreFrom.has(depositor)) continue;
+    out.push({
+      tx_hash: signature as Hex,
+      log_index: out.length,
+      block_number: tx.slot,
+      // getTransaction does not name the block's hash; the signature identifies the transaction.
+      block_hash: signature as Hex,
+      depositor,
+      currency: f.currency,
+      amount: f.amount.toString(),
+      order_ref: order ?? NO_ORDER,
+    });
+  }
+  return out;
 }
