@@ -1,3 +1,4 @@
+import { LEDGER_BIRTH } from '../ledger/funding.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { bindDeposits, type ChainDeposit, type NewDeposit, type Recorded } from '../ledger/deposits.ts';
 import type { FinalRange } from '../ledger/finalRange.ts';
@@ -111,6 +112,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   readonly #loop: Loop;
   #range: number;
   #head = 0;
+  #born = false;
   #stopped = true;
   #waiters: { block: number; resolve: () => void }[] = [];
   #passWaiters: (() => void)[] = [];
@@ -256,6 +258,20 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     for (const w of passWaiters) w();
   }
 
+  // A ledger that has indexed nothing of this chain yet notes the head it begins at (LEDGER_BIRTH), before it writes any
+  // deposit: those up to it were made before this ledger existed, so none can be one of its orders.
+  #noteBirth(latest: SourceBlock): void {
+    if (this.#born) return;
+    const { chainId, cursor } = this.#cfg;
+    const indexer = this.#ledger.indexer;
+    const funding = this.#ledger.funding;
+    this.#ledger.tx(() => {
+      if (indexer.cursor(chainId, cursor) === undefined && !funding.scanMark(chainId, LEDGER_BIRTH))
+        funding.setScanMark(chainId, LEDGER_BIRTH, latest.number, latest.hash);
+    });
+    this.#born = true;
+  }
+
   // One step: returns true when there is more to read right away.
   async #pass(): Promise<boolean> {
     const { chainId, finalityDepth } = this.#cfg;
@@ -264,6 +280,7 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     this.#head = head;
     this.#metrics.headBlock.set({ chain: chainId }, head);
     this.#events.onHead(latest);
+    this.#noteBirth(latest);
 
     const tip = this.#ledger.indexer.tip(chainId);
     if (tip && tip.number <= head) {

@@ -19,6 +19,7 @@ import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
+import { LEDGER_BIRTH } from '../ledger/funding.ts';
 import {
   accrueAppFees,
   chargeFastFillGas,
@@ -462,8 +463,21 @@ export class Solver implements PayoutHooks, ChainEvents {
       if (arrival && !this.ledger.requests.get(arrival.id)) this.ledger.requests.insert(arrival);
       if (final.kind === 'fill') return this.#commitFill(d, final, snap);
       if (final.kind === 'settle') return this.#settleFastFill(d, final.request, snap);
-      return this.#commitFailure(d, final, snap, verdict.kind === 'fail' && !verdict.refund);
+      return this.#commitFailure(d, final, snap, (verdict.kind === 'fail' && !verdict.refund) || (!final.request && this.#beforeLedger(d)));
     });
+  }
+
+  // A deposit naming no order of this ledger, made before the ledger began indexing its chain (LEDGER_BIRTH): a ledger
+  // started fresh over a depository used before (a lost ledger, a second node's) reads the old deposits again, each
+  // unknown to it, and refunding them would pay deposits a ledger before it filled. An operator decides.
+  #beforeLedger(d: DepositRow): boolean {
+    const birth = this.ledger.funding.scanMark(d.chain_id, LEDGER_BIRTH);
+    if (!birth || d.block_number > birth.block_number) return false;
+    this.log.warn(
+      { deposit: d.id, block: d.block_number, ledgerBirth: birth.block_number },
+      'a deposit from before this ledger began on its chain names no order of it: left to an operator',
+    );
+    return true;
   }
 
   // micro-USD worth of an amount at the snapshot's price (truncated); 0 for an unknown currency.
