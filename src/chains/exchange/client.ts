@@ -255,8 +255,13 @@ export class ExchangeClient {
     }
   }
 
-  /** Non-funding ledger updates (sends, spot transfers, ...) since `startTimeMs`. */
-  async ledgerUpdates(user: Address, startTimeMs: number, endTimeMs?: number): Promise<LedgerUpdate[]> {
+  /**
+   * Non-funding ledger updates (sends, spot transfers, ...) since `startTimeMs`. A millisecond holding a full page
+   * (LEDGER_PAGE updates) cannot be read past them: its later updates are missing, and the millisecond is added to
+   * `truncated` when given. Anyone can add updates to an account's ledger (a transfer to it), so a read that must prove an
+   * update absent passes `truncated` and checks it stays empty.
+   */
+  async ledgerUpdates(user: Address, startTimeMs: number, endTimeMs?: number, truncated?: number[]): Promise<LedgerUpdate[]> {
     // A time range answers at most LEDGER_PAGE updates, the oldest first: the next page starts at the
     // last one's time (whose updates come again and are skipped by hash).
     const all: LedgerUpdate[] = [];
@@ -272,7 +277,9 @@ export class ExchangeClient {
       }
       if (page.length < LEDGER_PAGE) return all;
       const last = page[page.length - 1]!.time;
-      // A full page within one millisecond cannot move on from it: the next starts after it.
+      // A full page within one millisecond cannot move on from it: the next starts after it, and what that millisecond
+      // holds past the page is never read.
+      if (last <= start) truncated?.push(start);
       start = last > start ? last : last + 1;
     }
   }

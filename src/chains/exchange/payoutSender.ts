@@ -304,12 +304,14 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
     const sent = new Map<number, bigint>();
     let newest = 0;
     const read = async (from: number) => {
-      for (const u of await client.ledgerUpdates(this.address, from)) {
+      const truncated: number[] = [];
+      for (const u of await client.ledgerUpdates(this.address, from, undefined, truncated)) {
         if (typeof u?.time === 'number' && u.time > newest) newest = u.time;
         const d = u.delta as SendLedgerDelta;
         const bySolver = d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address;
         if (bySolver && typeof d.nonce === 'number') sent.set(d.nonce, feeOf(d));
       }
+      return truncated;
     };
     await read(since);
     // Why an action not applied can never be: the exchange keeps the signer's NONCE_SET highest nonces and applies no
@@ -323,11 +325,21 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       if (newest > t.nonce + NONCE_MAX_AGE_MS) return `nonce ${t.nonce} is older than the exchange takes at its time ${newest}`;
       return undefined;
     };
+    // Whether the ledger read proves an action absent: a millisecond with more updates than the exchange answers in one
+    // page is read only in part (anyone can fill one with transfers to the solver), and an action applied in it is unseen.
+    let proven = true;
     if (open.some((t) => whyDead(t))) {
       // Before any is failed, the solver's ledger is read again from where the exchange could have applied it: it takes
       // no nonce more than a day ahead of its clock, so an action applied at all is listed after its nonce less a day
       // (whatever the node's clock said when it was recorded).
-      await read(Math.max(0, Math.min(...open.filter((t) => whyDead(t)).map((t) => t.nonce)) - NONCE_AHEAD_MS));
+      const truncated = await read(Math.max(0, Math.min(...open.filter((t) => whyDead(t)).map((t) => t.nonce)) - NONCE_AHEAD_MS));
+      if (truncated.length) {
+        proven = false;
+        this.#log.error(
+          { truncated },
+          'the exchange ledger holds more updates in one millisecond than it answers: an open action may have been applied unseen, none is failed; manual action required',
+        );
+      }
     }
     const now = Date.now();
     const out: TxStatus[] = [];
@@ -341,7 +353,7 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
         out.push({ kind: 'paid', ...status });
         continue;
       }
-      const dead = whyDead(t);
+      const dead = proven ? whyDead(t) : undefined;
       if (dead) {
         // Never applied (its nonce is not in the ledger read above) and never applicable: the payout fails, and what it
         // was for (a fill's deposit) is refunded. Left open, it was posted and refused for good on every pass.
