@@ -1,4 +1,4 @@
-import { LEDGER_BIRTH } from '../ledger/funding.ts';
+import { LEDGER_BIRTH } from '../ledger/scanMarks.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { bindDeposits, type ChainDeposit, type NewDeposit, type Recorded } from '../ledger/deposits.ts';
 import type { FinalRange } from '../ledger/finalRange.ts';

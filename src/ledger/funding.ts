@@ -2,13 +2,6 @@ import type { Balances } from './balances.ts';
 import type { SqlDb as Db } from './sqlDb.ts';
 
 /** One thing that moved to the solver in a funding transaction (token units; logIndex -1: native value). */
-/**
- * The scan mark naming the head a ledger began indexing a chain at (written by the indexer before its first deposit):
- * deposits up to it were made before the ledger existed (a ledger started fresh over a depository or vault used before
- * reads them all again).
- */
-export const LEDGER_BIRTH = 'ledger-birth';
-
 export interface FundingPart {
   currency: string;
   amount: bigint;

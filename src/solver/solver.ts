@@ -19,7 +19,7 @@ import { RiskPolicy, type Verdict } from './risk.ts';
 import type { InventoryConfig, RiskConfig } from '../config/schema.ts';
 import { queueWithdrawal, WithdrawalRefused } from './withdrawals.ts';
 import { switchName } from '../ledger/operations.ts';
-import { LEDGER_BIRTH } from '../ledger/funding.ts';
+import { LEDGER_BIRTH } from '../ledger/scanMarks.ts';
 import {
   accrueAppFees,
   chargeFastFillGas,
