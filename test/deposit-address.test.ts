@@ -1,11 +1,12 @@
 // Strict deposit addresses on the devnet: a per-order CREATE2 address paid by a plain transfer,
 // swept into the depository by the solver, then filled or refunded like any deposit.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
 import { AcceptOnceAbi, AcceptOnceBytecode } from '../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
 import { rpc } from '../src/devnet/rawTransactions.ts';
+import { daysLater } from './helpers/daysLater.ts';
 import { api, holdSubmitter, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
@@ -251,22 +252,7 @@ describe('strict deposit addresses', () => {
     return { id, refundTo };
   }
 
-  // Runs fn with the node's clock `days` on (Date only): past a failed refund's signed call's expiry (7 days). The
-  // node judges the call dead by the chain's blocks, so chain A mines a block `days` on too (its confirmations are 1);
-  // its clock is set back after, so later calls are not expired on chain from the start.
-  async function daysLater<T>(days: number, fn: () => Promise<T>): Promise<T> {
-    await rpc(chain(A).rpcUrl, 'evm_increaseTime', [days * 86_400]);
-    await rpc(chain(A).rpcUrl, 'evm_mine', []);
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(Date.now() + days * 86_400_000);
-    try {
-      return await fn();
-    } finally {
-      vi.useRealTimers();
-      await rpc(chain(A).rpcUrl, 'anvil_setTime', [Math.floor(Date.now() / 1000)]);
-      await rpc(chain(A).rpcUrl, 'evm_mine', []);
-    }
-  }
+  const later = <T>(days: number, fn: () => Promise<T>) => daysLater(chain(A).rpcUrl, days, fn);
   const refundByHand = (id: Hex) => s.node.solver!.manualRefund(id, { actor: 'test', reason: 'refundTo refused the refund' });
 
   it("an operator's manual refund after the excess went back returns the quoted part only", async () => {
@@ -275,7 +261,7 @@ describe('strict deposit addresses', () => {
 
     // While the failed refund's signed call can still be executed, a refund by hand could pay twice.
     await expect(refundByHand(id)).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/can still be executed until/) });
-    const manual = await daysLater(8, () => refundByHand(id));
+    const manual = await later(8, () => refundByHand(id));
     // The quoted 0.01 less the gas of the refund and of the sweep: with the excess already back, never the whole 0.013.
     expect(BigInt(manual.amount)).toBeLessThan(parseEther('0.01'));
     expect(BigInt(manual.amount)).toBeGreaterThan(parseEther('0.009'));
@@ -289,7 +275,7 @@ describe('strict deposit addresses', () => {
     const { id } = await refundRefused();
     // The deposit's block is then replaced (its write-off aside: only its state matters here).
     s.node.ledger.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE request_id = ?`).run(id);
-    await expect(daysLater(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/no deposit to refund/) });
+    await expect(later(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/no deposit to refund/) });
     expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'refund' && p.state !== 'failed')).toEqual([]);
   });
 
@@ -306,7 +292,7 @@ describe('strict deposit addresses', () => {
     const executed = await s.publicClient(A).waitForTransactionReceipt({ hash });
     expect(executed.status).toBe('success');
     await nodePast(executed.blockNumber);
-    await expect(daysLater(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/was executed on chain/) });
+    await expect(later(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/was executed on chain/) });
     expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'refund' && p.state !== 'failed')).toEqual([]);
   });
 

@@ -5,11 +5,12 @@
 // once the excess's signed call expired nothing returned it; it now returns the excess (only the excess).
 // Both keep the guards: refused while a failed refund's or excess's signed call can still execute, never more
 // back than the deposit brought, never a deposit a reorg took back.
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getAddress, parseEther, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { AcceptOnceAbi, AcceptOnceBytecode } from '../../contracts-abi/index.ts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
+import { daysLater } from '../helpers/daysLater.ts';
 import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
@@ -38,22 +39,7 @@ const settled = (payoutId: string) => {
   return p && (p.state === 'success' || p.state === 'failed') ? p : undefined;
 };
 
-// Runs fn with the node's clock `days` on (Date only): past a failed refund's signed call's expiry (7 days). The
-// node judges the call dead by the chain's blocks, so chain A mines a block `days` on too (its confirmations are 1);
-// its clock is set back after, so later calls are not expired on chain from the start.
-async function daysLater<T>(days: number, fn: () => Promise<T>): Promise<T> {
-  await rpc(chain(A).rpcUrl, 'evm_increaseTime', [days * 86_400]);
-  await rpc(chain(A).rpcUrl, 'evm_mine', []);
-  vi.useFakeTimers({ toFake: ['Date'] });
-  vi.setSystemTime(Date.now() + days * 86_400_000);
-  try {
-    return await fn();
-  } finally {
-    vi.useRealTimers();
-    await rpc(chain(A).rpcUrl, 'anvil_setTime', [Math.floor(Date.now() / 1000)]);
-    await rpc(chain(A).rpcUrl, 'evm_mine', []);
-  }
-}
+const later = <T>(days: number, fn: () => Promise<T>) => daysLater(chain(A).rpcUrl, days, fn);
 
 // A strict deposit address quote of 0.01 ETH A→B, paid 0.013 ETH by a plain transfer.
 async function overpaidOrder(o: { recipient: Address; refundTo: Address }): Promise<Hex> {
@@ -101,7 +87,7 @@ describe("the operator's refund to another recipient (`to`)", () => {
     expect(early.status).toBe(409);
     expect(early.body.message).toMatch(/can still be executed until/);
 
-    const r = await daysLater(8, () => refundByHand(id, { to }));
+    const r = await later(8, () => refundByHand(id, { to }));
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     const payout = s.node.ledger.payouts.get(r.body.refund.payoutId)!;
     expect(payout).toMatchObject({ kind: 'refund', recipient: to, chain_id: A });
@@ -120,13 +106,13 @@ describe("the operator's refund to another recipient (`to`)", () => {
     expect(action.actor).toContain('ops-bob');
     expect(JSON.parse(action.detail)).toMatchObject({ to, insteadOf: refundTo, kind: 'refund' });
     // Paid: a second one (to anyone) is refused.
-    expect((await daysLater(8, () => refundByHand(id, { to: fresh() }))).status).toBe(409);
+    expect((await later(8, () => refundByHand(id, { to: fresh() }))).status).toBe(409);
   });
 
   it('refuses a `to` that is not an address of the deposit chain, or the zero address (400), and changes nothing', async () => {
     const { id } = await refundRefused();
     for (const to of ['0x1234', 'not an address', zeroAddress, '11111111111111111111111111111111']) {
-      const r = await daysLater(8, () => refundByHand(id, { to }));
+      const r = await later(8, () => refundByHand(id, { to }));
       expect(r.status, `${to}: ${JSON.stringify(r.body)}`).toBe(400);
       expect(r.body.message).toMatch(/to/);
     }
@@ -137,7 +123,7 @@ describe("the operator's refund to another recipient (`to`)", () => {
   it('never pays a deposit a reorg took back, whatever `to` says', async () => {
     const { id } = await refundRefused();
     s.node.ledger.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE request_id = ?`).run(id);
-    const r = await daysLater(8, () => refundByHand(id, { to: fresh() }));
+    const r = await later(8, () => refundByHand(id, { to: fresh() }));
     expect(r.status).toBe(409);
     expect(r.body.message).toMatch(/no deposit to refund/);
   });
@@ -160,7 +146,7 @@ describe("a deposit address's excess that failed after the fill", () => {
     expect(early.body.message).toMatch(/can still be executed until/);
 
     const to = fresh();
-    const r = await daysLater(8, () => refundByHand(id, { to }));
+    const r = await later(8, () => refundByHand(id, { to }));
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     const payout = s.node.ledger.payouts.get(r.body.refund.payoutId)!;
     expect(payout).toMatchObject({ kind: 'excess', recipient: to, chain_id: A });
@@ -175,18 +161,18 @@ describe("a deposit address's excess that failed after the fill", () => {
     const [action] = (await admin(`/admin/actions?target=request:${id}`)).body.actions;
     expect(JSON.parse(action.detail)).toMatchObject({ to, kind: 'excess' });
     // Returned: a second one is refused.
-    const again = await daysLater(8, () => refundByHand(id, { to: fresh() }));
+    const again = await later(8, () => refundByHand(id, { to: fresh() }));
     expect(again.status).toBe(409);
   });
 
   it('refuses a filled request whose excess was never failed, and one whose deposit a reorg took back', async () => {
     const plain = await overpaidOrder({ recipient: account(2).address, refundTo: account(3).address });
     await until(() => (s.node.ledger.payouts.get(`excess:${plain}`)?.state === 'success' ? true : undefined), 'the excess returned');
-    expect((await daysLater(8, () => refundByHand(plain))).status).toBe(409);
+    expect((await later(8, () => refundByHand(plain))).status).toBe(409);
 
     const id = await excessRefused();
     s.node.ledger.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE request_id = ?`).run(id);
-    const r = await daysLater(8, () => refundByHand(id, { to: fresh() }));
+    const r = await later(8, () => refundByHand(id, { to: fresh() }));
     expect(r.status).toBe(409);
     expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'excess' && p.state !== 'failed')).toEqual([]);
   });
@@ -219,7 +205,7 @@ describe("a deposit address's excess that failed after the fill", () => {
     const executed = await s.publicClient(A).waitForTransactionReceipt({ hash });
     expect(executed.status).toBe('success');
     await nodePast(executed.blockNumber);
-    const r = await daysLater(8, () => refundByHand(id, { to: fresh() }));
+    const r = await later(8, () => refundByHand(id, { to: fresh() }));
     expect(r.status).toBe(409);
     expect(r.body.message).toMatch(/returned or being returned/);
     expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'excess')).toHaveLength(1);
@@ -241,7 +227,7 @@ describe("a deposit address's excess that failed after the fill", () => {
     const refund = BigInt(s.node.ledger.payouts.get(`refund:${id}`)!.amount);
     expect(refund).toBeLessThan(parseEther('0.01'));
     const to = fresh();
-    const r = await daysLater(8, () => refundByHand(id, { to }));
+    const r = await later(8, () => refundByHand(id, { to }));
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     expect(s.node.ledger.payouts.get(r.body.refund.payoutId)).toMatchObject({ kind: 'excess', recipient: to });
     const amount = BigInt(r.body.refund.amount);
@@ -249,6 +235,6 @@ describe("a deposit address's excess that failed after the fill", () => {
     expect(refund + amount).toBeLessThan(parseEther('0.013'));
     expect((await until(() => settled(r.body.refund.payoutId), 'the excess to `to` settled')).state).toBe('success');
     expect(await balance(to)).toBe(amount);
-    expect((await daysLater(8, () => refundByHand(id, { to: fresh() }))).status).toBe(409);
+    expect((await later(8, () => refundByHand(id, { to: fresh() }))).status).toBe(409);
   });
 });
