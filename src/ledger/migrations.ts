@@ -1076,4 +1076,11 @@ ALTER TABLE app_fee_entries DROP CONSTRAINT app_fee_entries_kind_check;
 ALTER TABLE app_fee_entries ADD CONSTRAINT app_fee_entries_kind_check CHECK (kind IN ('accrual', 'accrual_reversal', 'claim', 'claim_reversal'));
 `,
   },
+  {
+    version: 36,
+    name: "a sponsored relay's payout records the fee cap its hold was computed at: it is never signed nor bumped above it",
+    // Beside max_gas: the hold covers max_gas at this max fee per gas; a relay sent at a market past it charged its sponsor past the hold.
+    sql: `ALTER TABLE payouts ADD COLUMN max_fee_per_gas TEXT;`,
+    pg: `ALTER TABLE payouts ADD COLUMN max_fee_per_gas TEXT;`,
+  },
 ];

@@ -51,8 +51,9 @@ export class Payouts {
   #unsent;
   constructor(private db: Db) {
     this.#insert = db.prepare(`INSERT INTO payouts (id, kind, request_id, deposit_id, chain_id, recipient, currency, amount, state,
-      decided_at, updated_at, native_topup, calls, max_gas, "authorization", epoch, rate) VALUES (@id, @kind, @request_id, @deposit_id, @chain_id, @recipient,
-      @currency, @amount, 'queued', @decided_at, @decided_at, @native_topup, @calls, @max_gas, @authorization, @epoch, @rate)`);
+      decided_at, updated_at, native_topup, calls, max_gas, "authorization", epoch, rate, max_fee_per_gas) VALUES (@id, @kind, @request_id, @deposit_id,
+      @chain_id, @recipient, @currency, @amount, 'queued', @decided_at, @decided_at, @native_topup, @calls, @max_gas, @authorization, @epoch, @rate,
+      @max_fee_per_gas)`);
     this.#get = db.prepare('SELECT * FROM payouts WHERE id = ?');
     // A paused chain (or all payouts paused, by an operator or the loss breaker) hands its
     // submitter nothing new to sign (nor does dry-run mode); what is signed already is still seen through.
@@ -116,7 +117,16 @@ export class Payouts {
   }
 
   insert(p: NewPayout): void {
-    this.#insert.run({ native_topup: null, calls: null, max_gas: null, authorization: null, ...p, epoch: p.epoch ?? null, rate: p.rate ?? null });
+    this.#insert.run({
+      native_topup: null,
+      calls: null,
+      max_gas: null,
+      authorization: null,
+      ...p,
+      epoch: p.epoch ?? null,
+      rate: p.rate ?? null,
+      max_fee_per_gas: p.max_fee_per_gas ?? null,
+    });
   }
   get(id: string): PayoutRow | undefined {
     return this.#get.get(id) as PayoutRow | undefined;

@@ -138,6 +138,11 @@ export interface PayoutRow {
   epoch?: number | null;
   /** A swap's fill: the rate it paid at (fillAmount.ts rateText, migration 32); null: the quote's. */
   rate?: string | null;
+  /**
+   * A sponsored relay's: the most it may be signed at per gas (wei), the fee cap its sponsor's hold was computed with
+   * (migration 36); null: no cap of its own (the chain's alone).
+   */
+  max_fee_per_gas?: string | null;
 }
 
 export type TxState = 'signed' | 'broadcast' | 'included' | 'reverted' | 'replaced' | 'dropped';

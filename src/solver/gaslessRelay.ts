@@ -90,7 +90,7 @@ export const relayPayoutId = (requestId: string) => `relay:${requestId}`;
 /**
  * Records a relay for the submitter, in one ledger transaction that checks what the sponsor has
  * available and holds the most the relay can cost (simulated gas at the current fee cap, plus the
- * value sent). Returns the request id and the hold. Throws GaslessRelayError (402 when the balance
+ * value sent). The payout records that gas and that fee cap: the submitter signs it within both. Returns the request id and the hold. Throws GaslessRelayError (402 when the balance
  * cannot cover it, 409 for a replay).
  */
 export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex; holdMicro: bigint } {
@@ -180,6 +180,9 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
       amount: a.terms.value.toString(),
       // The gas the hold covers: a relay that needs more when sent is not sent.
       max_gas: a.simulation.gas.toString(),
+      // And the price per gas it covers: the relay is never signed nor bumped above it (it waits while the market
+      // asks more), so the gas charged to the sponsor stays within the hold.
+      max_fee_per_gas: a.simulation.maxFeePerGas.toString(),
       authorization: serializeRelayTerms(a.terms),
       decided_at: a.now,
     });

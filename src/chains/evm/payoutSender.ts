@@ -384,12 +384,17 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         ),
       this.#fees.current(),
     ]);
-    // Over the chain's fee cap the payout waits unsigned (no nonce is held behind it).
-    const fees = withinCap(market, this.#feeCap);
-    if (!fees) {
-      const cause = new FeeCapError(`the base fee asks ${market.maxFeePerGas - market.maxPriorityFeePerGas} wei x2; the cap is ${this.#feeCap} wei per gas`);
-      return { kind: 'retry', why: 'fee-cap', cause };
-    }
+    // Over the chain's fee cap, or a relay's own, the payout waits unsigned (no nonce is held behind it).
+    const cap = this.#capOf(payout);
+    const fees = withinCap(market, cap);
+    const capWait = (): PrepareResult<EvmPrepared> => ({
+      kind: 'retry',
+      why: 'fee-cap',
+      cause: new FeeCapError(`the base fee asks ${market.maxFeePerGas - market.maxPriorityFeePerGas} wei x2; the cap is ${cap} wei per gas`),
+    });
+    // A relay whose call reverts now is judged before it waits: failed, its sponsor's hold is released (onRelayFailed),
+    // rather than held for as long as the market stays above the relay's cap.
+    if (!fees && !(payout.kind === 'relay' && 'error' in estimate && isRevert(estimate.error))) return capWait();
     if ('error' in estimate) {
       if (!isRevert(estimate.error)) throw estimate.error;
       return await this.#onSimulationRevert(payout, call, estimate.error, log);
@@ -422,7 +427,17 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // code whose estimate grew since to just under it burned the margin on top, unpriced.
     const bound = priced !== undefined ? priced + GAS.recipient : payout.max_gas !== null ? BigInt(payout.max_gas) : undefined;
     const gas = bound !== undefined && margined > bound ? bound : margined;
+    if (!fees) return capWait();
     return { kind: 'ready', prepared: { call, gas, fees } };
+  }
+
+  // The most a payout is signed or bumped at per gas: the chain's cap (maxFeePerGas), and a sponsored relay's own, the
+  // fee cap its sponsor's hold was computed with (max_fee_per_gas), the lower of the two. Past the relay's, its gas
+  // would cost more than the hold covers: the sponsor charged past what it had available, the rest the solver's.
+  #capOf(payout: Pick<PayoutRow, 'max_fee_per_gas'> | undefined): bigint | undefined {
+    const own = payout?.max_fee_per_gas == null ? undefined : BigInt(payout.max_fee_per_gas);
+    if (own === undefined) return this.#feeCap;
+    return this.#feeCap !== undefined && this.#feeCap < own ? this.#feeCap : own;
   }
 
   // A payout of a deposit's own money (its refund, its excess) is simulated at the deposit's block or later
@@ -1130,7 +1145,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const market = await this.#fees.current();
     // A stuck cancel is bumped like any transaction, within the cancel's own cap.
     if (t.cancel) return this.#sendCancel(t, old, market, head, log);
-    const fees = replacementWithinCap(old, market, this.#feeCap);
+    // A relay is bumped within its own cap too (a batch carries fills only: its first payout's cap is the chain's).
+    const cap = this.#capOf(this.#ledger.payouts.get(t.payout_id));
+    const fees = replacementWithinCap(old, market, cap);
     const bumps = this.#ledger.payouts.txsOf(t.payout_id).filter((x) => x.nonce === t.nonce).length - 1;
     if (!fees || (this.#chain.maxReplacements !== undefined && bumps >= this.#chain.maxReplacements)) {
       // Held at the cap (or out of bumps), and with it every nonce after it. feeCapPolicy 'wait': it stays
@@ -1141,7 +1158,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       if (this.#cancel && first && atCap >= this.#cancel.afterBlocks) return this.#sendCancel(t, old, market, head, log);
       const level = this.#firstTime(`capped:${t.hash}`) ? 'warn' : 'debug';
       log[level](
-        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: this.#feeCap?.toString(), bumps, policy: this.#cancel ? 'cancel' : 'wait' },
+        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: cap?.toString(), bumps, policy: this.#cancel ? 'cancel' : 'wait' },
         'stuck transaction not replaced: fee cap or replacement limit reached; the nonces after it wait',
       );
       return;
