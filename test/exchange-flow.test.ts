@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defineChain, erc20Abi, formatUnits, hexToString, keccak256, parseSignature, toHex, zeroAddress, type Address, type Hex } from 'viem';
+import { defineChain, erc20Abi, formatUnits, hexToString, keccak256, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { join } from 'node:path';
 import axios from 'axios';
@@ -11,6 +11,7 @@ import { Ledger } from '../src/ledger/index.ts';
 import type { NewPayout } from '../src/ledger/payouts.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 import { auditCli, auditStack } from './helpers/audit.ts';
+import { authorize, sendDeposit } from './helpers/exchangeSteps.ts';
 
 // Chain 1337, the perpetuals exchange, through the quote flow against the devnet's stand-in.
 let s: Stack;
@@ -38,13 +39,6 @@ const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts
 const account = (i: number): PrivateKeyAccount => privateKeyToAccount(s.devnet.accounts[i]!.privateKey);
 const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ address: usdc(BASE), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
 
-const EIP712_DOMAIN = [
-  { name: 'name', type: 'string' },
-  { name: 'version', type: 'string' },
-  { name: 'chainId', type: 'uint256' },
-  { name: 'verifyingContract', type: 'address' },
-];
-
 async function withdrawalQuote(user: Address, amount: string, extra: Record<string, unknown> = {}) {
   return api(s.url, '/quote/v2', {
     body: {
@@ -60,46 +54,6 @@ async function withdrawalQuote(user: Address, amount: string, extra: Record<stri
       ...extra,
     },
   });
-}
-
-// The authorize step, signed on the wallet's active chain (domain.chainId and signatureChainId
-// overridden identically, as the spec says), posted to post.endpoint with ?signature=.
-async function authorize(
-  quote: any,
-  signer: PrivateKeyAccount,
-  chainId: number,
-  overrides: { sign?: Record<string, unknown>; body?: Record<string, unknown> } = {},
-) {
-  const data = quote.steps.find((x: any) => x.id === 'authorize').items[0].data;
-  const signature = await signer.signTypedData({
-    domain: { ...data.sign.domain, chainId },
-    types: data.sign.types,
-    primaryType: data.sign.primaryType,
-    message: { ...data.sign.value, ...overrides.sign },
-  } as never);
-  return api(s.url, `${data.post.endpoint}?signature=${signature}`, {
-    method: data.post.method,
-    body: { ...data.post.body, signatureChainId: chainId, ...overrides.body },
-  });
-}
-
-// The deposit step as the spec's signing steps describe it, posted to {exchange_url}/exchange.
-async function sendDeposit(quote: any, signer: PrivateKeyAccount, chainId: number, params: Record<string, unknown> = {}) {
-  const data = quote.steps.find((x: any) => x.id === 'deposit').items[0].data;
-  const action = { ...data.action.parameters, ...params, type: data.action.type, signatureChainId: toHex(chainId) };
-  const signature = await signer.signTypedData({
-    domain: { name: 'ExchangeSignTransaction', version: '1', chainId, verifyingContract: zeroAddress },
-    types: { ...data.eip712Types, EIP712Domain: EIP712_DOMAIN },
-    primaryType: data.eip712PrimaryType,
-    message: action,
-  } as never);
-  const { r, s: sPart, v } = parseSignature(signature);
-  const res = await fetch(`${ex().url}/exchange`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ signature: { r, s: sPart, v: Number(v) }, nonce: action.nonce, action }),
-  });
-  return { status: res.status, body: (await res.json()) as any, action };
 }
 
 // `amount` USDC (smallest unit) on 8453 from account 1 to perps USD on the exchange for `recipient` (account 2).
@@ -296,15 +250,15 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     });
     expect(dep.data.eip712Types['ExchangeTransaction:SendAsset']).toHaveLength(8);
 
-    const a = await authorize(q.body, user, BASE);
+    const a = await authorize(s, q.body, user, BASE);
     expect(a.status).toBe(200);
     expect(a.body).toEqual({ message: 'Success' });
     // Posting the same authorization again is harmless.
-    expect((await authorize(q.body, user, BASE)).status).toBe(200);
+    expect((await authorize(s, q.body, user, BASE)).status).toBe(200);
 
     const beforeUser = state().perpsUsd(user.address);
     const beforeOut = await usdcBalance(recipient);
-    const sent = await sendDeposit(q.body, user, BASE);
+    const sent = await sendDeposit(s, q.body, user, BASE);
     expect(sent.body).toEqual({ status: 'ok', response: { type: 'default' } });
     expect(beforeUser - state().perpsUsd(user.address)).toBe(20_000_000n);
 
@@ -319,9 +273,9 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const user = account(2);
     const q = await withdrawalQuote(user.address, '10000000');
     const requestId = q.body.steps[0].requestId as Hex;
-    expect((await authorize(q.body, user, 1)).status).toBe(200);
+    expect((await authorize(s, q.body, user, 1)).status).toBe(200);
     const before = state().perpsUsd(user.address);
-    const sent = await sendDeposit(q.body, user, 1, { amount: '2.0' });
+    const sent = await sendDeposit(s, q.body, user, 1, { amount: '2.0' });
     expect(sent.body.status).toBe('ok');
     // failure (the fill is refused) comes first, then refund once the exchange says ok.
     const done = await waitForStatus(s.url, requestId, ['success', 'refund']);
@@ -338,8 +292,8 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     ex().standin.credit(user.address, { perpsUsd: '3' });
     const q = await withdrawalQuote(user.address, '10000000');
     const requestId = q.body.steps[0].requestId as Hex;
-    expect((await authorize(q.body, user, 1)).status).toBe(200);
-    expect((await sendDeposit(q.body, user, 1, { amount: '3.0' })).body.status).toBe('ok');
+    expect((await authorize(s, q.body, user, 1)).status).toBe(200);
+    expect((await sendDeposit(s, q.body, user, 1, { amount: '3.0' })).body.status).toBe('ok');
     expect(state().exists(user.address)).toBe(false);
     expect(await waitForStatus(s.url, requestId, ['success', 'refund'])).toMatchObject({ status: 'refund' });
     await until(() => (state().perpsUsd(user.address) === 3_000_000n - REFUND_COST ? true : undefined), 'the refund on the exchange');
@@ -351,10 +305,10 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const user = account(3);
     const q = await withdrawalQuote(user.address, '7000000');
     const requestId = q.body.steps[0].requestId as Hex;
-    expect((await authorize(q.body, user, 1)).status).toBe(200);
+    expect((await authorize(s, q.body, user, 1)).status).toBe(200);
     const before = state().perpsUsd(user.address);
     const nonce = q.body.steps[1].items[0].data.nonce as number;
-    const sent = await sendDeposit(q.body, user, 1, { nonce: nonce + 1 });
+    const sent = await sendDeposit(s, q.body, user, 1, { nonce: nonce + 1 });
     expect(sent.body.status).toBe('ok');
     expect(state().perpsUsd(user.address)).toBe(before - 7_000_000n);
     // The orphan's refund brings the funds back; the request never sees the transfer.
@@ -379,7 +333,7 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const q = await withdrawalQuote(user.address, '7000000');
     const nonce = q.body.steps[1].items[0].data.nonce as number;
     const before = state().perpsUsd(user.address);
-    const sent = await sendDeposit(q.body, user, 1, { nonce: nonce + 7, amount: '0.05' });
+    const sent = await sendDeposit(s, q.body, user, 1, { nonce: nonce + 7, amount: '0.05' });
     expect(sent.body.status).toBe('ok');
     const hash = state()
       .ledger(user.address)
@@ -400,9 +354,9 @@ describe('withdrawals from the exchange (origin 1337)', () => {
     const other = account(0);
     const q = await withdrawalQuote(user.address, '3000000');
     const requestId = q.body.steps[0].requestId as Hex;
-    expect((await authorize(q.body, user, 1)).status).toBe(200);
+    expect((await authorize(s, q.body, user, 1)).status).toBe(200);
     const before = state().perpsUsd(other.address);
-    expect((await sendDeposit(q.body, other, 1)).body.status).toBe('ok');
+    expect((await sendDeposit(s, q.body, other, 1)).body.status).toBe('ok');
     await until(() => (state().perpsUsd(other.address) === before - REFUND_COST ? true : undefined), 'the stranger transfer to be refunded', 20_000);
     expect((await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body.status).toBe('waiting');
   });
@@ -417,11 +371,11 @@ describe('POST /authorize', () => {
     expect(q2.body.steps[0].items[0].data.post.body.nonce).not.toBe(nonce1);
 
     // Signed by another key.
-    const bad = await authorize(q1.body, account(2), 1);
+    const bad = await authorize(s, q1.body, account(2), 1);
     expect(bad.status).toBe(400);
     expect(bad.body.errorCode).toBe('INVALID_SIGNATURE');
     // Signed over another chain id than the body names.
-    const wrongChain = await authorize(q1.body, user, 1, { body: { signatureChainId: 10 } });
+    const wrongChain = await authorize(s, q1.body, user, 1, { body: { signatureChainId: 10 } });
     expect(wrongChain.status).toBe(400);
     expect(wrongChain.body.errorCode).toBe('INVALID_SIGNATURE');
     // Not a signature at all.
@@ -430,18 +384,18 @@ describe('POST /authorize', () => {
     expect((await api(s.url, `/authorize`, { body: data.post.body })).status).toBe(400);
     expect((await api(s.url, `/authorize?signature=0x${'11'.repeat(65)}`, { body: { ...data.post.body, type: 'other' } })).status).toBe(400);
 
-    expect((await authorize(q1.body, user, 1)).status).toBe(200);
+    expect((await authorize(s, q1.body, user, 1)).status).toBe(200);
     // q2's request with q1's nonce: the nonce is taken.
-    const reused = await authorize(q2.body, user, 1, { sign: { nonce: nonce1 }, body: { nonce: nonce1 } });
+    const reused = await authorize(s, q2.body, user, 1, { sign: { nonce: nonce1 }, body: { nonce: nonce1 } });
     expect(reused.status).toBe(400);
     expect(reused.body.errorCode).toBe('NONCE_ALREADY_USED');
     // q2 with a nonce it was not quoted with.
-    const other = await authorize(q2.body, user, 1, { sign: { nonce: nonce1 + 1_000_000 }, body: { nonce: nonce1 + 1_000_000 } });
+    const other = await authorize(s, q2.body, user, 1, { sign: { nonce: nonce1 + 1_000_000 }, body: { nonce: nonce1 + 1_000_000 } });
     expect(other.status).toBe(400);
-    expect((await authorize(q2.body, user, 1)).status).toBe(200);
+    expect((await authorize(s, q2.body, user, 1)).status).toBe(200);
 
     const unknownId = keccak256(toHex('no such request'));
-    const unknown = await authorize(q1.body, user, 1, { sign: { id: unknownId }, body: { id: unknownId } });
+    const unknown = await authorize(s, q1.body, user, 1, { sign: { id: unknownId }, body: { id: unknownId } });
     expect(unknown.status).toBe(404);
     expect(unknown.body.errorCode).toBe('REQUEST_NOT_FOUND');
 
@@ -459,7 +413,7 @@ describe('POST /authorize', () => {
     });
     expect(evm.status).toBe(200);
     const evmId = evm.body.steps.at(-1).requestId;
-    const notExchange = await authorize(q1.body, user, 1, { sign: { id: evmId }, body: { id: evmId } });
+    const notExchange = await authorize(s, q1.body, user, 1, { sign: { id: evmId }, body: { id: evmId } });
     expect(notExchange.status).toBe(400);
   });
 });

@@ -11,6 +11,7 @@ import type { Logger } from '../../log.ts';
 import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
 import { parseDecimalFloor, type ExchangeClient, type LedgerUpdate } from './client.ts';
 import type { Ledger } from '../../ledger/index.ts';
+import { NONCE_AHEAD_MS, NONCE_BEHIND_MS } from './nonceWindow.ts';
 
 // The order_ref of a transfer no authorization ties to a request: it matches no request.
 const NO_REQUEST = `0x${'0'.repeat(64)}` as Hex;
@@ -48,12 +49,18 @@ export function depositId(chainId: number, hash: Hex | string): string {
   return `${chainId}:${hash.toLowerCase()}:0`;
 }
 
+// What the exchange answers is input too: an update the ledger can hold has a safe time and a 32-byte hash.
+const readable = (u: LedgerUpdate | undefined): u is LedgerUpdate =>
+  typeof u?.time === 'number' && Number.isSafeInteger(u.time) && u.time >= 0 && typeof u.hash === 'string' && /^0x[0-9a-fA-F]{64}$/.test(u.hash);
+
 // A moment of the node's clock as a block: the exchange's ledger is final, nothing is replaced.
 const timeBlock = (ms: number): SourceBlock => ({ number: ms, hash: `time:${ms}`, parentHash: `time:${ms - 1}` });
 
 /** The exchange's transfers to the solver, read from its ledger updates. */
 export class ExchangeDepositSource implements DepositSource {
   readonly rangeMethod = 'ledgerUpdates';
+  // By millisecond the solver's ledger could not be listed past: the wallets read whole there with nothing for the solver.
+  readonly #nothingAt = new Map<number, Set<string>>();
 
   constructor(
     private chain: ExchangeChainConfig,
@@ -79,75 +86,119 @@ export class ExchangeDepositSource implements DepositSource {
   /**
    * The transfers to the solver listed from the cursor (`from - 1`, read again inclusively: updates of
    * the same millisecond may be listed late) on. `upTo` is the newest update time read, held back to the
-   * oldest transfer still waiting for its authorization (within the chain's orphan grace).
+   * oldest transfer still waiting for its authorization (within the chain's orphan grace), and to a millisecond
+   * the exchange could not list whole (below).
    */
   async deposits(from: number, _to: number): Promise<RangeRead> {
     const cursor = from - 1;
-    const updates = await this.client.ledgerUpdates(this.solver, cursor);
+    const truncated: number[] = [];
+    const updates = await this.client.ledgerUpdates(this.solver, cursor, undefined, truncated);
     const now = Date.now();
     let next = cursor;
     let waiting: number | undefined;
-    const deposits: (ChainDeposit & { seen_at: number })[] = [];
+    const wait = (t: number) => {
+      waiting = Math.min(waiting ?? t, t);
+    };
+    const deposits = new Map<string, ChainDeposit & { seen_at: number }>();
+    let entries = updates.length;
+    const take = async (u: LedgerUpdate) => {
+      const read = await this.#deposit(u, now);
+      if (read === 'waiting') wait(u.time);
+      else if (read) deposits.set(read.tx_hash, read);
+    };
     for (const u of updates) {
       // What the exchange answers is input too: an entry the ledger cannot hold is skipped, loudly.
-      if (typeof u?.time !== 'number' || !Number.isSafeInteger(u.time) || u.time < 0 || typeof u.hash !== 'string' || !/^0x[0-9a-fA-F]{64}$/.test(u.hash)) {
+      if (!readable(u)) {
         this.log.error({ update: JSON.stringify(u).slice(0, 300) }, 'unreadable ledger update from the exchange; skipped');
         continue;
       }
       if (u.time > next) next = u.time;
-      const t = transferToSolver(u.delta, this.solver);
-      if (!t) continue;
-      if (this.known(depositId(this.chain.id, u.hash))) continue;
-      const sender = t.user;
-      const mapping = t.nonce !== undefined ? this.nonces.get(sender, t.nonce) : undefined;
-      // A transfer with no nonce (a usdSend) can have no authorization: it is an orphan at once.
-      if (!mapping && t.nonce !== undefined && now - u.time < this.chain.orphanGraceMs) {
-        // Its authorization may still be on its way: read this transfer again next time.
-        waiting = Math.min(waiting ?? u.time, u.time);
-        continue;
-      }
-      // A failing spotMeta read throws (the pass is retried, the cursor stays); an unknown token does not.
-      const asset =
-        typeof t.token === 'string' && typeof t.dex === 'string'
-          ? await this.assets.ofTransfer(t.token, t.dex).catch((e) => {
-              if (e instanceof UnknownAssetError) return undefined;
-              throw e;
-            })
-          : undefined;
-      if (!asset) {
-        this.log.error(
-          { hash: u.hash, token: t.token, dex: t.dex, from: sender },
-          'transfer to the solver in a token the exchange does not list; manual action required',
-        );
-        continue;
-      }
-      let amount: bigint;
-      try {
-        amount = parseDecimalFloor(t.amount as string, asset.decimals);
-      } catch {
-        this.log.error({ hash: u.hash, amount: t.amount }, 'transfer to the solver with an unreadable amount; manual action required');
-        continue;
-      }
-      if (!mapping) {
-        this.log.warn(
-          { hash: u.hash, from: sender, nonce: t.nonce, type: u.delta?.type },
-          'transfer to the solver with no authorized nonce: booked as an orphan deposit',
-        );
-      }
-      deposits.push({
-        tx_hash: u.hash.toLowerCase() as Hex,
-        log_index: 0,
-        block_number: u.time,
-        block_hash: u.hash.toLowerCase() as Hex,
-        depositor: sender,
-        currency: asset.currency,
-        amount: amount.toString(),
-        order_ref: (mapping?.request_id ?? NO_REQUEST) as Hex,
-        // When the exchange applied it, not when the node read it.
-        seen_at: u.time,
-      });
+      await take(u);
     }
-    return { deposits, entries: updates.length, blockHashes: new Map(), upTo: waiting !== undefined ? Math.min(waiting, next) : next };
+    // A millisecond holding a full page of the solver's updates cannot be listed past them, and anyone adds updates to
+    // the solver's ledger (a dust transfer to it): a user's transfer past them is read from the user's own ledger. Every
+    // wallet that authorized a nonce the exchange could take in that millisecond, for a request still waiting, is read
+    // for it. The millisecond is read again until the orphan grace has passed (an authorization may still come).
+    for (const t of truncated) {
+      const wallets = new Set(
+        this.nonces.awaiting(this.chain.id, t - NONCE_BEHIND_MS - NONCE_AHEAD_MS, t - NONCE_BEHIND_MS, t + NONCE_AHEAD_MS).map((m) => m.wallet),
+      );
+      // A wallet's ledger at a past millisecond is final: one read whole with no transfer to the solver in it is not
+      // read again on a later pass (one with a transfer is, until its request leaves 'waiting': the transfer is
+      // booked by a pass the driver commits, which this source does not see).
+      const nothing = this.#nothingAt.get(t) ?? new Set<string>();
+      this.#nothingAt.set(t, nothing);
+      const unread: string[] = [];
+      for (const wallet of wallets) {
+        if (nothing.has(wallet)) continue;
+        const partial: number[] = [];
+        const own = (await this.client.ledgerUpdates(wallet as Address, t, t, partial)).filter((u) => readable(u) && u.time === t);
+        entries += own.length;
+        for (const u of own) await take(u);
+        if (partial.length) unread.push(wallet);
+        else if (!own.some((u) => transferToSolver(u.delta, this.solver))) nothing.add(wallet);
+      }
+      if (now - t < this.chain.orphanGraceMs) wait(t);
+      else
+        this.log.error(
+          { time: t, unreadWallets: unread },
+          'the exchange could not list every update of the solver at this time: transfers in it that no waiting request authorized, and those of these wallets, are not booked; manual action required',
+        );
+    }
+    for (const t of this.#nothingAt.keys()) if (!truncated.includes(t)) this.#nothingAt.delete(t);
+    return { deposits: [...deposits.values()], entries, blockHashes: new Map(), upTo: waiting !== undefined ? Math.min(waiting, next) : next };
+  }
+
+  /** The deposit a ledger update makes, 'waiting' while its authorization may still come, or undefined. */
+  async #deposit(u: LedgerUpdate, now: number): Promise<(ChainDeposit & { seen_at: number }) | 'waiting' | undefined> {
+    const t = transferToSolver(u.delta, this.solver);
+    if (!t) return undefined;
+    if (this.known(depositId(this.chain.id, u.hash))) return undefined;
+    const sender = t.user;
+    const mapping = t.nonce !== undefined ? this.nonces.get(sender, t.nonce) : undefined;
+    // A transfer with no nonce (a usdSend) can have no authorization: it is an orphan at once.
+    // Otherwise its authorization may still be on its way: read this transfer again next time.
+    if (!mapping && t.nonce !== undefined && now - u.time < this.chain.orphanGraceMs) return 'waiting';
+    // A failing spotMeta read throws (the pass is retried, the cursor stays); an unknown token does not.
+    const asset =
+      typeof t.token === 'string' && typeof t.dex === 'string'
+        ? await this.assets.ofTransfer(t.token, t.dex).catch((e) => {
+            if (e instanceof UnknownAssetError) return undefined;
+            throw e;
+          })
+        : undefined;
+    if (!asset) {
+      this.log.error(
+        { hash: u.hash, token: t.token, dex: t.dex, from: sender },
+        'transfer to the solver in a token the exchange does not list; manual action required',
+      );
+      return undefined;
+    }
+    let amount: bigint;
+    try {
+      amount = parseDecimalFloor(t.amount as string, asset.decimals);
+    } catch {
+      this.log.error({ hash: u.hash, amount: t.amount }, 'transfer to the solver with an unreadable amount; manual action required');
+      return undefined;
+    }
+    if (!mapping) {
+      this.log.warn(
+        { hash: u.hash, from: sender, nonce: t.nonce, type: u.delta?.type },
+        'transfer to the solver with no authorized nonce: booked as an orphan deposit',
+      );
+    }
+    return {
+      tx_hash: u.hash.toLowerCase() as Hex,
+      log_index: 0,
+      block_number: u.time,
+      block_hash: u.hash.toLowerCase() as Hex,
+      depositor: sender,
+      currency: asset.currency,
+      amount: amount.toString(),
+      order_ref: (mapping?.request_id ?? NO_REQUEST) as Hex,
+      // When the exchange applied it, not when the node read it.
+      seen_at: u.time,
+    };
   }
 
   /** Never asked: the exchange's ledger is final, so the driver keeps no unfinalized blocks to check deposits against. */

@@ -33,6 +33,7 @@ import type { PayoutHooks } from '../adapter.ts';
 import { UnknownAssetError, type ExchangeAssets } from './assets.ts';
 import { ExchangeActionError, parseDecimalCeil, signSendAsset, type ExchangeClient, type SendLedgerDelta } from './client.ts';
 import { formatUnitsDecimal, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
+import { NONCE_AHEAD_MS, NONCE_BEHIND_MS } from './nonceWindow.ts';
 
 // Ledger updates are read back this far before the oldest open action when reconciling.
 const RECONCILE_MARGIN_MS = 10 * 60_000;
@@ -44,8 +45,7 @@ const QUEUED_BATCH = 100;
 // The exchange keeps each signer's 100 highest nonces; a nonce must be above the smallest of them (Hyperliquid's rule).
 const NONCE_SET = 100;
 // ... and takes no nonce more than a day ahead of its own clock, nor more than 2 days behind it (with a margin here).
-const NONCE_AHEAD_MS = 24 * 60 * 60_000;
-const NONCE_MAX_AGE_MS = 2 * 24 * 60 * 60_000 + RECONCILE_MARGIN_MS;
+const NONCE_MAX_AGE_MS = NONCE_BEHIND_MS + RECONCILE_MARGIN_MS;
 
 /** What the exchange's payouts need. */
 export interface ExchangePayoutOptions {

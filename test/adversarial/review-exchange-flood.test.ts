@@ -1,0 +1,124 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { erc20Abi, toHex, type Address } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { splitSignature } from '../../src/chains/exchange/typedData.ts';
+import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
+import { authorize, sendDeposit } from '../helpers/exchangeSteps.ts';
+import { api, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
+
+// A withdrawal from the exchange lands in a millisecond an attacker filled with 500 updates of the solver's ledger.
+//
+// The exchange answers at most 500 ledger updates of a time range, the oldest first, and a millisecond holding 500 cannot
+// be read past them (the next page starts at the last one's time). It stamps updates with its block time, and anyone
+// adds updates to the solver's ledger (a usdSend of 0.01 USD to it). The deposit source read the solver's ledger only:
+// the user's transfer, the 501st update of its millisecond, was never read, so the user's 20 USD were neither filled nor
+// refunded.
+let s: Stack;
+const BASE = 8453;
+const EX = 1337;
+const PERPS = `0x${'0'.repeat(32)}`;
+const FLOOD = 500;
+
+beforeAll(async () => {
+  s = await startStack();
+}, 120_000);
+afterAll(async () => {
+  await s?.stop();
+});
+
+const ex = () => s.devnet.exchange!;
+const state = () => ex().standin.state;
+const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
+const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ address: usdc(BASE), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+
+// One block of the exchange: its clock stands still while an attacker's 500 transfers to the solver land, then `then`.
+async function flooded(then: () => Promise<void>): Promise<number> {
+  const st = state() as unknown as { now: () => number };
+  const clock = st.now;
+  const attacker = privateKeyToAccount(generatePrivateKey());
+  ex().standin.credit(attacker.address, { perpsUsd: '20' });
+  let nonce = Date.now();
+  const usdSend = async () => {
+    const action: SimpleSendAction = {
+      type: 'usdSend',
+      amount: '0.01',
+      signatureChainId: toHex(1),
+      exchangeChain: 'Mainnet',
+      destination: s.devnet.solver.toLowerCase(),
+      time: ++nonce,
+    };
+    const signature = splitSignature(await attacker.signTypedData(simpleSendTypedData(action) as never));
+    const res = await fetch(`${ex().url}/exchange`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action, nonce: action.time, signature }),
+    });
+    expect(await res.json()).toMatchObject({ status: 'ok' });
+  };
+  const T = Date.now();
+  st.now = () => T;
+  try {
+    for (let i = 0; i < FLOOD; i++) await usdSend();
+    await then();
+  } finally {
+    st.now = clock;
+  }
+  expect(
+    state()
+      .ledger(s.devnet.solver)
+      .filter((u) => u.time === T),
+  ).toHaveLength(FLOOD + 1);
+  return T;
+}
+
+// A withdrawal of 20 perps USD by a fresh user to a fresh recipient on 8453.
+async function withdrawal() {
+  const user = privateKeyToAccount(generatePrivateKey());
+  ex().standin.credit(user.address, { perpsUsd: '30' });
+  const recipient = privateKeyToAccount(generatePrivateKey()).address;
+  const q = await api(s.url, '/quote/v2', {
+    body: {
+      user: user.address,
+      recipient,
+      originChainId: EX,
+      destinationChainId: BASE,
+      originCurrency: PERPS,
+      destinationCurrency: usdc(BASE),
+      amount: '20000000',
+      tradeType: 'EXACT_INPUT',
+      protocolVersion: 'v2',
+    },
+  });
+  expect(q.status).toBe(200);
+  return { user, recipient, quote: q.body, requestId: q.body.steps[0].requestId as string, out: BigInt(q.body.details.currencyOut.amount) };
+}
+
+async function filled(w: Awaited<ReturnType<typeof withdrawal>>) {
+  // Before: the request stayed `waiting` for good (the indexer read the solver's ledger past the flooded millisecond),
+  // the user's 20 USD kept by the solver.
+  const done = await waitForStatus(s.url, w.requestId, ['success', 'failure', 'refund'], 60_000);
+  expect(done.status).toBe('success');
+  expect(await usdcBalance(w.recipient)).toBe(w.out);
+  // The attacker's dust is booked as the orphans it is, never as the user's deposit.
+  expect(s.node.ledger.deposits.forRequest(w.requestId).map((d) => d.depositor)).toEqual([w.user.address]);
+}
+
+describe('a withdrawal from the exchange in a millisecond holding 500 attacker updates of the solver ledger', () => {
+  it('authorized first: read through the depositor wallet and filled', async () => {
+    const w = await withdrawal();
+    expect((await authorize(s, w.quote, w.user, BASE)).status).toBe(200);
+    await flooded(async () => {
+      expect((await sendDeposit(s, w.quote, w.user, BASE)).body).toMatchObject({ status: 'ok' });
+    });
+    await filled(w);
+  }, 240_000);
+
+  it('authorized after the transfer, within the orphan grace: read through the depositor wallet and filled', async () => {
+    const w = await withdrawal();
+    await flooded(async () => {
+      expect((await sendDeposit(s, w.quote, w.user, BASE)).body).toMatchObject({ status: 'ok' });
+    });
+    expect((await authorize(s, w.quote, w.user, BASE)).status).toBe(200);
+    await filled(w);
+  }, 240_000);
+});

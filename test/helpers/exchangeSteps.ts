@@ -1,0 +1,55 @@
+// The steps of a withdrawal from the exchange (origin 1337) as a wallet performs them: the `authorize` step's
+// NonceMapping and the `deposit` step's sendAsset, each signed on the wallet's active chain.
+import { parseSignature, toHex, zeroAddress } from 'viem';
+import type { PrivateKeyAccount } from 'viem/accounts';
+import { api, type Stack } from './stack.ts';
+
+const EIP712_DOMAIN = [
+  { name: 'name', type: 'string' },
+  { name: 'version', type: 'string' },
+  { name: 'chainId', type: 'uint256' },
+  { name: 'verifyingContract', type: 'address' },
+];
+
+/**
+ * The authorize step, signed on the wallet's active chain (domain.chainId and signatureChainId overridden
+ * identically, as the spec says), posted to post.endpoint with ?signature=.
+ */
+export async function authorize(
+  s: Stack,
+  quote: any,
+  signer: PrivateKeyAccount,
+  chainId: number,
+  overrides: { sign?: Record<string, unknown>; body?: Record<string, unknown> } = {},
+) {
+  const data = quote.steps.find((x: any) => x.id === 'authorize').items[0].data;
+  const signature = await signer.signTypedData({
+    domain: { ...data.sign.domain, chainId },
+    types: data.sign.types,
+    primaryType: data.sign.primaryType,
+    message: { ...data.sign.value, ...overrides.sign },
+  } as never);
+  return api(s.url, `${data.post.endpoint}?signature=${signature}`, {
+    method: data.post.method,
+    body: { ...data.post.body, signatureChainId: chainId, ...overrides.body },
+  });
+}
+
+/** The deposit step as the spec's signing steps describe it, posted to {exchange_url}/exchange. */
+export async function sendDeposit(s: Stack, quote: any, signer: PrivateKeyAccount, chainId: number, params: Record<string, unknown> = {}) {
+  const data = quote.steps.find((x: any) => x.id === 'deposit').items[0].data;
+  const action = { ...data.action.parameters, ...params, type: data.action.type, signatureChainId: toHex(chainId) };
+  const signature = await signer.signTypedData({
+    domain: { name: 'ExchangeSignTransaction', version: '1', chainId, verifyingContract: zeroAddress },
+    types: { ...data.eip712Types, EIP712Domain: EIP712_DOMAIN },
+    primaryType: data.eip712PrimaryType,
+    message: action,
+  } as never);
+  const { r, s: sPart, v } = parseSignature(signature);
+  const res = await fetch(`${s.devnet.exchange!.url}/exchange`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ signature: { r, s: sPart, v: Number(v) }, nonce: action.nonce, action }),
+  });
+  return { status: res.status, body: (await res.json()) as any, action };
+}
