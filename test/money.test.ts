@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, parseEventLogs, zeroAddress, type Address, type Hex } from 'viem';
 import { OrderFillerAbi } from '../contracts-abi/index.ts';
+import { pastFinality } from './helpers/finality.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 import { auditStack } from './helpers/audit.ts';
 
@@ -98,6 +99,8 @@ describe('app fees', () => {
     expect((await appBalance(other)).find((b) => b.type === 'app-fees')).toMatchObject({ amount: '250000' });
     expect(s.node.ledger.db.prepare(`SELECT features FROM requests WHERE id = ?`).get(requestId)).toEqual({ features: '["app_fees"]' });
 
+    // Claimable once the order's deposit on A is final (a reorg can no longer take the fee back).
+    await pastFinality(s, A);
     // Claim on the other chain (USDC on 8453), as the public SDK does it: ask, sign, post.
     const ask = await api(s.url, `/app-fees/${feeTo}/claim`, { body: { chainId: A, currency: usdc(A), recipient: feeTo, amount: '500000' } });
     expect(ask.status).toBe(200);

@@ -7,6 +7,7 @@ import { join, relative } from 'node:path';
 import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatUnits, zeroAddress, type Hex } from 'viem';
+import { pastFinality } from './helpers/finality.ts';
 import { api, executeSteps, startStack, waitForStatus, type Stack } from './helpers/stack.ts';
 import { fundAppBalance, linkWallet } from './helpers/appBalance.ts';
 
@@ -364,6 +365,8 @@ describe('operations at the hosted paths', () => {
       });
       await executeSteps(s, q.body, 1);
       await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['success']);
+      // Claimable once the deposit on A is final.
+      await pastFinality(s, A);
       const ask = await call(`/app-fees/${feeTo}/claim`, { body: { chainId: B, currency: usdc(B), recipient: feeTo } });
       const item = ask.body.steps[0].items[0].data;
       const w = s.wallet(2, B);

@@ -117,6 +117,8 @@ export class AppFees {
   #ofRequest;
   #claimedBy;
   #claims;
+  #entriesOf;
+  #fillsAbove;
   constructor(db: Db) {
     this.#claims = db.prepare(
       `SELECT p.* FROM payouts p WHERE p.kind = 'claim' AND p.id IN (SELECT request_id FROM app_fee_entries WHERE recipient = @wallet AND kind = 'claim')
@@ -127,6 +129,38 @@ export class AppFees {
       VALUES (@recipient, @chain_id, @currency, @amount, @kind, @request_id, @ref, @now) ON CONFLICT(ref) DO NOTHING`);
     this.#ofRecipient = db.prepare('SELECT chain_id, currency, amount FROM app_fee_entries WHERE recipient = ?');
     this.#ofRequest = db.prepare(`SELECT * FROM app_fee_entries WHERE request_id = ? AND kind = 'accrual' ORDER BY id`);
+    this.#entriesOf = db.prepare('SELECT chain_id, currency, amount, kind, request_id, ref FROM app_fee_entries WHERE recipient = ?');
+    // Walks deposits_state over the blocks above `above` only (the chain's finality window): few rows however old the ledger.
+    this.#fillsAbove = db.prepare(`SELECT p.request_id FROM deposits d JOIN payouts p ON p.deposit_id = d.id AND p.kind = 'fill'
+      JOIN requests r ON r.id = p.request_id
+      WHERE d.state = 'handled' AND d.chain_id = ? AND d.block_number > ? AND r.fast_fill_deadline IS NULL`);
+  }
+
+  /**
+   * Requests filled from a deposit on `chainId` in a block above `above`: a reorg the indexer still watches for may take
+   * their deposit back, and their app fees with it (reverseAppFees). Fast fills are left out: their fees are kept on a
+   * reorg, the app that held for the fill bears it.
+   */
+  fillsAbove(chainId: number, above: number): string[] {
+    return (this.#fillsAbove.all(chainId, above) as { request_id: string }[]).map((r) => r.request_id);
+  }
+
+  /**
+   * What of `recipient`'s balances was accrued by fills of `requests` and is not taken back yet, per
+   * `${chainId}:${currency}` (a walk of the recipient's entries, as balances() is).
+   */
+  pending(recipient: string, requests: ReadonlySet<string>): Map<string, bigint> {
+    const accrued: { key: string; ref: string; amount: bigint }[] = [];
+    const reversed = new Set<string>();
+    type Entry = { chain_id: number; currency: string; amount: string; kind: string; request_id: string | null; ref: string };
+    for (const e of this.#entriesOf.all(recipient) as Entry[]) {
+      if (e.kind === 'accrual_reversal') reversed.add(e.ref);
+      else if (e.kind === 'accrual' && e.request_id !== null && requests.has(e.request_id))
+        accrued.push({ key: `${e.chain_id}:${e.currency}`, ref: e.ref, amount: BigInt(e.amount) });
+    }
+    const out = new Map<string, bigint>();
+    for (const a of accrued) if (!reversed.has(`${a.ref}:reorged`)) out.set(a.key, (out.get(a.key) ?? 0n) + a.amount);
+    return out;
   }
 
   post(e: AppFeeEntry, now = Date.now()): boolean {

@@ -28,23 +28,31 @@ export class ClaimError extends RelayNodeError {
  * Pays a wallet's accrued app fees out on the chain and currency of its choice: every balance of
  * the same currency (same symbol, any chain) is booked as claimed and one payout is queued, all in
  * one ledger transaction. The payout is what is owed less `gas`, the claim's own gas in the target
- * currency (a refund's, as a deposit's refund is charged). A balance below zero (a fee taken back
- * after it was claimed: a reorg took back the deposit of its fill) is a debt: a debt in the same
- * currency is repaid out of the claim, and one in another currency refuses it until later fees
- * repay it. Returns the payout, or throws ClaimError when nothing is owed or it does not pay the gas.
+ * currency (a refund's, as a deposit's refund is charged). Fees of a fill whose deposit is not final
+ * yet (pendingAppFees) are not claimed: they stay owed until it is. A balance below zero (a fee taken
+ * back after it was claimed) is a debt: a debt in the same currency is repaid out of the claim, and one
+ * in another currency refuses it until later fees repay it. Returns the payout, or throws ClaimError
+ * when nothing is owed or it does not pay the gas.
  */
 export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, gas: bigint, now = Date.now()): PayoutRow {
   return ledger.tx(() => {
     const payoutId = `claim:${randomUUID()}`;
     let total = 0n;
+    const pending = pendingAppFees(ledger, registry, req.wallet);
+    let waiting = 0n;
     for (const owed of ledger.appFees.balances(req.wallet)) {
-      if (owed.amount === 0n) continue;
+      // What a reorg can no longer take back: the rest waits, owed, for its deposits' finality.
+      const held = pending.get(`${owed.chainId}:${owed.currency}`) ?? 0n;
+      const amount = owed.amount - held;
       const from = registry.currency(owed.chainId, owed.currency);
-      if (!from || from.symbol !== req.target.symbol || from.native !== req.target.native) {
-        if (owed.amount < 0n)
+      const same = !!from && from.symbol === req.target.symbol && from.native === req.target.native;
+      if (same && held > 0n) waiting += held;
+      if (amount === 0n) continue;
+      if (!from || !same) {
+        if (amount < 0n)
           throw new ClaimError(
             'NOTHING_TO_CLAIM',
-            `${req.wallet} owes ${-owed.amount} of ${owed.currency} on chain ${owed.chainId} (app fees taken back): no claim until later fees repay it`,
+            `${req.wallet} owes ${-amount} of ${owed.currency} on chain ${owed.chainId} (app fees taken back): no claim until later fees repay it`,
           );
         continue;
       }
@@ -52,20 +60,23 @@ export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimReque
       // entries' configured USD prices say: nothing keeps them equal (with a feed they are a fallback), and the
       // claimant picks the target. A debt is repaid one for one, rounded up.
       total +=
-        owed.amount > 0n
-          ? mulRatioFloor(owed.amount, sameAssetRate(from, from.usdPrice, req.target, req.target.usdPrice))
-          : -mulRatioCeil(-owed.amount, conversionRate('1', from.decimals, '1', req.target.decimals));
+        amount > 0n
+          ? mulRatioFloor(amount, sameAssetRate(from, from.usdPrice, req.target, req.target.usdPrice))
+          : -mulRatioCeil(-amount, conversionRate('1', from.decimals, '1', req.target.decimals));
       ledger.appFees.post({
         recipient: req.wallet,
         chain_id: owed.chainId,
         currency: owed.currency,
-        amount: -owed.amount,
+        amount: -amount,
         kind: 'claim',
         request_id: payoutId,
         ref: `${payoutId}:${owed.chainId}:${owed.currency}`,
       });
     }
-    if (total <= 0n) throw new ClaimError('NOTHING_TO_CLAIM', `no ${req.target.symbol} app fees are owed to ${req.wallet}`);
+    if (total <= 0n) {
+      const later = waiting > 0n ? ` (${waiting} more, in smallest units, is owed from fills whose deposits are not final yet: claim it once they are)` : '';
+      throw new ClaimError('NOTHING_TO_CLAIM', `no ${req.target.symbol} app fees are claimable by ${req.wallet} now${later}`);
+    }
     // Thrown inside the transaction: what was booked as claimed above is not.
     if (total <= gas) {
       throw new ClaimError(
@@ -86,6 +97,25 @@ export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimReque
     });
     return ledger.payouts.get(payoutId)!;
   });
+}
+
+/**
+ * App fees of `wallet` that a reorg may still take back, per `${chainId}:${currency}`: those of fills whose deposit lies
+ * in an EVM chain's block above its finality depth (the indexer's last block read, less finalityDepth), where the
+ * indexer still looks for reorgs and reverseAppFees takes a removed deposit's fees back. Claimed before then, a fee
+ * taken back was a debt of its recipient alone, and an app naming a fresh recipient per order never repaid one. A
+ * chain with no block read yet has no deposit known final. SVM and exchange deposits are read final; fast fills keep
+ * their fees on a reorg (the app bears the hold): neither waits.
+ */
+export function pendingAppFees(ledger: Ledger, registry: Registry, wallet: string): Map<string, bigint> {
+  const requests = new Set<string>();
+  for (const c of registry.chains.values()) {
+    // A chain read final (no finalityDepth: its indexer keeps no reorg window) has no fee a reorg takes back.
+    if (!('finalityDepth' in c)) continue;
+    const tip = ledger.indexer.tip(c.id)?.number;
+    for (const id of ledger.appFees.fillsAbove(c.id, tip === undefined ? -1 : tip - c.finalityDepth)) requests.add(id);
+  }
+  return requests.size ? ledger.appFees.pending(wallet, requests) : new Map();
 }
 
 /**

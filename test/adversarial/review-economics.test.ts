@@ -7,6 +7,7 @@ import type { Pricing } from '../../src/ledger/types.ts';
 import { atRate, breakdown } from '../../src/quote/fillAmount.ts';
 import { marketRate } from '../../src/quote/pricing.ts';
 import { linkWallet } from '../helpers/link.ts';
+import { pastFinality } from '../helpers/finality.ts';
 import { api, executeSteps, MovablePrices, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
@@ -69,7 +70,8 @@ describe('app fees of a swap filled at a rate other than its quote', () => {
       expect(paid + accrued(requestId)).toBeLessThanOrEqual(18_000_000n);
       // Exactly the fees the user was charged at today's rate (the fill's payout records the rate it paid at).
       expect(accrued(requestId)).toBe(today.app);
-      // And the app claims them: out of the solver's USDC, less the claim's gas.
+      // And the app claims them (once the deposit on A is final): out of the solver's USDC, less the claim's gas.
+      await pastFinality(s, A);
       const to = fresh();
       const ask = await api(s.url, `/app-fees/${app.address}/claim`, { body: { chainId: B, currency: usdc(B), recipient: to } });
       const d = ask.body.steps[0].items[0].data;

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { erc20Abi, type Address } from 'viem';
 import { JsonRpcProxy, type RpcCall } from '../helpers/jsonRpcProxy.ts';
+import { pastFinality } from '../helpers/finality.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
@@ -91,6 +92,8 @@ describe.each([1, 2] as const)('a lagging receipt backend (%i load-balanced prov
     await executeSteps(s, q.body, 1);
     await waitForStatus(s.url, q.body.steps.at(-1).requestId, ['success']);
 
+    // Claimable once the deposit on A is final.
+    await pastFinality(s, A);
     // From now on chain A's receipts come from a backend 5 blocks behind (the devnet mines on each transaction).
     lagReceipts(5n);
     const ask = await api(s.url, `/app-fees/${feeTo}/claim`, { body: { chainId: A, currency: usdc(A), recipient: feeTo, amount: '10000000' } });
