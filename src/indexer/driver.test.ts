@@ -2,6 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { LEDGER_BIRTH } from '../ledger/scanMarks.ts';
 import type { Hex } from 'viem';
 import { Ledger } from '../ledger/index.ts';
 import { bindDeposits, type ChainDeposit, unbindDeposits } from '../ledger/deposits.ts';
@@ -451,17 +452,34 @@ describe('IndexerDriver', () => {
     expect(s.confirmedEvents()).toBeGreaterThanOrEqual(2);
   });
 
-  it('records a deposit read outside its passes once, confirmed, without moving the cursor', async () => {
+  it('records a deposit read outside its passes once, confirmed, without moving the cursor, after the first pass noted the ledger birth', async () => {
     const chain = new FakeChain(5);
     const s = setup(chain, { finalityDepth: 0, maxRange: Infinity, final: true });
     const hash = `0x${'ee'.repeat(32)}` as Hex;
     const ref = `0x${'ab'.repeat(32)}` as Hex;
     const d = { tx_hash: hash, log_index: 0, block_number: 9, block_hash: hash, depositor: '0x1', currency: '0x0', amount: '5', order_ref: ref };
-    expect(s.driver.recordConfirmed([d])).toBe(1);
-    expect(s.driver.recordConfirmed([d])).toBe(0);
+    // Asked before the driver runs (the API listens before the chains start): it waits for the first pass.
+    const first = s.driver.recordConfirmed([d]);
+    expect(s.deposits()).toEqual([]);
+    s.driver.start();
+    expect(await first).toBe(1);
+    expect(s.ledger.funding.scanMark(CHAIN, LEDGER_BIRTH)?.block_number).toBe(5);
+    const indexed = s.driver.indexed();
+    expect(await s.driver.recordConfirmed([d])).toBe(0);
     expect(s.deposits().map((x) => x.state)).toEqual(['confirmed']);
-    expect(s.confirmedEvents()).toBe(1);
-    expect(s.driver.indexed()).toBe(0);
+    expect(s.confirmedEvents()).toBeGreaterThanOrEqual(1);
+    expect(s.driver.indexed()).toBe(indexed);
+    expect(indexed).toBeLessThan(9);
+  });
+
+  it('refuses a deposit read outside its passes when it stops before its first pass', async () => {
+    const s = setup(new FakeChain(5), { finalityDepth: 0, maxRange: Infinity, final: true });
+    const hash = `0x${'ef'.repeat(32)}` as Hex;
+    const d = { tx_hash: hash, log_index: 0, block_number: 3, block_hash: hash, depositor: '0x1', currency: '0x0', amount: '5', order_ref: hash };
+    const asked = s.driver.recordConfirmed([d]);
+    await s.driver.stop();
+    await expect(asked).rejects.toThrow('stopped before its first pass');
+    expect(s.deposits()).toEqual([]);
   });
 
   it('stops for good on a reorg deeper than its finality window', async () => {

@@ -220,10 +220,21 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   /**
    * Records deposits read outside the driver's passes (a transaction the wallet reports right after
    * sending it), confirmed at once: only for sources whose reads are final at their commitment.
-   * One ledger transaction; the cursor does not move. Returns how many are new.
+   * One ledger transaction; the cursor does not move. Returns how many are new. Waits for the indexer's first
+   * pass to have noted where this ledger began on its chain (LEDGER_BIRTH): the API listens before the chains
+   * start, and a deposit from before the ledger, recorded without that mark, was refunded as any orphan (a
+   * ledger before this one may have filled it).
    */
-  recordConfirmed(deposits: ChainDeposit[]): number {
+  async recordConfirmed(deposits: ChainDeposit[]): Promise<number> {
     const chainId = this.#cfg.chainId;
+    while (!this.#born) {
+      if (this.#fatal) throw this.#fatal;
+      await new Promise<void>((resolve) => {
+        this.#passWaiters.push(resolve);
+        this.wake();
+      });
+      if (this.#stopped && !this.#born) throw new Error(`the indexer of chain ${chainId} stopped before its first pass`);
+    }
     const { fresh, confirmed } = this.#ledger.tx(() => {
       const fresh = this.#store(deposits, Date.now()).length;
       const top = deposits.reduce((m, d) => Math.max(m, d.block_number), -1);

@@ -235,7 +235,7 @@ export class SvmAdapter implements ChainAdapter {
     if (!tx) return undefined;
     const ds = this.#deposits.parse(signature, tx);
     if (!ds.length) return 0;
-    this.#indexer.recordConfirmed(ds);
+    await this.#indexer.recordConfirmed(ds);
     return ds.length;
   }
 
