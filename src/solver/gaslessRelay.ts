@@ -8,8 +8,9 @@
 //   onRelaySigned the transaction is signed and recorded: pending;
 //   onRelayPaid   it succeeded: the hold is released and the gas it used (and any value sent) is
 //                 charged, as an entry naming the transaction: success;
-//   onRelayFailed nothing was sent (hold released, nothing charged) or it reverted on chain (the gas
-//                 it burned is charged, naming the transaction): failure.
+//   onRelayFailed nothing was sent (hold released, nothing charged), it reverted on chain, or a cancel took
+//                 its nonce while its own fee cap held it (the gas that transaction burned is charged, up
+//                 to the hold, naming the transaction): failure.
 
 import { keccak256, toHex, zeroAddress, type Hex } from 'viem';
 import type { RelaySimulation } from '../chains/adapter.ts';
@@ -21,7 +22,7 @@ import { bpsCeil, formatUsd, usdMicroCeil } from '../lib/money.ts';
 import { nativeCapPassed, type NativeCaps } from '../quote/nativeCap.ts';
 import { spendableAfter, type HeldRead } from '../chains/spendable.ts';
 import { RelayNodeError } from '../lib/errors.ts';
-import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, type RequestMoney } from './appBalanceBooks.ts';
+import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, sponsorHeld, type RequestMoney } from './appBalanceBooks.ts';
 import type { FailReason } from '../ledger/reasons.ts';
 
 /** Why a relay is not admitted: the operator's switches, a replay, the sponsor's balance, or the solver's native balance. */
@@ -222,14 +223,19 @@ export function onRelayPaid(ledger: Ledger, payout: PayoutRow, txHash: string, f
 }
 
 /**
- * The relay failed (PayoutHooks.onFailed; inside its ledger transaction). Reverted on chain: the gas
- * it burned was the node's on the sponsor's word, so that is charged (naming the tx). Never sent:
- * the hold is released and nothing is charged.
+ * The relay failed (PayoutHooks.onFailed; inside its ledger transaction). Reverted on chain, or its nonce taken by
+ * the node's cancel while the relay's own fee cap held it (txHash: that transaction): the gas it burned was the
+ * node's on the sponsor's word, so that is charged (naming the tx), never more than the hold (a cancel is priced at
+ * the market, above the relay's cap: the rest is the solver's). Never sent: the hold is released and nothing is charged.
  */
 export function onRelayFailed(ledger: Ledger, payout: PayoutRow, reason: FailReason, txHash?: string): void {
   const r = ledger.requests.get(payout.request_id!)!;
   const tx = txHash ? ledger.payouts.txsOf(payout.id).find((t) => t.hash === txHash) : undefined;
-  if (tx?.fee) debitSponsor(ledger, r, chargeOf(r, BigInt(tx.fee)), txHash);
-  else releaseSponsorHold(ledger, r.id, reason);
+  if (tx?.fee) {
+    // Read before debitSponsor releases it.
+    const held = sponsorHeld(ledger, r.id);
+    const charge = chargeOf(r, BigInt(tx.fee));
+    debitSponsor(ledger, r, charge < held ? charge : held, txHash);
+  } else releaseSponsorHold(ledger, r.id, reason);
   ledger.requests.setStatus(r.id, 'failure', { failReason: reason });
 }

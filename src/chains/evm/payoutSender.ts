@@ -281,8 +281,11 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   readonly #nonces: NonceManager;
   readonly #chainLabel: { chain: string };
   readonly #feeCap: bigint | undefined;
-  // feeCapPolicy 'cancel': how long a capped transaction waits, and the most its cancel pays per gas (none: the market's replacement fees).
-  readonly #cancel: { afterBlocks: bigint; maxFeePerGas: bigint | undefined } | undefined;
+  // How long a capped transaction waits before a cancel takes its nonce, and the most a cancel pays per gas (none: the
+  // market's replacement fees). Acted on for any transaction under feeCapPolicy 'cancel' (#cancelPolicy), and for a
+  // relay held at its own cap whatever the policy.
+  readonly #cancel: { afterBlocks: bigint; maxFeePerGas: bigint | undefined };
+  readonly #cancelPolicy: boolean;
   readonly #faults: Faults;
   readonly #gate: BroadcastGate;
 
@@ -310,13 +313,11 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     this.#chainLabel = { chain: String(opts.chain.id) };
     this.#feeCap = opts.chain.maxFeePerGas === undefined ? undefined : BigInt(opts.chain.maxFeePerGas);
     const cancelCap = opts.chain.cancelMaxFeePerGas ?? (this.#feeCap === undefined ? undefined : bumped(this.#feeCap));
-    this.#cancel =
-      opts.chain.feeCapPolicy === 'cancel'
-        ? {
-            afterBlocks: BigInt(opts.chain.feeCapCancelAfterBlocks ?? DEFAULT_CANCEL_AFTER_BLOCKS),
-            maxFeePerGas: cancelCap === undefined ? undefined : BigInt(cancelCap),
-          }
-        : undefined;
+    this.#cancel = {
+      afterBlocks: BigInt(opts.chain.feeCapCancelAfterBlocks ?? DEFAULT_CANCEL_AFTER_BLOCKS),
+      maxFeePerGas: cancelCap === undefined ? undefined : BigInt(cancelCap),
+    };
+    this.#cancelPolicy = opts.chain.feeCapPolicy === 'cancel';
     this.#faults = opts.faults;
     this.#gate = opts.gate ?? OPEN_GATE;
     this.#log = this.log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
@@ -438,6 +439,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const own = payout?.max_fee_per_gas == null ? undefined : BigInt(payout.max_fee_per_gas);
     if (own === undefined) return this.#feeCap;
     return this.#feeCap !== undefined && this.#feeCap < own ? this.#feeCap : own;
+  }
+
+  // Whether the cap that holds this payout is a sponsored relay's own (below the chain's): a relay stuck there is the
+  // sponsor's doing, not the operator's, and is cancelled whatever feeCapPolicy says (#replace), then failed once its
+  // cancel lands (#settleLandedUnpaid). Derived from the payout and the config alone, so a restarted node decides alike.
+  #heldAtOwnCap(payout: Pick<PayoutRow, 'kind' | 'max_fee_per_gas'> | undefined): boolean {
+    if (payout?.kind !== 'relay' || payout.max_fee_per_gas == null) return false;
+    return this.#feeCap === undefined || BigInt(payout.max_fee_per_gas) < this.#feeCap;
   }
 
   // A payout of a deposit's own money (its refund, its excess) is simulated at the deposit's block or later
@@ -1146,19 +1155,23 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // A stuck cancel is bumped like any transaction, within the cancel's own cap.
     if (t.cancel) return this.#sendCancel(t, old, market, head, log);
     // A relay is bumped within its own cap too (a batch carries fills only: its first payout's cap is the chain's).
-    const cap = this.#capOf(this.#ledger.payouts.get(t.payout_id));
+    const payout = this.#ledger.payouts.get(t.payout_id);
+    const cap = this.#capOf(payout);
     const fees = replacementWithinCap(old, market, cap);
     const bumps = this.#ledger.payouts.txsOf(t.payout_id).filter((x) => x.nonce === t.nonce).length - 1;
     if (!fees || (this.#chain.maxReplacements !== undefined && bumps >= this.#chain.maxReplacements)) {
       // Held at the cap (or out of bumps), and with it every nonce after it. feeCapPolicy 'wait': it stays
       // as it is and lands when the base fee falls; 'cancel': after its bound, a cancel takes the nonce. Only
       // the first pending nonce is cancelled: one after it may be stuck only behind it, and goes once it goes.
+      // A relay held at its own cap is cancelled so whatever the policy: under 'wait' any app relaying just before a
+      // fee spike held every fill and refund of the chain behind it until the base fee fell below its cap.
       this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'replace' });
       const atCap = head - BigInt(t.sent_block ?? 0) - BigInt(this.#chain.replaceAfterBlocks);
-      if (this.#cancel && first && atCap >= this.#cancel.afterBlocks) return this.#sendCancel(t, old, market, head, log);
+      const cancels = this.#cancelPolicy || (!fees && this.#heldAtOwnCap(payout));
+      if (cancels && first && atCap >= this.#cancel.afterBlocks) return this.#sendCancel(t, old, market, head, log);
       const level = this.#firstTime(`capped:${t.hash}`) ? 'warn' : 'debug';
       log[level](
-        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: cap?.toString(), bumps, policy: this.#cancel ? 'cancel' : 'wait' },
+        { txHash: t.hash, maxFeePerGas: t.max_fee_per_gas, cap: cap?.toString(), bumps, policy: cancels ? 'cancel' : 'wait' },
         'stuck transaction not replaced: fee cap or replacement limit reached; the nonces after it wait',
       );
       return;
@@ -1225,7 +1238,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // (or bumps a stuck cancel), priced as a replacement within the cancel's cap. Recorded before broadcast;
   // whichever transaction of the nonce lands decides (#onCancelLanded, or the payout's own settles it).
   async #sendCancel(t: TransactionRow, old: Eip1559Fees, market: Eip1559Fees, head: bigint, log: Logger): Promise<void> {
-    const cap = this.#cancel?.maxFeePerGas;
+    const cap = this.#cancel.maxFeePerGas;
     const fees = replacementWithinCap(old, market, cap);
     if (!fees) {
       this.#metrics.feeCapWaits.inc({ ...this.#chainLabel, stage: 'cancel' });
@@ -1275,13 +1288,15 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // A cancel landed at its nonce: no transaction of its payouts at that nonce can land any more, and the
   // cancel paid nothing. Each payout goes back to the queue (sent again at a new nonce), unless the chain
   // says another transaction paid it (another node with the key; never the cancel); the cancel's fee is
-  // booked on its rows as spent.
+  // booked on its rows as spent. A relay held at its own cap fails instead (#settleLandedUnpaid).
   async #onCancelLanded(rows: TransactionRow[], receipt: TransactionReceipt, log: Logger): Promise<void> {
     const { fee, outcomes } = await this.#settleLandedUnpaid(rows, receipt, 'included');
     this.#metrics.feeCapCancels.inc({ ...this.#chainLabel, outcome: 'landed' });
     log.warn(
       { txHash: rows[0]!.hash, fee: fee.toString(), block: Number(receipt.blockNumber), outcomes },
-      'cancel landed at the fee-capped nonce; its payouts are queued again',
+      outcomes.some((o) => o.outcome === 'failed')
+        ? 'cancel landed at the nonce of a relay held at its own fee cap; the relay failed'
+        : 'cancel landed at the fee-capped nonce; its payouts are queued again',
     );
   }
 
@@ -1298,11 +1313,13 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // (as of the receipt's block), then the group settles in one ledger transaction: one paid by another
   // transaction is settled, the rest are queued again. A failed read leaves the whole
   // group open for the next pass; a crash cannot leave part of it settled. The fee is booked on its rows.
+  // A relay whose cancel landed while its own fee cap held it fails rather than going again: its hold was computed for
+  // one transaction at that cap, and the cancel's gas is charged against it (onRelayFailed, at most the hold).
   async #settleLandedUnpaid(
     rows: TransactionRow[],
     receipt: TransactionReceipt,
     state: 'included' | 'reverted',
-  ): Promise<{ fee: bigint; outcomes: { payoutId: string; outcome: 'paid' | 'none' | 'requeued' }[] }> {
+  ): Promise<{ fee: bigint; outcomes: { payoutId: string; outcome: 'paid' | 'none' | 'requeued' | 'failed' }[] }> {
     const hash = rows[0]!.hash;
     const fee = receiptFee(receipt);
     const paidBy = new Map<string, PaidBy>();
@@ -1312,15 +1329,27 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       const paid = await this.#findPaid(payout, await this.#requestOf(payout), receipt.blockNumber);
       if (paid && paid.txHash.toLowerCase() !== hash.toLowerCase()) paidBy.set(payout.id, paid);
     }
+    const failed: PayoutRow[] = [];
     const outcomes = this.#ledger.tx(() => {
       const landed = { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee, ...(state === 'reverted' ? { error: 'reverted' } : {}) };
       this.#ledger.payouts.setTxState(hash, state, landed);
       return rows.map((t) => {
         this.#closeSiblings(t.payout_id, t.nonce, hash, 'replaced');
-        return { payoutId: t.payout_id, outcome: this.#settleOrRequeue(t.payout_id, paidBy.get(t.payout_id) ?? null) };
+        const paid = paidBy.get(t.payout_id) ?? null;
+        if (t.cancel && !paid) {
+          const cur = this.#ledger.payouts.get(t.payout_id);
+          if (cur?.state === 'sent' && this.#heldAtOwnCap(cur) && !this.#hasOpen(cur.id)) {
+            this.#ledger.payouts.setState(cur.id, 'failed', { txHash: hash, failReason: 'TRANSACTION_NOT_INCLUDED' });
+            this.#hooks.onFailed(cur, 'TRANSACTION_NOT_INCLUDED', hash);
+            failed.push(cur);
+            return { payoutId: t.payout_id, outcome: 'failed' as const };
+          }
+        }
+        return { payoutId: t.payout_id, outcome: this.#settleOrRequeue(t.payout_id, paid) };
       });
     });
     for (const o of outcomes) if (o.outcome === 'requeued') this.#requeue(o.payoutId, hash);
+    for (const p of failed) this.#outcome(p, 'failed');
     return { fee, outcomes };
   }
 
