@@ -1083,4 +1083,11 @@ ALTER TABLE app_fee_entries ADD CONSTRAINT app_fee_entries_kind_check CHECK (kin
     sql: `ALTER TABLE payouts ADD COLUMN max_fee_per_gas TEXT;`,
     pg: `ALTER TABLE payouts ADD COLUMN max_fee_per_gas TEXT;`,
   },
+  {
+    version: 37,
+    name: "payouts by chain, kind and decision time: the hourly outflow budget sums the last hour's fills, claims and relays",
+    // Read inside every fill's and claim's decision: payouts_queue seeks the chain alone (state != 'failed' is no range).
+    sql: `CREATE INDEX payouts_outflow ON payouts(chain_id, kind, decided_at);`,
+    pg: `CREATE INDEX payouts_outflow ON payouts(chain_id, kind, decided_at);`,
+  },
 ];

@@ -46,7 +46,7 @@ export class Payouts {
   #outflowByCurrency;
   #feesOfSender;
   #openWithdrawal;
-  #fillsSince;
+  #outflowsSince;
   #unsettled;
   #unsent;
   constructor(private db: Db) {
@@ -112,8 +112,12 @@ export class Payouts {
       (SELECT COUNT(*) FROM payouts p WHERE p.state = 'queued'
         AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || p.chain_id)))
       + (SELECT COUNT(*) FROM transactions WHERE state = 'signed') AS n`);
-    this.#fillsSince = db.prepare(`SELECT currency, amount, native_topup FROM payouts
-      WHERE chain_id = ? AND kind = 'fill' AND state != 'failed' AND decided_at > ?`);
+    // What leaves the solver's own inventory: fills (and their native top-ups), app fee claims and sponsored relays'
+    // value. Refunds, excesses, sweeps and signed deposits move a depositor's own funds; withdrawals bring funds in.
+    // payouts_outflow (migration 37) seeks the three kinds' last hour: payouts_queue could only seek the chain
+    // (state != 'failed' is no range), and read every payout the chain ever had on every decision.
+    this.#outflowsSince = db.prepare(`SELECT currency, amount, native_topup, decided_at FROM payouts
+      WHERE chain_id = ? AND kind IN ('fill', 'claim', 'relay') AND state != 'failed' AND decided_at > ?`);
   }
 
   insert(p: NewPayout): void {
@@ -281,9 +285,13 @@ export class Payouts {
   hasOpenWithdrawal(chainId: number, currency: string): boolean {
     return this.#openWithdrawal.get(chainId, currency) !== undefined;
   }
-  /** A chain's fills decided after `since` (ms) and not failed: their currency, amount and native top-up. */
-  fillsSince(chainId: number, since: number): { currency: string; amount: string; native_topup: string | null }[] {
-    return this.#fillsSince.all(chainId, since) as { currency: string; amount: string; native_topup: string | null }[];
+  /**
+   * What a chain's payouts decided after `since` (ms) and not failed take out of the solver's inventory there (the
+   * hourly outflow budget's rows): fills, app fee claims and sponsored relays, each with its currency, amount, native
+   * top-up (a fill's) and when it was decided, in no particular order.
+   */
+  outflowsSince(chainId: number, since: number): { currency: string; amount: string; native_topup: string | null; decided_at: number }[] {
+    return this.#outflowsSince.all(chainId, since) as { currency: string; amount: string; native_topup: string | null; decided_at: number }[];
   }
   /** Payouts queued, sent or failed, oldest decided first, each with how many transactions were signed for it. */
   unsettled(): (PayoutRow & { txs: number })[] {

@@ -5,6 +5,7 @@ import type { PayoutRow } from '../ledger/types.ts';
 import { conversionRate, mulRatioCeil, mulRatioFloor } from '../lib/money.ts';
 import { sameAssetRate } from '../quote/pricing.ts';
 import { RelayNodeError } from '../lib/errors.ts';
+import type { RiskPolicy, UsdOf } from './risk.ts';
 
 export interface ClaimRequest {
   wallet: string;
@@ -16,12 +17,19 @@ export interface ClaimRequest {
 export class ClaimError extends RelayNodeError {
   override name = 'ClaimError';
   constructor(
-    // NOTHING_TO_CLAIM: no fees of the currency are owed; CLAIM_BELOW_GAS: what is owed does not pay the claim's own gas.
-    readonly errorCode: 'NOTHING_TO_CLAIM' | 'CLAIM_BELOW_GAS',
+    // NOTHING_TO_CLAIM: no fees of the currency are owed; CLAIM_BELOW_GAS: what is owed does not pay the claim's own gas;
+    // OUTFLOW_BUDGET: the payout would take its chain's outflow of the last hour past the operator's budget.
+    readonly errorCode: 'NOTHING_TO_CLAIM' | 'CLAIM_BELOW_GAS' | 'OUTFLOW_BUDGET',
     message: string,
   ) {
     super(message);
   }
+}
+
+/** The hourly outflow budget a claim is held to: the solver's risk limits and the prices it is valued at. */
+export interface ClaimOutflow {
+  risk: RiskPolicy;
+  usd: UsdOf;
 }
 
 /**
@@ -31,10 +39,12 @@ export class ClaimError extends RelayNodeError {
  * currency (a refund's, as a deposit's refund is charged). Fees of a fill whose deposit is not final
  * yet (pendingAppFees) are not claimed: they stay owed until it is. A balance below zero (a fee taken
  * back after it was claimed) is a debt: a debt in the same currency is repaid out of the claim, and one
- * in another currency refuses it until later fees repay it. Returns the payout, or throws ClaimError
- * when nothing is owed or it does not pay the gas.
+ * in another currency refuses it until later fees repay it. With `outflow`, the payout counts in its chain's hourly
+ * outflow budget (risk outflowUsdPerHour), as fills do: one that would take the last hour's outflow past it is
+ * refused in this transaction, nothing booked as claimed. Returns the payout, or throws ClaimError when nothing is
+ * owed, it does not pay the gas or it does not fit in the budget.
  */
-export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, gas: bigint, now = Date.now()): PayoutRow {
+export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimRequest, gas: bigint, now = Date.now(), outflow?: ClaimOutflow): PayoutRow {
   return ledger.tx(() => {
     const payoutId = `claim:${randomUUID()}`;
     let total = 0n;
@@ -82,6 +92,15 @@ export function claimAppFees(ledger: Ledger, registry: Registry, req: ClaimReque
       throw new ClaimError(
         'CLAIM_BELOW_GAS',
         `the ${total} ${req.target.symbol} (smallest unit) owed to ${req.wallet} does not pay the claim's gas on chain ${req.target.chainId} (${gas}); claim later or on another chain`,
+      );
+    }
+    // Counted where the payout would be booked: what earlier claims and fills committed is in the sum, and a
+    // refusal takes back what was booked as claimed above (the fees stay owed).
+    const refusal = outflow?.risk.outflowRefusal(req.target.chainId, req.target.address, total - gas, outflow.usd, now);
+    if (refusal) {
+      throw new ClaimError(
+        'OUTFLOW_BUDGET',
+        `the claim of ${req.wallet}'s ${req.target.symbol} app fees is not paid now: ${refusal}; nothing is claimed and the fees stay owed: claim later or on another chain`,
       );
     }
     ledger.payouts.insert({

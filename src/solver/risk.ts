@@ -5,7 +5,7 @@ import type { Ledger } from '../ledger/index.ts';
 import { switchName } from '../ledger/operations.ts';
 import type { DepositRow } from '../ledger/types.ts';
 import type { FailReasonOf, PostponeReason } from '../ledger/reasons.ts';
-import { usdMicro } from '../lib/money.ts';
+import { formatUsd, usdMicro } from '../lib/money.ts';
 import type { Decision } from './match.ts';
 
 /** Why a limit, a pause or dry-run mode holds a confirmed deposit back (recorded in the postponements table). */
@@ -131,14 +131,56 @@ export class RiskPolicy {
     return total;
   }
 
-  /** micro-USD of fills decided on a destination chain in the hour before `now` (not failed). */
+  /**
+   * micro-USD of what payouts decided on a chain in the hour before `now` (not failed) take out of the solver's
+   * inventory there: fills with their native top-ups, app fee claims and sponsored relays' value.
+   */
   outflowUsd(chainId: number, usd: UsdOf, now = Date.now()): bigint {
-    const native = this.registry.native(chainId).address;
-    let total = 0n;
-    for (const row of this.ledger.payouts.fillsSince(chainId, now - HOUR_MS)) {
-      total += usd(chainId, row.currency, BigInt(row.amount));
-      if (row.native_topup) total += usd(chainId, native, BigInt(row.native_topup));
+    return this.#outflows(chainId, usd, now).reduce((sum, o) => sum + o.usd, 0n);
+  }
+
+  /** The hourly outflow budget of a chain (USD, as configured), if it has one. */
+  outflowBudget(chainId: number): string | undefined {
+    return this.#chain(chainId)?.outflowUsdPerHour;
+  }
+
+  /**
+   * Why a payout of `amount` of `currency` decided on a chain at `now` (an app fee claim's) may not be made now: it
+   * would take the hour's outflow there past the chain's outflowUsdPerHour. The reason names the budget and when
+   * enough of the hour's outflow will have left it (never, for a payout worth more than the whole budget); undefined
+   * when the payout fits or the chain has no budget. Run inside the ledger transaction that books the payout, so two
+   * payouts never both fit where only one does.
+   */
+  outflowRefusal(chainId: number, currency: string, amount: bigint, usd: UsdOf, now = Date.now()): string | undefined {
+    const budget = this.outflowBudget(chainId);
+    if (budget === undefined) return undefined;
+    const limit = micro(budget);
+    const worth = usd(chainId, currency, amount);
+    const rows = this.#outflows(chainId, usd, now);
+    let used = rows.reduce((sum, o) => sum + o.usd, 0n);
+    if (used + worth <= limit) return undefined;
+    const over = `${formatUsd(worth)} USD on chain ${chainId}`;
+    if (worth > limit) return `${over} is more than the chain's whole hourly outflow budget (outflowUsdPerHour: ${budget} USD)`;
+    const spent = used;
+    // The earliest time the hour's window has let go of enough earlier payouts for this one to fit.
+    let retryAt = now;
+    for (const o of rows.sort((a, b) => a.at - b.at)) {
+      used -= o.usd;
+      retryAt = o.at + HOUR_MS;
+      if (used + worth <= limit) break;
     }
-    return total;
+    return (
+      `${over} would take the chain's outflow of the last hour (${formatUsd(spent)} USD) past its hourly outflow budget ` +
+      `(outflowUsdPerHour: ${budget} USD) until ${new Date(retryAt).toISOString()}`
+    );
+  }
+
+  // The payouts the hourly outflow budget counts, each with when it was decided and its micro-USD worth.
+  #outflows(chainId: number, usd: UsdOf, now: number): { at: number; usd: bigint }[] {
+    const native = this.registry.native(chainId).address;
+    return this.ledger.payouts.outflowsSince(chainId, now - HOUR_MS).map((row) => ({
+      at: Number(row.decided_at),
+      usd: usd(chainId, row.currency, BigInt(row.amount)) + (row.native_topup ? usd(chainId, native, BigInt(row.native_topup)) : 0n),
+    }));
   }
 }

@@ -276,7 +276,9 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
       // steps: none left (the published answer of this path is the steps object).
       return { message: 'Success', steps: [], claimId: payout.id, amount: payout.amount, chainId: payout.chain_id, currency, recipient };
     } catch (e) {
-      if (e instanceof ClaimError) throw new ApiError(400, e.errorCode, e.message);
+      // Over the outflow budget is a conflict with the hour's other payouts, as for a fast fill (409): the claim may be
+      // made later. The rest is the request's own (400).
+      if (e instanceof ClaimError) throw new ApiError(e.errorCode === 'OUTFLOW_BUDGET' ? 409 : 400, e.errorCode, e.message);
       throw e;
     }
   });
