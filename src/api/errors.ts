@@ -65,6 +65,7 @@ export const GASLESS_RELAY_STATUS: Record<GaslessRelayCode, number> = {
   AUTHORIZATION_USED: 409,
   INSUFFICIENT_APP_BALANCE: 402,
   SOLVER_BALANCE_TOO_LOW: 409,
+  OUTFLOW_BUDGET: 409,
 };
 
 /** The status of each refusal of a signed deposit (POST /permits, /execute). */

@@ -71,8 +71,11 @@ export class SolverDesk implements SolverPort {
     };
   }
 
-  admitRelay(admission: RelayAdmission) {
-    const { requestId } = admitRelay(this.ledger, admission);
+  async admitRelay(admission: RelayAdmission) {
+    // The relay's value pays out of the solver's inventory on its chain: it counts in the chain's hourly outflow budget.
+    const usd = await this.#usdOn(admission.chainId);
+    const native = this.registry.native(admission.chainId).address;
+    const { requestId } = admitRelay(this.ledger, admission, (value) => this.#risk.outflowRefusal(admission.chainId, native, value, usd));
     this.chains.payoutsQueued(admission.chainId);
     return { requestId };
   }

@@ -26,7 +26,14 @@ import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold, sponsorHeld
 import type { FailReason } from '../ledger/reasons.ts';
 
 /** Why a relay is not admitted: the operator's switches, a replay, the sponsor's balance, or the solver's native balance. */
-export type GaslessRelayCode = 'DRY_RUN' | 'PAUSED' | 'ALREADY_SUBMITTED' | 'AUTHORIZATION_USED' | 'INSUFFICIENT_APP_BALANCE' | 'SOLVER_BALANCE_TOO_LOW';
+export type GaslessRelayCode =
+  | 'DRY_RUN'
+  | 'PAUSED'
+  | 'ALREADY_SUBMITTED'
+  | 'AUTHORIZATION_USED'
+  | 'INSUFFICIENT_APP_BALANCE'
+  | 'SOLVER_BALANCE_TOO_LOW'
+  | 'OUTFLOW_BUDGET';
 
 /** A relay the solver does not admit; the API answers its code with a status (api/errors.ts). */
 export class GaslessRelayError extends RelayNodeError {
@@ -92,9 +99,9 @@ export const relayPayoutId = (requestId: string) => `relay:${requestId}`;
  * Records a relay for the submitter, in one ledger transaction that checks what the sponsor has
  * available and holds the most the relay can cost (simulated gas at the current fee cap, plus the
  * value sent). The payout records that gas and that fee cap: the submitter signs it within both. Returns the request id and the hold. Throws GaslessRelayError (402 when the balance
- * cannot cover it, 409 for a replay).
+ * cannot cover it, 409 for a replay or, with `outflowRefusal`, a value past the chain's hourly outflow budget).
  */
-export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex; holdMicro: bigint } {
+export function admitRelay(ledger: Ledger, a: RelayAdmission, outflowRefusal?: (value: bigint) => string | undefined): { requestId: Hex; holdMicro: bigint } {
   const id = relayRequestId(a.chainId, a.terms);
   const gasWei = a.simulation.gas * a.simulation.maxFeePerGas + a.simulation.l1Native;
   const maxCost = gasWei + a.terms.value;
@@ -119,6 +126,10 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission): { requestId: Hex;
           `authorizationList[${i}]: ${auth.address}'s authorization of nonce ${auth.nonce} was relayed already (request ${by})`,
         );
     }
+    // The value leaves the solver's inventory on the chain: it counts in the chain's hourly outflow budget (risk
+    // outflowUsdPerHour), read in this transaction as the fills and claims that count in it are.
+    const over = a.terms.value > 0n ? outflowRefusal?.(a.terms.value) : undefined;
+    if (over) throw new GaslessRelayError('OUTFLOW_BUDGET', `data.value: ${over}; try again later`);
     // The solver pays the value and the gas from the native balance its queued and sent payouts
     // (fills, refunds, other relays) are promised: a relay may not take it. Read again here, in the
     // transaction that records this relay's payout: two relays racing cannot both take it.

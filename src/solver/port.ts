@@ -20,7 +20,7 @@ export interface SolverPort {
    */
   claimAppFees(claim: ClaimRequest, within: () => void): Promise<PayoutRow>;
   /** Admits a gasless relay: its request, payout and the sponsor's hold. */
-  admitRelay(admission: RelayAdmission): { requestId: Hex };
+  admitRelay(admission: RelayAdmission): Promise<{ requestId: Hex }>;
   /** Records a depositor's signed deposit for the node to submit. */
   submitSignedDeposit(deposit: SignedDeposit): void;
 }

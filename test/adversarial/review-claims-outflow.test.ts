@@ -132,4 +132,30 @@ describe('on the devnet: app fee claims count in the destination chain’s hourl
     expect(await waiting(fill)).toMatchObject({ reason: 'OUTFLOW_BUDGET', chainId: B });
     expect(s.node.ledger.payouts.forRequest(fill)).toEqual([]);
   });
+
+  it('refuses a sponsored relay whose value would pass the budget left: 409 OUTFLOW_BUDGET, nothing held', { timeout: 120_000 }, async () => {
+    // The same app, its balance topped up: 45 USD of A's 100 USD hour are the relay above's.
+    const key = s.node.ledger.apiKeys.create('relaying app, again');
+    await linkWallet(s, key, 2);
+    await fundAppBalance(s, 1, s.devnet.accounts[2]!.address, 100_000_000n);
+    const relay = (value: string) =>
+      api(s.url, '/execute', {
+        apiKey: key.key,
+        body: {
+          executionKind: 'rawCalls',
+          data: { chainId: A, to: privateKeyToAccount(generatePrivateKey()).address, data: '0x', value },
+          executionOptions: { referrer: 'tests', subsidizeFees: true },
+        },
+      });
+    // 45 USD more fits (90 of 100)...
+    const fits = await relay('15000000000000000');
+    expect(fits.status, JSON.stringify(fits.body)).toBe(200);
+    const held = s.node.ledger.balances.summary(s.devnet.accounts[2]!.address).available;
+    // ... 45 USD after it does not. Before: admitted and paid (the budget never refused a relay).
+    const over = await relay('15000000000000000');
+    expect(over.status, JSON.stringify(over.body)).toBe(409);
+    expect(over.body.errorCode).toBe('OUTFLOW_BUDGET');
+    expect(over.body.message).toContain('outflowUsdPerHour: 100 USD');
+    expect(s.node.ledger.balances.summary(s.devnet.accounts[2]!.address).available).toBe(held);
+  });
 });

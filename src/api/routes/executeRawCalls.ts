@@ -129,7 +129,7 @@ async function relay(req: FastifyRequest, ctx: ApiContext) {
     throw new ApiError(503, 'RPC_UNAVAILABLE', `chain ${chainId} cannot be read now to check the solver's balance; try again`);
   }
   // A refusal is a GaslessRelayError: its code's status is the API's (errors.ts).
-  const { requestId } = solver.admitRelay({
+  const { requestId } = await solver.admitRelay({
     chainId,
     terms,
     simulation,
