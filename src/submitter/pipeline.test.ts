@@ -148,6 +148,23 @@ describe('PayoutPipeline', () => {
     expect(mem2.payouts.get('a')!.state).toBe('sent');
   });
 
+  it('reads past payouts waiting on their backoff: as many as its batch never hide one decided after them', async () => {
+    // Five payouts that wait (a relay held at its own fee cap, say) with a batch of three, then a fill.
+    const waiting = ['w1', 'w2', 'w3', 'w4', 'w5'];
+    const mem = memoryLedger([...waiting.map((id) => payout(id, 'relay')), payout('fill')]);
+    const { sender, calls } = scriptedSender(mem, (id) =>
+      id === 'fill' ? { kind: 'ready', prepared: 'fill!' } : { kind: 'retry', cause: new Error('over its cap'), why: 'fee-cap' },
+    );
+    const { p } = pipeline(mem, sender, { queuedBatch: 3, backoff: { baseMs: 600_000, maxMs: 600_000 }, random: () => 1 });
+    await p.start();
+    await until(() => calls.prepare.size >= 3, 'the three oldest tried');
+    p.wake();
+    // Before: each read took the three oldest, all waiting, and the fill was never read.
+    await until(() => calls.broadcast.includes('fill'), 'the fill sent');
+    expect(mem.payouts.get('fill')!.state).toBe('sent');
+    expect(waiting.every((id) => mem.payouts.get(id)!.state === 'queued')).toBe(true);
+  });
+
   it('counts every postpone reason in relay_payout_postponed_total and warns once per payout and reason', async () => {
     const mem = memoryLedger([payout('a'), payout('b'), payout('c'), payout('d')]);
     const why = { a: 'rpc', b: 'no-funds', c: 'unconfirmed', d: 'fee-cap' } as const;

@@ -209,15 +209,21 @@ export class PayoutPipeline<P, S> implements Payouts {
   #pump(): void {
     if (!this.#started || !this.#ready) return;
     const { ledger, queuedBatch } = this.#o;
+    const now = Date.now();
+    // Payouts in flight or waiting on their backoff are read and skipped: the read reaches as far past them, so that
+    // however many wait (500 relays held at their own fee cap, refunds waiting for funds) they never hide the payouts
+    // decided after them (a chain's every fill waited behind 500 relays).
+    let skipped = this.#inFlight.size;
+    for (const r of this.#retry.values()) if (r.at > now) skipped++;
+    const limit = queuedBatch + skipped;
     let rows: PayoutRow[];
     try {
-      rows = ledger.payouts.queued(this.chainId, queuedBatch);
+      rows = ledger.payouts.queued(this.chainId, limit);
     } catch (err) {
       this.#log.error({ err: errText(err) }, 'cannot read queued payouts');
       return;
     }
-    const now = Date.now();
-    const truncated = rows.length === queuedBatch;
+    const truncated = rows.length === limit;
     for (const row of rows) {
       if (this.#inFlight.has(row.id)) continue;
       const retry = this.#retry.get(row.id);

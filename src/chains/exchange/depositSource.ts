@@ -117,14 +117,15 @@ export class ExchangeDepositSource implements DepositSource {
     }
     // A millisecond holding a full page of the solver's updates cannot be listed past them, and anyone adds updates to
     // the solver's ledger (a dust transfer to it): a user's transfer past them is read from the user's own ledger. Every
-    // wallet that authorized a nonce the exchange could take in that millisecond, for a request still waiting, is read
-    // for it. The millisecond is read again until the orphan grace has passed (an authorization may still come).
+    // wallet that authorized a nonce the exchange could take in that millisecond, for a request whose transfer may still
+    // come (waiting, or fast-filled: exchangeNonces.awaiting), is read for it. The millisecond is read again until the
+    // orphan grace has passed (an authorization may still come).
     for (const t of truncated) {
       const wallets = new Set(
         this.nonces.awaiting(this.chain.id, t - NONCE_BEHIND_MS - NONCE_AHEAD_MS, t - NONCE_BEHIND_MS, t + NONCE_AHEAD_MS).map((m) => m.wallet),
       );
       // A wallet's ledger at a past millisecond is final: one read whole with no transfer to the solver in it is not
-      // read again on a later pass (one with a transfer is, until its request leaves 'waiting': the transfer is
+      // read again on a later pass (one with a transfer is, until its request has its deposit: the transfer is
       // booked by a pass the driver commits, which this source does not see).
       const nothing = this.#nothingAt.get(t) ?? new Set<string>();
       this.#nothingAt.set(t, nothing);
@@ -142,7 +143,7 @@ export class ExchangeDepositSource implements DepositSource {
       else
         this.log.error(
           { time: t, unreadWallets: unread },
-          'the exchange could not list every update of the solver at this time: transfers in it that no waiting request authorized, and those of these wallets, are not booked; manual action required',
+          'the exchange could not list every update of the solver at this time: transfers in it that no open request authorized, and those of these wallets, are not booked; manual action required',
         );
     }
     for (const t of this.#nothingAt.keys()) if (!truncated.includes(t)) this.#nothingAt.delete(t);
