@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { erc20Abi, toHex, type Address } from 'viem';
+import { erc20Abi, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
-import { splitSignature } from '../../src/chains/exchange/typedData.ts';
-import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
-import { authorize, sendDeposit } from '../helpers/exchangeSteps.ts';
+import { authorize, flooded as floodedBlock, sendDeposit } from '../helpers/exchangeSteps.ts';
 import { api, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 // A withdrawal from the exchange lands in a millisecond an attacker filled with 500 updates of the solver's ledger.
@@ -33,36 +31,7 @@ const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ addres
 
 // One block of the exchange: its clock stands still while an attacker's 500 transfers to the solver land, then `then`.
 async function flooded(then: () => Promise<void>): Promise<number> {
-  const st = state() as unknown as { now: () => number };
-  const clock = st.now;
-  const attacker = privateKeyToAccount(generatePrivateKey());
-  ex().standin.credit(attacker.address, { perpsUsd: '20' });
-  let nonce = Date.now();
-  const usdSend = async () => {
-    const action: SimpleSendAction = {
-      type: 'usdSend',
-      amount: '0.01',
-      signatureChainId: toHex(1),
-      exchangeChain: 'Mainnet',
-      destination: s.devnet.solver.toLowerCase(),
-      time: ++nonce,
-    };
-    const signature = splitSignature(await attacker.signTypedData(simpleSendTypedData(action) as never));
-    const res = await fetch(`${ex().url}/exchange`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ action, nonce: action.time, signature }),
-    });
-    expect(await res.json()).toMatchObject({ status: 'ok' });
-  };
-  const T = Date.now();
-  st.now = () => T;
-  try {
-    for (let i = 0; i < FLOOD; i++) await usdSend();
-    await then();
-  } finally {
-    st.now = clock;
-  }
+  const T = await floodedBlock(s, FLOOD, then);
   expect(
     state()
       .ledger(s.devnet.solver)

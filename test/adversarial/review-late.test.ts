@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { erc20Abi, toHex, type Address } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import { erc20Abi, type Address } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { ExchangeClient, ExchangeHttpError } from '../../src/chains/exchange/client.ts';
-import { splitSignature, type SignedSendAsset } from '../../src/chains/exchange/typedData.ts';
-import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
+import type { SignedSendAsset } from '../../src/chains/exchange/typedData.ts';
+import { dustSender } from '../helpers/exchangeSteps.ts';
 import { api, executeSteps, startStack, until, type Stack } from '../helpers/stack.ts';
 
 // Review of the last commits (ba41475: an exchange action that can never be applied is failed and refunded).
@@ -40,26 +40,7 @@ describe('an exchange fill applied in a millisecond an attacker filled with 500 
   it('is never failed and refunded once its nonce is old: the recipient was paid', async () => {
     const st = state() as unknown as { now: () => number };
     const clock = st.now;
-    const attacker = privateKeyToAccount(generatePrivateKey());
-    ex().standin.credit(attacker.address, { perpsUsd: '20' });
-    let nonce = Date.now();
-    const usdSend = async () => {
-      const action: SimpleSendAction = {
-        type: 'usdSend',
-        amount: '0.01',
-        signatureChainId: toHex(1),
-        exchangeChain: 'Mainnet',
-        destination: s.devnet.solver.toLowerCase(),
-        time: ++nonce,
-      };
-      const signature = splitSignature(await attacker.signTypedData(simpleSendTypedData(action) as never));
-      const res = await fetch(`${ex().url}/exchange`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ action, nonce: action.time, signature }),
-      });
-      expect(await res.json()).toMatchObject({ status: 'ok' });
-    };
+    const usdSend = dustSender(s);
 
     const user = account(1);
     const recipient = account(2).address;

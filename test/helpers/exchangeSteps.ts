@@ -1,7 +1,9 @@
 // The steps of a withdrawal from the exchange (origin 1337) as a wallet performs them: the `authorize` step's
 // NonceMapping and the `deposit` step's sendAsset, each signed on the wallet's active chain.
 import { parseSignature, toHex, zeroAddress } from 'viem';
-import type { PrivateKeyAccount } from 'viem/accounts';
+import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
+import { splitSignature } from '../../src/chains/exchange/typedData.ts';
+import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
 import { api, type Stack } from './stack.ts';
 
 const EIP712_DOMAIN = [
@@ -52,4 +54,52 @@ export async function sendDeposit(s: Stack, quote: any, signer: PrivateKeyAccoun
     body: JSON.stringify({ signature: { r, s: sPart, v: Number(v) }, nonce: action.nonce, action }),
   });
   return { status: res.status, body: (await res.json()) as any, action };
+}
+
+/**
+ * An attacker's dust: a fresh account, credited 20 perps USD, whose every call sends 0.01 perps USD to the solver
+ * (a usdSend: one more update in the solver's ledger, which anyone can add).
+ */
+export function dustSender(s: Stack): () => Promise<void> {
+  const ex = s.devnet.exchange!;
+  const attacker = privateKeyToAccount(generatePrivateKey());
+  ex.standin.credit(attacker.address, { perpsUsd: '20' });
+  let nonce = Date.now();
+  return async () => {
+    const action: SimpleSendAction = {
+      type: 'usdSend',
+      amount: '0.01',
+      signatureChainId: toHex(1),
+      exchangeChain: 'Mainnet',
+      destination: s.devnet.solver.toLowerCase(),
+      time: ++nonce,
+    };
+    const signature = splitSignature(await attacker.signTypedData(simpleSendTypedData(action) as never));
+    const res = await fetch(`${ex.url}/exchange`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ action, nonce: action.time, signature }),
+    });
+    const body = (await res.json()) as { status?: string };
+    if (body.status !== 'ok') throw new Error(`the dust transfer was refused: ${JSON.stringify(body)}`);
+  };
+}
+
+/**
+ * One block of the exchange: its clock stands still while `count` dust transfers to the solver land, then `then`
+ * (the user's transfer, say). Returns the block's time.
+ */
+export async function flooded(s: Stack, count: number, then: () => Promise<void>): Promise<number> {
+  const state = s.devnet.exchange!.standin.state as unknown as { now: () => number };
+  const clock = state.now;
+  const send = dustSender(s);
+  const T = Date.now();
+  state.now = () => T;
+  try {
+    for (let i = 0; i < count; i++) await send();
+    await then();
+  } finally {
+    state.now = clock;
+  }
+  return T;
 }
