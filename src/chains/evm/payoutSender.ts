@@ -24,6 +24,7 @@
 
 import {
   decodeErrorResult,
+  decodeEventLog,
   encodeFunctionData,
   erc20Abi,
   getAbiItem,
@@ -32,10 +33,10 @@ import {
   isHex,
   keccak256,
   maxUint256,
-  parseEventLogs,
   parseSignature,
   parseTransaction,
   size,
+  toEventSelector,
   toHex,
   TransactionNotFoundError,
   TransactionReceiptNotFoundError,
@@ -125,7 +126,12 @@ const DEFAULT_CANCEL_AFTER_BLOCKS = 10;
 
 const orderFilledEvent = getAbiItem({ abi: OrderFillerAbi, name: 'OrderFilled' });
 const callExecutedEvent = getAbiItem({ abi: RelayDepositoryAbi, name: 'RelayCallExecuted' });
-const fillerEvents = OrderFillerAbi.filter((x) => x.type === 'event' && (x.name === 'OrderFilled' || x.name === 'FillSkipped'));
+const fillSkippedEvent = getAbiItem({ abi: OrderFillerAbi, name: 'FillSkipped' });
+// The filler's events by their first topic: a batch's receipt carries one OrderFilled per order it paid, and only its
+// indexed order id (topics[1]) is read from it, so it is not decoded whole (viem's decoding checksummed its two
+// addresses, a keccak each, for every order of every batch).
+const ORDER_FILLED_TOPIC = toEventSelector(orderFilledEvent);
+const FILL_SKIPPED_TOPIC = toEventSelector(fillSkippedEvent);
 
 // One order of a fillBatch call.
 interface BatchFill {
@@ -898,10 +904,14 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
           // Its payouts read in one statement, in that transaction (settling one fill changes no other's row).
           this.#ledger.tx(() => {
             const byId = new Map(this.#ledger.payouts.getMany([...new Set(rows.map((t) => t.payout_id))]).map((p) => [p.id, p]));
-            for (const t of rows) this.#onIncluded(t, receipt, logOf(t), deep, byId.get(t.payout_id) ?? null);
+            // Each fill's logger is made only for a line it writes (two child loggers per fill of every batch otherwise).
+            // Each fill settles in the batch's transaction itself, not in a savepoint of its own: a fill that throws rolls
+            // the whole batch back anyway, and a savepoint journals every page the fill touches again (SQLite copies
+            // each such page before changing it, in case the savepoint alone is rolled back).
+            for (const t of rows) this.#onIncluded(t, receipt, () => logOf(t), deep, byId.get(t.payout_id) ?? null, true);
           });
         } else if (receipt.status === 'success') {
-          this.#onIncluded(rows[0]!, receipt, logOf(rows[0]!), deep);
+          this.#onIncluded(rows[0]!, receipt, () => logOf(rows[0]!), deep);
         } else if (!deep) {
           wait();
         } else if (rows.length > 1) {
@@ -963,21 +973,24 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // A successful transaction carrying this payout: paid, or (a batch's fill) skipped, which is acted on only once
   // `deep` (at the chain's confirmations). `read`: the payout as read in the caller's ledger transaction (null:
   // not found), if it has it.
-  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: Logger, deep: boolean, read?: PayoutRow | null): void {
+  // `inTx`: called inside the caller's ledger transaction (a batch's), which it joins.
+  #onIncluded(t: TransactionRow, receipt: TransactionReceipt, log: () => Logger, deep: boolean, read?: PayoutRow | null, inTx = false): void {
     const fee = receiptFee(receipt);
     const own: PaidBy = { txHash: t.hash, blockNumber: receipt.blockNumber, gasUsed: receipt.gasUsed, fee };
     // The payout read and settled in one ledger transaction (a batch's: the one of all its fills), so
     // the settling reads it once.
-    const out = this.#ledger.tx(() => {
+    const settle = () => {
       const payout = read === undefined ? this.#ledger.payouts.get(t.payout_id) : read;
       const fill = payout?.kind === 'fill' ? this.#fillOutcome(payout, receipt, fee) : undefined;
       if (fill && !fill.paid) return { skipped: fill.reason };
       const paid = fill?.paid ? { ...own, share: fill.fee } : own;
       return { paid, settled: this.#settlePaid(t.payout_id, paid, payout ?? null) };
-    });
-    if (out.skipped !== undefined) return deep ? this.#onSkipped(t, receipt, out.skipped, log) : undefined;
+    };
+    const out = inTx ? settle() : this.#ledger.tx(settle);
+    if (out.skipped !== undefined) return deep ? this.#onSkipped(t, receipt, out.skipped, log()) : undefined;
     const { paid } = out;
-    if (out.settled) log.info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
+    if (out.settled && this.#log.isLevelEnabled('info'))
+      log().info({ txHash: t.hash, block: Number(receipt.blockNumber), fee: (paid.share ?? paid.fee).toString() }, 'payout paid');
   }
 
   // The reverted receipt of a transaction carrying one payout (a batch's: #onBatchReverted).
@@ -1043,9 +1056,20 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const filler = this.#chain.filler.toLowerCase();
     const filled = new Map<string, number>();
     const skipped = new Map<string, Hex>();
-    for (const e of parseEventLogs({ abi: fillerEvents, logs: receipt.logs.filter((l) => l.address.toLowerCase() === filler) })) {
-      if (e.eventName === 'OrderFilled') filled.set(e.args.orderId.toLowerCase(), filled.size);
-      else if (e.eventName === 'FillSkipped') skipped.set(e.args.orderId.toLowerCase(), e.args.reason);
+    for (const l of receipt.logs) {
+      if (l.address.toLowerCase() !== filler) continue;
+      const [topic, orderId] = l.topics;
+      // OrderFilled has four topics (its id, the order, the solver, the recipient): anything else is not one (as a log
+      // viem's strict decoding refuses is skipped).
+      if (topic === ORDER_FILLED_TOPIC && l.topics.length === 4 && orderId) filled.set(orderId.toLowerCase(), filled.size);
+      else if (topic === FILL_SKIPPED_TOPIC) {
+        try {
+          const e = decodeEventLog({ abi: [fillSkippedEvent], data: l.data, topics: l.topics });
+          skipped.set(e.args.orderId.toLowerCase(), e.args.reason);
+        } catch {
+          // not the filler's FillSkipped after all: read as nothing, as before
+        }
+      }
     }
     const parsed = { filled, skipped };
     this.#parsedReceipts.set(receipt, parsed);
