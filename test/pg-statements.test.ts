@@ -102,6 +102,8 @@ function exercise(l: SqliteLedger): void {
   d.handledAbove(1, 0);
   d.handledIn(1, 0, 1);
   d.handledOfTxs(1, ['0xt']);
+  // What a solver pass left confirmed, in one statement for its batch.
+  d.countConfirmed(['x', 'y']);
   d.relocate('x', 1, '0xb');
   d.unhandleReorged('x');
   d.insertMany([

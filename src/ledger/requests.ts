@@ -55,6 +55,7 @@ export class Requests {
   #insertQuote;
   #quoteOf;
   #get;
+  #feeBasis;
   #setStatus;
   #children;
   #fastFill;
@@ -131,6 +132,8 @@ export class Requests {
     this.#insertQuote = db.prepare('INSERT INTO request_quotes (request_id, quote) VALUES (?, ?)');
     this.#quoteOf = db.prepare('SELECT quote FROM request_quotes WHERE request_id = ?');
     this.#get = db.prepare('SELECT * FROM requests WHERE id = ?');
+    this.#feeBasis = db.prepare(`SELECT id, pricing, amount_in, fast_fill_input, deposit_address, fail_reason, destination_chain_id,
+      destination_currency FROM requests WHERE id = ?`);
     this.#setStatus = db.prepare(`UPDATE requests SET status = @status, fail_reason = COALESCE(@fail_reason, fail_reason),
       refund_fail_reason = COALESCE(@refund_fail_reason, refund_fail_reason), details = COALESCE(@details, details),
       fill_time_ms = CASE WHEN @status = 'success' THEN @now - (SELECT MIN(seen_at) FROM deposits WHERE request_id = @id) ELSE fill_time_ms END,
@@ -172,6 +175,11 @@ export class Requests {
 
   get(id: string): RequestRow | undefined {
     return this.#get.get(id) as RequestRow | undefined;
+  }
+
+  /** The fields a paid fill's fees are booked from (the solver's onPaid), without the rest of the request's ~40 columns. */
+  feeBasis(id: string): FeeBasis | undefined {
+    return this.#feeBasis.get(id) as FeeBasis | undefined;
   }
 
   children(id: string): RequestRow[] {
@@ -289,3 +297,8 @@ export class Requests {
 }
 /** A deposit address the watcher reads: its request, refundTo, address, quoted currency and amount, and its money (its type). */
 export type WatchedAddress = Pick<RequestRow, 'id' | 'refund_to' | 'deposit_address' | 'origin_currency' | 'amount_in' | 'money'>;
+/** What a paid fill's fees are booked from: its pricing, what it was made of, where it paid, and whether a reorg took its deposit. */
+export type FeeBasis = Pick<
+  RequestRow,
+  'id' | 'pricing' | 'amount_in' | 'fast_fill_input' | 'deposit_address' | 'fail_reason' | 'destination_chain_id' | 'destination_currency'
+>;

@@ -47,7 +47,7 @@ export function reverseSponsor(ledger: Ledger, requestId: string): void {
 }
 
 /** App fees stay with the solver when it fills; they are owed to their recipients from then on. */
-export function accrueAppFees(ledger: Ledger, r: RequestRow, fees: FeeBreakdown): void {
+export function accrueAppFees(ledger: Ledger, r: Pick<RequestRow, 'id' | 'destination_chain_id' | 'destination_currency'>, fees: FeeBreakdown): void {
   fees.app.forEach((f, i) => {
     if (f.amount <= 0n) return;
     ledger.appFees.post({

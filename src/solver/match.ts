@@ -76,7 +76,7 @@ export interface MatchContext {
  * What a deposit brought beyond its order's quoted amount, where that goes back on its own (an
  * `excess` payout): a deposit address fills the quoted amount at most. 0 for any other order.
  */
-export function overpaid(deposit: DepositRow, order: RequestRow): bigint {
+export function overpaid(deposit: Pick<DepositRow, 'amount'>, order: Pick<RequestRow, 'deposit_address' | 'amount_in'>): bigint {
   return order.deposit_address && BigInt(deposit.amount) > BigInt(order.amount_in) ? BigInt(deposit.amount) - BigInt(order.amount_in) : 0n;
 }
 

@@ -269,7 +269,8 @@ export class Solver implements PayoutHooks, ChainEvents {
         }
       });
       for (const c of woken) this.chains.payoutsQueued(c);
-      skip += batch.filter((d) => this.ledger.deposits.get(d.id)?.state === 'confirmed').length;
+      // One statement for the batch, not a read of each deposit's row.
+      skip += this.ledger.deposits.countConfirmed(batch.map((d) => d.id));
     }
   }
 
@@ -1021,8 +1022,8 @@ export class Solver implements PayoutHooks, ChainEvents {
     if (payout.kind === 'relay') return onRelaySigned(this.ledger, payout);
     if (payout.kind !== 'fill') return;
     this.ledger.requests.setStatus(payout.request_id!, 'submitted');
-    const dep = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
-    if (dep?.confirmed_at) this.metrics.depositToFill.observe({ chain: payout.chain_id }, (Date.now() - dep.confirmed_at) / 1000);
+    const confirmedAt = payout.deposit_id ? this.ledger.deposits.confirmedAt(payout.deposit_id) : null;
+    if (confirmedAt) this.metrics.depositToFill.observe({ chain: payout.chain_id }, (Date.now() - confirmedAt) / 1000);
   }
 
   onPaid(payout: PayoutRow, txHash: string, fee: bigint): void {
@@ -1041,8 +1042,10 @@ export class Solver implements PayoutHooks, ChainEvents {
     // A fast fill's deposit may be waiting for this outcome.
     if (payout.kind === 'fill' && !payout.deposit_id) queueMicrotask(() => this.wake());
     if (payout.kind === 'fill') {
-      const r = this.ledger.requests.get(payout.request_id!)!;
-      const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
+      // The request's and the deposit's fields the fees need, not their whole rows (a fill of every batch reads them).
+      const r = this.ledger.requests.feeBasis(payout.request_id!)!;
+      const amount = payout.deposit_id ? this.ledger.deposits.amountOf(payout.deposit_id) : undefined;
+      const d = amount === undefined ? undefined : { amount };
       // The fees are those of what the fill was made of: the deposit less a deposit address's overpayment
       // (it went back on its own); a fast fill's, paid before its deposit, the input it was priced at (a
       // caller naming a small input must not earn fees on the quote's); a swap's, at the rate it paid at.
