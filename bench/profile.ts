@@ -6,6 +6,17 @@ import { Session } from 'node:inspector/promises';
 
 /** Starts profiling this process when BENCH_PROFILE is set; the returned stop writes `bench/results/<name>-<time>.cpuprofile` and returns its path. */
 export async function profileWindow(name: string): Promise<() => Promise<string | undefined>> {
+  // BENCH_PERF_CTL=FIFO: `perf record --delay=-1 --control fifo:FIFO` samples the window only (CPU time of every
+  // thread, native frames included: SQLite, the kernel's fsync), where the inspector's profile samples the main
+  // thread's wall time.
+  const ctl = process.env.BENCH_PERF_CTL;
+  if (ctl) {
+    writeFileSync(ctl, 'enable\n');
+    return async () => {
+      writeFileSync(ctl, 'disable\n');
+      return undefined;
+    };
+  }
   if (!process.env.BENCH_PROFILE) return async () => undefined;
   const session = new Session();
   session.connect();
