@@ -355,6 +355,11 @@ describe('API input', () => {
       expect(m.body).toContain(name);
     }
     expect(m.body).toMatch(/relay_fills_total\{chain="10",outcome="success"\} [1-9]/);
+    // Each fill paid is counted once (the solver counts it; the EVM submitter counted it again, and a relay's, claim's
+    // or sweep's outcome as a refund's).
+    const paid = s.node.ledger.payouts.ofChain(B).filter((p) => p.kind === 'fill' && p.state === 'success').length;
+    const counted = Number(/relay_fills_total\{chain="10",outcome="success"\} (\d+)/.exec(m.body)![1]);
+    expect(counted).toBe(paid);
   });
 });
 

@@ -391,7 +391,6 @@ export class PayoutPipeline<P, S> implements Payouts {
     });
     this.#retry.delete(payout.id);
     if (!done) return;
-    this.#sender.failed?.(payout);
     log.warn({ reason, detail }, `${this.#sender.label} payout failed before sending`);
   }
 

@@ -140,6 +140,4 @@ export interface PayoutSender<P, S> {
   readonly batch?: BatchSending<S>;
   /** How a thrown error of a step is counted (default `rpc`). */
   classify?(err: unknown): PostponeReason;
-  /** A payout failed before sending (after its ledger transaction): for the sender's own metrics. */
-  failed?(payout: PayoutRow): void;
 }

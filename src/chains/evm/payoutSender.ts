@@ -358,11 +358,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     return NO_FUNDS.test(fullText(err)) ? 'no-funds' : 'rpc';
   }
 
-  /** A payout failed before sending: counted with the chain's outcomes. */
-  failed(payout: PayoutRow): void {
-    this.#outcome(payout, 'failed');
-  }
-
   // ------------------------------------------------------------------------------------------ prepare + submit
 
   // A payout's lines carry its id and its request's (requestId), whatever the caller's logger.
@@ -1018,7 +1013,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       return 'failed';
     });
     if (outcome === 'failed') {
-      this.#outcome(payout, 'failed');
       log.warn({ txHash: t.hash, fee: fee.toString() }, 'payout failed: transaction reverted');
     } else if (outcome === 'paid') {
       log.info({ txHash: t.hash, paidBy: paid!.txHash }, 'our transaction reverted but the payout was already made; reported paid');
@@ -1353,7 +1347,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       const paid = await this.#findPaid(payout, await this.#requestOf(payout), receipt.blockNumber);
       if (paid && paid.txHash.toLowerCase() !== hash.toLowerCase()) paidBy.set(payout.id, paid);
     }
-    const failed: PayoutRow[] = [];
     const outcomes = this.#ledger.tx(() => {
       const landed = { blockNumber: Number(receipt.blockNumber), gasUsed: receipt.gasUsed, fee, ...(state === 'reverted' ? { error: 'reverted' } : {}) };
       this.#ledger.payouts.setTxState(hash, state, landed);
@@ -1365,7 +1358,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
           if (cur?.state === 'sent' && this.#heldAtOwnCap(cur) && !this.#hasOpen(cur.id)) {
             this.#ledger.payouts.setState(cur.id, 'failed', { txHash: hash, failReason: 'TRANSACTION_NOT_INCLUDED' });
             this.#hooks.onFailed(cur, 'TRANSACTION_NOT_INCLUDED', hash);
-            failed.push(cur);
             return { payoutId: t.payout_id, outcome: 'failed' as const };
           }
         }
@@ -1373,7 +1365,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       });
     });
     for (const o of outcomes) if (o.outcome === 'requeued') this.#requeue(o.payoutId, hash);
-    for (const p of failed) this.#outcome(p, 'failed');
     return { fee, outcomes };
   }
 
@@ -1405,7 +1396,6 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     }
     this.#ledger.payouts.setState(payoutId, 'success', { txHash: paid.txHash });
     this.#hooks.onPaid(cur, paid.txHash, paid.share ?? paid.fee);
-    this.#outcome(cur, 'success');
     return true;
   }
 
@@ -1554,10 +1544,5 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (this.#noted.size > 10_000) this.#noted.clear();
     this.#noted.add(key);
     return true;
-  }
-
-  #outcome(payout: PayoutRow, outcome: 'success' | 'failed'): void {
-    const counter = payout.kind === 'fill' ? this.#metrics.fills : this.#metrics.refunds;
-    counter.inc({ ...this.#chainLabel, outcome });
   }
 }
