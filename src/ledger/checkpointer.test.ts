@@ -45,7 +45,10 @@ describe('the ledger checkpoint thread', () => {
     // About 19,000 pages of log, written back to back: the thread's checkpoints copy what was committed when they
     // began, never all of it, so only the backstop (10,000 pages, on the node's connection) restarts the log.
     for (let t = 0; t < 60; t++) write(l, t * 200);
-    expect(statSync(`${path}-wal`).size).toBeLessThan(12_000 * (pageSize + 24));
+    // The log file keeps its high-water mark. A backstop checkpoint that meets one of the thread's under way cannot
+    // restart the log, and the next commit's tries again: up to 12,750 pages were seen under load (the bound was 12,000,
+    // and failed one run in three on a busy machine). Unbounded, the log would hold all 19,000.
+    expect(statSync(`${path}-wal`).size).toBeLessThan(15_000 * (pageSize + 24));
   });
 
   it('without the thread, SQLite checkpoints on the node connection (and a ledger under its threshold stays in the log)', () => {
