@@ -53,14 +53,19 @@ export function depositId(chainId: number, hash: Hex | string): string {
 const readable = (u: LedgerUpdate | undefined): u is LedgerUpdate =>
   typeof u?.time === 'number' && Number.isSafeInteger(u.time) && u.time >= 0 && typeof u.hash === 'string' && /^0x[0-9a-fA-F]{64}$/.test(u.hash);
 
+// Wallets read for a flooded millisecond in one pass (below). A ledger read weighs 20 of the 1,200 a minute Hyperliquid
+// allows an address; the solver's own listing takes one a pass.
+const WALLET_READS_PER_PASS = 5;
+
 // A moment of the node's clock as a block: the exchange's ledger is final, nothing is replaced.
 const timeBlock = (ms: number): SourceBlock => ({ number: ms, hash: `time:${ms}`, parentHash: `time:${ms - 1}` });
 
 /** The exchange's transfers to the solver, read from its ledger updates. */
 export class ExchangeDepositSource implements DepositSource {
   readonly rangeMethod = 'ledgerUpdates';
-  // By millisecond the solver's ledger could not be listed past: the wallets read whole there with nothing for the solver.
-  readonly #nothingAt = new Map<number, Set<string>>();
+  // By millisecond the solver's ledger could not be listed past: the wallets read whole there with nothing for the
+  // solver, and those whose own ledger the exchange cannot list whole there either.
+  readonly #flooded = new Map<number, { nothing: Set<string>; unreadable: Set<string> }>();
 
   constructor(
     private chain: ExchangeChainConfig,
@@ -118,35 +123,51 @@ export class ExchangeDepositSource implements DepositSource {
     // A millisecond holding a full page of the solver's updates cannot be listed past them, and anyone adds updates to
     // the solver's ledger (a dust transfer to it): a user's transfer past them is read from the user's own ledger. Every
     // wallet that authorized a nonce the exchange could take in that millisecond, for a request whose transfer may still
-    // come (waiting, or fast-filled: exchangeNonces.awaiting), is read for it. The millisecond is read again until the
-    // orphan grace has passed (an authorization may still come).
+    // come (waiting, or fast-filled: exchangeNonces.awaiting), is read for it, the nearest nonces first and at most
+    // WALLET_READS_PER_PASS a pass: each read counts against the exchange's rate limit, and anyone may authorize as
+    // many requests as they like (all read in one pass, they failed it whole, and with it what came after the flood).
+    // The cursor stays at the millisecond until every such wallet is read, and for the orphan grace (an authorization
+    // may still come).
     for (const t of truncated) {
-      const wallets = new Set(
-        this.nonces.awaiting(this.chain.id, t - NONCE_BEHIND_MS - NONCE_AHEAD_MS, t - NONCE_BEHIND_MS, t + NONCE_AHEAD_MS).map((m) => m.wallet),
-      );
+      const wallets = [
+        ...new Set(
+          this.nonces
+            .awaiting(this.chain.id, t - NONCE_BEHIND_MS - NONCE_AHEAD_MS, t - NONCE_BEHIND_MS, t + NONCE_AHEAD_MS)
+            // An authorization made after the grace counts for no transfer of then (one read whole is an orphan by
+            // then): the wallets to read are fixed once it has passed, and new authorizations cannot hold the cursor.
+            .filter((m) => m.created_at <= t + this.chain.orphanGraceMs)
+            .sort((a, b) => Math.abs(a.nonce - t) - Math.abs(b.nonce - t))
+            .map((m) => m.wallet),
+        ),
+      ];
       // A wallet's ledger at a past millisecond is final: one read whole with no transfer to the solver in it is not
-      // read again on a later pass (one with a transfer is, until its request has its deposit: the transfer is
-      // booked by a pass the driver commits, which this source does not see).
-      const nothing = this.#nothingAt.get(t) ?? new Set<string>();
-      this.#nothingAt.set(t, nothing);
-      const unread: string[] = [];
+      // read again (one with a transfer is, until its request has its deposit: the transfer is booked by a pass the
+      // driver commits, which this source does not see), nor one the exchange cannot list whole either.
+      const done = this.#flooded.get(t) ?? { nothing: new Set<string>(), unreadable: new Set<string>() };
+      this.#flooded.set(t, done);
+      let reads = 0;
+      let more = false;
       for (const wallet of wallets) {
-        if (nothing.has(wallet)) continue;
+        if (done.nothing.has(wallet) || done.unreadable.has(wallet)) continue;
+        if (reads++ === WALLET_READS_PER_PASS) {
+          more = true;
+          break;
+        }
         const partial: number[] = [];
         const own = (await this.client.ledgerUpdates(wallet as Address, t, t, partial)).filter((u) => readable(u) && u.time === t);
         entries += own.length;
         for (const u of own) await take(u);
-        if (partial.length) unread.push(wallet);
-        else if (!own.some((u) => transferToSolver(u.delta, this.solver))) nothing.add(wallet);
+        if (partial.length) done.unreadable.add(wallet);
+        else if (!own.some((u) => transferToSolver(u.delta, this.solver))) done.nothing.add(wallet);
       }
-      if (now - t < this.chain.orphanGraceMs) wait(t);
+      if (more || now - t < this.chain.orphanGraceMs) wait(t);
       else
         this.log.error(
-          { time: t, unreadWallets: unread },
+          { time: t, unreadWallets: [...done.unreadable] },
           'the exchange could not list every update of the solver at this time: transfers in it that no open request authorized, and those of these wallets, are not booked; manual action required',
         );
     }
-    for (const t of this.#nothingAt.keys()) if (!truncated.includes(t)) this.#nothingAt.delete(t);
+    for (const t of this.#flooded.keys()) if (!truncated.includes(t)) this.#flooded.delete(t);
     return { deposits: [...deposits.values()], entries, blockHashes: new Map(), upTo: waiting !== undefined ? Math.min(waiting, next) : next };
   }
 
