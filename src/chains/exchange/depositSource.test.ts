@@ -113,4 +113,59 @@ describe('ExchangeDepositSource, a millisecond of the solver ledger flooded', ()
       Date.now = realNow;
     }
   });
+
+  it('lets the flooded millisecond go once the transfers its wallets hold there are booked, however many such wallets still wait for another transfer', async () => {
+    // Six wallets each send the solver a transfer at T, behind 500 dust transfers, for one authorized request, and hold
+    // another authorized request still waiting: read again for ever, they held the cursor at T for good.
+    const solverLedger = Array.from({ length: PAGE }, (_, i) => ({
+      time: T,
+      hash: hash(`dust ${i}`),
+      delta: { type: 'internalTransfer', user: wallet(999), destination: SOLVER, usdc: '0.01', fee: '0' },
+    })) as unknown as LedgerUpdate[];
+    const mappings: NonceMappingRow[] = [];
+    const ledgers = new Map<string, LedgerUpdate[]>([[SOLVER, solverLedger]]);
+    for (let i = 0; i < 6; i++) {
+      const paid = send(T, wallet(i), T - 10 - i, `paid ${i}`);
+      solverLedger.push(paid);
+      ledgers.set(wallet(i), [paid]);
+      mappings.push({ wallet: wallet(i), nonce: T - 10 - i, request_id: hash(`paid ${i}`), signature: '0x', created_at: T - 60_000 });
+      mappings.push({ wallet: wallet(i), nonce: T + 100 + i, request_id: hash(`open ${i}`), signature: '0x', created_at: T - 60_000 });
+    }
+    // Something after the flood, for the cursor to move to.
+    solverLedger.push({ time: T + 5, hash: hash('after'), delta: { type: 'accountClassTransfer', usdc: '1', toPerp: true } } as unknown as LedgerUpdate);
+    const booked = new Set<string>();
+    const nonces = {
+      get: (w: string, n: number) => mappings.find((m) => m.wallet === w && m.nonce === n),
+      // The paid requests leave 'waiting' once their deposit is booked; the open ones stay.
+      awaiting: () => mappings.filter((m) => !booked.has(m.request_id)),
+    } as unknown as Ledger['exchangeNonces'];
+    const known = new Set<string>();
+    const assets = { ofTransfer: async () => ({ currency: '0x', decimals: 6 }) } as unknown as ExchangeAssets;
+    const chain = { id: 1337, orphanGraceMs: 60_000 } as ExchangeChainConfig;
+    const realNow = Date.now;
+    Date.now = () => T + 10 * 60_000;
+    try {
+      const ex = exchange(ledgers, 12);
+      const source = new ExchangeDepositSource(chain, ex.client, assets, nonces, SOLVER, (id) => known.has(id), createLogger('silent'));
+      let upTo: number | undefined = T;
+      const refs = new Set<string>();
+      for (let i = 0; i < 8 && upTo === T; i++) {
+        ex.newPass();
+        const read = await source.deposits(T + 1, T + 10);
+        // The driver commits what the pass found: the ledger holds it, its request leaves 'waiting'.
+        for (const d of read.deposits) {
+          known.add(`1337:${d.tx_hash}:0`);
+          booked.add(d.order_ref);
+          // The dust, orphans naming no request, aside.
+          if (!/^0x0+$/.test(d.order_ref)) refs.add(d.order_ref);
+        }
+        upTo = read.upTo;
+      }
+      expect([...refs].sort()).toEqual(Array.from({ length: 6 }, (_, i) => hash(`paid ${i}`)).sort());
+      // Before: still T after every pass.
+      expect(upTo).toBe(T + 5);
+    } finally {
+      Date.now = realNow;
+    }
+  });
 });

@@ -63,8 +63,8 @@ const timeBlock = (ms: number): SourceBlock => ({ number: ms, hash: `time:${ms}`
 /** The exchange's transfers to the solver, read from its ledger updates. */
 export class ExchangeDepositSource implements DepositSource {
   readonly rangeMethod = 'ledgerUpdates';
-  // By millisecond the solver's ledger could not be listed past: the wallets read whole there with nothing for the
-  // solver, and those whose own ledger the exchange cannot list whole there either.
+  // By millisecond the solver's ledger could not be listed past: the wallets read whole there with nothing (left) for
+  // the solver, and those whose own ledger the exchange cannot list whole there either.
   readonly #flooded = new Map<number, { nothing: Set<string>; unreadable: Set<string> }>();
 
   constructor(
@@ -140,9 +140,9 @@ export class ExchangeDepositSource implements DepositSource {
             .map((m) => m.wallet),
         ),
       ];
-      // A wallet's ledger at a past millisecond is final: one read whole with no transfer to the solver in it is not
-      // read again (one with a transfer is, until its request has its deposit: the transfer is booked by a pass the
-      // driver commits, which this source does not see), nor one the exchange cannot list whole either.
+      // A wallet's ledger at a past millisecond is final: one read whole with nothing in it for the solver but what the
+      // ledger holds already is not read again (a transfer found is read again until the ledger holds it: it is booked
+      // by a pass the driver commits, which this source does not see), nor one the exchange cannot list whole either.
       const done = this.#flooded.get(t) ?? { nothing: new Set<string>(), unreadable: new Set<string>() };
       this.#flooded.set(t, done);
       let reads = 0;
@@ -158,7 +158,7 @@ export class ExchangeDepositSource implements DepositSource {
         entries += own.length;
         for (const u of own) await take(u);
         if (partial.length) done.unreadable.add(wallet);
-        else if (!own.some((u) => transferToSolver(u.delta, this.solver))) done.nothing.add(wallet);
+        else if (own.every((u) => !transferToSolver(u.delta, this.solver) || this.known(depositId(this.chain.id, u.hash)))) done.nothing.add(wallet);
       }
       if (more || now - t < this.chain.orphanGraceMs) wait(t);
       else
