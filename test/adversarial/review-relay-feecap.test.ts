@@ -16,7 +16,7 @@
 //   2. the relay is sent at the cap, the base fee then rises past it and the relay is stuck: its replacement;
 //   3. a relay waiting on its cap whose call reverts meanwhile fails at once, its hold released, nothing charged.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, toHex, type Address, type Hex, type SignedAuthorizationList } from 'viem';
+import { encodeFunctionData, type Address, type Hex, type SignedAuthorizationList } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { FilledOnceArmedAbi, FilledOnceArmedBytecode } from '../../contracts-abi/index.ts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
@@ -24,6 +24,7 @@ import { sponsorHeld } from '../../src/solver/appBalanceBooks.ts';
 import { usdMicroCeil } from '../../src/lib/money.ts';
 import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
 import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { mineAtBaseFee } from '../helpers/baseFee.ts';
 
 const A = 8453;
 const GWEI = 1_000_000_000n;
@@ -40,14 +41,7 @@ afterAll(async () => {
 // The node's head on chain A (its indexer's): heads feed the payout sender's fees and its confirm pass.
 const nodeHead = () => BigInt(s.node.adapters.get(A)!.progress().head);
 
-// Mines one block on A whose base fee is `baseFee`, and waits until the node has seen it.
-async function mineAt(baseFee: bigint): Promise<bigint> {
-  await rpc(rpcUrl(), 'anvil_setNextBlockBaseFeePerGas', [toHex(baseFee)]);
-  await rpc(rpcUrl(), 'anvil_mine', ['0x1']);
-  const n = await s.publicClient(A).getBlockNumber({ cacheTime: 0 });
-  await until(() => (nodeHead() >= n ? true : undefined), `the node at block ${n}`);
-  return n;
-}
+const mineAt = (baseFee: bigint) => mineAtBaseFee(s, A, baseFee);
 
 async function feeCapWaits(stage: 'send' | 'replace'): Promise<number> {
   const { values } = await s.node.metrics.feeCapWaits.get();

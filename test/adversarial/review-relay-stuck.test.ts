@@ -13,13 +13,14 @@
 //
 // Real devnet (anvil, chain 8453 the relay's and the fill's), blocks mined by hand at chosen base fees.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { toHex, type Address, type Hex } from 'viem';
+import type { Address, Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
 import { sponsorHeld } from '../../src/solver/appBalanceBooks.ts';
 import { usdMicroCeil } from '../../src/lib/money.ts';
 import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
 import { api, holdSubmitter, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { mineAtBaseFee } from '../helpers/baseFee.ts';
 
 const A = 8453;
 const B = 10;
@@ -37,17 +38,7 @@ afterAll(async () => {
   await s?.stop();
 });
 
-// The node's head on chain A (its indexer's): heads feed the payout sender's fees and its confirm pass.
-const nodeHead = () => BigInt(s.node.adapters.get(A)!.progress().head);
-
-// Mines one block on A whose base fee is `baseFee`, and waits until the node has seen it.
-async function mineAt(baseFee: bigint): Promise<bigint> {
-  await rpc(rpcUrl(), 'anvil_setNextBlockBaseFeePerGas', [toHex(baseFee)]);
-  await rpc(rpcUrl(), 'anvil_mine', ['0x1']);
-  const n = await s.publicClient(A).getBlockNumber({ cacheTime: 0 });
-  await until(() => (nodeHead() >= n ? true : undefined), `the node at block ${n}`);
-  return n;
-}
+const mineAt = (baseFee: bigint) => mineAtBaseFee(s, A, baseFee);
 
 // Mines blocks at `baseFee`, one after the node has seen the last, until `done` or `blocks` were mined; whether `done`.
 async function mineUntil(baseFee: bigint, done: () => boolean, blocks: number): Promise<boolean> {

@@ -15,13 +15,13 @@
 //
 // Real devnet (anvil, the exchange stand-in), the node over HTTP.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { erc20Abi, toHex, type Address } from 'viem';
+import { erc20Abi, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { depositId } from '../../src/chains/exchange/depositSource.ts';
 import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
 import { authorize, dustSender, flooded as floodedBlock, sendDeposit } from '../helpers/exchangeSteps.ts';
-import { rpc } from '../../src/devnet/rawTransactions.ts';
 import { api, executeSteps, holdSubmitter, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { mineAtBaseFee } from '../helpers/baseFee.ts';
 
 let s: Stack;
 const BASE = 8453;
@@ -114,15 +114,7 @@ describe('c6e4e23: relays waiting on their own fee cap', () => {
   const B = 10;
   const GWEI = 1_000_000_000n;
   const RELAYS = 500;
-  const rpcUrl = () => s.devnet.chains.find((c) => c.id === A)!.rpcUrl;
-  const nodeHead = () => BigInt(s.node.adapters.get(A)!.progress().head);
-  // Mines one block on A whose base fee is `baseFee` (anvil mines on each transaction only), seen by the node.
-  async function mineAt(baseFee: bigint): Promise<void> {
-    await rpc(rpcUrl(), 'anvil_setNextBlockBaseFeePerGas', [toHex(baseFee)]);
-    await rpc(rpcUrl(), 'anvil_mine', ['0x1']);
-    const n = await s.publicClient(A).getBlockNumber({ cacheTime: 0 });
-    await until(() => (nodeHead() >= n ? true : undefined), `the node at block ${n}`);
-  }
+  const mineAt = (baseFee: bigint) => mineAtBaseFee(s, A, baseFee);
 
   it('500 relays admitted at a low base fee do not hold a later fill of their chain while the base fee is above their caps', async () => {
     const key = s.node.ledger.apiKeys.create('cheap relays');
