@@ -150,6 +150,8 @@ describe('on the devnet: app fee claims count in the destination chain’s hourl
     // 45 USD more fits (90 of 100)...
     const fits = await relay('15000000000000000');
     expect(fits.status, JSON.stringify(fits.body)).toBe(200);
+    // Settled first: its hold gives way to its charge (less) when it lands.
+    await waitForStatus(s.url, fits.body.requestId, ['success']);
     const held = s.node.ledger.balances.summary(s.devnet.accounts[2]!.address).available;
     // ... 45 USD after it does not. Before: admitted and paid (the budget never refused a relay).
     const over = await relay('15000000000000000');
