@@ -47,16 +47,8 @@ const state = () => ex().standin.state;
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ address: usdc(BASE), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
 
-// One block of the exchange: its clock stands still while 500 dust transfers to the solver land, then `then`.
-async function flooded(then: () => Promise<void>): Promise<number> {
-  const T = await floodedBlock(s, FLOOD, then);
-  expect(
-    state()
-      .ledger(s.devnet.solver)
-      .filter((u) => u.time === T),
-  ).toHaveLength(FLOOD + 1);
-  return T;
-}
+// One block of the exchange: 500 dust transfers to the solver, then `then` (test/helpers/exchangeSteps.ts).
+const flooded = (then: () => Promise<void>) => floodedBlock(s, FLOOD, then);
 
 // The exchange indexer's cursor has moved past `t`: whatever it was going to read of that millisecond, it has read
 // (one more update after it gives the cursor somewhere to go; it moves past `t` once the orphan grace has passed).

@@ -3,7 +3,7 @@
 // of events after which the ledger let more leave the depository than the chain holds for the solver (a withdrawal, or
 // a refund of a deposit that is not there), or counted as owed what the depository does not hold.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { keccak256, parseSignature, toHex, zeroAddress, type Hex } from 'viem';
+import { keccak256, toHex, zeroAddress, type Hex } from 'viem';
 import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 import { api, executeSteps, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
@@ -17,6 +17,7 @@ import { createMetrics } from '../../src/metrics.ts';
 import { DepositReorgs } from '../../src/solver/reorgs.ts';
 import { Solver } from '../../src/solver/solver.ts';
 import { queueWithdrawal } from '../../src/solver/withdrawals.ts';
+import { authorize, sendDeposit } from '../helpers/exchangeSteps.ts';
 
 const SOLVER = '0x00000000000000000000000000000000000000a1';
 const who = { actor: 'ops', reason: 'review' };
@@ -184,12 +185,6 @@ describe('on the devnet: the exchange, which has no depository, and the audit of
   const EX = 1337;
   const BASE = 8453;
   const PERPS = `0x${'0'.repeat(32)}`;
-  const EIP712_DOMAIN = [
-    { name: 'name', type: 'string' },
-    { name: 'version', type: 'string' },
-    { name: 'chainId', type: 'uint256' },
-    { name: 'verifyingContract', type: 'address' },
-  ];
   let s: Stack;
   let adminKey: string;
   withAdminStack((x, k) => ((s = x), (adminKey = k)));
@@ -213,30 +208,9 @@ describe('on the devnet: the exchange, which has no depository, and the audit of
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps[0].requestId as Hex;
     // The authorize step (the nonce mapping), then the user's sendAsset to the solver on the exchange.
-    const auth = q.body.steps.find((x: any) => x.id === 'authorize').items[0].data;
-    const authSig = await user.signTypedData({
-      domain: { ...auth.sign.domain, chainId: BASE },
-      types: auth.sign.types,
-      primaryType: auth.sign.primaryType,
-      message: auth.sign.value,
-    } as never);
-    const a = await api(s.url, `${auth.post.endpoint}?signature=${authSig}`, { method: auth.post.method, body: { ...auth.post.body, signatureChainId: BASE } });
+    const a = await authorize(s, q.body, user, BASE);
     expect(a.status, JSON.stringify(a.body)).toBe(200);
-    const dep = q.body.steps.find((x: any) => x.id === 'deposit').items[0].data;
-    const action = { ...dep.action.parameters, type: dep.action.type, signatureChainId: toHex(BASE) };
-    const signature = await user.signTypedData({
-      domain: { name: 'ExchangeSignTransaction', version: '1', chainId: BASE, verifyingContract: zeroAddress },
-      types: { ...dep.eip712Types, EIP712Domain: EIP712_DOMAIN },
-      primaryType: dep.eip712PrimaryType,
-      message: action,
-    } as never);
-    const { r, s: sPart, v } = parseSignature(signature);
-    const res = await fetch(`${s.devnet.exchange!.url}/exchange`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ signature: { r, s: sPart, v: Number(v) }, nonce: action.nonce, action }),
-    });
-    expect(res.status).toBe(200);
+    expect((await sendDeposit(s, q.body, user, BASE)).status).toBe(200);
     expect((await waitForStatus(s.url, requestId, ['success', 'failure', 'refund'])).status).toBe('success');
 
     // The deposit is in the solver's exchange account already: nothing more is owed to it by a depository.

@@ -1,6 +1,7 @@
 // The steps of a withdrawal from the exchange (origin 1337) as a wallet performs them: the `authorize` step's
 // NonceMapping and the `deposit` step's sendAsset, each signed on the wallet's active chain.
 import { parseSignature, toHex, zeroAddress } from 'viem';
+import { expect } from 'vitest';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
@@ -101,5 +102,7 @@ export async function flooded(s: Stack, count: number, then: () => Promise<void>
   } finally {
     state.now = clock;
   }
+  // The block holds the dust and what `then` added: the exchange lists only its first 500 updates.
+  expect(s.devnet.exchange!.standin.state.ledger(s.devnet.solver).filter((u) => u.time === T).length).toBeGreaterThan(count);
   return T;
 }
