@@ -192,6 +192,9 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
 
   async start(): Promise<void> {
     await this.providers.verifyChainId();
+    // Every provider's head first: the check's reads are then pinned to the chain's head, so a provider still syncing (or a
+    // few blocks behind a freshly deployed token) is not taken for the chain and does not make a good token look absent.
+    await this.providers.probeHeads();
     await this.#verifyDecimals();
     this.providers.start();
     // The audit's opening balances are read at the head of the node's first start on this chain
