@@ -14,6 +14,14 @@ import { parseDepositTransactions, type ParsedDeposit } from './transactions.ts'
 const PAGE = 1000;
 // getTransaction calls in flight at once.
 const CHUNK = 20;
+// Slots listed again below the cursor on every pass. A provider writes a slot's transactions into the index that
+// getSignaturesForAddress and getTransaction read (Agave's TransactionStatusService) behind its replay, and
+// getSignaturesForAddress answers up to the confirmed bank's slot whatever that index holds yet (Agave's own getBlock
+// answers BlockStatusNotAvailableYet there): a deposit in a slot not written yet was missing from the list, the cursor
+// passed its slot, and it was never read again (neither filled nor refunded). What was read already costs nothing
+// again: a deposit in the ledger is skipped by its id, a transaction that held none by the memory below. About two
+// minutes at 400 ms a slot.
+const RELIST_SLOTS = 300;
 
 /** One signature of an address's list. */
 export interface SvmSignature {
@@ -32,6 +40,8 @@ const slotBlock = (slot: number): SourceBlock => ({ number: slot, hash: `slot:${
 export class SvmDepositSource implements DepositSource {
   readonly rangeMethod = 'getSignaturesForAddress';
   readonly #commitment: Finality;
+  // Signatures read whole that held no deposit, by slot: not fetched again while they are listed again (RELIST_SLOTS).
+  readonly #nothing = new Map<string, number>();
 
   constructor(
     private chain: SvmChainConfig,
@@ -58,12 +68,15 @@ export class SvmDepositSource implements DepositSource {
   }
 
   /**
-   * The deposits of every address's signatures in slots [from, to], oldest first. When a transaction
-   * is not served yet, `upTo` stops below its slot: it is read again on a later pass.
+   * The deposits of every address's signatures in slots [from, to], and of those in the RELIST_SLOTS slots below `from`
+   * not read yet (listed late by the provider), oldest first. When a transaction is not served yet, `upTo` stops below
+   * its slot: it is read again on a later pass.
    */
   async deposits(from: number, to: number): Promise<RangeRead> {
+    const low = Math.max(0, from - RELIST_SLOTS);
+    for (const [sig, slot] of this.#nothing) if (slot < low) this.#nothing.delete(sig);
     const sigs: SvmSignature[] = [];
-    for (const a of this.sources) sigs.push(...(await this.#signatures(a, from, to)));
+    for (const a of this.sources) sigs.push(...(await this.#signatures(a, low, to)));
     sigs.sort((x, y) => x.slot - y.slot);
     const deposits: ParsedDeposit[] = [];
     let upTo: number | undefined;
@@ -108,11 +121,13 @@ export class SvmDepositSource implements DepositSource {
   // The deposits of a signature (none when it holds none), undefined when it could not be read.
   async #read(s: SvmSignature): Promise<ParsedDeposit[] | undefined> {
     // A failed transaction moved nothing; a signature already in the ledger (its first deposit) needs no second look.
-    if (s.err) return [];
+    if (s.err || this.#nothing.has(s.signature)) return [];
     if (this.known(svmDepositId(this.chain.id, s.signature))) return [];
     const tx = await this.fetch(s.signature);
     if (!tx) return undefined;
-    return this.parse(s.signature, tx);
+    const found = this.parse(s.signature, tx);
+    if (!found.length) this.#nothing.set(s.signature, s.slot);
+    return found;
   }
 
   /** The transaction of a signature at the chain's commitment, or null when it is not there yet. */
