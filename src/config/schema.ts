@@ -159,6 +159,11 @@ const evmChain = z
       .string()
       .regex(/^[0-9]{1,40}$/, 'must be an integer number of wei, as a string')
       .optional(),
+    // How long a sponsored relay (POST /execute rawCalls) may wait unsigned after its admission (while the market asks
+    // more than its own fee cap, or anything else keeps it from being signed) before it fails (TTL_EXPIRED), its
+    // sponsor's hold released: the caller and the call's own logic move on, and a relay sent hours later is not what
+    // was asked. One signed before then is not touched (its own cap's cancel owns it). Absent: 10 minutes.
+    relayMaxWaitMs: z.number().int().min(1_000).max(86_400_000).optional(),
     // Margin added to gas estimates, in basis points.
     gasMarginBps: z.number().int().min(0).max(50_000).default(2_000),
     // The L1 data fee an OP-stack chain takes from each transaction beside its L2 gas (src/chains/evm/l1DataFee.ts):

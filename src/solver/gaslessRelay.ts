@@ -8,9 +8,10 @@
 //   onRelaySigned the transaction is signed and recorded: pending;
 //   onRelayPaid   it succeeded: the hold is released and the gas it used (and any value sent) is
 //                 charged, as an entry naming the transaction: success;
-//   onRelayFailed nothing was sent (hold released, nothing charged), it reverted on chain, or a cancel took
-//                 its nonce while its own fee cap held it (the gas that transaction burned is charged, up
-//                 to the hold, naming the transaction): failure.
+//   onRelayFailed nothing was sent (hold released, nothing charged: its call reverts before it is signed, or
+//                 it was not signed within its chain's relayMaxWaitMs: chains/evm/relayTerms.ts, relayExpiry), it reverted on chain,
+//                 or a cancel took its nonce while its own fee cap held it (the gas that transaction burned
+//                 is charged, up to the hold, naming the transaction): failure.
 
 import { keccak256, toHex, zeroAddress, type Hex } from 'viem';
 import type { RelaySimulation } from '../chains/adapter.ts';

@@ -233,6 +233,29 @@ describe('PayoutPipeline', () => {
     expect(calls.prepare.get('u')).toBe(1);
   });
 
+  it("fails an unpayable payout only if its stillHolds is true of the row read in the failing transaction (a relay's deadline)", async () => {
+    const mem = memoryLedger([payout('held', 'relay'), payout('gone', 'relay')]);
+    const seen: string[] = [];
+    const { sender, calls } = scriptedSender(mem, (id) => ({
+      kind: 'unpayable',
+      reason: 'TTL_EXPIRED',
+      detail: 'not signed within its wait',
+      // 'held': the decision still holds when the transaction reads the row; 'gone': no longer (say, signed meanwhile).
+      stillHolds: (cur) => {
+        seen.push(cur.id);
+        return id === 'held';
+      },
+    }));
+    const { p, failed } = pipeline(mem, sender);
+    await p.start();
+    await until(() => seen.length === 2, 'both checked in their failing transaction');
+    expect(failed).toEqual([{ id: 'held', reason: 'TTL_EXPIRED' }]);
+    expect(mem.payouts.get('held')).toMatchObject({ state: 'failed', fail_reason: 'TTL_EXPIRED' });
+    // Left as it was: queued, its hook never called, nothing submitted.
+    expect(mem.payouts.get('gone')).toMatchObject({ state: 'queued', fail_reason: null });
+    expect(calls.submitted).toEqual([]);
+  });
+
   it('batches: a lone payout leaves at once on its own; those arriving while the slot is busy leave together, at most maxPayouts a transaction, and a split batch sends each part', async () => {
     const mem = memoryLedger([payout('a')]);
     const g = gate();

@@ -341,7 +341,7 @@ export class PayoutPipeline<P, S> implements Payouts {
   }
 
   #outcome(payout: PayoutRow, r: StepOutcome, log: Logger): void {
-    if (r.kind === 'unpayable') this.#fail(payout, r.reason, r.detail, log, r.callData);
+    if (r.kind === 'unpayable') this.#fail(payout, r.reason, r.detail, log, r.callData, r.stillHolds);
     else if (r.kind === 'retry') this.#postpone(payout.id, r.cause, r.why, log);
     else if (r.kind === 'settled') this.#retry.delete(payout.id);
   }
@@ -379,12 +379,13 @@ export class PayoutPipeline<P, S> implements Payouts {
     this.#retryTimer.unref();
   }
 
-  // One ledger transaction: a payout still queued fails, and its hook fires once.
-  #fail(payout: PayoutRow, reason: PayoutFailReason, detail: string, log: Logger, callData?: string): void {
+  // One ledger transaction: a payout still queued (and for which `stillHolds`, when given, still holds) fails, and its
+  // hook fires once.
+  #fail(payout: PayoutRow, reason: PayoutFailReason, detail: string, log: Logger, callData?: string, stillHolds?: (cur: PayoutRow) => boolean): void {
     const { ledger, hooks } = this.#o;
     const done = ledger.tx(() => {
       const cur = ledger.payouts.get(payout.id);
-      if (!cur || cur.state !== 'queued') return false;
+      if (!cur || cur.state !== 'queued' || (stillHolds && !stillHolds(cur))) return false;
       ledger.payouts.setState(cur.id, 'failed', { failReason: reason });
       hooks.onFailed(cur, reason, undefined, callData);
       return true;

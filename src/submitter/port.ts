@@ -28,6 +28,8 @@ export type PayoutFailReason = FailReasonOf<
   | 'INVALID_SIGNATURE'
   | 'TRANSFER_FROM_FAILED'
   | 'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE'
+  // A sponsored relay not signed within its chain's relayMaxWaitMs (src/chains/evm/relayTerms.ts, relayExpiry).
+  | 'TTL_EXPIRED'
 >;
 
 /**
@@ -52,6 +54,11 @@ export interface Unpayable {
   detail: string;
   /** The calldata that reverted, for the request record. */
   callData?: string;
+  /**
+   * Checked again inside the ledger transaction that fails the payout, on its row as read there: false leaves the
+   * payout as it is (a decision read outside that transaction, such as a relay's deadline, holds only if still true).
+   */
+  stillHolds?: (current: PayoutRow) => boolean;
 }
 
 /** What preparing a payout gave: what to sign, or why not now, or never, or nothing to send (`settled`: found paid). */

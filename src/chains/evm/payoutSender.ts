@@ -78,7 +78,7 @@ import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { fillGas, GAS, gasLimitWithin, refundGas } from './gas.ts';
 import { receiptFee } from './l1DataFee.ts';
 import { NonceManager } from './nonceManager.ts';
-import { parseRelayTerms } from './relayTerms.ts';
+import { DEFAULT_RELAY_MAX_WAIT_MS, parseRelayTerms, RELAY_EXPIRED, relayExpiry } from './relayTerms.ts';
 import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
 
 /** What an EVM chain's payouts need. */
@@ -292,6 +292,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // relay held at its own cap whatever the policy.
   readonly #cancel: { afterBlocks: bigint; maxFeePerGas: bigint | undefined };
   readonly #cancelPolicy: boolean;
+  // How long a sponsored relay may wait unsigned after its admission before it fails (relayMaxWaitMs).
+  readonly #relayMaxWaitMs: number;
   readonly #faults: Faults;
   readonly #gate: BroadcastGate;
 
@@ -324,6 +326,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       maxFeePerGas: cancelCap === undefined ? undefined : BigInt(cancelCap),
     };
     this.#cancelPolicy = opts.chain.feeCapPolicy === 'cancel';
+    this.#relayMaxWaitMs = opts.chain.relayMaxWaitMs ?? DEFAULT_RELAY_MAX_WAIT_MS;
     this.#faults = opts.faults;
     this.#gate = opts.gate ?? OPEN_GATE;
     this.#log = this.log = opts.log.child({ component: 'evm-submitter', chainId: opts.chain.id, solver: this.address });
@@ -368,6 +371,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
 
   /** The call, its gas (estimate plus the chain's margin) and fees within the cap; or why not now, or never. */
   async prepare(payout: PayoutRow, { log }: StepContext): Promise<PrepareResult<EvmPrepared>> {
+    // A sponsored relay not signed by its deadline fails first, whatever the market says now (a relay sent after it is
+    // not what its caller asked for), and before any RPC read (one waiting on a provider has a deadline too).
+    const expired = this.#relayExpiry(payout);
+    if (expired) return { kind: 'unpayable', reason: RELAY_EXPIRED, detail: expired, stillHolds: (cur) => this.#relayExpiry(cur) !== undefined };
     const call = await this.#buildCall(payout);
     const blockNumber = this.#simulationFloor(payout);
     const [estimate, market] = await Promise.all([
@@ -440,6 +447,13 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const own = payout?.max_fee_per_gas == null ? undefined : BigInt(payout.max_fee_per_gas);
     if (own === undefined) return this.#feeCap;
     return this.#feeCap !== undefined && this.#feeCap < own ? this.#feeCap : own;
+  }
+
+  // Whether a relay's payout has waited unsigned past its chain's relayMaxWaitMs (relayExpiry: never one with a
+  // transaction recorded). Read from the ledger when preparing, and again in the transaction that fails it.
+  #relayExpiry(payout: PayoutRow): string | undefined {
+    if (payout.kind !== 'relay') return undefined;
+    return relayExpiry(payout, this.#ledger.payouts.txsOf(payout.id).length, this.#relayMaxWaitMs, Date.now());
   }
 
   // Whether the cap that holds this payout is a sponsored relay's own (below the chain's): a relay stuck there is the

@@ -1,4 +1,6 @@
 import { getAddress, isAddress, isHex, type Address, type Hex, type SignedAuthorization } from 'viem';
+import type { PayoutRow } from '../../ledger/types.ts';
+import type { FailReason } from '../../ledger/reasons.ts';
 
 /** A gasless relay's call: what POST /execute rawCalls asked the node to send from its own key. */
 export interface RelayTerms {
@@ -43,4 +45,26 @@ export function parseRelayTerms(json: string | null): RelayTerms {
       s: a.s as Hex,
     })),
   };
+}
+
+/** How long a relay may wait unsigned after its admission when its chain's config does not say (relayMaxWaitMs). */
+export const DEFAULT_RELAY_MAX_WAIT_MS = 600_000;
+
+/** Why a relay past its deadline fails: the interface's nearest value (a time to live ran out before it was sent). */
+export const RELAY_EXPIRED: FailReason & 'TTL_EXPIRED' = 'TTL_EXPIRED';
+
+/**
+ * Whether a relay's payout has waited unsigned past its deadline, `maxWaitMs` after its admission (decided_at): then a
+ * description of it, else undefined. It fails then (RELAY_EXPIRED, through onRelayFailed: hold released, nothing
+ * charged), rather than wait for as long as the market stays above its own fee cap: the sponsor's balance stayed held,
+ * the caller's request pending, and a relay sent hours later was no longer what its caller (or the call's own logic:
+ * prices, deadlines) asked for. Only a queued relay none of whose transactions was ever recorded (`recordedTxs`, read
+ * from the ledger): one signed before its deadline may still land, and its own cap's cancel owns it. Everything it reads
+ * is in the ledger, so a node restarted past the deadline decides alike.
+ */
+export function relayExpiry(payout: Pick<PayoutRow, 'kind' | 'state' | 'decided_at'>, recordedTxs: number, maxWaitMs: number, now: number): string | undefined {
+  if (payout.kind !== 'relay' || payout.state !== 'queued' || recordedTxs > 0) return undefined;
+  const waited = now - payout.decided_at;
+  if (waited < maxWaitMs) return undefined;
+  return `not signed within ${maxWaitMs} ms of its admission (waited ${waited} ms): the relay expired unsent`;
 }
