@@ -1,8 +1,10 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server } from 'node:http';
+import type { Socket } from 'node:net';
 import { apiReads } from '../lib/apiReads.ts';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from '../config/load.ts';
 import { authHooks } from './auth.ts';
+import { capConnectionsPerAddress } from './connectionCap.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { DepositAddressReindex } from './depositReindex.ts';
@@ -28,6 +30,8 @@ import { statusStreamRoutes, type StatusStream } from './statusStream.ts';
  */
 export function createApi(ctx: ApiContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 64 * 1024, ...serverOptions(ctx.config.api) });
+  closeSilentConnections(app, ctx.config.api.headersTimeoutMs);
+  capConnectionsPerAddress(app, ctx.config.api.connectionsPerIp, ctx.config.api.trustProxy);
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
   // Every chain read a request makes is the API's: it yields to the node's own (lib/apiReads.ts).
@@ -76,6 +80,7 @@ export function createApi(ctx: ApiContext): FastifyInstance {
  */
 export function createOperatorApi(ctx: ApiContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 1024, ...serverOptions(ctx.config.api) });
+  closeSilentConnections(app, ctx.config.api.headersTimeoutMs);
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
   healthRoutes(app, ctx, { operator: true });
@@ -106,4 +111,35 @@ export function receiveBounds(t: Pick<Config['api'], 'headersTimeoutMs' | 'reque
       connectionsCheckingInterval: Math.max(100, Math.floor(Math.min(t.headersTimeoutMs, t.requestTimeoutMs) / 4)),
     },
   };
+}
+
+/**
+ * Closes a connection that has not made a request within `ms` of opening (api.headersTimeoutMs). Node starts its
+ * headers and request clocks at a request's first byte: a connection that sends nothing is no request, with the
+ * server's socket timeout off it stayed open for good, and a client could hold as many of the node's file descriptors
+ * as it could open. Its first request (a status stream's upgrade included) ends the wait; later idle time between
+ * requests is keep-alive's to bound.
+ */
+export function closeSilentConnections(app: FastifyInstance, ms: number): void {
+  const waiting = new WeakMap<Socket, NodeJS.Timeout>();
+  const spoke = (socket: Socket | undefined) => {
+    if (!socket) return;
+    clearTimeout(waiting.get(socket));
+    waiting.delete(socket);
+  };
+  app.server.on('connection', (socket: Socket) => {
+    const timer = setTimeout(() => {
+      if (waiting.get(socket) === timer) socket.destroy();
+    }, ms);
+    timer.unref();
+    waiting.set(socket, timer);
+    socket.once('close', () => spoke(socket));
+  });
+  // Every parsed request, whatever answers it (a 404, a refusal before the hooks); an upgrade is not a 'request'
+  // event: the first onRequest hook sees it.
+  app.server.on('request', (req: IncomingMessage) => spoke(req.socket));
+  app.addHook('onRequest', (req, _reply, done) => {
+    spoke(req.raw.socket);
+    done();
+  });
 }

@@ -80,6 +80,7 @@ describe('config', () => {
       trustProxy: false,
       headersTimeoutMs: 15_000,
       requestTimeoutMs: 30_000,
+      connectionsPerIp: 256,
     });
     expect(c.chains[0]).toMatchObject({ kind: 'evm', confirmations: 1 });
     expect(c.solverSigner.address).toBe(privateKeyToAccount(KEY).address);

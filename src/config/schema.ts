@@ -403,6 +403,9 @@ export const configSchema = z
         // would otherwise hold a socket forever). Answering is not bounded here (listing.timeoutMs is).
         headersTimeoutMs: z.number().int().min(500).max(600_000).default(15_000),
         requestTimeoutMs: z.number().int().min(500).max(600_000).default(30_000),
+        // Open connections per client address (an IPv6 client by its /64; a trusted proxy is not counted): one past it
+        // closes the address's oldest idle keep-alive connection, or is refused when all are busy (src/api/connectionCap.ts).
+        connectionsPerIp: z.number().int().min(1).default(256),
         // Serve /metrics and /ready on their own address (a private interface) instead of the public one.
         metricsListen: z
           .object({ host: z.string().min(1).default('127.0.0.1'), port: z.number().int().min(0).max(65_535) })

@@ -22,15 +22,39 @@ export interface ListingJob {
 }
 
 /**
- * A read of the caller's own rows whose cost its backlog sets, run where listings run (off the node's event loop):
- * a webhook's newest deliveries (no index orders them: the statement sorts all of the webhook's), or a key's usage
- * counts in a span (a scan of every minute row in it). `maxRows`: more usage rows than this is a 400 naming it.
+ * A read whose cost a backlog sets, run where listings run (off the node's event loop): a webhook's newest deliveries
+ * (no index orders them: the statement sorts all of the webhook's), a key's usage counts in a span (a scan of every
+ * minute row in it), or a wallet's app fees and claims (a walk of every entry of the wallet). `maxRows`: more usage
+ * rows than this is a 400 naming it.
  */
-export type ReadJob = { kind: 'deliveries'; webhookId: string; state: DeliveryState | undefined; limit: number } | UsageJob;
+export type ReadJob =
+  | { kind: 'deliveries'; webhookId: string; state: DeliveryState | undefined; limit: number }
+  | UsageJob
+  | AppFeeBalancesJob
+  | { kind: 'appFeeClaims'; wallet: string; after: { at: number; id: string } | undefined; limit: number };
+
+/**
+ * A wallet's app balance and app fees (GET /app-fees/:wallet/balances, no key needed): each is a walk of the wallet's
+ * entries, one per request that paid it a fee or drew on its balance, however many a busy app's wallet has. Its rows: `[AppFeeBalances]`.
+ */
+export interface AppFeeBalancesJob {
+  kind: 'appFeeBalances';
+  wallet: string;
+}
+export interface AppFeeBalances {
+  summary: { balance: bigint; held: bigint; available: bigint };
+  fees: { chainId: number; currency: string; amount: bigint }[];
+}
 
 /** Runs a ReadJob against a ledger connection. */
 export function runRead(ctx: { ledger: Ledger }, job: ReadJob): unknown[] {
   if (job.kind === 'deliveries') return ctx.ledger.events.deliveries(job.webhookId, { state: job.state, limit: job.limit });
+  if (job.kind === 'appFeeBalances') {
+    const read: AppFeeBalances = { summary: ctx.ledger.balances.summary(job.wallet), fees: ctx.ledger.appFees.balances(job.wallet) };
+    return [read];
+  }
+  // The claims statement finds the wallet's claims among all its entries (no index has their kind).
+  if (job.kind === 'appFeeClaims') return ctx.ledger.appFees.claimsOf(job.wallet, job.after, job.limit);
   const rows = ctx.ledger.apiUsage.buckets(job.apiKeyId, job.size, job.from, job.to);
   // Refused here: the rows past the bound are never sent to the node's thread.
   if (rows.length > job.maxRows) throw tooManyUsageRows();

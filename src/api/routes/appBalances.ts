@@ -8,7 +8,9 @@ import type { SignedPurpose } from '../../ledger/signatureNonces.ts';
 import { ClaimError } from '../../solver/claims.ts';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
+import { clientOf } from '../clientAddress.ts';
 import { ApiError } from '../errors.ts';
+import { readOffLoop, type AppFeeBalances } from '../listing/run.ts';
 import { amountParam, chainIdParam } from '../validate.ts';
 
 const evmWallet = z
@@ -136,7 +138,10 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
     // App balances are kept in micro-USD: shown as the funding chain's 6-decimal stablecoin.
     const funding = [...registry.chains.values()].find((c) => ctx.chains.profile(c.id)!.appBalanceDeposits) ?? [...registry.chains.values()][0]!;
     const usd = registry.currenciesOf(funding.id).find((c) => !c.native && c.decimals === 6 && c.usdPrice === '1') ?? registry.native(funding.id);
-    const { balance, held, available } = ledger.balances.summary(wallet);
+    // Off the node's event loop: both sums walk every entry of the wallet (a busy app's has one per request), and this
+    // read takes no key. A caller has one such read in progress at a time (api.listing.perCaller).
+    const [read] = (await readOffLoop(ctx, { kind: 'appFeeBalances', wallet }, req.apiCaller?.id ?? `ip:${clientOf(req.ip)}`)) as [AppFeeBalances];
+    const { balance, held, available } = read.summary;
     const appBalance = {
       type: 'app-balance',
       currency: currencyObject(usd),
@@ -146,7 +151,7 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
       minimumAmount: available.toString(),
       held: held.toString(),
     };
-    const fees = ledger.appFees.balances(wallet).flatMap((b) => {
+    const fees = read.fees.flatMap((b) => {
       const c = registry.currency(b.chainId, b.currency);
       if (!c || b.amount === 0n) return [];
       return [

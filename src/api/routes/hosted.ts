@@ -11,6 +11,7 @@ import { chainIdParam, hashParam } from '../validate.ts';
 import { currencyId } from './reference.ts';
 import { statusRequestId } from './status.ts';
 import { amountObject } from '../../quote/currency.ts';
+import type { PayoutRow } from '../../ledger/types.ts';
 
 // Operations the interface lists at the hosted service's paths and in its published shapes, each
 // read from (or written to) the ledger like the node's own routes.
@@ -120,7 +121,13 @@ export function hostedRoutes(app: FastifyInstance, ctx: ApiContext, reindex: Dep
     const { wallet } = walletParams.parse(req.params);
     const q = claimsQuery.parse(req.query ?? {});
     const after = q.continuation ? decodeCursor(q.continuation) : undefined;
-    const rows = ledger.appFees.claimsOf(wallet, after, q.limit + 1);
+    // Off the node's event loop: the statement finds the wallet's claims among all its entries (a busy app's wallet has
+    // one per request that paid it a fee), and this read takes no key.
+    const rows = (await readOffLoop(
+      ctx,
+      { kind: 'appFeeClaims', wallet, after, limit: q.limit + 1 },
+      req.apiCaller?.id ?? `ip:${clientOf(req.ip)}`,
+    )) as PayoutRow[];
     const page = rows.slice(0, q.limit);
     const last = page.at(-1);
     return {

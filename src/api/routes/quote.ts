@@ -108,8 +108,10 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (originChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: originChainId: is required');
     if (destinationChainId === undefined) throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', 'invalid request: destinationChainId: is required');
     if (b.useDepositAddress) depositAddressRoom(ctx, req.apiCaller?.id ?? null, full);
-    // The sponsor of a subsidized request is the wallet linked to the caller's API key.
-    const wallet = req.apiCaller ? ctx.ledger.balances.sponsorOf(req.apiCaller.id) : undefined;
+    // The sponsor of a subsidized request is the wallet linked to the caller's API key. Its balance is a sum of all its
+    // entries (one or more per request it sponsored), read on the node's thread: only a quote that asks for
+    // sponsorship (subsidizeFees) uses it, and only such a quote reads it.
+    const wallet = req.apiCaller && b.subsidizeFees ? ctx.ledger.balances.sponsorOf(req.apiCaller.id) : undefined;
     const sponsor = wallet && req.apiCaller ? { wallet, apiKeyId: req.apiCaller.id, balance: ctx.ledger.balances.summary(wallet).available } : undefined;
     const quote = await buildQuote(
       { ...b, originChainId, destinationChainId },
