@@ -1,5 +1,5 @@
 import type { ChainPorts } from '../chains/ports.ts';
-import type { Registry } from '../config/registry.ts';
+import type { Currency, Registry } from '../config/registry.ts';
 import type { Ledger } from '../ledger/index.ts';
 import type { DepositRow, Pricing, RequestRow } from '../ledger/types.ts';
 import { atRate, breakdown, rateText } from '../quote/fillAmount.ts';
@@ -114,8 +114,9 @@ export async function fastFill(
   }
   if (fees.out <= 0n) throw new FastFillError('NEGATIVE_NEW_AMOUNT_AFTER_FEES', 'solverInputCurrencyAmount does not cover the fees');
   const valueMicro = usdMicroCeil(fees.out, cout.decimals, priceOut);
-  // The hold covers what the deposit is expected to bring: the input's worth.
-  const holdMicro = usdMicroCeil(priced, cin.decimals, priceIn);
+  // The hold covers what the deposit is expected to bring: the input's worth (on a route moving one asset, at the
+  // higher of its two readings).
+  const holdMicro = inputWorth(priced, pricing, { currency: cin, price: priceIn }, { currency: cout, price: priceOut }, usdMicroCeil);
   if (input.maxFillAmountUsd !== undefined) {
     const max = parseDecimal(input.maxFillAmountUsd);
     if (valueMicro * max.den > max.num * 1_000_000n) {
@@ -174,6 +175,29 @@ export async function fastFill(
   });
   chains.payoutsQueued(r.destination_chain_id);
   return { amount: fees.out, valueMicro, holdMicro };
+}
+
+/**
+ * What an input of `amount` is worth to a fast fill's hold, in micro-USD (`round`: usdMicro or usdMicroCeil): its worth
+ * at the input currency's price, and on a route that moves one asset (a bridge, wrap or send: no swap) never less than
+ * what the quote's pricing pays out of it before fees, at the output currency's price. Such a route pays at the rate its
+ * quote fixed (one for one when both readings of the asset agreed then), and its two prices are two readings of one
+ * asset (a feed on one chain, the configured price on another): held at the input's reading alone, once that reading
+ * fell after the quote, an app balance credited 0.1 ETH at chain 8453's 3000 USD held 300 USD for a quoted 0.15 ETH
+ * read at 2000 USD on chain 10, and was paid 0.1497 ETH on 8453 with no deposit ever. The hold and the deposit that
+ * settles it are weighed alike, so an honest deposit releases its hold whole whatever the readings.
+ */
+export function inputWorth(
+  amount: bigint,
+  pricing: Pricing,
+  input: { currency: Pick<Currency, 'decimals'>; price: string },
+  output: { currency: Pick<Currency, 'decimals'>; price: string },
+  round: (amount: bigint, decimals: number, price: string) => bigint,
+): bigint {
+  const atInput = round(amount, input.currency.decimals, input.price);
+  if (pricing.swap) return atInput;
+  const atOutput = round(breakdown(amount, pricing).value, output.currency.decimals, output.price);
+  return atOutput > atInput ? atOutput : atInput;
 }
 
 // The risk policy's verdict on a fast fill, as the fill a deposit of the input would make: a blocked

@@ -4,7 +4,7 @@ import type { FailReason } from '../ledger/reasons.ts';
 import type { PermitNonce } from '../ledger/usedPermits.ts';
 import { RelayNodeError } from '../lib/errors.ts';
 import { formatUsd, usdMicroCeil } from '../lib/money.ts';
-import { debitSponsor, holdSponsorship, moneyOf, releaseSponsorHold } from './appBalanceBooks.ts';
+import { holdSponsorship, moneyOf, releaseSponsorHold } from './appBalanceBooks.ts';
 
 /** Why a signed deposit (usePermit) is not recorded; the API names each one's status (api/errors.ts). */
 export type SignedDepositRefusal = 'ALREADY_SUBMITTED' | 'PERMIT_ALREADY_USED' | 'SPONSOR_BALANCE_TOO_LOW' | 'ORDER_EXPIRED';
@@ -122,9 +122,24 @@ export function onSignedDepositFailed(
   now = Date.now(),
 ): void {
   const r = ledger.requests.get(payout.request_id!)!;
-  ledger.requests.setStatus(r.id, 'failure', { failReason: reason }, now);
+  // Failed only while the request still waits for this deposit: one a fast fill (or another deposit's fill) paid or is
+  // paying keeps its course, where it read 'failure' though its recipient was paid (an integrator would have the user
+  // deposit again, refunded less its costs as a DOUBLE_SPEND).
+  if (r.status === 'depositing' || r.status === 'waiting') ledger.requests.setStatus(r.id, 'failure', { failReason: reason }, now);
   const tx = txHash ? ledger.payouts.txsOf(payout.id).find((t) => t.hash === txHash && !t.cancel) : undefined;
   const burned = tx?.fee ? usdMicroCeil(BigInt(tx.fee), native.decimals, native.usdPrice) : 0n;
-  if (burned > 0n && moneyOf(r)?.sponsor) debitSponsor(ledger, r, burned, txHash);
-  else releaseSponsorHold(ledger, r.id, reason);
+  const sponsor = moneyOf(r)?.sponsor?.wallet;
+  // The charge replaces what POST /execute held for the request's fees.
+  releaseSponsorHold(ledger, r.id, burned > 0n && sponsor ? 'charged' : reason);
+  if (burned <= 0n || !sponsor) return;
+  // An entry of its own, never the request's sponsorship one: a fast fill of the request (or a fill by another deposit)
+  // books that first, and under its ref this charge was a duplicate, dropped, the burned gas the solver's.
+  ledger.balances.post({
+    wallet: sponsor,
+    kind: 'sponsorship',
+    amount: -burned,
+    request_id: r.id,
+    ref: `sponsorship_deposit_gas:${r.id}`,
+    detail: txHash ?? null,
+  });
 }

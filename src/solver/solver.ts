@@ -34,6 +34,7 @@ import {
 } from './appBalanceBooks.ts';
 import { DepositReorgs } from './reorgs.ts';
 import { queueSweep } from './sweeps.ts';
+import { inputWorth } from './fastFill.ts';
 import { onSignedDepositFailed, signedDepositPayoutId } from './signedDeposits.ts';
 import type { FailReason, PostponeReason } from '../ledger/reasons.ts';
 import { errText, RelayNodeError } from '../lib/errors.ts';
@@ -394,11 +395,25 @@ export class Solver implements PayoutHooks, ChainEvents {
     // Linked before the deposit is handled: the ledger's trigger then counts it owed to the solver.
     this.ledger.payouts.linkDeposit(`fill:${r.id}`, d.id);
     this.ledger.deposits.markHandled(d.id, r.id);
-    // A deposit address's deposit beyond the input the fast fill was priced at goes back to refundTo, as any deposit
-    // address's overpayment does (kept, the user lost it); the hold is settled by what the fill was made of.
+    // A deposit beyond the input the fast fill was priced at goes back to refundTo, as a deposit address's overpayment
+    // does (kept, the user lost it); the hold is settled by what the fill was made of.
     const excess = this.#excessOf(d, r);
     const cur = this.registry.currency(d.chain_id, d.currency)!;
-    const value = usdMicro(BigInt(d.amount) - excess, cur.decimals, snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice);
+    const cout = this.registry.currency(r.destination_chain_id, r.destination_currency);
+    const input = { currency: cur, price: snap.prices.get(key(d.chain_id, d.currency)) ?? cur.usdPrice };
+    // Weighed as its hold was (fastFill.ts): on a route moving one asset, at the higher of the asset's two readings.
+    const value = cout
+      ? inputWorth(
+          BigInt(d.amount) - excess,
+          JSON.parse(r.pricing!) as Pricing,
+          input,
+          {
+            currency: cout,
+            price: snap.prices.get(key(r.destination_chain_id, r.destination_currency)) ?? cout.usdPrice,
+          },
+          usdMicro,
+        )
+      : usdMicro(BigInt(d.amount) - excess, cur.decimals, input.price);
     settleHold(this.ledger, r, d, value);
     this.log.info({ requestId: r.id, deposit: d.id }, 'fast-filled request settled by its deposit');
     return excess > 0n ? this.#queueRefund(r.id, { ...d, amount: excess.toString() }, r.refund_to ?? d.depositor, snap, Date.now(), 'excess') : undefined;
@@ -846,11 +861,13 @@ export class Solver implements PayoutHooks, ChainEvents {
     return canonical;
   }
 
-  // The part of a deposit its paid fill did not use: a deposit address's deposit beyond the input the fill was priced at
-  // (the quote's, or a fast fill's), which goes back as an excess. 0 for any other order.
+  // The part of a deposit its paid fill did not use, which goes back as an excess: a deposit address's deposit beyond the
+  // input the fill was priced at (the quote's, or a fast fill's), and any deposit beyond the input a fast fill was priced
+  // at (paid before the deposit came, the fill takes no more of it: kept, a user who deposited the quoted 10 USDC after a
+  // fast fill priced at 5 lost the other 5). 0 for any other order: a deposit's own fill is made of all of it.
   #excessOf(d: DepositRow, r: RequestRow): bigint {
     const priced = BigInt(r.fast_fill_input ?? r.amount_in);
-    return r.deposit_address && BigInt(d.amount) > priced ? BigInt(d.amount) - priced : 0n;
+    return (r.deposit_address || r.fast_fill_input !== null) && BigInt(d.amount) > priced ? BigInt(d.amount) - priced : 0n;
   }
 
   /**
