@@ -247,8 +247,9 @@ describe('strict deposit addresses', () => {
     expect(q.status).toBe(200);
     const id = q.body.steps.at(-1).requestId as Hex;
     await pay(1, q.body.steps.at(-1).depositAddress, zeroAddress, parseEther('0.013'));
-    await until(() => (s.node.ledger.payouts.get(`excess:${id}`)?.state === 'success' ? true : undefined), 'the excess returned');
-    await until(() => (s.node.ledger.payouts.get(`refund:${id}`)?.state === 'failed' ? true : undefined), "the fill's refund refused");
+    // A sweep, a failed fill, an excess and a refused refund, one after the other: on a loaded machine more than 30 s.
+    await until(() => (s.node.ledger.payouts.get(`excess:${id}`)?.state === 'success' ? true : undefined), 'the excess returned', 90_000);
+    await until(() => (s.node.ledger.payouts.get(`refund:${id}`)?.state === 'failed' ? true : undefined), "the fill's refund refused", 90_000);
     return { id, refundTo };
   }
 
@@ -267,7 +268,7 @@ describe('strict deposit addresses', () => {
     expect(BigInt(manual.amount)).toBeGreaterThan(parseEther('0.009'));
     const returned = [`excess:${id}`, manual.payoutId].map((p) => BigInt(s.node.ledger.payouts.get(p)!.amount));
     expect(returned[0]! + returned[1]!).toBeLessThan(parseEther('0.013'));
-  });
+  }, 240_000);
 
   it("an operator's manual refund never pays out a deposit a reorg took back", async () => {
     // The refund would come out of money the depository never got: the manual refund took the request's first
@@ -277,7 +278,7 @@ describe('strict deposit addresses', () => {
     s.node.ledger.db.prepare(`UPDATE deposits SET state = 'reorged' WHERE request_id = ?`).run(id);
     await expect(later(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/no deposit to refund/) });
     expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'refund' && p.state !== 'failed')).toEqual([]);
-  });
+  }, 240_000);
 
   it("a failed refund's signed call someone executed later is never paid again by hand", async () => {
     // The failed refund's signed call (public: the input of its reverted transaction) stays valid for 7 days: once its
@@ -294,7 +295,7 @@ describe('strict deposit addresses', () => {
     await nodePast(executed.blockNumber);
     await expect(later(8, () => refundByHand(id))).rejects.toMatchObject({ status: 409, message: expect.stringMatching(/was executed on chain/) });
     expect(s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'refund' && p.state !== 'failed')).toEqual([]);
-  });
+  }, 240_000);
 
   it('refunds another currency than the quoted one with DEPOSIT_ADDRESS_MISMATCH', async () => {
     const q = await quote({ originCurrency: usdc(A), destinationCurrency: usdc(B), amount: '5000000' });
