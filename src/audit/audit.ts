@@ -42,7 +42,25 @@ export async function runAudit(config: Config, ledger: Ledger, clients: Map<numb
       (createPublicClient({ chain: viemChain(chain), transport: readTransport(chain.rpcUrl, { batch: { batchSize: 50 } }) }) as PublicClient);
     chains.push(await auditEvmChain(chain, client, ledger, solver));
   }
-  return { ranAt: Date.now(), chains, notCovered, differences: [...unevidencedCredits(ledger), ...chains.flatMap((c) => c.differences)] };
+  return {
+    ranAt: Date.now(),
+    chains,
+    notCovered,
+    differences: [...unevidencedCredits(ledger), ...balanceTotalsDifferences(ledger), ...chains.flatMap((c) => c.differences)],
+  };
+}
+
+/**
+ * Every wallet whose app balance totals (what Balances.summary answers, migration 38) differ from the sums of its
+ * entries, the truth: a difference means a writer went around the trigger that keeps them.
+ */
+export function balanceTotalsDifferences(ledger: Ledger): string[] {
+  return ledger.balances
+    .totalsDrift()
+    .map(
+      (d) =>
+        `app balance totals of ${d.wallet} (balance ${d.balance}, held ${d.held} micro-USD) differ from its entries' sums (balance ${d.entriesBalance}, held ${d.entriesHeld})`,
+    );
 }
 
 /** The report as the CLI prints it: per chain and currency, then every difference by name. */

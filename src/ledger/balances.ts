@@ -13,12 +13,50 @@ export interface BalanceEntry {
   detail?: string | null;
 }
 
-const HELD: BalanceKind[] = ['hold', 'hold_release'];
+/**
+ * Every wallet whose balance_totals row (migration 38) differs from the sums of its balance_entries: the totals are
+ * derived, the entries the truth. A walk of every entry: for the audit and db copy's verification, never the node's loop.
+ * Columns: wallet, balance and held (the totals; 0 without a row), entries_balance and entries_held (the sums).
+ */
+export const BALANCE_TOTALS_DRIFT_SQL = `SELECT w.wallet AS wallet, COALESCE(t.balance, 0) AS balance, COALESCE(t.held, 0) AS held,
+    COALESCE(e.balance, 0) AS entries_balance, COALESCE(e.held, 0) AS entries_held
+  FROM (SELECT wallet FROM balance_totals UNION SELECT wallet FROM balance_entries) w
+  LEFT JOIN balance_totals t ON t.wallet = w.wallet
+  LEFT JOIN (SELECT wallet, SUM(CASE WHEN kind IN ('hold', 'hold_release') THEN 0 ELSE amount END) AS balance,
+      SUM(CASE WHEN kind IN ('hold', 'hold_release') THEN amount ELSE 0 END) AS held
+    FROM balance_entries GROUP BY wallet) e ON e.wallet = w.wallet
+  WHERE COALESCE(t.balance, 0) <> COALESCE(e.balance, 0) OR COALESCE(t.held, 0) <> COALESCE(e.held, 0)
+  ORDER BY w.wallet`;
 
-/** App balances: sums of immutable entries (see migration 6). Never a number updated in place. */
+/** A wallet whose totals differ from its entries (BALANCE_TOTALS_DRIFT_SQL). */
+export interface BalanceTotalsDrift {
+  wallet: string;
+  balance: bigint;
+  held: bigint;
+  entriesBalance: bigint;
+  entriesHeld: bigint;
+}
+
+/** The rows of BALANCE_TOTALS_DRIFT_SQL as bigints, whichever engine (integers, NUMERIC text) answered. */
+export function balanceTotalsDrift(rows: Record<string, unknown>[]): BalanceTotalsDrift[] {
+  const n = (v: unknown) => BigInt(String(v));
+  return rows.map((r) => ({
+    wallet: String(r.wallet),
+    balance: n(r.balance),
+    held: n(r.held),
+    entriesBalance: n(r.entries_balance),
+    entriesHeld: n(r.entries_held),
+  }));
+}
+
+/**
+ * App balances: sums of immutable entries (see migration 6). No store updates a number in place: each wallet's sums are
+ * kept beside the entries (balance_totals, migration 38) by a trigger on every entry, derived and checked (totalsDrift).
+ */
 export class Balances {
   #post;
-  #sums;
+  #totals;
+  #drift;
   #byRef;
   #ofRequest;
   #link;
@@ -35,7 +73,10 @@ export class Balances {
         AND NOT EXISTS (SELECT 1 FROM balance_entries x WHERE x.ref = 'hold_release:' || r.id)`);
     this.#post = db.prepare(`INSERT INTO balance_entries (wallet, kind, amount, request_id, ref, detail, created_at)
       VALUES (@wallet, @kind, @amount, @request_id, @ref, @detail, @now) ON CONFLICT(ref) DO NOTHING`);
-    this.#sums = db.prepare(`SELECT kind, SUM(amount) AS total FROM balance_entries WHERE wallet = ? GROUP BY kind`).safeIntegers(true);
+    // One row by its key (migration 38), kept by a trigger with each entry: what the summary costs stays the same
+    // however many entries the wallet has (it summed them all before, on the node's loop).
+    this.#totals = db.prepare('SELECT balance, held FROM balance_totals WHERE wallet = ?').safeIntegers(true);
+    this.#drift = db.prepare(BALANCE_TOTALS_DRIFT_SQL).safeIntegers(true);
     this.#byRef = db.prepare('SELECT * FROM balance_entries WHERE ref = ?').safeIntegers(true);
     this.#ofRequest = db.prepare('SELECT * FROM balance_entries WHERE request_id = ? ORDER BY id').safeIntegers(true);
     this.#link = db.prepare(`INSERT INTO sponsor_links (api_key_id, wallet, message, signature, linked_at) VALUES (?, ?, ?, ?, ?)
@@ -66,13 +107,15 @@ export class Balances {
 
   /** balance: what the wallet has; held: what active fast-fill holds set aside of it. */
   summary(wallet: string): { balance: bigint; held: bigint; available: bigint } {
-    let balance = 0n;
-    let held = 0n;
-    for (const r of this.#sums.all(wallet) as { kind: BalanceKind; total: bigint }[]) {
-      if (HELD.includes(r.kind)) held += r.total;
-      else balance += r.total;
-    }
+    const r = this.#totals.get(wallet) as { balance: bigint | string; held: bigint | string } | undefined;
+    const balance = r ? BigInt(r.balance) : 0n;
+    const held = r ? BigInt(r.held) : 0n;
     return { balance, held, available: balance - held };
+  }
+
+  /** Every wallet whose totals differ from its entries' sums (none on a sound ledger): a walk of every entry, for the audit. */
+  totalsDrift(): BalanceTotalsDrift[] {
+    return balanceTotalsDrift(this.#drift.all() as Record<string, unknown>[]);
   }
 
   /** Requests whose fast-fill hold is still active past its deadline, for deadlines from `since` (ms). */

@@ -62,6 +62,25 @@ DELETE FROM depository_owed WHERE deposit_id IN (SELECT d.id FROM deposits d
   WHERE EXISTS (SELECT 1 FROM requests q WHERE q.id = d.request_id AND q.fail_reason = 'DEPOSIT_REORGED'));
 `;
 
+// Migration 38: each wallet's app balance as its balance_entries sum, one row kept by a trigger in the transaction of
+// every entry (an entry refused by its ref fires nothing), so every writer (the stores, a migration, a copy's rebuild)
+// keeps it; balance: every kind but holds, held: hold and hold_release (Balances.summary's split). Derived, never the
+// truth: the audit (Balances.totalsDrift) and db copy compare it with the entries' sums. SQLite's CHECKs refuse an
+// integer sum overflowing to REAL (its + does so silently); PostgreSQL's BIGINT refuses one by itself.
+const balanceTotalsTable = (balance: string, held: string) => `
+CREATE TABLE balance_totals (
+  wallet TEXT PRIMARY KEY,
+  balance ${balance},
+  held ${held}
+);`;
+const HELD_KIND = `kind IN ('hold', 'hold_release')`;
+const balanceTotalsUpsert = (alias: string) => `INSERT INTO balance_totals${alias ? ` AS ${alias}` : ''} (wallet, balance, held)
+    VALUES (NEW.wallet, CASE WHEN NEW.${HELD_KIND} THEN 0 ELSE NEW.amount END, CASE WHEN NEW.${HELD_KIND} THEN NEW.amount ELSE 0 END)
+    ON CONFLICT (wallet) DO UPDATE SET balance = ${alias || 'balance_totals'}.balance + excluded.balance, held = ${alias || 'balance_totals'}.held + excluded.held;`;
+const balanceTotalsBackfill = `INSERT INTO balance_totals (wallet, balance, held)
+  SELECT wallet, SUM(CASE WHEN ${HELD_KIND} THEN 0 ELSE amount END), SUM(CASE WHEN ${HELD_KIND} THEN amount ELSE 0 END)
+  FROM balance_entries GROUP BY wallet;`;
+
 // owed_deposit_state fires only where a deposit enters or leaves 'handled' (migration 20): a deposit
 // has a depository_owed row only while handled, so any other change of its state changes nothing
 // there, and confirming a backfill's thousands of deposits then runs no trigger. A migration that
@@ -1089,5 +1108,28 @@ ALTER TABLE app_fee_entries ADD CONSTRAINT app_fee_entries_kind_check CHECK (kin
     // Read inside every fill's and claim's decision: payouts_queue seeks the chain alone (state != 'failed' is no range).
     sql: `CREATE INDEX payouts_outflow ON payouts(chain_id, kind, decided_at);`,
     pg: `CREATE INDEX payouts_outflow ON payouts(chain_id, kind, decided_at);`,
+  },
+  {
+    version: 38,
+    name: "each wallet's app balance totals, kept with every entry: a summary reads one row, not the wallet's history",
+    // Balances.summary runs on the node's event loop for every sponsored quote, relay admission, fast fill and claim:
+    // summing the wallet's entries made each slower with every request the app ever paid for. The trigger is created
+    // before the backfill, in the migration's one transaction: no entry is counted twice nor missed.
+    sql: `
+${balanceTotalsTable("INTEGER NOT NULL CHECK (typeof(balance) = 'integer')", "INTEGER NOT NULL CHECK (typeof(held) = 'integer')")}
+CREATE TRIGGER balance_totals_insert AFTER INSERT ON balance_entries BEGIN
+  ${balanceTotalsUpsert('')}
+END;
+${balanceTotalsBackfill}`,
+    pg: `
+${balanceTotalsTable('BIGINT NOT NULL', 'BIGINT NOT NULL')}
+CREATE FUNCTION balance_totals_on_entry() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  ${balanceTotalsUpsert('t')}
+  RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER balance_totals_insert AFTER INSERT ON balance_entries FOR EACH ROW EXECUTE FUNCTION balance_totals_on_entry();
+${balanceTotalsBackfill}`,
   },
 ];

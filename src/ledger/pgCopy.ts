@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { BALANCE_TOTALS_DRIFT_SQL, balanceTotalsDrift } from './balances.ts';
 import type { Db } from './db.ts';
 import { migrations } from './migrations.ts';
 import { migratePostgres } from './pgMigrate.ts';
@@ -7,8 +8,8 @@ import { migratePostgres } from './pgMigrate.ts';
 // target is migrated first and must be empty; every table is copied in foreign-key order in ONE
 // PostgreSQL transaction (batched multi-row inserts, the SQLite ids kept), the identity sequences
 // moved past the copied ids, and before the commit the copy is verified: the same row count in every
-// table, and the same money sums (balance entries, app fee entries, payouts, deposits). Any failure
-// rolls everything back and names the table.
+// table, the same money sums (balance entries, app fee entries, payouts, deposits), and every wallet's app balance
+// totals equal to its entries' sums. Any failure rolls everything back and names the table.
 
 /** A copy refused or failed; `table` names where. Its message never carries the database URL. */
 export class CopyError extends Error {
@@ -222,5 +223,15 @@ async function verify(source: Db, client: pg.ClientBase, tables: string[], repor
         report.sums.push(`${m.table}.${col}[${key}]: ${a[i] ?? 0n}`);
       });
     }
+  }
+  // The app balance totals are copied as they are (triggers off): derived from the entries, they must still be their
+  // sums on the target, or every summary the node reads would answer a balance its entries do not hold.
+  const drift = balanceTotalsDrift((await client.query(BALANCE_TOTALS_DRIFT_SQL)).rows);
+  if (drift.length) {
+    const d = drift[0]!;
+    throw new CopyError(
+      `verification failed, nothing was written: balance_totals of ${d.wallet} (balance ${d.balance}, held ${d.held}) differ from its entries (balance ${d.entriesBalance}, held ${d.entriesHeld})${drift.length > 1 ? `, and ${drift.length - 1} more wallet(s)` : ''}`,
+      'balance_totals',
+    );
   }
 }
