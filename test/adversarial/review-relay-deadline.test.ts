@@ -142,6 +142,42 @@ describe('a sponsored relay waiting unsigned at its own fee cap', () => {
     await mineAt(GWEI);
   }, 120_000);
 
+  it('queued again once its transaction could not land (its nonce taken by another) fails at its deadline too', async () => {
+    const { key, wallet } = await sponsor(1);
+    const { requestId, payoutId, release } = await admitLowFeeRelay(key);
+    // As the sender leaves a payout whose every transaction can no longer land: the row dropped, the payout queued.
+    const hash = `0x${'ab'.repeat(32)}` as Hex;
+    s.node.ledger.tx(() => {
+      s.node.ledger.payouts.insertTx({
+        hash,
+        payout_id: payoutId,
+        chain_id: A,
+        sender: '0x000000000000000000000000000000000000dEaD',
+        nonce: 1_000_000,
+        gas_limit: '21000',
+        max_fee_per_gas: '1',
+        max_priority_fee_per_gas: '1',
+        created_at: Date.now(),
+        raw: '0x00',
+      });
+      s.node.ledger.payouts.setTxState(hash, 'dropped', { error: 'its nonce was taken by another transaction' });
+    });
+    const before = await feeCapWaits();
+    try {
+      await mineAt(20n * (await s.node.chains.costs(A)!.feePerGas!()));
+    } finally {
+      release();
+    }
+    await until(async () => ((await feeCapWaits()) > before ? true : undefined), 'the relay waiting on its fee cap');
+    // Before: a relay with a transaction on record was never failed by its deadline, however long it waited unsigned.
+    const status = await waitForStatus(s.url, requestId, ['success', 'failure'], FAIL_WITHIN_MS);
+    expect(status).toMatchObject({ status: 'failure', failReason: 'TTL_EXPIRED' });
+    expect(s.node.ledger.payouts.txsOf(payoutId).map((t) => t.state)).toEqual(['dropped']);
+    expect(sponsorHeld(s.node.ledger, requestId)).toBe(0n);
+    expect(s.node.ledger.balances.summary(wallet)).toEqual({ balance: 1_000_000n, held: 0n, available: 1_000_000n });
+    await mineAt(GWEI);
+  }, 120_000);
+
   it('signed and broadcast before its deadline is not failed by it: it lands once the base fee falls, charged its own gas once', async () => {
     const { key, wallet } = await sponsor(2);
     const { requestId, payoutId, cap, release } = await admitLowFeeRelay(key);

@@ -450,10 +450,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   // Whether a relay's payout has waited unsigned past its chain's relayMaxWaitMs (relayExpiry: never one with a
-  // transaction recorded). Read from the ledger when preparing, and again in the transaction that fails it.
+  // transaction that may still land). Read from the ledger when preparing, and again in the transaction that fails it.
   #relayExpiry(payout: PayoutRow): string | undefined {
     if (payout.kind !== 'relay') return undefined;
-    return relayExpiry(payout, this.#ledger.payouts.txsOf(payout.id).length, this.#relayMaxWaitMs, Date.now());
+    return relayExpiry(payout, this.#ledger.payouts.txsOf(payout.id).filter(isOpen).length, this.#relayMaxWaitMs, Date.now());
   }
 
   // Whether the cap that holds this payout is a sponsored relay's own (below the chain's): a relay stuck there is the

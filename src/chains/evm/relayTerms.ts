@@ -58,12 +58,13 @@ export const RELAY_EXPIRED: FailReason & 'TTL_EXPIRED' = 'TTL_EXPIRED';
  * description of it, else undefined. It fails then (RELAY_EXPIRED, through onRelayFailed: hold released, nothing
  * charged), rather than wait for as long as the market stays above its own fee cap: the sponsor's balance stayed held,
  * the caller's request pending, and a relay sent hours later was no longer what its caller (or the call's own logic:
- * prices, deadlines) asked for. Only a queued relay none of whose transactions was ever recorded (`recordedTxs`, read
- * from the ledger): one signed before its deadline may still land, and its own cap's cancel owns it. Everything it reads
- * is in the ledger, so a node restarted past the deadline decides alike.
+ * prices, deadlines) asked for. Only a queued relay none of whose transactions can still land (`openTxs`, read from the
+ * ledger): one signed and not yet settled may land, and its own cap's cancel owns it; one queued again once none of its
+ * transactions could land (its nonce taken by another) waits unsigned like one never sent. Everything it reads is in
+ * the ledger, so a node restarted past the deadline decides alike.
  */
-export function relayExpiry(payout: Pick<PayoutRow, 'kind' | 'state' | 'decided_at'>, recordedTxs: number, maxWaitMs: number, now: number): string | undefined {
-  if (payout.kind !== 'relay' || payout.state !== 'queued' || recordedTxs > 0) return undefined;
+export function relayExpiry(payout: Pick<PayoutRow, 'kind' | 'state' | 'decided_at'>, openTxs: number, maxWaitMs: number, now: number): string | undefined {
+  if (payout.kind !== 'relay' || payout.state !== 'queued' || openTxs > 0) return undefined;
   const waited = now - payout.decided_at;
   if (waited < maxWaitMs) return undefined;
   return `not signed within ${maxWaitMs} ms of its admission (waited ${waited} ms): the relay expired unsent`;
