@@ -14,13 +14,13 @@
 // Real devnet (anvil, chain 8453), blocks mined at chosen base fees; chain 8453's relays wait at most WAIT_MS.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Address, Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
 import { sponsorHeld } from '../../src/solver/appBalanceBooks.ts';
 import { DEFAULT_RELAY_MAX_WAIT_MS } from '../../src/chains/evm/relayTerms.ts';
 import { usdMicroCeil } from '../../src/lib/money.ts';
-import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
-import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { fundedSponsor } from '../helpers/appBalance.ts';
+import { admitHeldRelay } from '../helpers/relays.ts';
+import { startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 import { mineAtBaseFee } from '../helpers/baseFee.ts';
 import { configSchema } from '../../src/config/schema.ts';
 import { MINIMAL_CHAIN, MINIMAL_CONFIG } from '../helpers/minimalConfig.ts';
@@ -49,36 +49,12 @@ async function feeCapWaits(): Promise<number> {
   return values.find((v) => v.labels.chain === String(A) && v.labels.stage === 'send')?.value ?? 0;
 }
 
-// A sponsor (devnet account `account`) holding 1 USDC of app balance, and its key.
-async function sponsor(account: number) {
-  const key = s.node.ledger.apiKeys.create(`relay deadline ${account}`);
-  await linkWallet(s, key, account);
-  await fundAppBalance(s, 1, s.devnet.accounts[account]!.address, 1_000_000n);
-  return { key, wallet: s.devnet.accounts[account]!.address as Address };
-}
+const sponsor = (account: number) => fundedSponsor(s, account, 'relay deadline');
 
-// Admits a relay of a plain call to a fresh wallet at a base fee of 1 gwei while the submitter holds it back: returns
-// its request id, payout id, the fee cap its hold was computed at, and the release of the submitter.
+// Admits a relay of a plain call to a fresh wallet at a base fee of 1 gwei while the submitter holds it back.
 async function admitLowFeeRelay(key: { key: string }) {
   await mineAt(GWEI);
-  const cap = await s.node.chains.costs(A)!.feePerGas!();
-  const release = holdSubmitter(s, A);
-  try {
-    const res = await api(s.url, '/execute', {
-      apiKey: key.key,
-      body: {
-        executionKind: 'rawCalls',
-        data: { chainId: A, to: privateKeyToAccount(generatePrivateKey()).address, data: '0x', value: '0' },
-        executionOptions: { referrer: 'x', subsidizeFees: true },
-      },
-    });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    const requestId = res.body.requestId as Hex;
-    return { requestId, payoutId: `relay:${requestId}`, cap, release };
-  } catch (e) {
-    release();
-    throw e;
-  }
+  return admitHeldRelay(s, A, key);
 }
 
 // Admits a relay, raises the base fee to 20 times its cap, lets it go and waits until it waits unsigned on its cap.

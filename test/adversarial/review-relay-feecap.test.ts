@@ -22,8 +22,9 @@ import { FilledOnceArmedAbi, FilledOnceArmedBytecode } from '../../contracts-abi
 import { rpc } from '../../src/devnet/rawTransactions.ts';
 import { sponsorHeld } from '../../src/solver/appBalanceBooks.ts';
 import { usdMicroCeil } from '../../src/lib/money.ts';
-import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
-import { api, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { fundedSponsor } from '../helpers/appBalance.ts';
+import { admitHeldRelay } from '../helpers/relays.ts';
+import { startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 import { mineAtBaseFee } from '../helpers/baseFee.ts';
 
 const A = 8453;
@@ -48,41 +49,16 @@ async function feeCapWaits(stage: 'send' | 'replace'): Promise<number> {
   return values.find((v) => v.labels.chain === String(A) && v.labels.stage === stage)?.value ?? 0;
 }
 
-// A sponsor (devnet account `account`) holding 1 USDC of app balance, and its key.
-async function sponsor(account: number) {
-  const key = s.node.ledger.apiKeys.create(`relay fee cap ${account}`);
-  await linkWallet(s, key, account);
-  await fundAppBalance(s, 1, s.devnet.accounts[account]!.address, 1_000_000n);
-  return { key, wallet: s.devnet.accounts[account]!.address as Address };
-}
+const sponsor = (account: number) => fundedSponsor(s, account, 'relay fee cap');
 
 // Admits a relay of `call` (by default a plain call to a fresh wallet) while the submitter holds it back, at a base fee of 1 gwei:
 // returns its request id and the fee cap the hold was computed with (the node's price of gas at admission).
-async function admitLowFeeRelay(
-  key: { key: string },
-  call: { to: Address; data: Hex } = { to: privateKeyToAccount(generatePrivateKey()).address, data: '0x' },
-) {
+async function admitLowFeeRelay(key: { key: string }, call?: { to: Address; data: Hex }) {
   await mineAt(GWEI);
-  const costs = s.node.chains.costs(A)!;
-  const cap = await costs.feePerGas!();
-  const release = holdSubmitter(s, A);
-  try {
-    const res = await api(s.url, '/execute', {
-      apiKey: key.key,
-      body: {
-        executionKind: 'rawCalls',
-        data: { chainId: A, ...call, value: '0' },
-        executionOptions: { referrer: 'x', subsidizeFees: true },
-      },
-    });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    // The cap the simulation read is the node's price of gas at this head: no block came between.
-    expect(await costs.feePerGas!()).toBe(cap);
-    return { requestId: res.body.requestId as Hex, cap, release };
-  } catch (e) {
-    release();
-    throw e;
-  }
+  const r = await admitHeldRelay(s, A, key, call);
+  // The cap the simulation read is the node's price of gas at this head: no block came between.
+  expect(await s.node.chains.costs(A)!.feePerGas!()).toBe(r.cap);
+  return r;
 }
 
 // What the relay's sponsor was held, what it was charged, and what the solver paid for the relay's gas, in micro-USD.

@@ -13,13 +13,13 @@
 //
 // Real devnet (anvil, chain 8453 the relay's and the fill's), blocks mined by hand at chosen base fees.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Address, Hex } from 'viem';
-import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
+import type { Hex } from 'viem';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
 import { sponsorHeld } from '../../src/solver/appBalanceBooks.ts';
 import { usdMicroCeil } from '../../src/lib/money.ts';
-import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
-import { api, holdSubmitter, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { fundedSponsor } from '../helpers/appBalance.ts';
+import { admitHeldRelay } from '../helpers/relays.ts';
+import { api, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 import { mineAtBaseFee } from '../helpers/baseFee.ts';
 
 const A = 8453;
@@ -50,32 +50,14 @@ async function mineUntil(baseFee: bigint, done: () => boolean, blocks: number): 
   return done();
 }
 
-// A sponsor (devnet account `account`) holding 1 USDC of app balance, and its key.
-async function sponsor(account: number) {
-  const key = s.node.ledger.apiKeys.create(`relay stuck ${account}`);
-  await linkWallet(s, key, account);
-  await fundAppBalance(s, 1, s.devnet.accounts[account]!.address, 1_000_000n);
-  return { key, wallet: s.devnet.accounts[account]!.address as Address };
-}
+const sponsor = (account: number) => fundedSponsor(s, account, 'relay stuck');
 
 // Admits a relay of a plain call to a fresh wallet at a base fee of 1 gwei while the submitter holds it back, then
 // (automine off) lets it go and waits until it is broadcast. Returns its request id and the fee cap its hold was computed at.
 async function broadcastLowFeeRelay(key: { key: string }) {
   await mineAt(GWEI);
-  const cap = await s.node.chains.costs(A)!.feePerGas!();
-  const release = holdSubmitter(s, A);
-  let requestId: Hex;
+  const { requestId, cap, release } = await admitHeldRelay(s, A, key);
   try {
-    const res = await api(s.url, '/execute', {
-      apiKey: key.key,
-      body: {
-        executionKind: 'rawCalls',
-        data: { chainId: A, to: privateKeyToAccount(generatePrivateKey()).address, data: '0x', value: '0' },
-        executionOptions: { referrer: 'x', subsidizeFees: true },
-      },
-    });
-    expect(res.status, JSON.stringify(res.body)).toBe(200);
-    requestId = res.body.requestId as Hex;
     await rpc(rpcUrl(), 'evm_setAutomine', [false]);
   } finally {
     release();

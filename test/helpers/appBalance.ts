@@ -26,3 +26,12 @@ export async function linkWallet(s: Stack, k: { key: string; id: string }, walle
   const r = await linkThroughNode(s.url, k.key, acct);
   if (r.status !== 200) throw new Error(`link failed: ${r.status} ${JSON.stringify(r.body)}`);
 }
+
+/** A new API key sponsored by devnet account `account`, whose app balance is funded with 1 USDC (from account 1). */
+export async function fundedSponsor(s: Stack, account: number, label: string): Promise<{ key: { key: string; id: string }; wallet: Address }> {
+  const key = s.node.ledger.apiKeys.create(`${label} ${account}`);
+  await linkWallet(s, key, account);
+  const wallet = s.devnet.accounts[account]!.address as Address;
+  await fundAppBalance(s, 1, wallet, 1_000_000n);
+  return { key, wallet };
+}
