@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEventLogs, type Address, type Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
@@ -77,6 +78,26 @@ describe('admin API authentication', () => {
   it('closes a connection whose request body stalls, as the API does (api.requestTimeoutMs)', async () => {
     // A key, so the listener waits for the body: it held the socket for good.
     expect(await stalledRequest(s.node.adminUrl, '/admin/pause', { Authorization: `Bearer ${adminKey}` })).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('closes a connection that never sends a byte, as the API does (api.headersTimeoutMs)', async () => {
+    const { hostname, port } = new URL(s.node.adminUrl);
+    const silent = await new Promise<Socket>((resolve, reject) => {
+      const c = connect(Number(port), hostname, () => resolve(c));
+      c.once('error', reject);
+    });
+    let closed = false;
+    silent.on('close', () => {
+      closed = true;
+    });
+    silent.on('error', () => {});
+    try {
+      // Before: it stayed open for good (Node's header clock starts at a request's first byte).
+      await until(() => (closed ? true : undefined), 'the silent connection closed by the admin listener', 20_000);
+      expect(closed).toBe(true);
+    } finally {
+      silent.destroy();
+    }
   });
 
   it('refuses an action without a reason (400 naming it)', async () => {
