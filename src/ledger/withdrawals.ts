@@ -21,6 +21,7 @@ export class Withdrawals {
   #take;
   #release;
   #ofPayout;
+  #takenBy;
   #writeOffEntry;
   #writeOffRow;
   #withdrawnOwed;
@@ -42,6 +43,7 @@ export class Withdrawals {
     this.#take = db.prepare('INSERT INTO withdrawn_deposits (deposit_id, payout_id) VALUES (?, ?)');
     this.#release = db.prepare('DELETE FROM withdrawn_deposits WHERE payout_id = ?');
     this.#ofPayout = db.prepare('SELECT deposit_id FROM withdrawn_deposits WHERE payout_id = ? ORDER BY deposit_id');
+    this.#takenBy = db.prepare('SELECT payout_id FROM withdrawn_deposits WHERE deposit_id = ?');
     this.#writeOffEntry = db.prepare(`INSERT INTO depository_owed_entries (deposit_id, chain_id, currency, sign, amount, excess)
       SELECT deposit_id, chain_id, currency, -1, amount, excess FROM depository_owed WHERE deposit_id = ?`);
     this.#writeOffRow = db.prepare('DELETE FROM depository_owed WHERE deposit_id = ?');
@@ -127,6 +129,14 @@ export class Withdrawals {
   /** Failed withdrawals still holding deposits (their signed call went out: see Solver#releaseDeadWithdrawals). */
   heldByFailed(): string[] {
     return (this.#heldByFailed.all() as { id: string }[]).map((r) => r.id);
+  }
+
+  /**
+   * The withdrawal that took a deposit (paid, on its way, or failed with its signed call still executable), or
+   * undefined: the depository no longer holds such a deposit for anyone.
+   */
+  takenBy(depositId: string): string | undefined {
+    return (this.#takenBy.get(depositId) as { payout_id: string } | undefined)?.payout_id;
   }
 
   depositsOf(payoutId: string): string[] {

@@ -967,6 +967,15 @@ export class Solver implements PayoutHooks, ChainEvents {
     // Never a deposit a reorg took back: the depository does not hold it.
     if (d.state === 'reorged' || r.fail_reason === 'DEPOSIT_REORGED')
       throw new AdminRefusal(409, `request ${r.id} has no deposit to refund: a reorg took it back`);
+    // Nor one a withdrawal took: with no excess of it on its way, it was owed to the solver whole (a fast fill settled
+    // before its excess was returned, an excess at most its own return's gas), and the depository paid all of it to the
+    // solver; its excess from there would come out of other users' deposits. The solver's wallet holds it now.
+    const taken = this.ledger.withdrawals.takenBy(d.id);
+    if (taken)
+      throw new AdminRefusal(
+        409,
+        `the deposit of ${r.id} was taken by withdrawal ${taken}: the depository no longer holds its excess; return it from the solver's wallet`,
+      );
     const pending = this.ledger.payouts.forDeposit(d.id).find((x) => x.kind === 'excess' && this.#mayPay(x, dead));
     if (pending) throw new AdminRefusal(409, `request ${r.id} has a ${p(pending)}: its excess is returned or being returned`);
     const usual = r.refund_to ?? d.depositor;
