@@ -14,7 +14,7 @@ import { parseDepositTransactions, type ParsedDeposit } from './transactions.ts'
 const PAGE = 1000;
 // getTransaction calls in flight at once.
 const CHUNK = 20;
-// Slots listed again below the cursor on every pass. A provider writes a slot's transactions into the index that
+// Slots listed again below the cursor, every RELIST_EVERY_MS. A provider writes a slot's transactions into the index that
 // getSignaturesForAddress and getTransaction read (Agave's TransactionStatusService) behind its replay, and
 // getSignaturesForAddress answers up to the confirmed bank's slot whatever that index holds yet (Agave's own getBlock
 // answers BlockStatusNotAvailableYet there): a deposit in a slot not written yet was missing from the list, the cursor
@@ -22,6 +22,10 @@ const CHUNK = 20;
 // again: a deposit in the ledger is skipped by its id, a transaction that held none by the memory below. About two
 // minutes at 400 ms a slot.
 const RELIST_SLOTS = 300;
+// How often those slots are listed again: a provider's index lags by seconds, the window is two minutes, and listing
+// it on every pass (each a few hundred milliseconds) read each signature of the vault hundreds of times, a bill anyone
+// raises with dust transfers to the vault.
+const RELIST_EVERY_MS = 10_000;
 
 /** One signature of an address's list. */
 export interface SvmSignature {
@@ -42,6 +46,7 @@ export class SvmDepositSource implements DepositSource {
   readonly #commitment: Finality;
   // Signatures read whole that held no deposit, by slot: not fetched again while they are listed again (RELIST_SLOTS).
   readonly #nothing = new Map<string, number>();
+  #relistedAt = 0;
 
   constructor(
     private chain: SvmChainConfig,
@@ -68,13 +73,17 @@ export class SvmDepositSource implements DepositSource {
   }
 
   /**
-   * The deposits of every address's signatures in slots [from, to], and of those in the RELIST_SLOTS slots below `from`
-   * not read yet (listed late by the provider), oldest first. When a transaction is not served yet, `upTo` stops below
-   * its slot: it is read again on a later pass.
+   * The deposits of every address's signatures in slots [from, to], and, every RELIST_EVERY_MS, of those in the
+   * RELIST_SLOTS slots below `from` not read yet (listed late by the provider), oldest first. When a transaction is not
+   * served yet, `upTo` stops below its slot: it is read again on a later pass.
    */
-  async deposits(from: number, to: number): Promise<RangeRead> {
-    const low = Math.max(0, from - RELIST_SLOTS);
-    for (const [sig, slot] of this.#nothing) if (slot < low) this.#nothing.delete(sig);
+  async deposits(from: number, to: number, now = Date.now()): Promise<RangeRead> {
+    let low = from;
+    if (now - this.#relistedAt >= RELIST_EVERY_MS) {
+      this.#relistedAt = now;
+      low = Math.max(0, from - RELIST_SLOTS);
+      for (const [sig, slot] of this.#nothing) if (slot < low) this.#nothing.delete(sig);
+    }
     const sigs: SvmSignature[] = [];
     for (const a of this.sources) sigs.push(...(await this.#signatures(a, low, to)));
     sigs.sort((x, y) => x.slot - y.slot);
