@@ -17,6 +17,7 @@ import { devnetChain } from '../src/devnet/deploy.ts';
 import { startDevnet } from '../src/devnet/devnet.ts';
 import { createLogger } from '../src/log.ts';
 import { RelayNode } from '../src/node.ts';
+import { benchMarks } from '../src/lib/benchMarks.ts';
 import { profileWindow } from './profile.ts';
 import { scratchDir } from './scratchDir.ts';
 
@@ -92,10 +93,10 @@ try {
   if (profiled) console.log(`  CPU profile: ${profiled} (npx tsx bench/profile-summary.ts ${profiled})`);
   const rows = db
     .prepare(
-      `SELECT d.seen_at, d.confirmed_at, p.decided_at, t.hash, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
+      `SELECT p.request_id, d.seen_at, d.confirmed_at, p.decided_at, t.hash, t.created_at, t.broadcast_at FROM payouts p JOIN deposits d ON d.id = p.deposit_id
        JOIN transactions t ON t.payout_id = p.id WHERE p.kind = 'fill' AND t.broadcast_at IS NOT NULL`,
     )
-    .all() as { seen_at: number; confirmed_at: number; decided_at: number; hash: string; created_at: number; broadcast_at: number }[];
+    .all() as { request_id: string; seen_at: number; confirmed_at: number; decided_at: number; hash: string; created_at: number; broadcast_at: number }[];
   // Fills whose transaction carried no other order.
   const perTx = new Map<string, number>();
   for (const r of rows) perTx.set(r.hash, (perTx.get(r.hash) ?? 0) + 1);
@@ -133,11 +134,21 @@ try {
     `  filled ${result.filled}/${N} in ${(wall / 1000).toFixed(1)} s; this process (node and bench client) used ${((100 * (cpu.user + cpu.system)) / 1000 / wall).toFixed(0)}% of one core`,
   );
   console.log(`  ${alone} of ${rows.length} fills went alone (the rest in batches)`);
+  {
+    const of = (lone: boolean) =>
+      rows
+        .filter((r) => (perTx.get(r.hash) === 1) === lone)
+        .map((r) => r.broadcast_at - r.confirmed_at)
+        .sort((a, b) => a - b);
+    const [a, b] = [of(true), of(false)];
+    if (a.length && b.length) console.log(`  alone p50 ${pct(a, 50)} p99 ${pct(a, 99)} ms; batched p50 ${pct(b, 50)} p99 ${pct(b, 99)} ms`);
+  }
   console.log(`  p50 ${result.nodeShareMs.p50} ms   p90 ${result.nodeShareMs.p90} ms   p99 ${result.nodeShareMs.p99} ms   max ${result.nodeShareMs.max} ms`);
   console.log(
     `  stages p50/p99: decide ${stages.decide.p50}/${stages.decide.p99} ms, sign ${stages.sign.p50}/${stages.sign.p99} ms, send ${stages.send.p50}/${stages.send.p99} ms`,
   );
   if (trace) for (const line of trace()) console.log(`  ${line}`);
+  if (process.env.BENCH_MARKS === '1') for (const line of markLines(rows)) console.log(`  ${line}`);
   console.log(`  machine: ${result.machine.cpus} × ${result.machine.cpu}, ${result.machine.memGiB} GiB, node ${result.machine.node}`);
   mkdirSync('bench/results', { recursive: true });
   const out = join('bench/results', `fill-latency-${Date.now()}.json`);
@@ -165,23 +176,36 @@ function traceCalls(node: RelayNode): () => string[] {
       done();
       return r;
     }) as F;
-  const ledger = node.ledger as { tx: <T>(fn: () => T) => T };
+  const ledger = node.ledger as { tx: <T>(fn: () => T, o?: { lazy?: boolean }) => T };
   const tx = ledger.tx.bind(ledger);
   // Only the outermost transaction commits.
   let depth = 0;
-  ledger.tx = <T>(fn: () => T): T => {
+  ledger.tx = <T>(fn: () => T, o?: { lazy?: boolean }): T => {
     if (depth++ > 0)
       try {
-        return tx(fn);
+        return tx(fn, o);
       } finally {
         depth--;
       }
     const t = performance.now();
     try {
-      return tx(fn);
+      return tx(fn, o);
     } finally {
       depth--;
       note('ledger commit (any stage)', performance.now() - t);
+      if (process.env.BENCH_TRACE === 'commits') {
+        const at = (new Error().stack ?? '')
+          .split('\n')
+          .slice(2, 5)
+          .map((l) =>
+            l
+              .trim()
+              .replace(/^at /, '')
+              .replace(/\(.*\/src\//, '('),
+          )
+          .join(' < ');
+        note(`commit${o?.lazy ? ' lazy' : ''} ${at}`, performance.now() - t);
+      }
     }
   };
   const dest = node.adapters.get(10) as unknown as { decisionClient: Record<string, any> };
@@ -195,4 +219,26 @@ function traceCalls(node: RelayNode): () => string[] {
         const sorted = [...v].sort((a, b) => a - b);
         return `${k}: ${v.length}×, p50 ${pct(sorted, 50).toFixed(1)} ms, p99 ${pct(sorted, 99).toFixed(1)} ms`;
       });
+}
+
+/**
+ * BENCH_MARKS=1: the steps between the moments src/lib/benchMarks.ts noted for each fill (confirmed in the
+ * ledger, the solver's and the submitter's steps, broadcast in the ledger), p50 and p99 of each step as it
+ * followed the one before, in the order they were first seen.
+ */
+function markLines(rows: { request_id: string; confirmed_at: number; broadcast_at: number; hash: string }[]): string[] {
+  const steps = new Map<string, number[]>();
+  const all = benchMarks();
+  for (const r of rows) {
+    const m = [['ledger:confirmed', r.confirmed_at] as [string, number], ...(all.get(r.request_id) ?? [])];
+    m.push(['ledger:broadcast_at', r.broadcast_at]);
+    for (let i = 1; i < m.length; i++) {
+      const k = `${m[i - 1]![0]} -> ${m[i]![0]}`;
+      steps.set(k, [...(steps.get(k) ?? []), m[i]![1] - m[i - 1]![1]]);
+    }
+  }
+  return [...steps].map(([k, v]) => {
+    const s = [...v].sort((a, b) => a - b);
+    return `${k}: ${v.length}x, p50 ${pct(s, 50).toFixed(2)} ms, p99 ${pct(s, 99).toFixed(2)} ms, sum ${v.reduce((a, b) => a + b, 0).toFixed(0)} ms`;
+  });
 }

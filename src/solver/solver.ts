@@ -11,6 +11,7 @@ import type { Metrics } from '../metrics.ts';
 import { breakdown, pricedAt, rateText } from '../quote/fillAmount.ts';
 import { marketRate } from '../quote/pricing.ts';
 import { ceilDiv, conversionRate, mulRatioCeil, usdMicro, usdMicroCeil } from '../lib/money.ts';
+import { mark } from '../lib/benchMarks.ts';
 import type { PriceSource } from '../quote/prices.ts';
 import { reverseClaim } from './claims.ts';
 import { LossBreaker, BalanceDrift, type UnexplainedMovement } from './lossBreaker.ts';
@@ -245,11 +246,13 @@ export class Solver implements PayoutHooks, ChainEvents {
     for (;;) {
       const batch = this.ledger.deposits.nextConfirmed(200, skip);
       if (!batch.length || this.#stopped) return;
+      for (const d of batch) mark(d.order_ref, 'solver:read');
       const snap = await this.#fresh().catch((e: unknown) => {
         // Nothing is decided without inventory and prices: the batch waits for a later pass.
         this.metrics.postponed.inc({ reason: 'INVENTORY_UNREADABLE' }, batch.length);
         throw e;
       });
+      for (const d of batch) mark(d.order_ref, 'solver:snapshot');
       const woken = new Set<number>();
       // One commit for the batch (each decision is its own savepoint inside it): a durable commit
       // costs a disk flush, and a burst of deposits should not pay one each. Submitters are woken
@@ -258,6 +261,7 @@ export class Solver implements PayoutHooks, ChainEvents {
         for (const d of batch) {
           try {
             const chain = this.#decide(d, snap);
+            mark(d.order_ref, 'solver:decided');
             if (chain !== undefined) woken.add(chain);
           } catch (e) {
             // Listed for the operator (GET /admin/stuck), logged once: it is retried on every pass, and logged only, it
@@ -269,6 +273,7 @@ export class Solver implements PayoutHooks, ChainEvents {
           }
         }
       });
+      for (const d of batch) mark(d.order_ref, 'solver:committed');
       for (const c of woken) this.chains.payoutsQueued(c);
       // One statement for the batch, not a read of each deposit's row.
       skip += this.ledger.deposits.countConfirmed(batch.map((d) => d.id));

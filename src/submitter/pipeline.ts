@@ -20,6 +20,7 @@ import type { Metrics } from '../metrics.ts';
 import { backoffMs, type BackoffPolicy } from '../lib/backoff.ts';
 import { errText } from '../lib/errors.ts';
 import { Loop } from '../lib/loop.ts';
+import { mark } from '../lib/benchMarks.ts';
 import { UnpayableError } from './errors.ts';
 import { crashPoint } from './faults.ts';
 import type { BatchSending, PayoutFailReason, PayoutHooks, PayoutSender, PostponeReason, PrepareResult, StepContext, SubmitResult } from './port.ts';
@@ -233,6 +234,7 @@ export class PayoutPipeline<P, S> implements Payouts {
         continue;
       }
       this.#inFlight.add(row.id);
+      mark(row.request_id, 'pipe:pumped');
       if (this.#sender.batch?.batchable(row)) {
         this.#waiting.push(row.id);
         continue;
@@ -277,6 +279,7 @@ export class PayoutPipeline<P, S> implements Payouts {
     // A batch's lines name every request it carries; each payout's own lines name its request alone.
     const log = this.#log.child({ batch: ids.length, requestIds: read.flatMap((p) => p.request_id ?? []) });
     const logOf = (p: PayoutRow) => log.child({ payout: p.id, ...(p.request_id ? { requestId: p.request_id } : {}) });
+    for (const p of read) mark(p.request_id, 'pipe:batch');
     const rows: PayoutRow[] = [];
     for (const payout of read) {
       if (payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
@@ -322,6 +325,7 @@ export class PayoutPipeline<P, S> implements Payouts {
     if (!this.#started) return;
     const payout = this.#o.ledger.payouts.get(payoutId);
     if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) return;
+    mark(payout.request_id, 'pipe:process');
     const log = this.#log.child({ payout: payout.id, kind: payout.kind, requestId: payout.request_id });
     const ctx: StepContext = { log, stopped: () => !this.#started };
     try {
@@ -331,7 +335,9 @@ export class PayoutPipeline<P, S> implements Payouts {
       if (submitted.kind !== 'recorded') return this.#outcome(payout, submitted, log);
       this.#retry.delete(payout.id);
       crashPoint(this.#o.faults, 'afterFillRecorded', [payout]);
+      mark(payout.request_id, 'pipe:broadcast');
       const sent = await this.#sender.broadcast(submitted.signed, ctx);
+      mark(payout.request_id, 'pipe:broadcasted');
       if (sent.kind === 'requeued') this.#postpone(sent.payoutId, sent.cause, sent.why, log);
       crashPoint(this.#o.faults, 'afterFillBroadcast', [payout]);
     } catch (err) {

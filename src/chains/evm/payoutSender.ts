@@ -71,6 +71,7 @@ import type {
   SubmitResult,
   TxStatus,
 } from '../../submitter/port.ts';
+import { mark } from '../../lib/benchMarks.ts';
 import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, type CallRequest } from './callRequest.ts';
 import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees, type FeeHead } from './fees.ts';
 import { crashPoint } from '../../submitter/faults.ts';
@@ -376,6 +377,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const expired = this.#relayExpiry(payout);
     if (expired) return { kind: 'unpayable', reason: RELAY_EXPIRED, detail: expired, stillHolds: (cur) => this.#relayExpiry(cur) !== undefined };
     const call = await this.#buildCall(payout);
+    mark(payout.request_id, 'evm:built');
     const blockNumber = this.#simulationFloor(payout);
     const [estimate, market] = await Promise.all([
       this.#client
@@ -390,8 +392,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         .then(
           (gas) => ({ gas }),
           (error: unknown) => ({ error }),
-        ),
-      this.#fees.current(),
+        )
+        .finally(() => mark(payout.request_id, 'evm:estimated')),
+      this.#fees.current().finally(() => mark(payout.request_id, 'evm:fees')),
     ]);
     // Over the chain's fee cap, or a relay's own, the payout waits unsigned (no nonce is held behind it).
     const cap = this.#capOf(payout);
@@ -479,7 +482,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
 
   /** Takes the next nonce, signs, and records the transaction with the payout's `sent` state and `onSigned` in one ledger transaction. */
   async submit(payout: PayoutRow, { call, gas, fees }: EvmPrepared, { log }: StepContext): Promise<SubmitResult<EvmSigned>> {
+    mark(payout.request_id, 'evm:submit');
     const recorded = await this.#nonces.withNonce(async (nonce) => {
+      mark(payout.request_id, 'evm:nonce');
       const raw = await this.#account.signTransaction({
         ...(call.authorizationList ? { type: 'eip7702' as const, authorizationList: call.authorizationList } : { type: 'eip1559' as const }),
         chainId: this.chainId,
@@ -492,10 +497,13 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         maxPriorityFeePerGas: fees.maxPriorityFeePerGas,
       });
       const hash = keccak256(raw);
+      mark(payout.request_id, 'evm:signed');
       const ok = this.#recordSigned([payout.id], { hash, raw, nonce, gas, fees });
+      mark(payout.request_id, 'evm:recorded');
       if (ok) this.#broadcasting.add(hash);
       return { consumed: ok, value: ok ? { hash, raw, nonce } : undefined };
     });
+    mark(payout.request_id, 'evm:unlocked');
     if (!recorded) return { kind: 'stale' };
     log.info({ txHash: recorded.hash, nonce: recorded.nonce, gas: gas.toString(), maxFeePerGas: fees.maxFeePerGas.toString() }, 'payout signed and recorded');
     return { kind: 'recorded', txHash: recorded.hash, signed: { payoutId: payout.id, hash: recorded.hash, raw: recorded.raw } };
@@ -551,6 +559,10 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     check: (payout) => void this.#batchFill(payout),
     submitBatch: (payouts, ctx) => this.#submitBatch(payouts, ctx.log),
   };
+
+  #markId(payoutId: string): string | undefined {
+    return process.env.BENCH_MARKS === '1' ? (this.#ledger.payouts.get(payoutId)?.request_id ?? undefined) : undefined;
+  }
 
   // Several fills in one fillBatch transaction, recorded for every payout it carries before broadcast.
   async #submitBatch(payouts: PayoutRow[], log: Logger): Promise<BatchResult<EvmSigned>> {
@@ -762,7 +774,9 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     let accepted = false;
     let error: string | undefined;
     try {
+      mark(this.#markId(payoutId), 'evm:send');
       await this.#client.sendRawTransaction({ serializedTransaction: raw });
+      mark(this.#markId(payoutId), 'evm:sent');
       accepted = true;
     } catch (err) {
       const text = fullText(err);
@@ -785,6 +799,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       },
       { lazy: true },
     );
+    mark(this.#markId(payoutId), 'evm:lazy');
     if (accepted) {
       log.debug({ txHash: hash }, 'transaction broadcast');
     } else {
