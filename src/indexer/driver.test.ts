@@ -368,6 +368,39 @@ describe('IndexerDriver', () => {
     expect(s.deposits().every((d) => d.state === 'confirmed')).toBe(true);
   });
 
+  it('commits a range of the unfinalized window that holds no deposit lazily, and one that holds a deposit durably', async () => {
+    const chain = new FakeChain(0);
+    chain.mine(20);
+    const s = setup(chain, { confirmations: 1, finalityDepth: 16 });
+    // Each commit that moved the cursor inside the unfinalized window: whether it wrote a deposit, and whether it was lazy.
+    const commits: { deposits: boolean; lazy: boolean }[] = [];
+    const tx = s.ledger.tx.bind(s.ledger);
+    s.ledger.tx = ((fn: () => unknown, opts?: { lazy?: boolean }) => {
+      const [cursor, deposits] = [s.driver.indexed(), s.deposits().length];
+      const r = tx(fn, opts);
+      if (s.driver.indexed() !== cursor) commits.push({ deposits: s.deposits().length !== deposits, lazy: opts?.lazy === true });
+      return r;
+    }) as typeof s.ledger.tx;
+    s.driver.start();
+    await s.driver.waitFor(20);
+    // New blocks at the head, one at a time: empty ones (a destination chain's, one per fill), then one with a deposit.
+    for (let i = 0; i < 3; i++) {
+      chain.mine(1);
+      await s.driver.waitFor(chain.blocks.at(-1)!.number);
+    }
+    chain.mine(1, () => 1);
+    await s.driver.waitFor(chain.blocks.at(-1)!.number);
+    await until(() => s.deposits().length === 1, 'the deposit recorded');
+    const live = commits.slice(-4);
+    expect(live).toEqual([
+      { deposits: false, lazy: true },
+      { deposits: false, lazy: true },
+      { deposits: false, lazy: true },
+      { deposits: true, lazy: false },
+    ]);
+    expect(s.deposits()[0]!.state).toBe('confirmed');
+  });
+
   it("hands ranges of final blocks to the ledger's writer thread ahead of their commits, and never passes one that failed", async () => {
     const chain = new FakeChain(0);
     chain.mine(400, (n) => (n % 3 === 0 ? 1 : 0));

@@ -401,20 +401,28 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     }
     await this.#settle();
     let final = 0;
-    const stored = this.#ledger.tx(() => {
-      const recorded = this.#ledger.deposits.recordCount(chainId, values);
-      for (const d of gone) this.#reorgs.onDepositReorged(d, now);
-      for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
-      this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
-      this.#ledger.indexer.pruneBelow(chainId, head - finalityDepth);
-      // What a final source lists is confirmed as it is written.
-      if (this.#cfg.final && deposits.length)
-        final = this.#ledger.deposits.confirmUpTo(
-          chainId,
-          deposits.reduce((m, d) => Math.max(m, d.block_number), to),
-        );
-      return recorded;
-    });
+    // A range with no deposit and nothing reorged writes only bookkeeping the chain gives back (its headers and the
+    // cursor past them): it commits lazily, without the disk flush that held the node's one thread (a destination
+    // chain's indexer committed once per block, so once per fill). A power failure can only take it back whole, to be
+    // read again; the next durable commit makes it durable too. Deposits, and a reorg's consequences, stay durable.
+    const lazy = deposits.length === 0 && gone.length === 0;
+    const stored = this.#ledger.tx(
+      () => {
+        const recorded = this.#ledger.deposits.recordCount(chainId, values);
+        for (const d of gone) this.#reorgs.onDepositReorged(d, now);
+        for (const h of headers) this.#ledger.indexer.putBlock(chainId, { number: h.number, hash: h.hash, parent_hash: h.parentHash });
+        this.#ledger.indexer.setCursor(chainId, this.#cfg.cursor, to);
+        this.#ledger.indexer.pruneBelow(chainId, head - finalityDepth);
+        // What a final source lists is confirmed as it is written.
+        if (this.#cfg.final && deposits.length)
+          final = this.#ledger.deposits.confirmUpTo(
+            chainId,
+            deposits.reduce((m, d) => Math.max(m, d.block_number), to),
+          );
+        return recorded;
+      },
+      { lazy },
+    );
     this.#written(stored, from, to, final);
     this.#confirm(head);
     this.#metrics.indexerLag.set({ chain: chainId }, Math.max(0, head - to));
