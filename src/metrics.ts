@@ -146,6 +146,12 @@ export function createMetrics() {
       labelNames: ['chain', 'stage'],
       registers: r,
     }),
+    svmPayoutsUnproven: new Gauge({
+      name: 'relay_svm_payouts_unproven',
+      help: "SVM payout transactions expired without a status whose providers' history cannot prove they never landed: held (not signed again) at the last confirm pass",
+      labelNames: ['chain'],
+      registers: r,
+    }),
     payoutPostponed: new Counter({
       name: 'relay_payout_postponed_total',
       help: 'Payouts postponed before signing (they stay queued and are tried again after a backoff), by reason: rpc, fee-cap, no-funds, unconfirmed',

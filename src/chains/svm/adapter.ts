@@ -126,6 +126,7 @@ export class SvmAdapter implements ChainAdapter {
       chain,
       ledger,
       conn: this.conn,
+      history: this.rpc,
       keypair,
       hooks,
       metrics,

@@ -10,15 +10,21 @@
 //   confirm  look the recorded signatures up (getSignatureStatuses, with history), settle what landed
 //            at the chain's commitment (a failure only once final: finalized, or its blockhash expired),
 //            resend the recorded bytes while their blockhash is valid, and only once the blockhash has
-//            expired at the finalized height AND the signature is absent, mark it dropped and queue the
-//            payout to be signed again with a fresh blockhash.
+//            expired at the finalized height AND the signature is absent from a history that provably
+//            covers the transaction's whole life, mark it dropped and queue the payout to be signed again
+//            with a fresh blockhash.
 //
 // Never paying twice: a payout has at most one transaction that can still land. A signed transaction
 // is in the ledger before it can reach the chain; it is re-sent only as the same bytes (same
 // signature: the chain runs a signature once); and a new transaction is signed for the payout only
 // after the old one provably can never land (its blockhash is past the finalized block height, so no
-// block can include it any more, and the chain's history does not have it). On restart the confirm
-// pass runs before anything new is signed.
+// block can include it any more, and the chain's history does not have it). "No status" is that proof
+// only from a provider whose history holds every slot the transaction could have landed in: its
+// ledger reaching back to the slot it was signed at (pruned ledgers, after days down), and its
+// transaction-status index complete through the finalized slot (Agave's index lags replay under load;
+// the status cache forgets after ~300 slots; history may be off). Without that proof the payout stays
+// sent, is looked at again every pass, and is named in a warning. On restart the confirm pass runs
+// before anything new is signed.
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
 import { PublicKey, type Connection, type Keypair, type SignatureStatus, type TransactionInstruction } from '@solana/web3.js';
 import type { SvmChainConfig } from '../../config/schema.ts';
@@ -47,11 +53,24 @@ import {
   type MintInfo,
 } from './transactions.ts';
 
+/**
+ * What the providers' history proves (src/chains/svm/rpcPool.ts): each answer undefined when every reading
+ * provider gives the proof, else why not (providers by name, never a URL).
+ */
+export interface SvmHistoryProof {
+  /** Every reader's transaction-status index complete through this (finalized) slot. */
+  statusIndexComplete(slot: number): Promise<string | undefined>;
+  /** Every reader's ledger history reaching back to this slot. */
+  historyReaches(slot: number): Promise<string | undefined>;
+}
+
 /** What an SVM chain's payouts need: the chain, its connection and the solver's key, and the adapter's caches. */
 export interface SvmPayoutOptions {
   chain: SvmChainConfig;
   ledger: Ledger;
   conn: Connection;
+  /** Whether the providers' "no status" for an expired payout proves it never landed (the connection's pool). */
+  history: SvmHistoryProof;
   keypair: Keypair;
   hooks: PayoutHooks;
   metrics: Metrics;
@@ -74,6 +93,13 @@ const QUEUED_BATCH = 200;
 const REBROADCAST_MS = 2_000;
 const OPEN = new Set(['signed', 'broadcast']);
 const STATUS_BATCH = 256;
+// Blocks a blockhash is valid for after its own (Agave's MAX_PROCESSING_AGE: lastValidBlockHeight is the
+// blockhash's height plus this), and twice that as a margin: a transaction recorded without the slot it
+// was signed at cannot have landed in a slot below (last valid height - HISTORY_MARGIN), since a block's
+// slot is at least its height.
+const HISTORY_MARGIN = 300;
+// How often the warning for a payout held without proof is repeated (it is looked at every pass).
+const HELD_WARN_MS = 60_000;
 const RANK = { processed: 0, confirmed: 1, finalized: 2 } as const;
 
 /** A payout's instructions, priced and sized, with the blockhash to sign them at. */
@@ -82,6 +108,8 @@ export interface SvmPrepared {
   price: bigint;
   blockhash: string;
   lastValidBlockHeight: number;
+  /** The slot the blockhash was read at (confirmed): the transaction can only land in a later one (its blockhash's descendants). */
+  slot: number;
   /** Compute units the simulation used, and the limit set from it. */
   used: number;
   limit: number;
@@ -125,6 +153,8 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
   readonly log: Logger;
   readonly #o: SvmPayoutOptions;
   readonly #lastSent = new Map<string, number>();
+  // Signatures held (expired, no status, no proof) and when their warning was last logged.
+  readonly #heldWarned = new Map<string, number>();
 
   constructor(o: SvmPayoutOptions) {
     this.#o = o;
@@ -181,7 +211,13 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
   async prepare(payout: PayoutRow): Promise<PrepareResult<SvmPrepared>> {
     const { conn, keypair } = this.#o;
     const { ixs, writable } = await this.#instructions(payout);
-    const [price, { blockhash, lastValidBlockHeight }] = await Promise.all([this.#o.priorityFee(writable), conn.getLatestBlockhash('confirmed')]);
+    const [
+      price,
+      {
+        context: { slot },
+        value: { blockhash, lastValidBlockHeight },
+      },
+    ] = await Promise.all([this.#o.priorityFee(writable), conn.getLatestBlockhashAndContext('confirmed')]);
     const payer = keypair.publicKey;
 
     // Size the compute budget by simulation of the same instructions.
@@ -199,7 +235,7 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     }
     const used = sim.value.unitsConsumed ?? 200_000;
     const limit = Math.min(MAX_CU, Math.ceil((used * Number(10_000n + CU_MARGIN_BPS)) / 10_000) + CU_MARGIN_MIN);
-    return { kind: 'ready', prepared: { ixs, price, blockhash, lastValidBlockHeight, used, limit } };
+    return { kind: 'ready', prepared: { ixs, price, blockhash, lastValidBlockHeight, slot, used, limit } };
   }
 
   /** Signs, and records the transaction with the payout's `sent` state and `onSigned` in one ledger transaction. */
@@ -235,6 +271,8 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
         max_priority_fee_per_gas: priorityLamports(p.limit, p.price).toString(),
         created_at: Date.now(),
       });
+      // Where the provider's history must reach back to before a missing status may prove it never landed.
+      ledger.payouts.setTxState(signature, 'signed', { sentBlock: p.slot });
       ledger.payouts.setState(cur.id, 'sent', { txHash: signature });
       hooks.onSigned(cur, signature);
       return true;
@@ -286,12 +324,21 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
   async confirm(): Promise<TxStatus[]> {
     const { ledger, conn } = this.#o;
     const open = ledger.payouts.openTxs(this.chainId).filter((t) => t.sender === this.address);
-    if (!open.length) return [];
+    if (!open.length) {
+      this.#o.metrics.svmPayoutsUnproven.set({ chain: String(this.chainId) }, 0);
+      return [];
+    }
     // The finalized height is read before the statuses: a signature absent from a later answer,
     // whose blockhash expired before that height, was never included and never will be. "Later"
     // is made sure of by slot, not by clock: the epoch info names the finalized block's slot, the
     // connection's pool (rpcPool.ts) then takes no status answer from a slot before it.
-    const finalizedHeight = (await conn.getEpochInfo('finalized')).blockHeight ?? 0; // none named: nothing expired
+    const epoch = await conn.getEpochInfo('finalized');
+    const finalizedHeight = epoch.blockHeight ?? 0; // none named: nothing expired
+    // An expired transaction's missing status may decide a second signature: the providers' status index
+    // must be complete through the finalized slot (every block the transaction could be in), and that is
+    // asked before the statuses (an index only grows: complete before the read, complete at it).
+    const expired = open.some((t) => finalizedHeight > t.nonce);
+    const indexGap = expired ? await this.#o.history.statusIndexComplete(epoch.absoluteSlot) : undefined;
     const statuses: (SignatureStatus | null)[] = [];
     for (let i = 0; i < open.length; i += STATUS_BATCH) {
       const r = await conn.getSignatureStatuses(
@@ -300,11 +347,23 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
       );
       statuses.push(...r.value);
     }
+    // ... and their ledger history must reach back to where each could first have landed, asked after the
+    // statuses (history is pruned from below: reaching back after the read, it reached back at it).
+    const absent = open.filter((t, i) => !statuses[i] && finalizedHeight > t.nonce);
+    const gaps = new Map<string, string>();
+    // Reaching back to the lowest reaches back to all: one question a pass, one per transaction only when it does not.
+    const lowest = absent.length && !indexGap ? await this.#o.history.historyReaches(Math.min(...absent.map(firstSlotOf))) : undefined;
+    for (const t of absent) {
+      const why = indexGap ?? (lowest && (await this.#o.history.historyReaches(firstSlotOf(t))));
+      if (why) gaps.set(t.hash, why);
+    }
+    this.#o.metrics.svmPayoutsUnproven.set({ chain: String(this.chainId) }, gaps.size);
+    for (const sig of this.#heldWarned.keys()) if (!gaps.has(sig)) this.#heldWarned.delete(sig);
     const out: TxStatus[] = [];
     for (let i = 0; i < open.length; i++) {
       const t = open[i]!;
       try {
-        out.push({ kind: await this.#confirmOne(t, statuses[i] ?? null, finalizedHeight), payoutId: t.payout_id, txHash: t.hash });
+        out.push({ kind: await this.#confirmOne(t, statuses[i] ?? null, finalizedHeight, gaps.get(t.hash)), payoutId: t.payout_id, txHash: t.hash });
       } catch (e) {
         const log = forRequest(this.log, this.#o.ledger.payouts.get(t.payout_id)?.request_id);
         log.warn({ signature: t.hash, err: errText(e) }, 'svm confirm of a transaction failed; retrying');
@@ -313,7 +372,7 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     return out;
   }
 
-  async #confirmOne(t: TransactionRow, st: SignatureStatus | null, finalizedHeight: number): Promise<TxStatus['kind']> {
+  async #confirmOne(t: TransactionRow, st: SignatureStatus | null, finalizedHeight: number, unproven: string | undefined): Promise<TxStatus['kind']> {
     const { ledger, hooks, conn } = this.#o;
     const log = forRequest(this.log, ledger.payouts.get(t.payout_id)?.request_id).child({ payout: t.payout_id, signature: t.hash });
     if (st) {
@@ -361,8 +420,22 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
       if (failed) log.warn({ err: st.err }, 'svm payout failed: transaction failed on chain');
       return 'reverted';
     }
+    if (finalizedHeight > t.nonce && unproven) {
+      // Expired, but its absence is not proven: the provider cannot see back to it, or not yet up to the
+      // finalized slot. It may have landed (and paid): it stays sent and is looked at again next pass.
+      const last = this.#heldWarned.get(t.hash);
+      if (last === undefined || Date.now() - last >= HELD_WARN_MS) {
+        this.#heldWarned.set(t.hash, Date.now());
+        log.warn(
+          { lastValidBlockHeight: t.nonce, finalizedHeight, firstSlot: firstSlotOf(t), why: unproven },
+          "svm payout not signed again: its blockhash expired without a status, but the providers' history cannot prove it never landed",
+        );
+      }
+      return 'pending';
+    }
     if (finalizedHeight > t.nonce) {
-      // Expired and absent: it can never land. Only now may the payout be signed again.
+      // Expired and absent from a history that covers its whole life: it can never land. Only now may the
+      // payout be signed again.
       const requeued = ledger.tx(() => {
         const error = `blockhash expired at height ${t.nonce} (finalized ${finalizedHeight}) and the chain does not have it`;
         ledger.payouts.setTxState(t.hash, 'dropped', { error });
@@ -372,6 +445,7 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
         return true;
       });
       this.#lastSent.delete(t.hash);
+      this.#heldWarned.delete(t.hash);
       log.warn({ lastValidBlockHeight: t.nonce, finalizedHeight, requeued }, 'svm transaction expired without landing; payout queued for a fresh blockhash');
       return requeued ? 'requeued' : 'dropped';
     }
@@ -380,4 +454,11 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     if (Date.now() - last >= REBROADCAST_MS) await this.#broadcast(t.payout_id, t.hash, this.#o.ledger.payouts.rawOf(t.hash), log);
     return 'pending';
   }
+}
+
+// The lowest slot a recorded transaction could have landed in: the slot its blockhash was read at (recorded
+// at signing), else, for a row recorded without it, a bound from its last valid height (a block's slot is at
+// least its height).
+function firstSlotOf(t: TransactionRow): number {
+  return t.sent_block ?? Math.max(0, t.nonce - HISTORY_MARGIN);
 }

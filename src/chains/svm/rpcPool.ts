@@ -331,6 +331,63 @@ export class SvmRpcPool {
     );
   }
 
+  /**
+   * Whether every reading provider's transaction-status index is complete through `slot`: each answers
+   * `getBlock(slot)` (finalized) with a block, not Agave's BlockStatusNotAvailableYet (-32014, its
+   * TransactionStatusService behind replay), BlockNotAvailable (-32004: not rooted there yet, or history
+   * off), a pruned slot or a failure. Undefined when it is; else why not, providers named, never their URLs.
+   *
+   * Every reader, not one: a "no status" answer may come from any of them (a pool call goes to whichever
+   * answers), and the proof must hold for the one whose answer is acted on. Ask it BEFORE the status read
+   * it vouches for: an index only grows, so complete before it was complete at it.
+   */
+  async statusIndexComplete(slot: number): Promise<string | undefined> {
+    return this.#everyReader((p) =>
+      this.#proofCall(
+        p,
+        'getBlock',
+        [slot, { commitment: 'finalized', encoding: 'json', transactionDetails: 'none', rewards: false, maxSupportedTransactionVersion: 0 }],
+        (r) => (r !== null && typeof r === 'object' ? undefined : `getBlock(${slot}) answered no block`),
+      ),
+    );
+  }
+
+  /**
+   * Whether every reading provider's ledger history (its own, or its long-term storage) reaches back to
+   * `slot`: `getFirstAvailableBlock` at or below it. Undefined when it does; else why not (providers by
+   * name). Ask it AFTER the status read it vouches for: history is pruned from below, so it reached
+   * back at the read if it still does after.
+   */
+  async historyReaches(slot: number): Promise<string | undefined> {
+    return this.#everyReader((p) =>
+      this.#proofCall(p, 'getFirstAvailableBlock', [], (r) =>
+        typeof r === 'number' && r <= slot ? undefined : `its first available block ${typeof r === 'number' ? r : '(none)'} is past slot ${slot}`,
+      ),
+    );
+  }
+
+  // Asks every reading provider; the first reason one gives no proof, or undefined.
+  async #everyReader(ask: (p: RpcProvider) => Promise<string | undefined>): Promise<string | undefined> {
+    const readers = this.providers.filter((p) => p.role !== 'send');
+    const whys = await Promise.all(readers.map(ask));
+    const why = whys.find((w) => w !== undefined);
+    return why === undefined ? undefined : `provider ${readers[whys.indexOf(why)]!.name}: ${why}`;
+  }
+
+  // One call at one provider, judged by `judge` (undefined: proven). An error answer is named by its code only.
+  async #proofCall(p: RpcProvider, method: string, params: unknown[], judge: (result: unknown) => string | undefined): Promise<string | undefined> {
+    let a: RpcAnswer;
+    try {
+      p.take(1);
+      [a] = (await p.send([{ method, params }])) as [RpcAnswer];
+    } catch (e) {
+      if (!(e instanceof ProviderFailure)) throw e;
+      return `${method} failed (${e.kind})`;
+    }
+    if ('error' in a) return `${method} answered error ${a.error.code}`;
+    return judge(a.result);
+  }
+
   // The newest slot a provider answered at (its head, for lag and readiness).
   #sawAt(p: RpcProvider, slot: number): void {
     if (BigInt(slot) > p.head) p.head = BigInt(slot);

@@ -18,6 +18,8 @@ export class ChainState {
   readonly slotTimes = new Map<number, number>();
   readonly blockhashHeight = new Map<string, number>();
   readonly blockhashBySlot = new Map<number, string>();
+  /** Every slot's blockhash, by slot (the stand-in's ledger is never pruned: getBlock answers any slot). */
+  readonly blockhashes: string[] = [];
   readonly records = new Map<string, TxRecord>();
   readonly bySlot = new Map<number, TxRecord[]>();
   readonly byAddress = new Map<string, TxRecord[]>();
@@ -56,6 +58,7 @@ export class ChainState {
     const h = this.svm.latestBlockhash();
     this.blockhashHeight.set(h, this.slot);
     this.blockhashBySlot.set(this.slot, h);
+    this.blockhashes[this.slot] = h;
   }
 
   /** Forgets the blockhash of the slot that fell out of twice the validity window. */

@@ -94,8 +94,42 @@ export function createMethods(chain: ChainState, accounts: Accounts, transaction
     getVersion: () => ({ 'feature-set': FEATURE_SET, 'solana-core': SOLANA_CORE_VERSION }),
     getGenesisHash: () => genesisHash,
     getIdentity: () => ({ identity: faucet.publicKey.toBase58() }),
+    // The stand-in's ledger is never pruned: every block from genesis on is available.
     getFirstAvailableBlock: () => 0,
     minimumLedgerSlot: () => 0,
+    getBlock: (p) => {
+      const slot = p[0];
+      if (typeof slot !== 'number' || !Number.isSafeInteger(slot) || slot < 0) throw invalidParams('Invalid param: slot');
+      const cfg: Cfg = typeof p[1] === 'string' ? { encoding: p[1] } : ((p[1] ?? {}) as Cfg);
+      const c = historyCommitment(cfg);
+      // Agave: a slot past the commitment's (not rooted, not confirmed yet) is BlockNotAvailable (-32004).
+      if (slot > chain.slotAt(c)) throw new RpcError(-32004, `Block not available for slot ${slot}`);
+      const blockhash = chain.blockhashes[slot]!;
+      const details = String(cfg.transactionDetails ?? 'full');
+      const enc = String(cfg.encoding ?? 'json');
+      const mv = cfg.maxSupportedTransactionVersion;
+      const maxVersion = mv === undefined || mv === null ? undefined : Number(mv);
+      const txs = bySlot.get(slot) ?? [];
+      const out: Record<string, Json> = {
+        blockHeight: slot,
+        blockTime: slotTimes.get(slot) ?? null,
+        blockhash,
+        parentSlot: Math.max(0, slot - 1),
+        previousBlockhash: slot > 0 ? chain.blockhashes[slot - 1]! : blockhash,
+      };
+      if (details === 'full') {
+        out.transactions = txs.map((rec) => {
+          const { meta, transaction, version } = encodeTransaction(rec, enc, maxVersion) as Record<string, Json>;
+          return version === undefined ? { meta, transaction } : { meta, transaction, version };
+        });
+      } else if (details === 'signatures') {
+        out.signatures = txs.map((rec) => rec.tx.signature);
+      } else if (details !== 'none') {
+        throw invalidParams(`Invalid param: transactionDetails ${details} is not supported by the devnet`);
+      }
+      if (cfg.rewards !== false) out.rewards = [];
+      return out;
+    },
     getSlot: (p) => {
       const cfg = (p[0] ?? {}) as Cfg;
       checkMinContextSlot(cfg);
