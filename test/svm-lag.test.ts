@@ -4,17 +4,15 @@
 // look absent; it is asked again until an answer at or past the newest slot seen comes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Connection, Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
-import { zeroAddress, type Hex } from 'viem';
 import { SVM_NATIVE } from '../src/chains/address.ts';
 import type { SvmAdapter } from '../src/chains/svm/adapter.ts';
 import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
 import { base58Decode, base58Encode } from '../src/chains/svm/transactions.ts';
 import { SvmLagProxy } from './helpers/svmLagProxy.ts';
-import { recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
-import { api, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { quoteEthToSol, recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
+import { startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 const SVM = 792703809;
-const A = 8453;
 let s: Stack;
 let conn: Connection;
 let proxy: SvmLagProxy;
@@ -45,22 +43,7 @@ const lamports = async (who: PublicKey) => BigInt(await conn.getBalance(who, 'co
 describe('SVM reads pinned to the newest slot seen', () => {
   it('a lagging backend never makes a landed payout look unpaid: no second signature, paid once', async () => {
     const svm = s.devnet.svm!;
-    const recipient = Keypair.generate().publicKey;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        tradeType: 'EXACT_INPUT',
-        user: s.devnet.accounts[1]!.address,
-        recipient: recipient.toBase58(),
-        originChainId: A,
-        destinationChainId: SVM,
-        originCurrency: zeroAddress,
-        destinationCurrency: SVM_NATIVE,
-        amount: '10000000000000000',
-      },
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const id = q.body.steps.at(-1).requestId as Hex;
-    const amount = BigInt(q.body.details.currencyOut.amount);
+    const { id, recipient, amount } = await quoteEthToSol(s, 1);
     const fill = await signSvmFill(conn, s.devnet.keys.svmSolver!, id, recipient, amount);
     const { tx, sig } = fill;
     // One backend stops here: it will not know of the payout's landing.

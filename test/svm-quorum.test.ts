@@ -14,7 +14,7 @@ import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
 import { base58Encode } from '../src/chains/svm/transactions.ts';
 import { createMetrics } from '../src/metrics.ts';
 import { SvmLagProxy } from './helpers/svmLagProxy.ts';
-import { recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
+import { quoteEthToSol, recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
 import { SvmLiarProxy } from './helpers/svmLiarProxy.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
@@ -71,22 +71,7 @@ async function recordedFill(id: Hex, recipient: PublicKey, amount: bigint): Prom
 describe('SVM decision reads by a quorum of providers', () => {
   it('a provider saying a landed payout is not found cannot make the node sign it again: paid once', async () => {
     const svm = s.devnet.svm!;
-    const recipient = Keypair.generate().publicKey;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        tradeType: 'EXACT_INPUT',
-        user: s.devnet.accounts[1]!.address,
-        recipient: recipient.toBase58(),
-        originChainId: A,
-        destinationChainId: SVM,
-        originCurrency: zeroAddress,
-        destinationCurrency: SVM_NATIVE,
-        amount: '10000000000000000',
-      },
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const id = q.body.steps.at(-1).requestId as Hex;
-    const amount = BigInt(q.body.details.currencyOut.amount);
+    const { id, recipient, amount } = await quoteEthToSol(s, 1);
     let sig = '';
     // The liar denies the payout ever landed: no status, no transaction.
     liar.lying(({ method, params }, result) => {
@@ -200,22 +185,7 @@ describe('SVM decision reads by a quorum of providers', () => {
   });
 
   it('a provider saying a landed payout failed on chain cannot have it marked failed', async () => {
-    const recipient = Keypair.generate().publicKey;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        tradeType: 'EXACT_INPUT',
-        user: s.devnet.accounts[1]!.address,
-        recipient: recipient.toBase58(),
-        originChainId: A,
-        destinationChainId: SVM,
-        originCurrency: zeroAddress,
-        destinationCurrency: SVM_NATIVE,
-        amount: '10000000000000000',
-      },
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const id = q.body.steps.at(-1).requestId as Hex;
-    const amount = BigInt(q.body.details.currencyOut.amount);
+    const { id, recipient, amount } = await quoteEthToSol(s, 1);
     let sig = '';
     const err = { InstructionError: [0, { Custom: 1 }] };
     // The liar says the payout's transaction failed: its status and its transaction carry an error.
@@ -243,22 +213,7 @@ describe('SVM decision reads by a quorum of providers', () => {
     expect(done.txHashes).toEqual([sig]);
   });
   it("a provider claiming a finalized height past a pending payout's expiry cannot have it dropped and signed again", async () => {
-    const recipient = Keypair.generate().publicKey;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        tradeType: 'EXACT_INPUT',
-        user: s.devnet.accounts[1]!.address,
-        recipient: recipient.toBase58(),
-        originChainId: A,
-        destinationChainId: SVM,
-        originCurrency: zeroAddress,
-        destinationCurrency: SVM_NATIVE,
-        amount: '10000000000000000',
-      },
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const id = q.body.steps.at(-1).requestId as Hex;
-    const amount = BigInt(q.body.details.currencyOut.amount);
+    const { id, recipient, amount } = await quoteEthToSol(s, 1);
     // The liar swallows the node's broadcasts (the payout stays in flight, not landed) and claims
     // the chain has finalized far past its blockhash: alone, it would have the payout re-signed
     // while the first transaction can still land.
@@ -284,27 +239,13 @@ describe('SVM decision reads by a quorum of providers', () => {
   });
 
   it("a provider saying a payout's simulation fails cannot have the payout failed and the order refunded", async () => {
-    const recipient = Keypair.generate().publicKey;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        tradeType: 'EXACT_INPUT',
-        user: s.devnet.accounts[2]!.address,
-        recipient: recipient.toBase58(),
-        originChainId: A,
-        destinationChainId: SVM,
-        originCurrency: zeroAddress,
-        destinationCurrency: SVM_NATIVE,
-        amount: '10000000000000000',
-      },
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const id = q.body.steps.at(-1).requestId as Hex;
+    const { id, recipient, quote } = await quoteEthToSol(s, 2);
     // The liar says every simulation fails (not for lack of funds: a failure the payout cannot get past).
     liar.lying(({ method }, result) =>
       method === 'simulateTransaction' ? { ...result, value: { ...result.value, err: { InstructionError: [2, { Custom: 6 }] } } } : result,
     );
     const before = await disagreements('simulateTransaction');
-    const [hash] = await executeSteps(s, q.body, 2);
+    const [hash] = await executeSteps(s, quote, 2);
     await api(s.url, '/transactions/index', { body: { txHash: hash, chainId: A } });
     await until(
       async () => (s.node.ledger.payouts.get(`fill:${id}`)?.state === 'failed' || (await disagreements('simulateTransaction')) > before ? true : undefined),
@@ -315,7 +256,7 @@ describe('SVM decision reads by a quorum of providers', () => {
     liar.lying(undefined);
     const done = await waitForStatus(s.url, id, ['success', 'failure', 'refund'], 60_000);
     expect(done.status).toBe('success');
-    expect(await lamports(recipient.toBase58())).toBe(BigInt(q.body.details.currencyOut.amount));
+    expect(await lamports(recipient.toBase58())).toBe(BigInt(quote.details.currencyOut.amount));
   });
 
   it('an honest provider behind another is asked again, never counted as disagreeing', async () => {

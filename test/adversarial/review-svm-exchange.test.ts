@@ -3,12 +3,10 @@ import { toHex, type Address } from 'viem';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
-import { Connection, Keypair } from '@solana/web3.js';
-import type { Hex } from 'viem';
-import { SVM_NATIVE } from '../../src/chains/address.ts';
+import { Connection } from '@solana/web3.js';
 import { auditStack } from '../helpers/audit.ts';
-import { recordSvmFill, signSvmFill } from '../helpers/svmFill.ts';
-import { api, startStack, until, type Stack } from '../helpers/stack.ts';
+import { quoteEthToSol, recordSvmFill, signSvmFill } from '../helpers/svmFill.ts';
+import { startStack, until, type Stack } from '../helpers/stack.ts';
 
 // The perpetuals exchange (chain 1337) as an attacker's review of its deposits sees it: value reaches the solver's
 // account through the exchange's other transfers too (usdSend, spotSend), which its ledger shows as their own update
@@ -101,21 +99,7 @@ describe('an SVM payout that failed on chain', () => {
     const conn = new Connection(s.devnet.svm!.rpcUrl, 'confirmed');
     // A request to a fresh SOL account, and a fill of it signed as the submitter signs one: 1,000 lamports leave the
     // new account below the rent-exempt minimum, so the transaction lands and fails.
-    const recipient = Keypair.generate().publicKey;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        tradeType: 'EXACT_INPUT',
-        user: s.devnet.accounts[1]!.address,
-        recipient: recipient.toBase58(),
-        originChainId: 8453,
-        destinationChainId: SVM,
-        originCurrency: `0x${'0'.repeat(40)}`,
-        destinationCurrency: SVM_NATIVE,
-        amount: '10000000000000000',
-      },
-    });
-    expect(q.status).toBe(200);
-    const id = q.body.steps.at(-1).requestId as Hex;
+    const { id, recipient } = await quoteEthToSol(s, 1);
     const fill = await signSvmFill(conn, s.devnet.keys.svmSolver!, id, recipient, 1_000n);
     recordSvmFill(s.node.ledger, SVM, id, recipient, 1_000n, fill);
     s.devnet.svm!.rpc.submit(fill.tx.serialize(), { skipPreflight: true });

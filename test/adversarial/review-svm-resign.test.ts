@@ -11,16 +11,13 @@
 // - its transaction history is disabled: only the status cache answers, getBlock -32004 "Block not available".
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Connection, Keypair, type PublicKey, VersionedTransaction } from '@solana/web3.js';
-import { zeroAddress, type Hex } from 'viem';
-import { SVM_NATIVE } from '../../src/chains/address.ts';
 import { SvmRpcPool } from '../../src/chains/svm/rpcPool.ts';
 import { base58Encode } from '../../src/chains/svm/transactions.ts';
 import { JsonRpcProxy, type RpcCall } from '../helpers/jsonRpcProxy.ts';
-import { recordSvmFill, signSvmFill } from '../helpers/svmFill.ts';
-import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { quoteEthToSol, recordSvmFill, signSvmFill } from '../helpers/svmFill.ts';
+import { executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const SVM = 792703809;
-const A = 8453;
 // Agave's status cache: the signatures of about the last 300 slots are answered from the bank, whatever the ledger holds.
 const STATUS_CACHE_SLOTS = 300;
 
@@ -131,22 +128,7 @@ const lamports = async (who: PublicKey) => BigInt(await conn.getBalance(who, 'co
 // it; then the chain moves `slots` on (its blockhash expires) and `history` is what the provider keeps of it.
 async function landedUnseen(slots: number, history: (txSlot: number) => void) {
   const svm = s.devnet.svm!;
-  const recipient = Keypair.generate().publicKey;
-  const q = await api(s.url, '/quote/v2', {
-    body: {
-      tradeType: 'EXACT_INPUT',
-      user: s.devnet.accounts[1]!.address,
-      recipient: recipient.toBase58(),
-      originChainId: A,
-      destinationChainId: SVM,
-      originCurrency: zeroAddress,
-      destinationCurrency: SVM_NATIVE,
-      amount: '10000000000000000',
-    },
-  });
-  expect(q.status, JSON.stringify(q.body)).toBe(200);
-  const id = q.body.steps.at(-1).requestId as Hex;
-  const amount = BigInt(q.body.details.currencyOut.amount);
+  const { id, recipient, amount } = await quoteEthToSol(s, 1);
   const fill = await signSvmFill(conn, s.devnet.keys.svmSolver!, id, recipient, amount);
   proxy.hidden.add(fill.sig);
   recordSvmFill(s.node.ledger, SVM, id, recipient, amount, fill);
@@ -203,27 +185,12 @@ describe('an SVM payout whose status the provider cannot show, its blockhash exp
 describe('an SVM payout that never landed, its blockhash expired', () => {
   it("is signed again once the provider's history covers it from the slot it was signed at", { timeout: 120_000 }, async () => {
     const ledger = s.node.ledger;
-    const recipient = Keypair.generate().publicKey;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        tradeType: 'EXACT_INPUT',
-        user: s.devnet.accounts[2]!.address,
-        recipient: recipient.toBase58(),
-        originChainId: A,
-        destinationChainId: SVM,
-        originCurrency: zeroAddress,
-        destinationCurrency: SVM_NATIVE,
-        amount: '10000000000000000',
-      },
-    });
-    expect(q.status, JSON.stringify(q.body)).toBe(200);
-    const id = q.body.steps.at(-1).requestId as Hex;
-    const amount = BigInt(q.body.details.currencyOut.amount);
+    const { id, recipient, amount, quote } = await quoteEthToSol(s, 2);
     const payout = `fill:${id}`;
     try {
       // The node signs the fill (recording the slot it read its blockhash at); the provider drops every send of it.
       proxy.swallow = true;
-      await executeSteps(s, q.body, 2);
+      await executeSteps(s, quote, 2);
       const first = await until(() => ledger.payouts.txsOf(payout)[0], 'the fill signed');
       await until(() => (proxy.swallowed.includes(first.hash) ? true : undefined), 'the fill sent');
       expect(first.sent_block).toBeGreaterThan(0);

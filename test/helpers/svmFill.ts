@@ -2,10 +2,12 @@
 // (recorded but not sent, sent with a blockhash about to expire, seen by only some providers) before
 // the node looks at it.
 import { type Connection, Keypair, type PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
-import type { Hex } from 'viem';
+import { expect } from 'vitest';
+import { zeroAddress, type Hex } from 'viem';
 import { SVM_NATIVE } from '../../src/chains/address.ts';
 import { base58Decode, base58Encode, memoInstruction } from '../../src/chains/svm/transactions.ts';
 import type { Ledger } from '../../src/ledger/index.ts';
+import { api, type Stack } from './stack.ts';
 
 /** A SOL transfer to a request's recipient, signed by the solver with the request id as memo; not sent. */
 export interface SignedSvmFill {
@@ -60,4 +62,26 @@ export function recordSvmFill(ledger: Ledger, chainId: number, id: Hex, recipien
     });
     ledger.payouts.setState(`fill:${id}`, 'sent', { txHash: fill.sig });
   });
+}
+
+/**
+ * A quote of 0.01 ETH on chain 8453 (or `originChainId`) to SOL for a fresh recipient, asked by devnet account `user`:
+ * its request id, recipient, the lamports it pays out, and the quote's body.
+ */
+export async function quoteEthToSol(s: Stack, user: number, originChainId = 8453): Promise<{ id: Hex; recipient: PublicKey; amount: bigint; quote: any }> {
+  const recipient = Keypair.generate().publicKey;
+  const q = await api(s.url, '/quote/v2', {
+    body: {
+      tradeType: 'EXACT_INPUT',
+      user: s.devnet.accounts[user]!.address,
+      recipient: recipient.toBase58(),
+      originChainId,
+      destinationChainId: s.devnet.svm!.id,
+      originCurrency: zeroAddress,
+      destinationCurrency: SVM_NATIVE,
+      amount: '10000000000000000',
+    },
+  });
+  expect(q.status, JSON.stringify(q.body)).toBe(200);
+  return { id: q.body.steps.at(-1).requestId as Hex, recipient, amount: BigInt(q.body.details.currencyOut.amount), quote: q.body };
 }
