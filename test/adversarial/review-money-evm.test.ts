@@ -4,10 +4,11 @@
 // The prices: ETH on chain 10 is read from a live aggregator (as test/price-feed.test.ts configures it, "as an operator
 // would"); ETH on 8453 keeps its configured 3000 USD. The two readings of one asset differ as soon as the feed moves.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createPublicClient, createWalletClient, encodeFunctionData, erc20Abi, http, parseGwei, zeroAddress, type Address, type Hex } from 'viem';
+import { createPublicClient, createWalletClient, erc20Abi, http, parseGwei, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { PriceFeedAbi, PriceFeedBytecode } from '../../contracts-abi/index.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
+import { fundAppBalance } from '../helpers/appBalance.ts';
 import { linkWallet } from '../helpers/link.ts';
 import { api, executeSteps, permitQuote, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
@@ -138,12 +139,8 @@ describe('a gasless signed deposit that reverts on chain after its request was f
     const key = s.node.ledger.apiKeys.create('fast-filled gasless griefer');
     const sponsor = privateKeyToAccount(generatePrivateKey());
     expect((await linkWallet(s.url, key.key, sponsor)).status).toBe(200);
-    const w0 = s.wallet(0, A);
-    const fund =
-      `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver as Address, 20_000_000n] })}${marker(sponsor.address).slice(2)}` as Hex;
-    const funded = await w0.sendTransaction({ account: w0.account!, chain: w0.chain, to: usdc(A), data: fund });
-    await s.publicClient(A).waitForTransactionReceipt({ hash: funded });
-    await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 20_000_000n ? true : undefined), 'the app balance credit');
+    await fundAppBalance(s, 0, sponsor.address, 20_000_000n);
+    expect(s.node.ledger.balances.summary(sponsor.address).balance).toBe(20_000_000n);
 
     const owner = s.devnet.accounts[3]!;
     const q = await permitQuote(s, owner.address, { subsidizeFees: true, maxSubsidizationAmount: '1000000' }, key.key);
@@ -198,12 +195,8 @@ describe("a depository deposit beyond the input its request's fast fill was pric
     const key = s.node.ledger.apiKeys.create('fast fill at a smaller input');
     const sponsor = privateKeyToAccount(generatePrivateKey());
     expect((await linkWallet(s.url, key.key, sponsor)).status).toBe(200);
-    const w0 = s.wallet(0, A);
-    const fund =
-      `${encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [s.devnet.solver as Address, 20_000_000n] })}${marker(sponsor.address).slice(2)}` as Hex;
-    const funded = await w0.sendTransaction({ account: w0.account!, chain: w0.chain, to: usdc(A), data: fund });
-    await s.publicClient(A).waitForTransactionReceipt({ hash: funded });
-    await until(() => (s.node.ledger.balances.summary(sponsor.address).balance === 20_000_000n ? true : undefined), 'the app balance credit');
+    await fundAppBalance(s, 0, sponsor.address, 20_000_000n);
+    expect(s.node.ledger.balances.summary(sponsor.address).balance).toBe(20_000_000n);
 
     // 10 USDC from A to B, quoted with the app's key; the app fast-fills it priced at 5 USDC (solverInputCurrencyAmount).
     const user = account(2).address as Address;
