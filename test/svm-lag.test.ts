@@ -8,6 +8,7 @@ import { SVM_NATIVE } from '../src/chains/address.ts';
 import type { SvmAdapter } from '../src/chains/svm/adapter.ts';
 import { SvmRpcPool, svmConnection } from '../src/chains/svm/rpcPool.ts';
 import { base58Decode, base58Encode } from '../src/chains/svm/transactions.ts';
+import { svmBehind } from './helpers/jsonRpcProxy.ts';
 import { SvmLagProxy } from './helpers/svmLagProxy.ts';
 import { quoteEthToSol, recordSvmFill, signSvmFill } from './helpers/svmFill.ts';
 import { startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
@@ -22,14 +23,7 @@ beforeAll(async () => {
   s = await startStack({
     svm: true,
     logLines,
-    chains: async (_devnet, chains) =>
-      Promise.all(
-        (chains as { id: number; rpcUrl: string; kind?: string }[]).map(async (c) => {
-          if (c.kind !== 'svm') return c;
-          proxy = await new SvmLagProxy(c.rpcUrl).start();
-          return { ...c, rpcUrl: proxy.url, rpc: undefined };
-        }),
-      ),
+    chains: svmBehind(async (url) => (proxy = await new SvmLagProxy(url).start()).url),
   });
   conn = new Connection(s.devnet.svm!.rpcUrl, 'confirmed');
 }, 120_000);

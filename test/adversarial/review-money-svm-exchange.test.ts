@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Connection, type Keypair, Transaction } from '@solana/web3.js';
 import { zeroAddress, type Hex } from 'viem';
 import { SVM_NATIVE } from '../../src/chains/address.ts';
-import { JsonRpcProxy, type RpcCall } from '../helpers/jsonRpcProxy.ts';
+import { JsonRpcProxy, type RpcCall, svmBehind } from '../helpers/jsonRpcProxy.ts';
 import { api, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const BASE = 8453;
@@ -38,14 +38,7 @@ let conn: Connection;
 beforeAll(async () => {
   s = await startStack({
     svm: true,
-    chains: async (_devnet, chains) =>
-      Promise.all(
-        (chains as { kind?: string; rpcUrl: string }[]).map(async (c) => {
-          if (c.kind !== 'svm') return c;
-          proxy = await new StatusIndexLagProxy(c.rpcUrl).start();
-          return { ...c, rpcUrl: proxy.url, rpc: undefined };
-        }),
-      ),
+    chains: svmBehind(async (url) => (proxy = await new StatusIndexLagProxy(url).start()).url),
   });
   conn = new Connection(s.devnet.svm!.rpcUrl, 'confirmed');
 }, 120_000);

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Connection, Keypair, type PublicKey, VersionedTransaction } from '@solana/web3.js';
 import { SvmRpcPool } from '../../src/chains/svm/rpcPool.ts';
 import { base58Encode } from '../../src/chains/svm/transactions.ts';
-import { JsonRpcProxy, type RpcCall } from '../helpers/jsonRpcProxy.ts';
+import { JsonRpcProxy, type RpcCall, svmBehind } from '../helpers/jsonRpcProxy.ts';
 import { quoteEthToSol, recordSvmFill, signSvmFill } from '../helpers/svmFill.ts';
 import { executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
@@ -106,14 +106,7 @@ beforeAll(async () => {
   s = await startStack({
     svm: true,
     logLines,
-    chains: async (_devnet, chains) =>
-      Promise.all(
-        (chains as { kind?: string; rpcUrl: string }[]).map(async (c) => {
-          if (c.kind !== 'svm') return c;
-          proxy = await new HistoryProxy(c.rpcUrl).start();
-          return { ...c, rpcUrl: proxy.url, rpc: undefined };
-        }),
-      ),
+    chains: svmBehind(async (url) => (proxy = await new HistoryProxy(url).start()).url),
   });
   conn = new Connection(s.devnet.svm!.rpcUrl, 'confirmed');
 }, 120_000);

@@ -58,3 +58,14 @@ export abstract class JsonRpcProxy {
     await new Promise((r) => this.#server?.close(r));
   }
 }
+
+/**
+ * A startStack `chains` option putting one proxy in front of the SVM chain's RPC (the node's only provider there):
+ * `start` is given the chain's RPC URL and returns the started proxy's URL.
+ */
+export function svmBehind(start: (rpcUrl: string) => Promise<string>): (devnet: unknown, chains: unknown[]) => Promise<unknown[]> {
+  return (_devnet, chains) =>
+    Promise.all(
+      (chains as { kind?: string; rpcUrl: string }[]).map(async (c) => (c.kind === 'svm' ? { ...c, rpcUrl: await start(c.rpcUrl), rpc: undefined } : c)),
+    );
+}
