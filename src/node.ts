@@ -288,6 +288,7 @@ export class RelayNode {
     // The indexers weigh deposits (and app balance fundings) for confirmationsByValue at the newest price the node read,
     // from their first pass: one made while the node was down is judged at once, before the solver reads any price.
     await this.#notePrices?.();
+    await this.solver?.prime();
     await this.chains.start();
     this.solver?.start();
     this.deliverer?.start();

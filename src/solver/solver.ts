@@ -127,13 +127,7 @@ export class Solver implements PayoutHooks, ChainEvents {
 
   start(): void {
     this.#stopped = false;
-    if (this.riskConfig.dryRun) {
-      this.ledger.tx(() => {
-        if (this.ledger.operations.switchOn(switchName.dryRun, 'config', 'risk.dryRun is set')) {
-          this.ledger.operations.record({ action: 'dry-run-on', actor: 'config', reason: 'risk.dryRun is set' });
-        }
-      });
-    }
+    this.#recordDryRun();
     void this.#breaker?.check();
     this.wake();
     // Deposits whose decision was postponed (a chain unreachable) are retried on a timer, and
@@ -211,10 +205,35 @@ export class Solver implements PayoutHooks, ChainEvents {
     return this.#breaker?.checkNow() ?? Promise.resolve();
   }
 
+  #recordDryRun(): void {
+    if (!this.riskConfig.dryRun) return;
+    this.ledger.tx(() => {
+      if (this.ledger.operations.switchOn(switchName.dryRun, 'config', 'risk.dryRun is set')) {
+        this.ledger.operations.record({ action: 'dry-run-on', actor: 'config', reason: 'risk.dryRun is set' });
+      }
+    });
+  }
+
   /** Re-read inventory and prices before the next decision (e.g. when a price feed moved). */
   invalidate(): void {
-    this.#snapshot = undefined;
+    // Only decisions wait for the new reading. The last one stays for what is priced in the transaction that needs it
+    // (a failed fill's refund, at the refund's cost): dropped, such a refund was left to an operator.
+    if (this.#snapshot) this.#snapshot = { ...this.#snapshot, at: Number.NEGATIVE_INFINITY };
     this.#generation++;
+  }
+
+  /**
+   * Reads inventory and prices once, before the chains start: a payout their submitters find failed while reconciling
+   * what the ledger recorded is refunded at once, priced with it, rather than left to an operator. At most `timeoutMs`:
+   * a chain that does not answer delays no start.
+   */
+  async prime(timeoutMs = 10_000): Promise<void> {
+    // The reading may queue a withdrawal (inventory.withdrawAbove): a dry run is on before it.
+    this.#recordDryRun();
+    this.#refresh();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.#refreshing, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
+    clearTimeout(timer);
   }
 
   /** Deposits reached their confirmations (a chain's indexer): decide them now. */
@@ -1170,7 +1189,10 @@ export class Solver implements PayoutHooks, ChainEvents {
     const burned = snap && CALLER_FAILURES.has(reason) ? this.#burnedBy(payout, d, snap) : 0n;
     const refundable = burned > 0n ? { ...left, amount: (BigInt(left.amount) - burned).toString() } : left;
     const chain = snap ? this.#queueRefund(r.id, refundable, r.refund_to ?? d.depositor, snap, now) : undefined;
-    if (!snap) this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
+    if (!snap) {
+      this.ledger.requests.setStatus(r.id, 'failure', { refundFailReason: 'MANUAL_REFUND_REQUIRED' }, now);
+      log.error({ payout: payout.id, reason, deposit: d.id }, 'fill failed before the solver could read refund costs; manual refund required');
+    }
     // The refund is on another chain than the failed fill; wake its submitter once this commits.
     if (chain !== undefined) queueMicrotask(() => this.chains.payoutsQueued(chain));
   }

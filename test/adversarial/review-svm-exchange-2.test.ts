@@ -53,9 +53,13 @@ const state = () => ex().standin.state;
 const account = (i: number) => privateKeyToAccount(s.devnet.accounts[i]!.privateKey);
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ address: usdc(BASE), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
-// The stand-in's balances are private to it; the test moves the solver's perps USD away and back.
-const setPerps = (who: Address, units: bigint) =>
+// The stand-in's balances are private to it; the test moves the solver's perps USD away and back. The solver's
+// inventory snapshot (read about once a second) is dropped with each move: one read while the perps USD was away
+// otherwise refused the next test's fill with SOLVER_BALANCE_TOO_LOW (once in about ten runs), never held for funds.
+const setPerps = (who: Address, units: bigint) => {
   (state() as unknown as { setBalance(u: string, dex: string, t: unknown, v: bigint): void }).setBalance(who, '', state().usdc, units);
+  s.node.solver!.invalidate();
+};
 
 // A fill of 5 USDC from 8453 to perps USD on the exchange, by account `from` for `to`, whose first post the exchange
 // refuses for funds: the solver's perps USD leaves between the fill's decision and its post (other payouts, an
@@ -236,33 +240,12 @@ describe('an SVM transaction that deposits two currencies to the vault', () => {
 describe('an exchange payout held for funds past the exchange nonce window', () => {
   it('is failed once the exchange clock is 2 days past its nonce, and its deposit refunded', { timeout: 240_000 }, async () => {
     const { requestId, payoutId, held, userBefore, recipientBefore, stash, user, recipient, solver } = await heldFill(3, 0);
-    const st = state() as unknown as { now: () => number };
-    const clock = st.now;
-    state().nonceWindow = HYPERLIQUID_NONCE_WINDOW;
-    st.now = () => Date.now() + HYPERLIQUID_NONCE_WINDOW.behindMs + 60 * 60_000;
+    const restore = await pastNonceWindow(3);
     try {
       setPerps(solver, stash);
-      const client = new ExchangeClient({ url: ex().url });
       const body = JSON.parse(hexToString(s.node.ledger.payouts.rawOf(held.hash)));
-      const refused = await client.submit(body).catch((e: unknown) => e);
+      const refused = await new ExchangeClient({ url: ex().url }).submit(body).catch((e: unknown) => e);
       expect((refused as ExchangeActionError).exchangeMessage).toMatch(/nonce/i);
-      // The solver's ledger shows the exchange's time: anything moving in it (here a transfer to the solver).
-      state().credit(user.address, { perpsUsd: '1' });
-      const usd = state().usdc;
-      await client.sendAsset(
-        s.devnet.accounts[3]!.privateKey,
-        {
-          exchangeChain: 'Mainnet',
-          destination: solver.toLowerCase(),
-          sourceDex: '',
-          destinationDex: '',
-          token: `${usd.name}:${usd.tokenId}`,
-          amount: '0.5',
-          fromSubAccount: '',
-          nonce: st.now(),
-        },
-        { signatureChainId: 0xa4b1 },
-      );
       // Before: the payout stayed 'sent', posted and refused on every pass, the deposit neither filled nor refunded.
       const done = await waitForStatus(s.url, requestId, ['refund'], 30_000);
       expect(done.status).toBe('refund');
@@ -270,8 +253,108 @@ describe('an exchange payout held for funds past the exchange nonce window', () 
       await until(async () => ((await usdcBalance(user.address)) > userBefore - 5_000_000n ? true : undefined), 'the refund on 8453', 30_000);
       expect(state().perpsUsd(recipient)).toBe(recipientBefore);
     } finally {
-      st.now = clock;
-      state().nonceWindow = undefined;
+      restore();
     }
+  });
+});
+
+// Moves the exchange's clock 2 days and an hour ahead (past every nonce of now), and has the solver's ledger show that
+// time: anything moving in it, here a transfer of 0.5 perps USD to the solver by account `from`. Returns the undo.
+async function pastNonceWindow(from: number): Promise<() => void> {
+  const st = state() as unknown as { now: () => number };
+  const clock = st.now;
+  const restore = () => {
+    st.now = clock;
+    state().nonceWindow = undefined;
+  };
+  state().nonceWindow = HYPERLIQUID_NONCE_WINDOW;
+  st.now = () => Date.now() + HYPERLIQUID_NONCE_WINDOW.behindMs + 60 * 60_000;
+  try {
+    state().credit(account(from).address, { perpsUsd: '1' });
+    const usd = state().usdc;
+    await new ExchangeClient({ url: ex().url }).sendAsset(
+      s.devnet.accounts[from]!.privateKey,
+      {
+        exchangeChain: 'Mainnet',
+        destination: s.devnet.solver.toLowerCase(),
+        sourceDex: '',
+        destinationDex: '',
+        token: `${usd.name}:${usd.tokenId}`,
+        amount: '0.5',
+        fromSubAccount: '',
+        nonce: st.now(),
+      },
+      { signatureChainId: 0xa4b1 },
+    );
+  } catch (e) {
+    restore();
+    throw e;
+  }
+  return restore;
+}
+
+// Until the returned release, the solver's reads of its perps USD on the exchange (its inventory snapshot reads every
+// chain at once) do not answer: the solver has no reading of inventory and prices.
+function holdSolverReads(): () => void {
+  const withdrawable = ExchangeClient.prototype.withdrawable;
+  let release!: () => void;
+  const released = new Promise<void>((r) => {
+    release = r;
+  });
+  ExchangeClient.prototype.withdrawable = async function (this: ExchangeClient, ...args: Parameters<typeof withdrawable>) {
+    await released;
+    return withdrawable.apply(this, args);
+  };
+  return () => {
+    ExchangeClient.prototype.withdrawable = withdrawable;
+    release();
+  };
+}
+
+// A fill that fails is refunded in the transaction that fails it, at the refund's cost read in the solver's inventory
+// snapshot. With no snapshot (dropped by invalidate(), as an operator's retry does; or none read yet after a start) the
+// request was failed with MANUAL_REFUND_REQUIRED: the user's deposit left to an operator, though nothing stood in the
+// way of its refund.
+describe('a fill that fails while the solver holds no reading of inventory and prices', () => {
+  const refundedOrLeft = (requestId: string) =>
+    until(
+      async () => {
+        const st = (await api(s.url, `/intents/status/v3?requestId=${requestId}`)).body;
+        return st.status === 'refund' || st.refundFailReason ? st : undefined;
+      },
+      `request ${requestId} refunded or left to an operator`,
+      30_000,
+    );
+
+  it('is refunded once the solver has read them again (its reading dropped)', { timeout: 240_000 }, async () => {
+    const { requestId, payoutId, stash, solver, user, userBefore } = await heldFill(4, 2);
+    const release = holdSolverReads();
+    let restore: (() => void) | undefined;
+    try {
+      setPerps(solver, stash); // drops the snapshot
+      restore = await pastNonceWindow(4);
+      await until(() => (s.node.ledger.payouts.get(payoutId)!.state === 'failed' ? true : undefined), 'the fill failed', 30_000);
+    } finally {
+      release();
+      restore?.();
+    }
+    expect(await refundedOrLeft(requestId)).toMatchObject({ status: 'refund', failReason: 'TRANSACTION_REVERTED' });
+    await until(async () => ((await usdcBalance(user.address)) > userBefore - 5_000_000n ? true : undefined), 'the refund on 8453', 30_000);
+  });
+
+  it('is refunded when a restarted node finds it failed before its first reading', { timeout: 240_000 }, async () => {
+    const { requestId, payoutId, stash, solver, user, userBefore } = await heldFill(1, 0);
+    let restore: (() => void) | undefined;
+    try {
+      await s.restartNode(undefined, async () => {
+        setPerps(solver, stash);
+        restore = await pastNonceWindow(1);
+      });
+      await until(() => (s.node.ledger.payouts.get(payoutId)!.state === 'failed' ? true : undefined), 'the fill failed', 30_000);
+    } finally {
+      restore?.();
+    }
+    expect(await refundedOrLeft(requestId)).toMatchObject({ status: 'refund', failReason: 'TRANSACTION_REVERTED' });
+    await until(async () => ((await usdcBalance(user.address)) > userBefore - 5_000_000n ? true : undefined), 'the refund on 8453', 30_000);
   });
 });
