@@ -71,3 +71,41 @@ describe('deposits on a chain taken out of the config', () => {
     }
   });
 });
+
+describe('a payout sent long ago and not yet settled', () => {
+  // An SVM payout whose expiry cannot be proven (a provider pruned or behind) is held sent for good, as is an exchange
+  // action held for funds or a transaction waiting at the fee cap unreplaced: only a log line and a gauge showed them.
+  it('is listed for the operator once it has waited 10 minutes, and not before', () => {
+    const ledger = Ledger.open(':memory:');
+    try {
+      ledger.payouts.insert({
+        id: 'fill:x',
+        kind: 'fill',
+        request_id: null,
+        deposit_id: null,
+        chain_id: 10,
+        recipient: '0x0000000000000000000000000000000000000001',
+        currency: '0x0000000000000000000000000000000000000000',
+        amount: '7',
+        decided_at: 1_000,
+      });
+      ledger.payouts.setState('fill:x', 'sent', { txHash: hex(5) }, 2_000);
+      expect(stuck(ledger, 2_000 + 9 * 60_000)).toEqual([]);
+      expect(stuck(ledger, 2_000 + 10 * 60_000)).toEqual([
+        {
+          state: 'waiting',
+          reason: 'SENT_UNSETTLED',
+          requestId: null,
+          depositId: null,
+          payoutId: 'fill:x',
+          chainId: 10,
+          amount: '7',
+          currency: '0x0000000000000000000000000000000000000000',
+          ageMs: 2_000 + 10 * 60_000 - 1_000,
+        },
+      ]);
+    } finally {
+      ledger.close();
+    }
+  });
+});

@@ -63,10 +63,16 @@ export interface StuckItem {
   ageMs: number;
 }
 
+// How long a payout may stay sent, its one transaction unsettled, before it is listed (SENT_UNSETTLED): one settles
+// within blocks, and one held longer waits on something the node cannot settle alone (an SVM expiry no provider can
+// prove, an exchange action refused for funds, a transaction at the fee cap with no replacement).
+const SENT_UNSETTLED_AFTER_MS = 10 * 60_000;
+
 /**
  * Payouts and deposits an operator may have to look at: waiting (held back by a limit, a pause or
- * dry run; queued on a paused chain; unconfirmed on a chain no longer in `configured`), retrying (re-signed at
- * least once, not yet made) and failed (a payout that failed, a deposit left for manual refund).
+ * dry run; queued on a paused chain; unconfirmed on a chain no longer in `configured`; sent 10 minutes ago and not
+ * settled), retrying (re-signed at least once, not yet made) and failed (a payout that failed, a deposit left for
+ * manual refund).
  */
 export function stuck(ledger: Ledger, now = Date.now(), configured?: ReadonlySet<number>): StuckItem[] {
   const out: StuckItem[] = [];
@@ -114,6 +120,7 @@ export function stuck(ledger: Ledger, now = Date.now(), configured?: ReadonlySet
     else if (p.state === 'queued' && switches.has(switchName.all)) out.push({ state: 'waiting', reason: 'PAUSED_ALL', ...base });
     else if (p.state === 'queued' && switches.has(switchName.chain(p.chain_id))) out.push({ state: 'waiting', reason: 'PAUSED_CHAIN', ...base });
     else if (p.txs > 1) out.push({ state: 'retrying', reason: 'REPLACED', ...base });
+    else if (p.state === 'sent' && now - p.updated_at >= SENT_UNSETTLED_AFTER_MS) out.push({ state: 'waiting', reason: 'SENT_UNSETTLED', ...base });
   }
   // Failed deposits nobody refunds on their own (a blocked depositor, a refund the chain refused).
   const manual = ledger.requests.manualRefundsOwed();
