@@ -5,7 +5,7 @@ import type { Registry } from '../config/registry.ts';
 import { onRelayFailed, onRelayPaid, onRelaySigned } from './gaslessRelay.ts';
 import type { Ledger } from '../ledger/index.ts';
 import { Requests, type NewRequest } from '../ledger/requests.ts';
-import type { DepositRow, PayoutRow, Pricing, RequestRow } from '../ledger/types.ts';
+import type { DepositRow, PayoutRow, Pricing, RequestRow, TransactionRow } from '../ledger/types.ts';
 import { forRequest, type Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { breakdown, pricedAt, rateText } from '../quote/fillAmount.ts';
@@ -223,17 +223,29 @@ export class Solver implements PayoutHooks, ChainEvents {
   }
 
   /**
-   * Reads inventory and prices once, before the chains start: a payout their submitters find failed while reconciling
-   * what the ledger recorded is refunded at once, priced with it, rather than left to an operator. At most `timeoutMs`:
-   * a chain that does not answer delays no start.
+   * Reads inventory and prices before the chains start: a payout their submitters find failed while reconciling what
+   * the ledger recorded is refunded at once, priced with it, rather than left to an operator. A read that fails (one
+   * provider's error, one price) is tried again: given up after the first, the start went on with no reading, and a
+   * fill found failed was left to an operator all the same. At most `timeoutMs`: a chain that does not answer delays no
+   * start.
    */
-  async prime(timeoutMs = 10_000): Promise<void> {
+  async prime(timeoutMs = 10_000, retryMs = 250): Promise<void> {
     // The reading may queue a withdrawal (inventory.withdrawAbove): a dry run is on before it.
     this.#recordDryRun();
-    this.#refresh();
+    const started = Date.now();
+    const read = () => this.#snapshot !== undefined && this.#snapshot.at >= started;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.#refreshing, new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)))]);
-    clearTimeout(timer);
+    const bound = new Promise<void>((r) => (timer = setTimeout(r, timeoutMs)));
+    try {
+      while (Date.now() - started < timeoutMs) {
+        this.#refresh();
+        await Promise.race([this.#refreshing, bound]);
+        if (read()) return;
+        await Promise.race([new Promise((r) => setTimeout(r, retryMs)), bound]);
+      }
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Deposits reached their confirmations (a chain's indexer): decide them now. */
@@ -479,7 +491,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       otherDeposits: (orderId, depositId) =>
         this.ledger.deposits.byOrderRef(orderId).filter((o) => o.id !== depositId && (o.state === 'confirmed' || o.state === 'unconfirmed')),
       depositInFlight: (orderId) => this.ledger.payouts.forRequest(orderId).some((p) => p.kind === 'deposit' && (p.state === 'queued' || p.state === 'sent')),
-      arrivedAt: (deposit) => this.#sweepOf(deposit)?.decided_at ?? deposit.seen_at,
+      arrivedAt: (deposit) => (this.#sweepOf(deposit) ?? this.#signedDepositOf(deposit))?.decided_at ?? deposit.seen_at,
     });
     // Left confirmed: decided again once what it waits for is decided (a fast fill, another deposit).
     if (decision.kind === 'wait') {
@@ -833,10 +845,23 @@ export class Solver implements PayoutHooks, ChainEvents {
   // fill's quote priced it, so a refund bears it as a swept deposit's bears its sweep (before, each such order refunded
   // cost the solver a deposit transaction). Its fee once its receipt is read, else the most it could cost.
   #signedDepositGas(d: DepositRow): bigint {
-    const tx = d.tx_hash.toLowerCase();
-    const t = d.order_ref ? this.ledger.payouts.txsOf(signedDepositPayoutId(d.order_ref)).find((x) => x.hash.toLowerCase() === tx && !x.cancel) : undefined;
+    const t = this.#signedDepositTx(d);
     if (!t) return 0n;
     return t.fee !== null ? BigInt(t.fee) : BigInt(t.gas_limit) * BigInt(t.max_fee_per_gas);
+  }
+
+  // The transaction of the node's own signed deposit (usePermit) when it is the deposit's transaction.
+  #signedDepositTx(d: DepositRow): TransactionRow | undefined {
+    const tx = d.tx_hash.toLowerCase();
+    return d.order_ref ? this.ledger.payouts.txsOf(signedDepositPayoutId(d.order_ref)).find((x) => x.hash.toLowerCase() === tx && !x.cancel) : undefined;
+  }
+
+  // The node's signed deposit payout whose transaction brought the deposit. Its arrival is when the node recorded the
+  // user's permit (checked against the quote's expiry then), as a sweep's is when the watcher saw the funds: the node
+  // sends it when its queue lets it (a restart, a held chain), and judged by when the indexer read it, a permit recorded
+  // in time that landed in time came back as ORDER_EXPIRED, refunded less the node's deposit gas and the refund's.
+  #signedDepositOf(d: DepositRow): PayoutRow | undefined {
+    return this.#signedDepositTx(d) ? this.ledger.payouts.get(signedDepositPayoutId(d.order_ref)) : undefined;
   }
 
   // The sweep payout whose transaction brought the deposit, when it is the solver's sweep of a deposit address.
