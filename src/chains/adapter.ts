@@ -1,7 +1,7 @@
 import type { RelayTerms } from './evm/relayTerms.ts';
 import type { Hex } from 'viem';
 import type { FundingPart } from '../ledger/funding.ts';
-import type { PayoutRow } from '../ledger/types.ts';
+import type { DepositRow, PayoutRow } from '../ledger/types.ts';
 import type { ChainKind } from './address.ts';
 import type { ReorgDecider } from '../indexer/events.ts';
 import { RelayNodeError } from '../lib/errors.ts';
@@ -65,6 +65,8 @@ export interface ChainEvents {
   readonly reorgs: ReorgDecider;
   /** Funds worth sweeping reached a request's deposit address: the solver queues the sweep. */
   onDepositAddressFunded: DepositAddressSweeps['onDepositAddressFunded'];
+  /** The chain's indexer read its recorded blocks against the chain since the start (IndexerDriver.checked). */
+  depositsChecked?(): void;
 }
 
 /** Funds worth sweeping at a request's deposit address, as the chain's watcher read them. */
@@ -189,6 +191,10 @@ export interface ChainAdapter extends CostOracle, DepositSteps, ChainIntake, Sol
   txFee?(txId: string): Promise<bigint>;
   /** New queued payouts exist in the ledger for this chain: its submitter looks now. */
   payoutsQueued(): void;
+  /** Whether the chain's recorded blocks were compared with it since the start (IndexerDriver.checked). */
+  readonly depositsChecked: boolean;
+  /** Whether a payout out of a deposit of this chain may be signed now (IndexerDriver.mayPayOutOf). */
+  mayPayOutOf(deposit: DepositRow): boolean;
   /** Where a payout's signed call stands (SignedCalls); absent where a payout is no request anyone may submit. */
   callOutcome?(payout: PayoutRow): Promise<SignedCallOutcome | undefined>;
 }

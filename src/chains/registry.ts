@@ -3,6 +3,7 @@ import type { BroadcastGate } from '../submitter/gate.ts';
 import type { Config } from '../config/load.ts';
 import type { ChainConfig } from '../config/schema.ts';
 import type { Ledger } from '../ledger/index.ts';
+import type { PayoutRow } from '../ledger/types.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { codecOf } from '../kinds/index.ts';
@@ -139,15 +140,40 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
 
   /** Builds every chain's profile and, with `deps`, its adapter (nothing starts here). */
   constructor(chains: ChainConfig[], deps?: AdapterDeps) {
+    // Every payout signed after a start waits until the deposit it pays out of was read against its chain since then
+    // (mayPay): a deposit a reorg took back while the node was down, its fill (or refund, or a withdrawal of what the
+    // depository holds) queued before, was otherwise paid by the restarted submitter before its indexer looked.
+    const adapterDeps = deps && {
+      ...deps,
+      hooks: {
+        ...deps.hooks,
+        mayPay: (p: PayoutRow) => this.#mayPay(deps.ledger, p),
+        depositsChecked: () => {
+          for (const a of this.adapters.values()) a.payoutsQueued();
+        },
+      },
+    };
     for (const chain of chains) {
       this.#profiles.set(chain.id, profileOf(chain));
       const feed = priceFeedOf(chain);
       if (feed) this.#feeds.set(chain.id, feed);
-      if (!deps) continue;
-      const parts = createChain(chain, deps);
+      if (!adapterDeps) continue;
+      const parts = createChain(chain, adapterDeps);
       this.adapters.set(chain.id, parts.adapter);
       if (parts.audit) this.#audits.set(chain.id, parts.audit);
     }
+  }
+
+  // Whether a payout may be signed now: one out of a deposit once the deposit's chain holds it as canonical since the
+  // start (mayPayOutOf); a withdrawal, which takes the deposits its depository holds, once its chain was compared with
+  // the ledger since the start. A chain no longer configured has no indexer to wait for.
+  #mayPay(ledger: Ledger, p: PayoutRow): boolean {
+    if (p.deposit_id) {
+      const d = ledger.deposits.get(p.deposit_id);
+      const a = d && this.adapters.get(d.chain_id);
+      return !a || a.mayPayOutOf(d);
+    }
+    return p.kind !== 'withdrawal' || this.adapters.get(p.chain_id)?.depositsChecked !== false;
   }
 
   /** Starts every chain's indexing and payouts. */

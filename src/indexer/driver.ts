@@ -113,6 +113,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   #range: number;
   #head = 0;
   #born = false;
+  // Whether a pass since start() found the blocks recorded before it on the chain (or rewound those it did not).
+  #checked = false;
   #stopped = true;
   #waiters: { block: number; resolve: () => void }[] = [];
   #passWaiters: (() => void)[] = [];
@@ -175,9 +177,33 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     return this.#ledger.indexer.cursor(this.#cfg.chainId, this.#cfg.cursor) ?? this.#cfg.startBlock - 1;
   }
 
+  /**
+   * Whether a payout out of this deposit may be signed now. Not before a pass since start() has compared the blocks
+   * recorded with the chain (a reorg while the node was down is seen there, not before), nor while the deposit's block
+   * is one a reorg replaced, or one not read again since the rewind: back on the new chain the deposit is relocated, gone
+   * it is failed DEPOSIT_REORGED and its queued payouts cancelled (#goneHandled), and paid meanwhile it was paid out of
+   * nothing. Always for a deposit in a final block, and on a chain whose reads are final.
+   */
+  mayPayOutOf(d: Pick<DepositRow, 'block_number' | 'block_hash'>): boolean {
+    const { chainId, finalityDepth } = this.#cfg;
+    if (finalityDepth === 0) return true;
+    if (!this.#checked) return false;
+    if (d.block_number <= this.#head - finalityDepth) return true;
+    const tip = this.#ledger.indexer.tip(chainId);
+    if (tip && d.block_number > tip.number) return false;
+    const stored = this.#ledger.indexer.block(chainId, d.block_number);
+    return !stored || stored.hash === d.block_hash;
+  }
+
+  /** Whether a pass since start() has compared the blocks recorded with the chain (always, where reads are final). */
+  get checked(): boolean {
+    return this.#checked || this.#cfg.finalityDepth === 0;
+  }
+
   /** Starts reading: a pass now, then on every wake and poll interval. */
   start(): void {
     this.#stopped = false;
+    this.#checked = false;
     this.#loop.start();
   }
 
@@ -306,6 +332,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
       await this.#settle();
       await this.#rewind(head);
       return true;
+    }
+
+    if (!this.#checked) {
+      this.#checked = true;
+      this.#events.onChecked?.();
     }
 
     const from = (this.#queuedTo ?? this.indexed()) + 1;

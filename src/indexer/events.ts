@@ -6,6 +6,8 @@ export interface IndexerEvents<H> {
   onHead(head: H): void;
   /** Deposits reached their confirmation depth (committed): the solver has work. */
   onConfirmed(): void;
+  /** The first pass since the start found the recorded blocks on the chain, or rewound those it did not (checked). */
+  onChecked?(): void;
 }
 
 /**

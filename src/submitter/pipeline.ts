@@ -37,7 +37,7 @@ export type PipelineLedger = Pick<Ledger, 'tx'> & { payouts: Pick<Ledger['payout
 /** How a pipeline runs. */
 export interface PayoutPipelineOptions {
   ledger: PipelineLedger;
-  hooks: Pick<PayoutHooks, 'onFailed'>;
+  hooks: Pick<PayoutHooks, 'onFailed' | 'mayPay'>;
   metrics: Metrics;
   log: Logger;
   faults: Faults;
@@ -227,6 +227,8 @@ export class PayoutPipeline<P, S> implements Payouts {
     const truncated = rows.length === limit;
     for (const row of rows) {
       if (this.#inFlight.has(row.id)) continue;
+      // Held (its deposit's chain not yet read for reorgs since the start): woken again once it is (depositsChecked).
+      if (this.#o.hooks.mayPay && !this.#o.hooks.mayPay(row)) continue;
       const retry = this.#retry.get(row.id);
       if (retry && retry.at > now) {
         // Still waiting (a timer may fire a little before the clock says so): wake again when it ends.

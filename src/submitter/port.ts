@@ -16,6 +16,11 @@ export interface PayoutHooks {
    * callData: the calldata of the fill that reverted, for the request record.
    */
   onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void;
+  /**
+   * Whether a queued payout may be signed now (absent: always). The chain registry holds a payout of a deposit until the
+   * deposit's chain has been read for reorgs since the start (ChainRegistry).
+   */
+  mayPay?(payout: PayoutRow): boolean;
 }
 
 /** Why a payout failed before or after sending: the interface's `failReason` values a sender gives. */

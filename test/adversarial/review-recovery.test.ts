@@ -1,11 +1,12 @@
 // Adversarial review of restarts and recovery: what a node that was down (or restarted) does to the deposits and payouts
 // it recorded before.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { erc20Abi, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, keccak256, toHex, type Address, type Hex } from 'viem';
+import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 import { ExchangeClient } from '../../src/chains/exchange/client.ts';
 import { HYPERLIQUID_NONCE_WINDOW } from '../../src/devnet/exchange/standin.ts';
-import { api, executeSteps, holdSubmitter, permitQuote, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, executeSteps, holdSubmitter, nativeBridge, permitQuote, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
 const B = 10;
@@ -175,5 +176,76 @@ describe('a fill a restarted node finds failed, when its first reading of invent
     // Before: failure, refundFailReason MANUAL_REFUND_REQUIRED: the 5 USDC stayed in the depository for an operator.
     expect({ status: end.status, refundFailReason: end.refundFailReason ?? null }).toEqual({ status: 'refund', refundFailReason: null });
     await until(async () => ((await usdcOf(user.address)) > userBefore - 5_000_000n ? true : undefined), 'the refund on 8453', 30_000);
+  });
+});
+
+// A restarted node's submitters start before its indexers' first pass, and the solver right after: a deposit a reorg
+// took back while the node was down, its payout queued before, was paid before any indexer looked at the blocks replaced.
+// Up, the same reorg fails the queued payout DEPOSIT_REORGED, nothing paid.
+describe('a deposit a reorg took back while the node was down, its payout still queued', () => {
+  let s: Stack;
+  beforeAll(async () => {
+    s = await startStack();
+  });
+  afterAll(async () => {
+    await s?.stop();
+  });
+  const rpcA = (method: string, params: unknown[] = []) => s.publicClient(A).request({ method: method as never, params: params as never });
+  const settled = (id: string) =>
+    until(() => {
+      const p = s.node.ledger.payouts.get(id);
+      return p && (p.state === 'success' || p.state === 'failed') ? p : undefined;
+    }, `${id} decided`);
+
+  it('its fill is not paid by the restarted node before its indexer has looked at the blocks replaced', async () => {
+    const user = s.devnet.accounts[4]!.address;
+    const recipient = '0x00000000000000000000000000000000000ec0de' as Hex;
+    const q = await api(s.url, '/quote', { body: nativeBridge(user, recipient, A, B, '10000000000000000') });
+    const id = q.body.steps[0].requestId as Hex;
+    holdSubmitter(s, B); // the fill waits queued (a fee-cap wait, the moment of a crash)
+    const before = (await rpcA('evm_snapshot')) as Hex;
+    await executeSteps(s, q.body, 4);
+    await until(() => (s.node.ledger.payouts.get(`fill:${id}`)?.state === 'queued' ? true : undefined), 'the fill queued');
+    await s.restartNode(undefined, async () => {
+      await rpcA('evm_revert', [before]); // the deposit's block is replaced while the node is down
+      await rpcA('anvil_mine', ['0x5']);
+    });
+    const fill = await settled(`fill:${id}`);
+    const paid = await s.publicClient(B).getBalance({ address: recipient });
+    expect({ fill: fill.state, failReason: fill.fail_reason, paid }).toEqual({ fill: 'failed', failReason: 'DEPOSIT_REORGED', paid: 0n });
+  });
+
+  it("its refund is not paid out of the depository's other deposits by the restarted node", async () => {
+    const other = s.devnet.accounts[3]!.address; // another user's filled order: its ETH stays in the depository
+    const q = await api(s.url, '/quote', { body: nativeBridge(other, other, A, B, '10000000000000000') });
+    await executeSteps(s, q.body, 3);
+    await waitForStatus(s.url, q.body.steps[0].requestId, ['success']);
+    const depositor = '0x00000000000000000000000000000000000ec0df' as Hex;
+    holdSubmitter(s, A);
+    const before = (await rpcA('evm_snapshot')) as Hex;
+    const w = s.wallet(4, A);
+    await s.publicClient(A).waitForTransactionReceipt({
+      hash: await w.sendTransaction({
+        account: w.account!,
+        chain: w.chain,
+        to: s.devnet.chains.find((c) => c.id === A)!.contracts.depository as Hex,
+        data: encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositNative', args: [depositor, keccak256(toHex('no such order'))] }),
+        value: 10n ** 16n,
+      }),
+    });
+    const refund = await until(
+      () =>
+        s.node.ledger.db.prepare(`SELECT id FROM payouts WHERE kind = 'refund' AND recipient = ? COLLATE NOCASE AND state = 'queued'`).get(depositor) as
+          | { id: string }
+          | undefined,
+      'the orphan refund queued',
+    );
+    await s.restartNode(undefined, async () => {
+      await rpcA('evm_revert', [before]);
+      await rpcA('anvil_mine', ['0x5']);
+    });
+    const p = await settled(refund.id);
+    const paid = await s.publicClient(A).getBalance({ address: depositor });
+    expect({ refund: p.state, failReason: p.fail_reason, paid }).toEqual({ refund: 'failed', failReason: 'DEPOSIT_REORGED', paid: 0n });
   });
 });

@@ -59,6 +59,7 @@ import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmation
 import type { SeenPrices } from '../seenPrices.ts';
 import { CALLDATA_BYTES, L1DataFee, receiptFee } from './l1DataFee.ts';
 import { evmClients, type ProviderPool } from '../providers/index.ts';
+import type { DepositRow } from '../../ledger/types.ts';
 
 const isNative = (currency: string) => getAddress(currency) === zeroAddress;
 
@@ -170,6 +171,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       ledger,
       events: {
         onConfirmed: () => hooks.depositsConfirmed(),
+        onChecked: () => hooks.depositsChecked?.(),
         onHead: (head) => {
           this.#baseFee = head.baseFeePerGas;
           // The indexer reports its head on every poll: only a new block (or another block at the
@@ -242,6 +244,14 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   /** Seconds a deposit of this value waits for its confirmations (one block a second, as confirmSeconds). */
   confirmSecondsFor(currency: string, amount: bigint): number {
     return confirmationsFor(this.chain, currency, amount, this.#seenPrice);
+  }
+
+  get depositsChecked(): boolean {
+    return this.#indexer.checked;
+  }
+
+  mayPayOutOf(deposit: DepositRow): boolean {
+    return this.#indexer.mayPayOutOf(deposit);
   }
 
   payoutsQueued(): void {

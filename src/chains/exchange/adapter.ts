@@ -25,6 +25,7 @@ import type { Payouts } from '../../submitter/pipeline.ts';
 import { depositId, ExchangeDepositSource } from './depositSource.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';
 import { formatUnitsDecimal, NONCE_MAPPING_TYPES, SEND_ASSET_PRIMARY_TYPE, SEND_ASSET_TYPES, type SendAssetParameters } from './typedData.ts';
+import type { DepositRow } from '../../ledger/types.ts';
 
 export class ExchangeAdapter implements ChainAdapter {
   readonly chainId: number;
@@ -84,7 +85,7 @@ export class ExchangeAdapter implements ChainAdapter {
       },
       source: new ExchangeDepositSource(chain, this.client, this.assets, this.nonces, this.solver, (id) => !!ledger.deposits.get(id), this.#log),
       ledger,
-      events: { onConfirmed: () => hooks.depositsConfirmed(), onHead: () => {} },
+      events: { onConfirmed: () => hooks.depositsConfirmed(), onHead: () => {}, onChecked: () => hooks.depositsChecked?.() },
       reorgs: hooks.reorgs,
       metrics,
       log: this.#log,
@@ -103,6 +104,14 @@ export class ExchangeAdapter implements ChainAdapter {
   async stop(): Promise<void> {
     await this.#indexer.stop();
     await this.#payouts.stop();
+  }
+
+  get depositsChecked(): boolean {
+    return this.#indexer.checked;
+  }
+
+  mayPayOutOf(deposit: DepositRow): boolean {
+    return this.#indexer.mayPayOutOf(deposit);
   }
 
   payoutsQueued(): void {

@@ -56,6 +56,7 @@ import {
   type MintInfo,
 } from './transactions.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
+import type { DepositRow } from '../../ledger/types.ts';
 
 /**
  * Compute units the quote prices a payout at (the submitter simulates each real one and adds 20% and
@@ -152,7 +153,7 @@ export class SvmAdapter implements ChainAdapter {
       },
       source: this.#deposits,
       ledger,
-      events: { onConfirmed: () => hooks.depositsConfirmed(), onHead: () => {} },
+      events: { onConfirmed: () => hooks.depositsConfirmed(), onHead: () => {}, onChecked: () => hooks.depositsChecked?.() },
       reorgs: hooks.reorgs,
       metrics,
       log: clog,
@@ -189,6 +190,14 @@ export class SvmAdapter implements ChainAdapter {
   async stop(): Promise<void> {
     await this.#indexer.stop();
     await this.#submitter.stop();
+  }
+
+  get depositsChecked(): boolean {
+    return this.#indexer.checked;
+  }
+
+  mayPayOutOf(deposit: DepositRow): boolean {
+    return this.#indexer.mayPayOutOf(deposit);
   }
 
   payoutsQueued(): void {
