@@ -15,6 +15,7 @@ import { NotifyQueueGuard } from './ledger/postgres/notifyQueueGuard.ts';
 import { PostgresLedger } from './ledger/postgres/ledger.ts';
 import { DepositFeeReader } from './chains/depositFeeReader.ts';
 import { createLogger, type Logger } from './log.ts';
+import { asNodeWork } from './lib/apiReads.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { SeenPrices } from './chains/seenPrices.ts';
 import { FeedPriceSource, recordingPrices, type PriceSource } from './quote/prices.ts';
@@ -164,7 +165,9 @@ export class RelayNode {
           onDepositReorged: (...a: Parameters<Solver['reorgs']['onDepositReorged']>) => to().reorgs.onDepositReorged(...a),
         },
         onDepositAddressFunded: (...a: Parameters<Solver['onDepositAddressFunded']>) => to().onDepositAddressFunded(...a),
-        depositsConfirmed: () => to().depositsConfirmed(),
+        // The solver's pass is the node's own work: a deposit a client reports (an SVM transaction read at once) confirms
+        // it from within the API's request, whose chain reads yield to the node's (lib/apiReads.ts).
+        depositsConfirmed: () => asNodeWork(() => to().depositsConfirmed()),
       };
       // Every price the node reads is noted for the indexers, which weigh deposits (confirmations by value) as they read them.
       const seenPrices = new SeenPrices();

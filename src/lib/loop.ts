@@ -1,3 +1,5 @@
+import { asNodeWork } from './apiReads.ts';
+
 /**
  * One background task that runs again when woken or when its interval elapses, never twice at once.
  *
@@ -33,8 +35,15 @@ export class Loop {
     this.wake();
   }
 
-  /** Runs a pass now, or one more after the current one. */
+  /**
+   * Runs a pass now, or one more after the current one. The pass is the node's own work whoever wakes it (an API request
+   * reporting a deposit wakes its indexer): its reads, and the passes it schedules, never yield as the API's.
+   */
   wake(): void {
+    asNodeWork(() => this.#wake());
+  }
+
+  #wake(): void {
     if (!this.#started) return;
     if (this.#running) {
       this.#again = true;

@@ -39,6 +39,8 @@ export class ExchangeAdapter implements ChainAdapter {
 
   readonly #payouts: Payouts;
   readonly #indexer: IndexerDriver;
+  // When the last reported transaction's turn started, and the next turn while reports wait for it (#reportTurn).
+  #lastReport: { at: number; next?: Promise<void> } | undefined;
   readonly #log: Logger;
   #lastDepositNonce = 0;
   #ready = false;
@@ -131,9 +133,34 @@ export class ExchangeAdapter implements ChainAdapter {
     this.#indexer.wake();
   }
 
+  /**
+   * A reported transaction reads nothing of its own here: it has the indexer make a whole pass over the solver's ledger,
+   * whatever the id names. A pass is a read on the exchange's per-address budget (a ledger read weighs 20 of the 1,200 a
+   * minute Hyperliquid allows) that the node's fills, refunds and balance reads share, and each report was one more: a
+   * client reporting made-up hashes had the node read the ledger back to back. So reports take turns, one per poll
+   * interval across every caller (#reportTurn): at most two passes a turn (a wake during a pass asks for one more).
+   */
   async indexTransaction(txId: string): Promise<number> {
+    await this.#reportTurn();
     await this.#indexer.nextPass();
     return this.ledger.deposits.get(depositId(this.chainId, txId as Hex)) ? 1 : 0;
+  }
+
+  // Resolves at once when no report's turn started within the poll interval, else at the next turn, which every report
+  // waiting meanwhile shares.
+  #reportTurn(): Promise<void> {
+    const now = Date.now();
+    const last = this.#lastReport;
+    if (last?.next) return last.next;
+    if (!last || now - last.at >= this.chain.pollIntervalMs) {
+      this.#lastReport = { at: now };
+      return Promise.resolve();
+    }
+    const at = last.at + this.chain.pollIntervalMs;
+    last.next = new Promise<void>((resolve) => setTimeout(resolve, at - now)).then(() => {
+      this.#lastReport = { at };
+    });
+    return last.next;
   }
 
   async balanceOf(owner: string, currency: string): Promise<bigint> {
