@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { erc20Abi, hexToString, type Address } from 'viem';
-import { privateKeyToAccount } from 'viem/accounts';
+import { erc20Abi, hexToString, toHex, type Address } from 'viem';
+import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { Connection, Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
 import { TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, createTransferCheckedInstruction, getAssociatedTokenAddressSync } from '@solana/spl-token';
 import { SVM_NATIVE } from '../../src/chains/address.ts';
 import type { Pricing } from '../../src/ledger/types.ts';
 import { ExchangeActionError, ExchangeClient } from '../../src/chains/exchange/client.ts';
-import { HYPERLIQUID_NONCE_WINDOW, NONCE_SET_SIZE } from '../../src/devnet/exchange/standin.ts';
+import { HYPERLIQUID_NONCE_WINDOW, NONCE_SET_SIZE, simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
+import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 // Second attacker's review of the perpetuals exchange (chain 1337). An action of the solver the exchange refused for
@@ -105,35 +106,40 @@ async function heldFill(from: number, to: number) {
   return { user, recipient, solver, requestId, payoutId, held, userBefore, recipientBefore, stash: stash! };
 }
 
+// The solver signs 100 more actions (its next payouts, or the operator's own use of the key): self-transfers of spot
+// HYPE here, each with a nonce above `nonce`. The exchange then never applies an action of the solver at `nonce`.
+async function hundredNoncesAbove(nonce: number) {
+  const solver = s.devnet.solver;
+  state().credit(solver, { spot: { token: 'HYPE', amount: '1' } });
+  const hype = state().findToken('HYPE')!;
+  const client = new ExchangeClient({ url: ex().url });
+  for (let i = 1; i <= NONCE_SET_SIZE; i++) {
+    await client.sendAsset(
+      s.devnet.keys.solver,
+      {
+        exchangeChain: 'Mainnet',
+        destination: solver.toLowerCase(),
+        sourceDex: 'spot',
+        destinationDex: 'spot',
+        token: `${hype.name}:${hype.tokenId}`,
+        amount: '0.001',
+        fromSubAccount: '',
+        nonce: nonce + i,
+      },
+      { signatureChainId: 0xa4b1 },
+    );
+  }
+}
+
 describe('an exchange payout held for funds whose nonce the exchange no longer accepts', () => {
   it('is failed once the solver has used 100 nonces above it, and its deposit refunded, not left open for good', { timeout: 240_000 }, async () => {
     const { user, recipient, solver, requestId, payoutId, held, userBefore, recipientBefore, stash } = await heldFill(1, 2);
 
-    // The solver signs 100 more actions (its next payouts, or the operator's own use of the key): self-transfers of
-    // spot HYPE here, each with a nonce above the held one.
-    state().credit(solver, { spot: { token: 'HYPE', amount: '1' } });
-    const hype = state().findToken('HYPE')!;
-    const client = new ExchangeClient({ url: ex().url });
-    for (let i = 1; i <= NONCE_SET_SIZE; i++) {
-      await client.sendAsset(
-        s.devnet.keys.solver,
-        {
-          exchangeChain: 'Mainnet',
-          destination: solver.toLowerCase(),
-          sourceDex: 'spot',
-          destinationDex: 'spot',
-          token: `${hype.name}:${hype.tokenId}`,
-          amount: '0.001',
-          fromSubAccount: '',
-          nonce: held.nonce + i,
-        },
-        { signatureChainId: 0xa4b1 },
-      );
-    }
+    await hundredNoncesAbove(held.nonce);
     // The solver holds enough again: the held action is posted again, and the exchange refuses it for good.
     setPerps(solver, stash);
     const body = JSON.parse(hexToString(s.node.ledger.payouts.rawOf(held.hash)));
-    const refused = await client.submit(body).catch((e: unknown) => e);
+    const refused = await new ExchangeClient({ url: ex().url }).submit(body).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(ExchangeActionError);
     expect((refused as ExchangeActionError).exchangeMessage).toMatch(/nonce/i);
 
@@ -145,6 +151,76 @@ describe('an exchange payout held for funds whose nonce the exchange no longer a
     await until(async () => ((await usdcBalance(user.address)) > userBefore - 5_000_000n ? true : undefined), 'the refund on 8453', 30_000);
     // The fill was never made: the held action was not applied.
     expect(state().perpsUsd(recipient)).toBe(recipientBefore);
+  });
+});
+
+// A refund on the exchange has nothing to fall back on: its action held for funds and then dead for good (100 of the
+// solver's nonces above it), it was failed and the deposit left to an operator (MANUAL_REFUND_REQUIRED), though the
+// exchange can never apply the old action and a new one pays it once.
+describe('an exchange refund held for funds whose nonce the exchange no longer accepts', () => {
+  it('is signed again with a new nonce and paid once, not left to an operator', { timeout: 240_000 }, async () => {
+    const user = privateKeyToAccount(generatePrivateKey());
+    state().credit(user.address, { perpsUsd: '20' });
+    const solver = s.devnet.solver;
+    const submit = ExchangeClient.prototype.submit;
+    let stash: bigint | undefined;
+    // The solver's perps USD leaves just before the refund's first post: refused for funds, the signed refund stays open.
+    ExchangeClient.prototype.submit = async function (this: ExchangeClient, body: Parameters<typeof submit>[0]) {
+      if (stash === undefined && body.action?.destination?.toLowerCase() === user.address.toLowerCase()) {
+        stash = state().perpsUsd(solver);
+        setPerps(solver, 0n);
+      }
+      return submit.call(this, body);
+    };
+    let refundId: string;
+    try {
+      // A usdSend to the solver names no request: an orphan deposit, refunded.
+      const action: SimpleSendAction = {
+        type: 'usdSend',
+        amount: '5.0',
+        signatureChainId: toHex(1),
+        exchangeChain: 'Mainnet',
+        destination: solver.toLowerCase(),
+        time: Date.now(),
+      };
+      const signature = splitSignature(await user.signTypedData(simpleSendTypedData(action) as never));
+      const res = await fetch(`${ex().url}/exchange`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ action, nonce: action.time, signature }),
+      });
+      expect(((await res.json()) as { status: string }).status).toBe('ok');
+      refundId = await until(
+        () => {
+          const row = s.node.ledger.db
+            .prepare(`SELECT id FROM payouts WHERE kind = 'refund' AND chain_id = ? AND lower(recipient) = ?`)
+            .get(EX, user.address.toLowerCase()) as { id: string } | undefined;
+          return row && s.node.ledger.payouts.txsOf(row.id).find((t) => /insufficient/i.test(t.error ?? '')) ? row.id : undefined;
+        },
+        'the refund refused for funds',
+        60_000,
+      );
+    } finally {
+      ExchangeClient.prototype.submit = submit;
+    }
+    const held = s.node.ledger.payouts.txsOf(refundId)[0]!;
+    await hundredNoncesAbove(held.nonce);
+    setPerps(solver, stash!);
+    const done = await until(
+      () => {
+        const p = s.node.ledger.payouts.get(refundId)!;
+        const r = s.node.ledger.requests.get(p.request_id!)!;
+        return p.state === 'success' || r.refund_fail_reason ? { payout: p.state, request: r.status, refundFailReason: r.refund_fail_reason } : undefined;
+      },
+      'the refund paid or left to an operator',
+      60_000,
+    );
+    expect(done).toEqual({ payout: 'success', request: 'refund', refundFailReason: null });
+    // The dead action and the one that paid: the user got the 5 USD back once, less the refund's cost.
+    expect(s.node.ledger.payouts.txsOf(refundId).map((t) => t.state)).toEqual(['dropped', 'included']);
+    const refunded = BigInt(s.node.ledger.payouts.get(refundId)!.amount);
+    expect(refunded).toBeGreaterThan(3_000_000n);
+    expect(state().perpsUsd(user.address)).toBe(15_000_000n + refunded);
   });
 });
 

@@ -276,17 +276,25 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
   }
 
   // Inside one ledger transaction: an action the exchange can no longer apply is dropped and its payout failed.
-  #settleDead(t: TransactionRow, why: string): boolean {
+  // A refund (or excess) has nothing to fall back on: failed, its deposit was left to an operator, though the old action
+  // can never be applied and a new one pays it once. It is queued again, signed with a fresh nonce, when one is in the
+  // exchange's window (`resignable`: the node's clock not days behind the exchange's, where every new action would die
+  // too). A fill fails (and its deposit is refunded): signed again, it would wait for funds as long as the solver lacks them.
+  #settleDead(t: TransactionRow, why: string, resignable: boolean): 'failed' | 'requeued' | undefined {
     const { ledger, hooks } = this.#o;
     this.#expectedFee.delete(t.hash);
     this.#reposts.delete(t.hash);
     return ledger.tx(() => {
       ledger.payouts.setTxState(t.hash, 'dropped', { error: why });
       const cur = ledger.payouts.get(t.payout_id);
-      if (!cur || cur.state !== 'sent' || ledger.payouts.txsOf(cur.id).some((x) => x.state === 'signed' || x.state === 'broadcast')) return false;
+      if (!cur || cur.state !== 'sent' || ledger.payouts.txsOf(cur.id).some((x) => x.state === 'signed' || x.state === 'broadcast')) return undefined;
+      if (resignable && (cur.kind === 'refund' || cur.kind === 'excess')) {
+        ledger.payouts.setState(cur.id, 'queued');
+        return 'requeued';
+      }
       ledger.payouts.setState(cur.id, 'failed', { txHash: t.hash, failReason: 'TRANSACTION_REVERTED' });
       hooks.onFailed(cur, 'TRANSACTION_REVERTED', t.hash);
-      return true;
+      return 'failed';
     });
   }
 
@@ -314,6 +322,9 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       return truncated;
     };
     await read(since);
+    // The next action is signed above every nonce the solver's ledger shows applied (one the operator's own use of the key
+    // took too): below the 100 highest, an action queued again would be refused for its nonce, and again.
+    for (const n of sent.keys()) if (n > this.#lastNonce) this.#lastNonce = n;
     // Why an action not applied can never be: the exchange keeps the signer's NONCE_SET highest nonces and applies no
     // nonce below the smallest of them (NONCE_SET of the solver's applied nonces above it), and none older than
     // NONCE_MAX_AGE_MS on its clock. Both only tighten: such an action is dead for good.
@@ -357,8 +368,9 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       if (dead) {
         // Never applied (its nonce is not in the ledger read above) and never applicable: the payout fails, and what it
         // was for (a fill's deposit) is refunded. Left open, it was posted and refused for good on every pass.
-        if (this.#settleDead(t, dead)) log.warn({ nonce: t.nonce, why: dead }, 'exchange action can never be applied: payout failed');
-        out.push({ kind: 'reverted', ...status });
+        const settled = this.#settleDead(t, dead, now > newest - NONCE_MAX_AGE_MS);
+        if (settled) log.warn({ nonce: t.nonce, why: dead }, `exchange action can never be applied: payout ${settled === 'failed' ? 'failed' : 'queued to sign again'}`);
+        out.push({ kind: settled === 'requeued' ? 'requeued' : 'reverted', ...status });
         continue;
       }
       const repost = this.#reposts.get(t.hash);
