@@ -569,7 +569,8 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         currency: d.currency,
         amount: d.amount,
         order_ref: d.order_ref,
-        seen_at: d.seen_at ?? now,
+        // The chain's time where its source names it (never later than now: a clock ahead of the node's), else the read's.
+        seen_at: d.seen_at === undefined ? now : Math.min(d.seen_at, now),
       };
       if (confirmedNow?.(row)) row.confirmed_at = now;
       return row;

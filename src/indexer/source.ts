@@ -9,7 +9,7 @@ export interface SourceBlock {
 
 /** What one read of a block range found: the deposits in it, and how many entries the answer held in all (its size). */
 export interface RangeRead {
-  /** seen_at: when the chain says the deposit happened, where it says so (the exchange); the read's time otherwise. */
+  /** seen_at: when the chain says the deposit happened, where it says so (a log's blockTimestamp, the exchange); the read's time otherwise. */
   deposits: (ChainDeposit & { seen_at?: number })[];
   /** Every entry the provider returned (deposits and other events alike): the range stops widening on dense answers. */
   entries: number;

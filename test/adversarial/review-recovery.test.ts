@@ -249,3 +249,32 @@ describe('a deposit a reorg took back while the node was down, its payout still 
     expect({ refund: p.state, failReason: p.fail_reason, paid }).toEqual({ refund: 'failed', failReason: 'DEPOSIT_REORGED', paid: 0n });
   });
 });
+
+// A deposit's arrival was when the indexer read it: one made in its quote's life while the node was down was refunded
+// as ORDER_EXPIRED, less the refund's gas (0.0098575 of 0.01 ETH back), never filled.
+describe('a deposit made in time while the node was down', () => {
+  let s: Stack;
+  beforeAll(async () => {
+    s = await startStack({ config: { quote: { ttlSeconds: 10 } } });
+  });
+  afterAll(async () => {
+    await s?.stop();
+  });
+
+  it('is judged by when the chain took it, not by when the restarted indexer read it: filled, not refunded as ORDER_EXPIRED', async () => {
+    const user = s.devnet.accounts[4]!.address;
+    const q = await api(s.url, '/quote', { body: nativeBridge(user, user, 8453, 10, '10000000000000000') });
+    const id = q.body.steps[0].requestId as Hex;
+    const expiresAt = s.node.ledger.requests.get(id)!.expires_at!;
+    let depositedAt = 0n;
+    await s.restartNode(undefined, async () => {
+      const [hash] = await executeSteps(s, q.body, 4);
+      const receipt = await s.publicClient(8453).getTransactionReceipt({ hash: hash! });
+      depositedAt = (await s.publicClient(8453).getBlock({ blockNumber: receipt.blockNumber })).timestamp;
+      await until(() => (Date.now() > expiresAt + 1_000 ? true : undefined), 'the quote to expire while the node is down', 20_000);
+    });
+    expect(Number(depositedAt) * 1000).toBeLessThan(expiresAt);
+    const end = await waitForStatus(s.url, id, ['success', 'failure', 'refund']);
+    expect({ status: end.status, failReason: s.node.ledger.requests.get(id)!.fail_reason }).toEqual({ status: 'success', failReason: null });
+  });
+});

@@ -17,9 +17,12 @@ export interface RpcLog {
   transactionHash: Hex;
   logIndex: Hex;
   removed?: boolean;
+  /** The block's time (seconds), where the provider names it (geth, reth, anvil). */
+  blockTimestamp?: Hex;
 }
 
-export type DecodedDeposit = ChainDeposit;
+/** A deposit, with when its block was made (ms) where the log names it: seen_at is the chain's time, not the read's. */
+export type DecodedDeposit = ChainDeposit & { seen_at?: number };
 
 const word = (data: Hex, i: number) => data.slice(2 + 64 * i, 66 + 64 * i);
 
@@ -53,5 +56,8 @@ export function decodeDepositLog(l: RpcLog): DecodedDeposit | undefined {
     currency: words === 4 ? address(word(l.data, 1)) : zeroAddress,
     amount: BigInt(`0x${word(l.data, words - 2)}`).toString(),
     order_ref: `0x${word(l.data, words - 1)}`,
+    // A deposit made in its quote's life is judged so however late it is read (the node down, the indexer behind):
+    // read-time, it was refunded as ORDER_EXPIRED, less the refund's gas.
+    seen_at: l.blockTimestamp ? Number(l.blockTimestamp) * 1000 : undefined,
   };
 }

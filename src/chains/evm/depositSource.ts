@@ -1,8 +1,7 @@
 import { toHex, type Block, type Hex, type PublicClient } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
-import type { ChainDeposit } from '../../ledger/deposits.ts';
 import type { DepositSource, Inclusion, RangeRead, SourceBlock } from '../../indexer/source.ts';
-import { decodeDepositLog, type RpcLog } from './depositLogs.ts';
+import { decodeDepositLog, type DecodedDeposit, type RpcLog } from './depositLogs.ts';
 
 /** An EVM head block: the indexer's block, and the base fee and gas limit the submitter prices and bounds with. */
 export interface EvmHead extends SourceBlock {
@@ -41,7 +40,7 @@ export class EvmDepositSource implements DepositSource<EvmHead> {
       method: 'eth_getLogs',
       params: [{ address: this.chain.depository, fromBlock: toHex(from), toBlock: toHex(to) }],
     })) as unknown as RpcLog[];
-    const deposits: ChainDeposit[] = [];
+    const deposits: DecodedDeposit[] = [];
     const blockHashes = new Map<number, string>();
     for (const l of logs) {
       const n = Number(l.blockNumber);
