@@ -90,6 +90,10 @@ const INITIAL_RANGE = 8;
 // a ledger writing off this thread (SQLite's writer thread) has the next range at hand when it commits one.
 const QUEUED_WRITES = 2;
 
+// Heads kept for deposits' arrivals (#existedAfter): a few hours of blocks read a poll at a time; a deposit of an older
+// block is judged by its block's time.
+const MAX_HEADS_NOTED = 4_096;
+
 /**
  * One deposit indexer for every chain kind with blocks (in the shape of Ponder's sync layer): a cursor
  * in the ledger, adaptive block ranges, the unfinalized block list, reorg detection and rewind, and
@@ -122,6 +126,9 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   #checkHandled = true;
   #fatal: Error | undefined;
   #lastReadAt = 0;
+  // Heads read since start() and when each read began, rising in both (#existedAfter): a block above one did not exist
+  // then, whatever time the block itself claims.
+  #heads: { number: number; at: number }[] = [];
   // The next range, asked for while the last one was written (taken by the next pass if it starts there).
   #ahead: Reading | undefined;
   // Ranges of final blocks handed to the ledger and not committed yet, in order (see #queue); the block the last of
@@ -182,12 +189,14 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
    * recorded with the chain (a reorg while the node was down is seen there, not before), nor while the deposit's block
    * is one a reorg replaced, or one not read again since the rewind: back on the new chain the deposit is relocated, gone
    * it is failed DEPOSIT_REORGED and its queued payouts cancelled (#goneHandled), and paid meanwhile it was paid out of
-   * nothing. Always for a deposit in a final block, and on a chain whose reads are final.
+   * nothing. Always for a deposit in a final block, and on a chain whose reads are final. Never once the indexer stopped
+   * on a reorg deeper than its window (fatal): the blocks it recorded, final ones too, are on a fork the chain left, and
+   * what they hold is for an operator to settle.
    */
   mayPayOutOf(d: Pick<DepositRow, 'block_number' | 'block_hash'>): boolean {
     const { chainId, finalityDepth } = this.#cfg;
     if (finalityDepth === 0) return true;
-    if (!this.#checked) return false;
+    if (!this.#checked || this.#fatal) return false;
     if (d.block_number <= this.#head - finalityDepth) return true;
     const tip = this.#ledger.indexer.tip(chainId);
     if (tip && d.block_number > tip.number) return false;
@@ -195,9 +204,12 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     return !stored || stored.hash === d.block_hash;
   }
 
-  /** Whether a pass since start() has compared the blocks recorded with the chain (always, where reads are final). */
+  /**
+   * Whether a pass since start() has compared the blocks recorded with the chain and the indexer did not stop on a reorg
+   * deeper than its window since (always, where reads are final).
+   */
   get checked(): boolean {
-    return this.#checked || this.#cfg.finalityDepth === 0;
+    return this.#cfg.finalityDepth === 0 || (this.#checked && !this.#fatal);
   }
 
   /** Starts reading: a pass now, then on every wake and poll interval. */
@@ -312,8 +324,10 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   // One step: returns true when there is more to read right away.
   async #pass(): Promise<boolean> {
     const { chainId, finalityDepth } = this.#cfg;
+    const askedAt = Date.now();
     const latest = await this.#source.head();
     const head = latest.number;
+    this.#noteHead(head, askedAt);
     this.#head = head;
     this.#metrics.headBlock.set({ chain: chainId }, head);
     this.#events.onHead(latest);
@@ -569,12 +583,43 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         currency: d.currency,
         amount: d.amount,
         order_ref: d.order_ref,
-        // The chain's time where its source names it (never later than now: a clock ahead of the node's), else the read's.
-        seen_at: d.seen_at === undefined ? now : Math.min(d.seen_at, now),
+        // The chain's time where its source names it (never later than now: a clock ahead of the node's; never before a
+        // head below its block was read: a block time lagging the node's clock), else the read's.
+        seen_at: d.seen_at === undefined ? now : Math.min(Math.max(d.seen_at, this.#existedAfter(d.block_number)), now),
       };
       if (confirmedNow?.(row)) row.confirmed_at = now;
       return row;
     });
+  }
+
+  // A chain's block time is its sequencer's word: OP Stack blocks are 2 s apart from genesis, so those made catching up
+  // after an outage carry times long past, and Arbitrum's may lag a day. Judged by it alone, a deposit sent after its
+  // quote expired into such a block was filled at the expired price. Where heads are the chain's own (an EVM chain; the
+  // exchange's head is the node's clock), a deposit in a block above a head read at `at` was made after `at`.
+  #noteHead(number: number, at: number): void {
+    if (this.#cfg.finalityDepth === 0) return;
+    const heads = this.#heads;
+    const last = heads[heads.length - 1];
+    // The same head read again: the block above it did not exist then either (a chain idle between deposits).
+    if (last?.number === number) last.at = at;
+    // A lower head (a provider behind the others, a shorter fork) tells nothing new: a block above it may be older.
+    if (last && last.number >= number) return;
+    heads.push({ number, at });
+    if (heads.length > MAX_HEADS_NOTED) heads.splice(0, heads.length - MAX_HEADS_NOTED);
+  }
+
+  // When the newest head read below `block` was asked for (-Infinity: none since the start, e.g. a block made while the
+  // node was down, judged by its own time).
+  #existedAfter(block: number): number {
+    const heads = this.#heads;
+    let lo = 0;
+    let hi = heads.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (heads[mid]!.number < block) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo > 0 ? heads[lo - 1]!.at : Number.NEGATIVE_INFINITY;
   }
 
   // Writes deposits read from canonical blocks (deposits.record); returns the ids of those new to the ledger (or

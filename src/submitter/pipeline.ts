@@ -109,6 +109,8 @@ export class PayoutPipeline<P, S> implements Payouts {
   // Batchable payouts waiting for a sending slot, and the slots in use.
   #waiting: string[] = [];
   #slots = 0;
+  // How many queued payouts mayPay held on the last send pass: the next read reaches past them as past those in flight.
+  #held = 0;
   // When the queue-depth metric was last read from the ledger (it reads every queued payout and open transaction).
   #depthAt = -Infinity;
 
@@ -214,7 +216,7 @@ export class PayoutPipeline<P, S> implements Payouts {
     // Payouts in flight or waiting on their backoff are read and skipped: the read reaches as far past them, so that
     // however many wait (500 relays held at their own fee cap, refunds waiting for funds) they never hide the payouts
     // decided after them (a chain's every fill waited behind 500 relays).
-    let skipped = this.#inFlight.size;
+    let skipped = this.#inFlight.size + this.#held;
     for (const r of this.#retry.values()) if (r.at > now) skipped++;
     const limit = queuedBatch + skipped;
     let rows: PayoutRow[];
@@ -225,10 +227,14 @@ export class PayoutPipeline<P, S> implements Payouts {
       return;
     }
     const truncated = rows.length === limit;
+    let held = 0;
     for (const row of rows) {
       if (this.#inFlight.has(row.id)) continue;
       // Held (its deposit's chain not yet read for reorgs since the start): woken again once it is (depositsChecked).
-      if (this.#o.hooks.mayPay && !this.#o.hooks.mayPay(row)) continue;
+      if (this.#o.hooks.mayPay && !this.#o.hooks.mayPay(row)) {
+        held++;
+        continue;
+      }
       const retry = this.#retry.get(row.id);
       if (retry && retry.at > now) {
         // Still waiting (a timer may fire a little before the clock says so): wake again when it ends.
@@ -250,6 +256,11 @@ export class PayoutPipeline<P, S> implements Payouts {
           if (truncated) this.#send.wake();
         });
     }
+    // More held than the last pass counted, and the read stopped at its limit: read again, reaching past them (a batch
+    // of payouts held out of one chain's deposits hid every later payout of this chain, out of any chain's deposits).
+    const more = truncated && held > this.#held;
+    this.#held = held;
+    if (more) this.#send.wake();
     this.#drain();
   }
 
