@@ -109,3 +109,31 @@ describe('a payout sent long ago and not yet settled', () => {
     }
   });
 });
+
+describe('a queued payout its deposit chain holds back', () => {
+  // The pipeline signs no payout out of a deposit its chain's indexer does not hold as canonical (a reorg being decided,
+  // the indexer not read since the start, or stopped on a reorg deeper than its window): such payouts sat queued with
+  // nothing in the operator's listing.
+  it('is listed for the operator as waiting, DEPOSIT_UNCHECKED', () => {
+    const ledger = Ledger.open(':memory:');
+    try {
+      const payout = (id: string) => ({
+        id,
+        kind: 'fill' as const,
+        request_id: null,
+        deposit_id: null,
+        chain_id: 10,
+        recipient: '0x0000000000000000000000000000000000000001',
+        currency: '0x0000000000000000000000000000000000000000',
+        amount: '3',
+        decided_at: 1_000,
+      });
+      ledger.payouts.insert(payout('fill:held'));
+      ledger.payouts.insert(payout('fill:free'));
+      const listed = stuck(ledger, 5_000, undefined, (p) => p.id !== 'fill:held');
+      expect(listed.map((i) => [i.payoutId, i.state, i.reason])).toEqual([['fill:held', 'waiting', 'DEPOSIT_UNCHECKED']]);
+    } finally {
+      ledger.close();
+    }
+  });
+});

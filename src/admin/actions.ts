@@ -3,6 +3,7 @@ import type { ReindexResult } from '../chains/adapter.ts';
 import type { Reindexer } from '../chains/ports.ts';
 import type { ChainKind } from '../chains/address.ts';
 import type { Ledger } from '../ledger/index.ts';
+import type { PayoutRow } from '../ledger/types.ts';
 import { switchName } from '../ledger/operations.ts';
 
 /** Who asks for an admin action, and why: both are recorded with it. */
@@ -70,11 +71,11 @@ const SENT_UNSETTLED_AFTER_MS = 10 * 60_000;
 
 /**
  * Payouts and deposits an operator may have to look at: waiting (held back by a limit, a pause or
- * dry run; queued on a paused chain; unconfirmed on a chain no longer in `configured`; sent 10 minutes ago and not
- * settled), retrying (re-signed at least once, not yet made) and failed (a payout that failed, a deposit left for
+ * dry run; queued on a paused chain; queued out of a deposit its chain does not hold as canonical yet, by `mayPay`;
+ * unconfirmed on a chain no longer in `configured`; sent 10 minutes ago and not settled), retrying (re-signed at least once, not yet made) and failed (a payout that failed, a deposit left for
  * manual refund).
  */
-export function stuck(ledger: Ledger, now = Date.now(), configured?: ReadonlySet<number>): StuckItem[] {
+export function stuck(ledger: Ledger, now = Date.now(), configured?: ReadonlySet<number>, mayPay?: (p: PayoutRow) => boolean): StuckItem[] {
   const out: StuckItem[] = [];
   // No indexer confirms them any more: listed nowhere else, they would wait unseen (the oldest 1,000 of a chain).
   for (const d of configured ? ledger.deposits.unconfirmedOutside(configured, 1_000) : []) {
@@ -119,6 +120,7 @@ export function stuck(ledger: Ledger, now = Date.now(), configured?: ReadonlySet
     else if (p.state === 'queued' && switches.has(switchName.dryRun)) out.push({ state: 'waiting', reason: 'DRY_RUN', ...base });
     else if (p.state === 'queued' && switches.has(switchName.all)) out.push({ state: 'waiting', reason: 'PAUSED_ALL', ...base });
     else if (p.state === 'queued' && switches.has(switchName.chain(p.chain_id))) out.push({ state: 'waiting', reason: 'PAUSED_CHAIN', ...base });
+    else if (p.state === 'queued' && mayPay && !mayPay(p)) out.push({ state: 'waiting', reason: 'DEPOSIT_UNCHECKED', ...base });
     else if (p.txs > 1) out.push({ state: 'retrying', reason: 'REPLACED', ...base });
     else if (p.state === 'sent' && now - p.updated_at >= SENT_UNSETTLED_AFTER_MS) out.push({ state: 'waiting', reason: 'SENT_UNSETTLED', ...base });
   }

@@ -18,7 +18,7 @@ export interface AdminContext {
   ledger: Ledger;
   registry: Registry;
   /** The chains' ports the admin drives: payouts woken, the solver's wallets, re-index. */
-  chains: Pick<ChainPorts, 'ids' | 'wallet' | 'payoutsQueued' | 'reindexer'>;
+  chains: Pick<ChainPorts, 'ids' | 'wallet' | 'payoutsQueued' | 'reindexer' | 'mayPay'>;
   solver: Solver;
   log: Logger;
   /** The widest block range one re-index reads (config admin.reindexMaxBlocks). */
@@ -113,7 +113,9 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
   app.get('/admin/dry-run', async () => ({ dryRun: ctx.solver.risk.dryRun(), decisions: ctx.ledger.operations.dryRunDecisions() }));
   app.get('/admin/payouts', async (req) => {
     const q = z.object({ state: z.enum(['waiting', 'retrying', 'failed']).optional() }).parse(req.query);
-    const items = stuck(ctx.ledger, Date.now(), new Set(ctx.registry.chains.keys())).filter((i) => !q.state || i.state === q.state);
+    const items = stuck(ctx.ledger, Date.now(), new Set(ctx.registry.chains.keys()), (p) => ctx.chains.mayPay(p)).filter(
+      (i) => !q.state || i.state === q.state,
+    );
     return { payouts: items };
   });
   // Decide a held-back deposit again now (a limit that still holds keeps it waiting).

@@ -221,6 +221,11 @@ export interface ChainPorts extends ChainProfiles {
   payoutsQueued(chainId: number): void;
   /** The chain's signed calls; undefined where a payout is no request anyone may submit. */
   signedCalls(chainId: number): SignedCalls | undefined;
+  /**
+   * Whether a queued payout may be signed now: one out of a deposit once its chain's indexer holds the deposit as
+   * canonical since the start (IndexerDriver.mayPayOutOf); a withdrawal once its chain's was compared since the start.
+   */
+  mayPay(payout: PayoutRow): boolean;
 }
 
 /** Reads a Chainlink-style price aggregator on a chain (the quote's USD prices where a currency names a feed). */

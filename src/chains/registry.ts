@@ -134,6 +134,7 @@ export function priceFeedOf(chain: ChainConfig): PriceFeedReader | undefined {
 export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
   /** The adapters by chain id: the chains' lifecycle handles (start/stop); tests and diagnostics read them too. */
   readonly adapters = new Map<number, ChainAdapter>();
+  readonly #ledger: Ledger | undefined;
   readonly #audits = new Map<number, AuditReader>();
   readonly #profiles = new Map<number, ChainProfile>();
   readonly #feeds = new Map<number, PriceFeedReader>();
@@ -143,11 +144,12 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
     // Every payout signed after a start waits until the deposit it pays out of was read against its chain since then
     // (mayPay): a deposit a reorg took back while the node was down, its fill (or refund, or a withdrawal of what the
     // depository holds) queued before, was otherwise paid by the restarted submitter before its indexer looked.
+    this.#ledger = deps?.ledger;
     const adapterDeps = deps && {
       ...deps,
       hooks: {
         ...deps.hooks,
-        mayPay: (p: PayoutRow) => this.#mayPay(deps.ledger, p),
+        mayPay: (p: PayoutRow) => this.mayPay(p),
         depositsChecked: () => {
           for (const a of this.adapters.values()) a.payoutsQueued();
         },
@@ -164,12 +166,10 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
     }
   }
 
-  // Whether a payout may be signed now: one out of a deposit once the deposit's chain holds it as canonical since the
-  // start (mayPayOutOf); a withdrawal, which takes the deposits its depository holds, once its chain was compared with
-  // the ledger since the start. A chain no longer configured has no indexer to wait for.
-  #mayPay(ledger: Ledger, p: PayoutRow): boolean {
+  // A chain no longer configured has no indexer to wait for.
+  mayPay(p: PayoutRow): boolean {
     if (p.deposit_id) {
-      const d = ledger.deposits.get(p.deposit_id);
+      const d = this.#ledger?.deposits.get(p.deposit_id);
       const a = d && this.adapters.get(d.chain_id);
       return !a || a.mayPayOutOf(d);
     }
