@@ -197,6 +197,10 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     const { chainId, finalityDepth } = this.#cfg;
     if (finalityDepth === 0) return true;
     if (!this.#checked || this.#fatal) return false;
+    // No deposit acted on sits in a block a reorg replaced (#goneHandled found none pending since the last rewind): a
+    // deposit of a block this indexer has read is on a canonical block. Without this, every queued payout cost the ledger
+    // reads below on every send pass.
+    if (!this.#checkHandled && d.block_number <= this.#head) return true;
     if (d.block_number <= this.#head - finalityDepth) return true;
     const tip = this.#ledger.indexer.tip(chainId);
     if (tip && d.block_number > tip.number) return false;
