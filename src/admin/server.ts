@@ -12,7 +12,7 @@ import type { Logger } from '../log.ts';
 import { AdminRefusal, type Solver } from '../solver/solver.ts';
 import { pause, reindex, resume, setDryRun, stuck, type PauseScope, type Who } from './actions.ts';
 import { inventory } from './inventory.ts';
-import { queueWithdrawal, WithdrawalRefused } from '../solver/withdrawals.ts';
+import { WithdrawalRefused } from '../solver/withdrawals.ts';
 
 export interface AdminContext {
   ledger: Ledger;
@@ -162,8 +162,7 @@ export function createAdminApi(ctx: AdminContext): FastifyInstance {
     if (!wallet) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `chainId ${b.chainId} is not a chain of this node`);
     const currency = ctx.registry.currenciesOf(b.chainId).find((c) => c.address.toLowerCase() === b.currency.toLowerCase());
     if (!currency) throw new ApiError(400, 'INVALID_INPUT_CURRENCY', `currency ${b.currency} is not configured on chain ${b.chainId}`);
-    const payout = queueWithdrawal(
-      ctx.ledger,
+    const payout = ctx.solver.withdraw(
       {
         chainId: b.chainId,
         currency: currency.address,

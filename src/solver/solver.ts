@@ -920,6 +920,14 @@ export class Solver implements PayoutHooks, ChainEvents {
   }
 
   /**
+   * An operator's withdrawal of what the depository owes the solver (POST /admin/withdrawals), queued through the
+   * solver's (fenced) ledger as its own payouts are, so it records the leader's epoch. Throws WithdrawalRefused.
+   */
+  withdraw(req: Parameters<typeof queueWithdrawal>[1], who: Parameters<typeof queueWithdrawal>[2]): PayoutRow {
+    return queueWithdrawal(this.ledger, req, who);
+  }
+
+  /**
    * Refunds a request's deposit by an operator's hand (failReason MANUAL_ADMIN_REFUND): a deposit
    * held back (paused, over a limit, dry run), or one that failed without a refund (a blocked
    * depositor, a refund that failed). Refused while anything of the request is paid or being paid, except a deposit

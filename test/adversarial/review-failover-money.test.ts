@@ -29,7 +29,7 @@ const quoteForApp = async (url: string, user: number, recipient: Address) => {
 };
 
 beforeAll(async () => {
-  s = await startStack({ ledger: 'postgres', config: { ha: { ...LEASE, nodeId: 'leader' } } });
+  s = await startStack({ ledger: 'postgres', config: { ha: { ...LEASE, nodeId: 'leader' }, admin: { port: 0 } } });
   await until(() => (s.node.leadership?.role === 'leader' ? true : undefined), 'the stack node to lead');
   // The app: a key sponsored by account 3, its balance funded with 100 USDC (a fast fill of 0.01 ETH holds ~30 USD).
   app = s.node.ledger.apiKeys.create('review-failover app');
@@ -137,6 +137,27 @@ describe('a standby answers 503 NOT_LEADER for every request that would move val
 
 // The takeover, as the standby above makes it: the leader recorded a fast fill (its hold placed, the payout queued) and
 // a fill out of a deposit that a reorg then took back, unseen by it; it stops (a clean release), and the standby leads.
+// Every payout records the epoch it was decided under (README "Fenced writes"): an operator's withdrawal was written
+// through the unfenced ledger, its epoch NULL, and a standby took it as well.
+describe("an operator's withdrawal of what the depository owes the solver", () => {
+  it("is recorded under the leader's epoch, as the solver's own payouts are", async () => {
+    const user = account(0).address;
+    const q = await api(s.url, '/quote', { body: nativeBridge(user, user, A, B, '10000000000000000') });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const id = q.body.steps[0].requestId as Hex;
+    await executeSteps(s, q.body, 0);
+    expect((await waitForStatus(s.url, id, ['success', 'failure', 'refund'])).status).toBe('success');
+    const depositId = s.node.ledger.deposits.byOrderRef(id)[0]!.id;
+    const key = s.node.ledger.operations.createAdminKey('failover review').key;
+    const r = await api(s.node.adminUrl, '/admin/withdrawals', {
+      body: { chainId: A, currency: zeroAddress, depositIds: [depositId], reason: 'review' },
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(s.node.ledger.payouts.get(r.body.withdrawal.payoutId)).toMatchObject({ kind: 'withdrawal', epoch: s.node.leadership!.epoch });
+  });
+});
+
 describe('a takeover by the standby, with payouts the old leader recorded', () => {
   const rpcA = (method: string, params: unknown[] = []) => s.publicClient(A).request({ method: method as never, params: params as never });
   const settled = (node: RelayNode, id: string) =>
