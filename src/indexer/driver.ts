@@ -240,10 +240,13 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
     this.#loop.wake();
   }
 
-  /** Resolves once the indexer has committed up to `block` (or stops). */
+  /**
+   * Resolves once the indexer has committed up to `block`, or at once when it is not running (stopped, or never started:
+   * a standby's, which acts on no chain, and whose waiters were left waiting until a takeover).
+   */
   waitFor(block: number | bigint): Promise<void> {
     const n = Number(block);
-    if (this.indexed() >= n) return Promise.resolve();
+    if (this.#stopped || this.indexed() >= n) return Promise.resolve();
     return new Promise((resolve) => {
       this.#waiters.push({ block: n, resolve });
       this.wake();

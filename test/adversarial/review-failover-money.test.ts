@@ -135,6 +135,22 @@ describe('a standby answers 503 NOT_LEADER for every request that would move val
   });
 });
 
+// The SDK reports each deposit on POST /transactions/index, to whichever node answers its base URL. A standby's indexer
+// does not run (it acts on no chain): the report waited for it to reach the deposit's block, and hung until a takeover.
+describe('a deposit reported to the standby', () => {
+  it('is answered at once: there is no running indexer to wait for, and the leader reads the deposit', async () => {
+    const user = account(1).address;
+    const q = await api(s.url, '/quote', { body: nativeBridge(user, user, A, B, '10000000000000000') });
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const id = q.body.steps[0].requestId as Hex;
+    const [txHash] = await executeSteps(s, q.body, 1);
+    const report = api(standby.url, '/transactions/index', { body: { txHash, chainId: A } });
+    const answer = await Promise.race([report, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 15_000))]);
+    expect(answer === 'hung' ? 'hung' : { status: answer.status, deposits: answer.body.deposits }).toEqual({ status: 200, deposits: 1 });
+    expect((await waitForStatus(s.url, id, ['success', 'failure', 'refund'])).status).toBe('success');
+  });
+});
+
 // The takeover, as the standby above makes it: the leader recorded a fast fill (its hold placed, the payout queued) and
 // a fill out of a deposit that a reorg then took back, unseen by it; it stops (a clean release), and the standby leads.
 // Every payout records the epoch it was decided under (README "Fenced writes"): an operator's withdrawal was written
