@@ -6,6 +6,7 @@ import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 import { ExchangeClient } from '../../src/chains/exchange/client.ts';
 import { HYPERLIQUID_NONCE_WINDOW } from '../../src/devnet/exchange/standin.ts';
+import { refuseFirstPostFor, setPerps } from '../helpers/exchangeSteps.ts';
 import { api, executeSteps, holdSubmitter, nativeBridge, permitQuote, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
@@ -83,10 +84,6 @@ describe('a fill a restarted node finds failed, when its first reading of invent
 
   it('is refunded: the start reads them again rather than leave the deposit to an operator (MANUAL_REFUND_REQUIRED)', { timeout: 120_000 }, async () => {
     const state = () => s.devnet.exchange!.standin.state;
-    const setPerps = (who: Address, units: bigint) => {
-      (state() as unknown as { setBalance(u: string, dex: string, t: unknown, v: bigint): void }).setBalance(who, '', state().usdc, units);
-      s.node.solver!.invalidate();
-    };
     const usdc = s.devnet.chains.find((c) => c.id === A)!.contracts.stablecoin;
     const usdcOf = (who: Address) => s.publicClient(A).readContract({ address: usdc, abi: erc20Abi, functionName: 'balanceOf', args: [who] });
     const user = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
@@ -109,21 +106,13 @@ describe('a fill a restarted node finds failed, when its first reading of invent
     const payoutId = `fill:${requestId}`;
     // The fill's first post is refused for funds (the solver's perps USD moved aside just before it): its signed action
     // stays open, posted again until it is applied.
-    const submit = ExchangeClient.prototype.submit;
-    let stash: bigint | undefined;
-    ExchangeClient.prototype.submit = async function (this: ExchangeClient, body: Parameters<typeof submit>[0]) {
-      if (stash === undefined && body.action?.destination?.toLowerCase() === recipient.toLowerCase()) {
-        stash = state().perpsUsd(solver);
-        setPerps(solver, 0n);
-      }
-      return submit.call(this, body);
-    };
+    const refused = refuseFirstPostFor(s, recipient);
     const userBefore = await usdcOf(user.address);
     try {
       await executeSteps(s, q.body, 1);
       await until(() => s.node.ledger.payouts.txsOf(payoutId).find((t) => /insufficient/i.test(t.error ?? '')), 'the fill refused for funds', 90_000);
     } finally {
-      ExchangeClient.prototype.submit = submit;
+      refused.restore();
     }
     const st = state() as unknown as { now: () => number };
     const clock = st.now;
@@ -131,7 +120,7 @@ describe('a fill a restarted node finds failed, when its first reading of invent
     let failedReads = 0;
     try {
       await s.restartNode(undefined, async () => {
-        setPerps(solver, stash!);
+        setPerps(s, solver, refused.stash()!);
         // Down two days: the exchange's clock is past the held action's nonce window (its ledger shows that time), so
         // the restarted node finds the fill dead and fails it.
         state().nonceWindow = HYPERLIQUID_NONCE_WINDOW;

@@ -9,6 +9,7 @@ import { ExchangeActionError, ExchangeClient } from '../../src/chains/exchange/c
 import { HYPERLIQUID_NONCE_WINDOW, NONCE_SET_SIZE, simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { refuseFirstPostFor, setPerps as setPerpsOf } from '../helpers/exchangeSteps.ts';
 
 // Second attacker's review of the perpetuals exchange (chain 1337). An action of the solver the exchange refused for
 // funds stays open, and the node posts the same signed body again until it is applied: never re-signed, since the
@@ -54,13 +55,9 @@ const state = () => ex().standin.state;
 const account = (i: number) => privateKeyToAccount(s.devnet.accounts[i]!.privateKey);
 const usdc = (id: number) => s.devnet.chains.find((c) => c.id === id)!.contracts.stablecoin;
 const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ address: usdc(BASE), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
-// The stand-in's balances are private to it; the test moves the solver's perps USD away and back. The solver's
-// inventory snapshot (read about once a second) is dropped with each move: one read while the perps USD was away
-// otherwise refused the next test's fill with SOLVER_BALANCE_TOO_LOW (once in about ten runs), never held for funds.
-const setPerps = (who: Address, units: bigint) => {
-  (state() as unknown as { setBalance(u: string, dex: string, t: unknown, v: bigint): void }).setBalance(who, '', state().usdc, units);
-  s.node.solver!.invalidate();
-};
+// The test moves the solver's perps USD away and back (test/helpers/exchangeSteps.ts: each move drops the solver's
+// inventory snapshot, whose reading while it was away refused the next test's fill with SOLVER_BALANCE_TOO_LOW).
+const setPerps = (who: Address, units: bigint) => setPerpsOf(s, who, units);
 
 // A fill of 5 USDC from 8453 to perps USD on the exchange, by account `from` for `to`, whose first post the exchange
 // refuses for funds: the solver's perps USD leaves between the fill's decision and its post (other payouts, an
@@ -84,15 +81,7 @@ async function heldFill(from: number, to: number) {
   expect(q.status).toBe(200);
   const requestId = q.body.steps.at(-1).requestId as string;
   const payoutId = `fill:${requestId}`;
-  const submit = ExchangeClient.prototype.submit;
-  let stash: bigint | undefined;
-  ExchangeClient.prototype.submit = async function (this: ExchangeClient, body: Parameters<typeof submit>[0]) {
-    if (stash === undefined && body.action?.destination?.toLowerCase() === recipient.toLowerCase()) {
-      stash = state().perpsUsd(solver);
-      setPerps(solver, 0n);
-    }
-    return submit.call(this, body);
-  };
+  const refused = refuseFirstPostFor(s, recipient);
   const userBefore = await usdcBalance(user.address);
   const recipientBefore = state().perpsUsd(recipient);
   try {
@@ -100,10 +89,10 @@ async function heldFill(from: number, to: number) {
     // Bounded generously: under the full suite's load beside other work, 30 s ran out here once in a few runs.
     await until(() => s.node.ledger.payouts.txsOf(payoutId).find((t) => /insufficient/i.test(t.error ?? '')), 'the fill refused for funds', 90_000);
   } finally {
-    ExchangeClient.prototype.submit = submit;
+    refused.restore();
   }
   const held = s.node.ledger.payouts.txsOf(payoutId)[0]!;
-  return { user, recipient, solver, requestId, payoutId, held, userBefore, recipientBefore, stash: stash! };
+  return { user, recipient, solver, requestId, payoutId, held, userBefore, recipientBefore, stash: refused.stash()! };
 }
 
 // The solver signs 100 more actions (its next payouts, or the operator's own use of the key): self-transfers of spot
@@ -162,16 +151,8 @@ describe('an exchange refund held for funds whose nonce the exchange no longer a
     const user = privateKeyToAccount(generatePrivateKey());
     state().credit(user.address, { perpsUsd: '20' });
     const solver = s.devnet.solver;
-    const submit = ExchangeClient.prototype.submit;
-    let stash: bigint | undefined;
     // The solver's perps USD leaves just before the refund's first post: refused for funds, the signed refund stays open.
-    ExchangeClient.prototype.submit = async function (this: ExchangeClient, body: Parameters<typeof submit>[0]) {
-      if (stash === undefined && body.action?.destination?.toLowerCase() === user.address.toLowerCase()) {
-        stash = state().perpsUsd(solver);
-        setPerps(solver, 0n);
-      }
-      return submit.call(this, body);
-    };
+    const refused = refuseFirstPostFor(s, user.address);
     let refundId: string;
     try {
       // A usdSend to the solver names no request: an orphan deposit, refunded.
@@ -201,11 +182,11 @@ describe('an exchange refund held for funds whose nonce the exchange no longer a
         60_000,
       );
     } finally {
-      ExchangeClient.prototype.submit = submit;
+      refused.restore();
     }
     const held = s.node.ledger.payouts.txsOf(refundId)[0]!;
     await hundredNoncesAbove(held.nonce);
-    setPerps(solver, stash!);
+    setPerps(solver, refused.stash()!);
     const done = await until(
       () => {
         const p = s.node.ledger.payouts.get(refundId)!;

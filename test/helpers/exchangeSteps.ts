@@ -4,6 +4,7 @@ import { parseSignature, toHex, zeroAddress } from 'viem';
 import { expect } from 'vitest';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
+import { ExchangeClient } from '../../src/chains/exchange/client.ts';
 import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
 import { api, type Stack } from './stack.ts';
 
@@ -105,4 +106,38 @@ export async function flooded(s: Stack, count: number, then: () => Promise<void>
   // The block holds the dust and what `then` added: the exchange lists only its first 500 updates.
   expect(s.devnet.exchange!.standin.state.ledger(s.devnet.solver).filter((u) => u.time === T).length).toBeGreaterThan(count);
   return T;
+}
+
+/**
+ * Sets the solver's (or anyone's) perps USD on the exchange stand-in, whose balances are private to it, and drops the
+ * solver's inventory snapshot (read about once a second): one read while the money was away would otherwise decide the
+ * next fill against it.
+ */
+export function setPerps(s: Stack, who: string, units: bigint): void {
+  const state = s.devnet.exchange!.standin.state as unknown as { setBalance(u: string, dex: string, t: unknown, v: bigint): void; usdc: unknown };
+  state.setBalance(who, '', state.usdc, units);
+  s.node.solver!.invalidate();
+}
+
+/**
+ * Until `restore()`, the first action the node posts paying `recipient` on the exchange finds the solver's perps USD
+ * moved aside just before it (other payouts, an operator's transfer): refused for funds, the node keeps the signed
+ * action open and posts the same body again. `stash()`: what was moved aside (give it back with setPerps).
+ */
+export function refuseFirstPostFor(s: Stack, recipient: string): { restore(): void; stash(): bigint | undefined } {
+  const submit = ExchangeClient.prototype.submit;
+  let stash: bigint | undefined;
+  ExchangeClient.prototype.submit = async function (this: ExchangeClient, body: Parameters<typeof submit>[0]) {
+    if (stash === undefined && body.action?.destination?.toLowerCase() === recipient.toLowerCase()) {
+      stash = s.devnet.exchange!.standin.state.perpsUsd(s.devnet.solver);
+      setPerps(s, s.devnet.solver, 0n);
+    }
+    return submit.call(this, body);
+  };
+  return {
+    restore: () => {
+      ExchangeClient.prototype.submit = submit;
+    },
+    stash: () => stash,
+  };
 }
