@@ -369,7 +369,8 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
         // Never applied (its nonce is not in the ledger read above) and never applicable: the payout fails, and what it
         // was for (a fill's deposit) is refunded. Left open, it was posted and refused for good on every pass.
         const settled = this.#settleDead(t, dead, now > newest - NONCE_MAX_AGE_MS);
-        if (settled) log.warn({ nonce: t.nonce, why: dead }, `exchange action can never be applied: payout ${settled === 'failed' ? 'failed' : 'queued to sign again'}`);
+        if (settled)
+          log.warn({ nonce: t.nonce, why: dead }, `exchange action can never be applied: payout ${settled === 'failed' ? 'failed' : 'queued to sign again'}`);
         out.push({ kind: settled === 'requeued' ? 'requeued' : 'reverted', ...status });
         continue;
       }
