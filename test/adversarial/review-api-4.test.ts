@@ -10,7 +10,7 @@ import { ProviderPool } from '../../src/chains/providers/pool.ts';
 import type { RpcCall } from '../../src/chains/providers/provider.ts';
 import { isApiRead } from '../../src/lib/apiReads.ts';
 import { fillsOn } from '../helpers/devnetOrders.ts';
-import { api, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const SVM = 792703809;
 const EXCHANGE = 1337;
@@ -59,17 +59,7 @@ async function readsDuring<T>(fn: (reads: Read[]) => Promise<T>): Promise<T> {
 // A user's 0.03 ETH deposit from Base (8453) to Optimism (10): its request id and the deposit's transaction hash.
 async function deposit(account: number): Promise<{ id: Hex; hash: Hex }> {
   const user = s.devnet.accounts[account]!.address;
-  const q = await api(s.url, '/quote', {
-    body: {
-      user,
-      originChainId: 8453,
-      destinationChainId: 10,
-      originCurrency: zeroAddress,
-      destinationCurrency: zeroAddress,
-      amount: '30000000000000000',
-      tradeType: 'EXACT_INPUT',
-    },
-  });
+  const q = await api(s.url, '/quote', { body: nativeBridge(user, user, 8453, 10, '30000000000000000') });
   expect(q.status).toBe(200);
   const item = q.body.steps[0].items[0].data;
   const wallet = s.wallet(account, 8453);

@@ -6,7 +6,7 @@ import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { privateKeyToAccount } from 'viem/accounts';
 import { ExchangeClient } from '../../src/chains/exchange/client.ts';
 import { HYPERLIQUID_NONCE_WINDOW } from '../../src/devnet/exchange/standin.ts';
-import { refuseFirstPostFor, setPerps } from '../helpers/exchangeSteps.ts';
+import { heldExchangeFill, setPerps } from '../helpers/exchangeSteps.ts';
 import { api, executeSteps, holdSubmitter, nativeBridge, permitQuote, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const A = 8453;
@@ -73,8 +73,6 @@ describe("a signed deposit (usePermit) the node recorded in its quote's life and
 // price there (a provider's 500, a timeout) left the solver with no reading, and the fill's deposit to an operator.
 describe('a fill a restarted node finds failed, when its first reading of inventory and prices fails once', () => {
   let s: Stack;
-  const EX = 1337;
-  const PERPS = `0x${'0'.repeat(32)}`;
   beforeAll(async () => {
     s = await startStack();
   });
@@ -89,38 +87,17 @@ describe('a fill a restarted node finds failed, when its first reading of invent
     const user = privateKeyToAccount(s.devnet.accounts[1]!.privateKey);
     const recipient = s.devnet.accounts[0]!.address;
     const solver = s.devnet.solver;
-    const q = await api(s.url, '/quote/v2', {
-      body: {
-        user: user.address,
-        recipient,
-        originChainId: A,
-        destinationChainId: EX,
-        originCurrency: usdc,
-        destinationCurrency: PERPS,
-        amount: '5000000',
-        tradeType: 'EXACT_INPUT',
-      },
-    });
-    expect(q.status).toBe(200);
-    const requestId = q.body.steps.at(-1).requestId as Hex;
-    const payoutId = `fill:${requestId}`;
+    const userBefore = await usdcOf(user.address);
     // The fill's first post is refused for funds (the solver's perps USD moved aside just before it): its signed action
     // stays open, posted again until it is applied.
-    const refused = refuseFirstPostFor(s, recipient);
-    const userBefore = await usdcOf(user.address);
-    try {
-      await executeSteps(s, q.body, 1);
-      await until(() => s.node.ledger.payouts.txsOf(payoutId).find((t) => /insufficient/i.test(t.error ?? '')), 'the fill refused for funds', 90_000);
-    } finally {
-      refused.restore();
-    }
+    const { requestId, payoutId, stash } = await heldExchangeFill(s, 1, recipient);
     const st = state() as unknown as { now: () => number };
     const clock = st.now;
     const withdrawable = ExchangeClient.prototype.withdrawable;
     let failedReads = 0;
     try {
       await s.restartNode(undefined, async () => {
-        setPerps(s, solver, refused.stash()!);
+        setPerps(s, solver, stash);
         // Down two days: the exchange's clock is past the held action's nonce window (its ledger shows that time), so
         // the restarted node finds the fill dead and fails it.
         state().nonceWindow = HYPERLIQUID_NONCE_WINDOW;

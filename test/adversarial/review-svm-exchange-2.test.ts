@@ -9,7 +9,7 @@ import { ExchangeActionError, ExchangeClient } from '../../src/chains/exchange/c
 import { HYPERLIQUID_NONCE_WINDOW, NONCE_SET_SIZE, simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
-import { refuseFirstPostFor, setPerps as setPerpsOf } from '../helpers/exchangeSteps.ts';
+import { heldExchangeFill, refuseFirstPostFor, setPerps as setPerpsOf } from '../helpers/exchangeSteps.ts';
 
 // Second attacker's review of the perpetuals exchange (chain 1337). An action of the solver the exchange refused for
 // funds stays open, and the node posts the same signed body again until it is applied: never re-signed, since the
@@ -20,7 +20,6 @@ import { refuseFirstPostFor, setPerps as setPerpsOf } from '../helpers/exchangeS
 let s: Stack;
 const BASE = 8453;
 const EX = 1337;
-const PERPS = `0x${'0'.repeat(32)}`;
 
 // A Token-2022 currency on the SVM chain (no extension), beside the devnet's SPL Token one; the solver holds some.
 let mint2022: string;
@@ -65,34 +64,10 @@ const setPerps = (who: Address, units: bigint) => setPerpsOf(s, who, units);
 async function heldFill(from: number, to: number) {
   const user = account(from);
   const recipient = account(to).address;
-  const solver = s.devnet.solver;
-  const q = await api(s.url, '/quote/v2', {
-    body: {
-      user: user.address,
-      recipient,
-      originChainId: BASE,
-      destinationChainId: EX,
-      originCurrency: usdc(BASE),
-      destinationCurrency: PERPS,
-      amount: '5000000',
-      tradeType: 'EXACT_INPUT',
-    },
-  });
-  expect(q.status).toBe(200);
-  const requestId = q.body.steps.at(-1).requestId as string;
-  const payoutId = `fill:${requestId}`;
-  const refused = refuseFirstPostFor(s, recipient);
   const userBefore = await usdcBalance(user.address);
   const recipientBefore = state().perpsUsd(recipient);
-  try {
-    await executeSteps(s, q.body, from);
-    // Bounded generously: under the full suite's load beside other work, 30 s ran out here once in a few runs.
-    await until(() => s.node.ledger.payouts.txsOf(payoutId).find((t) => /insufficient/i.test(t.error ?? '')), 'the fill refused for funds', 90_000);
-  } finally {
-    refused.restore();
-  }
-  const held = s.node.ledger.payouts.txsOf(payoutId)[0]!;
-  return { user, recipient, solver, requestId, payoutId, held, userBefore, recipientBefore, stash: refused.stash()! };
+  const { requestId, payoutId, held, stash } = await heldExchangeFill(s, from, recipient);
+  return { user, recipient, solver: s.devnet.solver, requestId, payoutId, held, userBefore, recipientBefore, stash };
 }
 
 // The solver signs 100 more actions (its next payouts, or the operator's own use of the key): self-transfers of spot

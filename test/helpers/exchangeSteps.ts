@@ -1,12 +1,12 @@
 // The steps of a withdrawal from the exchange (origin 1337) as a wallet performs them: the `authorize` step's
 // NonceMapping and the `deposit` step's sendAsset, each signed on the wallet's active chain.
-import { parseSignature, toHex, zeroAddress } from 'viem';
+import { parseSignature, toHex, zeroAddress, type Hex } from 'viem';
 import { expect } from 'vitest';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { ExchangeClient } from '../../src/chains/exchange/client.ts';
 import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
-import { api, type Stack } from './stack.ts';
+import { api, executeSteps, until, type Stack } from './stack.ts';
 
 const EIP712_DOMAIN = [
   { name: 'name', type: 'string' },
@@ -140,4 +140,36 @@ export function refuseFirstPostFor(s: Stack, recipient: string): { restore(): vo
     },
     stash: () => stash,
   };
+}
+
+/**
+ * A fill of 5 USDC from chain 8453 to perps USD on the exchange, by account `from` for `recipient`, whose first post
+ * the exchange refuses for funds (refuseFirstPostFor): the node keeps its signed action open. Resolves once it is so,
+ * with the held action and what was moved aside of the solver's perps USD (`stash`: give it back with setPerps).
+ */
+export async function heldExchangeFill(s: Stack, from: number, recipient: string) {
+  const q = await api(s.url, '/quote/v2', {
+    body: {
+      user: s.devnet.accounts[from]!.address,
+      recipient,
+      originChainId: 8453,
+      destinationChainId: 1337,
+      originCurrency: s.devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin,
+      destinationCurrency: `0x${'0'.repeat(32)}`,
+      amount: '5000000',
+      tradeType: 'EXACT_INPUT',
+    },
+  });
+  expect(q.status, JSON.stringify(q.body)).toBe(200);
+  const requestId = q.body.steps.at(-1).requestId as Hex;
+  const payoutId = `fill:${requestId}`;
+  const refused = refuseFirstPostFor(s, recipient);
+  try {
+    await executeSteps(s, q.body, from);
+    // Bounded generously: under the full suite's load beside other work, 30 s ran out here once in a few runs.
+    await until(() => s.node.ledger.payouts.txsOf(payoutId).find((t) => /insufficient/i.test(t.error ?? '')), 'the fill refused for funds', 90_000);
+  } finally {
+    refused.restore();
+  }
+  return { requestId, payoutId, held: s.node.ledger.payouts.txsOf(payoutId)[0]!, stash: refused.stash()! };
 }
