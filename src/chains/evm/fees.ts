@@ -4,6 +4,7 @@
 
 import { hexToBigInt, type Hex, type PublicClient } from 'viem';
 import { RelayNodeError } from '../../lib/errors.ts';
+import { SharedReads } from '../../lib/sharedReads.ts';
 import { TX_GAS_CAP } from './gas.ts';
 
 export interface Eip1559Fees {
@@ -70,8 +71,9 @@ export function max(...xs: bigint[]): bigint {
 export class FeeOracle {
   #head: Head | undefined;
   #priority: { block: bigint; value: bigint } | undefined;
-  #headFetch: Promise<Head> | undefined;
-  #priorityFetch: { block: bigint; p: Promise<bigint> } | undefined;
+  // Reads under way, shared by their callers (never a read the API started with the node's own: lib/sharedReads.ts).
+  readonly #headFetch = new SharedReads<'latest', Head>(false);
+  readonly #priorityFetch = new SharedReads<bigint, bigint>(false);
 
   constructor(
     private readonly client: PublicClient,
@@ -93,16 +95,12 @@ export class FeeOracle {
 
   /** Fetches the latest block now (deduplicated among concurrent callers). */
   async refreshHead(): Promise<bigint> {
-    this.#headFetch ??= (async () => {
-      try {
-        const block = await this.client.getBlock({ blockTag: 'latest' });
-        this.onHead({ number: block.number, baseFeePerGas: block.baseFeePerGas ?? 0n, gasLimit: block.gasLimit });
-        return this.#head!;
-      } finally {
-        this.#headFetch = undefined;
-      }
-    })();
-    return (await this.#headFetch).number;
+    const head = await this.#headFetch.get('latest', async () => {
+      const block = await this.client.getBlock({ blockTag: 'latest' });
+      this.onHead({ number: block.number, baseFeePerGas: block.baseFeePerGas ?? 0n, gasLimit: block.gasLimit });
+      return this.#head!;
+    });
+    return head.number;
   }
 
   /** The head block number, read from the chain when the last known head is stale. */
@@ -130,19 +128,11 @@ export class FeeOracle {
 
   async #priorityFor(block: bigint): Promise<bigint> {
     if (this.#priority?.block === block) return this.#priority.value;
-    if (this.#priorityFetch?.block === block) return this.#priorityFetch.p;
-    const p = (async () => {
+    return this.#priorityFetch.get(block, async () => {
       const hex = await this.client.request({ method: 'eth_maxPriorityFeePerGas' });
       const value = hexToBigInt(hex as Hex);
       if (!this.#priority || this.#priority.block <= block) this.#priority = { block, value };
       return value;
-    })();
-    const entry = { block, p };
-    this.#priorityFetch = entry;
-    try {
-      return await p;
-    } finally {
-      if (this.#priorityFetch === entry) this.#priorityFetch = undefined;
-    }
+    });
   }
 }

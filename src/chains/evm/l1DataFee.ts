@@ -4,6 +4,7 @@
 // was charged, and a destination call's calldata (chosen by whoever quotes it) made it as large as they liked.
 import { encodeFunctionData, parseAbi, size, zeroAddress, zeroHash, type Address, type Hex, type PublicClient } from 'viem';
 import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import { SharedReads } from '../../lib/sharedReads.ts';
 import { erc20TransferCall, nativeTransferCall } from './callRequest.ts';
 
 /** The GasPriceOracle predeploy, at the same address on every OP-stack chain. */
@@ -57,7 +58,8 @@ export type L1DataFeeMode = 'auto' | 'op-stack' | 'none';
  */
 export class L1DataFee {
   #present: boolean | undefined;
-  #cache = new Map<number, Promise<bigint>>();
+  // Per size, this block's fee.
+  #cache = new SharedReads<number, bigint>(true);
   #cacheBlock = 0n;
 
   constructor(
@@ -78,15 +80,11 @@ export class L1DataFee {
       this.#cache.clear();
       this.#cacheBlock = block;
     }
-    const hit = this.#cache.get(txSize);
-    if (hit) return hit;
-    const fee = this.client
-      .readContract({ address: GAS_PRICE_ORACLE, abi: ORACLE_ABI, functionName: 'getL1FeeUpperBound', args: [BigInt(txSize)] })
-      .then((f) => (f * BigInt(10_000 + this.marginBps) + 9_999n) / 10_000n);
-    this.#cache.set(txSize, fee);
-    // A failed read is not kept: the next caller reads again.
-    fee.catch(() => this.#cache.get(txSize) === fee && this.#cache.delete(txSize));
-    return fee;
+    return this.#cache.get(txSize, () =>
+      this.client
+        .readContract({ address: GAS_PRICE_ORACLE, abi: ORACLE_ABI, functionName: 'getL1FeeUpperBound', args: [BigInt(txSize)] })
+        .then((f) => (f * BigInt(10_000 + this.marginBps) + 9_999n) / 10_000n),
+    );
   }
 
   /**
