@@ -16,6 +16,7 @@
 import { Connection, type Commitment as Web3Commitment } from '@solana/web3.js';
 import type { RpcProviderConfig, SvmChainConfig } from '../../config/schema.ts';
 import type { Logger } from '../../log.ts';
+import { isApiRead } from '../../lib/apiReads.ts';
 import type { Metrics } from '../../metrics.ts';
 import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from '../providers/provider.ts';
 import { collectQuorum, ProviderPoolError, QuorumDisagreementError, type QuorumAnswer } from '../providers/quorum.ts';
@@ -231,6 +232,7 @@ export class SvmRpcPool {
     if (opts.headCheck) calls.push({ method: 'getSlot', params: [{ commitment }] });
     let a: RpcAnswer;
     let h: RpcAnswer | undefined;
+    if (!(await this.#budget(p, calls.length, send))) return { why: `${p.name}: over its request budget` };
     try {
       p.take(calls.length);
       [a, h] = (await p.send(calls)) as [RpcAnswer, RpcAnswer | undefined];
@@ -376,6 +378,7 @@ export class SvmRpcPool {
 
   // One call at one provider, judged by `judge` (undefined: proven). An error answer is named by its code only.
   async #proofCall(p: RpcProvider, method: string, params: unknown[], judge: (result: unknown) => string | undefined): Promise<string | undefined> {
+    if (!(await this.#budget(p, 1, false))) return `${method} not sent: ${p.name} over its request budget`;
     let a: RpcAnswer;
     try {
       p.take(1);
@@ -386,6 +389,21 @@ export class SvmRpcPool {
     }
     if ('error' in a) return `${method} answered error ${a.error.code}`;
     return judge(a.result);
+  }
+
+  // Waits until the provider's budget (maxRps, maxConcurrent, a rate limit's pause) takes `n` more calls; false past
+  // maxWaitMs. A read for the public API waits for half of it to be left to the node's own (lib/apiReads.ts): a client
+  // asking for quotes as fast as it was answered otherwise spent it, and the provider's 429s held the node's reads.
+  async #budget(p: RpcProvider, n: number, send: boolean): Promise<boolean> {
+    const yielding = !send && isApiRead();
+    const deadline = Date.now() + this.#maxWaitMs;
+    for (;;) {
+      const now = Date.now();
+      const wait = p.waitFor(n, now, yielding);
+      if (wait === 0) return true;
+      if (now + wait > deadline) return false;
+      await new Promise((r) => setTimeout(r, wait));
+    }
   }
 
   // The newest slot a provider answered at (its head, for lag and readiness).
