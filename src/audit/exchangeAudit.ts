@@ -20,7 +20,7 @@ export async function auditExchangeChain(
   chain: ExchangeChainConfig,
   ledger: Ledger,
   solver: Address,
-  client = new ExchangeClient({ url: chain.exchangeUrl }),
+  client = new ExchangeClient({ url: chain.exchangeUrl, weightPerMinute: chain.weightPerMinute }),
 ): Promise<ChainAudit> {
   const differences: string[] = [];
   const diff = (s: string) => differences.push(`chain ${chain.id}: ${s}`);

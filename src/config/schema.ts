@@ -214,6 +214,12 @@ const exchangeChain = z
     kind: z.literal('exchange'),
     // {exchange_url}: the exchange's POST /info and POST /exchange live under it.
     exchangeUrl: z.string().url(),
+    // The request weight the node spends on the exchange a minute, its reads and actions together (Hyperliquid answers
+    // 429 past 1,200 a minute per IP address; most reads weigh 20). The node's own requests take it first; the public
+    // API's reads only while half of it is left. 0: no budget (an endpoint of one's own, the devnet's stand-in).
+    weightPerMinute: z.number().int().min(0).default(1_200),
+    // A ledger read weighs 20: polled every second, the indexer alone would spend Hyperliquid's whole minute.
+    pollIntervalMs: z.number().int().min(10).default(3_000),
     // The sendAsset `exchangeChain` the exchange accepts ('Mainnet', 'Testnet').
     exchangeChain: z.string().min(1).default('Mainnet'),
     // The chain id the node signs its own actions with, and the default of the withdrawal quote's

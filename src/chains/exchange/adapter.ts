@@ -57,7 +57,7 @@ export class ExchangeAdapter implements ChainAdapter {
     this.chainId = chain.id;
     this.solver = config.solverSigner.address;
     this.depositAddress = this.solver.toLowerCase();
-    this.client = new ExchangeClient({ url: chain.exchangeUrl });
+    this.client = new ExchangeClient({ url: chain.exchangeUrl, weightPerMinute: chain.weightPerMinute });
     this.nonces = ledger.exchangeNonces;
     this.assets = new ExchangeAssets(chain, this.client);
     this.#log = log.child({ chain: chain.id, component: 'exchange' });

@@ -6,6 +6,7 @@ import { JsonPost, PostError } from '../providers/httpPost.ts';
 import type { Address, Hex, LocalAccount } from 'viem';
 import { buildSendAssetAction, sendAssetTypedData, splitSignature, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
+import { requestWeight, WeightBudget } from './requestWeight.ts';
 
 // The most updates the exchange answers for one time range ("use the last returned timestamp as the next
 // startTime for pagination", its info endpoint documents).
@@ -87,6 +88,8 @@ export interface ExchangeClientOptions {
   /** Per-request timeout, default 10 s. */
   timeoutMs?: number;
   fetch?: typeof fetch;
+  /** The request weight the node may spend a minute (0, the default: no budget but the exchange's own limit). */
+  weightPerMinute?: number;
 }
 
 /** Transport failure or unexpected answer from an exchange endpoint. */
@@ -150,17 +153,23 @@ export class ExchangeClient {
   // fetch's CPU per call: the node polls the exchange's ledger updates every poll interval).
   private readonly fetchImpl: typeof fetch | undefined;
   private readonly posts = new Map<string, JsonPost>();
+  /** What the node may spend of the exchange's request weight (src/chains/exchange/requestWeight.ts). */
+  readonly budget: WeightBudget;
 
   constructor(options: ExchangeClientOptions) {
     this.url = options.url.replace(/\/+$/, '');
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.fetchImpl = options.fetch;
+    this.budget = new WeightBudget(options.weightPerMinute ?? 0);
   }
 
-  private async post(path: '/info' | '/exchange', body: unknown, what: string): Promise<unknown> {
+  private async post(path: '/info' | '/exchange', body: Record<string, unknown>, what: string): Promise<unknown> {
     const endpoint = `${this.url}${path}`;
     const label = `POST ${endpoint} (${what})`;
+    await this.budget.take(requestWeight(path, body));
     const res = await this.send(endpoint, JSON.stringify(body), label);
+    if (res.status === 429) this.budget.rateLimited();
+    else this.budget.answered();
     const text = res.text;
     if (res.status < 200 || res.status > 299) {
       throw new ExchangeHttpError(`${label} answered HTTP ${res.status}: ${text.slice(0, 300)}`, endpoint, res.status);
@@ -287,7 +296,7 @@ export class ExchangeClient {
   /** Posts an already signed action (e.g. one a user signed); throws ExchangeActionError on `status: 'err'`. */
   async submit(body: SignedSendAsset): Promise<{ ok: true }> {
     const endpoint = `${this.url}/exchange`;
-    const r = await this.post('/exchange', body, String(body.action?.type));
+    const r = await this.post('/exchange', { ...body }, String(body.action?.type));
     if (isObj(r) && r.status === 'ok') return { ok: true };
     if (isObj(r) && r.status === 'err') {
       throw new ExchangeActionError(typeof r.response === 'string' ? r.response : JSON.stringify(r.response), endpoint);

@@ -51,6 +51,8 @@ export function devnetExchangeConfig(ex: DevnetExchange, opts: { pollIntervalMs:
     exchangeChain: 'Mainnet',
     signatureChainId: 1,
     pollIntervalMs: opts.pollIntervalMs,
+    // The stand-in limits no one: the devnet polls it every 50-100 ms.
+    weightPerMinute: 0,
     // A transfer with no authorization is refunded soon on a devnet.
     orphanGraceMs: 2_000,
     nativeCurrency: { symbol: 'USDC', name: 'USD Coin (perps)', decimals: 6, usdPrice: '1' },

@@ -22,6 +22,7 @@
 // Hyperliquid; only malformed JSON (or a non-object body) is a 400.
 
 import type { SendLedgerDelta, SpotTransferLedgerDelta } from '../../chains/exchange/client.ts';
+import { requestWeight } from '../../chains/exchange/requestWeight.ts';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getAddress, isAddress, keccak256, recoverTypedDataAddress, toHex, type Address, type Hex } from 'viem';
@@ -162,6 +163,11 @@ export interface StartExchangeStandinOptions {
    * under the production exchange's name). Default none: only the spec's name.
    */
   extraDomainNames?: string[];
+  /**
+   * Hyperliquid's limit per IP address: the request weight a minute (reads and actions together, weighed as the exchange
+   * does), past which it answers HTTP 429. Default 0: no limit.
+   */
+  weightPerMinute?: number;
 }
 
 export interface CreditSpec {
@@ -410,6 +416,8 @@ export interface ExchangeStandin {
   port: number;
   state: ExchangeState;
   credit(user: string, spec: CreditSpec): void;
+  /** Requests answered 429 for the weight limit (weightPerMinute). */
+  readonly rateLimited: number;
   stop(): Promise<void>;
 }
 
@@ -652,6 +660,19 @@ export async function startExchangeStandin(options: StartExchangeStandinOptions 
     extraDomainNames: options.extraDomainNames ?? [],
   };
   let chain: Promise<unknown> = Promise.resolve();
+  // The weight each address spent over the last minute, request by request (weightPerMinute).
+  const spent = new Map<string, { at: number; weight: number }[]>();
+  let rateLimited = 0;
+  const overLimit = (ip: string, weight: number): boolean => {
+    const limit = options.weightPerMinute ?? 0;
+    if (limit <= 0) return false;
+    const now = Date.now();
+    const recent = (spent.get(ip) ?? []).filter((r) => r.at > now - 60_000);
+    spent.set(ip, recent);
+    if (recent.reduce((sum, r) => sum + r.weight, 0) + weight > limit) return true;
+    recent.push({ at: now, weight });
+    return false;
+  };
 
   const server = createServer((req, res) => {
     const [path, search] = (req.url ?? '').split('?') as [string, string?];
@@ -673,6 +694,11 @@ export async function startExchangeStandin(options: StartExchangeStandinOptions 
         return;
       }
       const parsed = body;
+      if (overLimit(req.socket.remoteAddress ?? '', requestWeight(path, parsed))) {
+        rateLimited++;
+        send(res, 429, { error: 'Too many requests' });
+        return;
+      }
       const work = async () => {
         try {
           if (path === '/info') send(res, 200, handleInfo(state, parsed));
@@ -701,6 +727,9 @@ export async function startExchangeStandin(options: StartExchangeStandinOptions 
     port,
     state,
     credit: (user, spec) => state.credit(user, spec),
+    get rateLimited() {
+      return rateLimited;
+    },
     stop() {
       stopped ??= new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -1,0 +1,90 @@
+// What the exchange's requests cost and how much of that the node may spend. Hyperliquid limits each IP address to a
+// weight of 1,200 a minute, its /info reads and /exchange actions together (its docs, "Rate limits and user limits"):
+// a request past it is answered HTTP 429. Most reads the node makes weigh 20 (a ledger read, a preTransferCheck), so a
+// client asking the node for quotes to the exchange once a second spent the whole minute, and the node's own reads of
+// its deposits and payouts were refused with it.
+import { isApiRead } from '../../lib/apiReads.ts';
+
+/** Hyperliquid's limit per IP address: weight a minute, reads and actions together. */
+export const HYPERLIQUID_WEIGHT_PER_MINUTE = 1_200;
+
+// The reads that weigh 2; userRole weighs 60; every other documented read 20.
+const LIGHT_READS = new Set(['l2Book', 'allMids', 'clearinghouseState', 'orderStatus', 'spotClearinghouseState', 'exchangeStatus']);
+
+/** A request's weight: an action 1 plus 1 per 40 of its batch (orders, cancels...); a read by its type. */
+export function requestWeight(path: '/info' | '/exchange', body: Record<string, unknown>): number {
+  if (path === '/exchange') {
+    const action = body.action as Record<string, unknown> | undefined;
+    const batch = Object.values(action ?? {}).find(Array.isArray) as unknown[] | undefined;
+    return 1 + Math.floor((batch?.length ?? 0) / 40);
+  }
+  const type = String(body.type);
+  return LIGHT_READS.has(type) ? 2 : type === 'userRole' ? 60 : 20;
+}
+
+/** The node's requests could not be sent within their wait: its request budget is spent for now. */
+export class ExchangeBudgetError extends Error {
+  override name = 'ExchangeBudgetError';
+}
+
+/**
+ * The weight the node may spend on the exchange a minute (`weightPerMinute`; 0: no budget, the exchange's own limit
+ * alone), as a bucket refilled continuously. The node's own requests (its indexer's ledger reads, its payouts) take it
+ * first; a read for the public API waits until half of it is left over for them (lib/apiReads.ts), as on an RPC
+ * provider. A 429 (another client on the same address, or a budget set above the exchange's) stops every request for
+ * a pause that doubles while they go on.
+ */
+export class WeightBudget {
+  #tokens: number;
+  #refilledAt = Date.now();
+  #pausedUntil = 0;
+  #strikes = 0;
+
+  constructor(
+    readonly perMinute: number,
+    // How long a request waits for the budget before it fails (ExchangeBudgetError): the node's own, and the API's.
+    private readonly maxWaitMs = { node: 60_000, api: 2_000 },
+  ) {
+    this.#tokens = perMinute;
+  }
+
+  /** Waits until `weight` fits the budget (and no 429 pause runs), then spends it. */
+  async take(weight: number): Promise<void> {
+    const yielding = isApiRead();
+    if (this.perMinute <= 0 && Date.now() >= this.#pausedUntil) return;
+    const deadline = Date.now() + (yielding ? this.maxWaitMs.api : this.maxWaitMs.node);
+    for (;;) {
+      const now = Date.now();
+      const wait = this.#waitFor(weight, yielding, now);
+      if (wait === 0) {
+        if (this.perMinute > 0) this.#tokens -= weight;
+        return;
+      }
+      if (now + wait > deadline)
+        throw new ExchangeBudgetError(`the node's request budget on the exchange (${this.perMinute} weight a minute) is spent for now; try again shortly`);
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+
+  /** The exchange answered 429: no request for a pause (1 s, doubling while 429s go on, at most a minute). */
+  rateLimited(now = Date.now()): void {
+    this.#strikes++;
+    this.#pausedUntil = now + Math.min(60_000, 1_000 * 2 ** (this.#strikes - 1));
+    this.#tokens = 0;
+  }
+
+  /** An answer other than a 429: the next one's pause starts short again. */
+  answered(): void {
+    this.#strikes = 0;
+  }
+
+  // Milliseconds until `weight` fits (0: now).
+  #waitFor(weight: number, yielding: boolean, now: number): number {
+    if (now < this.#pausedUntil) return this.#pausedUntil - now;
+    if (this.perMinute <= 0) return 0;
+    this.#tokens = Math.min(this.perMinute, this.#tokens + ((now - this.#refilledAt) * this.perMinute) / 60_000);
+    this.#refilledAt = now;
+    const need = Math.min(weight + (yielding ? this.perMinute / 2 : 0), this.perMinute);
+    return this.#tokens >= need ? 0 : Math.ceil(((need - this.#tokens) * 60_000) / this.perMinute);
+  }
+}
