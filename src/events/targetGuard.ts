@@ -99,19 +99,43 @@ export class BlockedTargetError extends RelayNodeError {
   }
 }
 
+// Webhook hosts are resolved by dns.lookup (getaddrinfo: /etc/hosts, then the system's resolver), which runs on libuv's
+// thread pool: 4 threads by default, shared with the node's own lookups (its providers' names), its asynchronous file
+// writes (the logs) and crypto. A target whose DNS never answers holds a thread for the resolver's whole timeout, and one
+// key's deliveries (4 at once) could hold them all. At most this many webhook lookups run at once; the others wait.
+export const WEBHOOK_LOOKUPS = 2;
+
 /**
  * A DNS lookup for an HTTP agent that refuses private targets: every address the name resolves to
  * must be public, or the connection fails with BlockedTargetError before a byte is sent.
- * `allowPrivate` is read at every lookup (the devnet and tests turn it on).
+ * `allowPrivate` is read at every lookup (the devnet and tests turn it on). At most WEBHOOK_LOOKUPS
+ * run at once (above); `resolve` is dns.lookup but in tests.
  */
-export function guardedLookup(allowPrivate: () => boolean): LookupFunction {
+export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLookup = dnsLookup): LookupFunction {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  const slot = (run: () => void) => {
+    if (running < WEBHOOK_LOOKUPS) {
+      running++;
+      run();
+    } else waiting.push(run);
+  };
+  // Freed when the lookup itself returns, not when its caller gave up: only then is its thread free again.
+  const free = () => {
+    const next = waiting.shift();
+    if (next) next();
+    else running--;
+  };
   return ((hostname: string, options: object, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
-    dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-      if (err) return callback(err, '', 0);
-      const list = addresses as LookupAddress[];
-      if (!allowPrivate() && (list.length === 0 || list.some((a) => isNonPublicAddress(a.address)))) return callback(new BlockedTargetError(), '', 0);
-      if ((options as { all?: boolean }).all) return callback(null, list);
-      callback(null, list[0]!.address, list[0]!.family);
-    });
+    slot(() =>
+      resolve(hostname, { ...options, all: true }, (err, addresses) => {
+        free();
+        if (err) return callback(err, '', 0);
+        const list = addresses as LookupAddress[];
+        if (!allowPrivate() && (list.length === 0 || list.some((a) => isNonPublicAddress(a.address)))) return callback(new BlockedTargetError(), '', 0);
+        if ((options as { all?: boolean }).all) return callback(null, list);
+        callback(null, list[0]!.address, list[0]!.family);
+      }),
+    );
   }) as LookupFunction;
 }
