@@ -296,6 +296,8 @@ export class StatusStream {
       c.apiKeyId = keyId;
     }
     if (!keyId) return this.#error(c, 'MISSING_API_KEY', 'a wallet subscription needs an API key: send x-api-key on the upgrade or "apiKey" in the message');
+    // The connection's key was checked when it was given: revoked since, it subscribes no more wallets, as HTTP refuses it.
+    if (m.apiKey === undefined && !this.#keyLive(keyId)) return this.#endWallets(c);
     const wallet = normalizeWallet(m.wallet);
     if (c.wallets.has(wallet)) return this.#send(c, { type: 'subscribed', wallet });
     if (c.wallets.size >= MAX_WALLET_SUBSCRIPTIONS)
@@ -385,8 +387,34 @@ export class StatusStream {
     while (!c.closed && c.queue.length > 0 && c.socket.bufferedAmount < max) this.#write(c, c.queue.shift()!);
   }
 
+  // Whether the key (its id) is still one HTTP accepts: a PK read.
+  #keyLive(keyId: string): boolean {
+    const k = this.#ctx.ledger.apiKeys.get(keyId);
+    return k !== undefined && k.revoked_at === null;
+  }
+
+  // A client's wallet subscriptions hold while its API key does: a key revoked since ends them (checked every
+  // heartbeat, one key read per keyed client with wallets), as every HTTP call with it is refused at once.
+  #endRevokedWallets(c: Client, live: Map<string, boolean>): void {
+    if (c.wallets.size === 0 || c.apiKeyId === undefined) return;
+    const keyId = c.apiKeyId;
+    let ok = live.get(keyId);
+    if (ok === undefined) live.set(keyId, (ok = this.#keyLive(keyId)));
+    if (!ok) this.#endWallets(c);
+  }
+
+  // The connection's key is revoked: it is forgotten, with the wallet subscriptions it allowed (named in the error).
+  #endWallets(c: Client): void {
+    const wallets = [...c.wallets.keys()];
+    for (const w of wallets) this.#unindex(this.#byWallet, w, c);
+    c.wallets.clear();
+    c.apiKeyId = undefined;
+    this.#error(c, 'INVALID_API_KEY', 'the API key has been revoked; wallet subscriptions need a valid one', { wallets });
+  }
+
   #beat(): void {
     const now = Date.now();
+    const live = new Map<string, boolean>();
     for (const c of [...this.#clients]) {
       if (!c.alive) {
         // No pong since the last heartbeat: the connection is gone.
@@ -395,6 +423,12 @@ export class StatusStream {
         continue;
       }
       c.alive = false;
+      try {
+        this.#endRevokedWallets(c, live);
+      } catch (e) {
+        // The ledger did not answer: the check runs again at the next beat.
+        this.#ctx.log.warn({ err: errText(e) }, 'status stream key check failed');
+      }
       try {
         c.socket.ping();
       } catch {

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { getAddress, isAddress } from 'viem';
 import { z } from 'zod';
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
@@ -37,7 +38,15 @@ const reindexBody = z
   .strict();
 
 const claimsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20), continuation: z.string().max(200).optional() }).strict();
-const walletParams = z.object({ wallet: z.string().min(1).max(128) });
+// An EVM wallet as the ledger spells it (checksummed), whatever case the path has: claims are booked under that
+// spelling, and the lower-case one (the interface's) found none. Anything else is looked up as given.
+const walletParams = z.object({
+  wallet: z
+    .string()
+    .min(1)
+    .max(128)
+    .transform((s) => (isAddress(s, { strict: false }) ? getAddress(s) : s)),
+});
 const depositAddressQuery = z.object({ address: z.string().min(1).max(128).optional(), requestId: hashParam.optional() }).strict();
 const swapSourcesQuery = z.object({ chainId: chainIdParam.optional() }).strict();
 const livesQuery = z
