@@ -602,9 +602,10 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
   // A chain's block time is its sequencer's word: OP Stack blocks are 2 s apart from genesis, so those made catching up
   // after an outage carry times long past, and Arbitrum's may lag a day. Judged by it alone, a deposit sent after its
   // quote expired into such a block was filled at the expired price. Where heads are the chain's own (an EVM chain; the
-  // exchange's head is the node's clock), a deposit in a block above a head read at `at` was made after `at`.
+  // exchange's head is the node's clock), a deposit in a block above a head read at `at` was made after `at`. The same holds
+  // for an SVM slot and the cluster's clock.
   #noteHead(number: number, at: number): void {
-    if (this.#cfg.finalityDepth === 0) return;
+    if (this.#source.clockHeads) return;
     const heads = this.#heads;
     const last = heads[heads.length - 1];
     // The same head read again: the block above it did not exist then either (a chain idle between deposits).

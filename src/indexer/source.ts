@@ -40,6 +40,11 @@ export interface Inclusion {
 export interface DepositSource<H extends SourceBlock = SourceBlock> {
   /** The name of the range read in metrics (`relay_rpc_errors_total{method}`), e.g. `eth_getLogs`. */
   readonly rangeMethod: string;
+  /**
+   * Set where head() is the node's clock rather than a block the chain made (the exchange): a head then says nothing of
+   * when a deposit above it was made (see the driver's #existedAfter).
+   */
+  readonly clockHeads?: boolean;
   /** The newest block. */
   head(): Promise<H>;
   /** The canonical block at height `n`; throws when the chain has none (or cannot be read). */

@@ -63,6 +63,7 @@ const timeBlock = (ms: number): SourceBlock => ({ number: ms, hash: `time:${ms}`
 /** The exchange's transfers to the solver, read from its ledger updates. */
 export class ExchangeDepositSource implements DepositSource {
   readonly rangeMethod = 'ledgerUpdates';
+  readonly clockHeads = true;
   // By millisecond the solver's ledger could not be listed past: the wallets read whole there with nothing (left) for
   // the solver, and those whose own ledger the exchange cannot list whole there either.
   readonly #flooded = new Map<number, { nothing: Set<string>; unreadable: Set<string> }>();

@@ -10,8 +10,11 @@
 //            or refused for funds → left open for the confirm pass;
 //   confirm  a recorded action whose outcome is unknown (a crash, a lost answer) or that was refused for
 //            funds is paid when its nonce is in the solver's ledger updates; otherwise the same signed
-//            body is posted again (the same nonce: the exchange applies a nonce once). A payout is never
-//            signed a second time: its first action is never proven dead, so a second could pay twice.
+//            body is posted again (the same nonce: the exchange applies a nonce once), except a fill whose
+//            quote charged no activation fee while the exchange would charge one now (its recipient emptied
+//            meanwhile): held until the recipient is known again or the action is dead. Only the running
+//            key's actions are looked at (each is judged by its own signer's ledger). A payout is signed a
+//            second time only once its first action is proven dead (a refund or excess; a fill then fails).
 //
 // The pipeline runs it serially (confirm, then send, in one loop): a recorded action is never posted by
 // the confirm pass while its first post is under way.
@@ -102,6 +105,8 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
   // update says what it was, and the confirm pass reads it there).
   readonly #expectedFee = new Map<string, bigint>();
   #lastNonce = 0;
+  // Whether the open actions of another key (see confirm) were named in the log.
+  #othersWarned = false;
 
   constructor(o: ExchangePayoutOptions) {
     this.#o = o;
@@ -298,13 +303,42 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
     });
   }
 
+  // Why a recorded fill must not be posted again now, or undefined. The exchange decides the activation fee when it
+  // applies an action, not when it was signed: a fill whose quote charged none, held (for funds, or across a restart)
+  // while its recipient emptied its account, would have the solver pay to activate it again, uncovered. prepare()
+  // refuses such a fill before signing; a signed one can only wait (it is not dead: an earlier post may still land) until
+  // the recipient is known again, or until the exchange can never apply it (whyDead: the fill fails and is refunded).
+  async #activatesUncharged(t: TransactionRow): Promise<string | undefined> {
+    const p = this.#o.ledger.payouts.get(t.payout_id);
+    if (p?.kind !== 'fill' || !quotedNoRent(this.#o.ledger, p)) return undefined;
+    let fee: bigint;
+    try {
+      fee = await this.#o.client.activationFee(getAddress(p.recipient), this.address);
+    } catch (e) {
+      return `the activation fee could not be read: ${errText(e)}`;
+    }
+    return fee > 0n ? `the exchange does not know the recipient ${p.recipient} and the quote charged no activation fee` : undefined;
+  }
+
   /**
    * Recorded actions whose outcome is unknown (a crash after recording, a lost answer): paid when the
    * solver's ledger shows their nonce; otherwise the same signed body is posted again.
    */
   async confirm({ stopped }: StepContext): Promise<TxStatus[]> {
     const { ledger, client } = this.#o;
-    const open = ledger.payouts.openTxs(this.chainId);
+    // Only this key's actions: whether one was applied, or can never be, is read from its signer's ledger and nonce set.
+    // Judged by another key's (the solver key rotated across a restart with actions open), an action the old key signed
+    // was posted again, applied from the old account, never seen there, and failed as dead once the new key had used 100
+    // nonces: the fill refunded though paid. Those are left open, for an operator (as the EVM and SVM senders leave them).
+    const all = ledger.payouts.openTxs(this.chainId);
+    const open = all.filter((t) => isAddress(t.sender, { strict: false }) && getAddress(t.sender) === this.address);
+    if (open.length < all.length && !this.#othersWarned) {
+      this.#othersWarned = true;
+      this.#log.error(
+        { solver: this.address, actions: all.filter((t) => !open.includes(t)).map((t) => ({ txHash: t.hash, sender: t.sender, payout: t.payout_id })) },
+        'open exchange actions signed by another solver key are not reconciled by this one; manual action required',
+      );
+    }
     if (!open.length) return [];
     const since = Math.max(0, Math.min(...open.map((t) => t.created_at)) - RECONCILE_MARGIN_MS);
     // The solver's sends by nonce, with the fee the exchange charged for each; the newest update's time (the exchange's
@@ -382,6 +416,12 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       const attempts = (repost?.attempts ?? 0) + 1;
       // No jitter: one action's reposts, spaced by the ceiling of the payout backoff.
       this.#reposts.set(t.hash, { attempts, at: now + backoffMs(attempts, PAYOUT_BACKOFF, () => 1) });
+      const unknown = await this.#activatesUncharged(t);
+      if (unknown) {
+        log.warn({ nonce: t.nonce, why: unknown }, "recorded exchange fill not posted again: it would activate its recipient at the solver's expense");
+        out.push({ kind: 'pending', ...status });
+        continue;
+      }
       let body: SignedSendAsset;
       try {
         body = JSON.parse(hexToString(ledger.payouts.rawOf(t.hash))) as SignedSendAsset;

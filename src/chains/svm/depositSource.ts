@@ -87,7 +87,7 @@ export class SvmDepositSource implements DepositSource {
     const sigs: SvmSignature[] = [];
     for (const a of this.sources) sigs.push(...(await this.#signatures(a, low, to)));
     sigs.sort((x, y) => x.slot - y.slot);
-    const deposits: ParsedDeposit[] = [];
+    const deposits: (ParsedDeposit & { seen_at?: number })[] = [];
     let upTo: number | undefined;
     for (let i = 0; i < sigs.length; i += CHUNK) {
       const chunk = sigs.slice(i, i + CHUNK);
@@ -128,7 +128,7 @@ export class SvmDepositSource implements DepositSource {
   }
 
   // The deposits of a signature (none when it holds none), undefined when it could not be read.
-  async #read(s: SvmSignature): Promise<ParsedDeposit[] | undefined> {
+  async #read(s: SvmSignature): Promise<(ParsedDeposit & { seen_at?: number })[] | undefined> {
     // A failed transaction moved nothing; a signature already in the ledger (its first deposit) needs no second look.
     if (s.err || this.#nothing.has(s.signature)) return [];
     if (this.known(svmDepositId(this.chain.id, s.signature))) return [];
@@ -145,7 +145,12 @@ export class SvmDepositSource implements DepositSource {
   }
 
   /** The deposits a transaction made to the vault: one per currency it moved there. */
-  parse(signature: string, tx: VersionedTransactionResponse): ParsedDeposit[] {
-    return parseDepositTransactions(signature, tx, this.vault, this.ignoreFrom);
+  parse(signature: string, tx: VersionedTransactionResponse): (ParsedDeposit & { seen_at?: number })[] {
+    // When it reached the chain: its block's time (seconds: the end of that second). Read as when the node read it, a
+    // deposit made in time while the node was down (a restart, a takeover) was refunded as ORDER_EXPIRED. The driver
+    // holds it to no earlier than a head below its slot was read, and no later than now (the cluster's clock is its word).
+    const t = tx.blockTime;
+    const deposits = parseDepositTransactions(signature, tx, this.vault, this.ignoreFrom);
+    return typeof t === 'number' && Number.isSafeInteger(t) && t > 0 ? deposits.map((d) => ({ ...d, seen_at: t * 1000 + 999 })) : deposits;
   }
 }
