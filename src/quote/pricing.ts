@@ -16,6 +16,11 @@ export interface PricedRoute {
   rate: Ratio;
   /** Why sponsorship was asked for and not given (rule 2), if it was. */
   fallback?: string;
+  /**
+   * What the node pays on the origin chain before any fill, in its native units: a deposit address's sweep, or the
+   * signed deposit it submits (usePermit). Undefined when it pays nothing there.
+   */
+  originPaid?: bigint;
 }
 
 /** What the destination calls spend, when the order has any. */
@@ -72,12 +77,14 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
   const nativeToOut = conversionRate(destNativePrice, destNative.decimals, priceOut, cout.decimals);
   let gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
   let userDepositCost = depositCost;
+  let originPaid: bigint | undefined;
   if (q.usePermit) {
     // The node submits the signed deposit and pays its gas: it is the relayer's, and the user's is none.
     if (!originCosts.relayedDepositCost) throw new QuoteError(`usePermit: chain ${origin.id} has no signed deposits`, 'INVALID_INPUT_PARAMETERS');
     const relayed = await originCosts.relayedDepositCost(cin.address);
     gasFeeOut += mulRatioCeil(relayed, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
     userDepositCost = 0n;
+    originPaid = relayed;
   }
   let openGas: Pricing['openGas'];
   if (q.useDepositAddress) {
@@ -85,6 +92,7 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     if (!originCosts.sweepCost) throw new QuoteError(`useDepositAddress: chain ${origin.id} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
     const sweep = await originCosts.sweepCost();
     gasFeeOut += mulRatioCeil(sweep, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
+    originPaid = sweep;
     if (q.depositAddressType === 'open') {
       openGas = { fillNative: fillCost.native.toString(), sweepNative: sweep.toString() };
       if (fillCost.feePerGas !== undefined) openGas.feePerGas = fillCost.feePerGas.toString();
@@ -169,5 +177,6 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     depositCost: userDepositCost,
     rate,
     fallback,
+    originPaid,
   };
 }

@@ -4,7 +4,7 @@ import type { NewRequest } from '../ledger/requests.ts';
 import { amountObject } from './currency.ts';
 import { QuoteError } from '../lib/quoteError.ts';
 import { breakdown, inputFor, outputFor } from './fillAmount.ts';
-import { ceilDiv, formatUsd, mulRatioCeil, percent, usdMicro, usdMicroCeil, usdValue } from '../lib/money.ts';
+import { ceilDiv, conversionRate, formatUsd, mulRatioCeil, mulRatioFloor, percent, usdMicro, usdMicroCeil, usdValue } from '../lib/money.ts';
 import { orderId, type OrderData } from './orderId.ts';
 import { callsValue, priceRoute } from './pricing.ts';
 import { resolveRoute } from './route.ts';
@@ -44,7 +44,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   } else if (q.depositAddressType) {
     throw new QuoteError('depositAddressType: needs useDepositAddress', 'INVALID_INPUT_PARAMETERS');
   }
-  const { pricing, prices, fillCost, depositCost, rate, fallback } = await priceRoute(q, route, ctx);
+  const { pricing, prices, fillCost, depositCost, rate, fallback, originPaid } = await priceRoute(q, route, ctx);
   const { in: priceIn, out: priceOut, originNative: originNativePrice } = prices;
   const gasFeeOut = BigInt(pricing.gasFeeOut);
 
@@ -82,6 +82,22 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
     if (f.sponsored < f.gas + f.topUp + f.service) {
       delete pricing.sponsor;
       ({ amountIn, amountOut, minAmountOut } = amountsFor());
+    }
+  }
+  // A sponsored quote's fees, the gas the node pays on the origin before any fill among them (a deposit address's sweep,
+  // a signed deposit), are the sponsor's only once it is filled. Swept or deposited and then not filled (the quote
+  // expired, the sponsor's balance gone, a price past the slippage), the deposit bears that gas as its refund, and one
+  // worth less left it to the solver: an app quoting sponsored deposit addresses for 0.001 USDC and letting them expire
+  // had the solver pay a sweep (about 200,000 gas) for each, up to 20,000 addresses a day per key; a sponsored usePermit
+  // swap of 0.001 USDC at a slippage tolerance of 0 had it pay the signed deposit whenever the price moved, the user
+  // paying no gas at all.
+  if (pricing.sponsor && originPaid !== undefined) {
+    const worth = mulRatioFloor(amountIn, conversionRate(priceIn, cin.decimals, originNativePrice, originNative.decimals));
+    if (worth <= originPaid) {
+      throw new QuoteError(
+        `amount: a deposit of ${formatUnits(amountIn, cin.decimals)} ${cin.symbol} does not cover the ${formatUnits(originPaid, originNative.decimals)} ${originNative.symbol} the node pays to ${q.usePermit ? 'submit it' : 'sweep it'} should it not be filled`,
+        'AMOUNT_TOO_LOW',
+      );
     }
   }
   const spent = callsValue(route);

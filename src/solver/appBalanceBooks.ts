@@ -33,14 +33,19 @@ export function debitSponsor(ledger: Ledger, r: RequestRow, micro: bigint, txHas
   ledger.balances.post({ wallet, kind: 'sponsorship', amount: -micro, request_id: r.id, ref: `sponsorship:${r.id}`, detail: txHash ?? null });
 }
 
-/** The sponsored fill did not happen: the sponsor gets its money back. */
-export function reverseSponsor(ledger: Ledger, requestId: string): void {
+/**
+ * The sponsored fill did not happen: the sponsor gets its money back, less `keep` (micro-USD, at most what it was
+ * charged): what the failed fill cost the solver that its deposit could not bear.
+ */
+export function reverseSponsor(ledger: Ledger, requestId: string, keep = 0n): void {
   const debit = ledger.balances.get(`sponsorship:${requestId}`);
   if (!debit) return;
+  const back = -debit.amount - (keep > 0n ? keep : 0n);
+  if (back <= 0n) return;
   ledger.balances.post({
     wallet: debit.wallet,
     kind: 'sponsorship_reversal',
-    amount: -debit.amount,
+    amount: back,
     request_id: requestId,
     ref: `sponsorship_reversal:${requestId}`,
   });

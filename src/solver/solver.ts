@@ -1199,10 +1199,10 @@ export class Solver implements PayoutHooks, ChainEvents {
       return;
     }
     this.ledger.requests.setStatus(payout.request_id!, 'failure', { failReason: reason }, now);
-    reverseSponsor(this.ledger, payout.request_id!);
     const d = payout.deposit_id ? this.ledger.deposits.get(payout.deposit_id) : undefined;
     const r = this.ledger.requests.get(payout.request_id!) as RequestRow;
     if (!d) {
+      reverseSponsor(this.ledger, r.id);
       // A fast fill (paid before any deposit) that failed: the app is charged nothing but the gas its transactions
       // burned on chain (as a deposit's refund bears it), and a deposit that comes is refunded (match: a fast fill
       // settles a deposit only when it paid).
@@ -1220,6 +1220,11 @@ export class Solver implements PayoutHooks, ChainEvents {
     // estimate; a batch that skipped it, before it failed alone) burned the solver's gas on the caller's
     // behalf, and a caller who can make that happen could repeat it at will: the refund bears that gas.
     const burned = snap && CALLER_FAILURES.has(reason) ? this.#burnedBy(payout, d, snap) : 0n;
+    // A sponsored order's deposit may be far smaller than that gas (the sponsor paid the fees): what it cannot bear stays
+    // charged to the sponsor, who took the order's execution on. Reversed whole, a sponsored 1 gwei bridge to a recipient
+    // that reverts on chain cost the solver its fill's gas (96,255,728,510,670 wei) as often as anyone sent one.
+    const short = burned > BigInt(left.amount) ? burned - BigInt(left.amount) : 0n;
+    reverseSponsor(this.ledger, r.id, snap && short > 0n ? this.#usdMicro(d.chain_id, d.currency, short, snap) : 0n);
     const refundable = burned > 0n ? { ...left, amount: (BigInt(left.amount) - burned).toString() } : left;
     const chain = snap ? this.#queueRefund(r.id, refundable, r.refund_to ?? d.depositor, snap, now) : undefined;
     if (!snap) {
