@@ -76,6 +76,11 @@ export interface DepositAddressFunding {
   currency: string;
   /** What the address holds of `currency` now, in its smallest unit. */
   amount: bigint;
+  /**
+   * When the address held the quoted amount by (ms; a block's time), where the watcher found it by the quote's expiry
+   * (a payment made while the node was down). Absent: it arrived when the watcher saw it.
+   */
+  heldBy?: number;
 }
 
 /** The port the solver implements for deposit address watchers: it is the only writer of payouts. */

@@ -111,7 +111,7 @@ export class Requests {
       this.#events?.record(args.id as string);
     });
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
-    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency, amount_in, money FROM requests
+    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency, amount_in, money, expires_at FROM requests
       WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
     // Counted up to the cap only (LIMIT), through requests_watched (migration 30).
     const live = 'deposit_address IS NOT NULL AND parent_id IS NULL AND created_at >= @since';
@@ -296,7 +296,7 @@ export class Requests {
   }
 }
 /** A deposit address the watcher reads: its request, refundTo, address, quoted currency and amount, and its money (its type). */
-export type WatchedAddress = Pick<RequestRow, 'id' | 'refund_to' | 'deposit_address' | 'origin_currency' | 'amount_in' | 'money'>;
+export type WatchedAddress = Pick<RequestRow, 'id' | 'refund_to' | 'deposit_address' | 'origin_currency' | 'amount_in' | 'money' | 'expires_at'>;
 /** What a paid fill's fees are booked from: its pricing, what it was made of, where it paid, and whether a reorg took its deposit. */
 export type FeeBasis = Pick<
   RequestRow,

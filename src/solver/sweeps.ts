@@ -22,7 +22,9 @@ export function queueSweep(ledger: Ledger, f: DepositAddressFunding, now = Date.
     recipient: r.refund_to!,
     currency: f.currency,
     amount: f.amount.toString(),
-    decided_at: now,
+    // The arrival the sweep moves is dated by its decision (the matcher's arrivedAt): when the address held it, where the
+    // watcher proved that earlier (paid in time while the node was down), else now.
+    decided_at: f.heldBy !== undefined && f.heldBy < now ? f.heldBy : now,
   });
   return true;
 }

@@ -2,6 +2,7 @@ import PQueue from 'p-queue';
 import { erc20Abi, getAddress, zeroAddress, type Address, type PublicClient } from 'viem';
 import type { EvmChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
+import type { WatchedAddress } from '../../ledger/requests.ts';
 import type { Logger } from '../../log.ts';
 import { conversionRate, mulRatioFloor } from '../../lib/money.ts';
 import { errText } from '../../lib/errors.ts';
@@ -20,6 +21,8 @@ const BACKSTOP_MS = 30_000;
 // (depositAddresses.maxWatched*) each cost a provider round trip, and a pass outlasted many blocks. The
 // provider pool sends the calls of one tick as one JSON-RPC batch of at most 50: these fill one.
 const READ_CONCURRENCY = 50;
+// Expired addresses found funded whose arrival was looked up (#heldByExpiry), kept.
+const HELD_BY_KEPT = 10_000;
 
 /**
  * Watches the chain's deposit addresses: when a user's transfer has reached one (the quoted currency,
@@ -29,6 +32,8 @@ const READ_CONCURRENCY = 50;
  */
 export class DepositAddressWatcher {
   readonly #loop: Loop;
+  // What #heldByExpiry found, by request and currency (the oldest forgotten past HELD_BY_KEPT).
+  readonly #heldBy = new Map<string, number | undefined>();
 
   constructor(
     private chain: EvmChainConfig,
@@ -116,7 +121,8 @@ export class DepositAddressWatcher {
         if (this.#inNative(currency, balance) <= (cost * BigInt(Math.round((this.chain.sweepMinCostMultiple ?? DEFAULT_SWEEP_MIN_COST_MULTIPLE) * 100))) / 100n)
           continue;
       }
-      const booked = this.sweeps.onDepositAddressFunded({ requestId: r.id, chainId: this.chain.id, currency, amount: balance });
+      const heldBy = await this.#heldByExpiry(r, at, currency);
+      const booked = this.sweeps.onDepositAddressFunded({ requestId: r.id, chainId: this.chain.id, currency, amount: balance, heldBy });
       if (booked) {
         queued++;
         this.log.info({ requestId: r.id, depositAddress: at, currency, amount: balance.toString() }, 'deposit address funded; sweep queued');
@@ -127,9 +133,62 @@ export class DepositAddressWatcher {
     return queued;
   }
 
-  #balance(at: Address, currency: Address): Promise<bigint> {
+  #balance(at: Address, currency: Address, blockNumber?: bigint): Promise<bigint> {
     return currency === zeroAddress
-      ? this.client.getBalance({ address: at })
-      : this.client.readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [at] });
+      ? this.client.getBalance({ address: at, blockNumber })
+      : this.client.readContract({ address: currency, abi: erc20Abi, functionName: 'balanceOf', args: [at], blockNumber });
+  }
+
+  // An address seen funded after its quote expired may have been paid in time while the node was down (a restart, a
+  // takeover): dated by when the watcher saw it, it was refunded as ORDER_EXPIRED, the user paying the sweep's gas and
+  // the refund's. When the address held the quoted amount at the last block made by the expiry, that block's time
+  // (the chain's word, as a deposit's block time is). Undefined: not expired, not the quoted currency, not held then,
+  // or the chain's state at that block could not be read (a provider keeping recent state only).
+  async #heldByExpiry(r: WatchedAddress, at: Address, currency: Address): Promise<number | undefined> {
+    if (r.expires_at === null || Date.now() <= r.expires_at || getAddress(r.origin_currency) !== currency) return undefined;
+    // Read once per address: it is checked every block while its sweep is open.
+    const k = `${r.id}:${currency}`;
+    if (this.#heldBy.has(k)) return this.#heldBy.get(k);
+    const heldBy = await this.#readHeldBy(r.id, r.expires_at, BigInt(r.amount_in), at, currency);
+    if (this.#heldBy.size >= HELD_BY_KEPT) this.#heldBy.delete(this.#heldBy.keys().next().value!);
+    this.#heldBy.set(k, heldBy);
+    return heldBy;
+  }
+
+  async #readHeldBy(requestId: string, expiresAt: number, amount: bigint, at: Address, currency: Address): Promise<number | undefined> {
+    try {
+      const block = await this.#lastBlockBy(expiresAt);
+      if (block === undefined || (await this.#balance(at, currency, block.number)) < amount) return undefined;
+      return endOf(block);
+    } catch (e) {
+      this.log.warn({ requestId, err: errText(e) }, "the deposit address's balance at its quote's expiry could not be read; dated now");
+      return undefined;
+    }
+  }
+
+  // The newest block made by `t` (ms), the whole second of its time at or before it: back from the head in doubling
+  // steps, then halving.
+  async #lastBlockBy(t: number): Promise<{ number: bigint; timestamp: bigint } | undefined> {
+    const by = (b: { timestamp: bigint }) => endOf(b) <= t;
+    const head = await this.client.getBlock({ blockTag: 'latest' });
+    if (by(head)) return head;
+    type Block = { number: bigint; timestamp: bigint };
+    let hi = head.number;
+    let lo: Block | undefined;
+    for (let step = 1n; lo === undefined; step *= 2n) {
+      if (hi - step < 0n) return undefined;
+      const b: Block = await this.client.getBlock({ blockNumber: hi - step });
+      if (by(b)) lo = b;
+      else hi = b.number;
+    }
+    while (hi - lo.number > 1n) {
+      const b: Block = await this.client.getBlock({ blockNumber: (lo.number + hi) / 2n });
+      if (by(b)) lo = b;
+      else hi = b.number;
+    }
+    return lo;
   }
 }
+
+// A block's time is whole seconds: it was made by the end of that second at the latest.
+const endOf = (b: { timestamp: bigint }) => Number(b.timestamp) * 1000 + 999;
