@@ -158,7 +158,8 @@ describe('a payout recipient that burns gas', () => {
     const ids: Hex[] = [];
     try {
       for (const recipient of [account(2).address, pricedBurner, account(4).address]) {
-        const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, recipient, A, B, '10000000000000000') });
+        // 0.02 ETH: at this file's base fee, a fill to a contract is charged its recipient's allowance too.
+        const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, recipient, A, B, '20000000000000000') });
         expect(q.status).toBe(200);
         await executeSteps(s, q.body, 1);
         ids.push(q.body.steps[0].requestId as Hex);
@@ -184,13 +185,13 @@ describe('a payout recipient that burns gas', () => {
     // included, with its fee, among the payout's transactions, and the payout queued again. When the fill
     // then fails for its caller (here its recipient's gas), the refund bears the gas that caller made the
     // solver burn, and never the cancel's. The cancel is written as the submitter writes it, with a fee
-    // half the deposit: taken from the refund, it would show plainly.
+    // a quarter of the deposit: taken from the refund, it would show plainly.
     const payouts = s.node.ledger.payouts;
     const cancelFee = 5_000_000_000_000_000n;
     const release = holdSubmitter(s, B);
     let requestId: Hex;
     try {
-      const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, burner[B]!, A, B, '10000000000000000', { refundTo: account(1).address }) });
+      const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, burner[B]!, A, B, '20000000000000000', { refundTo: account(1).address }) });
       expect(q.status).toBe(200);
       requestId = q.body.steps[0].requestId as Hex;
       await executeSteps(s, q.body, 1);

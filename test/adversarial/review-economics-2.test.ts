@@ -9,7 +9,7 @@
 // signed deposit (usePermit), and a sponsored fill that reverts on chain: its sponsor's charge was reversed whole, and a
 // deposit of 1 gwei could not bear the gas the fill burned.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, erc20Abi, toHex, zeroAddress, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
 import {
@@ -168,5 +168,38 @@ describe('a sponsored fill that reverts on chain for its recipient', () => {
       burned + refundCost,
       `${JSON.stringify(done)}: the fill burned ${burned} wei, the refund cost ${refundCost}; kept ${kept}, sponsor charged ${charged}`,
     ).toBeLessThanOrEqual(kept + charged);
+  });
+});
+
+describe('a native fill to a contract recipient that takes its 40,000 gas allowance', () => {
+  // The submitter signs a fill with up to GAS.recipient (40,000) more gas than its quote priced, for a recipient whose
+  // code runs on receipt (a smart wallet). The quote charged the priced gas alone, at twice the base fee plus the tip:
+  // where the tip is most of the fee (anvil's 1 gwei over a base fee of 0.05 gwei), that margin covered little of the
+  // 40,000, and every fill to such a recipient cost the solver more than it earned.
+  const rpc = (id: number, method: string, params: unknown[] = []) => s.publicClient(id).request({ method: method as never, params: params as never });
+  // Reverts unless given 60,000 gas, then burns all but 3,000 of what it was given.
+  const GATED = '0x5a6200ea60116014575b610bb85a1160095700005b600080fd';
+  const B = 10;
+
+  it('is charged for that allowance by its quote: the fill costs the solver no more than the quote charged', async () => {
+    const gated = privateKeyToAccount(generatePrivateKey()).address;
+    for (const id of [A, B]) await rpc(id, 'anvil_setCode', [gated, GATED]);
+    await rpc(B, 'anvil_setNextBlockBaseFeePerGas', [toHex(50_000_000n)]);
+    await rpc(B, 'evm_mine');
+    const head = await s.publicClient(B).getBlockNumber({ cacheTime: 0 });
+    await until(
+      async () => ((await api(s.url, '/ready')).body.chains.find((c: any) => c.chainId === B)?.head >= Number(head) ? true : undefined),
+      'the head read',
+    );
+    s.node.solver!.invalidate();
+    const q = await api(s.url, '/quote', { body: nativeBridge(account(1).address, gated, A, B, '10000000000000000', { refundTo: account(1).address }) });
+    expect(q.status, q.body?.message).toBe(200);
+    const id = q.body.steps[0].requestId as Hex;
+    await executeSteps(s, q.body, 1);
+    await waitForStatus(s.url, id, ['success'], 60_000);
+    const pricing = JSON.parse(s.node.ledger.requests.get(id)!.pricing!);
+    const earned = BigInt(pricing.gasFeeOut) + (10n ** 16n * BigInt(pricing.serviceBps) + 9_999n) / 10_000n;
+    const cost = await feeOf(B, s.node.ledger.payouts.get(`fill:${id}`)!.tx_hash as Hex);
+    expect(cost, `the fill cost ${cost} wei; its quote charged ${earned}`).toBeLessThanOrEqual(earned);
   });
 });

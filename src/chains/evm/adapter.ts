@@ -423,12 +423,26 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       return { native: gasLimit * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native, l1Reference };
     }
     const native = isNative(req.currency);
-    const [l1Native, l1Reference] = await Promise.all([this.#l1.of(native ? CALLDATA_BYTES.fill.native : CALLDATA_BYTES.fill.erc20), this.#l1.reference()]);
-    return { native: fillGas(native, req.topUp === true) * maxFee + l1Native, rent: 0n, minimumAmount: 0n, feePerGas: maxFee, l1Native, l1Reference };
+    const [l1Native, l1Reference, runsCode] = await Promise.all([
+      this.#l1.of(native ? CALLDATA_BYTES.fill.native : CALLDATA_BYTES.fill.erc20),
+      this.#l1.reference(),
+      (native || req.topUp === true) && this.#runsCode(req.recipient),
+    ]);
+    // Native currency sent to a recipient with code runs it, and the submitter lets it take up to GAS.recipient more than
+    // the fill is priced at (a smart wallet's receive): charged here, or every fill to one cost the solver that gas.
+    const gas = fillGas(native, req.topUp === true) + (runsCode ? GAS.recipient : 0n);
+    return { native: gas * maxFee + l1Native, rent: 0n, minimumAmount: 0n, feePerGas: maxFee, l1Native, l1Reference };
   }
 
   l1Reference(): Promise<bigint> {
     return this.#l1.reference();
+  }
+
+  // Whether native currency sent to `address` runs code there (a contract, or an account delegated under EIP-7702).
+  async #runsCode(address: string): Promise<boolean> {
+    if (!isAddress(address, { strict: false })) return false;
+    const code = await this.client.getCode({ address: getAddress(address) });
+    return code !== undefined && code !== '0x';
   }
 
   feePerGas(): Promise<bigint> {
