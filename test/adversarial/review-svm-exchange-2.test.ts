@@ -6,10 +6,10 @@ import { TOKEN_2022_PROGRAM_ID, TOKEN_PROGRAM_ID, createTransferCheckedInstructi
 import { SVM_NATIVE } from '../../src/chains/address.ts';
 import type { Pricing } from '../../src/ledger/types.ts';
 import { ExchangeActionError, ExchangeClient } from '../../src/chains/exchange/client.ts';
-import { HYPERLIQUID_NONCE_WINDOW, NONCE_SET_SIZE, simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
+import { HYPERLIQUID_NONCE_WINDOW, simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { api, executeSteps, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
-import { heldExchangeFill, refuseFirstPostFor, setPerps as setPerpsOf } from '../helpers/exchangeSteps.ts';
+import { heldExchangeFill, hundredNoncesAbove, refuseFirstPostFor, setPerps as setPerpsOf } from '../helpers/exchangeSteps.ts';
 
 // Second attacker's review of the perpetuals exchange (chain 1337). An action of the solver the exchange refused for
 // funds stays open, and the node posts the same signed body again until it is applied: never re-signed, since the
@@ -70,36 +70,11 @@ async function heldFill(from: number, to: number) {
   return { user, recipient, solver: s.devnet.solver, requestId, payoutId, held, userBefore, recipientBefore, stash };
 }
 
-// The solver signs 100 more actions (its next payouts, or the operator's own use of the key): self-transfers of spot
-// HYPE here, each with a nonce above `nonce`. The exchange then never applies an action of the solver at `nonce`.
-async function hundredNoncesAbove(nonce: number) {
-  const solver = s.devnet.solver;
-  state().credit(solver, { spot: { token: 'HYPE', amount: '1' } });
-  const hype = state().findToken('HYPE')!;
-  const client = new ExchangeClient({ url: ex().url });
-  for (let i = 1; i <= NONCE_SET_SIZE; i++) {
-    await client.sendAsset(
-      s.devnet.keys.solver,
-      {
-        exchangeChain: 'Mainnet',
-        destination: solver.toLowerCase(),
-        sourceDex: 'spot',
-        destinationDex: 'spot',
-        token: `${hype.name}:${hype.tokenId}`,
-        amount: '0.001',
-        fromSubAccount: '',
-        nonce: nonce + i,
-      },
-      { signatureChainId: 0xa4b1 },
-    );
-  }
-}
-
 describe('an exchange payout held for funds whose nonce the exchange no longer accepts', () => {
   it('is failed once the solver has used 100 nonces above it, and its deposit refunded, not left open for good', { timeout: 240_000 }, async () => {
     const { user, recipient, solver, requestId, payoutId, held, userBefore, recipientBefore, stash } = await heldFill(1, 2);
 
-    await hundredNoncesAbove(held.nonce);
+    await hundredNoncesAbove(s, held.nonce);
     // The solver holds enough again: the held action is posted again, and the exchange refuses it for good.
     setPerps(solver, stash);
     const body = JSON.parse(hexToString(s.node.ledger.payouts.rawOf(held.hash)));
@@ -160,7 +135,7 @@ describe('an exchange refund held for funds whose nonce the exchange no longer a
       refused.restore();
     }
     const held = s.node.ledger.payouts.txsOf(refundId)[0]!;
-    await hundredNoncesAbove(held.nonce);
+    await hundredNoncesAbove(s, held.nonce);
     setPerps(solver, refused.stash()!);
     const done = await until(
       () => {

@@ -5,11 +5,10 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { ExchangeClient } from '../../src/chains/exchange/client.ts';
 import { ExchangePayoutSender } from '../../src/chains/exchange/payoutSender.ts';
 import type { Pricing } from '../../src/ledger/types.ts';
-import { NONCE_SET_SIZE } from '../../src/devnet/exchange/standin.ts';
 import { SVM_NATIVE } from '../../src/chains/address.ts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
 import { api, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
-import { heldExchangeFill, setPerps } from '../helpers/exchangeSteps.ts';
+import { heldExchangeFill, hundredNoncesAbove, setPerps } from '../helpers/exchangeSteps.ts';
 
 // Money review of the SVM chain and the exchange (chain 1337) across restarts and takeovers.
 // - The exchange decides what an action costs the solver when it applies it, not when the solver signed it: a signed
@@ -29,32 +28,6 @@ const solverSendsTo = (who: Address) =>
     .ledger(who)
     .filter((u) => u.delta.type === 'send' && u.delta.user === s.devnet.solver);
 const usdcBalance = (who: Address) => s.publicClient(BASE).readContract({ address: usdc(BASE), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
-
-// The solver signs 100 more actions above `nonce` (its next payouts, or the operator's own use of the key): self-transfers
-// of spot HYPE. The exchange then never applies an action of the solver at `nonce`.
-async function hundredNoncesAbove(nonce: number, on: Stack = s, key: Hex = on.devnet.keys.solver) {
-  const solver = privateKeyToAccount(key).address;
-  const st = on.devnet.exchange!.standin.state;
-  st.credit(solver, { spot: { token: 'HYPE', amount: '1' } });
-  const hype = st.findToken('HYPE')!;
-  const client = new ExchangeClient({ url: on.devnet.exchange!.url });
-  for (let i = 1; i <= NONCE_SET_SIZE; i++) {
-    await client.sendAsset(
-      key,
-      {
-        exchangeChain: 'Mainnet',
-        destination: solver.toLowerCase(),
-        sourceDex: 'spot',
-        destinationDex: 'spot',
-        token: `${hype.name}:${hype.tokenId}`,
-        amount: '0.001',
-        fromSubAccount: '',
-        nonce: nonce + i,
-      },
-      { signatureChainId: 0xa4b1 },
-    );
-  }
-}
 
 describe('an exchange fill held open across a restart while its recipient emptied its account', () => {
   beforeAll(async () => {
@@ -122,7 +95,7 @@ describe('an exchange fill held open across a restart while its recipient emptie
 
     // The held action dies for good (100 of the solver's nonces above it): the fill fails and the deposit is refunded on
     // 8453, the recipient never paid and never activated at the solver's expense.
-    await hundredNoncesAbove(held.nonce);
+    await hundredNoncesAbove(s, held.nonce);
     const done = await waitForStatus(s.url, requestId, ['refund', 'success'], 60_000);
     expect(done.status).toBe('refund');
     expect(s.node.ledger.payouts.get(payoutId)!.state).toBe('failed');
@@ -176,7 +149,7 @@ describe('an exchange fill held open across a restart that rotated the solver ke
       });
       expect(getAddress(r.node.solverAddress)).toBe(privateKeyToAccount(newKey).address);
       // The new key pays 100 other actions (its next payouts, here self-transfers).
-      await hundredNoncesAbove(held.nonce, r, newKey);
+      await hundredNoncesAbove(r, held.nonce, newKey);
       const from = passes;
       await until(() => (passes >= from + 3 ? true : undefined), 'three confirm passes after the new key used 100 nonces', 60_000);
     } finally {

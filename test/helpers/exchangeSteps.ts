@@ -5,7 +5,7 @@ import { expect } from 'vitest';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { splitSignature } from '../../src/chains/exchange/typedData.ts';
 import { ExchangeClient } from '../../src/chains/exchange/client.ts';
-import { simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
+import { NONCE_SET_SIZE, simpleSendTypedData, type SimpleSendAction } from '../../src/devnet/exchange/standin.ts';
 import { api, executeSteps, until, type Stack } from './stack.ts';
 
 const EIP712_DOMAIN = [
@@ -172,4 +172,32 @@ export async function heldExchangeFill(s: Stack, from: number, recipient: string
     refused.restore();
   }
   return { requestId, payoutId, held: s.node.ledger.payouts.txsOf(payoutId)[0]!, stash: refused.stash()! };
+}
+
+/**
+ * The key (the solver's by default) signs 100 more actions above `nonce` (its next payouts, or the operator's own use of
+ * the key): self-transfers of spot HYPE. The exchange then never applies an action of that key at `nonce`.
+ */
+export async function hundredNoncesAbove(s: Stack, nonce: number, key: Hex = s.devnet.keys.solver): Promise<void> {
+  const signer = privateKeyToAccount(key).address;
+  const st = s.devnet.exchange!.standin.state;
+  st.credit(signer, { spot: { token: 'HYPE', amount: '1' } });
+  const hype = st.findToken('HYPE')!;
+  const client = new ExchangeClient({ url: s.devnet.exchange!.url });
+  for (let i = 1; i <= NONCE_SET_SIZE; i++) {
+    await client.sendAsset(
+      key,
+      {
+        exchangeChain: 'Mainnet',
+        destination: signer.toLowerCase(),
+        sourceDex: 'spot',
+        destinationDex: 'spot',
+        token: `${hype.name}:${hype.tokenId}`,
+        amount: '0.001',
+        fromSubAccount: '',
+        nonce: nonce + i,
+      },
+      { signatureChainId: 0xa4b1 },
+    );
+  }
 }
