@@ -28,4 +28,27 @@ describe("webhook targets' DNS lookups", () => {
     expect(String(answers[1])).toMatch(/private, loopback or link-local/);
     expect(pending).toHaveLength(WEBHOOK_LOOKUPS + 2);
   });
+
+  // 7bbd891 left each delivery's lookup queued after its delivery gave up (review-today-4): one key's timed-out
+  // deliveries to a name that never resolves piled up faster than the slots freed.
+  it("an honest key's lookup waits for at most one resolver timeout, however many of the attacker's deliveries gave up", () => {
+    const hung: ((err: Error | null, addresses: LookupAddress[]) => void)[] = [];
+    const asked: string[] = [];
+    const resolve = ((host: string, _opts: object, cb: (err: Error | null, addresses: LookupAddress[]) => void) => {
+      asked.push(host);
+      if (host.endsWith('.attacker.example')) hung.push(cb);
+      else cb(null, [{ address: '93.184.215.14', family: 4 }]);
+    }) as never;
+    const lookup = guardedLookup(() => false, resolve);
+    // The attacker's key: 4 deliveries at once (perKeyConcurrency) to its webhook, each timed out after 10 s and the
+    // next 4 started, five times over (50 s): each left its lookup queued.
+    for (let i = 0; i < 20; i++) lookup('hook.attacker.example', {}, () => undefined);
+    // Another key's delivery.
+    let honest: string | Error | undefined;
+    lookup('hooks.honest.example', {}, (err, address) => (honest = err ?? (address as string)));
+    // The OS resolver gives up on the lookups running (a resolver timeout), once.
+    for (const cb of hung.splice(0)) cb(Object.assign(new Error('getaddrinfo EAI_AGAIN'), { code: 'EAI_AGAIN' }), []);
+    expect(asked.filter((h) => h === 'hooks.honest.example')).toHaveLength(1);
+    expect(honest).toBe('93.184.215.14');
+  });
 });

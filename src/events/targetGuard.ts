@@ -109,7 +109,7 @@ export const WEBHOOK_LOOKUPS = 2;
  * A DNS lookup for an HTTP agent that refuses private targets: every address the name resolves to
  * must be public, or the connection fails with BlockedTargetError before a byte is sent.
  * `allowPrivate` is read at every lookup (the devnet and tests turn it on). At most WEBHOOK_LOOKUPS
- * run at once (above); `resolve` is dns.lookup but in tests.
+ * run at once (above), and callers of the same name and options share one; `resolve` is dns.lookup but in tests.
  */
 export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLookup = dnsLookup): LookupFunction {
   let running = 0;
@@ -126,15 +126,29 @@ export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLo
     if (next) next();
     else running--;
   };
+  // Callers of a lookup running or waiting, by name and options: one key's deliveries to a name that never resolves
+  // (4 at once, each timed out and followed by the next) share one lookup and one slot. Each had its own queued before,
+  // still run after its delivery gave up: they piled up faster than the slots freed, and another key's lookup waited
+  // behind every one of them, a resolver's timeout per two.
+  const joined = new Map<string, ((err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void)[]>();
   return ((hostname: string, options: object, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
+    const answer = (err: NodeJS.ErrnoException | null, list: LookupAddress[]) => {
+      if (err) return callback(err, '', 0);
+      if (!allowPrivate() && (list.length === 0 || list.some((a) => isNonPublicAddress(a.address)))) return callback(new BlockedTargetError(), '', 0);
+      if ((options as { all?: boolean }).all) return callback(null, list);
+      callback(null, list[0]!.address, list[0]!.family);
+    };
+    const { family, hints } = options as { family?: unknown; hints?: unknown };
+    const key = `${hostname}|${String(family ?? '')}|${String(hints ?? '')}`;
+    const callers = joined.get(key);
+    if (callers) return void callers.push(answer);
+    const mine = [answer];
+    joined.set(key, mine);
     slot(() =>
       resolve(hostname, { ...options, all: true }, (err, addresses) => {
+        joined.delete(key);
         free();
-        if (err) return callback(err, '', 0);
-        const list = addresses as LookupAddress[];
-        if (!allowPrivate() && (list.length === 0 || list.some((a) => isNonPublicAddress(a.address)))) return callback(new BlockedTargetError(), '', 0);
-        if ((options as { all?: boolean }).all) return callback(null, list);
-        callback(null, list[0]!.address, list[0]!.family);
+        for (const a of mine) a(err, addresses as LookupAddress[]);
       }),
     );
   }) as LookupFunction;

@@ -234,7 +234,6 @@ export class SvmRpcPool {
     let h: RpcAnswer | undefined;
     if (!(await this.#budget(p, calls.length, send))) return { why: `${p.name}: over its request budget` };
     try {
-      p.take(calls.length);
       [a, h] = (await p.send(calls)) as [RpcAnswer, RpcAnswer | undefined];
     } catch (e) {
       if (!(e instanceof ProviderFailure)) throw e;
@@ -381,7 +380,6 @@ export class SvmRpcPool {
     if (!(await this.#budget(p, 1, false))) return `${method} not sent: ${p.name} over its request budget`;
     let a: RpcAnswer;
     try {
-      p.take(1);
       [a] = (await p.send([{ method, params }])) as [RpcAnswer];
     } catch (e) {
       if (!(e instanceof ProviderFailure)) throw e;
@@ -391,16 +389,21 @@ export class SvmRpcPool {
     return judge(a.result);
   }
 
-  // Waits until the provider's budget (maxRps, maxConcurrent, a rate limit's pause) takes `n` more calls; false past
-  // maxWaitMs. A read for the public API waits for half of it to be left to the node's own (lib/apiReads.ts): a client
-  // asking for quotes as fast as it was answered otherwise spent it, and the provider's 429s held the node's reads.
+  // Waits until the provider's budget (maxRps, maxConcurrent, a rate limit's pause) takes `n` more calls, and spends
+  // them; false past maxWaitMs. A read for the public API waits for half of it to be left to the node's own
+  // (lib/apiReads.ts): a client asking for quotes as fast as it was answered otherwise spent it, and the provider's 429s
+  // held the node's reads. Spent in the same tick as the check: taken after the caller's await, the calls one request
+  // starts together (a quote's mint, rent and fee reads) all passed a check left room for one, the API's past its half.
   async #budget(p: RpcProvider, n: number, send: boolean): Promise<boolean> {
     const yielding = !send && isApiRead();
     const deadline = Date.now() + this.#maxWaitMs;
     for (;;) {
       const now = Date.now();
       const wait = p.waitFor(n, now, yielding);
-      if (wait === 0) return true;
+      if (wait === 0) {
+        p.take(n, now);
+        return true;
+      }
       if (now + wait > deadline) return false;
       await new Promise((r) => setTimeout(r, wait));
     }
