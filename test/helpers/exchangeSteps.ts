@@ -176,12 +176,17 @@ export async function heldExchangeFill(s: Stack, from: number, recipient: string
 
 /**
  * The key (the solver's by default) signs 100 more actions above `nonce` (its next payouts, or the operator's own use of
- * the key): self-transfers of spot HYPE. The exchange then never applies an action of that key at `nonce`.
+ * the key): transfers of spot HYPE to another account (one the exchange knows: no activation fee). The exchange then
+ * never applies an action of that key at `nonce`. Not self-transfers: the ledger shows an API wallet's agentSendAsset
+ * as the account's own send to itself, with the agent's nonce, so the node counts no send to the solver itself as its
+ * key's.
  */
 export async function hundredNoncesAbove(s: Stack, nonce: number, key: Hex = s.devnet.keys.solver): Promise<void> {
   const signer = privateKeyToAccount(key).address;
   const st = s.devnet.exchange!.standin.state;
   st.credit(signer, { spot: { token: 'HYPE', amount: '1' } });
+  const sink = privateKeyToAccount(generatePrivateKey()).address;
+  st.credit(sink, { spot: { token: 'HYPE', amount: '0.01' } });
   const hype = st.findToken('HYPE')!;
   const client = new ExchangeClient({ url: s.devnet.exchange!.url });
   for (let i = 1; i <= NONCE_SET_SIZE; i++) {
@@ -189,7 +194,7 @@ export async function hundredNoncesAbove(s: Stack, nonce: number, key: Hex = s.d
       key,
       {
         exchangeChain: 'Mainnet',
-        destination: signer.toLowerCase(),
+        destination: sink.toLowerCase(),
         sourceDex: 'spot',
         destinationDex: 'spot',
         token: `${hype.name}:${hype.tokenId}`,

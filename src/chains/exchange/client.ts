@@ -3,7 +3,7 @@
 
 import { privateKeyToAccount } from 'viem/accounts';
 import { JsonPost, PostError } from '../providers/httpPost.ts';
-import type { Address, Hex, LocalAccount } from 'viem';
+import { getAddress, isAddress, type Address, type Hex, type LocalAccount } from 'viem';
 import { buildSendAssetAction, sendAssetTypedData, splitSignature, type SendAssetParameters, type SignedSendAsset } from './typedData.ts';
 import { errText, RelayNodeError } from '../../lib/errors.ts';
 import { requestWeight, WeightBudget } from './requestWeight.ts';
@@ -262,6 +262,19 @@ export class ExchangeClient {
     } catch (err) {
       throw new ExchangeHttpError(`POST ${this.url}/info (preTransferCheck) answered a bad fee: ${errText(err)}`, `${this.url}/info`);
     }
+  }
+
+  /**
+   * The account's sub-accounts (Hyperliquid's `subAccounts` read, which answers null for an account with none). An API
+   * wallet of the account can move value to them (agentSendAsset), and the account's ledger shows that as its own `send`.
+   */
+  async subAccounts(user: Address): Promise<Address[]> {
+    const r = await this.info<{ subAccountUser: string }[] | null>(
+      { type: 'subAccounts', user },
+      (v) =>
+        v === null || (Array.isArray(v) && v.every((x) => isObj(x) && typeof x.subAccountUser === 'string' && isAddress(x.subAccountUser, { strict: false }))),
+    );
+    return (r ?? []).map((x) => getAddress(x.subAccountUser));
   }
 
   /**

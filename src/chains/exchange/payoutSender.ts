@@ -9,17 +9,20 @@
 //   send     post it: applied → paid; refused otherwise than for funds → failed; no answer, "nonce used"
 //            or refused for funds → left open for the confirm pass;
 //   confirm  a recorded action whose outcome is unknown (a crash, a lost answer) or that was refused for
-//            funds is paid when its nonce is in the solver's ledger updates; otherwise the same signed
-//            body is posted again (the same nonce: the exchange applies a nonce once), except a fill whose
-//            quote charged no activation fee while the exchange would charge one now (its recipient emptied
-//            meanwhile): held until the recipient is known again or the action is dead. Only the running
-//            key's actions are looked at (each is judged by its own signer's ledger). A payout is signed a
-//            second time only once its first action is proven dead (a refund or excess; a fill then fails).
+//            funds is paid when a send of the solver at its nonce to its recipient is in the solver's
+//            ledger updates; otherwise the same signed body is posted again (the same nonce: the exchange
+//            applies a nonce once), except a fill whose quote charged no activation fee while the exchange
+//            would charge one now (its recipient emptied meanwhile): held until the recipient is known again
+//            or the action is dead. Only the running key's actions are looked at (each is judged by its own
+//            signer's ledger). The key's nonce set is read from the account's sends to other accounts only:
+//            an API wallet of the account signs sends to the account itself (or its sub-accounts) with nonces
+//            of its own, and the ledger names no signer. A payout is signed a second time only once its
+//            first action is proven dead (a refund or excess; a fill then fails).
 //
 // The pipeline runs it serially (confirm, then send, in one loop): a recorded action is never posted by
 // the confirm pass while its first post is under way.
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
-import { getAddress, hexToString, isAddress, keccak256, toHex, type Address, type LocalAccount } from 'viem';
+import { getAddress, hexToString, isAddress, keccak256, toHex, type Address, type Hex, type LocalAccount } from 'viem';
 import type { Faults } from '../../config/load.ts';
 import type { ExchangeChainConfig } from '../../config/schema.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -341,9 +344,10 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
     }
     if (!open.length) return [];
     const since = Math.max(0, Math.min(...open.map((t) => t.created_at)) - RECONCILE_MARGIN_MS);
-    // The solver's sends by nonce, with the fee the exchange charged for each; the newest update's time (the exchange's
-    // clock).
-    const sent = new Map<number, bigint>();
+    // The solver account's sends by nonce (where each went, and the fee the exchange charged for it); the newest update's
+    // time (the exchange's clock). A `send` names the account, not its signer: an API wallet (agent) the account approved
+    // signs sends of it too (Hyperliquid's agentSendAsset, between the account's own balances), with nonces of its own.
+    const sent = new Map<number, { destination: Address; fee: bigint }[]>();
     let newest = 0;
     const read = async (from: number) => {
       const truncated: number[] = [];
@@ -351,7 +355,10 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
         if (typeof u?.time === 'number' && u.time > newest) newest = u.time;
         const d = u.delta as SendLedgerDelta;
         const bySolver = d?.type === 'send' && isAddress(d.user ?? '', { strict: false }) && getAddress(d.user) === this.address;
-        if (bySolver && typeof d.nonce === 'number') sent.set(d.nonce, feeOf(d));
+        if (!bySolver || typeof d.nonce !== 'number' || !isAddress(d.destination ?? '', { strict: false })) continue;
+        const list = sent.get(d.nonce) ?? [];
+        if (!list.length) sent.set(d.nonce, list);
+        list.push({ destination: getAddress(d.destination), fee: feeOf(d) });
       }
       return truncated;
     };
@@ -359,14 +366,33 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
     // The next action is signed above every nonce the solver's ledger shows applied (one the operator's own use of the key
     // took too): below the 100 highest, an action queued again would be refused for its nonce, and again.
     for (const n of sent.keys()) if (n > this.#lastNonce) this.#lastNonce = n;
+    // Where each open action pays: it was applied only when a send of the solver at its nonce went there (an agent's send
+    // may carry the same nonce, a millisecond timestamp too). An action whose body is unreadable is taken as applied by
+    // any send at its nonce: never proven dead on a guess (its repost below asks for manual action).
+    const destinations = new Map(open.map((t) => [t.hash, destinationOf(() => ledger.payouts.rawOf(t.hash))] as const));
+    const appliedFee = (t: TransactionRow): bigint | undefined => {
+      const to = destinations.get(t.hash);
+      const at = sent.get(t.nonce);
+      return to === undefined ? at?.[0]?.fee : at?.find((x) => x.destination === to)?.fee;
+    };
+    // The nonces of the solver's own key, sorted down: those of its sends to another account. An agent moves value only
+    // to the account itself or its sub-accounts (`own`), so a send there may be an agent's, in a nonce set apart from the
+    // key's: counted as the key's, 100 of them made an action the exchange still takes look dead (a refund signed again
+    // and both paid). Left out, they only make the proof wait (the nonce's age proves it dead within days).
+    const own = new Set<Address>([this.address]);
+    const keyNonces = () =>
+      [...sent.entries()]
+        .filter(([, list]) => list.some((x) => !own.has(x.destination)))
+        .map(([n]) => n)
+        .sort((a, b) => b - a);
+    let applied = keyNonces();
     // Why an action not applied can never be: the exchange keeps the signer's NONCE_SET highest nonces and applies no
-    // nonce below the smallest of them (NONCE_SET of the solver's applied nonces above it), and none older than
+    // nonce below the smallest of them (NONCE_SET of the solver key's applied nonces above it), and none older than
     // NONCE_MAX_AGE_MS on its clock. Both only tighten: such an action is dead for good.
     const whyDead = (t: TransactionRow): string | undefined => {
-      if (sent.has(t.nonce)) return undefined;
-      const applied = [...sent.keys()].sort((a, b) => b - a);
+      if (appliedFee(t) !== undefined) return undefined;
       if (applied.length >= NONCE_SET && t.nonce < applied[NONCE_SET - 1]!)
-        return `nonce ${t.nonce} is below the solver's ${NONCE_SET} highest applied nonces (from ${applied[NONCE_SET - 1]})`;
+        return `nonce ${t.nonce} is below the solver key's ${NONCE_SET} highest applied nonces (from ${applied[NONCE_SET - 1]})`;
       if (newest > t.nonce + NONCE_MAX_AGE_MS) return `nonce ${t.nonce} is older than the exchange takes at its time ${newest}`;
       return undefined;
     };
@@ -385,6 +411,14 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
           'the exchange ledger holds more updates in one millisecond than it answers: an open action may have been applied unseen, none is failed; manual action required',
         );
       }
+      // ... and the sends an agent could have made (to the solver's sub-accounts) are told apart from the key's.
+      try {
+        for (const a of await client.subAccounts(this.address)) own.add(a);
+      } catch (e) {
+        proven = false;
+        this.#log.warn({ err: errText(e) }, "the solver's sub-accounts could not be read: no exchange action is proven dead this pass");
+      }
+      applied = keyNonces();
     }
     const now = Date.now();
     const out: TxStatus[] = [];
@@ -392,7 +426,7 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       if (stopped()) break;
       const log = this.#log.child({ payout: t.payout_id, requestId: ledger.payouts.get(t.payout_id)?.request_id ?? undefined, txHash: t.hash });
       const status = { payoutId: t.payout_id, txHash: t.hash };
-      const fee = sent.get(t.nonce);
+      const fee = appliedFee(t);
       if (fee !== undefined) {
         if (this.#settlePaid(t, fee)) log.info({ nonce: t.nonce }, 'exchange payout found in the solver ledger: paid');
         out.push({ kind: 'paid', ...status });
@@ -434,6 +468,16 @@ export class ExchangePayoutSender implements PayoutSender<Prepared, ExchangeSign
       out.push({ kind: outcome.kind, ...status });
     }
     return out;
+  }
+}
+
+// Where a recorded sendAsset pays (its signed body's destination), or undefined when the body is unreadable.
+function destinationOf(raw: () => Hex): Address | undefined {
+  try {
+    const to = (JSON.parse(hexToString(raw())) as SignedSendAsset).action?.destination;
+    return typeof to === 'string' && isAddress(to, { strict: false }) ? getAddress(to) : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,8 +1,13 @@
 // In-memory stand-in for the Hyperliquid-like perpetuals exchange (chain id 1337), on loopback.
 //
 //   POST /info      clearinghouseState | spotClearinghouseState | spotMeta | userNonFundingLedgerUpdates |
-//                   preTransferCheck
+//                   preTransferCheck | subAccounts
 //   POST /exchange  { action: sendAsset | usdSend | spotSend, nonce, signature: {r, s, v} }
+//
+// An API wallet (agent) the account approved (ExchangeState.approveAgent) moves value between the account's own
+// balances with agentSendAsset (ExchangeState.applyAgentSend; its L1 wire signing is not modeled): the ledger shows the
+// account's `send`, with the agent's nonce, which is checked in the agent's own 100 highest nonces, not the account's.
+// `subAccounts` answers null (this exchange has none).
 //
 // usdSend and spotSend are the exchange's two other user-signed transfers (perps USD, and a spot token), as
 // Hyperliquid has them (renamed as sendAsset is: `ExchangeTransaction:UsdSend` / `:SpotSend`, `exchangeChain`,
@@ -189,6 +194,8 @@ export class ExchangeState {
   private readonly balances = new Map<string, bigint>();
   private readonly ledgers = new Map<string, LedgerUpdate[]>();
   private readonly usedNonces = new Map<string, Set<number>>();
+  /** API wallets (agents), by lowercase address: the master account each acts for. */
+  private readonly agents = new Map<string, string>();
   /** Each signer's highest nonces, ascending, at most NONCE_SET_SIZE. */
   private readonly highestNonces = new Map<string, number[]>();
   /**
@@ -300,6 +307,31 @@ export class ExchangeState {
     return this.#apply(signer, action, 'sendAsset');
   }
 
+  /** `master` approves `agent` as its API wallet (Hyperliquid's approveAgent, signed by the master). */
+  approveAgent(master: string, agent: string): void {
+    if (!isAddress(master, { strict: false }) || !isAddress(agent, { strict: false })) throw new Error('approveAgent: invalid address');
+    this.agents.set(lower(agent), lower(master));
+  }
+
+  /**
+   * An agentSendAsset an approved API wallet signed for its master: Hyperliquid's L1 action that moves a token between the
+   * master's own balances (its destination is the master itself). Its nonce is the agent's: an API wallet is a signer of
+   * its own, with its own 100 highest nonces, apart from the master's. The ledger shows it as the master's `send` (the
+   * update names no signer). The L1 action's wire signing (msgpack, phantom agent) is not modeled: the agent is taken as
+   * verified.
+   */
+  applyAgentSend(
+    agent: string,
+    action: Pick<SendAssetAction, 'destination' | 'sourceDex' | 'destinationDex' | 'token' | 'amount' | 'nonce'>,
+  ): string | LedgerUpdate {
+    const master = this.agents.get(lower(agent));
+    if (!master) return `User or API Wallet ${agent} does not exist.`;
+    if (!isAddress(action.destination, { strict: false }) || lower(action.destination) !== master) {
+      return "agentSendAsset moves value only between the account's own balances";
+    }
+    return this.#apply(getAddress(master), { ...action, fromSubAccount: '' }, 'sendAsset', agent);
+  }
+
   /** Applies a verified usdSend (perps USD) or spotSend (a spot token): a transfer the ledger shows as its own type. */
   applySimpleSend(signer: Address, action: SimpleSendAction): string | LedgerUpdate {
     const dex = action.type === 'usdSend' ? '' : 'spot';
@@ -316,6 +348,8 @@ export class ExchangeState {
     signer: Address,
     action: Pick<SendAssetAction, 'destination' | 'sourceDex' | 'destinationDex' | 'token' | 'amount' | 'fromSubAccount' | 'nonce'>,
     kind: TransferKind,
+    // Whose nonce set the action's nonce is checked against and kept in: the account's own key's, or an agent's.
+    nonceSigner: string = signer,
   ): string | LedgerUpdate {
     const token = this.findToken(action.token);
     if (!token || !action.token.includes(':')) {
@@ -340,11 +374,11 @@ export class ExchangeState {
       return `Invalid amount: ${errText(err)}`;
     }
     if (debit === 0n) return 'Amount must be positive';
-    if (this.isNonceUsed(signer, action.nonce)) return `Invalid nonce: duplicate nonce ${action.nonce}`;
+    if (this.isNonceUsed(nonceSigner, action.nonce)) return `Invalid nonce: duplicate nonce ${action.nonce}`;
     if (this.nonceWindow && (action.nonce <= this.now() - this.nonceWindow.behindMs || action.nonce >= this.now() + this.nonceWindow.aheadMs)) {
       return `Invalid nonce: ${action.nonce} is outside the window the exchange takes at ${this.now()}`;
     }
-    const highest = this.highestNonces.get(lower(signer)) ?? [];
+    const highest = this.highestNonces.get(lower(nonceSigner)) ?? [];
     if (highest.length >= NONCE_SET_SIZE && action.nonce <= highest[0]!) {
       return `Invalid nonce: ${action.nonce} is not above the smallest of the signer's ${NONCE_SET_SIZE} highest nonces (${highest[0]})`;
     }
@@ -362,13 +396,13 @@ export class ExchangeState {
     this.setBalance(signer, action.sourceDex, token, available - debit);
     if (fee > 0n) this.setBalance(signer, '', this.usdc, this.perpsUsd(signer) - fee);
     this.setBalance(destination, action.destinationDex, token, this.balance(destination, action.destinationDex, token) + credit);
-    let nonces = this.usedNonces.get(lower(signer));
-    if (!nonces) this.usedNonces.set(lower(signer), (nonces = new Set()));
+    let nonces = this.usedNonces.get(lower(nonceSigner));
+    if (!nonces) this.usedNonces.set(lower(nonceSigner), (nonces = new Set()));
     nonces.add(action.nonce);
     const at = highest.findIndex((n) => n > action.nonce);
     highest.splice(at < 0 ? highest.length : at, 0, action.nonce);
     if (highest.length > NONCE_SET_SIZE) highest.shift();
-    this.highestNonces.set(lower(signer), highest);
+    this.highestNonces.set(lower(nonceSigner), highest);
 
     const wei = parseUnitsStrict(action.amount, token.weiDecimals);
     const usdMicro = (wei * token.priceMicroUsd) / 10n ** BigInt(token.weiDecimals);
@@ -510,6 +544,10 @@ function handleInfo(state: ExchangeState, body: Record<string, unknown>): unknow
         userHasSentTx: state.hasSent(user),
       };
     }
+    case 'subAccounts':
+      // Hyperliquid answers null for an account with no sub-accounts; this exchange has none (fromSubAccount is refused).
+      requireUser(body);
+      return null;
     case 'userNonFundingLedgerUpdates': {
       const user = requireUser(body);
       const start = optionalTime(body, 'startTime') ?? 0;
