@@ -29,14 +29,15 @@ export class ExchangeBudgetError extends Error {
 
 /**
  * The weight the node may spend on the exchange a minute (`weightPerMinute`; 0: no budget, the exchange's own limit
- * alone), as a bucket refilled continuously. The node's own requests (its indexer's ledger reads, its payouts) take it
- * first; a read for the public API waits until half of it is left over for them (lib/apiReads.ts), as on an RPC
- * provider. A 429 (another client on the same address, or a budget set above the exchange's) stops every request for
- * a pause that doubles while they go on.
+ * alone), counted as the exchange counts it: what was spent over the last 60 seconds. The node's own requests take it
+ * first; a read for the public API only while it stays within half of it (lib/apiReads.ts), as on an RPC provider. A
+ * 429 (another client on the same address, or a budget set above the exchange's) stops every request for a pause that
+ * doubles while they go on.
  */
 export class WeightBudget {
-  #tokens: number;
-  #refilledAt = Date.now();
+  // What was spent, oldest first, over the last minute.
+  readonly #spent: { at: number; weight: number }[] = [];
+  #sum = 0;
   #pausedUntil = 0;
   #strikes = 0;
 
@@ -44,9 +45,7 @@ export class WeightBudget {
     readonly perMinute: number,
     // How long a request waits for the budget before it fails (ExchangeBudgetError): the node's own, and the API's.
     private readonly maxWaitMs = { node: 60_000, api: 2_000 },
-  ) {
-    this.#tokens = perMinute;
-  }
+  ) {}
 
   /** Waits until `weight` fits the budget (and no 429 pause runs), then spends it. */
   async take(weight: number): Promise<void> {
@@ -57,7 +56,10 @@ export class WeightBudget {
       const now = Date.now();
       const wait = this.#waitFor(weight, yielding, now);
       if (wait === 0) {
-        if (this.perMinute > 0) this.#tokens -= weight;
+        if (this.perMinute > 0) {
+          this.#spent.push({ at: now, weight });
+          this.#sum += weight;
+        }
         return;
       }
       if (now + wait > deadline)
@@ -70,7 +72,6 @@ export class WeightBudget {
   rateLimited(now = Date.now()): void {
     this.#strikes++;
     this.#pausedUntil = now + Math.min(60_000, 1_000 * 2 ** (this.#strikes - 1));
-    this.#tokens = 0;
   }
 
   /** An answer other than a 429: the next one's pause starts short again. */
@@ -78,13 +79,19 @@ export class WeightBudget {
     this.#strikes = 0;
   }
 
-  // Milliseconds until `weight` fits (0: now).
+  // Milliseconds until `weight` fits (0: now): until enough of what was spent a minute ago leaves the window.
   #waitFor(weight: number, yielding: boolean, now: number): number {
     if (now < this.#pausedUntil) return this.#pausedUntil - now;
     if (this.perMinute <= 0) return 0;
-    this.#tokens = Math.min(this.perMinute, this.#tokens + ((now - this.#refilledAt) * this.perMinute) / 60_000);
-    this.#refilledAt = now;
-    const need = Math.min(weight + (yielding ? this.perMinute / 2 : 0), this.perMinute);
-    return this.#tokens >= need ? 0 : Math.ceil(((need - this.#tokens) * 60_000) / this.perMinute);
+    while (this.#spent.length && this.#spent[0]!.at <= now - 60_000) this.#sum -= this.#spent.shift()!.weight;
+    const limit = yielding ? this.perMinute / 2 : this.perMinute;
+    // A request weighing more than the whole limit goes alone, once nothing else is in the window.
+    let over = this.#sum + weight - Math.max(limit, weight);
+    if (over <= 0) return 0;
+    for (const s of this.#spent) {
+      over -= s.weight;
+      if (over <= 0) return Math.max(1, s.at + 60_000 - now);
+    }
+    return 60_000;
   }
 }
