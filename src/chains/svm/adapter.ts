@@ -36,6 +36,7 @@ import type { Logger } from '../../log.ts';
 import type { Metrics } from '../../metrics.ts';
 import { ChainConfigMismatch } from '../configMismatch.ts';
 import { QuoteError } from '../../lib/quoteError.ts';
+import { SharedReads } from '../../lib/sharedReads.ts';
 import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, FillCostRequest, PayoutHooks } from '../adapter.ts';
 import { recordSvmOpening } from './auditOpening.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';
@@ -99,7 +100,9 @@ export class SvmAdapter implements ChainAdapter {
   readonly #submitter: Payouts;
   readonly #mints = new Map<string, Promise<MintInfo>>();
   readonly #rent = new Map<number, Promise<bigint>>();
-  #fee: { at: number; value: Promise<bigint> } | undefined;
+  // The chain's priority fee, read again every FEE_CACHE_MS; never an API's read the node waits on (lib/sharedReads.ts).
+  readonly #fee = new SharedReads<'chain', bigint>(true);
+  #feeAt = 0;
 
   constructor(
     private chain: SvmChainConfig,
@@ -294,12 +297,11 @@ export class SvmAdapter implements ChainAdapter {
       const bound = 2n * chain > PAYOUT_FEE_FLOOR ? 2n * chain : PAYOUT_FEE_FLOOR;
       return own < bound ? own : bound;
     }
-    if (!this.#fee || Date.now() - this.#fee.at > FEE_CACHE_MS) {
-      const value = this.#readPriorityFee();
-      value.catch(() => (this.#fee = undefined));
-      this.#fee = { at: Date.now(), value };
+    if (Date.now() - this.#feeAt > FEE_CACHE_MS) {
+      this.#fee.clear();
+      this.#feeAt = Date.now();
     }
-    return this.#fee.value;
+    return this.#fee.get('chain', () => this.#readPriorityFee());
   }
 
   async #readPriorityFee(writable?: PublicKey[]): Promise<bigint> {
