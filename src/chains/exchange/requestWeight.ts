@@ -5,9 +5,6 @@
 // its deposits and payouts were refused with it.
 import { isApiRead } from '../../lib/apiReads.ts';
 
-/** Hyperliquid's limit per IP address: weight a minute, reads and actions together. */
-export const HYPERLIQUID_WEIGHT_PER_MINUTE = 1_200;
-
 // The reads that weigh 2; userRole weighs 60; every other documented read 20.
 const LIGHT_READS = new Set(['l2Book', 'allMids', 'clearinghouseState', 'orderStatus', 'spotClearinghouseState', 'exchangeStatus']);
 
