@@ -1,3 +1,4 @@
+import http from 'node:http';
 // GET /requests/v3 and its deprecated predecessor, over a real node: the Request record as the
 // node recorded it, every filter and its 400s, pagination under inserts, and v2's retirement.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -382,12 +383,30 @@ describe('GET /requests/v2, deprecated then retired', () => {
     const link = h.get('link')!;
     expect(link).toMatch(/rel="deprecation"/);
     expect(link).toMatch(/rel="sunset"/);
-    expect(link).toMatch(/<http:\/\/127\.0\.0\.1:\d+\/requests\/v3>; rel="successor-version"/);
+    // Relative to the request's own address (RFC 8288 §3.1): never built from the client's Host header.
+    expect(link).toContain('</requests/v3>; rel="successor-version"');
     expect(h.get('access-control-expose-headers')).toMatch(/Deprecation/);
     expect(h.get('access-control-expose-headers')).toMatch(/Sunset/);
     expect(h.get('access-control-expose-headers')).toMatch(/Link/);
     expect(h.get('retry-after')).toBeNull();
   }
+
+  it("never builds its links from the client's Host header: a cache in front would serve them to others", async () => {
+    // fetch sets Host itself; node:http sends the one given.
+    const r = await new Promise<{ status: number; link: string; body: string }>((resolve, reject) => {
+      const req = http.get(`${replica.url}/requests/v2?hash=${filled.fillTx}`, { headers: { host: 'attacker.example' } }, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve({ status: res.statusCode!, link: String(res.headers.link), body }));
+      });
+      req.on('error', reject);
+    });
+    expect(r.status).toBe(200);
+    expect(r.link).toContain('</requests/v3>; rel="successor-version"');
+    expect(r.link).not.toContain('attacker.example');
+    expect(r.body).not.toContain('attacker.example');
+    expect(JSON.parse(r.body).deprecation).toMatchObject({ successor: '/requests/v3', migrationGuide: '/requests/v2/migration-guide' });
+  });
 
   it('answers the v2 shape with the deprecation object and headers, without a key', async () => {
     const r = await v2(`?hash=${filled.fillTx}`);

@@ -529,7 +529,7 @@ export const configSchema = z
         sunsetAt: z.string().datetime({ offset: true }).or(z.string().date()).default('2026-11-24'),
         // Calls per minute per caller in each month from throttledFrom; the last stage holds until the sunset.
         monthlyLimits: z.array(z.number().int().min(1)).min(1).default([600, 120, 30]),
-        // Absent: this node's own /requests/v3 and /requests/v2/migration-guide.
+        // Absent: this node's own /requests/v3 and /requests/v2/migration-guide, as links relative to the request.
         successor: z.string().url().optional(),
         migrationGuide: z.string().url().optional(),
       })

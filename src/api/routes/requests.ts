@@ -34,10 +34,9 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   const throttledFrom = at(v2.throttledFrom);
   const sunsetAt = at(v2.sunsetAt);
   const limiters = v2.monthlyLimits.map((n) => new RateLimiter(n));
-  const links = (req: FastifyRequest) => {
-    const base = `${req.protocol}://${req.host}`;
-    return { successor: v2.successor ?? `${base}/requests/v3`, migrationGuide: v2.migrationGuide ?? `${base}/requests/v2/migration-guide` };
-  };
+  // Unconfigured, the links are relative to the request's own address (RFC 8288 §3.1), never built from
+  // its Host header: a client could name any host, and a cache in front would serve that link to others.
+  const links = { successor: v2.successor ?? '/requests/v3', migrationGuide: v2.migrationGuide ?? '/requests/v2/migration-guide' };
   const stage = (now: number) => {
     const from = new Date(throttledFrom);
     const d = new Date(now);
@@ -46,13 +45,13 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
   };
 
   app.register(async (scope) => {
-    scope.addHook('onRequest', async (req, reply) => deprecationHeaders(req, reply));
-    scope.addHook('onSend', async (req, reply, payload) => {
-      deprecationHeaders(req, reply);
+    scope.addHook('onRequest', async (_req, reply) => deprecationHeaders(reply));
+    scope.addHook('onSend', async (_req, reply, payload) => {
+      deprecationHeaders(reply);
       return payload;
     });
-    function deprecationHeaders(req: FastifyRequest, reply: FastifyReply) {
-      const { successor, migrationGuide } = links(req);
+    function deprecationHeaders(reply: FastifyReply) {
+      const { successor, migrationGuide } = links;
       reply.header('deprecation', `@${Math.floor(deprecatedAt / 1000)}`);
       reply.header('sunset', new Date(sunsetAt).toUTCString());
       reply.header('link', [
@@ -70,7 +69,7 @@ export function requestRoutes(app: FastifyInstance, ctx: ApiContext) {
 
     scope.get('/requests/v2', async (req, reply) => {
       const now = ctx.now();
-      const { successor, migrationGuide } = links(req);
+      const { successor, migrationGuide } = links;
       const body = (message: string) => ({ message, successor, migrationGuide });
       if (now >= sunsetAt)
         return reply.status(410).send(body(`GET /requests/v2 was retired on ${new Date(sunsetAt).toISOString().slice(0, 10)}; use GET /requests/v3`));
