@@ -10,7 +10,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import { LeaseLostError } from '../ledger/leases.ts';
 import { type BroadcastGate, OPEN_GATE } from '../submitter/gate.ts';
-import { BlockedTargetError, guardedLookup, ipLiteralHost, isNonPublicAddress } from './targetGuard.ts';
+import { BlockedTargetError, guardedLookup, ipLiteralHost, isNonPublicAddress, lookupOwner } from './targetGuard.ts';
 import { errText } from '../lib/errors.ts';
 
 // The most of a receiver's answer read (an acknowledgement needs none of it): past it, the connection is dropped.
@@ -218,32 +218,35 @@ export class Deliverer {
   // drained so the connection can be reused (its content does not matter), but only so far: past
   // MAX_ANSWER_BYTES, or still arriving deliveryTimeoutMs after the status, the connection is dropped.
   // A receiver that answers 200 and then sends without end would otherwise hold its socket for good.
-  #post(url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<number> {
+  // `owner` (the webhook's API key) is whose turn its DNS lookup waits for (targetGuard.ts).
+  #post(owner: string, url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<number> {
     const u = new URL(url);
     const literal = ipLiteralHost(u.hostname);
     // An IP literal is connected to without a lookup: it is checked here instead.
     if (literal !== undefined && !this.#cfg.allowPrivateTargets && isNonPublicAddress(literal)) return Promise.reject(new BlockedTargetError());
     const https = u.protocol === 'https:';
     return new Promise<number>((resolve, reject) => {
-      const req = (https ? httpsRequest : httpRequest)(
-        u,
-        {
-          method: 'POST',
-          headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
-          agent: https ? this.#agents.https : this.#agents.http,
-          signal,
-        },
-        (res: IncomingMessage) => {
-          res.on('error', () => {});
-          const cut = setTimeout(() => res.destroy(), this.#cfg.deliveryTimeoutMs);
-          res.on('close', () => clearTimeout(cut));
-          let read = 0;
-          res.on('data', (chunk: Buffer) => {
-            read += chunk.length;
-            if (read > MAX_ANSWER_BYTES) res.destroy();
-          });
-          resolve(res.statusCode ?? 0);
-        },
+      const req = lookupOwner.run(owner, () =>
+        (https ? httpsRequest : httpRequest)(
+          u,
+          {
+            method: 'POST',
+            headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+            agent: https ? this.#agents.https : this.#agents.http,
+            signal,
+          },
+          (res: IncomingMessage) => {
+            res.on('error', () => {});
+            const cut = setTimeout(() => res.destroy(), this.#cfg.deliveryTimeoutMs);
+            res.on('close', () => clearTimeout(cut));
+            let read = 0;
+            res.on('data', (chunk: Buffer) => {
+              read += chunk.length;
+              if (read > MAX_ANSWER_BYTES) res.destroy();
+            });
+            resolve(res.statusCode ?? 0);
+          },
+        ),
       );
       req.on('error', reject);
       req.end(body);
@@ -264,6 +267,7 @@ export class Deliverer {
     let error: string | undefined;
     try {
       status = await this.#post(
+        d.api_key_id,
         d.url,
         {
           'content-type': 'application/json',

@@ -1,6 +1,8 @@
 import type { LookupAddress } from 'node:dns';
+import { Agent, createServer, request } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { guardedLookup, WEBHOOK_LOOKUPS } from './targetGuard.ts';
+import { guardedLookup, lookupOwner, WEBHOOK_LOOKUPS } from './targetGuard.ts';
 
 describe("webhook targets' DNS lookups", () => {
   // dns.lookup runs on libuv's thread pool (4 threads), which the node's own lookups, file writes and crypto share. A
@@ -50,5 +52,59 @@ describe("webhook targets' DNS lookups", () => {
     for (const cb of hung.splice(0)) cb(Object.assign(new Error('getaddrinfo EAI_AGAIN'), { code: 'EAI_AGAIN' }), []);
     expect(asked.filter((h) => h === 'hooks.honest.example')).toHaveLength(1);
     expect(honest).toBe('93.184.215.14');
+  });
+
+  // 4073e2d left one key's lookups of many names first in line: its 10 webhooks on 10 names that never resolve each
+  // queued a lookup of its own, and another key's waited behind all of them, a resolver timeout per WEBHOOK_LOOKUPS.
+  it("an honest key's lookup waits for at most one resolver timeout, however many names the attacker's webhooks use", () => {
+    const hung: ((err: Error | null, addresses: LookupAddress[]) => void)[] = [];
+    const asked: string[] = [];
+    const resolve = ((host: string, _opts: object, cb: (err: Error | null, addresses: LookupAddress[]) => void) => {
+      asked.push(host);
+      if (host.endsWith('.attacker.example')) hung.push(cb);
+      else cb(null, [{ address: '93.184.215.14', family: 4 }]);
+    }) as never;
+    const lookup = guardedLookup(() => false, resolve);
+    lookupOwner.run('attacker-key', () => {
+      for (let i = 0; i < 10; i++) lookup(`hook${i}.attacker.example`, {}, () => undefined);
+    });
+    let honest: string | Error | undefined;
+    lookupOwner.run('honest-key', () => lookup('hooks.honest.example', {}, (err, address) => (honest = err ?? (address as string))));
+    expect(hung).toHaveLength(WEBHOOK_LOOKUPS);
+    // The resolver gives up on the lookups running, once: the honest key's goes next, before the attacker's other names.
+    for (const cb of hung.splice(0)) cb(Object.assign(new Error('getaddrinfo EAI_AGAIN'), { code: 'EAI_AGAIN' }), []);
+    expect(honest).toBe('93.184.215.14');
+    expect(asked.indexOf('hooks.honest.example')).toBe(WEBHOOK_LOOKUPS);
+    // The attacker's other names still run, WEBHOOK_LOOKUPS at a time.
+    expect(hung).toHaveLength(WEBHOOK_LOOKUPS);
+    expect(asked.filter((h) => h.endsWith('.attacker.example'))).toHaveLength(2 * WEBHOOK_LOOKUPS);
+  });
+
+  it("knows whose delivery a lookup is for through node:http's agent", async () => {
+    const server = createServer((_req, res) => res.end('ok'));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    try {
+      const owners: (string | undefined)[] = [];
+      const resolve = ((_host: string, _opts: object, cb: (err: Error | null, addresses: LookupAddress[]) => void) => {
+        owners.push(lookupOwner.getStore());
+        cb(null, [{ address: '127.0.0.1', family: 4 }]);
+      }) as never;
+      const agent = new Agent({ lookup: guardedLookup(() => true, resolve) } as object);
+      const status = await new Promise<number>((done, fail) => {
+        const req = lookupOwner.run('key-1', () =>
+          request(`http://hooks.test:${(server.address() as AddressInfo).port}/`, { agent }, (res) => {
+            res.resume();
+            done(res.statusCode ?? 0);
+          }),
+        );
+        req.on('error', fail);
+        req.end();
+      });
+      expect(status).toBe(200);
+      expect(owners).toEqual(['key-1']);
+      agent.destroy();
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
   });
 });

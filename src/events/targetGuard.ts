@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 import { RelayNodeError } from '../lib/errors.ts';
@@ -105,26 +106,47 @@ export class BlockedTargetError extends RelayNodeError {
 // key's deliveries (4 at once) could hold them all. At most this many webhook lookups run at once; the others wait.
 export const WEBHOOK_LOOKUPS = 2;
 
+/** Whose delivery a lookup is for (its API key's id): the waiting lookups are taken in turn by owner. */
+export const lookupOwner = new AsyncLocalStorage<string>();
+
 /**
  * A DNS lookup for an HTTP agent that refuses private targets: every address the name resolves to
  * must be public, or the connection fails with BlockedTargetError before a byte is sent.
  * `allowPrivate` is read at every lookup (the devnet and tests turn it on). At most WEBHOOK_LOOKUPS
- * run at once (above), and callers of the same name and options share one; `resolve` is dns.lookup but in tests.
+ * run at once (above), taken in turn by owner (`lookupOwner`), and callers of the same name and options share one;
+ * `resolve` is dns.lookup but in tests.
  */
 export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLookup = dnsLookup): LookupFunction {
-  let running = 0;
-  const waiting: (() => void)[] = [];
-  const slot = (run: () => void) => {
-    if (running < WEBHOOK_LOOKUPS) {
-      running++;
-      run();
-    } else waiting.push(run);
+  // Lookups running and waiting, by owner. A slot freed goes to the waiting owner with the fewest lookups running
+  // (the first to wait among equals): one key's webhooks on many names that never resolve hold at most the slots
+  // they have, and another key's lookup starts at the next one freed.
+  const running = new Map<string, number>();
+  let runningTotal = 0;
+  const waiting = new Map<string, (() => void)[]>();
+  const start = (owner: string, run: () => void) => {
+    running.set(owner, (running.get(owner) ?? 0) + 1);
+    runningTotal++;
+    run();
+  };
+  const slot = (owner: string, run: () => void) => {
+    if (runningTotal < WEBHOOK_LOOKUPS) return start(owner, run);
+    const queue = waiting.get(owner);
+    if (queue) queue.push(run);
+    else waiting.set(owner, [run]);
   };
   // Freed when the lookup itself returns, not when its caller gave up: only then is its thread free again.
-  const free = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else running--;
+  const free = (owner: string) => {
+    runningTotal--;
+    const n = running.get(owner)! - 1;
+    if (n === 0) running.delete(owner);
+    else running.set(owner, n);
+    let next: string | undefined;
+    for (const o of waiting.keys()) if (next === undefined || (running.get(o) ?? 0) < (running.get(next) ?? 0)) next = o;
+    if (next === undefined) return;
+    const queue = waiting.get(next)!;
+    const run = queue.shift()!;
+    if (queue.length === 0) waiting.delete(next);
+    start(next, run);
   };
   // Callers of a lookup running or waiting, by name and options: one key's deliveries to a name that never resolves
   // (4 at once, each timed out and followed by the next) share one lookup and one slot. Each had its own queued before,
@@ -144,10 +166,11 @@ export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLo
     if (callers) return void callers.push(answer);
     const mine = [answer];
     joined.set(key, mine);
-    slot(() =>
+    const owner = lookupOwner.getStore() ?? '';
+    slot(owner, () =>
       resolve(hostname, { ...options, all: true }, (err, addresses) => {
         joined.delete(key);
-        free();
+        free(owner);
         for (const a of mine) a(err, addresses as LookupAddress[]);
       }),
     );
