@@ -745,6 +745,26 @@ describe('client address and slow clients', () => {
     }
   });
 
+  it('stops anonymous quotes of all addresses together at anonymousQuotesPerMinuteTotal: addresses are cheap', async () => {
+    // Per address only, a client with many addresses (a /48 of IPv6 holds 65,536 /64s) quoted without bound: each
+    // quote reads chains on the solver's RPC budget and is stored for about 75 minutes (up to ~140 KB with call data).
+    const r = await replica({ trustProxy: ['127.0.0.1/32', '::1'], rateLimit: { anonymousQuotesPerMinute: 3, anonymousQuotesPerMinuteTotal: 5 } });
+    try {
+      const config = (client: string, apiKey?: string) =>
+        api(r.url, `/config/v2?originChainId=${A}&destinationChainId=${B}`, { headers: { 'x-forwarded-for': client }, ...(apiKey ? { apiKey } : {}) });
+      const statuses: number[] = [];
+      for (let i = 0; i < 8; i++) statuses.push((await config(`2001:db8:${i}::1`)).status);
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429, 429]);
+      const refused = await config('2001:db8:99::1');
+      expect([refused.status, refused.body.message]).toEqual([429, expect.stringMatching(/without an API key are busy; an API key has its own limit/)]);
+      // A key is not in it.
+      const k = s.node.ledger.apiKeys.create('total');
+      expect((await config('2001:db8:99::1', k.key)).status).toBe(200);
+    } finally {
+      await r.stop();
+    }
+  });
+
   it('closes a connection whose request body stalls (api.requestTimeoutMs)', async () => {
     const r = await replica({ requestTimeoutMs: 1_000, headersTimeoutMs: 1_000 });
     try {

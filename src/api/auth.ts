@@ -85,6 +85,8 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
           q.retryAfterMs,
           `at most ${limits.config.anonymousQuotesPerMinute} quotes and prices per minute without an API key; an API key has a higher limit`,
         );
+      const all = limits.anonymousQuotesTotal.take('');
+      if (!all.ok) throw limited(reply, all.retryAfterMs, 'quotes and prices without an API key are busy; an API key has its own limit');
     }
     if (route === STREAM_PATH && !limits.wsConnectionAllowed(client)) {
       throw limited(reply, 1000, `at most ${limits.config.wsConnectionsPerIp} status stream connections per address`);

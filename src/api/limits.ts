@@ -11,6 +11,8 @@ export class ApiLimits {
   readonly perIp: RateLimiter;
   /** Quotes and prices (/quote, /price, /config/v2) without a key, per IP: each costs RPC calls, a quote is stored too. */
   readonly anonymousQuotes: RateLimiter;
+  /** The same, all callers without a key in one bucket: a client with many addresses has many per-IP buckets. */
+  readonly anonymousQuotesTotal: RateLimiter;
   /** /health, /ready, /metrics per IP. */
   readonly probes: RateLimiter;
   /** Status stream messages, per connection and per IP. */
@@ -22,6 +24,7 @@ export class ApiLimits {
     this.perKey = new RateLimiter(config.perKeyPerMinute);
     this.perIp = new RateLimiter(config.unauthenticatedPerMinute);
     this.anonymousQuotes = new RateLimiter(config.anonymousQuotesPerMinute);
+    this.anonymousQuotesTotal = new RateLimiter(config.anonymousQuotesPerMinuteTotal);
     this.probes = new RateLimiter(config.probesPerMinute);
     this.wsPerConnection = new RateLimiter(config.wsMessagesPerConnectionPerMinute);
     this.wsPerIp = new RateLimiter(config.wsMessagesPerIpPerMinute);

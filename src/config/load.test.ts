@@ -62,6 +62,7 @@ describe('config', () => {
         perKeyPerMinute: 6000,
         unauthenticatedPerMinute: 600,
         anonymousQuotesPerMinute: 60,
+        anonymousQuotesPerMinuteTotal: 600,
         probesPerMinute: 600,
         wsConnectionsPerIp: 20,
         wsMessagesPerConnectionPerMinute: 120,

@@ -389,6 +389,8 @@ export const configSchema = z
             // Quotes, prices and liquidity (/quote, /price, /config/v2, /chains/liquidity) without an API key,
             // per client IP (each costs RPC calls).
             anonymousQuotesPerMinute: z.number().int().min(1).default(60),
+            // The same, all callers without a key together: client addresses are cheap (a /48 of IPv6 holds 65,536 /64s).
+            anonymousQuotesPerMinuteTotal: z.number().int().min(1).default(600),
             // /health, /ready, /metrics per client IP (probes need far less).
             probesPerMinute: z.number().int().min(1).default(600),
             // Status stream: open websocket connections per client IP, and messages per connection and per IP.

@@ -118,6 +118,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
             perKeyPerMinute: 1_000_000,
             unauthenticatedPerMinute: 1_000_000,
             anonymousQuotesPerMinute: 1_000_000,
+            anonymousQuotesPerMinuteTotal: 1_000_000,
             probesPerMinute: 1_000_000,
             wsConnectionsPerIp: 10_000,
             wsMessagesPerConnectionPerMinute: 1_000_000,
