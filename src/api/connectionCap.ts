@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BlockList, isIPv6, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
@@ -14,48 +15,55 @@ interface Tracked {
 
 /**
  * Caps the open connections of each client address (counted as every per-IP limit counts it: an IPv6 client by its
- * /64) at `perAddress`. A connection past the cap closes the address's oldest idle keep-alive connection (one that has
- * answered every request it made) and is kept, or, when none is idle, is refused (closed at once). A request answered
- * 429 costs its client nothing and leaves its connection open for keep-alive's time: without a cap, a client held as
- * many of the node's file descriptors as it could open connections, until the node could open none for itself.
- * Connections from a trusted proxy (api.trustProxy) are not counted: its clients are known only from their requests.
+ * /64) at `perAddress`, and of all clients together at `total`. A connection past a cap closes the oldest idle
+ * keep-alive connection under that cap (one that has answered every request it made) and is kept, or, when none is
+ * idle, is refused (closed at once). A request answered 429 costs its client nothing and leaves its connection open
+ * for keep-alive's time: without a cap, a client held as many of the node's file descriptors as it could open
+ * connections, until the node could open none for itself; and addresses are cheap (a /48 of IPv6 holds 65,536 /64s).
+ * Connections from a trusted proxy (api.trustProxy) count in the total only: its clients are known only from their requests.
  */
-export function capConnectionsPerAddress(app: FastifyInstance, perAddress: number, trustProxy: false | string[]): void {
-  const trusted = trustedProxies(trustProxy);
+export function capConnections(app: FastifyInstance, caps: { perAddress: number; total: number; trustProxy: false | string[] }): void {
+  const trusted = trustedProxies(caps.trustProxy);
+  const all = new Map<Socket, Tracked>();
   const byClient = new Map<string, Map<Socket, Tracked>>();
+  const clientOfSocket = new WeakMap<Socket, string>();
   const tracked = new WeakMap<Socket, Tracked>();
+  const isIdle = (t: Tracked) => t.spoke && t.inFlight === 0 && !t.upgraded;
+  // Makes room in `open` (a Map keeps insertion order: the first idle one found is the oldest); false when none is idle.
+  const makeRoom = (open: Map<Socket, Tracked>): boolean => {
+    for (const [s, t] of open) {
+      if (isIdle(t)) {
+        forget(s);
+        s.destroy();
+        return true;
+      }
+    }
+    return false;
+  };
+  const forget = (socket: Socket) => {
+    all.delete(socket);
+    const client = clientOfSocket.get(socket);
+    const m = client === undefined ? undefined : byClient.get(client);
+    if (!m) return;
+    m.delete(socket);
+    if (m.size === 0) byClient.delete(client!);
+  };
 
   app.server.on('connection', (socket: Socket) => {
+    if (all.size >= caps.total && !makeRoom(all)) return void socket.destroy();
     const peer = socket.remoteAddress;
-    if (peer === undefined || trusted(peer)) return;
-    const client = clientOf(peer);
-    let open = byClient.get(client);
-    if (!open) byClient.set(client, (open = new Map()));
-    if (open.size >= perAddress) {
-      // A Map keeps insertion order: the first idle one found is the oldest.
-      let idle: Socket | undefined;
-      for (const [s, t] of open) {
-        if (t.spoke && t.inFlight === 0 && !t.upgraded) {
-          idle = s;
-          break;
-        }
-      }
-      if (!idle) {
-        socket.destroy();
-        return;
-      }
-      open.delete(idle);
-      idle.destroy();
-    }
     const t: Tracked = { inFlight: 0, spoke: false, upgraded: false };
-    open.set(socket, t);
+    if (peer !== undefined && !trusted(peer)) {
+      const client = clientOf(peer);
+      let open = byClient.get(client);
+      if (!open) byClient.set(client, (open = new Map()));
+      if (open.size >= caps.perAddress && !makeRoom(open)) return void socket.destroy();
+      open.set(socket, t);
+      clientOfSocket.set(socket, client);
+    }
+    all.set(socket, t);
     tracked.set(socket, t);
-    socket.once('close', () => {
-      const m = byClient.get(client);
-      if (!m) return;
-      m.delete(socket);
-      if (m.size === 0) byClient.delete(client);
-    });
+    socket.once('close', () => forget(socket));
   });
   // Busy from a request's headers until its answer is finished (or its connection is gone). Before Fastify's own
   // listener: the answer's close is watched before anything can send it.
@@ -92,4 +100,15 @@ function trustedProxies(trustProxy: false | string[]): (peer: string) => boolean
     if (mapped) return list.check(mapped[1]!, 'ipv4') || list.check(peer, 'ipv6');
     return list.check(peer, isIPv6(peer) ? 'ipv6' : 'ipv4');
   };
+}
+
+/** Half the process's open-file limit (Linux: /proc/self/limits), at most 10,000: the default of api.maxConnections. */
+export function defaultMaxConnections(): number {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    if (m) return Math.max(1, Math.min(10_000, Math.floor(Number(m[1]) / 2)));
+  } catch {
+    // Not Linux: the ceiling alone.
+  }
+  return 10_000;
 }

@@ -1,10 +1,10 @@
-import type { IncomingMessage, Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { apiReads } from '../lib/apiReads.ts';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from '../config/load.ts';
 import { authHooks } from './auth.ts';
-import { capConnectionsPerAddress } from './connectionCap.ts';
+import { capConnections, defaultMaxConnections } from './connectionCap.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { DepositAddressReindex } from './depositReindex.ts';
@@ -31,7 +31,13 @@ import { statusStreamRoutes, type StatusStream } from './statusStream.ts';
 export function createApi(ctx: ApiContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 64 * 1024, ...serverOptions(ctx.config.api) });
   closeSilentConnections(app, ctx.config.api.headersTimeoutMs);
-  capConnectionsPerAddress(app, ctx.config.api.connectionsPerIp, ctx.config.api.trustProxy);
+  closeStalledConnections(app, ctx.config.api.requestTimeoutMs);
+  capPipelining(app, MAX_PIPELINED);
+  capConnections(app, {
+    perAddress: ctx.config.api.connectionsPerIp,
+    total: ctx.config.api.maxConnections ?? defaultMaxConnections(),
+    trustProxy: ctx.config.api.trustProxy,
+  });
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
   // Every chain read a request makes is the API's: it yields to the node's own (lib/apiReads.ts).
@@ -81,6 +87,8 @@ export function createApi(ctx: ApiContext): FastifyInstance {
 export function createOperatorApi(ctx: ApiContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 1024, ...serverOptions(ctx.config.api) });
   closeSilentConnections(app, ctx.config.api.headersTimeoutMs);
+  closeStalledConnections(app, ctx.config.api.requestTimeoutMs);
+  capPipelining(app, MAX_PIPELINED);
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
   healthRoutes(app, ctx, { operator: true });
@@ -140,6 +148,80 @@ export function closeSilentConnections(app: FastifyInstance, ms: number): void {
   app.server.on('request', (req: IncomingMessage) => spoke(req.socket));
   app.addHook('onRequest', (req, _reply, done) => {
     spoke(req.raw.socket);
+    done();
+  });
+}
+
+/**
+ * Closes a connection whose client has taken nothing of what the node sent it for `ms` (api.requestTimeoutMs): its
+ * unsent bytes did not move in that time. Answering has no bound of its own (a listing or a quote may take long, and
+ * sends nothing meanwhile: such a connection has nothing unsent and is left alone), and keep-alive's clock runs only
+ * between requests. A client that pipelines requests and never reads made the node parse a whole read of them (1,600
+ * from one 300 KB write) and hold every answer on the connection for as long as the client kept it open. Status
+ * stream connections are the stream's: it bounds what it buffers for each (4008).
+ */
+export function closeStalledConnections(app: FastifyInstance, ms: number): void {
+  // Per connection: its unsent bytes when last seen, and since when they have been that many.
+  const open = new Map<Socket, { unsent: number; since: number }>();
+  app.server.on('connection', (socket: Socket) => {
+    open.set(socket, { unsent: 0, since: 0 });
+    socket.once('close', () => open.delete(socket));
+  });
+  app.addHook('onRequest', (req, _reply, done) => {
+    if (req.headers.upgrade !== undefined) open.delete(req.raw.socket);
+    done();
+  });
+  // Checked at a quarter of the bound, as Node checks its receiving bounds: a stalled connection goes within 1.25 times it.
+  const check = setInterval(
+    () => {
+      const now = Date.now();
+      for (const [socket, seen] of open) {
+        const unsent = socket.writableLength;
+        if (unsent === 0 || unsent !== seen.unsent) {
+          seen.unsent = unsent;
+          seen.since = now;
+        } else if (now - seen.since >= ms) {
+          open.delete(socket);
+          socket.destroy();
+        }
+      }
+    },
+    Math.max(100, Math.floor(ms / 4)),
+  );
+  check.unref();
+  app.addHook('onClose', async () => clearInterval(check));
+}
+
+/** The most requests one connection may have waiting for their answers at once (HTTP/1.1 pipelining). */
+export const MAX_PIPELINED = 16;
+
+/**
+ * Closes a connection with more than `max` requests waiting for their answers. Node parses every request of a read
+ * (64 KB: 1,500 short ones) and hands each to the API before it looks at whether the client takes its answers; each
+ * then holds its request, its answer and their state (about 12 KB) until its answer is sent. Browsers never pipeline,
+ * and clients that do keep a few requests ahead. None of the connection's requests is run once it is closed: each stops
+ * at the API's first hook.
+ */
+export function capPipelining(app: FastifyInstance, max: number): void {
+  const waiting = new WeakMap<Socket, number>();
+  const cut = new WeakSet<Socket>();
+  app.server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+    const socket = req.socket;
+    const n = (waiting.get(socket) ?? 0) + 1;
+    waiting.set(socket, n);
+    res.once('close', () => waiting.set(socket, (waiting.get(socket) ?? 1) - 1));
+    if (n > max && !cut.has(socket)) {
+      cut.add(socket);
+      socket.destroy();
+    }
+  });
+  app.addHook('onRequest', (req, reply, done) => {
+    // Closed above: nothing it asked for can reach it. Node still hands over every request of the read it was parsing;
+    // each stops here, its hooks and handler never run (done is not called).
+    if (cut.has(req.raw.socket)) {
+      reply.hijack();
+      return;
+    }
     done();
   });
 }

@@ -414,6 +414,10 @@ export const configSchema = z
         // Open connections per client address (an IPv6 client by its /64; a trusted proxy is not counted): one past it
         // closes the address's oldest idle keep-alive connection, or is refused when all are busy (src/api/connectionCap.ts).
         connectionsPerIp: z.number().int().min(1).default(256),
+        // Open connections of all clients together, trusted proxies' included: one past it is treated as one past
+        // connectionsPerIp (the oldest idle one closed for it, else refused). Absent: half the process's file descriptor
+        // limit, at most 10,000; the other half is the node's own (RPC, the ledger, webhooks).
+        maxConnections: z.number().int().min(1).optional(),
         // Serve /metrics and /ready on their own address (a private interface) instead of the public one.
         metricsListen: z
           .object({ host: z.string().min(1).default('127.0.0.1'), port: z.number().int().min(0).max(65_535) })

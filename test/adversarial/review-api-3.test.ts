@@ -24,10 +24,10 @@ beforeAll(async () => {
 afterAll(async () => s?.stop(), 120_000);
 
 // A TCP connection to the API at `url`, open.
-function openTo(url: string): Promise<Socket> {
+function openTo(url: string, localAddress?: string): Promise<Socket> {
   const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
-    const c = connect(Number(port), hostname, () => resolve(c));
+    const c = connect({ port: Number(port), host: hostname, ...(localAddress ? { localAddress } : {}) }, () => resolve(c));
     c.once('error', reject);
   });
 }
@@ -281,6 +281,39 @@ describe('connections per address', () => {
       expect(waiting.some((c) => closed.has(c))).toBe(false);
       // A waiting connection that asks now is answered.
       await ask(waiting[0]!);
+    } finally {
+      for (const c of all) c.destroy();
+      await r.stop();
+    }
+  });
+
+  it('caps the connections of all addresses together (api.maxConnections): addresses are cheap, descriptors are not', async () => {
+    // Per address only, a client with many addresses (a /48 of IPv6 holds 65,536 /64s) held as many of the node's file
+    // descriptors as it liked, until the node could open none for its own RPC calls. 127.0.0.x are distinct clients.
+    const r = await replica({ connectionsPerIp: 100, maxConnections: 6, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 });
+    const all: Socket[] = [];
+    try {
+      const closed = new Set<Socket>();
+      const opened = async (from: string) => {
+        const c = await openTo(r.url, from);
+        all.push(c);
+        c.on('close', () => closed.add(c));
+        c.on('error', () => {});
+        return c;
+      };
+      const held: Socket[] = [];
+      for (let i = 0; i < 6; i++) held.push(await opened(`127.0.0.${10 + i}`));
+      const refused = await opened('127.0.0.20');
+      await until(() => (closed.has(refused) ? true : undefined), 'the connection past the total to be refused', 10_000);
+      expect(held.some((c) => closed.has(c))).toBe(false);
+      // One closed makes room again.
+      held[0]!.destroy();
+      await until(() => (closed.has(held[0]!) ? true : undefined), 'the test to close one', 10_000);
+      const next = await opened('127.0.0.21');
+      const answers: string[] = [];
+      next.on('data', (d) => answers.push(String(d)));
+      next.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+      await until(() => (answers.join('').includes('"status":"ok"') ? true : undefined), 'an answer on the connection that took its place', 10_000);
     } finally {
       for (const c of all) c.destroy();
       await r.stop();
