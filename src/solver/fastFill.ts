@@ -128,6 +128,10 @@ export async function fastFill(
   }
 
   ledger.tx(() => {
+    // The key's wallet was read before the fill was priced: one that unlinked meanwhile (its unlink answered) is not
+    // held for the key.
+    if (ledger.balances.sponsorOf(input.apiKeyId) !== wallet)
+      throw new FastFillError('NO_APP_BALANCE', `the app balance wallet ${wallet} is no longer linked to this API key: link one first`);
     const current = ledger.requests.get(r.id)!;
     if (current.fast_fill_deadline !== null) throw new FastFillError('ALREADY_FAST_FILLED', `request ${r.id} was fast-filled already`);
     if ((current.status !== 'waiting' && current.status !== 'depositing') || ledger.payouts.get(`fill:${r.id}`)) {

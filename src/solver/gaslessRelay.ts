@@ -32,6 +32,7 @@ export type GaslessRelayCode =
   | 'PAUSED'
   | 'ALREADY_SUBMITTED'
   | 'AUTHORIZATION_USED'
+  | 'NO_SPONSOR_WALLET'
   | 'INSUFFICIENT_APP_BALANCE'
   | 'SOLVER_BALANCE_TOO_LOW'
   | 'OUTFLOW_BUDGET';
@@ -119,6 +120,13 @@ export function admitRelay(ledger: Ledger, a: RelayAdmission, outflowRefusal?: (
         `the node is not relaying on chain ${a.chainId} now (${stop}); try again later`,
       );
     if (ledger.requests.get(id)) throw new GaslessRelayError('ALREADY_SUBMITTED', `this call was relayed already (request ${id}); a replay is refused`);
+    // The key's wallet was read before the relay was priced and simulated: one that unlinked meanwhile (its unlink
+    // answered) is not charged for the key.
+    if (ledger.balances.sponsorOf(a.sponsor.apiKeyId) !== a.sponsor.wallet)
+      throw new GaslessRelayError(
+        'NO_SPONSOR_WALLET',
+        `the app balance wallet ${a.sponsor.wallet} no longer sponsors this API key; link a sponsor wallet first`,
+      );
     for (const [i, auth] of a.simulation.authorities.entries()) {
       const by = ledger.relayedAuthorizations.relayedBy(a.chainId, auth.address, auth.nonce);
       if (by)
