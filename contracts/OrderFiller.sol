@@ -80,8 +80,7 @@ contract OrderFiller {
     function fillNative(bytes32 orderId, address recipient) external payable onlySolver {
         if (recipient == address(0)) revert AddressCannotBeZero();
         _markFilled(orderId);
-        (bool ok,) = recipient.call{value: msg.value}("");
-        if (!ok) revert NativeTransferFailed();
+        if (!_send(recipient, msg.value, gasleft())) revert NativeTransferFailed();
         emit OrderFilled(orderId, msg.sender, recipient, address(0), msg.value);
     }
 
@@ -96,8 +95,7 @@ contract OrderFiller {
             revert TransferFromFailed();
         }
         if (msg.value > 0) {
-            (bool sent,) = recipient.call{value: msg.value}("");
-            if (!sent) revert NativeTransferFailed();
+            if (!_send(recipient, msg.value, gasleft())) revert NativeTransferFailed();
             emit GasTopUp(orderId, recipient, msg.value);
         }
         emit OrderFilled(orderId, msg.sender, recipient, token, amount);
@@ -141,7 +139,7 @@ contract OrderFiller {
         filled[f.orderId] = true;
         if (f.token == address(0)) {
             bool sent;
-            if (f.amount <= available) (sent,) = f.recipient.call{value: f.amount, gas: BATCH_CALL_GAS}("");
+            if (f.amount <= available) sent = _send(f.recipient, f.amount, BATCH_CALL_GAS);
             if (sent) return "";
             filled[f.orderId] = false;
             return abi.encodeWithSelector(NativeTransferFailed.selector);
@@ -153,6 +151,16 @@ contract OrderFiller {
             return abi.encodeWithSelector(TransferFromFailed.selector);
         }
         return "";
+    }
+
+    // Sends native currency with at most `gasLimit` gas and never copies what the recipient returns: copied into this
+    // contract's memory, a recipient's return data cost gas outside its allowance (the batch's BATCH_CALL_GAS), and two
+    // recipients returning 180 KiB each ran a batch out of gas whole, its honest fills' share burned. A lone fill
+    // copying it with the 1/64 of the gas it kept ran out of gas at any limit, an estimate no revert.
+    function _send(address to, uint256 amount, uint256 gasLimit) private returns (bool ok) {
+        assembly ("memory-safe") {
+            ok := call(gasLimit, to, amount, 0, 0, 0, 0)
+        }
     }
 
     function _markFilled(bytes32 orderId) private {
