@@ -80,7 +80,7 @@ import { fillGas, GAS, gasLimitWithin, refundGas } from './gas.ts';
 import { receiptFee } from './l1DataFee.ts';
 import { NonceManager } from './nonceManager.ts';
 import { DEFAULT_RELAY_MAX_WAIT_MS, parseRelayTerms, RELAY_EXPIRED, relayExpiry } from './relayTerms.ts';
-import { ALREADY_KNOWN, decodeRevert, errText, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
+import { ALREADY_KNOWN, decodeRevert, errText, exceededAllowance, FEE_REFUSED, fullText, isRevert, NO_FUNDS, NONCE_TOO_LOW } from './rpcErrors.ts';
 
 /** What an EVM chain's payouts need. */
 export interface EvmPayoutOptions {
@@ -408,6 +408,11 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     // rather than held for as long as the market stays above the relay's cap.
     if (!fees && !(payout.kind === 'relay' && 'error' in estimate && isRevert(estimate.error))) return capWait();
     if ('error' in estimate) {
+      // Out of gas at the chain's own limit (or above what one transaction may carry): no gas the node would sign makes
+      // it run. Taken for want of funds, it was postponed for ever, and paid once whoever made it so (a recipient or a
+      // refund target returning a megabyte) chose: a fill priced at its decision's rate, paid once the market moved.
+      if (this.#outOfGasAtCap(estimate.error))
+        return { kind: 'unpayable', reason: 'QUOTED_GAS_LIMIT_EXCEEDED', detail: 'runs out of gas at any limit one transaction may carry' };
       if (!isRevert(estimate.error)) throw estimate.error;
       return await this.#onSimulationRevert(payout, call, estimate.error, log);
     }
@@ -441,6 +446,13 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const gas = bound !== undefined && margined > bound ? bound : margined;
     if (!fees) return capWait();
     return { kind: 'ready', prepared: { call, gas, fees } };
+  }
+
+  // Whether an estimate ran out of gas at the chain's own limit, or above what one transaction may carry
+  // (rpcErrors.exceededAllowance): not for want of funds.
+  #outOfGasAtCap(err: unknown): boolean {
+    const allowance = exceededAllowance(err);
+    return allowance !== undefined && allowance >= this.#fees.txGasCap();
   }
 
   // The most a payout is signed or bumped at per gas: the chain's cap (maxFeePerGas), and a sponsored relay's own, the
@@ -583,8 +595,8 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       return { kind: 'alone' };
     }
     if ('error' in estimate) {
-      if (!isRevert(estimate.error)) throw estimate.error;
-      // The batch skips bad orders rather than reverting; if it reverts anyway, each goes alone.
+      if (!isRevert(estimate.error) && !this.#outOfGasAtCap(estimate.error)) throw estimate.error;
+      // The batch skips bad orders rather than reverting; if it reverts (or runs out of gas at the cap) anyway, each goes alone.
       log.warn({ err: errText(estimate.error) }, 'batch simulation reverted; sending its fills one by one');
       for (const f of fills) this.#alone.add(f.payout.id);
       return { kind: 'alone' };

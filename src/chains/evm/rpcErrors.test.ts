@@ -14,7 +14,7 @@ import {
 } from 'viem';
 import { describe, expect, it } from 'vitest';
 import { OrderFillerAbi } from '../../../contracts-abi/index.ts';
-import { decodeRevert, errText, isAlreadyKnown, isFeeRefused, isNoFunds, isNonceTooLow, isRevert, nodeError } from './rpcErrors.ts';
+import { decodeRevert, errText, exceededAllowance, isAlreadyKnown, isFeeRefused, isNoFunds, isNonceTooLow, isRevert, nodeError } from './rpcErrors.ts';
 
 const URL = 'http://127.0.0.1:8545/secret-key-in-path';
 
@@ -60,6 +60,12 @@ describe('RPC errors, by viem error class', () => {
     expect(isNoFunds(allowance)).toBe(true);
     expect(isRevert(allowance)).toBe(false);
     expect(isNoFunds(answer(-32000, 'nonce too low'))).toBe(false);
+  });
+
+  it('reads the allowance an estimate ran out of gas at, as geth and anvil write it', () => {
+    expect(exceededAllowance(answer(-32000, 'gas required exceeds allowance (30000000)'))).toBe(30_000_000n);
+    expect(exceededAllowance(answer(-32000, 'Out of gas: gas required exceeds allowance: 30000000'))).toBe(30_000_000n);
+    expect(exceededAllowance(answer(-32000, 'insufficient funds for gas * price + value'))).toBeUndefined();
   });
 
   it('fee refused: FeeCapTooLowError, and the underpriced replacement viem has no class for', () => {

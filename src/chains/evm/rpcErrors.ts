@@ -113,3 +113,13 @@ export function isFeeRefused(err: unknown): boolean {
 export function isNoFunds(err: unknown): boolean {
   return nodeError(err) instanceof InsufficientFundsError || NO_FUNDS.test(fullText(err));
 }
+
+/**
+ * The allowance an estimate ran out of gas at ("gas required exceeds allowance (N)" from geth, "...: N" from anvil), or
+ * undefined. Capped by the sender's balance only when the estimate names a fee; the node's name none, so theirs is
+ * the chain's own limit, and a call that needs more than that never runs, whatever the solver holds.
+ */
+export function exceededAllowance(err: unknown): bigint | undefined {
+  const m = /gas required exceeds allowance\D{0,4}(\d+)/i.exec(fullText(err));
+  return m ? BigInt(m[1]!) : undefined;
+}
