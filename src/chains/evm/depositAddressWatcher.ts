@@ -86,6 +86,11 @@ export class DepositAddressWatcher {
     const rows = requestId
       ? [this.ledger.requests.get(requestId)].filter((r) => r?.deposit_address && !r.parent_id && r.origin_chain_id === this.chain.id).map((r) => r!)
       : this.ledger.requests.depositAddresses(this.chain.id, Date.now() - this.watchMs);
+    if (rows.length === 0) return 0;
+    // No read of this pass is made at a block below this one (reads at `latest` are pinned to the newest block the node
+    // knows, and this asks for no newer): a sweep that landed above it may have landed after the balance was read.
+    const began = Date.now();
+    const readFrom = { block: await this.client.getBlockNumber({ cacheTime: 0 }), at: began };
     const reads = new PQueue({ concurrency: READ_CONCURRENCY });
     // Every block: the quoted currency and the native one. A reindex (one request, asked for) reads every currency of
     // the chain too: another token sent to the address is swept, and refunded as DEPOSIT_ADDRESS_MISMATCH, where it
@@ -122,6 +127,8 @@ export class DepositAddressWatcher {
           continue;
       }
       const heldBy = await this.#heldByExpiry(r, at, currency);
+      // After every await above (the sweep may settle meanwhile) and right before the sweep is queued, in the same tick.
+      if (this.#sweptSince(r.id, currency, readFrom)) continue;
       const booked = this.sweeps.onDepositAddressFunded({ requestId: r.id, chainId: this.chain.id, currency, amount: balance, heldBy });
       if (booked) {
         queued++;
@@ -131,6 +138,19 @@ export class DepositAddressWatcher {
     if (queued) this.wake();
     if (failed !== undefined) throw failed;
     return queued;
+  }
+
+  // Whether a sweep of the address and currency landed above `block`: a pass outlasts blocks (thousands of addresses, 50
+  // reads at a time, each sweep queued once all are read), and a balance read before such a sweep landed is what the
+  // sweep moved. Queued again, it swept nothing and the solver paid its gas. The next pass reads past it.
+  // A sweep found paid on chain without a transaction of its own in the ledger has no block here: one settled since the
+  // pass began counts as landed after its reads.
+  #sweptSince(requestId: string, currency: Address, since: { block: bigint; at: number }): boolean {
+    return this.ledger.payouts.forRequest(requestId).some((p) => {
+      if (p.kind !== 'sweep' || p.currency !== currency || p.state !== 'success') return false;
+      const landed = this.ledger.payouts.txsOf(p.id).find((x) => x.block_number !== null && !x.cancel)?.block_number ?? null;
+      return landed === null ? p.updated_at >= since.at : BigInt(landed) > since.block;
+    });
   }
 
   #balance(at: Address, currency: Address, blockNumber?: bigint): Promise<bigint> {
