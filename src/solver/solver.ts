@@ -490,7 +490,13 @@ export class Solver implements PayoutHooks, ChainEvents {
       },
       otherDeposits: (orderId, depositId) =>
         this.ledger.deposits.byOrderRef(orderId).filter((o) => o.id !== depositId && (o.state === 'confirmed' || o.state === 'unconfirmed')),
-      depositInFlight: (orderId) => this.ledger.payouts.forRequest(orderId).some((p) => p.kind === 'deposit' && (p.state === 'queued' || p.state === 'sent')),
+      // A signed deposit the node submits, or a sweep of the order's deposit address in its currency: either lands as
+      // the order's deposit. A sweep counted not, and 1 wei naming the order (its id is public by address) failed it
+      // while the user's sweep waited, the user's money then refunded as a DOUBLE_SPEND less two transactions' gas.
+      depositInFlight: (orderId) =>
+        this.ledger.payouts
+          .forRequest(orderId)
+          .some((p) => (p.kind === 'deposit' || (p.kind === 'sweep' && p.currency === found?.origin_currency)) && (p.state === 'queued' || p.state === 'sent')),
       arrivedAt: (deposit) => (this.#sweepOf(deposit) ?? this.#signedDepositOf(deposit))?.decided_at ?? deposit.seen_at,
     });
     // Left confirmed: decided again once what it waits for is decided (a fast fill, another deposit).
