@@ -64,6 +64,17 @@ describe('chain facts against the config at start', () => {
     expect(err?.message).toMatch(/USDC \(\w+\) has 6 decimals, configured 9/);
   });
 
+  it('refuses a deposit address factory that is none, or not one for the configured depository', async () => {
+    const b = devnet.chains.find((c) => c.id === 10)!;
+    // Every address quoted on it would be paid and never swept.
+    const none = await startWith((c) => ({ ...c, depositAddressFactory: b.contracts.filler }));
+    expect(none?.name).toBe('ChainConfigMismatch');
+    expect(none?.message).toContain(`depositAddressFactory ${b.contracts.filler} answers no depository()`);
+    const otherDepository = '0x000000000000000000000000000000000000dEaD';
+    const other = await startWith((c) => ({ ...c, depository: otherDepository }));
+    expect(other?.message).toContain(`not the configured depository ${otherDepository}`);
+  });
+
   it('starts when they agree', async () => {
     expect(await startWith((c) => c)).toBeUndefined();
   });

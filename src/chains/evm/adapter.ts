@@ -7,6 +7,7 @@ import {
   erc20Abi,
   getAddress,
   isAddress,
+  isAddressEqual,
   keccak256,
   parseAbi,
   size,
@@ -19,7 +20,7 @@ import {
   type Hex,
   type PublicClient,
 } from 'viem';
-import { OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
+import { DepositAddressFactoryAbi, OrderFillerAbi, RelayDepositoryAbi } from '../../../contracts-abi/index.ts';
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../config/load.ts';
 import type { EvmChainConfig } from '../../config/schema.ts';
@@ -198,6 +199,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     // few blocks behind a freshly deployed token) is not taken for the chain and does not make a good token look absent.
     await this.providers.probeHeads();
     await this.#verifyDecimals();
+    await this.#verifyDepositAddressFactory();
     this.providers.start();
     // The audit's opening balances are read at the head of the node's first start on this chain
     // (src/audit): from there on, everything that moves the solver's money is in the books.
@@ -209,6 +211,35 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     this.#funding?.start();
     this.#depositAddresses?.start();
     this.#indexer.start();
+  }
+
+  // The node quotes deposit addresses by computing them (depositAddressOf), and only the factory's sweeper can sweep them
+  // into its depository: a factory that is not one, or one made for another depository or another sweeper, has every
+  // address quoted on it paid and never swept (nor refunded). The node does not start.
+  async #verifyDepositAddressFactory(): Promise<void> {
+    const factory = this.chain.depositAddressFactory;
+    if (!factory) return;
+    const probe = { depositor: this.solver, id: keccak256(toHex('relay-node factory check')) };
+    let facts: [Address, Address, Address];
+    try {
+      const read = (functionName: 'depository' | 'sweeper') => this.client.readContract({ address: factory, abi: DepositAddressFactoryAbi, functionName });
+      facts = await Promise.all([
+        read('depository'),
+        read('sweeper'),
+        this.client.readContract({ address: factory, abi: DepositAddressFactoryAbi, functionName: 'addressOf', args: [probe.depositor, probe.id] }),
+      ]);
+    } catch (e) {
+      if (!isRevert(e) && !(e instanceof BaseError && e.walk((x) => x instanceof ContractFunctionZeroDataError))) throw e;
+      throw new ChainConfigMismatch(
+        `chain ${this.chainId}: depositAddressFactory ${factory} answers no depository(), sweeper() or addressOf(): is it a deposit address factory on this chain?`,
+      );
+    }
+    const [depository, sweeper, at] = facts;
+    const wrong: string[] = [];
+    if (!isAddressEqual(depository, this.chain.depository)) wrong.push(`sweeps into ${depository}, not the configured depository ${this.chain.depository}`);
+    if (!isAddressEqual(sweeper, this.solver)) wrong.push(`is swept by ${sweeper}, not the solver ${this.solver}`);
+    if (!isAddressEqual(at, depositAddressOf(factory, probe.depositor, probe.id))) wrong.push('makes addresses other than the ones the node quotes');
+    if (wrong.length) throw new ChainConfigMismatch(`chain ${this.chainId}: depositAddressFactory ${factory} ${wrong.join('; ')}`);
   }
 
   // A configured token whose decimals are not the token's own prices every amount of it off by a power of ten (an
