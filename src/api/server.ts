@@ -199,12 +199,20 @@ export const MAX_PIPELINED = 16;
  * Closes a connection with more than `max` requests waiting for their answers. Node parses every request of a read
  * (64 KB: 1,500 short ones) and hands each to the API before it looks at whether the client takes its answers; each
  * then holds its request, its answer and their state (about 12 KB) until its answer is sent. Browsers never pipeline,
- * and clients that do keep a few requests ahead. None of the connection's requests is run once it is closed: each stops
- * at the API's first hook.
+ * and clients that do keep a few requests ahead. Once the connection is closed, the rest of that read's requests (Node
+ * still parses them) never reach Fastify: no route is looked up, no hook or handler runs.
  */
 export function capPipelining(app: FastifyInstance, max: number): void {
   const waiting = new WeakMap<Socket, number>();
   const cut = new WeakSet<Socket>();
+  // Fastify's own listener, added when it created the server (the first): put back behind a check of the connection.
+  const [fastify] = app.server.listeners('request') as ((req: IncomingMessage, res: ServerResponse) => void)[];
+  if (fastify) {
+    app.server.removeListener('request', fastify);
+    app.server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
+      if (!cut.has(req.socket)) fastify.call(app.server, req, res);
+    });
+  }
   app.server.prependListener('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
     const n = (waiting.get(socket) ?? 0) + 1;
@@ -214,14 +222,5 @@ export function capPipelining(app: FastifyInstance, max: number): void {
       cut.add(socket);
       socket.destroy();
     }
-  });
-  app.addHook('onRequest', (req, reply, done) => {
-    // Closed above: nothing it asked for can reach it. Node still hands over every request of the read it was parsing;
-    // each stops here, its hooks and handler never run (done is not called).
-    if (cut.has(req.raw.socket)) {
-      reply.hijack();
-      return;
-    }
-    done();
   });
 }

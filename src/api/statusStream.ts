@@ -22,6 +22,14 @@ const MAX_REQUEST_SUBSCRIPTIONS = 1_000;
 const MAX_WALLET_SUBSCRIPTIONS = 10;
 const WALLET_SNAPSHOT_LIMIT = 100;
 const POLL_MS = 500;
+/**
+ * The event the public SDK (@relayprotocol/relay-sdk, trackRequestStatus) subscribes to, as
+ * `{"type":"subscribe","event":"request.status.updated","filters":{"id":"0x…"}}`. It reads an update from any message
+ * with this `event` and the Status record as `data`, and ignores every other message: a client subscribed this way gets
+ * the stream's own messages with `event` added. Without it the SDK, told to use the stream, waited for good (it polls
+ * the status only once its websocket fails, and the stream kept it open).
+ */
+export const HOSTED_EVENT = 'request.status.updated';
 
 interface Client {
   socket: WebSocket;
@@ -37,6 +45,8 @@ interface Client {
   limiterId: string;
   /** Messages dropped over the limit since the last one taken; the first gets one error answer. */
   dropped: number;
+  /** Subscribed as the public SDK does (HOSTED_EVENT): its updates also name the event, as the SDK reads them. */
+  hosted: boolean;
   release: () => void;
 }
 let connectionSeq = 0;
@@ -117,6 +127,7 @@ export class StatusStream {
       ip,
       limiterId: `c${++connectionSeq}`,
       dropped: 0,
+      hosted: false,
       release: this.#limits.wsConnected(ip),
     };
     this.#clients.add(client);
@@ -199,21 +210,24 @@ export class StatusStream {
     const byWallet = row.user ? this.#byWallet.get(row.user) : undefined;
     if (!byRequest && !byWallet) return;
     let message: string | undefined;
-    const text = () =>
-      (message ??= `{"type":"request.status","id":${JSON.stringify(row.id)},"seq":${row.seq},"requestId":${JSON.stringify(row.request_id)},"status":${JSON.stringify(row.status)},"timestamp":${row.created_at},"data":${row.payload}}`);
+    let hostedMessage: string | undefined;
+    const fields = () =>
+      `"id":${JSON.stringify(row.id)},"seq":${row.seq},"requestId":${JSON.stringify(row.request_id)},"status":${JSON.stringify(row.status)},"timestamp":${row.created_at},"data":${row.payload}}`;
+    const text = (c: Client) =>
+      c.hosted ? (hostedMessage ??= `{"type":"request.status","event":"${HOSTED_EVENT}",${fields()}`) : (message ??= `{"type":"request.status",${fields()}`);
     const sent = new Set<Client>();
     for (const c of byRequest ?? []) {
       const after = c.requests.get(row.request_id);
       if (after !== undefined && row.seq > after) {
         sent.add(c);
-        this.#sendText(c, text());
+        this.#sendText(c, text(c));
       }
     }
     for (const c of byWallet ?? []) {
       if (sent.has(c) || c.closed) continue;
       const after = c.wallets.get(row.user!);
       const own = c.requests.get(row.request_id);
-      if (after !== undefined && row.seq > after && (own === undefined || row.seq > own)) this.#sendText(c, text());
+      if (after !== undefined && row.seq > after && (own === undefined || row.seq > own)) this.#sendText(c, text(c));
     }
   }
 
@@ -262,6 +276,12 @@ export class StatusStream {
     if (m.requestIds !== undefined && m.wallet !== undefined)
       return this.#error(c, 'INVALID_MESSAGE', 'subscribe to requestIds or to a wallet, one per message');
     if (m.wallet !== undefined) return this.#subscribeWallet(c, m);
+    // The public SDK's form: one request id in filters.id.
+    const filters = m.filters as { id?: unknown } | undefined;
+    if (m.requestIds === undefined && m.event === HOSTED_EVENT && filters && typeof filters === 'object') {
+      c.hosted = true;
+      m = { ...m, requestIds: [filters.id] };
+    }
     const ids = this.#requestIds(c, m);
     if (!ids) return;
     const fresh = ids.filter((id) => !c.requests.has(id));
@@ -335,7 +355,7 @@ export class StatusStream {
   }
 
   #snapshot(c: Client, requestId: string, data: StatusRecord, seq: number): void {
-    this.#send(c, { type: 'snapshot', requestId, status: data.status, seq, data });
+    this.#send(c, { type: 'snapshot', ...(c.hosted ? { event: HOSTED_EVENT } : {}), requestId, status: data.status, seq, data });
   }
 
   #index(map: Map<string, Set<Client>>, key: string, c: Client): void {
