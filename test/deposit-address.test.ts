@@ -1,13 +1,13 @@
 // Strict deposit addresses on the devnet: a per-order CREATE2 address paid by a plain transfer,
 // swept into the depository by the solver, then filled or refunded like any deposit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
+import { erc20Abi, parseEther, zeroAddress, type Address, type Hex } from 'viem';
 import { AcceptOnceAbi, AcceptOnceBytecode } from '../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { depositAddressOf } from '../src/chains/evm/depositAddress.ts';
 import { rpc } from '../src/devnet/rawTransactions.ts';
 import { daysLater } from './helpers/daysLater.ts';
-import { api, holdSubmitter, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
+import { api, payAddress, holdSubmitter, MovablePrices, startStack, until, waitForStatus, type Stack } from './helpers/stack.ts';
 
 let s: Stack;
 let key: string;
@@ -45,20 +45,7 @@ function quote(extra: Record<string, unknown>) {
   });
 }
 
-async function pay(from: number, to: Address, currency: Address, amount: bigint): Promise<Hex> {
-  const w = s.wallet(from, A);
-  const hash =
-    currency === zeroAddress
-      ? await w.sendTransaction({ account: w.account!, chain: w.chain, to, value: amount })
-      : await w.sendTransaction({
-          account: w.account!,
-          chain: w.chain,
-          to: currency,
-          data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
-        });
-  await s.publicClient(A).waitForTransactionReceipt({ hash });
-  return hash;
-}
+const pay = (from: number, to: Address, currency: Address, amount: bigint) => payAddress(s, from, A, to, currency, amount);
 
 // The node reads chain A at the head it knows: once its indexer is past `block`, that block's state is what it reads.
 async function nodePast(block: bigint): Promise<void> {

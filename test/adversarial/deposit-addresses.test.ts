@@ -1,10 +1,10 @@
 // Attacks on deposit addresses: dust that makes the solver pay sweeps worth less than their gas,
 // and the unauthenticated reindex driving sweeps at will, for requests of any age.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex } from 'viem';
+import { zeroAddress, type Address, type Hex } from 'viem';
 import type { ChainAdapter } from '../../src/chains/adapter.ts';
 import { GAS } from '../../src/chains/evm/gas.ts';
-import { api, depositAddressQuote, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, depositAddressQuote, payAddress, startStack, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 const A = 8453;
@@ -20,19 +20,7 @@ afterAll(async () => {
 
 const quote = () => depositAddressQuote(s);
 
-async function pay(to: Address, currency: Address, amount: bigint): Promise<void> {
-  const w = s.wallet(1, A);
-  const hash =
-    currency === zeroAddress
-      ? await w.sendTransaction({ account: w.account!, chain: w.chain, to, value: amount })
-      : await w.sendTransaction({
-          account: w.account!,
-          chain: w.chain,
-          to: currency,
-          data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
-        });
-  await s.publicClient(A).waitForTransactionReceipt({ hash });
-}
+const pay = (to: Address, currency: Address, amount: bigint) => payAddress(s, 1, A, to, currency, amount);
 
 const sweeps = (id: Hex) => s.node.ledger.payouts.forRequest(id).filter((p) => p.kind === 'sweep');
 

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFunctionData, erc20Abi, zeroAddress, type Address, type Hex, type PublicClient } from 'viem';
 import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { rpc } from '../../src/devnet/rawTransactions.ts';
-import { api, depositAddressQuote, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, payAddress, depositAddressQuote, holdSubmitter, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 let attackerKey: string;
@@ -22,20 +22,7 @@ afterAll(async () => {
   await s?.stop();
 });
 
-async function pay(from: number, to: Address, currency: Address, amount: bigint): Promise<Hex> {
-  const w = s.wallet(from, A);
-  const hash =
-    currency === zeroAddress
-      ? await w.sendTransaction({ account: w.account!, chain: w.chain, to, value: amount })
-      : await w.sendTransaction({
-          account: w.account!,
-          chain: w.chain,
-          to: currency,
-          data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
-        });
-  await s.publicClient(A).waitForTransactionReceipt({ hash });
-  return hash;
-}
+const pay = (from: number, to: Address, currency: Address, amount: bigint) => payAddress(s, from, A, to, currency, amount);
 
 // Deposit decisions left for another deposit of the order that would pay it.
 async function postponed(): Promise<number> {

@@ -1,7 +1,18 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createPublicClient, createWalletClient, http, zeroAddress, type Hex, type PublicClient, type WalletClient } from 'viem';
+import {
+  createPublicClient,
+  createWalletClient,
+  encodeFunctionData,
+  erc20Abi,
+  http,
+  zeroAddress,
+  type Address,
+  type Hex,
+  type PublicClient,
+  type WalletClient,
+} from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { buildConfigWithKeys, type Faults } from '../../src/config/load.ts';
 import { devnetChain } from '../../src/devnet/deploy.ts';
@@ -190,6 +201,22 @@ export function nativeBridge(user: string, recipient: string, from: number, to: 
     tradeType: 'EXACT_INPUT',
     ...extra,
   };
+}
+
+/** Sends `amount` of `currency` (native: the zero address) from devnet account `from` to `to` on `chainId` (a deposit address, say); waits for its receipt. */
+export async function payAddress(stack: Stack, from: number, chainId: number, to: Address, currency: Address, amount: bigint): Promise<Hex> {
+  const w = stack.wallet(from, chainId);
+  const hash =
+    currency === zeroAddress
+      ? await w.sendTransaction({ account: w.account!, chain: w.chain, to, value: amount })
+      : await w.sendTransaction({
+          account: w.account!,
+          chain: w.chain,
+          to: currency,
+          data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [to, amount] }),
+        });
+  await stack.publicClient(chainId).waitForTransactionReceipt({ hash });
+  return hash;
 }
 
 /**
