@@ -21,6 +21,7 @@ interface Tracked {
  * for keep-alive's time: without a cap, a client held as many of the node's file descriptors as it could open
  * connections, until the node could open none for itself; and addresses are cheap (a /48 of IPv6 holds 65,536 /64s).
  * Connections from a trusted proxy (api.trustProxy) count in the total only: its clients are known only from their requests.
+ * Upgraded connections (status streams), never idle, take at most half of `total` together.
  */
 export function capConnections(app: FastifyInstance, caps: { perAddress: number; total: number; trustProxy: false | string[] }): void {
   const trusted = trustedProxies(caps.trustProxy);
@@ -28,6 +29,9 @@ export function capConnections(app: FastifyInstance, caps: { perAddress: number;
   const byClient = new Map<string, Map<Socket, Tracked>>();
   const clientOfSocket = new WeakMap<Socket, string>();
   const tracked = new WeakMap<Socket, Tracked>();
+  // Upgraded connections open (status streams), and the most of them at once (see the onRequest hook below).
+  const streamShare = Math.max(1, Math.floor(caps.total / 2));
+  let upgraded = 0;
   const isIdle = (t: Tracked) => t.spoke && t.inFlight === 0 && !t.upgraded;
   // Makes room in `open` (a Map keeps insertion order: the first idle one found is the oldest); false when none is idle.
   const makeRoom = (open: Map<Socket, Tracked>): boolean => {
@@ -50,20 +54,26 @@ export function capConnections(app: FastifyInstance, caps: { perAddress: number;
   };
 
   app.server.on('connection', (socket: Socket) => {
-    if (all.size >= caps.total && !makeRoom(all)) return void socket.destroy();
     const peer = socket.remoteAddress;
     const t: Tracked = { inFlight: 0, spoke: false, upgraded: false };
-    if (peer !== undefined && !trusted(peer)) {
-      const client = clientOf(peer);
+    const client = peer !== undefined && !trusted(peer) ? clientOf(peer) : undefined;
+    // The address's own cap first (its idle connection closed frees a place in the total too): the total made room
+    // first, a connection its address then refused had closed another client's idle one for nothing, one per attempt.
+    const own = client === undefined ? undefined : byClient.get(client);
+    if (own && own.size >= caps.perAddress && !makeRoom(own)) return void socket.destroy();
+    if (all.size >= caps.total && !makeRoom(all)) return void socket.destroy();
+    if (client !== undefined) {
       let open = byClient.get(client);
       if (!open) byClient.set(client, (open = new Map()));
-      if (open.size >= caps.perAddress && !makeRoom(open)) return void socket.destroy();
       open.set(socket, t);
       clientOfSocket.set(socket, client);
     }
     all.set(socket, t);
     tracked.set(socket, t);
-    socket.once('close', () => forget(socket));
+    socket.once('close', () => {
+      forget(socket);
+      if (t.upgraded) upgraded--;
+    });
   });
   // Busy from a request's headers until its answer is finished (or its connection is gone). Before Fastify's own
   // listener: the answer's close is watched before anything can send it.
@@ -75,11 +85,24 @@ export function capConnections(app: FastifyInstance, caps: { perAddress: number;
     res.once('close', () => t.inFlight--);
   });
   // An upgrade is no 'request' event: the first onRequest hook sees it. The stream's own cap counts it from then on.
+  // Upgraded connections together take at most half the total: one is never idle, so never closed to make room, and
+  // lives for as long as its client answers pings. Without a share of their own, 20 streams (wsConnectionsPerIp) from
+  // each of total / 20 addresses held the whole cap for good, and every other client's connection was refused. One
+  // past the share is closed (the public SDK polls the status when its stream fails).
   app.addHook('onRequest', (req, _reply, done) => {
     const t = tracked.get(req.raw.socket);
-    if (t && req.headers.upgrade !== undefined) {
+    if (t && !t.upgraded && req.headers.upgrade !== undefined) {
       t.spoke = true;
-      t.upgraded = true;
+      if (upgraded >= streamShare) {
+        req.raw.socket.destroy();
+        return done();
+      }
+      // Counted until the connection's close (its listener, added when it opened, sees `upgraded`); one closed already
+      // is not counted, or its place would be lost for good.
+      if (!req.raw.socket.destroyed) {
+        t.upgraded = true;
+        upgraded++;
+      }
     }
     done();
   });

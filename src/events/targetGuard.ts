@@ -119,20 +119,34 @@ export const lookupOwner = new AsyncLocalStorage<string>();
 export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLookup = dnsLookup): LookupFunction {
   // Lookups running and waiting, by owner. A slot freed goes to the waiting owner with the fewest lookups running
   // (the first to wait among equals): one key's webhooks on many names that never resolve hold at most the slots
-  // they have, and another key's lookup starts at the next one freed.
+  // they have, and another key's lookup starts at the next one freed. A lookup waits in the queue of every owner whose
+  // caller joined it, and starts at the first of their turns: joined only in its first caller's queue, another key's
+  // lookup of a name the attacker's webhook also named waited behind every one of the attacker's names.
+  interface Job {
+    run: () => void;
+    /** Whose turn started it (its slot is counted as theirs), once started. */
+    owner?: string;
+    queuedBy: Set<string>;
+  }
   const running = new Map<string, number>();
   let runningTotal = 0;
-  const waiting = new Map<string, (() => void)[]>();
-  const start = (owner: string, run: () => void) => {
+  const waiting = new Map<string, Job[]>();
+  const start = (owner: string, job: Job) => {
+    job.owner = owner;
     running.set(owner, (running.get(owner) ?? 0) + 1);
     runningTotal++;
-    run();
+    job.run();
   };
-  const slot = (owner: string, run: () => void) => {
-    if (runningTotal < WEBHOOK_LOOKUPS) return start(owner, run);
+  const enqueue = (owner: string, job: Job) => {
+    if (job.owner !== undefined || job.queuedBy.has(owner)) return;
+    job.queuedBy.add(owner);
     const queue = waiting.get(owner);
-    if (queue) queue.push(run);
-    else waiting.set(owner, [run]);
+    if (queue) queue.push(job);
+    else waiting.set(owner, [job]);
+  };
+  const slot = (owner: string, job: Job) => {
+    if (runningTotal < WEBHOOK_LOOKUPS) return start(owner, job);
+    enqueue(owner, job);
   };
   // Freed when the lookup itself returns, not when its caller gave up: only then is its thread free again.
   const free = (owner: string) => {
@@ -140,19 +154,26 @@ export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLo
     const n = running.get(owner)! - 1;
     if (n === 0) running.delete(owner);
     else running.set(owner, n);
-    let next: string | undefined;
-    for (const o of waiting.keys()) if (next === undefined || (running.get(o) ?? 0) < (running.get(next) ?? 0)) next = o;
-    if (next === undefined) return;
-    const queue = waiting.get(next)!;
-    const run = queue.shift()!;
-    if (queue.length === 0) waiting.delete(next);
-    start(next, run);
+    for (;;) {
+      let next: string | undefined;
+      for (const o of waiting.keys()) if (next === undefined || (running.get(o) ?? 0) < (running.get(next) ?? 0)) next = o;
+      if (next === undefined) return;
+      const queue = waiting.get(next)!;
+      // Jobs another owner's turn started already are dropped from this queue.
+      let job: Job | undefined;
+      while (job === undefined && queue.length > 0) {
+        const j = queue.shift()!;
+        if (j.owner === undefined) job = j;
+      }
+      if (queue.length === 0) waiting.delete(next);
+      if (job) return start(next, job);
+    }
   };
   // Callers of a lookup running or waiting, by name and options: one key's deliveries to a name that never resolves
   // (4 at once, each timed out and followed by the next) share one lookup and one slot. Each had its own queued before,
   // still run after its delivery gave up: they piled up faster than the slots freed, and another key's lookup waited
   // behind every one of them, a resolver's timeout per two.
-  const joined = new Map<string, ((err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void)[]>();
+  const joined = new Map<string, { answers: ((err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void)[]; job: Job }>();
   return ((hostname: string, options: object, callback: (err: Error | null, address: string | LookupAddress[], family?: number) => void) => {
     const answer = (err: NodeJS.ErrnoException | null, list: LookupAddress[]) => {
       if (err) return callback(err, '', 0);
@@ -162,17 +183,26 @@ export function guardedLookup(allowPrivate: () => boolean, resolve: typeof dnsLo
     };
     const { family, hints } = options as { family?: unknown; hints?: unknown };
     const key = `${hostname}|${String(family ?? '')}|${String(hints ?? '')}`;
-    const callers = joined.get(key);
-    if (callers) return void callers.push(answer);
-    const mine = [answer];
-    joined.set(key, mine);
     const owner = lookupOwner.getStore() ?? '';
-    slot(owner, () =>
-      resolve(hostname, { ...options, all: true }, (err, addresses) => {
-        joined.delete(key);
-        free(owner);
-        for (const a of mine) a(err, addresses as LookupAddress[]);
-      }),
-    );
+    const shared = joined.get(key);
+    if (shared) {
+      shared.answers.push(answer);
+      // Waiting still: it waits in this caller's owner's turn too.
+      return enqueue(owner, shared.job);
+    }
+    const entry = {
+      answers: [answer],
+      job: {
+        queuedBy: new Set<string>(),
+        run: () =>
+          resolve(hostname, { ...options, all: true }, (err, addresses) => {
+            joined.delete(key);
+            free(entry.job.owner!);
+            for (const a of entry.answers) a(err, addresses as LookupAddress[]);
+          }),
+      } as Job,
+    };
+    joined.set(key, entry);
+    slot(owner, entry.job);
   }) as LookupFunction;
 }

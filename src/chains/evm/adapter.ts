@@ -44,7 +44,7 @@ import {
 import type { RelaySimulator, SignedCallOutcome, VerifiedSignedDeposit } from '../ports.ts';
 import { QuoteError } from '../../lib/quoteError.ts';
 import { ChainConfigMismatch } from '../configMismatch.ts';
-import { decodeRevert, errText, isRevert } from './rpcErrors.ts';
+import { decodeRevert, errText, exceededAllowance, isRevert } from './rpcErrors.ts';
 import { FundingWatcher } from './fundingWatcher.ts';
 import { AUDIT_OPENING } from './auditOpening.ts';
 import { EvmPayouts } from './payoutSender.ts';
@@ -493,6 +493,10 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       estimate = await this.client.estimateGas({ account: this.solver, to: this.chain.filler, value, data });
     } catch (e) {
       if (isRevert(e)) throw new QuoteError(`txs: the destination calls revert in simulation: ${decodeRevert(e) ?? errText(e)}`, 'EXECUTION_REVERTED');
+      // Estimated without a fee, the allowance is the chain's own limit: out of gas there, no gas makes the calls run.
+      const allowance = exceededAllowance(e);
+      if (allowance !== undefined)
+        throw new QuoteError(`txs: the destination calls run out of gas at the chain's limit (${allowance})`, 'QUOTED_GAS_LIMIT_EXCEEDED');
       throw e;
     }
     const gas = (estimate * BigInt(10_000 + this.chain.gasMarginBps)) / 10_000n;
@@ -563,6 +567,11 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     } catch (e) {
       if (e instanceof RelayRefusedError) throw e;
       if (isRevert(e)) throw new RelayRefusedError('SIMULATION_FAILED', `the call reverts in simulation: ${decodeRevert(e) ?? errText(e)}`);
+      // Estimated without a fee, the allowance is the chain's own limit: a call out of gas there never runs, whatever is
+      // tried again (taken for the RPC failing, it was a 503 "try again" for good).
+      const allowance = exceededAllowance(e);
+      if (allowance !== undefined)
+        throw new RelayRefusedError('GAS_LIMIT_EXCEEDED', `the call runs out of gas at the chain's limit (${allowance}) in simulation`);
       throw new RelayRefusedError('RPC_UNAVAILABLE', `chain ${this.chainId} cannot be read now to simulate the call; try again`);
     }
     const gas = (estimate * BigInt(10_000 + this.chain.gasMarginBps) + 9_999n) / 10_000n;
