@@ -94,4 +94,29 @@ describe('a wallet that unlinks while a spend of its key is priced', () => {
       held.restore();
     }
   });
+
+  it('is not named the sponsor of a quote recorded after its unlink answered (review-today-5)', { timeout: 120_000 }, async () => {
+    const key = s.node.ledger.apiKeys.create('unlink sponsored quote');
+    await linkWallet(s, key, 3);
+    const wallet = s.devnet.accounts[3]!.address;
+    await fundAppBalance(s, 3, wallet, 100_000_000n);
+    const held = holdPrices();
+    try {
+      const quote = api(s.url, '/quote/v2', {
+        apiKey: key.key,
+        body: {
+          ...nativeBridge(s.devnet.accounts[1]!.address, privateKeyToAccount(generatePrivateKey()).address, A, B, '10000000000000000'),
+          subsidizeFees: true,
+        },
+      });
+      await until(() => (held.state.entered ? true : undefined), 'the quote to read its prices');
+      const un = await unlink(3, key.id);
+      expect({ status: un.status, unlinked: un.body.unlinked }).toEqual({ status: 200, unlinked: [key.id] });
+      held.state.release();
+      const q = await quote;
+      expect({ status: q.status, code: q.body.errorCode }).toEqual({ status: 403, code: 'NO_APP_BALANCE' });
+    } finally {
+      held.restore();
+    }
+  });
 });

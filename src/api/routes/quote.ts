@@ -118,6 +118,9 @@ export function quoteRoutes(app: FastifyInstance, ctx: ApiContext) {
       { config: ctx.config, registry: ctx.registry, chains, prices: ctx.prices, solver: ctx.solver, sponsor },
     );
     ctx.ledger.tx(() => {
+      // The sponsor was read before the quote was priced: a wallet whose unlink answered meanwhile is not named.
+      if (sponsor && ctx.ledger.balances.sponsorOf(sponsor.apiKeyId) !== sponsor.wallet)
+        throw new ApiError(403, 'NO_APP_BALANCE', `the app balance wallet ${sponsor.wallet} is no longer linked to this API key: link one first`);
       // Counted again with the insert: quotes built meanwhile may have taken the room.
       if (quote.request.deposit_address) depositAddressRoom(ctx, req.apiCaller?.id ?? null, full, true);
       ctx.ledger.requests.insert({ ...quote.request, api_key_id: req.apiCaller?.id ?? null, referrer: b.referrer ?? null });
