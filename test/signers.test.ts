@@ -239,13 +239,7 @@ describe('signers fill orders on the devnet', () => {
 
   beforeAll(async () => {
     signer = { kind: 'keystore', ...ks };
-    // The devnet's deposit address factories are swept by the devnet's solver only: a node with another solver key
-    // (the remote signer's) quotes no deposit addresses on them (it refuses to start with one configured).
-    const factoryless = (chains: Record<string, unknown>[]) => chains.map(({ depositAddressFactory: _, ...c }) => c);
-    s = await startStack({
-      logLines,
-      configure: (c) => ({ ...c, solverSigner: signer, ...(signer.kind === 'remote' ? { chains: factoryless(c.chains) } : {}) }),
-    });
+    s = await startStack({ logLines, configure: (c) => ({ ...c, solverSigner: signer }) });
   }, 180_000);
   afterAll(async () => {
     await s?.stop();
