@@ -75,6 +75,34 @@ describe('chain facts against the config at start', () => {
     expect(other?.message).toContain(`not the configured depository ${otherDepository}`);
   });
 
+  it('starts with a factory another key sweeps (a rotated solver key), and quotes no deposit address on it', async () => {
+    const raw = devnet.nodeConfig({ port: 0, dataDir: mkdtempSync(join(tmpdir(), 'relay-mismatch-node-')) });
+    const node = new RelayNode(buildConfigWithKeys(raw, { ...devnet.keys, solver: devnet.accounts[4]!.privateKey }), { log: createLogger('silent') });
+    try {
+      await node.start();
+      const usdc = devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin;
+      const r = await fetch(`${node.url}/quote/v2`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          user: devnet.accounts[1]!.address,
+          recipient: devnet.accounts[2]!.address,
+          refundTo: devnet.accounts[3]!.address,
+          originChainId: 8453,
+          destinationChainId: 10,
+          originCurrency: usdc,
+          destinationCurrency: devnet.chains.find((c) => c.id === 10)!.contracts.stablecoin,
+          amount: '10000000',
+          tradeType: 'EXACT_INPUT',
+          useDepositAddress: true,
+        }),
+      });
+      expect([r.status, ((await r.json()) as { message: string }).message]).toEqual([400, expect.stringMatching(/chain 8453 offers no deposit addresses/)]);
+    } finally {
+      await node.stop();
+    }
+  });
+
   it('starts when they agree', async () => {
     expect(await startWith((c) => c)).toBeUndefined();
   });

@@ -88,6 +88,9 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   readonly decisionClient: PublicClient;
   readonly providers: ProviderPool;
   readonly solver: Address;
+  // Why deposit addresses are not quoted on this chain though a factory is configured (#verifyDepositAddressFactory).
+  #noDepositAddresses: string | undefined;
+  readonly #log: Logger;
   #indexer: IndexerDriver<EvmHead>;
   #submitter: EvmPayouts;
   #funding: FundingWatcher | undefined;
@@ -114,6 +117,7 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     this.depositAddress = chain.depository;
     this.confirmSeconds = chain.confirmations;
     const clog = log.child({ chain: chain.id });
+    this.#log = clog;
     // A head a websocket provider pushes wakes the indexer at once (its poll is then only a backstop).
     const { pool, client, decisionClient } = evmClients(chain, viemChain(chain), metrics, clog, () => this.#indexer?.wake());
     this.providers = pool;
@@ -214,8 +218,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
   }
 
   // The node quotes deposit addresses by computing them (depositAddressOf), and only the factory's sweeper can sweep them
-  // into its depository: a factory that is not one, or one made for another depository or another sweeper, has every
-  // address quoted on it paid and never swept (nor refunded). The node does not start.
+  // into its depository: a factory that is not one, or one made for another depository, has every address quoted on it
+  // paid and never swept (nor refunded). The node does not start.
   async #verifyDepositAddressFactory(): Promise<void> {
     const factory = this.chain.depositAddressFactory;
     if (!factory) return;
@@ -237,9 +241,14 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     const [depository, sweeper, at] = facts;
     const wrong: string[] = [];
     if (!isAddressEqual(depository, this.chain.depository)) wrong.push(`sweeps into ${depository}, not the configured depository ${this.chain.depository}`);
-    if (!isAddressEqual(sweeper, this.solver)) wrong.push(`is swept by ${sweeper}, not the solver ${this.solver}`);
     if (!isAddressEqual(at, depositAddressOf(factory, probe.depositor, probe.id))) wrong.push('makes addresses other than the ones the node quotes');
     if (wrong.length) throw new ChainConfigMismatch(`chain ${this.chainId}: depositAddressFactory ${factory} ${wrong.join('; ')}`);
+    // Another sweeper is a rotated solver key (a factory's sweeper is fixed at its deployment): the node starts, and
+    // quotes no new address on the factory (what reached the old ones is the old key's to sweep).
+    if (!isAddressEqual(sweeper, this.solver)) {
+      this.#noDepositAddresses = `chain ${this.chainId}'s deposit address factory is swept by ${sweeper}, not this node's solver ${this.solver}`;
+      this.#log.error({ factory, sweeper, solver: this.solver }, 'deposit address factory swept by another key: no deposit addresses quoted on this chain');
+    }
   }
 
   // A configured token whose decimals are not the token's own prices every amount of it off by a power of ten (an
@@ -617,7 +626,8 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     if (req.permitDeadline !== undefined) return [await this.#permitStep(req, req.permitDeadline)];
     if (req.depositAddressFor !== undefined) {
       const factory = this.chain.depositAddressFactory;
-      if (!factory) throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
+      if (!factory || this.#noDepositAddresses)
+        throw new QuoteError(`useDepositAddress: chain ${this.chainId} offers no deposit addresses`, 'INVALID_INPUT_PARAMETERS');
       const at = depositAddressOf(factory, getAddress(req.depositAddressFor), req.orderId);
       const native = isNative(req.currency);
       return [
