@@ -32,7 +32,11 @@ export const PAYOUT_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 30_000 };
 const QUEUE_DEPTH_EVERY_MS = 1_000;
 
 /** What of the ledger the pipeline reads and writes. */
-export type PipelineLedger = Pick<Ledger, 'tx'> & { payouts: Pick<Ledger['payouts'], 'queued' | 'get' | 'getMany' | 'setState' | 'openTxs'> };
+export type PipelineLedger = Pick<Ledger, 'tx'> & {
+  payouts: Pick<Ledger['payouts'], 'queued' | 'get' | 'getMany' | 'setState' | 'openTxs'>;
+  /** A fill's request, for its order's deadline (absent: no fill is held to one). */
+  requests?: Pick<Ledger['requests'], 'get'>;
+};
 
 /** How a pipeline runs. */
 export interface PayoutPipelineOptions {
@@ -296,6 +300,7 @@ export class PayoutPipeline<P, S> implements Payouts {
     const rows: PayoutRow[] = [];
     for (const payout of read) {
       if (payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
+      if (this.#failIfExpired(payout, logOf(payout))) continue;
       try {
         batch.check(payout);
         rows.push(payout);
@@ -340,6 +345,7 @@ export class PayoutPipeline<P, S> implements Payouts {
     if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) return;
     mark(payout.request_id, 'pipe:process');
     const log = this.#log.child({ payout: payout.id, kind: payout.kind, requestId: payout.request_id });
+    if (this.#failIfExpired(payout, log)) return;
     const ctx: StepContext = { log, stopped: () => !this.#started };
     try {
       const prepared = await this.#sender.prepare(payout, ctx);
@@ -357,6 +363,27 @@ export class PayoutPipeline<P, S> implements Payouts {
       if (err instanceof UnpayableError) return this.#fail(payout, err.reason, err.message, log);
       this.#postpone(payout.id, err, this.#sender.classify?.(err) ?? 'rpc', log);
     }
+  }
+
+  // Why a fill may no longer be signed: its order's output deadline (the request's fill_deadline) has passed. Its amount
+  // was decided at the rate of its deposit's decision; held past the deadline (a fee cap, funds, a provider, a recipient
+  // that keeps it waiting) and paid whenever it could be, it was a free option on the solver for whoever could also make
+  // it fail (a recipient contract that reverts when the price moved against him). Past the deadline the order is not
+  // filled: the fill fails and its deposit is refunded, as the order says. A queued fill has no transaction that can
+  // still land (a sender queues one again only once its transactions are proven dead), so failing it never pays twice.
+  #deadlinePassed(payout: PayoutRow): string | undefined {
+    if (payout.kind !== 'fill' || !payout.request_id) return undefined;
+    const deadline = this.#o.ledger.requests?.get(payout.request_id)?.fill_deadline;
+    if (deadline == null || Date.now() <= deadline) return undefined;
+    return `the order's fill deadline ${new Date(deadline).toISOString()} has passed`;
+  }
+
+  // Fails a fill past its order's deadline (checked again in the failing transaction); returns whether it was past it.
+  #failIfExpired(payout: PayoutRow, log: Logger): boolean {
+    const why = this.#deadlinePassed(payout);
+    if (!why) return false;
+    this.#fail(payout, 'PROTOCOL_DEADLINE_EXPIRED', why, log, undefined, (cur) => this.#deadlinePassed(cur) !== undefined);
+    return true;
   }
 
   #outcome(payout: PayoutRow, r: StepOutcome, log: Logger): void {

@@ -35,6 +35,8 @@ export type PayoutFailReason = FailReasonOf<
   | 'NEW_CALLDATA_INCLUDES_HIGHER_RENT_FEE'
   // A sponsored relay not signed within its chain's relayMaxWaitMs (src/chains/evm/relayTerms.ts, relayExpiry).
   | 'TTL_EXPIRED'
+  // A fill still unsigned past its order's output deadline (the request's fill_deadline): the pipeline fails it.
+  | 'PROTOCOL_DEADLINE_EXPIRED'
 >;
 
 /**
