@@ -10,10 +10,11 @@ import {
   RpcRequestError,
   TransactionExecutionError,
   TransactionRejectedRpcError,
+  toHex,
   type Hex,
 } from 'viem';
 import { describe, expect, it } from 'vitest';
-import { OrderFillerAbi } from '../../../contracts-abi/index.ts';
+import { CallExecutorAbi, OrderFillerAbi } from '../../../contracts-abi/index.ts';
 import { decodeRevert, errText, exceededAllowance, isAlreadyKnown, isFeeRefused, isNoFunds, isNonceTooLow, isRevert, nodeError } from './rpcErrors.ts';
 
 const URL = 'http://127.0.0.1:8545/secret-key-in-path';
@@ -86,6 +87,20 @@ describe('RPC errors, by viem error class', () => {
     expect(isRevert(new ContractFunctionRevertedError({ abi: OrderFillerAbi, functionName: 'fill' as never }))).toBe(true);
     expect(isRevert(answer(-32005, 'rate limited'))).toBe(false);
     expect(isRevert(new Error('socket hang up'))).toBe(false);
+  });
+
+  it('a revert whose reason reads "insufficient funds" is a revert: a call target chose it (review-free-option)', () => {
+    // Taken for want of funds, the fill was postponed for ever while its target reverted so: a free option on the price.
+    const reason = encodeErrorResult({
+      abi: CallExecutorAbi,
+      errorName: 'CallFailed',
+      args: [0n, toHex('insufficient funds')],
+    });
+    const reverted = answer(3, 'execution reverted: insufficient funds', reason);
+    expect(isRevert(reverted)).toBe(true);
+    expect(isNoFunds(reverted)).toBe(false);
+    // geth's own "gas required exceeds allowance" (no revert data) is still no revert.
+    expect(isRevert(answer(3, 'gas required exceeds allowance (21000)'))).toBe(false);
   });
 
   it("errText names the node's answer without the request or the provider's URL", () => {

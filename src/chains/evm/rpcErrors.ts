@@ -32,8 +32,14 @@ export function isRevert(err: unknown): boolean {
   );
   if (!found) return false;
   // geth reports an out-of-funds estimate as "gas required exceeds allowance", which viem files
-  // under ExecutionRevertedError: not a revert.
-  return !isNoFunds(err);
+  // under ExecutionRevertedError: not a revert. One with revert data is: its reason is the contract's, whatever its text
+  // (a call target reverting with "insufficient funds" was taken for the solver lacking them, and postponed for ever).
+  return hasRevertData(err) || !isNoFunds(err);
+}
+
+function hasRevertData(err: unknown): boolean {
+  const data = revertData(err);
+  return data !== undefined && data !== '0x';
 }
 
 function revertData(err: unknown): Hex | undefined {
@@ -111,6 +117,7 @@ export function isFeeRefused(err: unknown): boolean {
 
 /** The sender cannot pay for the transaction's value and gas. */
 export function isNoFunds(err: unknown): boolean {
+  if (hasRevertData(err)) return false;
   return nodeError(err) instanceof InsufficientFundsError || NO_FUNDS.test(fullText(err));
 }
 
