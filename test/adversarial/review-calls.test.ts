@@ -13,11 +13,11 @@
 // Both fixed in the contracts: the filler never copies a recipient's return data, and the executor keeps at most 1 KiB
 // of a failed call's reason.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { encodeFunctionData, keccak256, parseEther, zeroAddress, type Address, type Hex } from 'viem';
+import { encodeFunctionData, keccak256, parseEther, type Address, type Hex } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { GrowingBurnerAbi, GrowingBurnerBytecode, OrderFillerAbi, RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import type { PayoutRow } from '../../src/ledger/types.ts';
-import { api, executeSteps, holdSubmitter, MovablePrices, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, executeSteps, holdSubmitter, MovablePrices, nativeBridge, startStack, until, usdcForEth, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 const prices = new MovablePrices();
 let s: Stack;
@@ -63,19 +63,7 @@ describe('destination calls: a call the estimate cannot run', () => {
     const burner = (await pc.waitForTransactionReceipt({ hash: deployed })).contractAddress!;
 
     // 30 USDC on A for a call on B spending 0.01 ETH: priced and filled as a swap.
-    const q = await api(s.url, '/quote', {
-      body: {
-        user: user(4),
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: chain(A).contracts.stablecoin,
-        destinationCurrency: zeroAddress,
-        amount: parseEther('0.01').toString(),
-        tradeType: 'EXACT_OUTPUT',
-        slippageTolerance: 50,
-        txs: [{ to: wallet.address, value: parseEther('0.01').toString(), data: '0x' }],
-      },
-    });
+    const q = await api(s.url, '/quote', { body: usdcForEth(s, user(4), { callTarget: wallet.address }) });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
 
@@ -121,19 +109,7 @@ describe('swaps: a recipient that returns more than the filler can copy', () => 
       });
 
     // 30 USDC on A for 0.01 ETH on B, paid to the attacker's contract: a swap, priced at its fill's moment.
-    const q = await api(s.url, '/quote', {
-      body: {
-        user: user(2),
-        recipient: bomb,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: chain(A).contracts.stablecoin,
-        destinationCurrency: zeroAddress,
-        amount: parseEther('0.01').toString(),
-        tradeType: 'EXACT_OUTPUT',
-        slippageTolerance: 50,
-      },
-    });
+    const q = await api(s.url, '/quote', { body: usdcForEth(s, user(2), { recipient: bomb }) });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
     await arm(true);
@@ -254,19 +230,7 @@ describe('destination calls: a reason bigger than the filler can copy', () => {
     // And the fill itself: a Call paid in USDC (priced as a swap), armed after its quote. It is refused and refunded at
     // once; held, its payout (priced at the decision's rate) was paid when the attacker disarmed after ETH rose.
     await setK(0n);
-    const q = await api(s.url, '/quote', {
-      body: {
-        user: user(3),
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: chain(A).contracts.stablecoin,
-        destinationCurrency: zeroAddress,
-        amount: parseEther('0.01').toString(),
-        tradeType: 'EXACT_OUTPUT',
-        slippageTolerance: 50,
-        txs: [{ to: bomb, value: parseEther('0.01').toString(), data: '0x' }],
-      },
-    });
+    const q = await api(s.url, '/quote', { body: usdcForEth(s, user(3), { callTarget: bomb }) });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
     await setK(2_500_000n);

@@ -1,11 +1,10 @@
 // A call target that reverts with the text "insufficient funds" (review-free-option): its revert was read as the solver
 // lacking funds, and the fill postponed for ever, paid once the price moved: a free option. A revert with data is a revert.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseEther, zeroAddress, type Hex } from 'viem';
+import type { Hex } from 'viem';
 import type { PayoutRow } from '../../src/ledger/types.ts';
-import { api, executeSteps, MovablePrices, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, executeSteps, MovablePrices, startStack, until, usdcForEth, waitForStatus, type Stack } from '../helpers/stack.ts';
 
-const A = 8453;
 const B = 10;
 const text = (x: unknown) => JSON.stringify(x, (_, v) => (typeof v === 'bigint' ? v.toString() : v));
 const word = (n: bigint): Hex => `0x${n.toString(16).padStart(64, '0')}`;
@@ -39,19 +38,7 @@ describe('destination calls: a call whose revert reason reads as the solver lack
         hash: await attacker.sendTransaction({ account: attacker.account!, chain: attacker.chain, to: target, data: word(on ? 1n : 0n) }),
       });
     // A call spending 0.01 ETH on B, paid in USDC on A: priced as a swap at its decision's rate.
-    const q = await api(s.url, '/quote', {
-      body: {
-        user: s.devnet.accounts[3]!.address,
-        originChainId: A,
-        destinationChainId: B,
-        originCurrency: s.devnet.chains.find((c) => c.id === A)!.contracts.stablecoin,
-        destinationCurrency: zeroAddress,
-        amount: parseEther('0.01').toString(),
-        tradeType: 'EXACT_OUTPUT',
-        slippageTolerance: 50,
-        txs: [{ to: target, value: parseEther('0.01').toString(), data: '0x' }],
-      },
-    });
+    const q = await api(s.url, '/quote', { body: usdcForEth(s, s.devnet.accounts[3]!.address, { callTarget: target }) });
     expect(q.status, JSON.stringify(q.body)).toBe(200);
     const requestId = q.body.steps.at(-1).requestId as Hex;
     // Armed after its quote, before its deposit.

@@ -203,6 +203,25 @@ export function nativeBridge(user: string, recipient: string, from: number, to: 
   };
 }
 
+/**
+ * The body of a quote for 0.01 ETH on chain 10 bought with USDC on 8453 (EXACT_OUTPUT, slippage 50 bps: priced and
+ * filled as a swap) for `user`: paid to `recipient`, or, with `callTarget`, spent by a destination call to it.
+ */
+export function usdcForEth(stack: Stack, user: string, to: { recipient?: string; callTarget?: string }) {
+  return {
+    user,
+    ...(to.recipient ? { recipient: to.recipient } : {}),
+    originChainId: 8453,
+    destinationChainId: 10,
+    originCurrency: stack.devnet.chains.find((c) => c.id === 8453)!.contracts.stablecoin,
+    destinationCurrency: zeroAddress,
+    amount: '10000000000000000',
+    tradeType: 'EXACT_OUTPUT',
+    slippageTolerance: 50,
+    ...(to.callTarget ? { txs: [{ to: to.callTarget, value: '10000000000000000', data: '0x' }] } : {}),
+  };
+}
+
 /** Sends `amount` of `currency` (native: the zero address) from devnet account `from` to `to` on `chainId` (a deposit address, say); waits for its receipt. */
 export async function payAddress(stack: Stack, from: number, chainId: number, to: Address, currency: Address, amount: bigint): Promise<Hex> {
   const w = stack.wallet(from, chainId);
