@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { BlockList, isIPv6, type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
-import { clientOf } from './clientAddress.ts';
+import { clientOf, networkOf } from './clientAddress.ts';
 
 interface Tracked {
   /** Requests being answered on it now. */
@@ -15,19 +15,25 @@ interface Tracked {
 
 /**
  * Caps the open connections of each client address (counted as every per-IP limit counts it: an IPv6 client by its
- * /64) at `perAddress`, and of all clients together at `total`. A connection past a cap closes the oldest idle
- * keep-alive connection under that cap (one that has answered every request it made) and is kept, or, when none is
- * idle, is refused (closed at once). A request answered 429 costs its client nothing and leaves its connection open
- * for keep-alive's time: without a cap, a client held as many of the node's file descriptors as it could open
- * connections, until the node could open none for itself; and addresses are cheap (a /48 of IPv6 holds 65,536 /64s).
+ * /64) at `perAddress`, of each network (an IPv4 /24, an IPv6 /48) at an eighth of `total`, and of all clients together
+ * at `total`. A connection past a cap closes the oldest idle keep-alive connection under that cap (one that has
+ * answered every request it made) and is kept, or, when none is idle, is refused (closed at once). A request answered
+ * 429 costs its client nothing and leaves its connection open for keep-alive's time: without a cap, a client held as
+ * many of the node's file descriptors as it could open connections, until the node could open none for itself; and
+ * addresses are cheap (a /48 of IPv6 holds 65,536 /64s: without the network's cap, one /48 held the whole total).
  * Connections from a trusted proxy (api.trustProxy) count in the total only: its clients are known only from their requests.
  * Upgraded connections (status streams), never idle, take at most half of `total` together.
  */
 export function capConnections(app: FastifyInstance, caps: { perAddress: number; total: number; trustProxy: false | string[] }): void {
   const trusted = trustedProxies(caps.trustProxy);
   const all = new Map<Socket, Tracked>();
-  const byClient = new Map<string, Map<Socket, Tracked>>();
-  const clientOfSocket = new WeakMap<Socket, string>();
+  // The address's cap first, then its network's (an idle connection closed under either frees a place in those above
+  // it): the total made room first, a connection a narrower cap then refused had closed another client's idle one for
+  // nothing, one per attempt.
+  const groups = [
+    { of: clientOf, cap: caps.perAddress },
+    { of: networkOf, cap: Math.max(1, Math.floor(caps.total / 8)) },
+  ].map((g) => ({ ...g, open: new Map<string, Map<Socket, Tracked>>(), keyOf: new WeakMap<Socket, string>() }));
   const tracked = new WeakMap<Socket, Tracked>();
   // Upgraded connections open (status streams), and the most of them at once (see the onRequest hook below).
   const streamShare = Math.max(1, Math.floor(caps.total / 2));
@@ -46,27 +52,30 @@ export function capConnections(app: FastifyInstance, caps: { perAddress: number;
   };
   const forget = (socket: Socket) => {
     all.delete(socket);
-    const client = clientOfSocket.get(socket);
-    const m = client === undefined ? undefined : byClient.get(client);
-    if (!m) return;
-    m.delete(socket);
-    if (m.size === 0) byClient.delete(client!);
+    for (const g of groups) {
+      const k = g.keyOf.get(socket);
+      const m = k === undefined ? undefined : g.open.get(k);
+      if (!m) continue;
+      m.delete(socket);
+      if (m.size === 0) g.open.delete(k!);
+    }
   };
 
   app.server.on('connection', (socket: Socket) => {
     const peer = socket.remoteAddress;
     const t: Tracked = { inFlight: 0, spoke: false, upgraded: false };
-    const client = peer !== undefined && !trusted(peer) ? clientOf(peer) : undefined;
-    // The address's own cap first (its idle connection closed frees a place in the total too): the total made room
-    // first, a connection its address then refused had closed another client's idle one for nothing, one per attempt.
-    const own = client === undefined ? undefined : byClient.get(client);
-    if (own && own.size >= caps.perAddress && !makeRoom(own)) return void socket.destroy();
+    const counted = peer !== undefined && !trusted(peer);
+    for (const g of counted ? groups : []) {
+      const own = g.open.get(g.of(peer!));
+      if (own && own.size >= g.cap && !makeRoom(own)) return void socket.destroy();
+    }
     if (all.size >= caps.total && !makeRoom(all)) return void socket.destroy();
-    if (client !== undefined) {
-      let open = byClient.get(client);
-      if (!open) byClient.set(client, (open = new Map()));
+    for (const g of counted ? groups : []) {
+      const k = g.of(peer!);
+      let open = g.open.get(k);
+      if (!open) g.open.set(k, (open = new Map()));
       open.set(socket, t);
-      clientOfSocket.set(socket, client);
+      g.keyOf.set(socket, k);
     }
     all.set(socket, t);
     tracked.set(socket, t);

@@ -289,7 +289,7 @@ describe('connections per address', () => {
 
   it('caps the connections of all addresses together (api.maxConnections): addresses are cheap, descriptors are not', async () => {
     // Per address only, a client with many addresses (a /48 of IPv6 holds 65,536 /64s) held as many of the node's file
-    // descriptors as it liked, until the node could open none for its own RPC calls. 127.0.0.x are distinct clients.
+    // descriptors as it liked, until the node could open none for its own RPC calls. 127.0.x.1 are distinct clients (and networks).
     const r = await replica({ connectionsPerIp: 100, maxConnections: 6, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 });
     const all: Socket[] = [];
     try {
@@ -302,18 +302,49 @@ describe('connections per address', () => {
         return c;
       };
       const held: Socket[] = [];
-      for (let i = 0; i < 6; i++) held.push(await opened(`127.0.0.${10 + i}`));
-      const refused = await opened('127.0.0.20');
+      for (let i = 0; i < 6; i++) held.push(await opened(`127.0.${10 + i}.1`));
+      const refused = await opened('127.0.20.1');
       await until(() => (closed.has(refused) ? true : undefined), 'the connection past the total to be refused', 10_000);
       expect(held.some((c) => closed.has(c))).toBe(false);
       // One closed makes room again.
       held[0]!.destroy();
       await until(() => (closed.has(held[0]!) ? true : undefined), 'the test to close one', 10_000);
-      const next = await opened('127.0.0.21');
+      const next = await opened('127.0.21.1');
       const answers: string[] = [];
       next.on('data', (d) => answers.push(String(d)));
       next.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
       await until(() => (answers.join('').includes('"status":"ok"') ? true : undefined), 'an answer on the connection that took its place', 10_000);
+    } finally {
+      for (const c of all) c.destroy();
+      await r.stop();
+    }
+  });
+
+  it("caps one network's connections (an IPv4 /24, an IPv6 /48) at an eighth of the total: its many addresses do not take it all", async () => {
+    // Capped per address and in total only, a client holding a network (a /48 of IPv6 is 65,536 /64s, each a client
+    // of its own; an IPv4 /24, 256) filled the whole total with connections that never speak, reopened as each is closed
+    // at api.headersTimeoutMs, and every other client was refused. 127.0.5.x is one /24, 127.0.6.1 another.
+    const r = await replica({ connectionsPerIp: 100, maxConnections: 16, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 });
+    const all: Socket[] = [];
+    try {
+      const closed = new Set<Socket>();
+      const opened = async (from: string) => {
+        const c = await openTo(r.url, from);
+        all.push(c);
+        c.on('close', () => closed.add(c));
+        c.on('error', () => {});
+        return c;
+      };
+      const network: Socket[] = [];
+      for (let i = 0; i < 16; i++) network.push(await opened(`127.0.5.${10 + i}`));
+      // The /24 keeps two (16 / 8) of its silent connections; the others are refused as they come.
+      await until(() => (closed.size === 14 ? true : undefined), "the network's connections past its cap to be refused", 10_000);
+      expect(network.slice(0, 2).some((c) => closed.has(c))).toBe(false);
+      const other = await opened('127.0.6.1');
+      const answers: string[] = [];
+      other.on('data', (d) => answers.push(String(d)));
+      other.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+      await until(() => (answers.join('').includes('"status":"ok"') ? true : undefined), "another network's client answered", 10_000);
     } finally {
       for (const c of all) c.destroy();
       await r.stop();

@@ -29,7 +29,7 @@ describe('the connections of all clients together (263a767), held by status stre
   // An upgraded connection (a status stream) is never idle, so never closed to make room, and lives for as long as its
   // client answers pings: wsConnectionsPerIp (20) streams from each of maxConnections / 20 addresses (500 /64s of one
   // IPv6 /56 at the default 10,000) held the whole cap for good, and every other client's connection was refused (no
-  // quote, no status, no fill for anyone) at no cost but the pings. 127.0.0.x are distinct clients.
+  // quote, no status, no fill for anyone) at no cost but the pings. 127.0.x.1 are distinct clients (and networks).
   it('an honest client is answered while status streams hold as many connections as the cap', { timeout: 60_000 }, async () => {
     const r = await replica({ connectionsPerIp: 100, maxConnections: 6, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 });
     const streams: WebSocket[] = [];
@@ -39,7 +39,7 @@ describe('the connections of all clients together (263a767), held by status stre
       let open = 0;
       let closed = 0;
       for (let i = 0; i < 6; i++) {
-        const ws = new WebSocket(url, { localAddress: `127.0.0.${30 + (i % 2)}` });
+        const ws = new WebSocket(url, { localAddress: `127.0.${30 + i}.1` });
         ws.on('open', () => open++);
         ws.on('close', () => closed++);
         ws.on('error', () => {});
@@ -52,7 +52,7 @@ describe('the connections of all clients together (263a767), held by status stre
       const answers: string[] = [];
       let gone = false;
       const c = await new Promise<Socket>((resolve, reject) => {
-        const sock = connect({ port: Number(port), host: hostname, localAddress: '127.0.0.40' }, () => resolve(sock));
+        const sock = connect({ port: Number(port), host: hostname, localAddress: '127.0.40.1' }, () => resolve(sock));
         sock.once('error', reject);
       });
       sockets.push(c);
@@ -95,13 +95,13 @@ describe('the connection caps in turn (263a767): the total made room before the 
     };
     try {
       // An honest client's keep-alive connection, idle once answered.
-      const honest = await opened('127.0.0.50');
+      const honest = await opened('127.0.50.1');
       expect(await health(honest)).toBe(true);
       // The attacker's address at its cap (1), and a third client: the total (3) is full, nothing idle but the honest one.
-      await opened('127.0.0.51');
-      await opened('127.0.0.52');
+      await opened('127.0.51.1');
+      await opened('127.0.52.1');
       // Past the attacker's own cap: refused.
-      const extra = await opened('127.0.0.51');
+      const extra = await opened('127.0.51.1');
       await until(() => (closed.has(extra) ? true : undefined), "the attacker's connection past its cap to be refused", 10_000);
       // The honest connection is still there.
       expect(await health(honest)).toBe(true);
