@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import './caller.ts';
-import { clientOf } from './clientAddress.ts';
+import { clientOf, networkOf } from './clientAddress.ts';
 import type { ApiContext } from './context.ts';
 import { ApiError } from './errors.ts';
 import type { ApiLimits } from './limits.ts';
@@ -77,6 +77,10 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
         taken.retryAfterMs,
         req.apiCaller ? 'too many requests for this API key' : 'too many requests from this address; an API key has a higher limit',
       );
+    if (!req.apiCaller) {
+      const net = limits.perNetwork.take(networkOf(req.ip));
+      if (!net.ok) throw limited(reply, net.retryAfterMs, "too many requests from this address's network; an API key has a higher limit");
+    }
     if (!req.apiCaller && route !== undefined && PRICED.has(route)) {
       const q = limits.anonymousQuotes.take(client);
       if (!q.ok)

@@ -9,6 +9,8 @@ export class ApiLimits {
   /** Calls per API key, and per client IP without one (a failed key lookup costs the IP bucket too). */
   readonly perKey: RateLimiter;
   readonly perIp: RateLimiter;
+  /** Calls without a key per network (src/api/clientAddress.ts networkOf): a client holding one holds its every address. */
+  readonly perNetwork: RateLimiter;
   /** Quotes and prices (/quote, /price, /config/v2) without a key, per IP: each costs RPC calls, a quote is stored too. */
   readonly anonymousQuotes: RateLimiter;
   /** The same, all callers without a key in one bucket: a client with many addresses has many per-IP buckets. */
@@ -23,6 +25,7 @@ export class ApiLimits {
   constructor(readonly config: Config['api']['rateLimit']) {
     this.perKey = new RateLimiter(config.perKeyPerMinute);
     this.perIp = new RateLimiter(config.unauthenticatedPerMinute);
+    this.perNetwork = new RateLimiter(config.unauthenticatedPerNetworkPerMinute ?? 10 * config.unauthenticatedPerMinute);
     this.anonymousQuotes = new RateLimiter(config.anonymousQuotesPerMinute);
     this.anonymousQuotesTotal = new RateLimiter(config.anonymousQuotesPerMinuteTotal);
     this.probes = new RateLimiter(config.probesPerMinute);

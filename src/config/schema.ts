@@ -386,6 +386,9 @@ export const configSchema = z
           .object({
             perKeyPerMinute: z.number().int().min(1).default(6_000),
             unauthenticatedPerMinute: z.number().int().min(1).default(600),
+            // The same, per network (an IPv4 /24, an IPv6 /48, whose every /64 has a bucket of its own above). Absent:
+            // ten times unauthenticatedPerMinute.
+            unauthenticatedPerNetworkPerMinute: z.number().int().min(1).optional(),
             // Quotes, prices and liquidity (/quote, /price, /config/v2, /chains/liquidity) without an API key,
             // per client IP (each costs RPC calls).
             anonymousQuotesPerMinute: z.number().int().min(1).default(60),

@@ -32,6 +32,20 @@ function openTo(url: string, localAddress?: string): Promise<Socket> {
   });
 }
 
+// The status of GET `path` on `url`, asked from `localAddress` on a connection of its own.
+async function rawGet(url: string, path: string, localAddress: string): Promise<number> {
+  const c = await openTo(url, localAddress);
+  try {
+    const data: string[] = [];
+    c.on('data', (d) => data.push(String(d)));
+    c.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+    const head = await until(() => /^HTTP\/1\.1 (\d{3})/.exec(data.join(''))?.[1], `an answer to ${path}`, 10_000);
+    return Number(head);
+  } finally {
+    c.destroy();
+  }
+}
+
 // A read-only API replica on the stack's ledger, with `api` settings of its own.
 async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
   const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE, ...s.ledgerConfig };
@@ -347,6 +361,25 @@ describe('connections per address', () => {
       await until(() => (answers.join('').includes('"status":"ok"') ? true : undefined), "another network's client answered", 10_000);
     } finally {
       for (const c of all) c.destroy();
+      await r.stop();
+    }
+  });
+
+  it("limits one network's requests without a key (an IPv4 /24, an IPv6 /48) to ten addresses' worth", async () => {
+    // Each address (an IPv6 /64) had its own bucket of unauthenticatedPerMinute, and a client holding a /48 has 65,536
+    // of them: its requests without a key had no bound but the node's CPU. 127.0.7.x is one /24.
+    const r = await replica({ rateLimit: { unauthenticatedPerMinute: 3 } });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 40; i++) {
+        for (let j = 0; j < 3; j++) statuses.push(await rawGet(r.url, '/chains', `127.0.7.${10 + i}`));
+      }
+      // 3 a minute per address, 30 for the network (and what refills at 30 a minute while the test asks): the rest 429.
+      const ok = statuses.filter((x) => x === 200).length;
+      expect({ ok: ok >= 30 && ok <= 40, limited: statuses.filter((x) => x === 429).length }).toEqual({ ok: true, limited: 120 - ok });
+      // Another network is not held by it.
+      expect(await rawGet(r.url, '/chains', '127.0.8.1')).toBe(200);
+    } finally {
       await r.stop();
     }
   });
