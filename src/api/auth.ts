@@ -81,6 +81,10 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
       const net = limits.perNetwork.take(networkOf(req.ip));
       if (!net.ok) throw limited(reply, net.retryAfterMs, "too many requests from this address's network; an API key has a higher limit");
     }
+    if (req.apiCaller && route !== undefined && PRICED.has(route)) {
+      const q = limits.pricedPerKey.take(req.apiCaller.id);
+      if (!q.ok) throw limited(reply, q.retryAfterMs, `at most ${limits.config.pricedPerKeyPerMinute} quotes and prices per minute for this API key`);
+    }
     if (!req.apiCaller && route !== undefined && PRICED.has(route)) {
       const q = limits.anonymousQuotes.take(client);
       if (!q.ok)

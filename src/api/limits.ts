@@ -11,6 +11,8 @@ export class ApiLimits {
   readonly perIp: RateLimiter;
   /** Calls without a key per network (src/api/clientAddress.ts networkOf): a client holding one holds its every address. */
   readonly perNetwork: RateLimiter;
+  /** Quotes and prices (the routes below) per API key. */
+  readonly pricedPerKey: RateLimiter;
   /** Quotes and prices (/quote, /price, /config/v2) without a key, per IP: each costs RPC calls, a quote is stored too. */
   readonly anonymousQuotes: RateLimiter;
   /** The same, all callers without a key in one bucket: a client with many addresses has many per-IP buckets. */
@@ -26,6 +28,7 @@ export class ApiLimits {
     this.perKey = new RateLimiter(config.perKeyPerMinute);
     this.perIp = new RateLimiter(config.unauthenticatedPerMinute);
     this.perNetwork = new RateLimiter(config.unauthenticatedPerNetworkPerMinute ?? 10 * config.unauthenticatedPerMinute);
+    this.pricedPerKey = new RateLimiter(config.pricedPerKeyPerMinute);
     this.anonymousQuotes = new RateLimiter(config.anonymousQuotesPerMinute);
     this.anonymousQuotesTotal = new RateLimiter(config.anonymousQuotesPerMinuteTotal);
     this.probes = new RateLimiter(config.probesPerMinute);

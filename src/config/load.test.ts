@@ -60,6 +60,7 @@ describe('config', () => {
       port: 4000,
       rateLimit: {
         perKeyPerMinute: 6000,
+        pricedPerKeyPerMinute: 1200,
         unauthenticatedPerMinute: 600,
         anonymousQuotesPerMinute: 60,
         anonymousQuotesPerMinuteTotal: 600,

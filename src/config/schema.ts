@@ -385,6 +385,9 @@ export const configSchema = z
         rateLimit: z
           .object({
             perKeyPerMinute: z.number().int().min(1).default(6_000),
+            // Of those, quotes, prices and liquidity reads (the routes anonymousQuotesPerMinute counts) per API key: each
+            // reads chains on the solver's RPC budget, and a quote is stored for its life.
+            pricedPerKeyPerMinute: z.number().int().min(1).default(1_200),
             unauthenticatedPerMinute: z.number().int().min(1).default(600),
             // The same, per network (an IPv4 /24, an IPv6 /48, whose every /64 has a bucket of its own above). Absent:
             // ten times unauthenticatedPerMinute.

@@ -116,6 +116,7 @@ export async function startDevnet(opts: DevnetOptions): Promise<Devnet> {
           port: o.port ?? 4000,
           rateLimit: {
             perKeyPerMinute: 1_000_000,
+            pricedPerKeyPerMinute: 1_000_000,
             unauthenticatedPerMinute: 1_000_000,
             anonymousQuotesPerMinute: 1_000_000,
             anonymousQuotesPerMinuteTotal: 1_000_000,

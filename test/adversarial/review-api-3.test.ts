@@ -405,3 +405,31 @@ describe('connections per address', () => {
     }
   });
 });
+
+describe('priced requests with an API key', () => {
+  // Quotes and prices with a key had only the key's limit of every call (6,000 a minute): 100 a second, each reading the
+  // chains on the solver's own RPC budget (the fills' estimates and sends wait behind them at a provider's rate limit),
+  // and each quote stored for its life and the prune's grace (tens of KB each). Without a key they had 60 a minute.
+  it('are limited per key apart from its other calls (api.rateLimit.pricedPerKeyPerMinute, 1,200)', async () => {
+    const key = s.node.ledger.apiKeys.create('busy-quoter');
+    expect(buildConfigWithKeys({ ...s.devnet.nodeConfig({ port: 0 }), api: {} }, s.devnet.keys).api.rateLimit.pricedPerKeyPerMinute).toBe(1_200);
+    const r = await replica({ rateLimit: { pricedPerKeyPerMinute: 100 } });
+    try {
+      const statuses = new Map<number, number>();
+      const ask = async (path: string) => {
+        const res = await api(r.url, path, { apiKey: key.key });
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+        return res.status;
+      };
+      // /chains/liquidity reads the solver's balances over RPC on a node that speaks to chains; a read-only replica answers
+      // it without RPC (503), which is enough to count: of 300 asked back to back, 100 pass the key's priced bucket (and
+      // what refills while they are asked: 100 a minute). Before, at the default of 1,200, 1,300 all passed.
+      for (let i = 0; i < 300; i += 50) await Promise.all(Array.from({ length: 50 }, () => ask('/chains/liquidity?chainId=10')));
+      expect(statuses.get(429) ?? 0).toBeGreaterThanOrEqual(150);
+      // The key's other calls are not held by it.
+      expect(await ask('/chains')).toBe(200);
+    } finally {
+      await r.stop();
+    }
+  });
+});
