@@ -100,7 +100,9 @@ export function capConnections(app: FastifyInstance, caps: { perAddress: number;
   // past the share is closed (the public SDK polls the status when its stream fails).
   app.addHook('onRequest', (req, _reply, done) => {
     const t = tracked.get(req.raw.socket);
-    if (t && !t.upgraded && req.headers.upgrade !== undefined) {
+    // As Node parsed it: an `Upgrade` header on an ordinary request (no `Connection: upgrade`) is answered as any, and
+    // counted as a stream, it took the streams' share, never idle.
+    if (t && !t.upgraded && isUpgrade(req.raw)) {
       t.spoke = true;
       if (upgraded >= streamShare) {
         req.raw.socket.destroy();
@@ -115,6 +117,14 @@ export function capConnections(app: FastifyInstance, caps: { perAddress: number;
     }
     done();
   });
+}
+
+/**
+ * Whether a request asks for a protocol upgrade as Node's parser takes one: an `Upgrade` header with `upgrade` among
+ * the `Connection` tokens. The `Upgrade` header alone is an ordinary request's, answered as any.
+ */
+export function isUpgrade(req: IncomingMessage): boolean {
+  return req.headers.upgrade !== undefined && /(?:^|,)\s*upgrade\s*(?:,|$)/i.test(req.headers.connection ?? '');
 }
 
 // Whether a peer address is one of the trusted proxies (addresses or CIDR ranges of either family).

@@ -4,7 +4,7 @@ import { apiReads } from '../lib/apiReads.ts';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from '../config/load.ts';
 import { authHooks } from './auth.ts';
-import { capConnections, defaultMaxConnections } from './connectionCap.ts';
+import { capConnections, defaultMaxConnections, isUpgrade } from './connectionCap.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { DepositAddressReindex } from './depositReindex.ts';
@@ -168,7 +168,9 @@ export function closeStalledConnections(app: FastifyInstance, ms: number): void 
     socket.once('close', () => open.delete(socket));
   });
   app.addHook('onRequest', (req, _reply, done) => {
-    if (req.headers.upgrade !== undefined) open.delete(req.raw.socket);
+    // An upgrade as Node parsed it (`Upgrade` with `Connection: upgrade`), not the header alone: one sent on an ordinary
+    // request is answered as any, and exempted its connection from this bound.
+    if (isUpgrade(req.raw)) open.delete(req.raw.socket);
     done();
   });
   // Checked at a quarter of the bound, as Node checks its receiving bounds: a stalled connection goes within 1.25 times it.
