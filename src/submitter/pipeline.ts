@@ -298,9 +298,14 @@ export class PayoutPipeline<P, S> implements Payouts {
     const logOf = (p: PayoutRow) => log.child({ payout: p.id, ...(p.request_id ? { requestId: p.request_id } : {}) });
     for (const p of read) mark(p.request_id, 'pipe:batch');
     const rows: PayoutRow[] = [];
+    const late: string[] = [];
     for (const payout of read) {
       if (payout.state !== 'queued' || payout.chain_id !== this.chainId) continue;
-      if (this.#failIfExpired(payout, logOf(payout))) continue;
+      // Past its deadline: alone, through its sender's prepare (#process), which settles a fill the chain paid already.
+      if (this.#deadlinePassed(payout)) {
+        late.push(payout.id);
+        continue;
+      }
       try {
         batch.check(payout);
         rows.push(payout);
@@ -309,6 +314,7 @@ export class PayoutPipeline<P, S> implements Payouts {
         this.#fail(payout, err.reason, err.message, logOf(payout));
       }
     }
+    for (const id of late) await this.#process(id);
     if (rows.length <= 1) {
       if (rows[0]) await this.#process(rows[0].id);
       return;
@@ -345,11 +351,15 @@ export class PayoutPipeline<P, S> implements Payouts {
     if (!payout || payout.state !== 'queued' || payout.chain_id !== this.chainId) return;
     mark(payout.request_id, 'pipe:process');
     const log = this.#log.child({ payout: payout.id, kind: payout.kind, requestId: payout.request_id });
-    if (this.#failIfExpired(payout, log)) return;
     const ctx: StepContext = { log, stopped: () => !this.#started };
     try {
       const prepared = await this.#sender.prepare(payout, ctx);
       if (prepared.kind !== 'ready') return this.#outcome(payout, prepared, log);
+      // The deadline is applied here, where the fill would be signed, not before prepare: prepare is where a sender finds
+      // a fill the chain paid already (a transaction the ledger lost track of: a ledger restored from a backup, another
+      // node with the key) and settles it, or waits while the chain says so. Failed before it, such a fill was refunded
+      // too: paid twice (review-today-6).
+      if (this.#failIfExpired(payout, log)) return;
       const submitted = await this.#sender.submit(payout, prepared.prepared, ctx);
       if (submitted.kind !== 'recorded') return this.#outcome(payout, submitted, log);
       this.#retry.delete(payout.id);
@@ -369,13 +379,29 @@ export class PayoutPipeline<P, S> implements Payouts {
   // was decided at the rate of its deposit's decision; held past the deadline (a fee cap, funds, a provider, a recipient
   // that keeps it waiting) and paid whenever it could be, it was a free option on the solver for whoever could also make
   // it fail (a recipient contract that reverts when the price moved against him). Past the deadline the order is not
-  // filled: the fill fails and its deposit is refunded, as the order says. A queued fill has no transaction that can
-  // still land (a sender queues one again only once its transactions are proven dead), so failing it never pays twice.
+  // filled: the fill fails and its deposit is refunded, as the order says. A queued fill has no transaction of the
+  // ledger's that can still land (a sender queues one again only once its transactions are proven dead), and it fails
+  // only once its sender's prepare has found the chain has not paid it (#process): failing it never pays twice.
   #deadlinePassed(payout: PayoutRow): string | undefined {
     if (payout.kind !== 'fill' || !payout.request_id) return undefined;
-    const deadline = this.#o.ledger.requests?.get(payout.request_id)?.fill_deadline;
-    if (deadline == null || Date.now() <= deadline) return undefined;
+    const deadline = this.#deadlineOf(payout.request_id);
+    if (deadline === undefined || Date.now() <= deadline) return undefined;
     return `the order's fill deadline ${new Date(deadline).toISOString()} has passed`;
+  }
+
+  // A request's fill deadline. An open deposit address's arrival (a request made when its payment is decided, with a
+  // parent: its template) has none of its own: its template's window (the template's deadline less its quote time)
+  // runs from the arrival's decision. Unbounded, an arrival held on a fee cap was paid at its decided rate whenever the
+  // hold ended, the free option this rule closes for every other order (review-today-6).
+  #deadlineOf(requestId: string): number | undefined {
+    const requests = this.#o.ledger.requests;
+    const r = requests?.get(requestId);
+    if (!r) return undefined;
+    if (r.fill_deadline != null) return Number(r.fill_deadline);
+    if (!r.parent_id) return undefined;
+    const t = requests!.get(r.parent_id);
+    if (t?.fill_deadline == null) return undefined;
+    return Number(r.created_at) + (Number(t.fill_deadline) - Number(t.created_at));
   }
 
   // Fails a fill past its order's deadline (checked again in the failing transaction); returns whether it was past it.
