@@ -964,6 +964,42 @@ describe('EvmSubmitter', () => {
     expect((await fillEvents(ids[0]!.requestId)).map((e) => e.transactionHash)).toEqual([hash]);
   });
 
+  it("a fill whose nonce another transaction took is queued again only at the chain's confirmations: reorged away, its own bytes land and pay once", async () => {
+    // Queued again as soon as the taker was seen at the head, the fill was signed again (or, past its deadline,
+    // failed and refunded); a reorg that took the taker away let the fill's first bytes, which anyone may send, land
+    // too: the refund and the fill both paid.
+    const ledger = Ledger.open(':memory:');
+    const { ids, hash } = await recordBatchThenCrash(ledger, 1);
+    const { id, requestId } = ids[0]!;
+    const snapshot = await testClient.snapshot();
+    // Another holder of the key (the ledger lost it) uses the nonce for a transfer to itself: it pays nothing.
+    const nonce = parseTransaction(ledger.payouts.rawOf(hash)).nonce!;
+    const fees = await client.estimateFeesPerGas();
+    const other = await client.sendRawTransaction({
+      serializedTransaction: await solver.signTransaction({ type: 'eip1559', chainId: CHAIN_ID, nonce, to: solver.address, value: 0n, gas: 21_000n, ...fees }),
+    });
+    expect((await client.waitForTransactionReceipt({ hash: other })).status).toBe('success');
+    // The taker is 1 block deep; the chain's confirmations are 3. Two looks (a nonce used with no receipt of ours is
+    // acted on at a later look only).
+    const { sub, rec } = makeSubmitter(ledger, { chain: { confirmations: 3, pollIntervalMs: 600_000 } });
+    await sub.start();
+    await sub.confirmNow();
+    await sub.confirmNow();
+    await sub.confirmNow();
+    expect(ledger.payouts.get(id)!.state).toBe('sent');
+    expect(rec.signed).toEqual([]);
+    // The reorg: the taker is gone, and the fill's own bytes land.
+    await testClient.revert({ id: snapshot });
+    expect(
+      (await client.waitForTransactionReceipt({ hash: await client.sendRawTransaction({ serializedTransaction: ledger.payouts.rawOf(hash) }) })).status,
+    ).toBe('success');
+    await sub.confirmNow();
+    await waitFor(() => ledger.payouts.get(id)!.state === 'success', 'the fill paid by its own bytes');
+    expect(rec.failed).toEqual([]);
+    expect(rec.signed).toEqual([]);
+    expect((await fillEvents(requestId)).map((e) => e.transactionHash)).toEqual([hash]);
+  });
+
   it("a fill its batch skipped is acted on only at the chain's confirmations, though the batch paid the others at once", async () => {
     // Settling the batch's paid fills closed the skipped fill's row too (they share the transaction), and the pass
     // over payouts with nothing open sent it again at once, where it failed (refunded) before its block was deep.

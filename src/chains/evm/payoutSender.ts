@@ -965,7 +965,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
         return;
       }
       this.#noReceipt.delete(nonce);
-      return await this.#onNonceTaken(payoutIds, nonce, (id) => (payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(id)).child({ nonce })));
+      return await this.#onNonceTaken(payoutIds, nonce, head, (id) => (payoutIds.length === 1 ? log() : this.#payoutLog(payoutOf(id)).child({ nonce })));
     }
 
     // Still pending: make sure the node has the newest (highest-fee) one, and replace it when stuck.
@@ -1137,7 +1137,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // the group is settled in one ledger transaction: a batch's payouts share their transaction rows, so
   // settling one closes the rows of all. Settled one by one, a crash or a failed read between two left the
   // second 'sent' with no open transaction, never looked at again (chaos seed 231).
-  async #onNonceTaken(payoutIds: string[], nonce: number, logOf: (payoutId: string) => Logger): Promise<void> {
+  async #onNonceTaken(payoutIds: string[], nonce: number, head: bigint, logOf: (payoutId: string) => Logger): Promise<void> {
     // A receipt not served proves nothing: a provider whose receipts come from a backend behind the head (a load
     // balancer's indexing cluster) answers null for every look, and a claim (a plain transfer: nothing on chain
     // refuses a second one) was sent again and paid twice. The block in which the nonce was used says which
@@ -1148,11 +1148,21 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
       (m, t) => (t.sent_block === null ? m : m === undefined ? t.sent_block : Math.min(m, t.sent_block)),
       undefined,
     );
-    const taker = (await this.#nonceUsedBy(nonce, sent === undefined ? undefined : BigInt(Math.max(0, sent - 1)))).toLowerCase();
+    const used = await this.#nonceUsedBy(nonce, sent === undefined ? undefined : BigInt(Math.max(0, sent - 1)));
+    const taker = used.hash.toLowerCase();
     const own = atNonce.find((t) => t.hash.toLowerCase() === taker);
     if (own) {
       const level = this.#firstTime(`own-nonce:${taker}`) ? 'warn' : 'debug';
       logOf(own.payout_id)[level]({ txHash: own.hash, nonce }, 'our transaction used the nonce but its receipt is not served yet; looking again later');
+      return;
+    }
+    // Another transaction took the nonce: acted on at the chain's confirmations only, as a receipt that paid nothing is.
+    // Queued again at the head, a payout was signed again, or failed (past its deadline) and refunded; a reorg that took
+    // the taker away let the payout's first bytes, which anyone may send, land too: paid twice.
+    if (head - used.block + 1n < BigInt(this.#chain.confirmations)) {
+      this.#noReceipt.add(nonce);
+      const level = this.#firstTime(`taken:${taker}`) ? 'info' : 'debug';
+      logOf(payoutIds[0]!)[level]({ takenBy: used.hash, nonce }, 'another transaction used the nonce; waiting for its confirmations');
       return;
     }
     const found: { id: string; paid: PaidBy | null }[] = [];
@@ -1180,7 +1190,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   // stays within what a pruned node keeps), or from `since`, a block where it was not used yet. The count at a block
   // is a decision read and a block is read at its number: a provider behind it refuses (asked elsewhere), and a block
   // it serves holds all its transactions.
-  async #nonceUsedBy(nonce: number, since?: bigint): Promise<Hex> {
+  async #nonceUsedBy(nonce: number, since?: bigint): Promise<{ hash: Hex; block: bigint }> {
     const count = (blockNumber: bigint) => this.#client.getTransactionCount({ address: this.address, blockNumber });
     let hi = await this.#client.getBlockNumber({ cacheTime: 0 });
     if ((await count(hi)) <= nonce) throw new Error(`nonce ${nonce} is not used at block ${hi}`);
@@ -1203,7 +1213,7 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const block = await this.#client.getBlock({ blockNumber: hi, includeTransactions: true });
     const tx = block.transactions.find((t) => getAddress(t.from) === this.address && t.nonce === nonce);
     if (!tx) throw new Error(`block ${hi} holds no transaction of nonce ${nonce} though the nonce was used there`);
-    return tx.hash;
+    return { hash: tx.hash, block: hi };
   }
 
   // `first`: the transaction is at the nonce the chain expects next (the one holding the nonces after it).
