@@ -167,7 +167,7 @@ export interface FillCost {
    * left rent-exempt); 0 where there is none.
    */
   minimumAmount: bigint;
-  /** With calls: the gas they were simulated at, the most the fill may use. */
+  /** The most gas the fill may use: with calls, the gas they were simulated at; a native fill (it runs its recipient's code), the gas it was priced at. */
   gasLimit?: bigint;
   /** Where the chain has a gas market: the fee per gas `native` was priced at. */
   feePerGas?: bigint;

@@ -21,6 +21,11 @@ export interface PricedRoute {
    * signed deposit it submits (usePermit). Undefined when it pays nothing there.
    */
   originPaid?: bigint;
+  /**
+   * usePermit: the origin's price of gas (per gas, its native smallest unit) the signed deposit's gas was charged at,
+   * where the chain has a gas market: the most the node may pay per gas when it submits that deposit.
+   */
+  permitFeePerGas?: bigint;
 }
 
 /** What the destination calls spend, when the order has any. */
@@ -78,9 +83,13 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
   let gasFeeOut = mulRatioCeil(fillCost.native, nativeToOut);
   let userDepositCost = depositCost;
   let originPaid: bigint | undefined;
+  let permitFeePerGas: bigint | undefined;
   if (q.usePermit) {
     // The node submits the signed deposit and pays its gas: it is the relayer's, and the user's is none.
     if (!originCosts.relayedDepositCost) throw new QuoteError(`usePermit: chain ${origin.id} has no signed deposits`, 'INVALID_INPUT_PARAMETERS');
+    // The price of gas the deposit's cost is computed at (both read the chain's price at the node's head), recorded as
+    // the most the node pays per gas when it submits the deposit: past it, the deposit's gas is more than was charged.
+    permitFeePerGas = await originCosts.feePerGas?.();
     const relayed = await originCosts.relayedDepositCost(cin.address);
     gasFeeOut += mulRatioCeil(relayed, conversionRate(originNativePrice, originNative.decimals, priceOut, cout.decimals));
     userDepositCost = 0n;
@@ -178,5 +187,6 @@ export async function priceRoute(q: QuoteInput, route: Route, ctx: QuoteContext)
     rate,
     fallback,
     originPaid,
+    permitFeePerGas,
   };
 }

@@ -44,7 +44,7 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
   } else if (q.depositAddressType) {
     throw new QuoteError('depositAddressType: needs useDepositAddress', 'INVALID_INPUT_PARAMETERS');
   }
-  const { pricing, prices, fillCost, depositCost, rate, fallback, originPaid } = await priceRoute(q, route, ctx);
+  const { pricing, prices, fillCost, depositCost, rate, fallback, originPaid, permitFeePerGas } = await priceRoute(q, route, ctx);
   const { in: priceIn, out: priceOut, originNative: originNativePrice } = prices;
   const gasFeeOut = BigInt(pricing.gasFeeOut);
 
@@ -290,6 +290,8 @@ export async function buildQuote(q: QuoteInput, ctx: QuoteContext): Promise<Quot
       ...(q.useDepositAddress ? { depositAddressType: q.depositAddressType ?? 'strict' } : {}),
       // A signed deposit the node submits (POST /execute/permits or /permits, /execute): only for such quotes.
       ...(q.usePermit ? { permit: true } : {}),
+      // The origin's price of gas that deposit was charged at: the most it is submitted at (recordSignedDeposit).
+      ...(permitFeePerGas !== undefined ? { permitFeePerGas: permitFeePerGas.toString() } : {}),
     }),
     features: JSON.stringify([
       ...(pricing.appFees ? ['app_fees'] : []),

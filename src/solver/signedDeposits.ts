@@ -37,6 +37,12 @@ export interface SignedDeposit {
   gasless: boolean;
 }
 
+// The origin's price of gas a usePermit quote charged its deposit at (its money's permitFeePerGas), if it recorded one.
+function permitFeePerGas(r: RequestRow): string | null {
+  const fee = r.money ? (JSON.parse(r.money) as { permitFeePerGas?: unknown }).permitFeePerGas : undefined;
+  return typeof fee === 'string' && /^[0-9]+$/.test(fee) ? fee : null;
+}
+
 /** The payout id of a request's signed deposit: one per request. */
 export const signedDepositPayoutId = (requestId: string) => `deposit:${requestId}`;
 
@@ -97,6 +103,9 @@ export function recordSignedDeposit(ledger: Ledger, s: SignedDeposit, now = Date
       amount: r.amount_in,
       authorization: s.authorization,
       decided_at: now,
+      // The price of gas its quote charged the deposit at is the most it is signed (or bumped) at: above it, it waits
+      // unsigned, as a sponsored relay does. Without it (an older quote), the chain's cap alone.
+      max_fee_per_gas: permitFeePerGas(r),
     });
     // Held in this transaction with the check above: a second post racing this one sees it.
     if (s.sponsor) holdSponsorship(ledger, s.sponsor.wallet, r.id, s.sponsor.micro);

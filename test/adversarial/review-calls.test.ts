@@ -161,7 +161,11 @@ describe('batches: a recipient that returns a large blob on chain', () => {
     const pc = s.publicClient(B);
     const w = s.wallet(0, B);
     const deployed = await w.deployContract({ account: w.account!, chain: w.chain, abi: [], bytecode: RETURNS_ON_CHAIN });
-    const blob = (await pc.waitForTransactionReceipt({ hash: deployed })).contractAddress!;
+    const receipt = await pc.waitForTransactionReceipt({ hash: deployed });
+    const blob = receipt.contractAddress!;
+    // Quoted once the node has seen the deployment: quoted before, a recipient is priced as an account without code,
+    // and its fill, given code since, goes alone, bounded by that price (review-left-money).
+    await until(() => (BigInt(s.node.adapters.get(B)!.progress().head) >= receipt.blockNumber ? true : undefined), 'the node at the deployment');
     const payouts = s.node.ledger.payouts;
     const from = await pc.getBlockNumber({ cacheTime: 0 });
     const release = holdSubmitter(s, B);

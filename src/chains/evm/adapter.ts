@@ -471,7 +471,12 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     // Native currency sent to a recipient with code runs it, and the submitter lets it take up to GAS.recipient more than
     // the fill is priced at (a smart wallet's receive): charged here, or every fill to one cost the solver that gas.
     const gas = fillGas(native, req.topUp === true) + (runsCode ? GAS.recipient : 0n);
-    return { native: gas * maxFee + l1Native, rent: 0n, minimumAmount: 0n, feePerGas: maxFee, l1Native, l1Reference };
+    // A native fill runs whatever code its recipient has when it is paid, not when it was quoted: its gas is bounded by
+    // what was charged here (gasLimit, the order's maxGas), or a recipient given code after its quote (deployed, or an
+    // EIP-7702 delegation) had the solver pay GAS.recipient more on every fill. (Not yet a gas top-up's: its ERC-20
+    // fill to a new holder is estimated above its price, and only the recipient's allowance sends it today.)
+    const gasLimit = native ? gas : undefined;
+    return { native: gas * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native, l1Reference };
   }
 
   l1Reference(): Promise<bigint> {

@@ -581,13 +581,23 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     const fills = payouts.map((payout) => ({ payout, fill: this.#batchFill(payout) }));
     const value = fills.reduce((sum, f) => (f.fill.token === zeroAddress ? sum + f.fill.amount : sum), 0n);
     const data = encodeFunctionData({ abi: OrderFillerAbi, functionName: 'fillBatch', args: [fills.map((f) => f.fill)] });
-    const [estimate, market] = await Promise.all([
+    const [estimate, market, coded] = await Promise.all([
       this.#client.estimateGas({ account: this.address, to: this.#chain.filler, data, value }).then(
         (gas) => ({ gas }),
         (error: unknown) => ({ error }),
       ),
       this.#fees.current(),
+      this.#recipientsWithCode(fills),
     ]);
+    // The filler gives each recipient of a batch BATCH_CALL_GAS, whatever its fill was priced at, and code that burns
+    // only on chain (not in an estimate, sent at a gas price of 0) takes all of it: a native fill quoted to a recipient
+    // without code, which has code now (given it after its quote), goes alone, where its gas is bounded by the plain
+    // fill it was priced as (prepare, its maxGas); the others stay together.
+    if (coded.size > 0) {
+      for (const id of coded) this.#alone.add(id);
+      const rest = payouts.filter((p) => !coded.has(p.id));
+      return { kind: 'split', parts: [...(rest.length ? [rest] : []), ...payouts.filter((p) => coded.has(p.id)).map((p) => [p])] };
+    }
     const fees = withinCap(market, this.#feeCap);
     if (!fees) {
       // Above the chain's fee cap: each fill goes the lone path, which waits on the cap unsigned.
@@ -645,6 +655,17 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
     if (!recorded) return { kind: 'stale' };
     log.info({ txHash: recorded.hash, nonce: recorded.nonce, fills: fills.length, gas: gas.toString() }, 'batch of fills signed and recorded');
     return { kind: 'recorded', txHash: recorded.hash, signed: { payoutId: fills[0]!.payout.id, hash: recorded.hash, raw: recorded.raw } };
+  }
+
+  // The payout ids of a batch's native fills quoted without their recipients' code (their maxGas the plain fill's
+  // price) whose recipients run code now (given it since, as a contract or an EIP-7702 delegation).
+  async #recipientsWithCode(fills: { payout: PayoutRow; fill: BatchFill }[]): Promise<Set<string>> {
+    const native = fills.filter((f) => f.fill.token === zeroAddress && f.payout.max_gas !== null && BigInt(f.payout.max_gas) <= fillGas(true, false));
+    // One read per recipient, however many of the batch's fills pay it.
+    const recipients = [...new Set(native.map((f) => f.fill.recipient))];
+    const codes = await Promise.all(recipients.map((address) => this.#client.getCode({ address })));
+    const coded = new Set(recipients.filter((_, i) => codes[i] !== undefined && codes[i] !== '0x'));
+    return new Set(native.filter((f) => coded.has(f.fill.recipient)).map((f) => f.payout.id));
   }
 
   // The terms of a plain fill as one order of a batch (checked as #buildCall checks them).
