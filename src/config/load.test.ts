@@ -64,6 +64,8 @@ describe('config', () => {
         unauthenticatedPerMinute: 600,
         anonymousQuotesPerMinute: 60,
         anonymousQuotesPerMinuteTotal: 600,
+        signatureChecksPerMinute: 20,
+        signatureChecksPerMinuteTotal: 600,
         probesPerMinute: 600,
         wsConnectionsPerIp: 20,
         wsMessagesPerConnectionPerMinute: 120,

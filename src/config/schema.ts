@@ -397,6 +397,10 @@ export const configSchema = z
             anonymousQuotesPerMinute: z.number().int().min(1).default(60),
             // The same, all callers without a key together: client addresses are cheap (a /48 of IPv6 holds 65,536 /64s).
             anonymousQuotesPerMinuteTotal: z.number().int().min(1).default(600),
+            // Signatures recovered (link, unlink, claim, authorize: milliseconds of the event loop each) per API key, or per
+            // client IP without one, and of all callers without a key together (src/api/routes/signatureChecks.ts).
+            signatureChecksPerMinute: z.number().int().min(1).default(20),
+            signatureChecksPerMinuteTotal: z.number().int().min(1).default(600),
             // /health, /ready, /metrics per client IP (probes need far less).
             probesPerMinute: z.number().int().min(1).default(600),
             // Status stream: open websocket connections per client IP, and messages per connection and per IP.

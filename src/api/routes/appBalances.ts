@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { formatUnits, getAddress, isAddress, isHex, verifyMessage, type Address, type Hex } from 'viem';
 import { z } from 'zod';
 import { currencyObject } from '../../quote/quote.ts';
@@ -12,6 +12,7 @@ import { clientOf } from '../clientAddress.ts';
 import { ApiError } from '../errors.ts';
 import { readOffLoop, type AppFeeBalances } from '../listing/run.ts';
 import { amountParam, chainIdParam } from '../validate.ts';
+import { checkSignature as budgeted } from './signatureChecks.ts';
 
 const evmWallet = z
   .string()
@@ -80,8 +81,9 @@ function signatureStep(action: string, description: string, message: string, end
   };
 }
 
-async function checkSignature(wallet: Address, message: string, signature: string, status: number): Promise<void> {
-  const ok = await verifyMessage({ address: wallet, message, signature: signature as Hex }).catch(() => false);
+// Within the caller's budget of signature checks, one at a time (signatureChecks.ts): a recovery is milliseconds of the event loop.
+async function checkSignature(ctx: ApiContext, req: FastifyRequest, wallet: Address, message: string, signature: string, status: number): Promise<void> {
+  const ok = await budgeted(ctx, req, () => verifyMessage({ address: wallet, message, signature: signature as Hex }).catch(() => false));
   if (!ok) throw new ApiError(status, 'INVALID_SIGNATURE', `the signature is not ${wallet}'s over the message: ${message}`);
 }
 
@@ -102,7 +104,13 @@ const fastFillBody = z
     maxFillAmountUsd: z
       .union([z.string(), z.number()])
       .transform(String)
-      .pipe(z.string().regex(/^\d+(\.\d+)?$/, 'must be a decimal USD amount'))
+      .pipe(
+        z
+          .string()
+          .regex(/^\d+(\.\d+)?$/, 'must be a decimal USD amount')
+          // Parsed into BigInts later: a body's worth of digits would cost milliseconds of the event loop to read.
+          .max(40, 'must be at most 40 characters'),
+      )
       .optional(),
     solverInputCurrencyAmount: amountParam.optional(),
   })
@@ -193,7 +201,7 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
     const { nonce, expiresAt } = signedParts(b);
     checkExpiry(expiresAt, now);
     const message = linkMessage(b.wallet, caller.id, nonce, expiresAt);
-    await checkSignature(b.wallet, message, b.signature, 400);
+    await checkSignature(ctx, req, b.wallet, message, b.signature, 400);
     ledger.tx(() => {
       useNonce(ctx, 'link', b.wallet, nonce, expiresAt);
       ledger.balances.link(caller.id, b.wallet, message, b.signature!);
@@ -225,7 +233,7 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
     }
     const { nonce, expiresAt } = signedParts(b);
     checkExpiry(expiresAt, now);
-    await checkSignature(b.wallet, unlinkMessage(b.wallet, b.apiKeyId, nonce, expiresAt), b.signature, 400);
+    await checkSignature(ctx, req, b.wallet, unlinkMessage(b.wallet, b.apiKeyId, nonce, expiresAt), b.signature, 400);
     const unlinked = ledger.tx(() => {
       useNonce(ctx, 'unlink', b.wallet, nonce, expiresAt);
       return ledger.balances.unlink(b.wallet, b.apiKeyId);
@@ -272,7 +280,7 @@ export function appBalanceRoutes(app: FastifyInstance, ctx: ApiContext) {
     const expiresAt = b.issuedAt + SIGNATURE_VALIDITY_MS;
     if (b.issuedAt > ctx.now() + CLOCK_SKEW_MS) throw new ApiError(400, 'SIGNATURE_EXPIRED', 'issuedAt: is in the future; ask for a new claim message');
     checkExpiry(expiresAt, ctx.now());
-    await checkSignature(wallet, claimMessage(wallet, b.chainId, currency, recipient, b.issuedAt, b.nonce), signature, 401);
+    await checkSignature(ctx, req, wallet, claimMessage(wallet, b.chainId, currency, recipient, b.issuedAt, b.nonce), signature, 401);
     const solver = ctx.solverPort;
     if (!solver) throw new ApiError(503, 'READ_ONLY', 'this API replica serves reads only');
     try {

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { nonceMappingTypedData } from '../../chains/exchange/typedData.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import { checkSignature } from './signatureChecks.ts';
 
 const address = z.string().refine((s) => isAddress(s, { strict: false }), 'must be a 0x-prefixed 20-byte hex address');
 const signatureParam = z.string().refine((s) => isHex(s) && s.length >= 132 && s.length <= 200, 'must be a 0x-prefixed signature');
@@ -72,11 +73,16 @@ export function authorizeRoutes(app: FastifyInstance, ctx: ApiContext) {
     const depositor = getAddress(b.depositor);
     let signer: Address;
     try {
-      signer = await recoverTypedDataAddress({
-        ...nonceMappingTypedData({ chainId: b.signatureChainId, wallet, depositor, id: b.id.toLowerCase() as Hex, nonce: b.nonce }),
-        signature: signature as Hex,
-      });
-    } catch {
+      // Within the caller's budget of signature checks, one at a time (signatureChecks.ts).
+      signer = await checkSignature(ctx, req, () =>
+        recoverTypedDataAddress({
+          ...nonceMappingTypedData({ chainId: b.signatureChainId, wallet, depositor, id: b.id.toLowerCase() as Hex, nonce: b.nonce }),
+          signature: signature as Hex,
+        }),
+      );
+    } catch (e) {
+      // Over the budget of signature checks (429): nothing was recovered.
+      if (e instanceof ApiError) throw e;
       throw new ApiError(400, 'INVALID_SIGNATURE', 'the signature is not a valid EIP-712 signature');
     }
     if (signer !== wallet) {

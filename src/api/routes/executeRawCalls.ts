@@ -9,6 +9,7 @@ import { relayRequestId, relayValueAboveCap } from '../../solver/gaslessRelay.ts
 import { requireCaller } from '../caller.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import { boundedArray, UINT256_DIGITS } from '../validate.ts';
 
 // POST /execute with executionKind "rawCalls": the hosted gasless relay. The node sends the user's
 // call (with its EIP-7702 authorization list: a wallet without gas delegates to a batch executor and
@@ -36,8 +37,13 @@ const body = z
         chainId: z.number().int().positive(),
         to: address,
         data: z.string().refine((s) => isHex(s) && s.length % 2 === 0, 'must be 0x-prefixed hex bytes'),
-        value: z.string().regex(/^[0-9]+$/, 'must be an integer in wei, as a string'),
-        authorizationList: z.array(authorization).min(1, 'cannot be empty').max(8, 'at most 8 authorizations').optional(),
+        value: z
+          .string()
+          .regex(/^[0-9]+$/, 'must be an integer in wei, as a string')
+          .max(UINT256_DIGITS, 'must fit in uint256'),
+        authorizationList: boundedArray(authorization, 8, 'at most 8 authorizations')
+          .refine((l) => l.length > 0, 'cannot be empty')
+          .optional(),
       })
       .strict(),
     executionOptions: z.object({

@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { buildQuote } from '../../quote/quote.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { amountParam, chainIdParam } from '../validate.ts';
+import { amountParam, boundedArray, chainIdParam } from '../validate.ts';
 
 // Clients send more fields than this node acts on (the public SDK sends several); unknown fields
 // are ignored rather than rejected, known ones are validated.
@@ -33,37 +33,37 @@ const quoteBody = z.object({
   useDepositAddress: z.boolean().optional(),
   depositAddressType: z.enum(['strict', 'open']).optional(),
   usePermit: z.boolean().optional(),
-  appFees: z
-    .array(z.object({ recipient: addressString, fee: z.coerce.number().int('must be whole basis points').min(1).max(10_000) }).strict())
-    .max(10)
-    .optional(),
+  // Arrays: their length is checked before any item is parsed (boundedArray).
+  appFees: boundedArray(
+    z.object({ recipient: addressString, fee: z.coerce.number().int('must be whole basis points').min(1).max(10_000) }).strict(),
+    10,
+  ).optional(),
   subsidizeFees: z.boolean().optional(),
   maxSubsidizationAmount: amountParam.optional(),
-  sponsoredFeeComponents: z.array(z.string().max(20)).max(4).optional(),
+  sponsoredFeeComponents: boundedArray(z.string().max(20), 4).optional(),
   subsidizeRent: z.boolean().optional(),
   topupGas: z.boolean().optional(),
   topupGasAmount: amountParam.optional(),
-  txs: z
-    .array(
-      z
-        .object({
-          to: addressString,
-          value: z
-            .string()
-            .regex(/^[0-9]{1,78}$/, 'must be an integer in wei, as a string')
-            .transform((v) => BigInt(v))
-            .refine((v) => v < 2n ** 256n, 'must fit in uint256')
-            .default('0'),
-          data: z
-            .string()
-            .regex(/^0x([0-9a-fA-F]{2})*$/, 'must be 0x-prefixed hex bytes')
-            .max(200_000)
-            .default('0x')
-            .transform((d) => d as `0x${string}`),
-        })
-        .strict(),
-    )
-    .max(10)
+  txs: boundedArray(
+    z
+      .object({
+        to: addressString,
+        value: z
+          .string()
+          .regex(/^[0-9]{1,78}$/, 'must be an integer in wei, as a string')
+          .transform((v) => BigInt(v))
+          .refine((v) => v < 2n ** 256n, 'must fit in uint256')
+          .default('0'),
+        data: z
+          .string()
+          .regex(/^0x([0-9a-fA-F]{2})*$/, 'must be 0x-prefixed hex bytes')
+          .max(200_000)
+          .default('0x')
+          .transform((d) => d as `0x${string}`),
+      })
+      .strict(),
+    10,
+  )
     // The fill sends them all in one call: their sum is its value.
     .refine((txs) => txs.reduce((sum, t) => sum + t.value, 0n) < 2n ** 256n, 'the values together must fit in uint256')
     .optional(),

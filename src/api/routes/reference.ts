@@ -8,7 +8,7 @@ import { buildQuote, QuoteError } from '../../quote/quote.ts';
 import { PriceUnavailableError } from '../../quote/prices.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
-import { amountParam, chainIdParam } from '../validate.ts';
+import { amountParam, boundedArray, chainIdParam } from '../validate.ts';
 
 // The reference resources: what chains and currencies this node serves, each route's limits, and
 // prices. Read from the config and the chains' balances; nothing here writes.
@@ -36,14 +36,14 @@ const bool = z.preprocess((v) => (v === 'true' ? true : v === 'false' ? false : 
 // are accepted and change nothing: every currency is the operator's own.
 const currencySearch = z
   .object({
-    chainIds: z.preprocess(csv, z.array(chainIdParam).max(100)).optional(),
+    chainIds: z.preprocess(csv, boundedArray(chainIdParam, 100)).optional(),
     chainId: chainIdParam.optional(),
     address: z.string().max(128).optional(),
     term: z.string().max(100).optional(),
     symbol: z.string().max(50).optional(),
     currencyId: z.string().max(50).optional(),
     // chainId:address pairs.
-    tokens: z.preprocess(csv, z.array(z.string().max(200)).max(100)).optional(),
+    tokens: z.preprocess(csv, boundedArray(z.string().max(200), 100)).optional(),
     defaultList: bool.optional(),
     verified: bool.optional(),
     includeAllChains: bool.optional(),
@@ -131,7 +131,9 @@ export function chainRecord(chain: ChainConfig, profile: ChainProfile, live: { d
   };
 }
 
-const chainsQuery = z.object({ includeChains: z.string().max(2000).optional() }).strict();
+// referrer: the public SDK's configureDynamicChains sends its `source` as one on every GET /chains; it changes nothing
+// here (the answer is the same for every caller), and refusing it left an integrator's client without chains.
+const chainsQuery = z.object({ includeChains: z.string().max(2000).optional(), referrer: z.string().max(200).optional() }).strict();
 const liquidityQuery = z.object({ chainId: chainIdParam }).strict();
 
 export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
@@ -185,8 +187,14 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
         throw new ApiError(400, 'INVALID_INPUT_PARAMETERS', `invalid request: tokens: ${t} is not chainId:address of a supported chain`);
       return `${chain.id}:${profile(chain.id).codec.canonical(address)}`;
     });
+    // The address in each chain's spelling, made canonical once per chain (an EVM one is a keccak), not once per currency.
+    const addressOn = new Map<number, string | undefined>();
+    const addressIn = (chainId: number, address: string) => {
+      if (!addressOn.has(chainId)) addressOn.set(chainId, profile(chainId).codec.canonical(address));
+      return addressOn.get(chainId);
+    };
     const matches = (c: Currency, withAddress: boolean) => {
-      if (withAddress && q.address !== undefined && profile(c.chainId).codec.canonical(q.address) !== c.address) return false;
+      if (withAddress && q.address !== undefined && addressIn(c.chainId, q.address) !== c.address) return false;
       if (q.symbol !== undefined && c.symbol.toLowerCase() !== q.symbol.toLowerCase()) return false;
       if (q.currencyId !== undefined && currencyId(c) !== q.currencyId.toLowerCase()) return false;
       if (tokens && !tokens.includes(`${c.chainId}:${c.address}`)) return false;
@@ -196,7 +204,8 @@ export function referenceRoutes(app: FastifyInstance, ctx: ApiContext) {
       // Every currency here is the operator's own (verified, on the default list): those flags narrow nothing.
       return true;
     };
-    const chains = q.chainIds ?? (q.chainId !== undefined ? [q.chainId] : [...registry.chains.keys()]);
+    // Each chain once: a chain named again would be searched and listed again.
+    const chains = [...new Set(q.chainIds ?? (q.chainId !== undefined ? [q.chainId] : [...registry.chains.keys()]))];
     let out = chains.flatMap((id) => registry.currenciesOf(id).filter((c) => matches(c, true)));
     // includeAllChains: the same currency (by id) on every chain, not only the one named.
     if (q.includeAllChains && out.length) {
