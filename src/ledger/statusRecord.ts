@@ -16,13 +16,15 @@ const STATUS_COLUMNS = `r.api_key_id, r.status, r.details, r.fail_reason, r.refu
   CASE WHEN r.kind = 'order' AND r.status = 'waiting' THEN
     (SELECT string_agg(d.tx_hash, ',' ORDER BY d.block_number, d.log_index) FROM deposits d WHERE ${orderRefIs('d.order_ref', 'r.id')} AND d.state != 'reorged')
   END AS seen_hashes,
-  (SELECT string_agg(p.tx_hash, ',' ORDER BY p.decided_at, p.id) FROM payouts p WHERE p.request_id = r.id AND p.tx_hash IS NOT NULL) AS out_hashes`;
+  (SELECT string_agg(p.tx_hash, ',' ORDER BY p.decided_at, p.id) FROM payouts p
+    WHERE p.request_id = r.id AND p.tx_hash IS NOT NULL AND p.kind NOT IN ('sweep', 'deposit')) AS out_hashes`;
 
 /**
  * The Status record of the interface (GET /intents/status by id, and every status event of the outbox,
  * src/ledger/events.ts) in ONE statement (one read lock on SQLite, one round trip on PostgreSQL, one
  * snapshot on both): the request's shown fields, and its hashes each aggregated in order (deposits by
- * block and log index, then those seen for a waiting order, payouts by decision time, then id); with the
+ * block and log index, then those seen for a waiting order, outgoing payouts by decision time, then id: a deposit
+ * address's sweep and a permit's deposit, sent by the node, carry the deposit in, and their hash is the deposit's); with the
  * request's API key, whose webhooks an event goes to. Aggregates take ORDER BY on both ledgers (SQLite
  * 3.44+); hashes are hex or base58, so a comma separates them unambiguously.
  */
