@@ -14,8 +14,8 @@ const PROBES = new Set(['/health', '/ready', '/metrics']);
 // their method: /price is a quote without a request, /config/v2 prices its fee through /price and
 // reads balances, /chains/liquidity reads the solver's balance of every currency of a chain, the
 // /transactions routes read a transaction (on SVM, polling it for seconds), and a permit post reads
-// the token before its signature is checked. Each costs the node RPC calls (the budget its solver
-// shares), however little it stores.
+// the token before its signature is checked, and so does /execute (a permit, or a gasless call simulated). Each costs
+// the node RPC calls (the budget its solver shares), however little it stores.
 const PRICED = new Set([
   '/quote',
   '/quote/v2',
@@ -26,6 +26,7 @@ const PRICED = new Set([
   '/transactions/single',
   '/permits',
   '/execute/permits',
+  '/execute',
 ]);
 
 /** The key from `x-api-key`, or from `Authorization: Bearer <key>`. */
