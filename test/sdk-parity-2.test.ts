@@ -59,7 +59,17 @@ const path = (url: string) => url.replace(s.url, '');
 const failed = (from: number) => since(from).filter((c) => !(c.status >= 200 && c.status < 300));
 // For each { txHash, chainId } the SDK reports: whether that chain has the transaction.
 const onTheirChains = (txs: { txHash: Hex; chainId: number }[]) =>
-  Promise.all(txs.map((t) => s.publicClient(t.chainId).getTransactionReceipt({ hash: t.txHash }).then(() => true, () => false)));
+  Promise.all(
+    txs.map((t) =>
+      s
+        .publicClient(t.chainId)
+        .getTransactionReceipt({ hash: t.txHash })
+        .then(
+          () => true,
+          () => false,
+        ),
+    ),
+  );
 
 beforeAll(async () => {
   // One recipient the operator denies: a fill to it is refused and the deposit refunded.
