@@ -32,6 +32,28 @@ function openTo(url: string, localAddress?: string): Promise<Socket> {
   });
 }
 
+// Connections to `url` a test opens (each from `from`, when given), and those the node has closed.
+function tracked(url: string) {
+  const all: Socket[] = [];
+  const closed = new Set<Socket>();
+  const opened = async (from?: string) => {
+    const c = await openTo(url, from);
+    all.push(c);
+    c.on('close', () => closed.add(c));
+    c.on('error', () => {});
+    return c;
+  };
+  return { all, closed, opened };
+}
+
+// Asks GET /health on `c` and waits for its answer.
+async function healthAnswered(c: Socket, what: string): Promise<void> {
+  const answers: string[] = [];
+  c.on('data', (d) => answers.push(String(d)));
+  c.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  await until(() => (answers.join('').includes('"status":"ok"') ? true : undefined), what, 10_000);
+}
+
 // The status of GET `path` on `url`, asked from `localAddress` on a connection of its own.
 async function rawGet(url: string, path: string, localAddress: string): Promise<number> {
   const c = await openTo(url, localAddress);
@@ -305,16 +327,8 @@ describe('connections per address', () => {
     // Per address only, a client with many addresses (a /48 of IPv6 holds 65,536 /64s) held as many of the node's file
     // descriptors as it liked, until the node could open none for its own RPC calls. 127.0.x.1 are distinct clients (and networks).
     const r = await replica({ connectionsPerIp: 100, maxConnections: 6, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 });
-    const all: Socket[] = [];
+    const { all, closed, opened } = tracked(r.url);
     try {
-      const closed = new Set<Socket>();
-      const opened = async (from: string) => {
-        const c = await openTo(r.url, from);
-        all.push(c);
-        c.on('close', () => closed.add(c));
-        c.on('error', () => {});
-        return c;
-      };
       const held: Socket[] = [];
       for (let i = 0; i < 6; i++) held.push(await opened(`127.0.${10 + i}.1`));
       const refused = await opened('127.0.20.1');
@@ -323,11 +337,7 @@ describe('connections per address', () => {
       // One closed makes room again.
       held[0]!.destroy();
       await until(() => (closed.has(held[0]!) ? true : undefined), 'the test to close one', 10_000);
-      const next = await opened('127.0.21.1');
-      const answers: string[] = [];
-      next.on('data', (d) => answers.push(String(d)));
-      next.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-      await until(() => (answers.join('').includes('"status":"ok"') ? true : undefined), 'an answer on the connection that took its place', 10_000);
+      await healthAnswered(await opened('127.0.21.1'), 'an answer on the connection that took its place');
     } finally {
       for (const c of all) c.destroy();
       await r.stop();
@@ -339,26 +349,14 @@ describe('connections per address', () => {
     // of its own; an IPv4 /24, 256) filled the whole total with connections that never speak, reopened as each is closed
     // at api.headersTimeoutMs, and every other client was refused. 127.0.5.x is one /24, 127.0.6.1 another.
     const r = await replica({ connectionsPerIp: 100, maxConnections: 16, headersTimeoutMs: 60_000, requestTimeoutMs: 60_000 });
-    const all: Socket[] = [];
+    const { all, closed, opened } = tracked(r.url);
     try {
-      const closed = new Set<Socket>();
-      const opened = async (from: string) => {
-        const c = await openTo(r.url, from);
-        all.push(c);
-        c.on('close', () => closed.add(c));
-        c.on('error', () => {});
-        return c;
-      };
       const network: Socket[] = [];
       for (let i = 0; i < 16; i++) network.push(await opened(`127.0.5.${10 + i}`));
       // The /24 keeps two (16 / 8) of its silent connections; the others are refused as they come.
       await until(() => (closed.size === 14 ? true : undefined), "the network's connections past its cap to be refused", 10_000);
       expect(network.slice(0, 2).some((c) => closed.has(c))).toBe(false);
-      const other = await opened('127.0.6.1');
-      const answers: string[] = [];
-      other.on('data', (d) => answers.push(String(d)));
-      other.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
-      await until(() => (answers.join('').includes('"status":"ok"') ? true : undefined), "another network's client answered", 10_000);
+      await healthAnswered(await opened('127.0.6.1'), "another network's client answered");
     } finally {
       for (const c of all) c.destroy();
       await r.stop();
