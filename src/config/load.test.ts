@@ -105,6 +105,12 @@ describe('config', () => {
     expect(() => buildConfig({ ...base, chains: [{ ...chain, maxCallGas: 16_777_217 }] }, env)).toThrow(/chains\.0\.maxCallGas: .*16,?777,?216/);
   });
 
+  it('refuses a quote life (ttlSeconds) not shorter than the fill deadline: a deposit at its end would be refunded at once', () => {
+    expect(buildConfig({ ...base, quote: { ttlSeconds: 600, fillDeadlineSeconds: 601 } }, env).quote).toMatchObject({ ttlSeconds: 600 });
+    expect(() => buildConfig({ ...base, quote: { ttlSeconds: 3600, fillDeadlineSeconds: 3600 } }, env)).toThrow(/quote\.ttlSeconds: .*fillDeadlineSeconds/);
+    expect(() => buildConfig({ ...base, quote: { ttlSeconds: 7200 } }, env)).toThrow(/quote\.ttlSeconds/);
+  });
+
   it('never prints a key', () => {
     const c = buildConfig(base, env);
     expect(JSON.stringify(c)).not.toContain(KEY.slice(2));

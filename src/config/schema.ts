@@ -492,6 +492,11 @@ export const configSchema = z
         pruneIntervalSeconds: z.number().int().min(1).default(300),
       })
       .strict()
+      // A deposit made as its quote ends must still be fillable: at or past the fill deadline it is refunded at once.
+      .refine((q) => q.ttlSeconds < q.fillDeadlineSeconds, {
+        message: 'must be less than quote.fillDeadlineSeconds (a deposit made as its quote ends would be refunded at once)',
+        path: ['ttlSeconds'],
+      })
       .default({}),
     fastFill: z
       .object({
