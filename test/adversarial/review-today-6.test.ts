@@ -43,10 +43,10 @@ describe("an open deposit address's arrival held past its deadline", () => {
   const prices = new MovablePrices();
   let s: Stack;
   beforeAll(async () => {
-    // The shortest fill deadline the config takes: 60 s after the quote (the template's window).
+    // The shortest fill deadline the config takes: 60 s after the quote (the template's window); a quote's life shorter.
     s = await startStack({
       prices,
-      config: { quote: { fillDeadlineSeconds: 60 } },
+      config: { quote: { ttlSeconds: 30, fillDeadlineSeconds: 60 } },
       chain: (c) => (c.id === B ? { ...c, maxFeePerGas: CAP.toString() } : c),
     });
   }, 120_000);
