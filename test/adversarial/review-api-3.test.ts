@@ -5,11 +5,9 @@ import { connect, type Socket } from 'node:net';
 import { getAddress } from 'viem';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildConfigWithKeys } from '../../src/config/load.ts';
-import { createLogger } from '../../src/log.ts';
-import { RelayNode } from '../../src/node.ts';
 import { linkWallet } from '../helpers/appBalance.ts';
 import { depositOn, fillsOn } from '../helpers/devnetOrders.ts';
-import { api, nativeBridge, startStack, until, V2_LIVE, waitForStatus, type Stack } from '../helpers/stack.ts';
+import { api, apiReplica, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 
@@ -69,11 +67,7 @@ async function rawGet(url: string, path: string, localAddress: string): Promise<
 }
 
 // A read-only API replica on the stack's ledger, with `api` settings of its own.
-async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
-  const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE, ...s.ledgerConfig };
-  const config = buildConfigWithKeys({ ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides } }, s.devnet.keys);
-  return new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
-}
+const replica = (api: Record<string, unknown>) => apiReplica(s, api);
 
 // The node's own connection (SQLite in the stack's data directory), for seeding what a busy app leaves behind.
 const db = () => (s.node.ledger as unknown as { db: { prepare(sql: string): any; transaction(fn: () => void): () => void } }).db;

@@ -5,10 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { buildConfigWithKeys } from '../../src/config/load.ts';
-import { createLogger } from '../../src/log.ts';
-import { RelayNode } from '../../src/node.ts';
-import { startStack, until, V2_LIVE, type Stack } from '../helpers/stack.ts';
+import { apiReplica, startStack, until, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 beforeAll(async () => {
@@ -20,11 +17,7 @@ beforeAll(async () => {
 afterAll(async () => s?.stop(), 120_000);
 
 // A read-only API replica on the stack's ledger, with `api` settings of its own.
-async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
-  const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE, ...s.ledgerConfig };
-  const config = buildConfigWithKeys({ ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides } }, s.devnet.keys);
-  return new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
-}
+const replica = (api: Record<string, unknown>) => apiReplica(s, api);
 
 // A connection that never reads, sent 16 requests at a time (under the pipelining cap) until the node holds answers
 // the kernel will not take; with the server's side of it.

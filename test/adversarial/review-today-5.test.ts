@@ -6,11 +6,8 @@ import { encodeFunctionData } from 'viem';
 import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { WebSocket } from 'ws';
 import { GasTrapAbi, GasTrapBytecode } from '../../contracts-abi/index.ts';
-import { buildConfigWithKeys } from '../../src/config/load.ts';
-import { createLogger } from '../../src/log.ts';
-import { RelayNode } from '../../src/node.ts';
 import { fundedSponsor } from '../helpers/appBalance.ts';
-import { api, startStack, until, V2_LIVE, type Stack } from '../helpers/stack.ts';
+import { api, apiReplica, startStack, until, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 beforeAll(async () => {
@@ -18,12 +15,8 @@ beforeAll(async () => {
 }, 120_000);
 afterAll(async () => s?.stop(), 120_000);
 
-// A read-only API over the stack's ledger, with its own api settings.
-async function replica(apiOverrides: Record<string, unknown>): Promise<RelayNode> {
-  const raw = { ...s.devnet.nodeConfig({ port: 0, dataDir: s.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE, ...s.ledgerConfig };
-  const config = buildConfigWithKeys({ ...raw, api: { host: '127.0.0.1', port: 0, ...apiOverrides } }, s.devnet.keys);
-  return new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
-}
+// A read-only API replica on the stack's ledger, with `api` settings of its own.
+const replica = (api: Record<string, unknown>) => apiReplica(s, api);
 
 describe('the connections of all clients together (263a767), held by status streams', () => {
   // An upgraded connection (a status stream) is never idle, so never closed to make room, and lives for as long as its

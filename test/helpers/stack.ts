@@ -313,3 +313,10 @@ export class MovablePrices implements PriceSource {
     return this.overrides.get(c.symbol) ?? this.#static.usdPrice(c);
   }
 }
+
+/** A read-only API replica over `stack`'s ledger, with `api` settings of its own (the devnet's rate limits not kept). */
+export function apiReplica(stack: Stack, api: Record<string, unknown>): Promise<RelayNode> {
+  const raw = { ...stack.devnet.nodeConfig({ port: 0, dataDir: stack.dataDir, logLevel: 'silent' }), requestsV2: V2_LIVE, ...stack.ledgerConfig };
+  const config = buildConfigWithKeys({ ...raw, api: { host: '127.0.0.1', port: 0, ...api } }, stack.devnet.keys);
+  return new RelayNode(config, { readOnly: true, log: createLogger('silent') }).start();
+}
