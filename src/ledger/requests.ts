@@ -56,6 +56,7 @@ export class Requests {
   #quoteOf;
   #get;
   #feeBasis;
+  #fillDeadline;
   #setStatus;
   #children;
   #fastFill;
@@ -134,6 +135,11 @@ export class Requests {
     this.#get = db.prepare('SELECT * FROM requests WHERE id = ?');
     this.#feeBasis = db.prepare(`SELECT id, pricing, amount_in, fast_fill_input, deposit_address, fail_reason, destination_chain_id,
       destination_currency FROM requests WHERE id = ?`);
+    // An open deposit address's arrival (a request with a parent: its template) has no deadline of its own: its
+    // template's window (the template's deadline less its quote time) runs from the arrival's decision.
+    this.#fillDeadline = db.prepare(`SELECT CASE WHEN r.fill_deadline IS NOT NULL THEN r.fill_deadline
+      WHEN t.fill_deadline IS NOT NULL THEN r.created_at + (t.fill_deadline - t.created_at) END AS deadline
+      FROM requests r LEFT JOIN requests t ON t.id = r.parent_id WHERE r.id = ?`);
     this.#setStatus = db.prepare(`UPDATE requests SET status = @status, fail_reason = COALESCE(@fail_reason, fail_reason),
       refund_fail_reason = COALESCE(@refund_fail_reason, refund_fail_reason), details = COALESCE(@details, details),
       fill_time_ms = CASE WHEN @status = 'success' THEN @now - (SELECT MIN(seen_at) FROM deposits WHERE request_id = @id) ELSE fill_time_ms END,
@@ -180,6 +186,12 @@ export class Requests {
   /** The fields a paid fill's fees are booked from (the solver's onPaid), without the rest of the request's ~40 columns. */
   feeBasis(id: string): FeeBasis | undefined {
     return this.#feeBasis.get(id) as FeeBasis | undefined;
+  }
+
+  /** When a fill of the request may no longer be signed (ms), in one read; undefined when it has no deadline. */
+  fillDeadline(id: string): number | undefined {
+    const d = (this.#fillDeadline.get(id) as { deadline: number | string | null } | undefined)?.deadline;
+    return d == null ? undefined : Number(d);
   }
 
   children(id: string): RequestRow[] {

@@ -34,8 +34,8 @@ const QUEUE_DEPTH_EVERY_MS = 1_000;
 /** What of the ledger the pipeline reads and writes. */
 export type PipelineLedger = Pick<Ledger, 'tx'> & {
   payouts: Pick<Ledger['payouts'], 'queued' | 'get' | 'getMany' | 'setState' | 'openTxs'>;
-  /** A fill's request, for its order's deadline (absent: no fill is held to one). */
-  requests?: Pick<Ledger['requests'], 'get'>;
+  /** A fill's order's deadline (absent: no fill is held to one). */
+  requests?: Pick<Ledger['requests'], 'fillDeadline'>;
 };
 
 /** How a pipeline runs. */
@@ -384,24 +384,11 @@ export class PayoutPipeline<P, S> implements Payouts {
   // only once its sender's prepare has found the chain has not paid it (#process): failing it never pays twice.
   #deadlinePassed(payout: PayoutRow): string | undefined {
     if (payout.kind !== 'fill' || !payout.request_id) return undefined;
-    const deadline = this.#deadlineOf(payout.request_id);
+    // An open deposit address's arrival is held to its template's window, counted from its decision (requests.fillDeadline):
+    // unbounded, an arrival held on a fee cap was paid at its decided rate whenever the hold ended (review-today-6).
+    const deadline = this.#o.ledger.requests?.fillDeadline(payout.request_id);
     if (deadline === undefined || Date.now() <= deadline) return undefined;
     return `the order's fill deadline ${new Date(deadline).toISOString()} has passed`;
-  }
-
-  // A request's fill deadline. An open deposit address's arrival (a request made when its payment is decided, with a
-  // parent: its template) has none of its own: its template's window (the template's deadline less its quote time)
-  // runs from the arrival's decision. Unbounded, an arrival held on a fee cap was paid at its decided rate whenever the
-  // hold ended, the free option this rule closes for every other order (review-today-6).
-  #deadlineOf(requestId: string): number | undefined {
-    const requests = this.#o.ledger.requests;
-    const r = requests?.get(requestId);
-    if (!r) return undefined;
-    if (r.fill_deadline != null) return Number(r.fill_deadline);
-    if (!r.parent_id) return undefined;
-    const t = requests!.get(r.parent_id);
-    if (t?.fill_deadline == null) return undefined;
-    return Number(r.created_at) + (Number(t.fill_deadline) - Number(t.created_at));
   }
 
   // Fails a fill past its order's deadline (checked again in the failing transaction); returns whether it was past it.
