@@ -6,7 +6,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { type Hex, zeroAddress } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { api, nativeBridge, startStack, type Stack } from '../helpers/stack.ts';
+import { api, nativeBridge, permitQuote, startStack, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
 let key: string;
@@ -233,6 +233,22 @@ describe('signatures made up by clients without a key', () => {
       return out;
     });
     expect(answers).toEqual([...Array(SIGNATURE_CHECKS_PER_CALLER).fill([400, 'INVALID_SIGNATURE']), ...Array(5).fill([429, 'RATE_LIMITED'])]);
+  });
+
+  // A permit's post (POST /permits, no key) was checked outside the budget: each made-up signature cost its recovery and
+  // four reads of the origin chain (the token's name, version, the owner's nonce and balance) on the solver's providers,
+  // at the priced rate of any number of addresses. Without a key it now takes from the same budgets.
+  it('a permit posted without a key is checked within the same budget', async () => {
+    const q = await permitQuote(s, USER);
+    expect(q.status).toBe(200);
+    const post = q.body.steps[0].items[0].data.post;
+    const signature = await signer.signMessage({ message: 'not a permit' });
+    const answers: [number, string][] = [];
+    for (let i = 0; i < SIGNATURE_CHECKS_PER_CALLER + 3; i++) {
+      const r = await api(s.url, `${post.endpoint}?signature=${signature}`, { body: post.body, headers: { 'x-forwarded-for': '10.3.0.1' } });
+      answers.push([r.status, r.body.errorCode]);
+    }
+    expect(answers).toEqual([...Array(SIGNATURE_CHECKS_PER_CALLER).fill([400, 'INVALID_SIGNATURE']), ...Array(3).fill([429, 'RATE_LIMITED'])]);
   });
 
   it('are checked at most ANONYMOUS_SIGNATURE_CHECKS a minute from all addresses together', async () => {

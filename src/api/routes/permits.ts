@@ -7,6 +7,7 @@ import { SignedDepositError } from '../../chains/adapter.ts';
 import type { VerifiedSignedDeposit } from '../../chains/ports.ts';
 import type { ApiContext } from '../context.ts';
 import { ApiError } from '../errors.ts';
+import { checkSignature } from './signatureChecks.ts';
 import type { Pricing } from '../../ledger/types.ts';
 import { breakdown } from '../../quote/fillAmount.ts';
 import { usdMicroCeil } from '../../lib/money.ts';
@@ -69,7 +70,11 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     if (r.status !== 'waiting' || ctx.ledger.payouts.get(id)) throw submitted();
     let verified: VerifiedSignedDeposit;
     try {
-      verified = await deposits.verifySignedDeposit(r, b, signature as Hex);
+      // Without a key, within the signature budget (signatureChecks.ts): each check is a recovery and four reads of the
+      // origin chain on the solver's providers. A sponsor's key is held to its priced calls' bucket instead: it posts
+      // every user's permit of its app (POST /execute), far more than a wallet's rare signatures.
+      const verify = () => deposits.verifySignedDeposit!(r, b, signature as Hex);
+      verified = await (req.apiCaller ? verify() : checkSignature(ctx, req, verify));
     } catch (e) {
       if (e instanceof SignedDepositError) throw new ApiError(e.errorCode === 'RPC_UNAVAILABLE' ? 503 : 400, e.errorCode, e.message);
       throw e;
