@@ -158,6 +158,12 @@ export function createMetrics() {
       labelNames: ['chain', 'reason'],
       registers: r,
     }) as TypedCounter<{ chain: string; reason: 'rpc' | 'fee-cap' | 'no-funds' | 'unconfirmed' }>,
+    payoutsFailed: new Counter({
+      name: 'relay_payouts_failed_total',
+      help: 'Payouts failed for good, by kind; a refund, sweep, excess or withdrawal that failed leaves money for an operator to move (GET /admin/payouts?state=failed)',
+      labelNames: ['chain', 'kind'],
+      registers: r,
+    }) as TypedCounter<{ chain: string | number; kind: string }>,
     feeCapCancels: new Counter({
       name: 'relay_payout_fee_cap_cancels_total',
       help: "Cancels of fee-capped transactions at their nonce (feeCapPolicy 'cancel'): sent, and landed (their payouts queued again)",

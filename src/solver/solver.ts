@@ -1148,6 +1148,7 @@ export class Solver implements PayoutHooks, ChainEvents {
 
   onFailed(payout: PayoutRow, reason: FailReason, txHash?: string, callData?: string): void {
     const now = Date.now();
+    this.metrics.payoutsFailed.inc({ chain: payout.chain_id, kind: payout.kind });
     const log = forRequest(this.log, payout.request_id);
     if (payout.kind === 'relay') {
       onRelayFailed(this.ledger, payout, reason, txHash);

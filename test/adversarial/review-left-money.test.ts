@@ -209,6 +209,9 @@ describe('an excess whose return failed', () => {
     const listed = await api(s.node.adminUrl, '/admin/payouts?state=failed', { headers: { authorization: `Bearer ${adminKey}` } });
     expect(listed.status).toBe(200);
     expect(listed.body.payouts).toContainEqual(expect.objectContaining({ payoutId: excess.id, requestId: id, amount: excess.amount, chainId: A }));
+    // And counted for the operator's alerts: relay_payouts_failed_total{chain,kind} (before, only the log said so).
+    const metrics = await fetch(`${s.url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(new RegExp(`relay_payouts_failed_total\\{chain="${A}",kind="excess"\\} [1-9]`));
     // The depository owes the solver none of the overpaid 0.003: a deposit whose excess is owed to its user is held
     // whole (depository_owed lists it not), or owed less its excess.
     const owed = s.node.ledger.db
