@@ -55,7 +55,7 @@ import type { RelayTerms } from './relayTerms.ts';
 import { recoverAuthorizationAddress } from 'viem/utils';
 import { depositAddressOf } from './depositAddress.ts';
 import { DepositAddressWatcher } from './depositAddressWatcher.ts';
-import { fillGas, GAS, refundGas } from './gas.ts';
+import { fillGas, GAS, plainFillBound, refundGas } from './gas.ts';
 import { confirmationsFor, confirmationsForWorth, depositWorth, mostConfirmations, type SeenPrice } from './confirmations.ts';
 import type { SeenPrices } from '../seenPrices.ts';
 import { CALLDATA_BYTES, L1DataFee, receiptFee } from './l1DataFee.ts';
@@ -463,19 +463,24 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       return { native: gasLimit * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native, l1Reference };
     }
     const native = isNative(req.currency);
+    // A native fill or a gas top-up sends native currency to the recipient: that runs its code.
+    const sendsNative = native || req.topUp === true;
     const [l1Native, l1Reference, runsCode] = await Promise.all([
       this.#l1.of(native ? CALLDATA_BYTES.fill.native : CALLDATA_BYTES.fill.erc20),
       this.#l1.reference(),
-      (native || req.topUp === true) && this.#runsCode(req.recipient),
+      sendsNative && this.#runsCode(req.recipient),
     ]);
     // Native currency sent to a recipient with code runs it, and the submitter lets it take up to GAS.recipient more than
     // the fill is priced at (a smart wallet's receive): charged here, or every fill to one cost the solver that gas.
-    const gas = fillGas(native, req.topUp === true) + (runsCode ? GAS.recipient : 0n);
-    // A native fill runs whatever code its recipient has when it is paid, not when it was quoted: its gas is bounded by
-    // what was charged here (gasLimit, the order's maxGas), or a recipient given code after its quote (deployed, or an
-    // EIP-7702 delegation) had the solver pay GAS.recipient more on every fill. (Not yet a gas top-up's: its ERC-20
-    // fill to a new holder is estimated above its price, and only the recipient's allowance sends it today.)
-    const gasLimit = native ? gas : undefined;
+    const priced = fillGas(native, req.topUp === true);
+    const gas = priced + (runsCode ? GAS.recipient : 0n);
+    // Native currency sent to a recipient runs whatever code it has when the fill is paid, not when it was quoted: a fill
+    // sending native currency (a native fill, a gas top-up) to a recipient without code is bounded by its price plus a
+    // small allowance (gasLimit, the order's maxGas), or a recipient given code after its quote (deployed, or an EIP-7702
+    // delegation) had the solver pay up to GAS.recipient more on every fill. A native fill to one with code: by what was
+    // charged here. An ERC-20 fill without a top-up runs no code of its recipient: its price plus GAS.recipient, at the
+    // submitter (pricedGas), lets a token costlier than the devnet's (a proxy, a blocklist) be paid still.
+    const gasLimit = sendsNative && !runsCode ? plainFillBound(priced) : native ? gas : undefined;
     return { native: gas * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native, l1Reference };
   }
 

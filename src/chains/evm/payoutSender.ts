@@ -76,7 +76,7 @@ import { callRequestId, erc20TransferCall, nativeTransferCall, signCallRequest, 
 import { bumped, FeeCapError, FeeOracle, replacementWithinCap, withinCap, type Eip1559Fees, type FeeHead } from './fees.ts';
 import { crashPoint } from '../../submitter/faults.ts';
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
-import { fillGas, GAS, gasLimitWithin, refundGas } from './gas.ts';
+import { fillGas, GAS, gasLimitWithin, plainFillBound, refundGas } from './gas.ts';
 import { receiptFee } from './l1DataFee.ts';
 import { NonceManager } from './nonceManager.ts';
 import { DEFAULT_RELAY_MAX_WAIT_MS, parseRelayTerms, RELAY_EXPIRED, relayExpiry } from './relayTerms.ts';
@@ -658,9 +658,11 @@ export class EvmPayoutSender implements PayoutSender<EvmPrepared, EvmSigned> {
   }
 
   // The payout ids of a batch's native fills quoted without their recipients' code (their maxGas the plain fill's
-  // price) whose recipients run code now (given it since, as a contract or an EIP-7702 delegation).
+  // bound, plainFillBound: no more than its price plus a small allowance) whose recipients run code now (given it
+  // since, as a contract or an EIP-7702 delegation).
   async #recipientsWithCode(fills: { payout: PayoutRow; fill: BatchFill }[]): Promise<Set<string>> {
-    const native = fills.filter((f) => f.fill.token === zeroAddress && f.payout.max_gas !== null && BigInt(f.payout.max_gas) <= fillGas(true, false));
+    const noCodeBound = plainFillBound(fillGas(true, false));
+    const native = fills.filter((f) => f.fill.token === zeroAddress && f.payout.max_gas !== null && BigInt(f.payout.max_gas) <= noCodeBound);
     // One read per recipient, however many of the batch's fills pay it.
     const recipients = [...new Set(native.map((f) => f.fill.recipient))];
     const codes = await Promise.all(recipients.map((address) => this.#client.getCode({ address })));
