@@ -178,10 +178,12 @@ export class ProviderPool {
     const tried = new Set<RpcProvider>();
     let pause = 25;
     for (;;) {
-      // The floor went down meanwhile (a shorter chain): the call is pinned again, to a block that exists.
+      // The floor went down meanwhile (a shorter chain): the call is pinned again, to a block that exists; one naming a
+      // block above the shorter chain's head fails now (see #gone).
       if (this.floor < preparedAt) {
         prep = this.#prepare(call);
         preparedAt = this.floor;
+        if (prep.need > this.floor) throw this.#gone(call.method, prep.need);
       }
       const p = await this.#pick(prep, tried, deadline);
       if (!p) {
@@ -223,13 +225,17 @@ export class ProviderPool {
   async quorum(call: RpcCall): Promise<unknown> {
     if (this.quorumSize <= 1) return this.request(call);
     const prep = this.#prepare(call);
+    const preparedAt = this.floor;
     const deadline = Date.now() + this.#maxWaitMs;
     const answers = await collectQuorum<RpcProvider, { a: RpcAnswer; head: bigint }>({
       chainId: this.chainId,
       method: call.method,
       size: this.quorumSize,
       deadline,
-      pick: (exclude) => this.#pick(prep, exclude, deadline, true),
+      // The floor went down meanwhile below the block the call needs (a shorter chain): it fails now (see #gone). Not
+      // pinned again, as request() does: answers already had were read at the old pin.
+      pick: (exclude) =>
+        this.floor < preparedAt && prep.need > this.floor ? Promise.reject(this.#gone(call.method, prep.need)) : this.#pick(prep, exclude, deadline, true),
       ask: async (p) => {
         try {
           return { a: await this.#once(p, prep), head: p.head };
@@ -271,6 +277,16 @@ export class ProviderPool {
     return new ProviderPoolError(
       `chain ${this.chainId}: ${quorum ? `no quorum of ${this.quorumSize} for` : 'no provider answered'} ${method} in ${this.#maxWaitMs} ms (${why})`,
     );
+  }
+
+  // A call that needs a block above the head of a chain that got shorter while it waited (the floor went down: the
+  // providers' agreed head stayed below it for shorterAfterMs, see #sawHead): that block went with the branch the chain
+  // left. Waiting for a block of that height to come back held the caller until the new branch grew past it, or for the
+  // whole maxWaitMs: an indexer pass reading the old branch's blocks saw the shorter chain (and rewound, and reported the
+  // deposits it took) only then (chaos seed 471: 15 s). Failing now, the caller reads the chain again from its new head.
+  // A call that merely runs ahead of a lagging provider is not failed: the floor does not go down for one provider behind.
+  #gone(method: string, need: bigint): ProviderPoolError {
+    return new ProviderPoolError(`chain ${this.chainId}: ${method} needs block ${need}, above the head of the shorter chain (${this.floor})`);
   }
 
   #prepare(call: RpcCall): Prepared {
