@@ -71,7 +71,11 @@ class FakeChain implements DepositSource {
     return this.blocks.at(-1)!;
   }
 
+  /** Set: a read of block `n` fails while it returns true (a provider failing). */
+  failBlock: (n: number) => boolean = () => false;
+
   async block(n: number): Promise<SourceBlock> {
+    if (this.failBlock(n)) throw new Error(`provider failed reading block ${n}`);
     const b = this.blocks[n];
     if (!b) throw new Error(`no block ${n}`);
     return b;
@@ -513,6 +517,30 @@ describe('IndexerDriver', () => {
     await s.driver.stop();
     await expect(asked).rejects.toThrow('stopped before its first pass');
     expect(s.deposits()).toEqual([]);
+  });
+
+  // A block read that failed during a rewind was taken for a block the chain replaced: the rewind walked on, past the
+  // common ancestor, and a provider failing throughout it walked it to the finality window, where the indexer stopped
+  // for good (ReorgTooDeepError) on a reorg of two blocks. A failed read now ends the pass; the next one rewinds again.
+  it('a provider failing during a rewind neither stops the indexer nor rewinds it past the common ancestor', async () => {
+    const chain = new FakeChain(30);
+    const { driver, ledger } = setup(chain, { finalityDepth: 8 });
+    driver.start();
+    await driver.waitFor(30);
+    const readsBefore = chain.reads.length;
+    chain.reorg(28, 3, 'b');
+    // The tip's block (30) reads; those below it fail ten times, more than the finality window's eight blocks.
+    let failures = 10;
+    chain.failBlock = (n) => n < 30 && failures-- > 0;
+    driver.wake();
+    await until(() => ledger.indexer.tip(CHAIN)?.hash === '0xb-31', 'the new fork read');
+    expect(driver.fatal).toBeUndefined();
+    expect(failures).toBeLessThan(0);
+    // Re-read from the common ancestor (28), never below it.
+    const after = chain.reads.slice(readsBefore).filter((r) => r.ok);
+    expect(after.length).toBeGreaterThan(0);
+    expect(Math.min(...after.map((r) => r.from))).toBe(29);
+    expect(ledger.indexer.block(CHAIN, 29)?.hash).toBe('0xb-29');
   });
 
   it('stops for good on a reorg deeper than its finality window', async () => {

@@ -722,8 +722,11 @@ export class IndexerDriver<H extends SourceBlock = SourceBlock> {
         n--;
         continue;
       }
-      const onChain = await this.#source.block(n).catch(() => undefined);
-      if (onChain?.hash === stored.hash) break;
+      // A read that fails is not a block the chain replaced: it ends the pass (the next one rewinds again). Taken for
+      // one, a provider failing through a rewind walked it past the common ancestor, to the finality window, and the
+      // indexer stopped for good on a reorg of two blocks.
+      const onChain = await this.#source.block(n);
+      if (onChain.hash === stored.hash) break;
       n--;
     }
     const ancestor = n;
