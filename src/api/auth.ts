@@ -29,6 +29,9 @@ const PRICED = new Set([
   '/execute',
 ]);
 
+// A permit's post without a key (the quote's `authorize` step): within the signature budgets, not the quotes' total.
+const PERMIT_POSTS = new Set(['/permits', '/execute/permits']);
+
 /** The key from `x-api-key`, or from `Authorization: Bearer <key>`. */
 export function presentedKey(req: FastifyRequest): string | undefined {
   const header = req.headers['x-api-key'];
@@ -94,7 +97,10 @@ export function authHooks(app: FastifyInstance, ctx: ApiContext, limits: ApiLimi
           q.retryAfterMs,
           `at most ${limits.config.anonymousQuotesPerMinute} quotes and prices per minute without an API key; an API key has a higher limit`,
         );
-      const all = limits.anonymousQuotesTotal.take('');
+      // Not a permit's post: its reads run within the signature budgets (routes/permits.ts, signatureChecks.ts), which
+      // give a request waiting for its permit a check of its own. Held to this node-wide total too, it was refused
+      // to its user whenever others (ten addresses asking prices) kept the total empty, until the permit expired.
+      const all = PERMIT_POSTS.has(route) ? { ok: true as const } : limits.anonymousQuotesTotal.take('');
       if (!all.ok) throw limited(reply, all.retryAfterMs, 'quotes and prices without an API key are busy; an API key has its own limit');
     }
     if (route === STREAM_PATH && !limits.wsConnectionAllowed(client)) {

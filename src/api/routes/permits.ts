@@ -72,9 +72,10 @@ export function permitRoutes(app: FastifyInstance, ctx: ApiContext) {
     try {
       // Without a key, within the signature budget (signatureChecks.ts): each check is a recovery and four reads of the
       // origin chain on the solver's providers. A sponsor's key is held to its priced calls' bucket instead: it posts
-      // every user's permit of its app (POST /execute), far more than a wallet's rare signatures.
+      // every user's permit of its app (POST /execute), far more than a wallet's rare signatures. The request, waiting
+      // for its permit, has a check of its own first: others emptying the shared budget do not lock its user out.
       const verify = () => deposits.verifySignedDeposit!(r, b, signature as Hex);
-      verified = await (req.apiCaller ? verify() : checkSignature(ctx, req, verify));
+      verified = await (req.apiCaller ? verify() : checkSignature(ctx, req, verify, `permit:${r.id}`));
     } catch (e) {
       if (e instanceof SignedDepositError) throw new ApiError(e.errorCode === 'RPC_UNAVAILABLE' ? 503 : 400, e.errorCode, e.message);
       throw e;

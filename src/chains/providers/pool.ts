@@ -347,7 +347,11 @@ export class ProviderPool {
       this.#sawHead(p, n, prep.latest === 'block');
       // Behind what the node has already seen: someone else is asked.
       if (n < this.floor) throw this.#fail(p, 'behind', `head ${n} behind ${this.floor}`);
-    } else if (prep.call.method === 'eth_getBlockByNumber' && a!.result === null && prep.need > 0n && !prep.headCheck) {
+    } else if (prep.call.method === 'eth_getBlockByNumber' && a!.result === null && prep.need > 0n) {
+      // No block at a height it has (its head, read with it, at or above it: checked above) is no answer either: asked
+      // elsewhere. Returned, it failed the caller (an indexer pass, a rewind's every step) as often as that provider
+      // was picked, the provider picked again. ('behind', not scored as an error: an honest provider whose head grew
+      // between the batch's two reads answers so too.)
       throw this.#fail(p, 'behind', `no block ${prep.need}`);
     }
     return a!;
