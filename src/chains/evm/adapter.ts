@@ -470,16 +470,13 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
       this.#l1.reference(),
       sendsNative && this.#runsCode(req.recipient),
     ]);
-    // Native currency sent to a recipient with code runs it, and the submitter lets it take up to GAS.recipient more than
-    // the fill is priced at (a smart wallet's receive): charged here, or every fill to one cost the solver that gas.
+    // A recipient with code may take GAS.recipient beyond the price (a smart wallet's receive): charged here, or every
+    // fill to one cost the solver that gas. One without code at its quote may be given code before its fill (deployed,
+    // an EIP-7702 delegation): a fill sending it native currency is bounded at its price plus a small allowance (maxGas),
+    // or it took GAS.recipient uncharged. A plain ERC-20 fill runs none of its recipient's code: it keeps the allowance
+    // (pricedGas, at the submitter), so a token costlier than the devnet's (a proxy, a blocklist) is still paid.
     const priced = fillGas(native, req.topUp === true);
     const gas = priced + (runsCode ? GAS.recipient : 0n);
-    // Native currency sent to a recipient runs whatever code it has when the fill is paid, not when it was quoted: a fill
-    // sending native currency (a native fill, a gas top-up) to a recipient without code is bounded by its price plus a
-    // small allowance (gasLimit, the order's maxGas), or a recipient given code after its quote (deployed, or an EIP-7702
-    // delegation) had the solver pay up to GAS.recipient more on every fill. A native fill to one with code: by what was
-    // charged here. An ERC-20 fill without a top-up runs no code of its recipient: its price plus GAS.recipient, at the
-    // submitter (pricedGas), lets a token costlier than the devnet's (a proxy, a blocklist) be paid still.
     const gasLimit = sendsNative && !runsCode ? plainFillBound(priced) : native ? gas : undefined;
     return { native: gas * maxFee + l1Native, rent: 0n, minimumAmount: 0n, gasLimit, feePerGas: maxFee, l1Native, l1Reference };
   }
