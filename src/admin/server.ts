@@ -2,6 +2,7 @@ import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Hex } from 'viem';
 import { ApiError, errorHandler } from '../api/errors.ts';
+import { capOperatorConnections } from '../api/connectionCap.ts';
 import { closeSilentConnections, receiveBounds } from '../api/server.ts';
 import type { Config } from '../config/load.ts';
 import type { ChainPorts } from '../chains/ports.ts';
@@ -73,6 +74,7 @@ function who(req: FastifyRequest, why: string): Who {
 export function createAdminApi(ctx: AdminContext): FastifyInstance {
   const app = Fastify({ bodyLimit: 16 * 1024, logger: false, return503OnClosing: true, ...receiveBounds(ctx.receive) });
   closeSilentConnections(app, ctx.receive.headersTimeoutMs);
+  capOperatorConnections(app);
   app.setErrorHandler((err, req, reply) => {
     if (err instanceof WithdrawalRefused) return reply.status(409).send({ message: err.message, errorCode: err.errorCode });
     if (err instanceof AdminRefusal)

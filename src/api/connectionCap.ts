@@ -14,6 +14,22 @@ interface Tracked {
 }
 
 /**
+ * The most connections an operator's listener (the admin API, api.metricsListen) holds open at once, of all its
+ * clients together; an eighth of it from one network. Operators and a scraper need a few.
+ */
+export const OPERATOR_MAX_CONNECTIONS = 64;
+
+/**
+ * Caps an operator's listener's connections at OPERATOR_MAX_CONNECTIONS. Uncapped, whoever reached it (a listener
+ * bound to a network interface, or any process of the host) held as many of the node's file descriptors as it opened
+ * silent connections, each for api.headersTimeoutMs and then again, until the node could open none for its own RPC,
+ * ledger and webhook connections.
+ */
+export function capOperatorConnections(app: FastifyInstance): void {
+  capConnections(app, { perAddress: OPERATOR_MAX_CONNECTIONS, total: OPERATOR_MAX_CONNECTIONS, trustProxy: false });
+}
+
+/**
  * Caps the open connections of each client address (counted as every per-IP limit counts it: an IPv6 client by its
  * /64) at `perAddress`, of each network (an IPv4 /24, an IPv6 /48) at an eighth of `total`, and of all clients together
  * at `total`. A connection past a cap closes the oldest idle keep-alive connection under that cap (one that has

@@ -4,7 +4,7 @@ import { apiReads } from '../lib/apiReads.ts';
 import Fastify, { type FastifyHttpOptions, type FastifyInstance } from 'fastify';
 import type { Config } from '../config/load.ts';
 import { authHooks } from './auth.ts';
-import { capConnections, defaultMaxConnections, isUpgrade } from './connectionCap.ts';
+import { capConnections, capOperatorConnections, defaultMaxConnections, isUpgrade } from './connectionCap.ts';
 import { authorizeRoutes } from './routes/authorize.ts';
 import type { ApiContext } from './context.ts';
 import { DepositAddressReindex } from './depositReindex.ts';
@@ -89,6 +89,7 @@ export function createOperatorApi(ctx: ApiContext): FastifyInstance {
   closeSilentConnections(app, ctx.config.api.headersTimeoutMs);
   closeStalledConnections(app, ctx.config.api.requestTimeoutMs);
   capPipelining(app, MAX_PIPELINED);
+  capOperatorConnections(app);
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((req, reply) => reply.status(404).send({ message: `no route ${req.method} ${req.url.split('?')[0]}`, errorCode: 'NOT_FOUND' }));
   healthRoutes(app, ctx, { operator: true });
