@@ -14,19 +14,19 @@ interface Tracked {
 }
 
 /**
- * The most connections an operator's listener (the admin API, api.metricsListen) holds open at once, of all its
- * clients together; an eighth of it from one network. Operators and a scraper need a few.
+ * The most connections an operator's listener (the admin API, api.metricsListen) holds open from one client address or
+ * one network; all clients together hold eight times as many. Operators, the CLI and a scraper need a few.
  */
 export const OPERATOR_MAX_CONNECTIONS = 64;
 
 /**
- * Caps an operator's listener's connections at OPERATOR_MAX_CONNECTIONS. Uncapped, whoever reached it (a listener
+ * Caps an operator's listener's connections (OPERATOR_MAX_CONNECTIONS). Uncapped, whoever reached it (a listener
  * bound to a network interface, or any process of the host) held as many of the node's file descriptors as it opened
  * silent connections, each for api.headersTimeoutMs and then again, until the node could open none for its own RPC,
  * ledger and webhook connections.
  */
 export function capOperatorConnections(app: FastifyInstance): void {
-  capConnections(app, { perAddress: OPERATOR_MAX_CONNECTIONS, total: OPERATOR_MAX_CONNECTIONS, trustProxy: false });
+  capConnections(app, { perAddress: OPERATOR_MAX_CONNECTIONS, total: 8 * OPERATOR_MAX_CONNECTIONS, trustProxy: false });
 }
 
 /**
