@@ -138,11 +138,29 @@ export function pendingAppFees(ledger: Ledger, registry: Registry, wallet: strin
 }
 
 /**
- * The claim's payout failed: what it booked as claimed is owed again. Runs inside the submitter's
- * ledger transaction.
+ * The claim's payout failed: what it booked as claimed is owed again, less `keep` (in the payout's currency, at most
+ * its amount): the gas its transactions burned on chain, which its recipient bears as a deposit's refund bears a
+ * failed fill's. Reversed whole, a recipient taking the payment in a simulation only (a contract whose receive
+ * reverts at a real gas price) had the solver pay a reverted transfer's gas on every claim of the same fees. Runs
+ * inside the submitter's ledger transaction.
  */
-export function reverseClaim(ledger: Ledger, payout: PayoutRow): void {
-  for (const e of ledger.appFees.claimedBy(payout.id)) {
+export function reverseClaim(ledger: Ledger, payout: PayoutRow, keep = 0n): void {
+  const claimed = ledger.appFees.claimedBy(payout.id);
+  const cap = BigInt(payout.amount);
+  const charge = keep < cap ? keep : cap;
+  if (charge > 0n && claimed.length) {
+    // Under an id of its own: claimedBy (what a failure takes back) and the wallet's claim listing never see it.
+    ledger.appFees.post({
+      recipient: claimed[0]!.recipient,
+      chain_id: payout.chain_id,
+      currency: payout.currency,
+      amount: -charge,
+      kind: 'claim',
+      request_id: `${payout.id}:gas`,
+      ref: `${payout.id}:gas`,
+    });
+  }
+  for (const e of claimed) {
     ledger.appFees.post({
       recipient: e.recipient,
       chain_id: e.chain_id,

@@ -78,7 +78,8 @@ export async function fastFill(
   now = Date.now(),
 ): Promise<FastFillResult> {
   const r = ledger.requests.get(input.requestId);
-  if (!r || r.kind !== 'order') throw new FastFillError('REQUEST_NOT_FOUND', `no request with id ${input.requestId}`);
+  // A request no quote priced (a gasless relay's) has nothing a fill could pay: its pricing, read below, is absent.
+  if (!r || r.kind !== 'order' || r.pricing === null) throw new FastFillError('REQUEST_NOT_FOUND', `no quoted request with id ${input.requestId}`);
   // A fast fill spends an app balance on a request: only the key that quoted the request, or the key
   // sponsoring it, may ask for one (any other key would charge a sponsor for a stranger's request).
   if (r.api_key_id !== input.apiKeyId && moneyOf(r)?.sponsor?.apiKeyId !== input.apiKeyId) {

@@ -674,6 +674,7 @@ export class Solver implements PayoutHooks, ChainEvents {
       decided_at: now,
     });
     debitSponsor(this.ledger, r, this.#usdMicro(r.destination_chain_id, r.destination_currency, decision.fees.sponsored, snap));
+    this.#dropSignedDeposit(r.id, 'ORDER_ALREADY_FILLED', now);
     if (decision.excess > 0n) {
       const excessChain = this.#queueRefund(r.id, { ...d, amount: decision.excess.toString() }, r.refund_to ?? d.depositor, snap, now, 'excess');
       if (excessChain !== undefined && excessChain !== r.destination_chain_id) queueMicrotask(() => this.chains.payoutsQueued(excessChain));
@@ -682,6 +683,16 @@ export class Solver implements PayoutHooks, ChainEvents {
     if (decision.topUp > 0n) this.#spend(snap, key(r.destination_chain_id, this.registry.native(r.destination_chain_id).address), decision.topUp);
     this.log.info({ requestId: r.id, deposit: d.id, amount: decision.amount.toString(), chain: r.destination_chain_id }, 'fill queued');
     return r.destination_chain_id;
+  }
+
+  // Decided by another deposit (the user's own, sent while the node's waited in its queue: filled, or failed for good),
+  // the order needs its signed deposit (usePermit) no more: one never signed is not sent. Sent, it took the user's tokens
+  // a second time, and they came back as a DOUBLE_SPEND less that deposit's gas and the refund's (a dollar of a 7 USDC
+  // order). One signed may land: it is refunded so. Inside the decision's transaction.
+  #dropSignedDeposit(requestId: string, reason: FailReason, now: number): void {
+    const signed = this.ledger.payouts.get(signedDepositPayoutId(requestId));
+    if (signed?.state === 'queued' && this.ledger.payouts.txsOf(signed.id).length === 0)
+      this.ledger.payouts.setState(signed.id, 'failed', { failReason: reason }, now);
   }
 
   // noRefund: the deposit is not sent back automatically (a blocked depositor): an operator decides.
@@ -721,6 +732,7 @@ export class Solver implements PayoutHooks, ChainEvents {
         });
     } else {
       requestId = decision.request.id;
+      this.#dropSignedDeposit(requestId, decision.reason, now);
     }
     this.ledger.deposits.markHandled(d.id, requestId);
     this.ledger.requests.setStatus(requestId, 'failure', { failReason: decision.reason }, now);
@@ -805,7 +817,7 @@ export class Solver implements PayoutHooks, ChainEvents {
   // What a payout's transactions that landed on chain paid in gas (its chain's native currency; of a
   // batch, this payout's share), in the deposit's currency at the snapshot's prices, rounded up; 0 when a
   // price is unknown.
-  #burnedBy(payout: PayoutRow, d: DepositRow, snap: Snapshot): bigint {
+  #burnedBy(payout: PayoutRow, d: Pick<DepositRow, 'chain_id' | 'currency'>, snap: Snapshot): bigint {
     const fee = this.#gasBurned(payout);
     const native = this.registry.native(payout.chain_id);
     const cur = this.registry.currency(d.chain_id, d.currency);
@@ -1157,7 +1169,11 @@ export class Solver implements PayoutHooks, ChainEvents {
     }
     if (callData && payout.request_id) this.ledger.requests.setFailedCallData(payout.request_id, callData);
     if (payout.kind === 'claim') {
-      reverseClaim(this.ledger, payout);
+      // A claim whose transaction reached the chain and reverted there (its recipient refused it after the estimate)
+      // bears the gas it burned, in the claimed currency at the snapshot's prices (none when one is unknown).
+      const snap = this.#snapshot;
+      const burned = snap && CALLER_FAILURES.has(reason) ? this.#burnedBy(payout, payout, snap) : 0n;
+      reverseClaim(this.ledger, payout, burned);
       log.error({ payout: payout.id, reason }, 'app fee claim failed; the fees are owed again');
       return;
     }
