@@ -64,6 +64,10 @@ const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
 // A fill's failures of the caller's making (its recipient or calls reverted, or needed more gas than
 // priced): the gas its transactions burned on chain is the caller's to bear.
 const CALLER_FAILURES = new Set<string>(['TRANSACTION_REVERTED', 'EXECUTION_REVERTED', 'QUOTED_GAS_LIMIT_EXCEEDED']);
+// The payout kinds an operator's refund (or return of an excess) bears the reverted gas of (#callerBurned).
+const FILL_REFUND: ReadonlySet<string> = new Set(['fill', 'refund']);
+const FILL_REFUND_EXCESS: ReadonlySet<string> = new Set(['fill', 'refund', 'excess']);
+const EXCESS: ReadonlySet<string> = new Set(['excess']);
 
 /** An admin request the ledger's state refuses (status: the HTTP status that says why). */
 export class AdminRefusal extends RelayNodeError {
@@ -827,6 +831,14 @@ export class Solver implements PayoutHooks, ChainEvents {
     return mulRatioCeil(fee, conversionRate(nativePrice, native.decimals, price, cur.decimals));
   }
 
+  // The gas the deposit's failed payouts of `kinds` burned on chain, failed there of the caller's making (CALLER_FAILURES:
+  // a recipient that took the payment only in a simulation), in the deposit's currency at the snapshot's prices.
+  #callerBurned(d: DepositRow, snap: Snapshot, kinds: ReadonlySet<string>): bigint {
+    return this.ledger.payouts
+      .forDeposit(d.id)
+      .reduce((sum, x) => (kinds.has(x.kind) && x.state === 'failed' && CALLER_FAILURES.has(x.fail_reason ?? '') ? sum + this.#burnedBy(x, d, snap) : sum), 0n);
+  }
+
   // What a payout's transactions that landed on chain paid in gas, in its chain's native units (of a batch, its share).
   #gasBurned(payout: PayoutRow): bigint {
     let fee = 0n;
@@ -1001,7 +1013,12 @@ export class Solver implements PayoutHooks, ChainEvents {
       // the gas. Refused, nothing the node offers could return it.
       const unpriced = this.registry.chains.has(d.chain_id) && !this.registry.currency(d.chain_id, d.currency);
       const cost = unpriced ? 0n : this.#refundCost(d.chain_id, d.currency, snap, d);
-      const amount = cost === undefined ? undefined : BigInt(this.#unreturned(d, r, dead).amount) - cost;
+      // Less the gas its fills and refunds (and an excess none returned since) burned reverting on chain of the caller's
+      // making, as the automatic refund bears a failed fill's: given back, a fill and a refund to recipients that take
+      // ether only in a simulation cost the solver two reverted transactions an order, as often as anyone sent one.
+      const kinds = this.ledger.payouts.forDeposit(d.id).some((x) => x.kind === 'excess' && x.state === 'success') ? FILL_REFUND : FILL_REFUND_EXCESS;
+      const burned = cost === undefined ? 0n : this.#callerBurned(d, snap, kinds);
+      const amount = cost === undefined ? undefined : BigInt(this.#unreturned(d, r, dead).amount) - cost - burned;
       if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the deposit of ${requestId} cannot pay its own refund`);
       if (this.#returned(d.id, dead) + amount > BigInt(d.amount)) {
         throw new AdminRefusal(409, `the deposit of ${requestId} was returned already, in part or whole: a refund would return more than it brought`);
@@ -1057,7 +1074,8 @@ export class Solver implements PayoutHooks, ChainEvents {
     const to = this.#operatorRecipient(d.chain_id, toGiven);
     // An excess bears its own gas, never the sweep's: the fill paid that.
     const cost = this.#refundCost(d.chain_id, d.currency, snap);
-    const amount = cost === undefined ? undefined : excess - cost;
+    // Less the gas its failed excesses burned reverting on chain of the caller's making (manualRefund's reason).
+    const amount = cost === undefined ? undefined : excess - cost - this.#callerBurned(d, snap, EXCESS);
     if (amount === undefined || amount <= 0n) throw new AdminRefusal(409, `the excess of ${r.id} cannot pay its own return`);
     // What the paid fill used stays paid: never more back than the deposit brought beyond it. Returned before (a
     // paid refund) may be the quoted part at most: a refund of the whole deposit returned the excess with it.
