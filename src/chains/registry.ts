@@ -116,11 +116,11 @@ export function createChain(chain: ChainConfig, d: AdapterDeps): ChainParts {
   }
 }
 
-/** The price feed reader of a configured chain; undefined where the node reads no feeds (non-EVM chains). */
-export function priceFeedOf(chain: ChainConfig): PriceFeedReader | undefined {
+/** The price feed reader of a configured chain (over its providers, by their quorum); undefined where the node reads no feeds (non-EVM chains). */
+export function priceFeedOf(chain: ChainConfig, metrics?: Metrics, log?: Logger): PriceFeedReader | undefined {
   switch (chain.kind) {
     case 'evm':
-      return new EvmPriceFeedReader(chain.rpcUrl);
+      return new EvmPriceFeedReader(chain, metrics, log?.child({ chain: chain.id, reader: 'price feed' }));
     case 'svm':
     case 'exchange':
       return undefined;
@@ -157,7 +157,7 @@ export class ChainRegistry implements ChainPorts, ChainProfiles, PriceFeeds {
     };
     for (const chain of chains) {
       this.#profiles.set(chain.id, profileOf(chain));
-      const feed = priceFeedOf(chain);
+      const feed = priceFeedOf(chain, deps?.metrics, deps?.log);
       if (feed) this.#feeds.set(chain.id, feed);
       if (!adapterDeps) continue;
       const parts = createChain(chain, adapterDeps);

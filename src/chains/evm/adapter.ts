@@ -122,7 +122,9 @@ export class EvmAdapter implements ChainAdapter, RelaySimulator {
     const { pool, client, decisionClient } = evmClients(chain, viemChain(chain), metrics, clog, () => this.#indexer?.wake());
     this.providers = pool;
     this.client = client;
-    this.#l1 = new L1DataFee(client, chain.l1DataFee, chain.l1DataFeeMarginBps, () => BigInt(this.#indexer.head));
+    // The L1 data fee every quote charges is a decision read: one provider's word alone (a fee of 0, no oracle) had the
+    // solver pay the L1 fee of every fill it never charged.
+    this.#l1 = new L1DataFee(decisionClient, chain.l1DataFee, chain.l1DataFeeMarginBps, () => BigInt(this.#indexer.head));
     this.decisionClient = decisionClient;
     const account = config.solverSigner;
     this.solver = account.address;

@@ -5,7 +5,7 @@ import type { Metrics } from '../../metrics.ts';
 import { failureOfAnswer, ProviderFailure, RpcProvider, type ProviderFailureKind, type RpcAnswer, type RpcCall } from './provider.ts';
 import { RelayNodeError } from '../../lib/errors.ts';
 import { ChainConfigMismatch } from '../configMismatch.ts';
-import { collectQuorum, ProviderPoolError } from './quorum.ts';
+import { collectQuorum, ProviderPoolError, QuorumDisagreementError } from './quorum.ts';
 
 /** A JSON-RPC error answer (a revert, "nonce too low"...): the chain's answer, not a provider failure. */
 export class RpcAnswerError extends RelayNodeError {
@@ -46,9 +46,33 @@ const TAGGED: Record<string, number> = { eth_call: 1, eth_getBalance: 1, eth_get
 // Answers that may be "absent" only because the provider has not reached the block yet: the
 // provider's head is read in the same batch and must be at the block the call needs.
 const HEAD_CHECKED = new Set(['eth_getTransactionReceipt', 'eth_getTransactionByHash', 'eth_getLogs', 'eth_getBlockByNumber', 'eth_getBlockByHash']);
-/** Reads that decide money: answered by a quorum when the decision transport carries them. */
-export const DECISION_METHODS = new Set(['eth_call', 'eth_getTransactionCount', 'eth_getTransactionReceipt', 'eth_getLogs', 'eth_getBalance']);
+/**
+ * Reads that decide money: answered by a quorum when the decision transport carries them. Blocks too: the indexer's
+ * head (confirmations are counted from it) and its block hashes (reorgs), the transactions the app balance funding
+ * scan credits, the one that used a nonce. Read from one provider, a hostile one credited an app balance with a
+ * transfer it made up, and had the indexer rewind past its finality window (stopped for good) on hashes it made up.
+ * Code: whether an OP-stack chain's L1 fee oracle is there (said absent once, the L1 data fee went unpriced for good).
+ */
+export const DECISION_METHODS = new Set([
+  'eth_call',
+  'eth_getTransactionCount',
+  'eth_getTransactionReceipt',
+  'eth_getLogs',
+  'eth_getBalance',
+  'eth_getBlockByNumber',
+  'eth_getBlockByHash',
+  'eth_getCode',
+]);
+const BLOCK_METHODS = new Set(['eth_getBlockByNumber', 'eth_getBlockByHash']);
 const SEND_METHODS = new Set(['eth_sendRawTransaction']);
+const NOT_SENT = Symbol('not sent');
+// How far apart honest providers' gas estimates may be (basis points of the lowest): see ProviderPool.estimate.
+const ESTIMATE_TOLERANCE_BPS = 1_000n;
+/**
+ * Fee estimates: each provider's own view of the market, so honest ones differ and no quorum agrees on them; one
+ * provider's alone is whatever it wants the node to pay. Answered by the lower median of several providers' estimates.
+ */
+export const ESTIMATE_METHODS = new Set(['eth_maxPriorityFeePerGas', 'eth_gasPrice']);
 
 interface Prepared {
   call: RpcCall;
@@ -172,6 +196,11 @@ export class ProviderPool {
 
   /** Answers one call through the best provider, failing over as needed. Throws RpcAnswerError for a JSON-RPC error answer. */
   async request(call: RpcCall): Promise<unknown> {
+    if (ESTIMATE_METHODS.has(call.method) && this.quorumSize > 1) return this.#lowerMedian(call);
+    if (SEND_METHODS.has(call.method)) {
+      const sent = await this.#sendToAll(call);
+      if (sent !== NOT_SENT) return sent;
+    }
     let prep = this.#prepare(call);
     let preparedAt = this.floor;
     const deadline = Date.now() + this.#maxWaitMs;
@@ -206,6 +235,120 @@ export class ProviderPool {
     }
   }
 
+  // A signed transaction, given to every provider that broadcasts (the fallbacks only when no other one does): the same
+  // bytes, so a provider that has it already says so, and one that drops it (answering "sent") does not keep it off the
+  // chain. Given to one, a hostile provider favoured by weight swallowed every payout, and its replacements, for as long
+  // as it was configured. A provider's own answer counts when any accepted it; else the first refusal is thrown (the
+  // caller reconciles refusals: the chain's nonce and receipts are decision reads). NOT_SENT when none could be asked.
+  async #sendToAll(call: RpcCall): Promise<unknown> {
+    const senders = this.providers.filter((p) => p.role !== 'read' && !p.cooling());
+    const primary = senders.filter((p) => p.role !== 'fallback');
+    const to = primary.length ? primary : senders;
+    if (to.length < 2) return NOT_SENT;
+    const answers = await Promise.all(
+      to.map(async (p) => {
+        try {
+          p.take(1);
+          const [a] = await p.send([call]);
+          if (!a || ('error' in a && failureOfAnswer(a.error))) return undefined;
+          return { p, a };
+        } catch {
+          return undefined; // scored by the provider
+        }
+      }),
+    );
+    const got = answers.filter((x) => x !== undefined);
+    const ok = got.find((x) => 'result' in x.a);
+    if (ok) return (ok.a as { result: unknown }).result;
+    if (got.length) return this.#unwrap(got[0]!.p, call, got[0]!.a);
+    return NOT_SENT;
+  }
+
+  // A fee estimate (ESTIMATE_METHODS) asked of up to three reading providers (never fewer than the quorum): the lower
+  // median of their answers. One provider's alone was the fee every transaction was signed at: a hostile one naming a
+  // tip of 500 gwei had it paid to the block's builder on each fill, refund and sweep (no cap applies when the operator
+  // sets none). Of two, the lower is taken: a lie high costs money on every transaction, a lie low only delays
+  // inclusion (the replacement of a stuck transaction bumps its fees); of three, the middle one, whatever one says.
+  async #lowerMedian(call: RpcCall): Promise<unknown> {
+    const readers = this.providers.filter((p) => p.role !== 'send').length;
+    const answers = await this.#several(call, Math.max(this.quorumSize, Math.min(3, readers)));
+    const values: bigint[] = [];
+    for (const { p, a } of answers) {
+      if ('error' in a) throw new RpcAnswerError(p.name, a.error);
+      const n = toBig(a.result);
+      if (n === undefined) throw new ProviderPoolError(`chain ${this.chainId}: ${call.method} answered by ${p.name} is not a quantity`);
+      values.push(n);
+    }
+    values.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    return hex(values[Math.floor((values.length - 1) / 2)]!);
+  }
+
+  /**
+   * A payout's gas estimate (eth_estimateGas), by a quorum of providers that agree within ESTIMATE_TOLERANCE_BPS: the
+   * highest of their estimates (never one too low to run), or the revert they all answer. One provider's alone decided
+   * the payout: a hostile one answering 10 million gas had every fill refused (QUOTED_GAS_LIMIT_EXCEEDED) and refunded,
+   * one answering a revert had it refunded as EXECUTION_REVERTED, one answering too little had it sent to run out of gas
+   * (the gas burned, the order refunded). Honest clients' estimates differ a little (their searches stop at different
+   * precisions); beyond that, or a revert against an estimate, the providers disagree: QuorumDisagreementError, the
+   * payout waits (it is not judged) and is prepared again later.
+   */
+  async estimate(call: RpcCall): Promise<unknown> {
+    if (this.quorumSize <= 1) return this.request(call);
+    const answers = await this.#several(call, this.quorumSize);
+    const errors = answers.filter((x) => 'error' in x.a);
+    if (errors.length === answers.length) return this.#unwrap(errors[0]!.p, call, errors[0]!.a);
+    const values = answers.map((x) => ('error' in x.a ? undefined : toBig(x.a.result)));
+    const known = values.filter((v): v is bigint => v !== undefined);
+    const lo = known.reduce((m, v) => (v < m ? v : m), known[0] ?? 0n);
+    const hi = known.reduce((m, v) => (v > m ? v : m), 0n);
+    if (known.length < answers.length || hi * 10_000n > lo * (10_000n + ESTIMATE_TOLERANCE_BPS)) {
+      const who = answers.map((x, i) => `${x.p.name}=${'error' in x.a ? `error:${x.a.error.code}` : String(values[i] ?? 'invalid')}`);
+      this.#metrics.rpcQuorumDisagreements.inc({ chain: String(this.chainId), method: call.method });
+      this.#log.warn({ chain: this.chainId, method: call.method, answers: who }, 'providers disagree on a decision read; not acting on it');
+      throw new QuorumDisagreementError(
+        `chain ${this.chainId}: providers disagree on ${call.method} (${answers.map((x) => x.p.name).join(', ')}); not acting on it`,
+      );
+    }
+    return hex(hi);
+  }
+
+  // The answers of `want` distinct reading providers to one call (at least the quorum's worth, or it throws when the
+  // wait is over): those that fail are asked again after a pause, as a quorum read does.
+  async #several(call: RpcCall, want: number): Promise<{ p: RpcProvider; a: RpcAnswer }[]> {
+    const prep = this.#prepare(call);
+    const deadline = Date.now() + this.#maxWaitMs;
+    const answers = new Map<RpcProvider, RpcAnswer>();
+    const failed = new Set<RpcProvider>();
+    let pause = 25;
+    for (;;) {
+      const picked: RpcProvider[] = [];
+      while (answers.size + picked.length < want) {
+        const p = await this.#pick(prep, new Set([...answers.keys(), ...failed, ...picked]), deadline, true);
+        if (!p) break;
+        picked.push(p);
+      }
+      await Promise.all(
+        picked.map(async (p) => {
+          try {
+            answers.set(p, await this.#once(p, prep));
+          } catch (e) {
+            if (!(e instanceof ProviderFailure)) throw e;
+            failed.add(p);
+          }
+        }),
+      );
+      if (answers.size >= want || (!picked.length && answers.size >= this.quorumSize)) break;
+      if (!picked.length) {
+        // Every provider asked: those that failed are asked again after a pause, until the deadline.
+        if (Date.now() + pause > deadline) throw this.#exhausted(call.method, true);
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(pause * 2, 1_000);
+        failed.clear();
+      }
+    }
+    return [...answers].map(([p, a]) => ({ p, a }));
+  }
+
   // A provider's head, read on its own; a failure is scored by the provider, not thrown.
   async #readHead(p: RpcProvider): Promise<void> {
     try {
@@ -224,6 +367,13 @@ export class ProviderPool {
    */
   async quorum(call: RpcCall): Promise<unknown> {
     if (this.quorumSize <= 1) return this.request(call);
+    if (call.method === 'eth_getBlockByNumber' && !isBlockNumber(call.params?.[0])) {
+      // The latest block is the one at the head the providers agree on (read now): a block one provider calls its
+      // latest is its claim (the number confirmations are counted from), and honest providers a block apart would
+      // answer `latest` differently.
+      await this.probeHeads();
+      if (this.floor > 0n) call = { method: call.method, params: [hex(this.floor), ...(call.params ?? []).slice(1)] };
+    }
     const prep = this.#prepare(call);
     const preparedAt = this.floor;
     const deadline = Date.now() + this.#maxWaitMs;
@@ -244,7 +394,7 @@ export class ProviderPool {
           throw e;
         }
       },
-      key: (x) => answerKey(x.a),
+      key: (x) => answerKey(x.a, call.method),
       // A provider that has not yet seen what another one already holds (a receipt, a block) is
       // behind, not in disagreement: its answer is set aside and someone else is asked.
       setAside: (all) => {
@@ -464,8 +614,31 @@ function toBig(v: unknown): bigint | undefined {
   return typeof v === 'string' && v.startsWith('0x') ? BigInt(v) : undefined;
 }
 
-function answerKey(a: RpcAnswer): string {
-  return 'error' in a ? `error:${a.error.code}` : JSON.stringify(a.result ?? null);
+function answerKey(a: RpcAnswer, method: string): string {
+  if ('error' in a) return `error:${a.error.code}`;
+  if (BLOCK_METHODS.has(method) && a.result) return JSON.stringify(blockKey(a.result as Record<string, unknown>));
+  return JSON.stringify(a.result ?? null);
+}
+
+const isBlockNumber = (tag: unknown) => typeof tag === 'string' && tag.startsWith('0x');
+
+// What the node's decisions read of a block, compared between providers: clients of different makes format the rest
+// differently (fields one has and another has not), which would fail every block read between them.
+function blockKey(b: Record<string, unknown>): unknown {
+  const txs = Array.isArray(b.transactions) ? b.transactions : [];
+  return {
+    number: b.number,
+    hash: b.hash,
+    parentHash: b.parentHash,
+    timestamp: b.timestamp,
+    baseFeePerGas: b.baseFeePerGas,
+    gasLimit: b.gasLimit,
+    transactions: txs.map((x) => {
+      if (typeof x !== 'object' || x === null) return x;
+      const tx = x as Record<string, unknown>;
+      return { hash: tx.hash, from: tx.from, to: tx.to ?? null, value: tx.value, input: tx.input, nonce: tx.nonce };
+    }),
+  };
 }
 
 function isAbsent(a: RpcAnswer): boolean {

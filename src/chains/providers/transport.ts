@@ -27,14 +27,19 @@ export function poolTransport(pool: ProviderPool): Transport {
 
 /**
  * A viem transport for the reads that decide money: those (DECISION_METHODS) are answered by a
- * quorum of providers (see ProviderPool.quorum); other calls route as in poolTransport.
+ * quorum of providers (see ProviderPool.quorum), a gas estimate by providers agreeing within a
+ * tolerance (ProviderPool.estimate); other calls route as in poolTransport.
  */
 export function decisionTransport(pool: ProviderPool): Transport {
   return custom(
     {
       request: ({ method, params }: { method: string; params?: unknown[] }) => {
         const body = { method, params: params ?? [] };
-        return answer(pool, () => (DECISION_METHODS.has(method) ? pool.quorum(body) : pool.request(body)), body);
+        return answer(
+          pool,
+          () => (DECISION_METHODS.has(method) ? pool.quorum(body) : method === 'eth_estimateGas' ? pool.estimate(body) : pool.request(body)),
+          body,
+        );
       },
     },
     { retryCount: 0, name: `decision providers of chain ${pool.chainId}` },

@@ -26,7 +26,7 @@
 // sent, is looked at again every pass, and is named in a warning. On restart the confirm pass runs
 // before anything new is signed.
 import { type BroadcastGate, OPEN_GATE } from '../../submitter/gate.ts';
-import { PublicKey, type Connection, type Keypair, type SignatureStatus, type TransactionInstruction } from '@solana/web3.js';
+import { PublicKey, VersionedTransaction, type Connection, type Keypair, type SignatureStatus, type TransactionInstruction } from '@solana/web3.js';
 import type { SvmChainConfig } from '../../config/schema.ts';
 import type { Faults } from '../../config/load.ts';
 import type { Ledger } from '../../ledger/index.ts';
@@ -372,6 +372,13 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
     return out;
   }
 
+  // Whether the chain (a quorum of its providers, at its newest slot) still takes the transaction's blockhash: while it
+  // does, the transaction may yet land, whatever expiry height was recorded with it.
+  async #blockhashValid(t: TransactionRow): Promise<boolean> {
+    const { recentBlockhash } = VersionedTransaction.deserialize(Buffer.from(this.#o.ledger.payouts.rawOf(t.hash), 'base64')).message;
+    return (await this.#o.conn.isBlockhashValid(recentBlockhash, { commitment: 'processed' })).value;
+  }
+
   async #confirmOne(t: TransactionRow, st: SignatureStatus | null, finalizedHeight: number, unproven: string | undefined): Promise<TxStatus['kind']> {
     const { ledger, hooks, conn } = this.#o;
     const log = forRequest(this.log, ledger.payouts.get(t.payout_id)?.request_id).child({ payout: t.payout_id, signature: t.hash });
@@ -407,7 +414,7 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
       // A failure is acted on only once it is final: its block finalized, or its blockhash expired at the finalized
       // height. A block seen at `confirmed` may yet be replaced, and while the blockhash is valid the same signed bytes
       // (anyone may send them) could land on the other fork and pay after the refund the failure decided.
-      if (level < RANK.finalized && finalizedHeight <= t.nonce) return 'pending';
+      if (level < RANK.finalized && (finalizedHeight <= t.nonce || (await this.#blockhashValid(t)))) return 'pending';
       const failed = ledger.tx(() => {
         ledger.payouts.setTxState(t.hash, 'reverted', { ...extra, error: JSON.stringify(st.err ?? landed.meta?.err) });
         const cur = ledger.payouts.get(t.payout_id);
@@ -434,6 +441,10 @@ export class SvmPayoutSender implements PayoutSender<SvmPrepared, SvmSigned> {
       return 'pending';
     }
     if (finalizedHeight > t.nonce) {
+      // Past its recorded expiry, but the chain still takes its blockhash: the expiry recorded was the word of the one
+      // provider that gave the blockhash, and a hostile one names it early (holding the transaction meanwhile, to send
+      // it once the payout is signed again: paid twice). It is asked of the providers' quorum before anything is decided.
+      if (await this.#blockhashValid(t)) return 'pending';
       // Expired and absent from a history that covers its whole life: it can never land. Only now may the
       // payout be signed again.
       const requeued = ledger.tx(() => {

@@ -55,10 +55,18 @@ const SEND = new Set(['sendTransaction']);
  * Reads that decide money on an SVM chain, answered by a quorum of providers when more than one can
  * read: a deposit's existence (the vault's signatures, a deposit's transaction), "was this paid"
  * (a payout's signature status and transaction), the finalized height a payout's blockhash expiry
- * is judged by (the SVM counterpart of the EVM nonce: past it, a payout may be signed again), and a
- * payout's simulation (a failure there fails the payout for good: the order is refunded).
+ * is judged by (the SVM counterpart of the EVM nonce: past it, a payout may be signed again), whether
+ * a payout's blockhash is still valid (its recorded expiry is one provider's word), and a payout's
+ * simulation (a failure there fails the payout for good: the order is refunded).
  */
-export const SVM_DECISION_METHODS = new Set(['getSignatureStatuses', 'getTransaction', 'getSignaturesForAddress', 'getEpochInfo', 'simulateTransaction']);
+export const SVM_DECISION_METHODS = new Set([
+  'getSignatureStatuses',
+  'getTransaction',
+  'getSignaturesForAddress',
+  'getEpochInfo',
+  'simulateTransaction',
+  'isBlockhashValid',
+]);
 // The commitment a config names (the RPC's own default: finalized).
 function commitmentOf(cfg: unknown): Commitment {
   const c = (cfg as { commitment?: unknown } | undefined)?.commitment;
@@ -523,6 +531,9 @@ export function decisionKey(method: string, a: RpcAnswer, pinnedSlot: number): s
       const err = (r as { value?: { err?: unknown } } | null)?.value?.err;
       return err ? JSON.stringify(err) : 'ok';
     }
+    case 'isBlockhashValid':
+      // Whether a payout's blockhash can still land it (its expiry is otherwise the word of the provider that gave it).
+      return JSON.stringify((r as { value?: unknown } | null)?.value ?? null);
     case 'getEpochInfo':
       // Heights move between two reads: the lowest answered is taken (mergeAnswers), never compared.
       return 'epoch';
