@@ -12,6 +12,7 @@ import { Connection, PublicKey } from '@solana/web3.js';
 import { base58Encode } from '../../src/chains/svm/transactions.ts';
 import { GAS_PRICE_ORACLE } from '../../src/chains/evm/l1DataFee.ts';
 import { JsonRpcProxy, type RpcCall } from '../helpers/jsonRpcProxy.ts';
+import { SvmLiarProxy } from '../helpers/svmLiarProxy.ts';
 import { installL1Oracle } from '../helpers/l1Oracle.ts';
 import { quoteEthToSol } from '../helpers/svmFill.ts';
 import { api, executeSteps, nativeBridge, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
@@ -566,5 +567,73 @@ describe('one hostile SVM provider of two', () => {
     expect(done.status).toBe('success');
     // Paid once.
     expect(BigInt(await conn.getBalance(new PublicKey(recipient), 'confirmed'))).toBe(amount);
+  }, 90_000);
+});
+
+describe('one hostile SVM provider of three, the priority fee', () => {
+  // The cap the SVM adapter holds a compute-unit price to (MAX_MICRO_LAMPORTS_PER_CU, micro-lamports).
+  const CAP = 10_000_000;
+  let sv: Stack;
+  let liar: SvmLiarProxy;
+  let honest: Honest;
+  beforeAll(async () => {
+    sv = await startStack({
+      svm: true,
+      chains: async (_devnet, chains) =>
+        Promise.all(
+          (chains as { id: number; rpcUrl: string; kind?: string }[]).map(async (c) => {
+            if (c.kind !== 'svm') return c;
+            liar = await new SvmLiarProxy(c.rpcUrl).start();
+            honest = await new Honest(c.rpcUrl).start();
+            return {
+              ...c,
+              rpcUrl: liar.url,
+              // The hostile provider favoured: it answers every read a single provider answers.
+              rpc: [
+                { url: liar.url, name: 'favoured', weight: 1000 },
+                { url: honest.url, name: 'honest' },
+                { url: c.rpcUrl, name: 'honest-2' },
+              ],
+            };
+          }),
+        ),
+    });
+  }, 120_000);
+  afterAll(async () => {
+    await sv?.stop();
+    await liar?.stop();
+    await honest?.stop();
+  });
+
+  it('a payout is not sent at the compute-unit price the hostile provider names (the cap)', async () => {
+    // Every recent slot's fee named the cap, for the chain and for the payout's writable accounts alike.
+    let chainWide = 0;
+    liar.lying(({ method, params }, result) => {
+      if (method !== 'getRecentPrioritizationFees') return result;
+      if (!(params[0] as unknown[] | undefined)?.length) chainWide++;
+      return (result as { slot: number }[]).map((f) => ({ ...f, prioritizationFee: CAP }));
+    });
+    try {
+      // A quote that read the chain's fee through the hostile provider (past the adapter's 2 s cache of a read from
+      // before it lied): the payout's bound (twice the chain's fee) is then the lie too.
+      const { id, recipient, amount, quote } = await until(async () => {
+        const before = chainWide;
+        const q = await quoteEthToSol(sv, 1);
+        return chainWide > before ? q : undefined;
+      }, "a quote priced on the hostile provider's chain-wide fee");
+      const [hash] = await executeSteps(sv, quote, 1);
+      await api(sv.url, '/transactions/index', { body: { txHash: hash, chainId: A } });
+      const done = await waitForStatus(sv.url, id, ['success', 'failure', 'refund'], 30_000);
+      expect(done.status).toBe('success');
+      expect(liar.lied.getRecentPrioritizationFees).toBeGreaterThan(0);
+      const txs = sv.node.ledger.payouts.txsOf(`fill:${id}`);
+      expect(txs).toHaveLength(1);
+      // The compute-unit price signed (micro-lamports): the honest providers' (none paid on the devnet), not the cap.
+      expect(BigInt(txs[0]!.max_fee_per_gas)).toBeLessThan(BigInt(CAP));
+      const conn = new Connection(sv.devnet.svm!.rpcUrl, 'confirmed');
+      expect(BigInt(await conn.getBalance(new PublicKey(recipient), 'confirmed'))).toBe(amount);
+    } finally {
+      liar.lying(undefined);
+    }
   }, 90_000);
 });

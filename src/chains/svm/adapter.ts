@@ -41,7 +41,7 @@ import type { ChainAdapter, ChainEvents, DepositRequest, DepositStep, FillCost, 
 import { recordSvmOpening } from './auditOpening.ts';
 import { IndexerDriver } from '../../indexer/driver.ts';
 import { SvmDepositSource } from './depositSource.ts';
-import { SvmRpcPool, svmConnection } from './rpcPool.ts';
+import { recentFeePercentile, SvmRpcPool, svmConnection } from './rpcPool.ts';
 import { svmPayoutPipeline } from './payoutSender.ts';
 import type { Payouts } from '../../submitter/pipeline.ts';
 import {
@@ -306,9 +306,8 @@ export class SvmAdapter implements ChainAdapter {
 
   async #readPriorityFee(writable?: PublicKey[]): Promise<bigint> {
     const fees = await this.conn.getRecentPrioritizationFees(writable?.length ? { lockedWritableAccounts: writable } : undefined);
-    const sorted = fees.map((f) => BigInt(f.prioritizationFee)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    if (!sorted.length) return 0n;
-    const p75 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.75))]!;
+    // The pool answers with the providers' lower median of this percentile (rpcPool.ts #lowerMedianFees).
+    const p75 = recentFeePercentile(fees.map((f) => BigInt(f.prioritizationFee)));
     return p75 > MAX_MICRO_LAMPORTS_PER_CU ? MAX_MICRO_LAMPORTS_PER_CU : p75;
   }
 

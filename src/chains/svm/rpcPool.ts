@@ -166,7 +166,65 @@ export class SvmRpcPool {
    */
   async request(call: RpcCall): Promise<RpcAnswer> {
     if (this.quorumSize > 1 && SVM_DECISION_METHODS.has(call.method)) return this.#quorum(call);
+    if (call.method === 'getRecentPrioritizationFees' && this.#readers > 1) return this.#lowerMedianFees(call);
     return this.#route(call);
+  }
+
+  // Reading providers (not send-only).
+  get #readers(): number {
+    return this.providers.filter((p) => p.role !== 'send').length;
+  }
+
+  /**
+   * Recent prioritization fees from up to three reading providers: the answer whose percentile
+   * (recentFeePercentile, what the adapter prices at) is the lower median of theirs. One provider's
+   * word priced every payout and quote: a hostile one answering the cap had each pay it. The lower
+   * median: a liar among three moves nothing, of two it can only lower the price (a slower payout,
+   * never an overpaid one). Kept whole, not merged per slot: the caller reads one provider's list.
+   */
+  async #lowerMedianFees(call: RpcCall): Promise<RpcAnswer> {
+    const answers = await this.#several(call, Math.min(3, this.#readers));
+    if (!answers) return this.#unanswered(call, false, 'processed', `fewer than ${Math.max(1, this.quorumSize)} providers answered`);
+    // Error answers and malformed lists are not ranked (a malformed one would fail the caller's read); none else: the first as is.
+    const ranked = answers
+      .map((a) => ({ a, fees: feesOf(a) }))
+      .filter((x): x is { a: RpcAnswer; fees: bigint[] } => x.fees !== undefined)
+      .map(({ a, fees }) => ({ a, p: recentFeePercentile(fees) }))
+      .sort((x, y) => (x.p < y.p ? -1 : x.p > y.p ? 1 : 0));
+    if (!ranked.length) return answers[0]!;
+    return ranked[Math.floor((ranked.length - 1) / 2)]!.a;
+  }
+
+  // One call's answers from `want` distinct providers, or as many as answered (at least `quorumSize`) once every
+  // reading provider was asked; undefined when fewer answered by maxWaitMs. Those that could not answer are asked
+  // again after a growing pause.
+  async #several(call: RpcCall, want: number): Promise<RpcAnswer[] | undefined> {
+    const deadline = Date.now() + this.#maxWaitMs;
+    const answers = new Map<RpcProvider, RpcAnswer>();
+    const failed = new Set<RpcProvider>();
+    let pause = 25;
+    for (;;) {
+      const picked: RpcProvider[] = [];
+      while (answers.size + picked.length < want) {
+        const p = this.#pick(new Set([...answers.keys(), ...failed, ...picked]), false);
+        if (!p) break;
+        picked.push(p);
+      }
+      await Promise.all(
+        picked.map(async (p) => {
+          const got = await this.#attempt(p, call);
+          if ('why' in got) failed.add(p);
+          else answers.set(p, got.a);
+        }),
+      );
+      if (answers.size >= want || (!picked.length && answers.size >= Math.max(1, this.quorumSize))) return [...answers.values()];
+      if (!picked.length) {
+        if (Date.now() + pause > deadline) return undefined;
+        await new Promise((r) => setTimeout(r, pause));
+        pause = Math.min(pause * 2, 500);
+        failed.clear();
+      }
+    }
   }
 
   // The commitment a call reads at, and where its `minContextSlot` goes (undefined: it takes none).
@@ -453,6 +511,24 @@ export class SvmRpcPool {
     const list = ready.length ? ready : pool;
     return list.sort((a, b) => a.errorRate - b.errorRate || b.weight - a.weight || a.index - b.index)[0];
   }
+}
+
+// A getRecentPrioritizationFees answer's fees, or undefined for an error or a malformed list.
+function feesOf(a: RpcAnswer): bigint[] | undefined {
+  if (!('result' in a) || !Array.isArray(a.result)) return undefined;
+  const fees = (a.result as { prioritizationFee?: unknown }[]).map((f) => f?.prioritizationFee);
+  return fees.every((f) => Number.isSafeInteger(f) && (f as number) >= 0) ? fees.map((f) => BigInt(f as number)) : undefined;
+}
+
+/**
+ * The percentile of recent prioritization fees (micro-lamports per compute unit) a transaction is priced at: the
+ * 75th, so that it lands in a busy slot too. The pool's lower median of providers' answers is taken by it, so the
+ * adapter's price is that median.
+ */
+export function recentFeePercentile(fees: readonly bigint[]): bigint {
+  const sorted = [...fees].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  if (!sorted.length) return 0n;
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.75))]!;
 }
 
 /** A web3.js Connection whose every call goes through the pool (the URL is never used directly). */
