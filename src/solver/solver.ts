@@ -435,6 +435,10 @@ export class Solver implements PayoutHooks, ChainEvents {
     // Linked before the deposit is handled: the ledger's trigger then counts it owed to the solver.
     this.ledger.payouts.linkDeposit(`fill:${r.id}`, d.id);
     this.ledger.deposits.markHandled(d.id, r.id);
+    // Settled by a deposit of the user's own, the order's signed deposit still unsigned in the queue is not sent (it took
+    // the tokens again, back as a DOUBLE_SPEND less two transactions' gas). When it is this very deposit, it was sent:
+    // left as it is.
+    this.#dropSignedDeposit(r.id, 'ORDER_ALREADY_FILLED', Date.now());
     // A deposit beyond the input the fast fill was priced at goes back to refundTo, as a deposit address's overpayment
     // does (kept, the user lost it); the hold is settled by what the fill was made of.
     const excess = this.#excessOf(d, r);
@@ -998,6 +1002,9 @@ export class Solver implements PayoutHooks, ChainEvents {
         this.ledger.operations.release(held.id);
       }
       this.ledger.requests.setStatus(requestId, 'failure', { failReason: 'MANUAL_ADMIN_REFUND' }, now);
+      // Its signed deposit still unsigned in the queue is not sent after the refund (it took the tokens again, back as a
+      // DOUBLE_SPEND less two transactions' gas).
+      this.#dropSignedDeposit(requestId, 'MANUAL_ADMIN_REFUND', now);
       const actionId = this.ledger.operations.record(
         {
           action: 'refund',
@@ -1248,6 +1255,9 @@ export class Solver implements PayoutHooks, ChainEvents {
       // burned on chain (as a deposit's refund bears it), and a deposit that comes is refunded (match: a fast fill
       // settles a deposit only when it paid).
       releaseHold(this.ledger, r.id, reason);
+      // The order failed: its signed deposit still unsigned in the queue is not sent only to come back as a refund less
+      // its gas and the refund's. One already sent lands and is refunded so.
+      this.#dropSignedDeposit(r.id, reason, now);
       const burned = CALLER_FAILURES.has(reason) ? this.#gasBurned(payout) : 0n;
       const native = this.registry.native(payout.chain_id);
       const price = this.#snapshot?.prices.get(key(payout.chain_id, native.address)) ?? native.usdPrice;

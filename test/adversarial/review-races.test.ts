@@ -9,6 +9,8 @@ import { RelayDepositoryAbi } from '../../contracts-abi/index.ts';
 import { generatePrivateKey, privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { pastFinality } from '../helpers/finality.ts';
 import { fundAppBalance, linkWallet } from '../helpers/appBalance.ts';
+import { linkWallet as linkThroughNode } from '../helpers/link.ts';
+import { pause, resume } from '../../src/admin/actions.ts';
 import { api, executeSteps, holdSubmitter, nativeBridge, permitQuote, startStack, until, waitForStatus, type Stack } from '../helpers/stack.ts';
 
 let s: Stack;
@@ -301,5 +303,174 @@ describe('a signed deposit (usePermit) and a deposit of its own for one order', 
     expect(s.node.ledger.payouts.txsOf(deposit.id)).toHaveLength(0);
     expect(deposit.state).toBe('failed');
     expect(s.node.ledger.deposits.byOrderRef(id)).toHaveLength(1);
+  });
+});
+
+describe('a signed deposit (usePermit) still queued when its order is settled another way: a fast fill, its failure, an operator', () => {
+  // A key quoting a usePermit order for account `from` (7 USDC from A; `extra` overrides the quote's fields), its own app
+  // balance wallet funded with 20 USDC, the permit posted while chain A's submitter is held: the node's deposit waits.
+  async function fastFilledPermit(from: number | { address: Address; privateKey: Hex }, label: string, extra: Record<string, unknown> = {}) {
+    const app = s.node.ledger.apiKeys.create(label);
+    const wallet = privateKeyToAccount(generatePrivateKey());
+    const linked = await linkThroughNode(s.url, app.key, wallet);
+    expect(linked.status, JSON.stringify(linked.body)).toBe(200);
+    await fundAppBalance(s, 1, wallet.address, 20_000_000n);
+    const user = typeof from === 'number' ? account(from) : from;
+    const q = await permitQuote(s, user.address, extra, app.key);
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const step = q.body.steps[0];
+    const id = step.requestId as Hex;
+    const amount = BigInt(step.items[0].data.sign.value.value);
+    const release = holdSubmitter(s, A);
+    const { domain, types, primaryType, value } = step.items[0].data.sign;
+    const signature = await privateKeyToAccount(user.privateKey).signTypedData({ domain, types, primaryType, message: value });
+    const posted = await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body });
+    expect(posted.status, JSON.stringify(posted.body)).toBe(200);
+    const ff = await api(s.url, '/fast-fill', { apiKey: app.key, body: { requestId: id } });
+    expect(ff.status, JSON.stringify(ff.body)).toBe(200);
+    return { app, wallet: wallet.address, user, id, amount, release };
+  }
+  const usdcOf = (who: Address) => s.publicClient(A).readContract({ address: usdc(A), abi: erc20Abi, functionName: 'balanceOf', args: [who] });
+  const settledOnA = () =>
+    until(
+      () => (s.node.ledger.payouts.ofChain(A).every((p) => p.state === 'success' || p.state === 'failed') ? true : undefined),
+      "the node's payouts on A settled",
+      60_000,
+    );
+
+  it("a fast fill settled by the user's own deposit: the queued permit is not sent (it took the tokens again, refunded as DOUBLE_SPEND less two transactions' gas)", {
+    timeout: 120_000,
+  }, async () => {
+    const f = await fastFilledPermit(3, 'permit fast fill settled');
+    const before = await usdcOf(f.user.address);
+    try {
+      await waitForStatus(s.url, f.id, ['success'], 60_000);
+      // The user, tired of waiting for the node's deposit, deposits the order's input themselves: it settles the fast fill.
+      const depository = s.devnet.chains.find((c) => c.id === A)!.contracts.depository;
+      const w = s.wallet(3, A);
+      for (const [to, data] of [
+        [usdc(A), encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [depository, f.amount] })],
+        [depository, encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositErc20', args: [f.user.address, usdc(A), f.amount, f.id] })],
+      ] as const) {
+        const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to, data });
+        await s.publicClient(A).waitForTransactionReceipt({ hash });
+      }
+      await until(() => (s.node.ledger.balances.summary(f.wallet).held === 0n ? true : undefined), 'the hold settled by the deposit', 60_000);
+    } finally {
+      f.release();
+    }
+    await settledOnA();
+    const deposit = s.node.ledger.payouts.get(`deposit:${f.id}`)!;
+    // Before: the node sent it, took another 7 USDC and refunded them as a DOUBLE_SPEND less two transactions' gas.
+    expect(s.node.ledger.payouts.txsOf(deposit.id)).toHaveLength(0);
+    expect(deposit.state).toBe('failed');
+    expect(before - (await usdcOf(f.user.address))).toBe(f.amount);
+    expect(s.node.ledger.deposits.byOrderRef(f.id)).toHaveLength(1);
+    // The app's hold was settled by the user's deposit: nothing held, nothing debited.
+    expect(s.node.ledger.balances.summary(f.wallet).held).toBe(0n);
+    expect(s.node.ledger.balances.get(`permanent_debit:${f.id}`)).toBeUndefined();
+  });
+
+  it('a fast fill whose payout failed: the queued permit is not sent only to be refunded less its gas', { timeout: 120_000 }, async () => {
+    // Native ETH on B to the stablecoin contract, which has no receive function: the fast fill's payout reverts.
+    const f = await fastFilledPermit(4, 'permit fast fill failed', { destinationCurrency: zeroAddress, recipient: usdc(B) });
+    const before = await usdcOf(f.user.address);
+    try {
+      await waitForStatus(s.url, f.id, ['failure'], 60_000);
+      await until(() => (s.node.ledger.payouts.get(`fill:${f.id}`)?.state === 'failed' ? true : undefined), 'the fast fill failed', 60_000);
+    } finally {
+      f.release();
+    }
+    await settledOnA();
+    const deposit = s.node.ledger.payouts.get(`deposit:${f.id}`)!;
+    // Before: the node sent it once A moved on, and the deposit came back as a refund less its gas.
+    expect(s.node.ledger.payouts.txsOf(deposit.id)).toHaveLength(0);
+    expect(deposit.state).toBe('failed');
+    expect(await usdcOf(f.user.address)).toBe(before);
+    expect(s.node.ledger.deposits.byOrderRef(f.id)).toHaveLength(0);
+  });
+  it("an operator's refund of the user's own deposit held back: the queued permit is not sent after it (a second deposit, refunded as DOUBLE_SPEND less two transactions' gas)", {
+    timeout: 120_000,
+  }, async () => {
+    const user = account(0);
+    const depository = s.devnet.chains.find((c) => c.id === A)!.contracts.depository;
+    const q = await permitQuote(s, user.address);
+    expect(q.status, JSON.stringify(q.body)).toBe(200);
+    const step = q.body.steps[0];
+    const id = step.requestId as Hex;
+    const amount = BigInt(step.items[0].data.sign.value.value);
+    const before = await usdcOf(user.address);
+    const route = { scope: 'route', originChainId: A, destinationChainId: B } as const;
+    const who = { actor: 'review', reason: 'races' };
+    const release = holdSubmitter(s, A);
+    try {
+      const { domain, types, primaryType, value } = step.items[0].data.sign;
+      const signature = await privateKeyToAccount(user.privateKey).signTypedData({ domain, types, primaryType, message: value });
+      const posted = await api(s.url, `/permits?signature=${signature}`, { body: step.items[0].data.post.body });
+      expect(posted.status, JSON.stringify(posted.body)).toBe(200);
+      // The route paused: the user's own deposit is held back, and the operator refunds it by hand.
+      expect(pause(s.node.ledger, route, who)).toBe(true);
+      const w = s.wallet(0, A);
+      for (const [to, data] of [
+        [usdc(A), encodeFunctionData({ abi: erc20Abi, functionName: 'approve', args: [depository, amount] })],
+        [depository, encodeFunctionData({ abi: RelayDepositoryAbi, functionName: 'depositErc20', args: [user.address, usdc(A), amount, id] })],
+      ] as const) {
+        const hash = await w.sendTransaction({ account: w.account!, chain: w.chain, to, data });
+        await s.publicClient(A).waitForTransactionReceipt({ hash });
+      }
+      await until(
+        () => {
+          const d = s.node.ledger.deposits.byOrderRef(id)[0];
+          return d && d.state === 'confirmed' && s.node.ledger.operations.postponement(d.id) ? true : undefined;
+        },
+        'the deposit held back',
+        60_000,
+      );
+      const refund = await s.node.solver!.manualRefund(id, who);
+      expect(refund.kind).toBe('refund');
+    } finally {
+      resume(s.node.ledger, route, who);
+      release();
+    }
+    await settledOnA();
+    const deposit = s.node.ledger.payouts.get(`deposit:${id}`)!;
+    const refunds = s.node.ledger.payouts
+      .ofChain(A)
+      .filter((p) => p.kind === 'refund' && p.recipient.toLowerCase() === user.address.toLowerCase() && p.decided_at >= deposit.decided_at);
+    // Before: the node sent it once A moved on, took the tokens a second time, and refunded them less two transactions' gas.
+    expect(s.node.ledger.payouts.txsOf(deposit.id)).toHaveLength(0);
+    expect(deposit.state).toBe('failed');
+    expect(s.node.ledger.deposits.byOrderRef(id)).toHaveLength(1);
+    expect(refunds).toHaveLength(1);
+    expect(before - (await usdcOf(user.address))).toBe(amount - BigInt(refunds[0]!.amount));
+  });
+  it("the permit that is the fast fill's own cover is still sent, and its deposit settles the fast fill: the app is held nothing, the user pays once", {
+    timeout: 120_000,
+  }, async () => {
+    // A user of their own (a permit nonce no other test used), given the order's 7 USDC on A.
+    const key = generatePrivateKey();
+    const user = { address: privateKeyToAccount(key).address, privateKey: key };
+    const w1 = s.wallet(1, A);
+    const funded = await w1.sendTransaction({
+      account: w1.account!,
+      chain: w1.chain,
+      to: usdc(A),
+      data: encodeFunctionData({ abi: erc20Abi, functionName: 'transfer', args: [user.address, 7_000_000n] }),
+    });
+    await s.publicClient(A).waitForTransactionReceipt({ hash: funded });
+    const f = await fastFilledPermit(user, 'permit fast fill covered');
+    try {
+      await waitForStatus(s.url, f.id, ['success'], 60_000);
+    } finally {
+      f.release();
+    }
+    await settledOnA();
+    await until(() => (s.node.ledger.balances.summary(f.wallet).held === 0n ? true : undefined), 'the hold settled by the permit', 60_000);
+    const deposit = s.node.ledger.payouts.get(`deposit:${f.id}`)!;
+    expect(deposit.state).toBe('success');
+    expect(s.node.ledger.deposits.byOrderRef(f.id)).toHaveLength(1);
+    expect(await usdcOf(user.address)).toBe(7_000_000n - f.amount);
+    expect(s.node.ledger.balances.get(`permanent_debit:${f.id}`)).toBeUndefined();
+    expect(s.node.ledger.payouts.forRequest(f.id).filter((p) => p.kind === 'refund' || p.kind === 'excess')).toHaveLength(0);
   });
 });
