@@ -502,29 +502,34 @@ class SvmGate extends JsonRpcProxy {
   }
 }
 
+// A stack whose SVM chain is read through the providers `make` puts in front of the devnet's SVM RPC, the first
+// favoured (by its weight): it answers every read a single provider answers.
+async function svmStackBehind(make: (rpcUrl: string) => Promise<{ url: string; name: string; weight?: number }[]>): Promise<Stack> {
+  return startStack({
+    svm: true,
+    chains: async (_devnet, chains) =>
+      Promise.all(
+        (chains as { id: number; rpcUrl: string; kind?: string }[]).map(async (c) => {
+          if (c.kind !== 'svm') return c;
+          const rpc = await make(c.rpcUrl);
+          return { ...c, rpcUrl: rpc[0]!.url, rpc };
+        }),
+      ),
+  });
+}
+
 describe('one hostile SVM provider of two', () => {
   let sv: Stack;
   let liar: SvmHoldingLiar;
   let gate: SvmGate;
   beforeAll(async () => {
-    sv = await startStack({
-      svm: true,
-      chains: async (_devnet, chains) =>
-        Promise.all(
-          (chains as { id: number; rpcUrl: string; kind?: string }[]).map(async (c) => {
-            if (c.kind !== 'svm') return c;
-            liar = await new SvmHoldingLiar(c.rpcUrl).start();
-            gate = await new SvmGate(c.rpcUrl).start();
-            return {
-              ...c,
-              rpcUrl: liar.url,
-              rpc: [
-                { url: liar.url, name: 'favoured', weight: 1000 },
-                { url: gate.url, name: 'honest' },
-              ],
-            };
-          }),
-        ),
+    sv = await svmStackBehind(async (rpcUrl) => {
+      liar = await new SvmHoldingLiar(rpcUrl).start();
+      gate = await new SvmGate(rpcUrl).start();
+      return [
+        { url: liar.url, name: 'favoured', weight: 1000 },
+        { url: gate.url, name: 'honest' },
+      ];
     });
   }, 120_000);
   afterAll(async () => {
@@ -577,26 +582,14 @@ describe('one hostile SVM provider of three, the priority fee', () => {
   let liar: SvmLiarProxy;
   let honest: Honest;
   beforeAll(async () => {
-    sv = await startStack({
-      svm: true,
-      chains: async (_devnet, chains) =>
-        Promise.all(
-          (chains as { id: number; rpcUrl: string; kind?: string }[]).map(async (c) => {
-            if (c.kind !== 'svm') return c;
-            liar = await new SvmLiarProxy(c.rpcUrl).start();
-            honest = await new Honest(c.rpcUrl).start();
-            return {
-              ...c,
-              rpcUrl: liar.url,
-              // The hostile provider favoured: it answers every read a single provider answers.
-              rpc: [
-                { url: liar.url, name: 'favoured', weight: 1000 },
-                { url: honest.url, name: 'honest' },
-                { url: c.rpcUrl, name: 'honest-2' },
-              ],
-            };
-          }),
-        ),
+    sv = await svmStackBehind(async (rpcUrl) => {
+      liar = await new SvmLiarProxy(rpcUrl).start();
+      honest = await new Honest(rpcUrl).start();
+      return [
+        { url: liar.url, name: 'favoured', weight: 1000 },
+        { url: honest.url, name: 'honest' },
+        { url: rpcUrl, name: 'honest-2' },
+      ];
     });
   }, 120_000);
   afterAll(async () => {
