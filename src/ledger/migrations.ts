@@ -1132,4 +1132,12 @@ $fn$;
 CREATE TRIGGER balance_totals_insert AFTER INSERT ON balance_entries FOR EACH ROW EXECUTE FUNCTION balance_totals_on_entry();
 ${balanceTotalsBackfill}`,
   },
+  {
+    version: 39,
+    name: "live deposit addresses by chain: each head's watcher read seeks its chain's recent addresses, not every request",
+    // Requests.depositAddresses runs on every head of every EVM chain. Without statistics SQLite took requests_parent
+    // (parent_id IS NULL: every top-level request the ledger has); requests_watched (migration 30) leads by API key.
+    sql: `CREATE INDEX requests_watched_chain ON requests(origin_chain_id, created_at) WHERE deposit_address IS NOT NULL AND parent_id IS NULL;`,
+    pg: `CREATE INDEX requests_watched_chain ON requests(origin_chain_id, created_at) WHERE deposit_address IS NOT NULL AND parent_id IS NULL;`,
+  },
 ];

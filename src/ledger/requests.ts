@@ -50,6 +50,13 @@ export type NewRequest = Omit<RequestRow, Progress | Optional> & {
   features?: string;
 };
 
+/**
+ * The deposit addresses a chain's watcher checks on every head (depositAddresses): through requests_watched_chain
+ * (migration 39), which holds only the live addresses' rows and seeks the chain's recent ones, not every request.
+ */
+export const WATCHED_ADDRESSES = `SELECT id, refund_to, deposit_address, origin_currency, amount_in, money, expires_at FROM requests
+  WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`;
+
 export class Requests {
   #insert;
   #insertQuote;
@@ -112,8 +119,7 @@ export class Requests {
       this.#events?.record(args.id as string);
     });
     this.#features = db.prepare('UPDATE requests SET features = ?, updated_at = ? WHERE id = ?');
-    this.#watched = db.prepare(`SELECT id, refund_to, deposit_address, origin_currency, amount_in, money, expires_at FROM requests
-      WHERE deposit_address IS NOT NULL AND parent_id IS NULL AND origin_chain_id = ? AND created_at >= ?`);
+    this.#watched = db.prepare(WATCHED_ADDRESSES);
     // Counted up to the cap only (LIMIT), through requests_watched (migration 30).
     const live = 'deposit_address IS NOT NULL AND parent_id IS NULL AND created_at >= @since';
     this.#watchedOfKey = db.prepare(`SELECT count(*) AS n FROM (SELECT 1 FROM requests WHERE api_key_id = @key AND ${live} LIMIT @cap) AS w`);
