@@ -32,7 +32,7 @@ export const READS = new Set<PropertyKey>(
     'accruedFor claimsOf unconfirmed nextConfirmed byOrderRef recentWithoutTxFee forRequest handledAbove handledIn handledOfTxs ' +
     'liveOfChain amountsInBlocks inBlocks inFlight committed onAppended since maxSeq webhook webhooks due pendingDelivery deliveryCounts pendingCount ' +
     'deliveries ofTx standingFrom all scanMark cursor tip block current holds actions actionsOf switches postponement postponed ' +
-    'dryRunDecisions adminKey adminKeys queued forDeposit reservedOn openTxs stranded txsOf rowsOfTx rawOf getMany maxNonce ofChain txsOfChain made ' +
+    'dryRunDecisions adminKey adminKeys queued queuedCount forDeposit reservedOn openTxs stranded txsOf rowsOfTx rawOf getMany maxNonce ofChain txsOfChain made ' +
     'txCostsOfSender hashesOfSender outflowSums hasOpenWithdrawal outflowsSince unsettled unsent relayedBy children depositAddresses ' +
     'byDepositAddress watchedOf quoteOf search latestStatusesOfUser manualRefundsOwed owed owedByCurrency depositsOf status'
   ).split(' '),

@@ -26,6 +26,7 @@ export class Payouts {
   #insert;
   #get;
   #queued;
+  #queuedCount;
   #setState;
   #insertBytes;
   #insertTx;
@@ -60,8 +61,10 @@ export class Payouts {
     // The chain id is cast: better-sqlite3 binds a JS number as REAL, and 'pause:chain:' || 10.0
     // named no switch, so a chain pause held nothing already queued (fast fills, refunds, claims).
     // BIGINT (an integer in SQLite too): PostgreSQL's INTEGER would overflow on a chain id past 2^31.
-    this.#queued = db.prepare(`SELECT * FROM payouts WHERE chain_id = @chain AND state = 'queued'
-      AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || CAST(@chain AS BIGINT))) ORDER BY decided_at LIMIT @limit`);
+    const sendable = `chain_id = @chain AND state = 'queued'
+      AND NOT EXISTS (SELECT 1 FROM switches WHERE name IN ('pause:all', 'dry-run', 'pause:chain:' || CAST(@chain AS BIGINT)))`;
+    this.#queued = db.prepare(`SELECT * FROM payouts WHERE ${sendable} ORDER BY decided_at LIMIT @limit`);
+    this.#queuedCount = db.prepare(`SELECT COUNT(*) AS n FROM payouts WHERE ${sendable}`);
     this.#setState = db.prepare(`UPDATE payouts SET state = @state, tx_hash = COALESCE(@tx_hash, tx_hash),
       fail_reason = COALESCE(@fail_reason, fail_reason), updated_at = @now WHERE id = @id`);
     // The signed bytes once per hash (migration 23): a batch's later rows find them there. The hash is
@@ -144,6 +147,11 @@ export class Payouts {
   }
   queued(chainId: number, limit = 50): PayoutRow[] {
     return this.#queued.all({ chain: chainId, limit }) as PayoutRow[];
+  }
+
+  /** How many payouts `queued` would hand the chain's submitter, counted without reading them. */
+  queuedCount(chainId: number): number {
+    return Number((this.#queuedCount.get({ chain: chainId }) as { n: number | string }).n);
   }
   /**
    * Names the deposit a payout made before any deposit is paid for by (a fast fill, once its deposit

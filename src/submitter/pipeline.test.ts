@@ -32,14 +32,17 @@ function payout(id: string, kind: PayoutRow['kind'] = 'fill'): PayoutRow {
 /** The payouts table in memory, with the one write the pipeline makes itself (failing) and the sender's (sent). */
 function memoryLedger(rows: PayoutRow[]) {
   const payouts = new Map(rows.map((r) => [r.id, { ...r }]));
-  const reads = { queued: 0 };
+  const reads = { queued: 0, rows: 0 };
   const ledger = {
     tx: <T>(fn: () => T): T => fn(),
     payouts: {
       queued: (chain: number, limit = 50) => {
         reads.queued++;
-        return [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').slice(0, limit);
+        const rows = [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').slice(0, limit);
+        reads.rows += rows.length;
+        return rows;
       },
+      queuedCount: (chain: number) => [...payouts.values()].filter((p) => p.chain_id === chain && p.state === 'queued').length,
       get: (id: string) => payouts.get(id),
       getMany: (ids: string[]) => ids.flatMap((id) => payouts.get(id) ?? []),
       setState: (id: string, state: PayoutRow['state'], extra: { failReason?: PayoutRow['fail_reason']; txHash?: string } = {}) => {
@@ -301,6 +304,45 @@ describe('PayoutPipeline', () => {
       ['e', 'f', 'g'],
     ]);
     expect(calls.submitted.sort()).toEqual(['a', 'd', 'h']);
+  });
+
+  it('a backlog of batchable payouts is not read again on every pass while it waits for a slot (issue #19)', async () => {
+    // 2,000 fills decided at once (a burst of deposits), batches of 10, one slot held by the first batch. Every
+    // payout in flight was read again on every pass (the read reached past them): 20 wakes read 21,000 rows.
+    const ids = Array.from({ length: 2000 }, (_, i) => `p${String(i).padStart(4, '0')}`);
+    const mem = memoryLedger(ids.map((id) => payout(id)));
+    const { sender } = scriptedSender(mem, () => ({ kind: 'ready', prepared: 'x' }));
+    const g = gate();
+    const batches: string[][] = [];
+    const batching: PayoutSender<string, string> = {
+      ...sender,
+      batch: {
+        maxPayouts: 10,
+        slots: 1,
+        batchable: () => true,
+        check: () => {},
+        async submitBatch(rows) {
+          await g.opened;
+          batches.push(rows.map((r) => r.id));
+          for (const r of rows) mem.ledger.payouts.setState(r.id, 'sent', { txHash: `batch-${batches.length}` });
+          return { kind: 'recorded', txHash: `batch-${batches.length}`, signed: `batch-${batches.length}` };
+        },
+      },
+    };
+    const { p } = pipeline(mem, batching);
+    await p.start();
+    await until(() => mem.reads.queued >= 1, 'the first read');
+    for (let i = 0; i < 20; i++) {
+      p.wake();
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    // The first pass read one batch of rows (queuedBatch: 100); enough wait for the slot, so nothing more is read.
+    expect(mem.reads.rows).toBeLessThanOrEqual(200);
+    g.open();
+    await until(() => ids.every((id) => mem.payouts.get(id)!.state === 'sent'), 'the backlog sent');
+    // Each payout once, in order, at most maxPayouts a transaction.
+    expect(batches.flat()).toEqual(ids);
+    expect(Math.max(...batches.map((b) => b.length))).toBe(10);
   });
 
   it('never processes a payout in flight a second time, however often it is woken', async () => {

@@ -33,7 +33,7 @@ const QUEUE_DEPTH_EVERY_MS = 1_000;
 
 /** What of the ledger the pipeline reads and writes. */
 export type PipelineLedger = Pick<Ledger, 'tx'> & {
-  payouts: Pick<Ledger['payouts'], 'queued' | 'get' | 'getMany' | 'setState' | 'openTxs'>;
+  payouts: Pick<Ledger['payouts'], 'queued' | 'queuedCount' | 'get' | 'getMany' | 'setState' | 'openTxs'>;
   /** A fill's order's deadline (absent: no fill is held to one). */
   requests?: Pick<Ledger['requests'], 'fillDeadline'>;
 };
@@ -115,7 +115,7 @@ export class PayoutPipeline<P, S> implements Payouts {
   #slots = 0;
   // How many queued payouts mayPay held on the last send pass: the next read reaches past them as past those in flight.
   #held = 0;
-  // When the queue-depth metric was last read from the ledger (it reads every queued payout and open transaction).
+  // When the queue-depth metric was last read from the ledger (it counts the queued payouts and reads the open transactions).
   #depthAt = -Infinity;
 
   constructor(sender: PayoutSender<P, S>, o: PayoutPipelineOptions) {
@@ -215,6 +215,10 @@ export class PayoutPipeline<P, S> implements Payouts {
 
   #pump(): void {
     if (!this.#started || !this.#ready) return;
+    // Enough batchable payouts wait to fill every slot's next batch: nothing read now could leave sooner, and every
+    // read reaches past the payouts in flight (a burst of 10,000 fills was read again, whole, on every pass: 0.38 ms
+    // of the node's CPU per fill). A slot freed wakes this pass again (#drain).
+    if (this.#waitingFull()) return this.#drain();
     const { ledger, queuedBatch } = this.#o;
     const now = Date.now();
     // Payouts in flight or waiting on their backoff are read and skipped: the read reaches as far past them, so that
@@ -282,8 +286,15 @@ export class PayoutPipeline<P, S> implements Payouts {
           this.#slots--;
           for (const id of ids) this.#inFlight.delete(id);
           this.#drain();
+          if (!this.#waitingFull()) this.#send.wake();
         });
     }
+  }
+
+  // Whether the batchable payouts waiting fill every slot's next batch.
+  #waitingFull(): boolean {
+    const batch = this.#sender.batch;
+    return batch !== undefined && this.#waiting.length >= batch.maxPayouts * batch.slots;
   }
 
   // Several payouts in one transaction, recorded for every payout it carries before broadcast.
@@ -483,7 +494,7 @@ export class PayoutPipeline<P, S> implements Payouts {
     this.#depthAt = now;
     try {
       const { ledger } = this.#o;
-      const queued = ledger.payouts.queued(this.chainId, 100_000).length;
+      const queued = ledger.payouts.queuedCount(this.chainId);
       const inFlight = new Set(ledger.payouts.openTxs(this.chainId).map((t) => t.payout_id)).size;
       this.#o.metrics.queueDepth.set(this.#label, queued + inFlight);
     } catch {
