@@ -5,7 +5,12 @@
 // Each deposit comes from its own key (as many users, each paying once): a chain of nonces from a
 // few keys sent while anvil mines can be stranded in anvil's pool and never included (see
 // src/devnet/rawTransactions.ts), which left 33 to 103 orders unfilled in about one run in six.
-// Usage: npm run bench:throughput -- [fills] [--ledger sqlite|postgres]
+// Usage: npm run bench:throughput -- [fills] [--ledger sqlite|postgres] [--block-ms MS]
+// --block-ms MS: the chains make a block every MS ms instead of one per transaction, as a real chain does. The deposits
+// wait in the origin chain's pool when the window opens, and its blocks take them as fast as their gas limit allows
+// (about 1,250 deposits a block): a backlog arriving faster than one key can fill, which the node works through. Without
+// it, every deposit is a block of its own (anvil's instant mining), and the node's work per block (the indexer's reads,
+// the funding scan) is paid once per deposit: 1,000 blocks a second, where a fast real chain makes 4 to 10.
 // The last line printed is the run's figures as one JSON object (bench/ledgers.ts reads it).
 // --ledger postgres: the node's ledger in a PostgreSQL this bench starts (durable: fsync on, as SQLite's
 // synchronous = FULL), reached through the synchronous bridge (src/ledger/postgres).
@@ -13,6 +18,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { createPublicClient, encodeFunctionData, http, keccak256, parseEventLogs, toHex, zeroAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
+import { mineEvery } from './blockMiner.ts';
 import { profileWindow } from './profile.ts';
 import { awaitIncluded, rpc, sendRawBatches, type RawTx } from '../src/devnet/rawTransactions.ts';
 import { OrderFillerAbi, RelayDepositoryAbi } from '../contracts-abi/index.ts';
@@ -30,6 +36,9 @@ import { scratchDir } from './scratchDir.ts';
 const sql = sqlStats();
 const args = process.argv.slice(2);
 const LEDGER = takeLedgerFlag(args);
+const blockMsAt = args.indexOf('--block-ms');
+const BLOCK_MS = blockMsAt >= 0 ? Number(args.splice(blockMsAt, 2)[1]) : undefined;
+if (BLOCK_MS !== undefined && !(BLOCK_MS >= 50)) throw new Error('--block-ms: at least 50 (ms)');
 const N = Number(args[0] ?? 1000);
 // Fills pay these few existing accounts in turn, as when the depositors were these five keys, so that
 // gas per fill stays comparable with earlier runs (a first payment to an empty account costs 25,000 gas more).
@@ -40,7 +49,7 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
 const dataDir = scratchDir('relay-bench-throughput-');
 const postgres = LEDGER === 'postgres' ? await startPostgres({ durable: process.env.BENCH_PG_FSYNC !== 'off' }) : undefined;
 const ledgerConfig = postgres ? { ledger: { url: await postgres.createDatabase() } } : {};
-const devnet = await startDevnet({ dataDir, testAccounts: RECIPIENTS + 1 });
+const devnet = await startDevnet({ dataDir, testAccounts: RECIPIENTS + 1, ...(BLOCK_MS ? { blockTime: BLOCK_MS / 1000 } : {}) });
 const node = await new RelayNode(buildConfigWithKeys({ ...devnet.nodeConfig({ port: 0, logLevel: 'silent' }), ...ledgerConfig }, devnet.keys), {
   log: createLogger('silent'),
 }).start();
@@ -102,6 +111,14 @@ try {
     });
   }
   const sentAt = new Map<Hex, number>();
+  // --block-ms: every deposit in the origin chain's pool before the window, none mined until it opens.
+  if (BLOCK_MS) {
+    await rpc(origin.rpcUrl, 'evm_setIntervalMining', [0]);
+    await sendRawBatches(
+      origin.rpcUrl,
+      raws.map((r) => r.raw),
+    );
+  }
   const stopProfile = await profileWindow('throughput');
   const started = Date.now();
   const cpu0 = process.cpuUsage();
@@ -112,15 +129,18 @@ try {
   const deferredWrites0 = 'deferredWrites' in node.ledger.db ? (node.ledger.db.deferredWrites as number) : 0;
   const cachedReads0 = 'cachedReads' in node.ledger.db ? (node.ledger.db.cachedReads as number) : 0;
   const trips0 = 'trips' in node.ledger.db ? { ...(node.ledger.db.trips as Record<string, number>) } : undefined;
-  for (let i = 0; i < raws.length; i += 50) {
-    const batch = raws.slice(i, i + 50);
-    const now = Date.now();
-    for (const b of batch) sentAt.set(b.id, now);
-    await sendRawBatches(
-      origin.rpcUrl,
-      batch.map((b) => b.raw),
-    );
-  }
+  const miner = BLOCK_MS ? mineEvery(origin.rpcUrl, BLOCK_MS) : undefined;
+  if (miner) for (const b of raws) sentAt.set(b.id, started);
+  else
+    for (let i = 0; i < raws.length; i += 50) {
+      const batch = raws.slice(i, i + 50);
+      const now = Date.now();
+      for (const b of batch) sentAt.set(b.id, now);
+      await sendRawBatches(
+        origin.rpcUrl,
+        batch.map((b) => b.raw),
+      );
+    }
   const sentSeconds = (Date.now() - started) / 1000;
   const db = node.ledger.db;
   const done = () => (db.prepare(`SELECT COUNT(*) AS n FROM requests WHERE status = 'success'`).get() as { n: number }).n;
@@ -142,6 +162,7 @@ try {
     }
   }
   const wallSeconds = (Date.now() - started) / 1000;
+  const originBlocks = await miner?.stop();
   const cpu = process.cpuUsage(cpu0);
   const profiled = await stopProfile();
   if (profiled) console.log(`  CPU profile of the fill window: ${profiled} (npx tsx bench/profile-summary.ts ${profiled})`);
@@ -169,6 +190,11 @@ try {
     updated_at: number;
   }[];
   const lat = paidAt.map((p) => p.updated_at - sentAt.get(p.request_id)!).sort((a, b) => a - b);
+  // When fills were included, from the window's start: the first, and the pace of the middle 80% (past the pipeline's
+  // filling at the start and its draining at the end).
+  const paidTimes = paidAt.map((p) => p.updated_at - started).sort((a, b) => a - b);
+  const middle = paidTimes.length >= 10 ? (0.8 * paidTimes.length) / ((pct(paidTimes, 90) - pct(paidTimes, 10)) / 1000) : undefined;
+  const depositBlocks = (db.prepare('SELECT COUNT(DISTINCT block_number) AS n FROM deposits WHERE chain_id = ?').get(origin.id) as { n: number }).n;
 
   // Nothing lost, nothing twice, checked on the destination chain itself.
   const logs = await client(dest).getLogs({ address: dest.contracts.filler, fromBlock: 0n, toBlock: 'latest' });
@@ -193,9 +219,11 @@ try {
   const fillsPerSecond = filled / wallSeconds;
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, memGiB: +(totalmem() / 2 ** 30).toFixed(1), node: process.version };
   console.log(
-    `throughput (${LEDGER} ledger): ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (deposits sent in ${sentSeconds.toFixed(2)} s)`,
+    `throughput (${LEDGER} ledger${BLOCK_MS ? `, a block every ${BLOCK_MS} ms` : ', a block per transaction'}): ${filled}/${N} filled in ${wallSeconds.toFixed(2)} s = ${fillsPerSecond.toFixed(0)} fills/s (${BLOCK_MS ? `the deposits waiting in the pool, mined in ${depositBlocks} blocks of ${originBlocks} made` : `deposits sent in ${sentSeconds.toFixed(2)} s`})`,
   );
-  console.log(`  deposit → fill included: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat.at(-1)} ms`);
+  console.log(
+    `  ${BLOCK_MS ? 'window open' : 'deposit sent'} → fill included: p50 ${pct(lat, 50)} ms  p90 ${pct(lat, 90)} ms  p99 ${pct(lat, 99)} ms  max ${lat.at(-1)} ms; first fill at ${paidTimes[0]} ms${middle ? `, the middle 80% at ${middle.toFixed(0)} fills/s` : ''}`,
+  );
   console.log(
     `  on chain: ${fills.length} OrderFilled events, ${twice} orders filled twice, ${missing} orders not filled${missing ? ` (${notIncluded} of their deposits never included by the chain)` : ''}`,
   );
@@ -226,9 +254,11 @@ try {
       {
         orders: N,
         ledger: LEDGER,
+        blockMs: BLOCK_MS ?? null,
         filled,
         wallSeconds,
         fillsPerSecond,
+        middle80FillsPerSecond: middle,
         latencyMs: { p50: pct(lat, 50), p90: pct(lat, 90), p99: pct(lat, 99), max: lat.at(-1) },
         filledTwice: twice,
         missing,
@@ -250,6 +280,7 @@ try {
     JSON.stringify({
       bench: 'throughput',
       ledger: LEDGER,
+      blockMs: BLOCK_MS ?? null,
       orders: N,
       filled,
       fillsPerSecond,
