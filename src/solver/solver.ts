@@ -58,6 +58,8 @@ interface Snapshot {
 
 // A snapshot older than this is read again in the background while decisions go on with it; one
 // older than the bound is waited for (after a start, or when the node was idle).
+// Confirmed deposits decided in one ledger transaction (one disk flush).
+const DECIDE_BATCH = 200;
 const SNAPSHOT_TTL_MS = 1000;
 const SNAPSHOT_MAX_AGE_MS = 3000;
 const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
@@ -279,7 +281,7 @@ export class Solver implements PayoutHooks, ChainEvents {
     // their place at the head of the queue: skipping them lets the deposits behind them be decided.
     let skip = 0;
     for (;;) {
-      const batch = this.ledger.deposits.nextConfirmed(200, skip);
+      const batch = this.ledger.deposits.nextConfirmed(DECIDE_BATCH, skip);
       if (!batch.length || this.#stopped) return;
       for (const d of batch) mark(d.order_ref, 'solver:read');
       const snap = await this.#fresh().catch((e: unknown) => {
@@ -312,6 +314,9 @@ export class Solver implements PayoutHooks, ChainEvents {
       for (const c of woken) this.chains.payoutsQueued(c);
       // One statement for the batch, not a read of each deposit's row.
       skip += this.ledger.deposits.countConfirmed(batch.map((d) => d.id));
+      // The event loop's I/O between batches: the payouts just queued are being estimated and signed, and their answers
+      // wait for this pass to yield. A burst of 1,250 deposits was decided whole before the first fill could leave.
+      if (batch.length === DECIDE_BATCH) await new Promise((r) => setImmediate(r));
     }
   }
 
