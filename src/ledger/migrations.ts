@@ -1140,4 +1140,34 @@ ${balanceTotalsBackfill}`,
     sql: `CREATE INDEX requests_watched_chain ON requests(origin_chain_id, created_at) WHERE deposit_address IS NOT NULL AND parent_id IS NULL;`,
     pg: `CREATE INDEX requests_watched_chain ON requests(origin_chain_id, created_at) WHERE deposit_address IS NOT NULL AND parent_id IS NULL;`,
   },
+  {
+    version: 40,
+    name: "indexes for the ledger's periodic reads: a sender's transactions, the quote pruner's candidates, open withdrawals",
+    // On SQLite without statistics each read on a timer sought an index that bounds nothing it asks for, and read more
+    // with every transaction, request or withdrawal the ledger ever had (periodicPlans.test):
+    // - a sender's transactions on a chain, the sender compared case-insensitively (the loss breaker's fees, the
+    //   audit's costs and hashes, on every check): transactions_nonce sought the chain alone, every sender's;
+    // - the quote pruner's candidates (every 300 s): requests_prunable, led by expires_at alone, lost to requests_status
+    //   (status=?), every waiting request read and sorted before the LIMIT. Led by its status (one value in it), it is
+    //   sought by that equality and gives the candidates in expiry order. Its NOT EXISTS of an app fee entry scanned
+    //   app_fee_entries for each candidate;
+    // - an open withdrawal of a chain's currency (the solver's inventory check): payouts_outflow sought the chain's
+    //   withdrawals in every state; payouts_withdrawal_open holds only the open ones.
+    sql: `
+CREATE INDEX transactions_sender ON transactions(chain_id, lower(sender));
+DROP INDEX requests_prunable;
+CREATE INDEX requests_prunable ON requests(status, expires_at)
+  WHERE status = 'waiting' AND kind = 'order' AND parent_id IS NULL AND deposit_address IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX app_fee_entries_request ON app_fee_entries(request_id);
+CREATE INDEX payouts_withdrawal_open ON payouts(chain_id, lower(currency)) WHERE kind = 'withdrawal' AND state IN ('queued', 'sent');
+`,
+    pg: `
+CREATE INDEX transactions_sender ON transactions(chain_id, lower(sender));
+DROP INDEX requests_prunable;
+CREATE INDEX requests_prunable ON requests(status, expires_at)
+  WHERE status = 'waiting' AND kind = 'order' AND parent_id IS NULL AND deposit_address IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX app_fee_entries_request ON app_fee_entries(request_id);
+CREATE INDEX payouts_withdrawal_open ON payouts(chain_id, lower(currency)) WHERE kind = 'withdrawal' AND state IN ('queued', 'sent');
+`,
+  },
 ];

@@ -22,6 +22,24 @@ export type NewTransaction = Omit<
   cancel?: 0 | 1;
 };
 
+// A sender's transactions on a chain, the sender compared case-insensitively: read on every check of the loss breaker
+// (FEES_OF_SENDER) and of the audit's difference (the other two). They seek transactions_sender (chain_id, lower(sender);
+// migration 40): without statistics SQLite took transactions_nonce, which seeks by the chain alone (the sender there is
+// case-sensitive): every transaction the chain ever had, of every sender, on every check.
+/** One row per transaction hash (a batch has a row per payout it carries, each with the whole fee). */
+export const TX_COSTS_OF_SENDER = `SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit,
+        MAX(max_fee_per_gas) AS max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`;
+export const HASHES_OF_SENDER = 'SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)';
+/** Per row, not per hash: a batch's rows each count (as the loss breaker always counted them). */
+export const FEES_OF_SENDER = `SELECT decimal_sum(fee) AS fees,
+      decimal_sum_product(CASE WHEN fee IS NULL AND state IN ('signed', 'broadcast') THEN gas_limit END, max_fee_per_gas) AS open_cost
+      FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`;
+/**
+ * An open withdrawal of a chain's currency (the solver's inventory check, per currency): through payouts_withdrawal_open
+ * (migration 40), which holds only the open withdrawals; payouts_outflow sought the chain's withdrawals in every state.
+ */
+export const OPEN_WITHDRAWAL = `SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`;
+
 export class Payouts {
   #insert;
   #get;
@@ -95,20 +113,13 @@ export class Payouts {
     this.#txsOfChain = db.prepare('SELECT * FROM transactions WHERE chain_id = ?');
     this.#made = db.prepare(`SELECT id, kind, currency, amount, native_topup, CASE WHEN calls IS NULL THEN NULL ELSE '1' END AS calls, state FROM payouts
         WHERE chain_id = ? AND state IN ('success', 'sent')`);
-    // One row per transaction hash (a batch has a row per payout it carries, each with the whole fee).
-    this.#txCostsOfSender = db.prepare(`SELECT hash, MAX(state) AS state, MAX(fee) AS fee, MAX(gas_limit) AS gas_limit,
-        MAX(max_fee_per_gas) AS max_fee_per_gas FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?) GROUP BY hash`);
-    this.#hashesOfSender = db.prepare('SELECT DISTINCT hash FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)');
+    this.#txCostsOfSender = db.prepare(TX_COSTS_OF_SENDER);
+    this.#hashesOfSender = db.prepare(HASHES_OF_SENDER);
     registerDecimalSums(db);
     this.#outflowByCurrency = db.prepare(`SELECT currency, state, decimal_sum(amount) AS amount, decimal_sum(native_topup) AS native_topup FROM payouts
       WHERE chain_id = ? AND kind IN ('fill', 'claim') AND state IN ('success', 'sent') GROUP BY currency, state`);
-    // Per row, not per hash: a batch's rows each count (as the loss breaker always counted them).
-    this.#feesOfSender = db.prepare(`SELECT decimal_sum(fee) AS fees,
-      decimal_sum_product(CASE WHEN fee IS NULL AND state IN ('signed', 'broadcast') THEN gas_limit END, max_fee_per_gas) AS open_cost
-      FROM transactions WHERE chain_id = ? AND lower(sender) = lower(?)`);
-    this.#openWithdrawal = db.prepare(
-      `SELECT 1 FROM payouts WHERE kind = 'withdrawal' AND chain_id = ? AND lower(currency) = lower(?) AND state IN ('queued', 'sent')`,
-    );
+    this.#feesOfSender = db.prepare(FEES_OF_SENDER);
+    this.#openWithdrawal = db.prepare(OPEN_WITHDRAWAL);
     this.#unsettled = db.prepare(`SELECT p.*, (SELECT COUNT(*) FROM transactions t WHERE t.payout_id = p.id) AS txs FROM payouts p
       WHERE p.state IN ('queued', 'sent', 'failed') ORDER BY p.decided_at`);
     this.#unsent = db.prepare(`SELECT

@@ -18,7 +18,10 @@ import { orderRefIs } from './deposits.ts';
 // A batch per transaction: the write lock is held briefly, the solver's writes interleave.
 const PRUNE_BATCH = 1_000;
 
-const UNUSED = `
+// The candidates, soonest expired first: through requests_prunable (migration 40 leads it by status), which holds only
+// waiting top-level orders; without statistics SQLite took requests_status and sorted every waiting request before the
+// LIMIT. Each NOT EXISTS seeks an index by the request's id (app_fee_entries_request, migration 40, for app fees).
+export const UNUSED = `
   SELECT r.id FROM requests r
   WHERE r.status = 'waiting' AND r.kind = 'order' AND r.parent_id IS NULL AND r.deposit_address IS NULL
     AND r.expires_at IS NOT NULL AND r.expires_at < @before
