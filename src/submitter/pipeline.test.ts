@@ -345,6 +345,49 @@ describe('PayoutPipeline', () => {
     expect(Math.max(...batches.map((b) => b.length))).toBe(10);
   });
 
+  it('a payout that goes alone, decided after a backlog of batchable ones, is not held until that backlog has left', async () => {
+    // 300 fills waiting for the one slot (held by the first batch), then a refund: it rides in no batch and needs no
+    // slot. With the waiting list full the send pass read nothing, and the refund waited for 290 fills to leave first.
+    const ids = Array.from({ length: 300 }, (_, i) => `p${String(i).padStart(3, '0')}`);
+    const mem = memoryLedger([...ids.map((id) => payout(id)), payout('r', 'refund')]);
+    const { sender, calls } = scriptedSender(mem, (id) => ({ kind: 'ready', prepared: id }));
+    const g = gate();
+    const batches: string[][] = [];
+    const batching: PayoutSender<string, string> = {
+      ...sender,
+      batch: {
+        maxPayouts: 10,
+        slots: 1,
+        batchable: (row) => row.kind === 'fill',
+        check: () => {},
+        async submitBatch(rows) {
+          await g.opened;
+          batches.push(rows.map((r) => r.id));
+          for (const r of rows) mem.ledger.payouts.setState(r.id, 'sent', { txHash: `batch-${batches.length}` });
+          return { kind: 'recorded', txHash: `batch-${batches.length}`, signed: `batch-${batches.length}` };
+        },
+      },
+    };
+    const { p } = pipeline(mem, batching);
+    await p.start();
+    await until(() => mem.reads.queued >= 1, 'the first read');
+    // Wakes as a busy node has them (heads, decisions), for up to 2 s, the first batch still unsent.
+    const wakes = setInterval(() => p.wake(), 5);
+    try {
+      await until(() => calls.submitted.includes('r'), 'the refund sent while the fills wait for the slot');
+      expect(batches).toEqual([]);
+      // Not the whole backlog read again on every wake (hundreds of them): a read through it at most once a second.
+      expect(mem.reads.rows).toBeLessThanOrEqual(100 + 3 * 301);
+    } finally {
+      clearInterval(wakes);
+      // The batch let go (also when the test failed, so that stop() ends).
+      g.open();
+    }
+    await until(() => ids.every((id) => mem.payouts.get(id)!.state === 'sent'), 'the backlog sent');
+    expect(batches.flat()).toEqual(ids);
+    expect(calls.submitted).toEqual(['r']);
+  });
+
   it('never processes a payout in flight a second time, however often it is woken', async () => {
     const mem = memoryLedger([payout('f')]);
     const g = gate();

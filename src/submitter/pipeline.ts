@@ -30,6 +30,9 @@ export const PAYOUT_BACKOFF: BackoffPolicy = { baseMs: 250, maxMs: 30_000 };
 
 // How often the queue-depth gauge is read from the ledger at most.
 const QUEUE_DEPTH_EVERY_MS = 1_000;
+// While the batchable payouts waiting fill every slot's next batch, how often at most a send pass reads the queue through
+// to its end for the payouts that go alone (they need no slot).
+const REACH_EVERY_MS = 1_000;
 
 /** What of the ledger the pipeline reads and writes. */
 export type PipelineLedger = Pick<Ledger, 'tx'> & {
@@ -115,6 +118,8 @@ export class PayoutPipeline<P, S> implements Payouts {
   #slots = 0;
   // How many queued payouts mayPay held on the last send pass: the next read reaches past them as past those in flight.
   #held = 0;
+  // When a send pass last read every queued payout (a read through to the end, or one that was not truncated).
+  #reachedAt = -Infinity;
   // When the queue-depth metric was last read from the ledger (it counts the queued payouts and reads the open transactions).
   #depthAt = -Infinity;
 
@@ -150,6 +155,7 @@ export class PayoutPipeline<P, S> implements Payouts {
       if (this.#o.serial) {
         await this.#sender.init?.();
         if (!this.#started) return;
+        this.#reachedAt = Date.now();
         this.#ready = true;
         this.#confirm.start();
         return;
@@ -172,6 +178,7 @@ export class PayoutPipeline<P, S> implements Payouts {
         }
       }
       if (!this.#started) return;
+      this.#reachedAt = Date.now();
       this.#ready = true;
       this.#send.start();
     } catch (err) {
@@ -215,30 +222,37 @@ export class PayoutPipeline<P, S> implements Payouts {
 
   #pump(): void {
     if (!this.#started || !this.#ready) return;
+    const now = Date.now();
     // Enough batchable payouts wait to fill every slot's next batch: no batchable payout read now could leave sooner,
     // and every read reaches past the payouts in flight (a burst of 10,000 fills was read again, whole, on every pass:
-    // 0.38 ms of the node's CPU per fill). A payout that goes alone (a refund, a sweep) decided after them waits its
-    // turn too, until fewer wait than the slots take at once. A slot freed wakes this pass again (#drain).
-    if (this.#waitingFull()) return this.#drain();
+    // 0.38 ms of the node's CPU per fill). A slot freed wakes this pass again (#drain). A payout that goes alone (a
+    // refund, a fill with calls) needs no slot: at most every REACH_EVERY_MS the queue is read through to its end for
+    // those, the batchable ones left to their turn (held until fewer waited than the slots take, such a payout waited
+    // for the whole backlog ahead of it to leave: pipeline.test).
+    const full = this.#waitingFull();
+    if (full && now - this.#reachedAt < REACH_EVERY_MS) return this.#drain();
     const { ledger, queuedBatch } = this.#o;
-    const now = Date.now();
     // Payouts in flight or waiting on their backoff are read and skipped: the read reaches as far past them, so that
     // however many wait (500 relays held at their own fee cap, refunds waiting for funds) they never hide the payouts
     // decided after them (a chain's every fill waited behind 500 relays).
     let skipped = this.#inFlight.size + this.#held;
     for (const r of this.#retry.values()) if (r.at > now) skipped++;
-    const limit = queuedBatch + skipped;
+    let limit = queuedBatch + skipped;
     let rows: PayoutRow[];
     try {
+      if (full) limit = ledger.payouts.queuedCount(this.chainId) + queuedBatch;
       rows = ledger.payouts.queued(this.chainId, limit);
     } catch (err) {
       this.#log.error({ err: errText(err) }, 'cannot read queued payouts');
       return;
     }
     const truncated = rows.length === limit;
+    if (full || !truncated) this.#reachedAt = now;
     let held = 0;
     for (const row of rows) {
       if (this.#inFlight.has(row.id)) continue;
+      // Read through for the payouts that go alone: a batchable one is taken in its turn (not held, not counted).
+      if (full && this.#sender.batch?.batchable(row)) continue;
       // Held (its deposit's chain not yet read for reorgs since the start): woken again once it is (depositsChecked).
       if (this.#o.hooks.mayPay && !this.#o.hooks.mayPay(row)) {
         held++;
@@ -267,9 +281,12 @@ export class PayoutPipeline<P, S> implements Payouts {
     }
     // More held than the last pass counted, and the read stopped at its limit: read again, reaching past them (a batch
     // of payouts held out of one chain's deposits hid every later payout of this chain, out of any chain's deposits).
-    const more = truncated && held > this.#held;
-    this.#held = held;
-    if (more) this.#send.wake();
+    // (A read through for the payouts that go alone counted only theirs.)
+    if (!full) {
+      const more = truncated && held > this.#held;
+      this.#held = held;
+      if (more) this.#send.wake();
+    }
     this.#drain();
   }
 
