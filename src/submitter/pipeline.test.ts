@@ -92,6 +92,28 @@ function gate() {
   return { open, opened };
 }
 
+/** `sender` with batches of 10 and one slot, each batch held until `g` opens, then recorded as sent; `batches` lists them. */
+function heldBatches(mem: ReturnType<typeof memoryLedger>, sender: PayoutSender<string, string>, batchable: (row: PayoutRow) => boolean) {
+  const g = gate();
+  const batches: string[][] = [];
+  const batching: PayoutSender<string, string> = {
+    ...sender,
+    batch: {
+      maxPayouts: 10,
+      slots: 1,
+      batchable,
+      check: () => {},
+      async submitBatch(rows) {
+        await g.opened;
+        batches.push(rows.map((r) => r.id));
+        for (const r of rows) mem.ledger.payouts.setState(r.id, 'sent', { txHash: `batch-${batches.length}` });
+        return { kind: 'recorded', txHash: `batch-${batches.length}`, signed: `batch-${batches.length}` };
+      },
+    },
+  };
+  return { batching, batches, g };
+}
+
 async function until(cond: () => boolean, what: string): Promise<void> {
   for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 1));
   if (!cond()) throw new Error(`timed out waiting for: ${what}`);
@@ -312,23 +334,7 @@ describe('PayoutPipeline', () => {
     const ids = Array.from({ length: 2000 }, (_, i) => `p${String(i).padStart(4, '0')}`);
     const mem = memoryLedger(ids.map((id) => payout(id)));
     const { sender } = scriptedSender(mem, () => ({ kind: 'ready', prepared: 'x' }));
-    const g = gate();
-    const batches: string[][] = [];
-    const batching: PayoutSender<string, string> = {
-      ...sender,
-      batch: {
-        maxPayouts: 10,
-        slots: 1,
-        batchable: () => true,
-        check: () => {},
-        async submitBatch(rows) {
-          await g.opened;
-          batches.push(rows.map((r) => r.id));
-          for (const r of rows) mem.ledger.payouts.setState(r.id, 'sent', { txHash: `batch-${batches.length}` });
-          return { kind: 'recorded', txHash: `batch-${batches.length}`, signed: `batch-${batches.length}` };
-        },
-      },
-    };
+    const { batching, batches, g } = heldBatches(mem, sender, () => true);
     const { p } = pipeline(mem, batching);
     await p.start();
     await until(() => mem.reads.queued >= 1, 'the first read');
@@ -351,23 +357,7 @@ describe('PayoutPipeline', () => {
     const ids = Array.from({ length: 300 }, (_, i) => `p${String(i).padStart(3, '0')}`);
     const mem = memoryLedger([...ids.map((id) => payout(id)), payout('r', 'refund')]);
     const { sender, calls } = scriptedSender(mem, (id) => ({ kind: 'ready', prepared: id }));
-    const g = gate();
-    const batches: string[][] = [];
-    const batching: PayoutSender<string, string> = {
-      ...sender,
-      batch: {
-        maxPayouts: 10,
-        slots: 1,
-        batchable: (row) => row.kind === 'fill',
-        check: () => {},
-        async submitBatch(rows) {
-          await g.opened;
-          batches.push(rows.map((r) => r.id));
-          for (const r of rows) mem.ledger.payouts.setState(r.id, 'sent', { txHash: `batch-${batches.length}` });
-          return { kind: 'recorded', txHash: `batch-${batches.length}`, signed: `batch-${batches.length}` };
-        },
-      },
-    };
+    const { batching, batches, g } = heldBatches(mem, sender, (row) => row.kind === 'fill');
     const { p } = pipeline(mem, batching);
     await p.start();
     await until(() => mem.reads.queued >= 1, 'the first read');
