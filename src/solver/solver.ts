@@ -56,10 +56,10 @@ interface Snapshot {
   prices: Map<string, string>;
 }
 
-// A snapshot older than this is read again in the background while decisions go on with it; one
-// older than the bound is waited for (after a start, or when the node was idle).
 // Confirmed deposits decided in one ledger transaction (one disk flush).
 const DECIDE_BATCH = 200;
+// A snapshot older than this is read again in the background while decisions go on with it; one
+// older than the bound is waited for (after a start, or when the node was idle).
 const SNAPSHOT_TTL_MS = 1000;
 const SNAPSHOT_MAX_AGE_MS = 3000;
 const key = (chainId: number, currency: string) => `${chainId}:${currency}`;
